@@ -1,0 +1,153 @@
+/**
+ * The one Engine interface every backend implements (native addon, WASM).
+ *
+ * Owns: the shape of the engine as seen from TypeScript. Must never: import a
+ * backend. Everything above `bindings/` talks to the engine through these types.
+ *
+ * Labels are the caller's u64 ids for vectors (the shard layer maps point ids onto
+ * them). Vectors travel as one flat Float32Array of `n * dim` values. Every call that
+ * does real work returns a Promise and runs off the event loop (napi async tasks for
+ * the native backend, a worker thread for WASM).
+ */
+
+export type Distance = 'Cosine' | 'Dot' | 'Euclid' | 'Manhattan';
+
+export type Quantization =
+  | { kind: 'none' }
+  | { kind: 'scalar'; quantile?: number }
+  | { kind: 'binary' };
+
+export interface IndexOptions {
+  dim: number;
+  distance: Distance;
+  /** HNSW links per node on upper levels (level 0 has 2*m). Default 16. */
+  m?: number;
+  /** Candidate list size while building. Default 100. */
+  efConstruct?: number;
+  /** Below this many KiB of candidate vectors a filtered search scans exactly. Default 10000. */
+  fullScanThresholdKb?: number;
+  quantization?: Quantization;
+  /** Seed of the level generator, for reproducible graphs. */
+  seed?: number;
+}
+
+export interface SearchOptions {
+  /** Number of results. */
+  k: number;
+  /** Candidate list size at query time; default max(k, efConstruct)... see engine docs. */
+  ef?: number;
+  /** Exact brute-force search, ignoring the graph. */
+  exact?: boolean;
+  /** Only these labels may be returned (filtered search). */
+  allow?: BigUint64Array;
+  /** Quantized search: fetch k * oversampling candidates before rescoring. Default 1 (scalar) / 3 (binary). */
+  oversampling?: number;
+  /** Rescore quantized candidates on the original vectors. Default true. */
+  rescore?: boolean;
+  /** Search the original vectors even when the index is quantized. */
+  ignoreQuantization?: boolean;
+}
+
+export interface SearchResult {
+  labels: BigUint64Array;
+  /** Reference score semantics: Cosine/Dot larger is better, Euclid/Manhattan are distances. */
+  scores: Float32Array;
+}
+
+export interface IndexStats {
+  dim: number;
+  distance: Distance;
+  /** Live (not deleted) vectors. */
+  count: number;
+  /** Slots including deleted ones not yet reclaimed by compact(). */
+  slots: number;
+  deleted: number;
+  /** Bytes held for vectors (f32 or quantized codes) */
+  vectorBytes: number;
+  /** Bytes held for graph links. */
+  graphBytes: number;
+  /** Everything the index holds in memory. */
+  totalBytes: number;
+  quantization: Quantization['kind'];
+}
+
+export interface VectorIndex {
+  readonly dim: number;
+  readonly distance: Distance;
+  /** Inserts or replaces vectors. Uses up to `threads` worker threads (default: all cores). */
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void>;
+  /** Marks labels deleted; returns how many existed. */
+  delete(labels: BigUint64Array): Promise<number>;
+  search(query: Float32Array, options: SearchOptions): Promise<SearchResult>;
+  /** Several queries (flat, n * dim) in one call; one result per query. */
+  searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]>;
+  getVector(label: bigint): Promise<Float32Array | null>;
+  /** Rebuilds the graph without deleted slots. */
+  compact(threads?: number): Promise<void>;
+  stats(): IndexStats;
+  /** Writes the index atomically (temp file, fsync, rename, fsync dir). Durable backends only. */
+  save(path: string): Promise<void>;
+  /** Frees native memory now; later calls fail with QUIVER_CLOSED. */
+  close(): void;
+}
+
+export interface WalOptions {
+  /** Bytes per segment file before a new one starts. Default 32 MiB. */
+  segmentBytes?: number;
+  /** Keep at most this many bytes of closed segments; older ones are removed. 0 = keep all. */
+  retentionBytes?: number;
+}
+
+export interface WalOpenReport {
+  /** First and last sequence numbers present after open (0n, 0n when empty). */
+  firstSeq: bigint;
+  lastSeq: bigint;
+  /** Bytes cut from a torn or corrupt tail, and where. */
+  truncatedBytes: number;
+  truncatedFile: string | null;
+  truncatedOffset: number | null;
+}
+
+export interface WalRecord {
+  seq: bigint;
+  data: Buffer;
+}
+
+export interface Wal {
+  readonly report: WalOpenReport;
+  /** Appends records; resolves with the sequence number of each. Fsyncs when `sync`. */
+  append(records: Buffer[], sync?: boolean): Promise<bigint[]>;
+  /** Fsyncs everything appended so far (group commit: concurrent callers share one fsync). */
+  sync(): Promise<void>;
+  readFrom(seq: bigint, maxRecords?: number): Promise<WalRecord[]>;
+  truncateBefore(seq: bigint): Promise<void>;
+  firstSeq(): bigint;
+  lastSeq(): bigint;
+  close(): Promise<void>;
+}
+
+export type Backend = 'native' | 'wasm';
+
+export interface Engine {
+  readonly backend: Backend;
+  /** Whether this backend can persist (save/load, WAL). The WASM backend cannot. */
+  readonly durable: boolean;
+  /** Name of the distance kernels in use, e.g. "avx2+fma", "simd128", "scalar". */
+  readonly kernels: string;
+  createIndex(options: IndexOptions): VectorIndex;
+  loadIndex(path: string): Promise<VectorIndex>;
+  openWal(dir: string, options?: WalOptions): Promise<Wal>;
+}
+
+/** Errors thrown by the engine carry one of these stable codes in `err.code`. */
+export const ENGINE_ERROR_CODES = [
+  'QUIVER_INVALID_ARGUMENT',
+  'QUIVER_DIMENSION_MISMATCH',
+  'QUIVER_NOT_FOUND',
+  'QUIVER_IO',
+  'QUIVER_CORRUPT',
+  'QUIVER_UNSUPPORTED_FORMAT',
+  'QUIVER_CLOSED',
+  'QUIVER_UNSUPPORTED',
+] as const;
+export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];

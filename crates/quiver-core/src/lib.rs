@@ -1,0 +1,12 @@
+//! quiver-core: the engine of Quiver, with no dependencies.
+//!
+//! Owns: distance kernels, the HNSW index, scalar and binary quantization, the
+//! write-ahead log and the engine's file formats. Must never: know of shards, peers,
+//! HTTP or JavaScript. Builds with Rust 1.63 (the wasm toolchain) and current stable.
+
+pub mod distance;
+pub mod error;
+pub mod rng;
+
+pub use distance::Distance;
+pub use error::{Error, ErrorKind, Result};
