@@ -336,6 +336,118 @@ pub mod avx2 {
     };
 }
 
+
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+pub mod avx512 {
+    //! AVX-512F kernels: 16 lanes, masked tail loads so there is no scalar tail.
+    //! Behind the `avx512` cargo feature because these intrinsics need Rust 1.89; the
+    //! Rust 1.63 build (wasm toolchain) leaves the feature off.
+    use std::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tail_mask(rem: usize) -> __mmask16 {
+        ((1u32 << rem) - 1) as __mmask16
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn dot_impl(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let pa = a.as_ptr();
+        let pb = b.as_ptr();
+        let mut acc0 = _mm512_setzero_ps();
+        let mut acc1 = _mm512_setzero_ps();
+        let mut i = 0;
+        while i + 32 <= n {
+            acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i + 16)), _mm512_loadu_ps(pb.add(i + 16)), acc1);
+            i += 32;
+        }
+        while i + 16 <= n {
+            acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)), acc0);
+            i += 16;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pa.add(i)), _mm512_maskz_loadu_ps(m, pb.add(i)), acc1);
+        }
+        _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn l2sq_impl(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let pa = a.as_ptr();
+        let pb = b.as_ptr();
+        let mut acc0 = _mm512_setzero_ps();
+        let mut acc1 = _mm512_setzero_ps();
+        let mut i = 0;
+        while i + 32 <= n {
+            let d0 = _mm512_sub_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)));
+            let d1 = _mm512_sub_ps(_mm512_loadu_ps(pa.add(i + 16)), _mm512_loadu_ps(pb.add(i + 16)));
+            acc0 = _mm512_fmadd_ps(d0, d0, acc0);
+            acc1 = _mm512_fmadd_ps(d1, d1, acc1);
+            i += 32;
+        }
+        while i + 16 <= n {
+            let d = _mm512_sub_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)));
+            acc0 = _mm512_fmadd_ps(d, d, acc0);
+            i += 16;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            let d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, pa.add(i)), _mm512_maskz_loadu_ps(m, pb.add(i)));
+            acc1 = _mm512_fmadd_ps(d, d, acc1);
+        }
+        _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn l1_impl(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let pa = a.as_ptr();
+        let pb = b.as_ptr();
+        let mut acc0 = _mm512_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            let d = _mm512_sub_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)));
+            acc0 = _mm512_add_ps(acc0, _mm512_abs_ps(d));
+            i += 16;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            let d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, pa.add(i)), _mm512_maskz_loadu_ps(m, pb.add(i)));
+            acc0 = _mm512_add_ps(acc0, _mm512_abs_ps(d));
+        }
+        _mm512_reduce_add_ps(acc0)
+    }
+
+    pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+        unsafe { dot_impl(a, b) }
+    }
+    pub fn neg_dot(a: &[f32], b: &[f32]) -> f32 {
+        -unsafe { dot_impl(a, b) }
+    }
+    pub fn l2sq(a: &[f32], b: &[f32]) -> f32 {
+        unsafe { l2sq_impl(a, b) }
+    }
+    pub fn l1(a: &[f32], b: &[f32]) -> f32 {
+        unsafe { l1_impl(a, b) }
+    }
+
+    pub fn available() -> bool {
+        is_x86_feature_detected!("avx512f")
+    }
+
+    pub const KERNELS: super::Kernels = super::Kernels {
+        name: "avx512f",
+        dot,
+        neg_dot,
+        l2sq,
+        l1,
+    };
+}
+
 #[cfg(target_arch = "aarch64")]
 pub mod neon {
     //! NEON kernels (always present on aarch64).
@@ -526,6 +638,12 @@ pub fn available_kernels() -> Vec<Kernels> {
         if avx2::available() {
             v.push(avx2::KERNELS);
         }
+        #[cfg(feature = "avx512")]
+        {
+            if avx512::available() {
+                v.push(avx512::KERNELS);
+            }
+        }
     }
     #[cfg(target_arch = "aarch64")]
     {
@@ -539,10 +657,14 @@ pub fn available_kernels() -> Vec<Kernels> {
 }
 
 fn detect() -> Kernels {
-    if std::env::var("QUIVER_KERNELS").map(|s| s == "scalar").unwrap_or(false) {
-        return SCALAR;
+    // QUIVER_KERNELS=scalar|avx2+fma|... pins a kernel set (for comparisons).
+    let all = available_kernels();
+    if let Ok(want) = std::env::var("QUIVER_KERNELS") {
+        if let Some(k) = all.iter().find(|k| k.name == want) {
+            return *k;
+        }
     }
-    *available_kernels().last().unwrap()
+    *all.last().unwrap()
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -11,6 +11,11 @@ impl SplitMix64 {
         SplitMix64 { state: seed }
     }
 
+    /// The generator's position, so a saved index resumes the same level sequence.
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);

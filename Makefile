@@ -1,0 +1,50 @@
+# Quiver build, test and benchmark entry points.
+#   make run    install dependencies, build everything, start a single node
+#   make test   build, then run every test suite; last line "N passed, N failed"
+#   make bench  engine benchmark (quick); `npm run bench:engine` for the full one
+
+SHELL := /bin/bash
+DEBIAN_RUSTC ?= /usr/bin/rustc
+DEBIAN_CARGO ?= /usr/bin/cargo
+NODE_ADDON := crates/quiver-node/quiver.node
+WASM_OUT := crates/quiver-wasm/target/wasm32-unknown-unknown/release/quiver_wasm.wasm
+
+.PHONY: all install build addon wasm ts test bench bench-full run clean
+
+all: build
+
+install: node_modules/.installed
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund
+	touch $@
+
+build: install addon wasm ts
+
+addon: install
+	cd crates/quiver-node && npx napi build --release --platform --output-dir . && \
+	  cp -f quiver-node.*.node quiver.node
+
+wasm:
+	cd crates/quiver-wasm && RUSTC=$(DEBIAN_RUSTC) $(DEBIAN_CARGO) build --target wasm32-unknown-unknown --release
+
+ts: install
+	npx tsc -p tsconfig.json
+
+test: build
+	./scripts/run-tests.sh
+
+bench: build
+	npm run bench:engine -- --quick
+
+bench-full: build
+	npm run bench:engine
+
+run: build
+	@echo "The REST service (port 6333) is not implemented yet: it is issue 3 (single-node service)."
+	@echo "What exists today is the engine: run 'make test' or 'make bench'."
+	@exit 2
+
+clean:
+	cargo clean
+	rm -rf dist crates/quiver-wasm/target $(NODE_ADDON)

@@ -1,0 +1,1505 @@
+//! The HNSW index: a layered proximity graph over vectors, with labels, deletes,
+//! filtered search and optional quantization.
+//!
+//! Owns: the graph, the vectors it scores (f32, or quantized codes with the f32
+//! originals kept beside for rescoring), label <-> slot mapping, and the choice
+//! between graph search and exact scan. Must never: know what a label means (the
+//! shard layer maps point ids onto labels), or allocate per visited node.
+//!
+//! Memory layout (after hnswlib): one flat arena for level 0 where each slot holds
+//! `[link count | 2*m links | vector data]`, so scoring a neighbour touches the same
+//! cache lines as reading its links. Upper levels live in a separate pool, only for
+//! the few nodes that reach them. Links are atomics: during a parallel build, writers
+//! take a per-node lock and publish the count with Release; readers never lock.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::distance::{kernels, Distance};
+use crate::error::{Error, ErrorKind, Result};
+use crate::fileio::{ByteReader, ByteWriter};
+use crate::quant::{BinaryQuantizer, ScalarQuantizer};
+use crate::rng::SplitMix64;
+use crate::visited::{VisitedPool, VisitedSet};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Quantization {
+    None,
+    Scalar { quantile: f32 },
+    Binary,
+}
+
+impl Quantization {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Quantization::None => "none",
+            Quantization::Scalar { .. } => "scalar",
+            Quantization::Binary => "binary",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexConfig {
+    pub dim: usize,
+    pub distance: Distance,
+    /// Links per node on upper levels; level 0 keeps twice as many.
+    pub m: usize,
+    pub ef_construct: usize,
+    /// Filtered searches whose allowed vectors total fewer KiB than this scan exactly.
+    pub full_scan_threshold_kb: usize,
+    pub quantization: Quantization,
+    pub seed: u64,
+}
+
+impl IndexConfig {
+    pub fn new(dim: usize, distance: Distance) -> IndexConfig {
+        IndexConfig {
+            dim,
+            distance,
+            m: 16,
+            ef_construct: 100,
+            full_scan_threshold_kb: 10_000,
+            quantization: Quantization::None,
+            seed: 42,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.dim == 0 || self.dim > 65_536 {
+            return Err(Error::invalid(format!("dimension must be in 1..=65536, got {}", self.dim)));
+        }
+        if self.m < 2 || self.m > 256 {
+            return Err(Error::invalid(format!("m must be in 2..=256, got {}", self.m)));
+        }
+        if self.ef_construct < 4 || self.ef_construct > 100_000 {
+            return Err(Error::invalid(format!("ef_construct must be in 4..=100000, got {}", self.ef_construct)));
+        }
+        if let Quantization::Scalar { quantile } = self.quantization {
+            if !(quantile > 0.5 && quantile <= 1.0) {
+                return Err(Error::invalid(format!("scalar quantile must be in (0.5, 1], got {}", quantile)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchParams {
+    pub k: usize,
+    /// Candidate list size; defaults to ef_construct, never below k.
+    pub ef: Option<usize>,
+    /// Exact scan over original vectors, ignoring the graph and quantization.
+    pub exact: bool,
+    /// Quantized search keeps `k * oversampling` candidates for rescoring.
+    pub oversampling: Option<f32>,
+    pub rescore: bool,
+    pub ignore_quantization: bool,
+}
+
+impl SearchParams {
+    pub fn new(k: usize) -> SearchParams {
+        SearchParams { k, ef: None, exact: false, oversampling: None, rescore: true, ignore_quantization: false }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexStats {
+    pub dim: usize,
+    pub distance: Distance,
+    pub count: usize,
+    pub slots: usize,
+    pub deleted: usize,
+    /// Bytes of the vectors the graph search scores (f32, or quantized codes).
+    pub vector_bytes: usize,
+    /// Bytes of f32 originals kept for rescoring (quantized indexes only).
+    pub original_bytes: usize,
+    pub graph_bytes: usize,
+    pub total_bytes: usize,
+    pub quantization: &'static str,
+}
+
+/// Multiplicative hasher for u64 labels (SipHash costs more than the lookup).
+#[derive(Default, Clone, Copy)]
+pub struct LabelHasher(u64);
+
+impl Hasher for LabelHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3).rotate_left(5);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        let x = (v ^ (v >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        self.0 = x ^ (x >> 29);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type LabelMap = HashMap<u64, u32, BuildHasherDefault<LabelHasher>>;
+
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    cost: f32,
+    id: u32,
+}
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Cand {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.cost.total_cmp(&o.cost).then(self.id.cmp(&o.id))
+    }
+}
+
+/// What the graph scores: f32 vectors in the arena, or quantized codes.
+pub(crate) enum Codes {
+    F32,
+    Scalar(ScalarQuantizer),
+    Binary(BinaryQuantizer),
+}
+
+const NONE: u32 = u32::MAX;
+
+pub struct Index {
+    pub(crate) config: IndexConfig,
+    pub(crate) m0: usize,
+    /// u32 words per level-0 slot: count + m0 links + data words.
+    pub(crate) stride: usize,
+    pub(crate) data_words: usize,
+    pub(crate) arena: Vec<AtomicU32>,
+    pub(crate) cap: usize,
+    pub(crate) n: usize,
+    pub(crate) levels: Vec<u8>,
+    /// Offset of each node's upper links in `upper`, or NONE for level-0 nodes.
+    pub(crate) upper_off: Vec<u32>,
+    pub(crate) upper: Vec<AtomicU32>,
+    pub(crate) labels: Vec<u64>,
+    pub(crate) label_map: LabelMap,
+    pub(crate) deleted: Vec<u64>,
+    pub(crate) deleted_count: usize,
+    pub(crate) entry: AtomicU32,
+    pub(crate) max_level: AtomicUsize,
+    entry_lock: Mutex<()>,
+    pub(crate) codes: Codes,
+    /// f32 originals when the arena holds codes (for build and rescoring).
+    pub(crate) originals: Vec<f32>,
+    pub(crate) rng: SplitMix64,
+    cost_fn: fn(&[f32], &[f32]) -> f32,
+    visited: VisitedPool,
+}
+
+/// Per-thread buffers reused across insertions.
+struct BuildScratch {
+    visited: VisitedSet,
+    top: BinaryHeap<Cand>,
+    cand: BinaryHeap<Reverse<Cand>>,
+}
+
+impl BuildScratch {
+    fn new(n: usize, ef: usize) -> BuildScratch {
+        BuildScratch { visited: VisitedSet::new(n), top: BinaryHeap::with_capacity(ef + 1), cand: BinaryHeap::with_capacity(ef * 4) }
+    }
+}
+
+/// Which slots a search may return. `ALL` lets the unfiltered loop drop the branch.
+trait Accept {
+    const ALL: bool;
+    fn accept(&self, i: u32) -> bool;
+}
+struct AcceptAll;
+impl Accept for AcceptAll {
+    const ALL: bool = true;
+    #[inline(always)]
+    fn accept(&self, _: u32) -> bool {
+        true
+    }
+}
+struct AcceptBits<'a>(&'a [u64]);
+impl<'a> Accept for AcceptBits<'a> {
+    const ALL: bool = false;
+    #[inline(always)]
+    fn accept(&self, i: u32) -> bool {
+        self.0[(i >> 6) as usize] & (1u64 << (i & 63)) != 0
+    }
+}
+/// Not deleted (complement of the deleted bitset).
+struct AcceptLive<'a>(&'a [u64]);
+impl<'a> Accept for AcceptLive<'a> {
+    const ALL: bool = false;
+    #[inline(always)]
+    fn accept(&self, i: u32) -> bool {
+        self.0[(i >> 6) as usize] & (1u64 << (i & 63)) == 0
+    }
+}
+
+/// Cost of the query against slot `i`.
+trait Scorer {
+    fn cost(&self, i: u32) -> f32;
+}
+struct RawScorer<'a> {
+    index: &'a Index,
+    q: &'a [f32],
+    f: fn(&[f32], &[f32]) -> f32,
+}
+impl<'a> Scorer for RawScorer<'a> {
+    #[inline(always)]
+    fn cost(&self, i: u32) -> f32 {
+        (self.f)(self.q, self.index.raw(i))
+    }
+}
+struct SqScorer<'a> {
+    index: &'a Index,
+    sq: &'a ScalarQuantizer,
+    q: crate::quant::ScalarQuery,
+}
+impl<'a> Scorer for SqScorer<'a> {
+    #[inline(always)]
+    fn cost(&self, i: u32) -> f32 {
+        self.sq.cost(&self.q, self.index.code(i))
+    }
+}
+struct BqScorer<'a> {
+    index: &'a Index,
+    bq: &'a BinaryQuantizer,
+    q: crate::quant::BinaryQuery,
+}
+impl<'a> Scorer for BqScorer<'a> {
+    #[inline(always)]
+    fn cost(&self, i: u32) -> f32 {
+        self.bq.cost(&self.q, self.index.code(i))
+    }
+}
+
+#[inline(always)]
+fn prefetch(p: *const AtomicU32) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Upper bound on the level-0 links of a node (m <= 256).
+const MAX_M0: usize = 512;
+
+fn zeroed_atomics(n: usize) -> Vec<AtomicU32> {
+    // AtomicU32 has the layout of u32, so a zeroed u32 vector (calloc) is a valid one.
+    let v = std::mem::ManuallyDrop::new(vec![0u32; n]);
+    unsafe { Vec::from_raw_parts(v.as_ptr() as *mut AtomicU32, v.len(), v.capacity()) }
+}
+
+pub fn default_threads() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    {
+        1
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+}
+
+impl Index {
+    pub fn new(config: IndexConfig) -> Result<Index> {
+        config.validate()?;
+        let m0 = config.m * 2;
+        let data_words = (config.dim * 4 + 3) / 4; // f32 until a quantizer is trained
+        let k = kernels();
+        Ok(Index {
+            cost_fn: config.distance.cost_fn(k),
+            m0,
+            stride: 1 + m0 + data_words,
+            data_words,
+            arena: Vec::new(),
+            cap: 0,
+            n: 0,
+            levels: Vec::new(),
+            upper_off: Vec::new(),
+            upper: Vec::new(),
+            labels: Vec::new(),
+            label_map: LabelMap::default(),
+            deleted: Vec::new(),
+            deleted_count: 0,
+            entry: AtomicU32::new(NONE),
+            max_level: AtomicUsize::new(0),
+            entry_lock: Mutex::new(()),
+            codes: Codes::F32,
+            originals: Vec::new(),
+            rng: SplitMix64::new(config.seed),
+            visited: VisitedPool::new(),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    pub fn dim(&self) -> usize {
+        self.config.dim
+    }
+
+    /// Live (not deleted) vectors.
+    pub fn len(&self) -> usize {
+        self.n - self.deleted_count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, label: u64) -> bool {
+        self.label_map.contains_key(&label)
+    }
+
+    fn quantized(&self) -> bool {
+        !matches!(self.codes, Codes::F32)
+    }
+
+    #[inline(always)]
+    fn slot(&self, i: u32) -> *const AtomicU32 {
+        unsafe { self.arena.as_ptr().add(i as usize * self.stride) }
+    }
+
+    /// The f32 vector of slot `i` (preprocessed: normalised for Cosine).
+    #[inline(always)]
+    pub(crate) fn raw(&self, i: u32) -> &[f32] {
+        let d = self.config.dim;
+        if self.quantized() {
+            &self.originals[i as usize * d..(i as usize + 1) * d]
+        } else {
+            unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const f32, d) }
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn code(&self, i: u32) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const u8, self.data_words * 4) }
+    }
+
+    /// Prefetches the first cache lines of what scoring slot `i` reads.
+    #[inline(always)]
+    fn prefetch_data(&self, i: u32) {
+        let p = unsafe { self.slot(i).add(1 + self.m0) };
+        prefetch(p);
+        prefetch(unsafe { (p as *const u8).add(64) as *const AtomicU32 });
+    }
+
+    /// Prefetches the f32 vector of slot `i` (what construction scores).
+    #[inline(always)]
+    fn prefetch_raw(&self, i: u32) {
+        let p: *const u8 = if self.quantized() {
+            unsafe { self.originals.as_ptr().add(i as usize * self.config.dim) as *const u8 }
+        } else {
+            unsafe { self.slot(i).add(1 + self.m0) as *const u8 }
+        };
+        prefetch(p as *const AtomicU32);
+        prefetch(unsafe { p.add(64) } as *const AtomicU32);
+    }
+
+    #[inline(always)]
+    fn is_deleted(&self, i: u32) -> bool {
+        self.deleted[(i >> 6) as usize] & (1u64 << (i & 63)) != 0
+    }
+
+    /// Link list of `i` at `level`: the count word followed by the link words.
+    #[inline(always)]
+    fn links(&self, i: u32, level: usize) -> &[AtomicU32] {
+        if level == 0 {
+            unsafe { std::slice::from_raw_parts(self.slot(i), 1 + self.m0) }
+        } else {
+            let w = 1 + self.config.m;
+            let off = self.upper_off[i as usize] as usize + (level - 1) * w;
+            &self.upper[off..off + w]
+        }
+    }
+
+    fn max_links(&self, level: usize) -> usize {
+        if level == 0 {
+            self.m0
+        } else {
+            self.config.m
+        }
+    }
+
+    fn random_level(&mut self) -> u8 {
+        let ml = 1.0 / (self.config.m as f64).ln();
+        let r = -self.rng.next_f64_open0().ln() * ml;
+        (r as usize).min(31) as u8
+    }
+
+    fn check_vectors(&self, vectors: &[f32], count: usize) -> Result<()> {
+        let d = self.config.dim;
+        if vectors.len() != count * d {
+            return Err(Error::new(
+                ErrorKind::DimensionMismatch,
+                format!(
+                    "expected {} vectors of dimension {} ({} values), got {} values",
+                    count,
+                    d,
+                    count * d,
+                    vectors.len()
+                ),
+            ));
+        }
+        if let Some(p) = vectors.iter().position(|x| !x.is_finite()) {
+            return Err(Error::invalid(format!(
+                "vector {} has a non-finite value at position {}",
+                p / d,
+                p % d
+            )));
+        }
+        Ok(())
+    }
+
+    fn grow(&mut self, needed: usize) {
+        if needed <= self.cap {
+            return;
+        }
+        let cap = needed.max(self.cap * 2).max(16);
+        let mut arena = zeroed_atomics(cap * self.stride);
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.arena.as_ptr(), arena.as_mut_ptr(), self.n * self.stride);
+        }
+        self.arena = arena;
+        self.cap = cap;
+        self.levels.reserve(cap - self.levels.len());
+        self.upper_off.reserve(cap - self.upper_off.len());
+        self.labels.reserve(cap - self.labels.len());
+        self.deleted.resize((cap + 63) / 64, 0);
+        if self.quantized() {
+            self.originals.reserve(cap * self.config.dim - self.originals.len());
+        }
+    }
+
+    fn mark_deleted(&mut self, i: u32) {
+        let w = &mut self.deleted[(i >> 6) as usize];
+        let bit = 1u64 << (i & 63);
+        if *w & bit == 0 {
+            *w |= bit;
+            self.deleted_count += 1;
+        }
+    }
+
+    /// Trains the quantizer on the first data the index sees. The arena switches
+    /// from f32 to code slots, which is only possible while it is empty.
+    fn train_quantizer(&mut self, sample: &[f32]) {
+        debug_assert_eq!(self.n, 0);
+        let d = self.config.dim;
+        let codes = match self.config.quantization {
+            Quantization::None => return,
+            Quantization::Scalar { quantile } => Codes::Scalar(ScalarQuantizer::train(sample, d, quantile)),
+            Quantization::Binary => Codes::Binary(BinaryQuantizer::train(sample, d)),
+        };
+        let code_len = match &codes {
+            Codes::Scalar(q) => q.code_len(),
+            Codes::Binary(q) => q.code_len(),
+            Codes::F32 => d * 4,
+        };
+        self.codes = codes;
+        self.data_words = (code_len + 3) / 4;
+        self.stride = 1 + self.m0 + self.data_words;
+        self.arena = Vec::new();
+        self.cap = 0;
+    }
+
+    /// Inserts or replaces vectors. A label seen before has its old slot deleted.
+    /// Graph insertion runs on `threads` threads (0 = all cores).
+    pub fn add(&mut self, labels: &[u64], vectors: &[f32], threads: usize) -> Result<()> {
+        self.check_vectors(vectors, labels.len())?;
+        if labels.is_empty() {
+            return Ok(());
+        }
+        if self.n + labels.len() >= NONE as usize {
+            return Err(Error::invalid("index is full (2^32 - 1 slots)"));
+        }
+        let d = self.config.dim;
+        // A label repeated within the batch: the last occurrence wins.
+        let mut last: LabelMap = LabelMap::default();
+        last.reserve(labels.len());
+        for (j, l) in labels.iter().enumerate() {
+            last.insert(*l, j as u32);
+        }
+        let mut prepared: Vec<f32> = Vec::with_capacity(last.len() * d);
+        let mut batch_labels: Vec<u64> = Vec::with_capacity(last.len());
+        for (j, l) in labels.iter().enumerate() {
+            if last[l] as usize != j {
+                continue;
+            }
+            let start = prepared.len();
+            prepared.extend_from_slice(&vectors[j * d..(j + 1) * d]);
+            self.config.distance.preprocess(&mut prepared[start..]);
+            batch_labels.push(*l);
+        }
+        if self.n == 0 && self.quantized() == false && self.config.quantization != Quantization::None {
+            self.train_quantizer(&prepared);
+        }
+        let first = self.n;
+        let count = batch_labels.len();
+        self.grow(first + count);
+
+        // Sequential phase: assign slots, write data, allocate upper links. After it,
+        // every new slot is fully formed except for its links.
+        for j in 0..count {
+            let i = (first + j) as u32;
+            let label = batch_labels[j];
+            if let Some(old) = self.label_map.insert(label, i) {
+                self.mark_deleted(old);
+            }
+            self.labels.push(label);
+            let level = self.random_level();
+            self.levels.push(level);
+            if level > 0 {
+                self.upper_off.push(self.upper.len() as u32);
+                let words = level as usize * (1 + self.config.m);
+                self.upper.extend((0..words).map(|_| AtomicU32::new(0)));
+            } else {
+                self.upper_off.push(NONE);
+            }
+            let v = &prepared[j * d..(j + 1) * d];
+            let base = i as usize * self.stride + 1 + self.m0;
+            match &self.codes {
+                Codes::F32 => {
+                    for (t, x) in v.iter().enumerate() {
+                        *self.arena[base + t].get_mut() = x.to_bits();
+                    }
+                }
+                Codes::Scalar(q) => {
+                    let p = self.arena[base..].as_mut_ptr() as *mut u8;
+                    let out = unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) };
+                    q.encode(v, out);
+                }
+                Codes::Binary(q) => {
+                    let p = self.arena[base..].as_mut_ptr() as *mut u8;
+                    let out = unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) };
+                    q.encode(v, out);
+                }
+            }
+            if self.quantized() {
+                self.originals.extend_from_slice(v);
+            }
+            self.n += 1;
+        }
+
+        // Parallel phase: link the new slots into the graph.
+        let threads = if threads == 0 { default_threads() } else { threads }.max(1).min(count);
+        let locks: Vec<Mutex<()>> = (0..self.n).map(|_| Mutex::new(())).collect();
+        let next = AtomicUsize::new(first);
+        let end = first + count;
+        let this: &Index = self;
+        let efc = self.config.ef_construct;
+        let work = |scratch: &mut BuildScratch| loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= end {
+                break;
+            }
+            this.link(i as u32, &locks, scratch);
+        };
+        if threads <= 1 {
+            work(&mut BuildScratch::new(self.n, efc));
+        } else {
+            #[cfg(not(target_arch = "wasm32"))]
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| work(&mut BuildScratch::new(this.n, efc)));
+                }
+            });
+            #[cfg(target_arch = "wasm32")]
+            work(&mut BuildScratch::new(self.n, efc));
+        }
+        Ok(())
+    }
+
+    /// Links slot `i` into the graph (the HNSW insertion algorithm).
+    fn link(&self, i: u32, locks: &[Mutex<()>], scratch: &mut BuildScratch) {
+        let level = self.levels[i as usize] as usize;
+        // Holding the entry lock for the whole insert when this node becomes the new
+        // top keeps the entry point consistent; it happens for ~1/m^L of nodes.
+        let guard = self.entry_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = self.entry.load(Ordering::Acquire);
+        if entry == NONE {
+            self.max_level.store(level, Ordering::Release);
+            self.entry.store(i, Ordering::Release);
+            return;
+        }
+        let top = self.max_level.load(Ordering::Acquire).min(self.levels[entry as usize] as usize);
+        let guard = if level > top { Some(guard) } else { None };
+
+        let q = self.raw(i);
+        let scorer = RawScorer { index: self, q, f: self.cost_fn };
+        let mut cur = entry;
+        let mut cur_cost = scorer.cost(cur);
+        let mut lvl = top;
+        while lvl > level {
+            let (c, cc) = self.greedy(&scorer, cur, cur_cost, lvl);
+            cur = c;
+            cur_cost = cc;
+            lvl -= 1;
+        }
+        let mut l = level.min(top) as isize;
+        while l >= 0 {
+            let lu = l as usize;
+            let found = self.search_layer_build(&scorer, cur, cur_cost, lu, scratch);
+            // `found` is sorted best first.
+            cur = found[0].id;
+            cur_cost = found[0].cost;
+            let chosen = self.select_neighbors(&found, self.config.m);
+            {
+                let _g = locks[i as usize].lock().unwrap_or_else(|e| e.into_inner());
+                let list = self.links(i, lu);
+                for (t, c) in chosen.iter().enumerate() {
+                    list[1 + t].store(c.id, Ordering::Relaxed);
+                }
+                list[0].store(chosen.len() as u32, Ordering::Release);
+            }
+            for c in &chosen {
+                self.add_back_link(c.id, i, c.cost, lu, locks);
+            }
+            l -= 1;
+        }
+        if let Some(_g) = guard {
+            if level > self.max_level.load(Ordering::Acquire) {
+                self.max_level.store(level, Ordering::Release);
+                self.entry.store(i, Ordering::Release);
+            }
+        }
+    }
+
+    /// Adds `new` to `node`'s links at `level`, pruning with the heuristic when full.
+    fn add_back_link(&self, node: u32, new: u32, cost: f32, level: usize, locks: &[Mutex<()>]) {
+        if node == new {
+            return;
+        }
+        let _g = locks[node as usize].lock().unwrap_or_else(|e| e.into_inner());
+        let list = self.links(node, level);
+        let cnt = list[0].load(Ordering::Acquire) as usize;
+        let max = self.max_links(level);
+        for t in 0..cnt {
+            if list[1 + t].load(Ordering::Relaxed) == new {
+                return;
+            }
+        }
+        if cnt < max {
+            list[1 + cnt].store(new, Ordering::Relaxed);
+            list[0].store(cnt as u32 + 1, Ordering::Release);
+            return;
+        }
+        let base = self.raw(node);
+        let mut cands: Vec<Cand> = Vec::with_capacity(cnt + 1);
+        cands.push(Cand { cost, id: new });
+        for t in 0..cnt {
+            let id = list[1 + t].load(Ordering::Relaxed);
+            cands.push(Cand { cost: (self.cost_fn)(base, self.raw(id)), id });
+        }
+        cands.sort_unstable();
+        let keep = self.select_neighbors(&cands, max);
+        for (t, c) in keep.iter().enumerate() {
+            list[1 + t].store(c.id, Ordering::Relaxed);
+        }
+        list[0].store(keep.len() as u32, Ordering::Release);
+    }
+
+    /// The HNSW neighbour heuristic: keep a candidate only if it is closer to the base
+    /// than to every neighbour already kept. `sorted` is best first.
+    fn select_neighbors(&self, sorted: &[Cand], max: usize) -> Vec<Cand> {
+        if sorted.len() <= max {
+            return sorted.to_vec();
+        }
+        let mut kept: Vec<Cand> = Vec::with_capacity(max);
+        for c in sorted {
+            if kept.len() >= max {
+                break;
+            }
+            let cv = self.raw(c.id);
+            let good = kept.iter().all(|k| (self.cost_fn)(cv, self.raw(k.id)) >= c.cost);
+            if good {
+                kept.push(*c);
+            }
+        }
+        kept
+    }
+
+    /// Greedy descent on one upper level: move to the closest neighbour until none is closer.
+    fn greedy<S: Scorer>(&self, scorer: &S, mut cur: u32, mut cur_cost: f32, level: usize) -> (u32, f32) {
+        loop {
+            let mut changed = false;
+            let list = self.links(cur, level);
+            let cnt = list[0].load(Ordering::Acquire) as usize;
+            for t in 0..cnt {
+                let c = list[1 + t].load(Ordering::Relaxed);
+                let d = scorer.cost(c);
+                if d < cur_cost {
+                    cur_cost = d;
+                    cur = c;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return (cur, cur_cost);
+            }
+        }
+    }
+
+    /// Beam search on one level during construction (deleted slots included, as they
+    /// still route). Returns up to ef_construct candidates, best first.
+    fn search_layer_build<S: Scorer>(&self, scorer: &S, ep: u32, ep_cost: f32, level: usize, scratch: &mut BuildScratch) -> Vec<Cand> {
+        let ef = self.config.ef_construct;
+        let visited = &mut scratch.visited;
+        visited.reset(self.n);
+        let top = &mut scratch.top;
+        let cand = &mut scratch.cand;
+        top.clear();
+        cand.clear();
+        visited.check_and_mark(ep);
+        top.push(Cand { cost: ep_cost, id: ep });
+        cand.push(Reverse(Cand { cost: ep_cost, id: ep }));
+        let mut bound = ep_cost;
+        let mut fresh = [0u32; MAX_M0];
+        while let Some(Reverse(c)) = cand.pop() {
+            if c.cost > bound && top.len() >= ef {
+                break;
+            }
+            // Gather the unvisited neighbours first and prefetch them all, so their
+            // vectors load in parallel instead of one cache miss at a time.
+            let list = self.links(c.id, level);
+            let cnt = list[0].load(Ordering::Acquire) as usize;
+            let mut nf = 0;
+            for t in 0..cnt {
+                let nb = list[1 + t].load(Ordering::Relaxed);
+                if !visited.check_and_mark(nb) {
+                    self.prefetch_raw(nb);
+                    fresh[nf] = nb;
+                    nf += 1;
+                }
+            }
+            for &nb in &fresh[..nf] {
+                let d = scorer.cost(nb);
+                if top.len() < ef || d < bound {
+                    cand.push(Reverse(Cand { cost: d, id: nb }));
+                    top.push(Cand { cost: d, id: nb });
+                    if top.len() > ef {
+                        top.pop();
+                    }
+                    bound = top.peek().map(|x| x.cost).unwrap_or(f32::INFINITY);
+                }
+            }
+        }
+        let mut out: Vec<Cand> = top.drain().collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Beam search on level 0 at query time. Monomorphised per scorer and filter so the
+    /// unfiltered loop has no filter branch.
+    fn search_base<S: Scorer, A: Accept>(&self, scorer: &S, accept: &A, ep: u32, ef: usize, visited: &mut VisitedSet) -> BinaryHeap<Cand> {
+        let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(ef + 1);
+        let mut cand: BinaryHeap<Reverse<Cand>> = BinaryHeap::with_capacity(ef * 2);
+        let ep_cost = scorer.cost(ep);
+        visited.check_and_mark(ep);
+        let mut bound = f32::INFINITY;
+        if A::ALL || accept.accept(ep) {
+            top.push(Cand { cost: ep_cost, id: ep });
+            bound = ep_cost;
+        }
+        cand.push(Reverse(Cand { cost: ep_cost, id: ep }));
+        let mut fresh = [0u32; MAX_M0];
+        while let Some(Reverse(c)) = cand.pop() {
+            if c.cost > bound && (top.len() >= ef || A::ALL) {
+                break;
+            }
+            let slot = self.slot(c.id);
+            let cnt = unsafe { (*slot).load(Ordering::Acquire) } as usize;
+            let mut nf = 0;
+            for t in 0..cnt {
+                let nb = unsafe { (*slot.add(1 + t)).load(Ordering::Relaxed) };
+                if !visited.check_and_mark(nb) {
+                    self.prefetch_data(nb);
+                    fresh[nf] = nb;
+                    nf += 1;
+                }
+            }
+            for &nb in &fresh[..nf] {
+                let d = scorer.cost(nb);
+                if top.len() < ef || d < bound {
+                    cand.push(Reverse(Cand { cost: d, id: nb }));
+                    if A::ALL || accept.accept(nb) {
+                        top.push(Cand { cost: d, id: nb });
+                        if top.len() > ef {
+                            top.pop();
+                        }
+                        bound = top.peek().map(|x| x.cost).unwrap_or(f32::INFINITY);
+                    }
+                }
+            }
+        }
+        top
+    }
+
+    fn graph_search<S: Scorer>(&self, scorer: &S, ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
+        let entry = self.entry.load(Ordering::Acquire);
+        if entry == NONE {
+            return Vec::new();
+        }
+        let top = self.max_level.load(Ordering::Acquire).min(self.levels[entry as usize] as usize);
+        let mut cur = entry;
+        let mut cur_cost = scorer.cost(cur);
+        let mut l = top;
+        while l > 0 {
+            let (c, cc) = self.greedy(scorer, cur, cur_cost, l);
+            cur = c;
+            cur_cost = cc;
+            l -= 1;
+        }
+        let mut visited = self.visited.take(self.n);
+        let heap = match allow {
+            Some(bits) => self.search_base(scorer, &AcceptBits(bits), cur, ef, &mut visited),
+            None if self.deleted_count > 0 => self.search_base(scorer, &AcceptLive(&self.deleted), cur, ef, &mut visited),
+            None => self.search_base(scorer, &AcceptAll, cur, ef, &mut visited),
+        };
+        self.visited.give(visited);
+        heap.into_sorted_vec()
+    }
+
+    fn exact_scan(&self, q: &[f32], k: usize, allow: Option<&[u64]>) -> Vec<Cand> {
+        let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(k + 1);
+        let mut consider = |i: u32| {
+            let d = (self.cost_fn)(q, self.raw(i));
+            if top.len() < k {
+                top.push(Cand { cost: d, id: i });
+            } else if d < top.peek().map(|x| x.cost).unwrap_or(f32::INFINITY) {
+                top.pop();
+                top.push(Cand { cost: d, id: i });
+            }
+        };
+        match allow {
+            Some(bits) => {
+                for (w, word) in bits.iter().enumerate() {
+                    let mut b = *word;
+                    while b != 0 {
+                        let t = b.trailing_zeros();
+                        consider((w as u32) * 64 + t);
+                        b &= b - 1;
+                    }
+                }
+            }
+            None => {
+                for i in 0..self.n as u32 {
+                    if !self.is_deleted(i) {
+                        consider(i);
+                    }
+                }
+            }
+        }
+        top.into_sorted_vec()
+    }
+
+    /// Nearest neighbours of `query`, best first, with reference score semantics.
+    /// `allow` restricts results to those labels (unknown labels are ignored).
+    pub fn search(&self, query: &[f32], params: &SearchParams, allow: Option<&[u64]>) -> Result<Vec<(u64, f32)>> {
+        let d = self.config.dim;
+        if query.len() != d {
+            return Err(Error::new(
+                ErrorKind::DimensionMismatch,
+                format!("query has dimension {}, index has {}", query.len(), d),
+            ));
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(Error::invalid("query has a non-finite value"));
+        }
+        if params.k == 0 {
+            return Err(Error::invalid("k must be at least 1"));
+        }
+        if let Some(o) = params.oversampling {
+            if !(o.is_finite() && o >= 1.0) {
+                return Err(Error::invalid(format!("oversampling must be >= 1, got {}", o)));
+            }
+        }
+        let mut q = query.to_vec();
+        self.config.distance.preprocess(&mut q);
+        let k = params.k;
+
+        // Filter: labels -> slot bitset (deleted slots never get in: the label map only
+        // holds live slots).
+        let mut allow_bits: Option<Vec<u64>> = None;
+        let mut allowed = 0usize;
+        if let Some(ls) = allow {
+            let mut bits = vec![0u64; (self.n + 63) / 64];
+            for l in ls {
+                if let Some(&i) = self.label_map.get(l) {
+                    let w = &mut bits[(i >> 6) as usize];
+                    let b = 1u64 << (i & 63);
+                    if *w & b == 0 {
+                        *w |= b;
+                        allowed += 1;
+                    }
+                }
+            }
+            allow_bits = Some(bits);
+        }
+        let bits = allow_bits.as_deref();
+        let small_filter = allow.is_some() && allowed * d * 4 <= self.config.full_scan_threshold_kb * 1024;
+        let found = if params.exact || small_filter || allowed == self.len() && allow.is_some() && allowed <= k {
+            self.exact_scan(&q, k, bits)
+        } else {
+            let ef = params.ef.unwrap_or(self.config.ef_construct).max(k);
+            let mut res = if self.quantized() && !params.ignore_quantization {
+                let over = params.oversampling.unwrap_or(1.0);
+                let keep = ((k as f32 * over).ceil() as usize).max(k);
+                let ef = ef.max(keep);
+                let mut cands = match &self.codes {
+                    Codes::Scalar(sq) => {
+                        let s = SqScorer { index: self, sq, q: sq.prepare_query(self.config.distance, &q) };
+                        self.graph_search(&s, ef, bits)
+                    }
+                    Codes::Binary(bq) => {
+                        let s = BqScorer { index: self, bq, q: bq.prepare_query(self.config.distance, &q) };
+                        self.graph_search(&s, ef, bits)
+                    }
+                    Codes::F32 => unreachable!(),
+                };
+                cands.truncate(keep);
+                if params.rescore {
+                    for c in cands.iter_mut() {
+                        c.cost = (self.cost_fn)(&q, self.raw(c.id));
+                    }
+                    cands.sort_unstable();
+                }
+                cands
+            } else {
+                let s = RawScorer { index: self, q: &q, f: self.cost_fn };
+                self.graph_search(&s, ef, bits)
+            };
+            // A strict filter can cut the graph into pieces the beam cannot reach; when
+            // the graph found fewer than k of the allowed points, scan them exactly.
+            if allow.is_some() && res.len() < k && allowed > res.len() {
+                res = self.exact_scan(&q, k, bits);
+            }
+            res
+        };
+        let dist = self.config.distance;
+        Ok(found
+            .iter()
+            .take(k)
+            .map(|c| (self.labels[c.id as usize], dist.cost_to_score(c.cost)))
+            .collect())
+    }
+
+    /// Marks labels deleted; returns how many were present.
+    pub fn delete(&mut self, labels: &[u64]) -> usize {
+        let mut removed = 0;
+        for l in labels {
+            if let Some(i) = self.label_map.remove(l) {
+                self.mark_deleted(i);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// The stored vector of `label` (normalised for Cosine).
+    pub fn get_vector(&self, label: u64) -> Option<Vec<f32>> {
+        self.label_map.get(&label).map(|&i| self.raw(i).to_vec())
+    }
+
+    /// Labels of all live vectors, in slot order.
+    pub fn live_labels(&self) -> Vec<u64> {
+        (0..self.n as u32).filter(|&i| !self.is_deleted(i)).map(|i| self.labels[i as usize]).collect()
+    }
+
+    /// Rebuilds the index from its live vectors, reclaiming deleted slots (and
+    /// retraining the quantizer on the live data).
+    pub fn compact(&mut self, threads: usize) -> Result<()> {
+        let d = self.config.dim;
+        let live: Vec<u32> = (0..self.n as u32).filter(|&i| !self.is_deleted(i)).collect();
+        let mut labels = Vec::with_capacity(live.len());
+        let mut vectors = Vec::with_capacity(live.len() * d);
+        for &i in &live {
+            labels.push(self.labels[i as usize]);
+            vectors.extend_from_slice(self.raw(i));
+        }
+        let mut fresh = Index::new(self.config.clone())?;
+        fresh.add(&labels, &vectors, threads)?;
+        *self = fresh;
+        Ok(())
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        let slot_vec = self.data_words * 4;
+        let vector_bytes = self.n * slot_vec;
+        let original_bytes = self.originals.len() * 4;
+        let graph_bytes = self.n * (1 + self.m0) * 4 + self.upper.len() * 4 + self.upper_off.len() * 4 + self.levels.len();
+        let map_bytes = self.label_map.capacity() * 16 + self.labels.len() * 8 + self.deleted.len() * 8;
+        IndexStats {
+            dim: self.config.dim,
+            distance: self.config.distance,
+            count: self.len(),
+            slots: self.n,
+            deleted: self.deleted_count,
+            vector_bytes,
+            original_bytes,
+            graph_bytes,
+            total_bytes: vector_bytes + original_bytes + graph_bytes + map_bytes,
+            quantization: self.config.quantization.name(),
+        }
+    }
+
+    /// Checks the graph's structural invariants (for tests and after load).
+    pub fn check_invariants(&self) -> Result<()> {
+        for i in 0..self.n as u32 {
+            let lv = self.levels[i as usize] as usize;
+            for l in 0..=lv {
+                let list = self.links(i, l);
+                let cnt = list[0].load(Ordering::Acquire) as usize;
+                if cnt > self.max_links(l) {
+                    return Err(Error::corrupt(format!("slot {} level {} has {} links", i, l, cnt)));
+                }
+                for t in 0..cnt {
+                    let nb = list[1 + t].load(Ordering::Relaxed);
+                    if nb as usize >= self.n || nb == i {
+                        return Err(Error::corrupt(format!("slot {} level {} links to {}", i, l, nb)));
+                    }
+                    if (self.levels[nb as usize] as usize) < l {
+                        return Err(Error::corrupt(format!("slot {} level {} links to lower node {}", i, l, nb)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Magic and version of the index file (`Index::save`).
+pub const INDEX_MAGIC: [u8; 8] = *b"QVRINDEX";
+pub const INDEX_FORMAT_VERSION: u32 = 1;
+
+impl Index {
+    /// Serialises the whole index (config, labels, graph, vectors, quantizer).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let c = &self.config;
+        let mut w = ByteWriter::with_capacity(64 + self.n * (self.stride * 4 + 16) + self.upper.len() * 4 + self.originals.len() * 4);
+        w.put_u32(c.dim as u32);
+        w.put_u8(c.distance.code());
+        w.put_u32(c.m as u32);
+        w.put_u32(c.ef_construct as u32);
+        w.put_u64(c.full_scan_threshold_kb as u64);
+        match c.quantization {
+            Quantization::None => {
+                w.put_u8(0);
+                w.put_f32(0.0);
+            }
+            Quantization::Scalar { quantile } => {
+                w.put_u8(1);
+                w.put_f32(quantile);
+            }
+            Quantization::Binary => {
+                w.put_u8(2);
+                w.put_f32(0.0);
+            }
+        }
+        w.put_u64(c.seed);
+        w.put_u64(self.rng.state());
+        w.put_u64(self.n as u64);
+        w.put_u64(self.data_words as u64);
+        w.put_u32(self.entry.load(Ordering::Acquire));
+        w.put_u32(self.max_level.load(Ordering::Acquire) as u32);
+        for l in &self.labels[..self.n] {
+            w.put_u64(*l);
+        }
+        w.put_bytes(&self.levels[..self.n]);
+        for word in &self.deleted[..(self.n + 63) / 64] {
+            w.put_u64(*word);
+        }
+        let arena: &[u32] = unsafe { std::slice::from_raw_parts(self.arena.as_ptr() as *const u32, self.n * self.stride) };
+        w.put_u32_slice(arena);
+        w.put_u32_slice(&self.upper_off[..self.n]);
+        w.put_u64(self.upper.len() as u64);
+        let upper: &[u32] = unsafe { std::slice::from_raw_parts(self.upper.as_ptr() as *const u32, self.upper.len()) };
+        w.put_u32_slice(upper);
+        let qbytes = match &self.codes {
+            Codes::F32 => Vec::new(),
+            Codes::Scalar(q) => q.to_bytes(),
+            Codes::Binary(q) => q.to_bytes(),
+        };
+        w.put_u64(qbytes.len() as u64);
+        w.put_bytes(&qbytes);
+        w.put_u64(self.originals.len() as u64);
+        w.put_f32_slice(&self.originals);
+        crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, w.as_slice())
+    }
+
+    /// Parses what `to_bytes` wrote. Any inconsistency is a Corrupt error naming `name`.
+    pub fn from_bytes_named(bytes: &[u8], name: &str) -> Result<Index> {
+        let (_version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
+        let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
+        let mut r = ByteReader::new(payload).with_name(name);
+        let dim = r.get_u32()? as usize;
+        let distance = Distance::from_code(r.get_u8()?).ok_or_else(|| bad("unknown distance code"))?;
+        let mut config = IndexConfig::new(dim, distance);
+        config.m = r.get_u32()? as usize;
+        config.ef_construct = r.get_u32()? as usize;
+        config.full_scan_threshold_kb = r.get_u64()? as usize;
+        let qkind = r.get_u8()?;
+        let quantile = r.get_f32()?;
+        config.quantization = match qkind {
+            0 => Quantization::None,
+            1 => Quantization::Scalar { quantile },
+            2 => Quantization::Binary,
+            _ => return Err(bad("unknown quantization kind")),
+        };
+        config.seed = r.get_u64()?;
+        config.validate().map_err(|e| bad(&e.message))?;
+        let mut index = Index::new(config)?;
+        index.rng = SplitMix64::new(r.get_u64()?);
+        let n = r.get_u64()? as usize;
+        let data_words = r.get_u64()? as usize;
+        if n >= NONE as usize || data_words > 65_536 * 2 {
+            return Err(bad("slot count or slot size out of range"));
+        }
+        let entry = r.get_u32()?;
+        let max_level = r.get_u32()? as usize;
+        let mut labels = Vec::with_capacity(n);
+        for _ in 0..n {
+            labels.push(r.get_u64()?);
+        }
+        let levels = r.get_bytes(n)?.to_vec();
+        let mut deleted = Vec::with_capacity((n + 63) / 64);
+        for _ in 0..(n + 63) / 64 {
+            deleted.push(r.get_u64()?);
+        }
+        index.data_words = data_words;
+        index.stride = 1 + index.m0 + data_words;
+        let arena = r.get_u32_vec(n * index.stride)?;
+        let upper_off = r.get_u32_vec(n)?;
+        let upper_len = r.get_u64()? as usize;
+        let upper = r.get_u32_vec(upper_len)?;
+        let qlen = r.get_u64()? as usize;
+        let qbytes = r.get_bytes(qlen)?;
+        index.codes = match index.config.quantization {
+            Quantization::None => Codes::F32,
+            Quantization::Scalar { .. } => Codes::Scalar(ScalarQuantizer::from_bytes(qbytes)?),
+            Quantization::Binary => Codes::Binary(BinaryQuantizer::from_bytes(qbytes)?),
+        };
+        let expect_words = match &index.codes {
+            Codes::F32 => dim,
+            Codes::Scalar(q) => (q.code_len() + 3) / 4,
+            Codes::Binary(q) => (q.code_len() + 3) / 4,
+        };
+        if n > 0 && expect_words != data_words {
+            return Err(bad("slot size does not match the vector encoding"));
+        }
+        let olen = r.get_u64()? as usize;
+        index.originals = r.get_f32_vec(olen)?;
+        r.finish()?;
+        if index.quantized() && index.originals.len() != n * dim {
+            return Err(bad("original vectors missing"));
+        }
+        // Structure checks before anything dereferences a link.
+        let w = 1 + index.config.m;
+        for i in 0..n {
+            let lv = levels[i] as usize;
+            if lv > 0 && (upper_off[i] as usize + lv * w > upper.len()) {
+                return Err(bad("upper links out of range"));
+            }
+        }
+        if n > 0 && (entry as usize >= n || levels[entry as usize] as usize != max_level) {
+            return Err(bad("entry point out of range"));
+        }
+        let mut a = zeroed_atomics(n * index.stride);
+        for (dst, src) in a.iter_mut().zip(arena.iter()) {
+            *dst.get_mut() = *src;
+        }
+        index.arena = a;
+        index.cap = n;
+        index.upper = upper.into_iter().map(AtomicU32::new).collect();
+        index.upper_off = upper_off;
+        index.levels = levels;
+        index.labels = labels;
+        index.deleted = deleted;
+        index.n = n;
+        index.deleted_count = 0;
+        for i in 0..n as u32 {
+            if index.is_deleted(i) {
+                index.deleted_count += 1;
+            } else {
+                index.label_map.insert(index.labels[i as usize], i);
+            }
+        }
+        if index.label_map.len() + index.deleted_count != n {
+            return Err(bad("a label appears in more than one live slot"));
+        }
+        index.entry.store(if n == 0 { NONE } else { entry }, Ordering::Release);
+        index.max_level.store(max_level, Ordering::Release);
+        index.check_invariants().map_err(|e| bad(&e.message))?;
+        Ok(index)
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Index> {
+        Index::from_bytes_named(bytes, "index")
+    }
+
+    /// Writes the index atomically: temp file, fsync, rename, fsync of the directory.
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        crate::fileio::atomic_write(path, &self.to_bytes())
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Index> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Io };
+            Error::new(kind, format!("reading {}: {}", path.display(), e))
+        })?;
+        Index::from_bytes_named(&bytes, &path.display().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gaussian(n: usize, d: usize, seed: u64) -> Vec<f32> {
+        let mut r = SplitMix64::new(seed);
+        (0..n * d).map(|_| r.next_gaussian()).collect()
+    }
+
+    fn brute(index: &Index, q: &[f32], k: usize) -> Vec<u64> {
+        let mut p = SearchParams::new(k);
+        p.exact = true;
+        index.search(q, &p, None).unwrap().into_iter().map(|x| x.0).collect()
+    }
+
+    fn recall(index: &Index, queries: &[f32], k: usize, ef: usize) -> f64 {
+        let d = index.dim();
+        let nq = queries.len() / d;
+        let mut hit = 0usize;
+        for qi in 0..nq {
+            let q = &queries[qi * d..(qi + 1) * d];
+            let truth = brute(index, q, k);
+            let mut p = SearchParams::new(k);
+            p.ef = Some(ef);
+            let got: Vec<u64> = index.search(q, &p, None).unwrap().into_iter().map(|x| x.0).collect();
+            hit += got.iter().filter(|g| truth.contains(g)).count();
+        }
+        hit as f64 / (nq * k) as f64
+    }
+
+    #[test]
+    fn graph_search_finds_true_neighbours() {
+        for dist in [Distance::Cosine, Distance::Dot, Distance::Euclid, Distance::Manhattan] {
+            let d = 16;
+            let n = 3000;
+            let data = gaussian(n, d, 1);
+            let labels: Vec<u64> = (0..n as u64).map(|x| x * 7 + 3).collect();
+            let mut idx = Index::new(IndexConfig::new(d, dist)).unwrap();
+            idx.add(&labels, &data, 2).unwrap();
+            idx.check_invariants().unwrap();
+            let q = gaussian(50, d, 2);
+            let r = recall(&idx, &q, 10, 64);
+            assert!(r >= 0.95, "{:?} recall {}", dist, r);
+        }
+    }
+
+    #[test]
+    fn parallel_and_incremental_builds_keep_recall() {
+        let d = 24;
+        let data = gaussian(4000, d, 3);
+        let labels: Vec<u64> = (0..4000).collect();
+        let mut idx = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
+        idx.add(&labels[..2000], &data[..2000 * d], 4).unwrap();
+        for c in 0..10 {
+            let s = 2000 + c * 200;
+            idx.add(&labels[s..s + 200], &data[s * d..(s + 200) * d], 2).unwrap();
+        }
+        idx.check_invariants().unwrap();
+        assert_eq!(idx.len(), 4000);
+        let r = recall(&idx, &gaussian(50, d, 4), 10, 64);
+        assert!(r >= 0.95, "recall {}", r);
+    }
+
+    #[test]
+    fn upsert_delete_and_compact() {
+        let d = 8;
+        let data = gaussian(500, d, 5);
+        let labels: Vec<u64> = (0..500).collect();
+        let mut idx = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
+        idx.add(&labels, &data, 1).unwrap();
+        // Replace label 7 with a far-away vector and find it there.
+        let far = vec![100.0f32; d];
+        idx.add(&[7], &far, 1).unwrap();
+        assert_eq!(idx.len(), 500);
+        assert_eq!(idx.stats().deleted, 1);
+        let hit = idx.search(&far, &SearchParams::new(1), None).unwrap();
+        assert_eq!(hit[0].0, 7);
+        assert!(hit[0].1 < 1e-3);
+        assert_eq!(idx.get_vector(7).unwrap(), far);
+        // Delete half; none of them come back.
+        let gone: Vec<u64> = (0..250).collect();
+        assert_eq!(idx.delete(&gone), 250);
+        assert_eq!(idx.delete(&gone), 0);
+        for qi in 0..20 {
+            let q = &data[(300 + qi) * d..(301 + qi) * d];
+            for (l, _) in idx.search(q, &SearchParams::new(10), None).unwrap() {
+                assert!(l >= 250, "deleted label {} returned", l);
+            }
+        }
+        idx.compact(2).unwrap();
+        assert_eq!(idx.stats().slots, 250);
+        assert_eq!(idx.stats().deleted, 0);
+        idx.check_invariants().unwrap();
+        let q = &data[400 * d..401 * d];
+        assert_eq!(idx.search(q, &SearchParams::new(1), None).unwrap()[0].0, 400);
+    }
+
+    #[test]
+    fn filtered_search_returns_only_allowed_labels() {
+        let d = 16;
+        let n = 5000;
+        let data = gaussian(n, d, 6);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let mut cfg = IndexConfig::new(d, Distance::Cosine);
+        cfg.full_scan_threshold_kb = 16; // 16 KiB = 256 vectors of 16 f32
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, &data, 2).unwrap();
+        let q = gaussian(1, d, 7);
+        // Small allow-set: exact scan; large one: filtered graph search.
+        for modulus in [97u64, 3] {
+            let allow: Vec<u64> = labels.iter().cloned().filter(|l| l % modulus == 0).collect();
+            let got = idx.search(&q, &SearchParams::new(10), Some(&allow)).unwrap();
+            assert_eq!(got.len(), 10);
+            assert!(got.iter().all(|(l, _)| l % modulus == 0));
+            let mut p = SearchParams::new(10);
+            p.exact = true;
+            let truth = idx.search(&q, &p, Some(&allow)).unwrap();
+            let hits = got.iter().filter(|g| truth.iter().any(|t| t.0 == g.0)).count();
+            assert!(hits >= 9, "modulus {} hits {}", modulus, hits);
+        }
+        assert!(idx.search(&q, &SearchParams::new(5), Some(&[])).unwrap().is_empty());
+        assert_eq!(idx.search(&q, &SearchParams::new(5), Some(&[42, 999_999])).unwrap()[0].0, 42);
+    }
+
+    #[test]
+    fn bad_input_is_rejected_and_changes_nothing() {
+        let mut idx = Index::new(IndexConfig::new(4, Distance::Dot)).unwrap();
+        idx.add(&[1, 2], &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0], 1).unwrap();
+        let e = idx.add(&[3], &[1.0, 2.0, 3.0], 1).unwrap_err();
+        assert_eq!(e.code(), "QUIVER_DIMENSION_MISMATCH");
+        let e = idx.add(&[3], &[1.0, f32::NAN, 3.0, 4.0], 1).unwrap_err();
+        assert_eq!(e.code(), "QUIVER_INVALID_ARGUMENT");
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.search(&[1.0; 3], &SearchParams::new(1), None).unwrap_err().code(), "QUIVER_DIMENSION_MISMATCH");
+        assert_eq!(idx.search(&[1.0; 4], &SearchParams::new(0), None).unwrap_err().code(), "QUIVER_INVALID_ARGUMENT");
+        assert!(Index::new(IndexConfig::new(0, Distance::Dot)).is_err());
+        let empty = Index::new(IndexConfig::new(4, Distance::Dot)).unwrap();
+        assert!(empty.search(&[1.0; 4], &SearchParams::new(3), None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn duplicate_labels_in_one_batch_keep_the_last() {
+        let mut idx = Index::new(IndexConfig::new(2, Distance::Euclid)).unwrap();
+        idx.add(&[5, 5, 6], &[0.0, 0.0, 9.0, 9.0, 1.0, 1.0], 1).unwrap();
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.get_vector(5).unwrap(), vec![9.0, 9.0]);
+    }
+
+    #[test]
+    fn quantized_indexes_keep_recall_after_rescoring() {
+        // Binary codes keep one bit per dimension, so they need more dimensions and
+        // more oversampling than int8 to rank well.
+        for (quant, d, over, floor) in [
+            (Quantization::Scalar { quantile: 0.99 }, 64usize, 2.0f32, 0.95),
+            (Quantization::Binary, 256, 10.0, 0.6),
+        ] {
+            let n = 4000;
+            let data = gaussian(n, d, 8);
+            let labels: Vec<u64> = (0..n as u64).collect();
+            let queries = gaussian(40, d, 9);
+            let mut cfg = IndexConfig::new(d, Distance::Cosine);
+            cfg.quantization = quant;
+            let mut idx = Index::new(cfg).unwrap();
+            idx.add(&labels, &data, 2).unwrap();
+            let mut hit = 0;
+            for qi in 0..40 {
+                let q = &queries[qi * d..(qi + 1) * d];
+                let truth = brute(&idx, q, 10);
+                let mut p = SearchParams::new(10);
+                p.ef = Some(128);
+                p.oversampling = Some(over);
+                let got = idx.search(q, &p, None).unwrap();
+                hit += got.iter().filter(|g| truth.contains(&g.0)).count();
+            }
+            let r = hit as f64 / 400.0;
+            assert!(r >= floor, "{:?} recall {}", quant, r);
+            let s = idx.stats();
+            assert!(s.vector_bytes * 3 <= n * d * 4, "{:?} vector bytes {}", quant, s.vector_bytes);
+        }
+    }
+
+    #[test]
+    fn save_load_round_trip_and_corruption_is_detected() {
+        let d = 12;
+        let n = 1500;
+        let data = gaussian(n, d, 10);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x + 1_000_000).collect();
+        for quant in [Quantization::None, Quantization::Scalar { quantile: 0.99 }, Quantization::Binary] {
+            let mut cfg = IndexConfig::new(d, Distance::Euclid);
+            cfg.quantization = quant;
+            let mut idx = Index::new(cfg).unwrap();
+            idx.add(&labels, &data, 2).unwrap();
+            idx.delete(&[1_000_005, 1_000_006]);
+            let bytes = idx.to_bytes();
+            let back = Index::from_bytes(&bytes).unwrap();
+            assert_eq!(back.stats(), idx.stats());
+            let q = gaussian(5, d, 11);
+            for qi in 0..5 {
+                let p = SearchParams::new(10);
+                let a = idx.search(&q[qi * d..(qi + 1) * d], &p, None).unwrap();
+                let b = back.search(&q[qi * d..(qi + 1) * d], &p, None).unwrap();
+                assert_eq!(a, b);
+            }
+            // Inserting after load continues to work.
+            let mut back = back;
+            back.add(&[7], &vec![0.5; d], 1).unwrap();
+            assert_eq!(back.get_vector(7).unwrap(), vec![0.5; d]);
+            // Flipped bytes anywhere are caught by the checksum; truncation too.
+            for pos in [0usize, 9, 30, bytes.len() / 2, bytes.len() - 1] {
+                let mut bad = bytes.clone();
+                bad[pos] ^= 0x40;
+                let e = Index::from_bytes(&bad).err().expect("corruption accepted");
+                assert!(e.code() == "QUIVER_CORRUPT" || e.code() == "QUIVER_UNSUPPORTED_FORMAT", "{}", e);
+            }
+            assert_eq!(Index::from_bytes(&bytes[..bytes.len() - 3]).err().unwrap().code(), "QUIVER_CORRUPT");
+        }
+        let empty = Index::new(IndexConfig::new(3, Distance::Dot)).unwrap();
+        let back = Index::from_bytes(&empty.to_bytes()).unwrap();
+        assert!(back.is_empty());
+    }
+
+    #[test]
+    fn save_and_load_through_files() {
+        let dir = std::env::temp_dir().join(format!("quiver-hnsw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("index.qvi");
+        let mut idx = Index::new(IndexConfig::new(4, Distance::Cosine)).unwrap();
+        idx.add(&[1, 2, 3], &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0], 1).unwrap();
+        idx.save(&path).unwrap();
+        let back = Index::load(&path).unwrap();
+        assert_eq!(back.search(&[0.0, 0.9, 0.1, 0.0], &SearchParams::new(1), None).unwrap()[0].0, 2);
+        assert_eq!(Index::load(&dir.join("missing")).err().unwrap().code(), "QUIVER_NOT_FOUND");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
