@@ -4,9 +4,12 @@
 //! write-ahead log and the engine's file formats. Must never: know of shards, peers,
 //! HTTP or JavaScript. Builds with Rust 1.63 (the wasm toolchain) and current stable.
 
+pub mod crc32c;
 pub mod distance;
 pub mod error;
+pub mod fileio;
 pub mod rng;
+pub mod wal;
 
 pub use distance::Distance;
 pub use error::{Error, ErrorKind, Result};
