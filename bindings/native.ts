@@ -1,0 +1,287 @@
+/**
+ * The native backend: the Engine interface over the napi-rs addon (crates/quiver-node).
+ *
+ * Owns: loading the addon, checking JavaScript argument types, and adapting the
+ * addon's shapes (BigUint64Array of sequence numbers, flat option objects) to the
+ * Engine types. Must never: do engine work on the event loop — every addon call that
+ * does real work returns a Promise resolved from the libuv thread pool.
+ *
+ * Note: long builds occupy one libuv pool thread (the build itself uses its own
+ * threads), as does fs I/O; raise UV_THREADPOOL_SIZE if many run at once.
+ */
+
+import type {
+  Distance,
+  Engine,
+  IndexOptions,
+  IndexStats,
+  SearchOptions,
+  SearchResult,
+  VectorIndex,
+  Wal,
+  WalOpenReport,
+  WalOptions,
+  WalRecord,
+} from './engine';
+import { invalidArgument, normaliseError } from './errors';
+import {
+  checkCount,
+  checkIndexOptions,
+  checkLabel,
+  checkLabels,
+  checkPath,
+  checkSearchOptions,
+  checkThreads,
+  checkVectors,
+} from './validate';
+
+// ---- The addon's own surface (mirrors crates/quiver-node/src/lib.rs) ----
+
+interface AddonSearchOptions {
+  k: number;
+  ef?: number;
+  exact?: boolean;
+  allow?: BigUint64Array;
+  oversampling?: number;
+  rescore?: boolean;
+  ignoreQuantization?: boolean;
+}
+
+interface AddonIndex {
+  readonly dim: number;
+  readonly distance: string;
+  readonly closed: boolean;
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void>;
+  delete(labels: BigUint64Array): Promise<number>;
+  search(query: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
+  searchBatch(queries: Float32Array, options: AddonSearchOptions): Promise<SearchResult[]>;
+  getVector(label: bigint): Promise<Float32Array | null>;
+  compact(threads?: number): Promise<void>;
+  save(path: string): Promise<void>;
+  stats(): Omit<IndexStats, 'distance' | 'quantization'> & { distance: string; quantization: string };
+  close(): void;
+}
+
+interface AddonWalReport {
+  firstSeq: bigint;
+  lastSeq: bigint;
+  truncatedBytes: number;
+  truncatedFile?: string | null;
+  truncatedOffset?: number | null;
+}
+
+interface AddonWal {
+  readonly report: AddonWalReport;
+  append(records: Buffer[], sync?: boolean): Promise<BigUint64Array>;
+  sync(): Promise<void>;
+  readFrom(seq: bigint, maxRecords?: number): Promise<WalRecord[]>;
+  truncateBefore(seq: bigint): Promise<void>;
+  firstSeq(): bigint;
+  lastSeq(): bigint;
+  close(): Promise<void>;
+}
+
+export interface Addon {
+  NativeIndex: new (options: object) => AddonIndex;
+  loadIndex(path: string): Promise<AddonIndex>;
+  openWal(dir: string, options?: { segmentBytes?: number; retentionBytes?: number }): Promise<AddonWal>;
+  kernelName(): string;
+}
+
+/** Loads the addon file; throws whatever `require` throws when it is missing or broken. */
+export function loadAddon(file: string): Addon {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const addon = require(file) as Addon;
+  if (typeof addon.NativeIndex !== 'function' || typeof addon.kernelName !== 'function') {
+    throw new Error(`${file} is not the Quiver addon`);
+  }
+  return addon;
+}
+
+/** Runs an addon call, turning synchronous throws into rejections with normalised errors. */
+async function call<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    throw normaliseError(err);
+  }
+}
+
+function sync<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    throw normaliseError(err);
+  }
+}
+
+function searchOptions(options: SearchOptions): AddonSearchOptions {
+  checkSearchOptions(options);
+  return {
+    k: options.k,
+    ef: options.ef,
+    exact: options.exact,
+    allow: options.allow,
+    oversampling: options.oversampling,
+    rescore: options.rescore,
+    ignoreQuantization: options.ignoreQuantization,
+  };
+}
+
+class NativeVectorIndex implements VectorIndex {
+  readonly dim: number;
+  readonly distance: Distance;
+
+  constructor(private readonly inner: AddonIndex) {
+    this.dim = inner.dim;
+    this.distance = inner.distance as Distance;
+  }
+
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void> {
+    return call(() => {
+      checkLabels(labels);
+      checkVectors(vectors);
+      return this.inner.add(labels, vectors, checkThreads(threads));
+    });
+  }
+
+  delete(labels: BigUint64Array): Promise<number> {
+    return call(() => {
+      checkLabels(labels);
+      return this.inner.delete(labels);
+    });
+  }
+
+  search(query: Float32Array, options: SearchOptions): Promise<SearchResult> {
+    return call(() => {
+      checkVectors(query, 'query');
+      return this.inner.search(query, searchOptions(options));
+    });
+  }
+
+  searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {
+    return call(() => {
+      checkVectors(queries, 'queries');
+      return this.inner.searchBatch(queries, searchOptions(options));
+    });
+  }
+
+  getVector(label: bigint): Promise<Float32Array | null> {
+    return call(() => {
+      checkLabel(label);
+      return this.inner.getVector(label);
+    });
+  }
+
+  compact(threads?: number): Promise<void> {
+    return call(() => this.inner.compact(checkThreads(threads)));
+  }
+
+  stats(): IndexStats {
+    const s = sync(() => this.inner.stats());
+    return {
+      dim: s.dim,
+      distance: s.distance as Distance,
+      count: s.count,
+      slots: s.slots,
+      deleted: s.deleted,
+      vectorBytes: s.vectorBytes,
+      graphBytes: s.graphBytes,
+      totalBytes: s.totalBytes,
+      quantization: s.quantization as IndexStats['quantization'],
+    };
+  }
+
+  save(path: string): Promise<void> {
+    return call(() => this.inner.save(checkPath('path', path)));
+  }
+
+  close(): void {
+    this.inner.close();
+  }
+}
+
+class NativeWalLog implements Wal {
+  readonly report: WalOpenReport;
+
+  constructor(private readonly inner: AddonWal) {
+    const r = inner.report;
+    this.report = {
+      firstSeq: r.firstSeq,
+      lastSeq: r.lastSeq,
+      truncatedBytes: r.truncatedBytes,
+      truncatedFile: r.truncatedFile ?? null,
+      truncatedOffset: r.truncatedOffset ?? null,
+    };
+  }
+
+  append(records: Buffer[], sync?: boolean): Promise<bigint[]> {
+    return call(async () => {
+      if (!Array.isArray(records) || !records.every((r) => r instanceof Uint8Array)) {
+        throw invalidArgument('records must be an array of Buffers');
+      }
+      const seqs = await this.inner.append(records, sync === true);
+      return Array.from(seqs);
+    });
+  }
+
+  sync(): Promise<void> {
+    return call(() => this.inner.sync());
+  }
+
+  readFrom(seq: bigint, maxRecords?: number): Promise<WalRecord[]> {
+    return call(() => {
+      checkLabel(seq);
+      return this.inner.readFrom(seq, maxRecords === undefined ? undefined : checkCount('maxRecords', maxRecords, Number.MAX_SAFE_INTEGER));
+    });
+  }
+
+  truncateBefore(seq: bigint): Promise<void> {
+    return call(() => {
+      checkLabel(seq);
+      return this.inner.truncateBefore(seq);
+    });
+  }
+
+  firstSeq(): bigint {
+    return sync(() => this.inner.firstSeq());
+  }
+
+  lastSeq(): bigint {
+    return sync(() => this.inner.lastSeq());
+  }
+
+  close(): Promise<void> {
+    return call(() => this.inner.close());
+  }
+}
+
+export class NativeEngine implements Engine {
+  readonly backend = 'native' as const;
+  readonly durable = true;
+  readonly kernels: string;
+
+  constructor(private readonly addon: Addon) {
+    this.kernels = addon.kernelName();
+  }
+
+  createIndex(options: IndexOptions): VectorIndex {
+    const o = checkIndexOptions(options);
+    return new NativeVectorIndex(sync(() => new this.addon.NativeIndex(o)));
+  }
+
+  loadIndex(path: string): Promise<VectorIndex> {
+    return call(async () => new NativeVectorIndex(await this.addon.loadIndex(checkPath('path', path))));
+  }
+
+  openWal(dir: string, options?: WalOptions): Promise<Wal> {
+    return call(async () => {
+      const o = {
+        segmentBytes: options?.segmentBytes === undefined ? undefined : checkCount('segmentBytes', options.segmentBytes, Number.MAX_SAFE_INTEGER),
+        retentionBytes:
+          options?.retentionBytes === undefined ? undefined : checkCount('retentionBytes', options.retentionBytes, Number.MAX_SAFE_INTEGER),
+      };
+      return new NativeWalLog(await this.addon.openWal(checkPath('dir', dir), o));
+    });
+  }
+}

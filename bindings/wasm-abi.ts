@@ -1,0 +1,318 @@
+/**
+ * A typed view of the quiver-wasm C ABI (crates/quiver-wasm/src/lib.rs).
+ *
+ * Owns: copying arguments into the module's linear memory, calling one export,
+ * copying results out, and turning a negative return into an EngineError built from
+ * `quiver_last_error`. Must never: keep views of linear memory across calls (any
+ * allocation may grow memory and detach them) or be used on the main thread for
+ * anything but cheap calls (the worker does the heavy ones).
+ */
+
+import type { Distance, EngineErrorCode, IndexStats } from './engine';
+import { ENGINE_ERROR_CODES } from './engine';
+import { EngineError } from './errors';
+import type { CheckedIndexOptions } from './validate';
+
+interface Exports {
+  memory: WebAssembly.Memory;
+  quiver_alloc(size: number): number;
+  quiver_free(ptr: number, size: number): void;
+  quiver_last_error(out: number): number;
+  quiver_panic_message(out: number): void;
+  quiver_kernel_name(out: number): void;
+  quiver_index_new(
+    dim: number,
+    distance: number,
+    m: number,
+    efConstruct: number,
+    fullScanThresholdKb: number,
+    quant: number,
+    quantile: number,
+    hasSeed: number,
+    seed: bigint,
+  ): number;
+  quiver_index_free(handle: number): void;
+  quiver_index_add(handle: number, labels: number, n: number, vectors: number, vectorsLen: number): number;
+  quiver_index_delete(handle: number, labels: number, n: number): number;
+  quiver_index_search(
+    handle: number,
+    query: number,
+    queryLen: number,
+    k: number,
+    ef: number,
+    oversampling: number,
+    flags: number,
+    hasAllow: number,
+    allow: number,
+    allowLen: number,
+    outLabels: number,
+    outScores: number,
+    outCap: number,
+  ): number;
+  quiver_index_get_vector(handle: number, label: bigint, out: number, cap: number): number;
+  quiver_index_stats(handle: number, out: number): number;
+  quiver_index_compact(handle: number): number;
+  quiver_index_to_bytes(handle: number, outLen: number): number;
+  quiver_index_from_bytes(bytes: number, len: number): number;
+}
+
+const DISTANCE_CODES: readonly Distance[] = ['Cosine', 'Dot', 'Euclid', 'Manhattan'];
+const QUANT_CODES = ['none', 'scalar', 'binary'] as const;
+/** `quiver_last_error` numbers codes from 1 in ENGINE_ERROR_CODES order. */
+const CODE_BY_NUMBER: readonly EngineErrorCode[] = ENGINE_ERROR_CODES;
+/** The ABI's "use the engine default" value for optional u32 parameters. */
+const DEFAULT_U32 = 0xffff_ffff;
+
+export interface WasmSearchArgs {
+  k: number;
+  ef?: number;
+  exact?: boolean;
+  allow?: BigUint64Array;
+  oversampling?: number;
+  rescore?: boolean;
+  ignoreQuantization?: boolean;
+}
+
+export class WasmModule {
+  private readonly x: Exports;
+  /** Set once the module has trapped; every later call fails. */
+  private dead: string | null = null;
+
+  constructor(module: WebAssembly.Module) {
+    const instance = new WebAssembly.Instance(module, {});
+    this.x = instance.exports as unknown as Exports;
+  }
+
+  private bytes(): Uint8Array {
+    return new Uint8Array(this.x.memory.buffer);
+  }
+
+  private alloc(size: number): number {
+    const ptr = this.x.quiver_alloc(size);
+    if (ptr === 0) throw new EngineError('QUIVER_INVALID_ARGUMENT', `wasm engine out of memory allocating ${size} bytes`);
+    return ptr;
+  }
+
+  /** Copies a typed array into fresh linear memory; returns [ptr, bytes]. */
+  private put(data: ArrayBufferView): [number, number] {
+    const size = data.byteLength;
+    const ptr = this.alloc(size);
+    this.bytes().set(new Uint8Array(data.buffer, data.byteOffset, size), ptr);
+    return [ptr, size];
+  }
+
+  private pair(f: (out: number) => void): [number, number] {
+    const out = this.alloc(8);
+    try {
+      f(out);
+      const v = new Uint32Array(this.x.memory.buffer, out, 2);
+      return [v[0], v[1]];
+    } finally {
+      this.x.quiver_free(out, 8);
+    }
+  }
+
+  private text(ptr: number, len: number): string {
+    return Buffer.from(this.x.memory.buffer, ptr, len).toString('utf8');
+  }
+
+  /** Runs one export; a trap (engine panic) kills the module for good. */
+  private run<T>(f: () => T): T {
+    if (this.dead !== null) throw new EngineError('QUIVER_CLOSED', `wasm engine is unusable after an abort: ${this.dead}`);
+    try {
+      return f();
+    } catch (err) {
+      if (err instanceof WebAssembly.RuntimeError) {
+        let why = err.message;
+        try {
+          const [p, l] = this.pair((out) => this.x.quiver_panic_message(out));
+          if (l > 0) why = this.text(p, l);
+        } catch {
+          // The module may be too broken even for that.
+        }
+        this.dead = why;
+        throw new Error(`internal engine error (wasm abort): ${why}`);
+      }
+      throw err;
+    }
+  }
+
+  private check(ret: number): number {
+    if (ret >= 0) return ret;
+    let code: EngineErrorCode = 'QUIVER_INVALID_ARGUMENT';
+    let message = 'unknown wasm engine error';
+    const out = this.alloc(8);
+    try {
+      const n = this.x.quiver_last_error(out);
+      const v = new Uint32Array(this.x.memory.buffer, out, 2);
+      if (n >= 1 && n <= CODE_BY_NUMBER.length) code = CODE_BY_NUMBER[n - 1];
+      if (n !== 0) message = this.text(v[0], v[1]);
+    } finally {
+      this.x.quiver_free(out, 8);
+    }
+    throw new EngineError(code, message);
+  }
+
+  kernelName(): string {
+    return this.run(() => {
+      const [p, l] = this.pair((out) => this.x.quiver_kernel_name(out));
+      return this.text(p, l);
+    });
+  }
+
+  create(o: CheckedIndexOptions): number {
+    return this.run(() =>
+      this.check(
+        this.x.quiver_index_new(
+          o.dim,
+          DISTANCE_CODES.indexOf(o.distance),
+          o.m ?? DEFAULT_U32,
+          o.efConstruct ?? DEFAULT_U32,
+          o.fullScanThresholdKb ?? DEFAULT_U32,
+          QUANT_CODES.indexOf(o.quantization),
+          o.quantile ?? 0,
+          o.seed === undefined ? 0 : 1,
+          BigInt(o.seed ?? 0),
+        ),
+      ),
+    );
+  }
+
+  free(handle: number): void {
+    this.run(() => this.x.quiver_index_free(handle));
+  }
+
+  add(handle: number, labels: BigUint64Array, vectors: Float32Array): void {
+    this.run(() => {
+      const [lp, ls] = this.put(labels);
+      const [vp, vs] = this.put(vectors);
+      try {
+        this.check(this.x.quiver_index_add(handle, lp, labels.length, vp, vectors.length));
+      } finally {
+        this.x.quiver_free(lp, ls);
+        this.x.quiver_free(vp, vs);
+      }
+    });
+  }
+
+  delete(handle: number, labels: BigUint64Array): number {
+    return this.run(() => {
+      const [lp, ls] = this.put(labels);
+      try {
+        return this.check(this.x.quiver_index_delete(handle, lp, labels.length));
+      } finally {
+        this.x.quiver_free(lp, ls);
+      }
+    });
+  }
+
+  /** `live` bounds the output buffers (results never exceed the live count). */
+  search(handle: number, query: Float32Array, args: WasmSearchArgs, live: number): { labels: BigUint64Array; scores: Float32Array } {
+    return this.run(() => {
+      const cap = Math.max(1, Math.min(args.k, live));
+      const [qp, qs] = this.put(query);
+      const [ap, as] = args.allow ? this.put(args.allow) : [0, 0];
+      const lp = this.alloc(cap * 8);
+      const sp = this.alloc(cap * 4);
+      try {
+        const flags =
+          (args.exact ? 1 : 0) |
+          (args.rescore === false ? 0 : 2) |
+          (args.ignoreQuantization ? 4 : 0) |
+          (args.oversampling !== undefined ? 8 : 0);
+        const n = this.check(
+          this.x.quiver_index_search(
+            handle,
+            qp,
+            query.length,
+            args.k,
+            args.ef ?? 0,
+            args.oversampling ?? 0,
+            flags,
+            args.allow ? 1 : 0,
+            ap,
+            args.allow ? args.allow.length : 0,
+            lp,
+            sp,
+            cap,
+          ),
+        );
+        return {
+          labels: new BigUint64Array(this.x.memory.buffer.slice(lp, lp + n * 8)),
+          scores: new Float32Array(this.x.memory.buffer.slice(sp, sp + n * 4)),
+        };
+      } finally {
+        this.x.quiver_free(qp, qs);
+        if (args.allow) this.x.quiver_free(ap, as);
+        this.x.quiver_free(lp, cap * 8);
+        this.x.quiver_free(sp, cap * 4);
+      }
+    });
+  }
+
+  getVector(handle: number, label: bigint, dim: number): Float32Array | null {
+    return this.run(() => {
+      const op = this.alloc(dim * 4);
+      try {
+        const n = this.check(this.x.quiver_index_get_vector(handle, label, op, dim));
+        return n === 0 ? null : new Float32Array(this.x.memory.buffer.slice(op, op + n * 4));
+      } finally {
+        this.x.quiver_free(op, dim * 4);
+      }
+    });
+  }
+
+  stats(handle: number): IndexStats {
+    return this.run(() => {
+      const op = this.alloc(9 * 8);
+      try {
+        this.check(this.x.quiver_index_stats(handle, op));
+        const v = new Float64Array(this.x.memory.buffer, op, 9);
+        return {
+          dim: v[0],
+          distance: DISTANCE_CODES[v[1]],
+          count: v[2],
+          slots: v[3],
+          deleted: v[4],
+          vectorBytes: v[5],
+          graphBytes: v[6],
+          totalBytes: v[7],
+          quantization: QUANT_CODES[v[8]],
+        };
+      } finally {
+        this.x.quiver_free(op, 9 * 8);
+      }
+    });
+  }
+
+  compact(handle: number): void {
+    this.run(() => this.check(this.x.quiver_index_compact(handle)));
+  }
+
+  toBytes(handle: number): Uint8Array {
+    return this.run(() => {
+      const lenp = this.alloc(4);
+      try {
+        const p = this.x.quiver_index_to_bytes(handle, lenp);
+        if (p === 0) this.check(-1);
+        const len = new Uint32Array(this.x.memory.buffer, lenp, 1)[0];
+        const out = new Uint8Array(this.x.memory.buffer.slice(p, p + len));
+        this.x.quiver_free(p, len);
+        return out;
+      } finally {
+        this.x.quiver_free(lenp, 4);
+      }
+    });
+  }
+
+  fromBytes(bytes: Uint8Array): number {
+    return this.run(() => {
+      const [p, s] = this.put(bytes);
+      try {
+        return this.check(this.x.quiver_index_from_bytes(p, bytes.length));
+      } finally {
+        this.x.quiver_free(p, s);
+      }
+    });
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * The worker thread that runs the wasm engine, so builds and searches never block
+ * the main event loop.
+ *
+ * Owns: one instance of the wasm module (compiled once on the main thread and passed
+ * in `workerData`), and answering `{id, op, args}` requests strictly in arrival
+ * order with `{id, ok, result}` or `{id, ok: false, error: {code, message}}`.
+ * Must never: touch files (the wasm backend is memory-only) or hold requests back.
+ */
+
+import { parentPort, workerData } from 'node:worker_threads';
+import type { IndexStats } from './engine';
+import { EngineError } from './errors';
+import { WasmModule, WasmSearchArgs } from './wasm-abi';
+import type { CheckedIndexOptions } from './validate';
+
+export type WorkerRequest =
+  | { id: number; op: 'create'; args: { options: CheckedIndexOptions } }
+  | { id: number; op: 'free'; args: { handle: number } }
+  | { id: number; op: 'add'; args: { handle: number; labels: BigUint64Array; vectors: Float32Array } }
+  | { id: number; op: 'delete'; args: { handle: number; labels: BigUint64Array } }
+  | { id: number; op: 'search'; args: { handle: number; queries: Float32Array; batch: boolean; options: WasmSearchArgs } }
+  | { id: number; op: 'getVector'; args: { handle: number; label: bigint } }
+  | { id: number; op: 'compact'; args: { handle: number } }
+  | { id: number; op: 'stats'; args: { handle: number } }
+  | { id: number; op: 'toBytes'; args: { handle: number } }
+  | { id: number; op: 'fromBytes'; args: { bytes: Uint8Array } };
+
+export type WorkerResponse =
+  | { id: number; ok: true; result: unknown }
+  | { id: number; ok: false; error: { code?: string; message: string } };
+
+type SearchOut = { labels: BigUint64Array; scores: Float32Array };
+
+function main(): void {
+  const port = parentPort;
+  if (!port) throw new Error('wasm-worker.js must run in a worker thread');
+  const wasm = new WasmModule((workerData as { module: WebAssembly.Module }).module);
+
+  const handle = (req: WorkerRequest): { result: unknown; transfer: ArrayBuffer[] } => {
+    switch (req.op) {
+      case 'create': {
+        const h = wasm.create(req.args.options);
+        return { result: { handle: h, stats: wasm.stats(h) }, transfer: [] };
+      }
+      case 'free':
+        wasm.free(req.args.handle);
+        return { result: null, transfer: [] };
+      case 'add':
+        wasm.add(req.args.handle, req.args.labels, req.args.vectors);
+        return { result: { stats: wasm.stats(req.args.handle) }, transfer: [] };
+      case 'delete': {
+        const count = wasm.delete(req.args.handle, req.args.labels);
+        return { result: { count, stats: wasm.stats(req.args.handle) }, transfer: [] };
+      }
+      case 'search': {
+        const { handle: h, queries, batch, options } = req.args;
+        const stats: IndexStats = wasm.stats(h);
+        const results: SearchOut[] = [];
+        if (!batch) {
+          results.push(wasm.search(h, queries, options, stats.count));
+        } else {
+          if (queries.length % stats.dim !== 0) {
+            throw new EngineError(
+              'QUIVER_DIMENSION_MISMATCH',
+              `${queries.length} query values are not a multiple of dimension ${stats.dim}`,
+            );
+          }
+          for (let off = 0; off < queries.length; off += stats.dim) {
+            results.push(wasm.search(h, queries.subarray(off, off + stats.dim), options, stats.count));
+          }
+        }
+        const transfer = results.flatMap((r) => [r.labels.buffer as ArrayBuffer, r.scores.buffer as ArrayBuffer]);
+        return { result: batch ? results : results[0], transfer };
+      }
+      case 'getVector': {
+        const dim = wasm.stats(req.args.handle).dim;
+        const v = wasm.getVector(req.args.handle, req.args.label, dim);
+        return { result: v, transfer: v ? [v.buffer as ArrayBuffer] : [] };
+      }
+      case 'compact':
+        wasm.compact(req.args.handle);
+        return { result: { stats: wasm.stats(req.args.handle) }, transfer: [] };
+      case 'stats':
+        return { result: wasm.stats(req.args.handle), transfer: [] };
+      case 'toBytes': {
+        const b = wasm.toBytes(req.args.handle);
+        return { result: b, transfer: [b.buffer as ArrayBuffer] };
+      }
+      case 'fromBytes': {
+        const h = wasm.fromBytes(req.args.bytes);
+        return { result: { handle: h, stats: wasm.stats(h) }, transfer: [] };
+      }
+    }
+  };
+
+  port.on('message', (req: WorkerRequest) => {
+    let response: WorkerResponse;
+    let transfer: ArrayBuffer[] = [];
+    try {
+      const out = handle(req);
+      response = { id: req.id, ok: true, result: out.result };
+      transfer = out.transfer;
+    } catch (err) {
+      const e = err as { code?: unknown; message?: unknown };
+      response = {
+        id: req.id,
+        ok: false,
+        error: { code: typeof e.code === 'string' ? e.code : undefined, message: String(e.message ?? err) },
+      };
+    }
+    port.postMessage(response, transfer);
+  });
+}
+
+main();

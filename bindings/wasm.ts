@@ -1,0 +1,288 @@
+/**
+ * The WASM backend: the Engine interface over crates/quiver-wasm, run inside a
+ * worker thread.
+ *
+ * Owns: compiling the module (once, on the main thread — cheap, and it lets
+ * `createIndex` validate options synchronously with the engine's own rules), the
+ * worker that runs every real call, request ids and the Promises they resolve, and a
+ * per-index cache of stats refreshed by every mutating call (so `stats()` can stay
+ * synchronous). Must never: run a build or a search on the main thread, or pretend to
+ * be durable — save, loadIndex and openWal reject with QUIVER_UNSUPPORTED.
+ *
+ * Inputs are copied before they are transferred to the worker, so callers keep their
+ * arrays. The worker is unref'd while idle, so it never keeps a process alive.
+ */
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type {
+  Distance,
+  Engine,
+  IndexOptions,
+  IndexStats,
+  SearchOptions,
+  SearchResult,
+  VectorIndex,
+  Wal,
+  WalOptions,
+} from './engine';
+import { EngineError, isEngineErrorCode } from './errors';
+import { WasmModule, WasmSearchArgs } from './wasm-abi';
+import type { WorkerRequest, WorkerResponse } from './wasm-worker';
+import {
+  checkIndexOptions,
+  checkLabel,
+  checkLabels,
+  checkPath,
+  checkSearchOptions,
+  checkThreads,
+  checkVectors,
+  CheckedIndexOptions,
+} from './validate';
+
+const NOT_DURABLE =
+  'the WASM engine backend is memory-only; durable storage (index files, WAL) needs the native addon (crates/quiver-node)';
+
+function unsupported(what: string): EngineError {
+  return new EngineError('QUIVER_UNSUPPORTED', `${what}: ${NOT_DURABLE}`);
+}
+
+type Pending = { resolve: (v: unknown) => void; reject: (e: unknown) => void };
+type Request = WorkerRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
+
+/** One worker thread and the requests in flight to it. */
+class WorkerHost {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private failure: Error | null = null;
+
+  constructor(module: WebAssembly.Module) {
+    this.worker = new Worker(path.join(__dirname, 'wasm-worker.js'), { workerData: { module } });
+    this.worker.unref();
+    this.worker.on('message', (res: WorkerResponse) => this.settle(res));
+    this.worker.on('error', (err) => this.fail(err));
+    this.worker.on('exit', (code) => this.fail(new Error(`wasm engine worker exited with code ${code}`)));
+  }
+
+  private settle(res: WorkerResponse): void {
+    const p = this.pending.get(res.id);
+    if (!p) return;
+    this.pending.delete(res.id);
+    if (this.pending.size === 0) this.worker.unref();
+    if (res.ok) {
+      p.resolve(res.result);
+    } else {
+      const { code, message } = res.error;
+      p.reject(isEngineErrorCode(code) ? new EngineError(code, message) : new Error(message));
+    }
+  }
+
+  private fail(err: Error): void {
+    this.failure = err;
+    for (const p of this.pending.values()) {
+      p.reject(new EngineError('QUIVER_CLOSED', `wasm engine worker failed: ${err.message}`));
+    }
+    this.pending.clear();
+  }
+
+  call<T>(req: Request, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.failure) {
+      return Promise.reject(new EngineError('QUIVER_CLOSED', `wasm engine worker failed: ${this.failure.message}`));
+    }
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      // Referenced while a reply is due, so `await` on it keeps the process alive.
+      if (this.pending.size === 1) this.worker.ref();
+      this.worker.postMessage({ id, ...req }, transfer);
+    });
+  }
+
+  terminate(): Promise<number> {
+    return this.worker.terminate();
+  }
+}
+
+/** A private copy of a typed array, ready to be transferred. */
+function copy<T extends Float32Array | BigUint64Array>(a: T): T {
+  return a.slice() as T;
+}
+
+class WasmVectorIndex implements VectorIndex {
+  readonly dim: number;
+  readonly distance: Distance;
+  private readonly handle: Promise<number>;
+  private cached: IndexStats;
+  private closed = false;
+
+  constructor(
+    private readonly host: WorkerHost,
+    options: CheckedIndexOptions,
+    initial: IndexStats,
+  ) {
+    this.dim = initial.dim;
+    this.distance = initial.distance;
+    this.cached = initial;
+    this.handle = host.call<{ handle: number; stats: IndexStats }>({ op: 'create', args: { options } }).then((r) => {
+      this.cached = r.stats;
+      return r.handle;
+    });
+    // Failures surface on the first call that awaits the handle.
+    this.handle.catch(() => undefined);
+  }
+
+  /** Awaits the handle, then runs `f`; rejects with QUIVER_CLOSED after close(). */
+  private async with<T>(f: (handle: number) => Promise<T>): Promise<T> {
+    if (this.closed) throw new EngineError('QUIVER_CLOSED', 'index is closed');
+    return f(await this.handle);
+  }
+
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void> {
+    return this.with(async (handle) => {
+      checkLabels(labels);
+      checkVectors(vectors);
+      checkThreads(threads); // the worker runs single-threaded whatever is asked
+      const l = copy(labels);
+      const v = copy(vectors);
+      const r = await this.host.call<{ stats: IndexStats }>({ op: 'add', args: { handle, labels: l, vectors: v } }, [
+        l.buffer as ArrayBuffer,
+        v.buffer as ArrayBuffer,
+      ]);
+      this.cached = r.stats;
+    });
+  }
+
+  delete(labels: BigUint64Array): Promise<number> {
+    return this.with(async (handle) => {
+      checkLabels(labels);
+      const l = copy(labels);
+      const r = await this.host.call<{ count: number; stats: IndexStats }>({ op: 'delete', args: { handle, labels: l } }, [
+        l.buffer as ArrayBuffer,
+      ]);
+      this.cached = r.stats;
+      return r.count;
+    });
+  }
+
+  private query<T>(queries: Float32Array, options: SearchOptions, batch: boolean): Promise<T> {
+    return this.with(async (handle) => {
+      checkVectors(queries, batch ? 'queries' : 'query');
+      checkSearchOptions(options);
+      const q = copy(queries);
+      const allow = options.allow ? copy(options.allow) : undefined;
+      const args: WasmSearchArgs = {
+        k: options.k,
+        ef: options.ef,
+        exact: options.exact,
+        allow,
+        oversampling: options.oversampling,
+        rescore: options.rescore,
+        ignoreQuantization: options.ignoreQuantization,
+      };
+      const transfer = [q.buffer as ArrayBuffer];
+      if (allow) transfer.push(allow.buffer as ArrayBuffer);
+      return this.host.call<T>({ op: 'search', args: { handle, queries: q, batch, options: args } }, transfer);
+    });
+  }
+
+  search(query: Float32Array, options: SearchOptions): Promise<SearchResult> {
+    return this.query<SearchResult>(query, options, false);
+  }
+
+  searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {
+    return this.query<SearchResult[]>(queries, options, true);
+  }
+
+  getVector(label: bigint): Promise<Float32Array | null> {
+    return this.with((handle) => {
+      checkLabel(label);
+      return this.host.call<Float32Array | null>({ op: 'getVector', args: { handle, label } });
+    });
+  }
+
+  compact(threads?: number): Promise<void> {
+    return this.with(async (handle) => {
+      checkThreads(threads);
+      const r = await this.host.call<{ stats: IndexStats }>({ op: 'compact', args: { handle } });
+      this.cached = r.stats;
+    });
+  }
+
+  /** As of the last completed call through this object (the worker owns the truth). */
+  stats(): IndexStats {
+    if (this.closed) throw new EngineError('QUIVER_CLOSED', 'index is closed');
+    return { ...this.cached };
+  }
+
+  save(path: string): Promise<void> {
+    return Promise.reject(unsupported(`cannot save an index to ${String(path)}`));
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.handle.then(
+      (handle) => this.host.call({ op: 'free', args: { handle } }).catch(() => undefined),
+      () => undefined,
+    );
+  }
+}
+
+/** Reads and compiles the module; throws when the file is missing or not valid wasm. */
+export function compileWasm(file: string): WebAssembly.Module {
+  return new WebAssembly.Module(fs.readFileSync(file));
+}
+
+export class WasmEngine implements Engine {
+  readonly backend = 'wasm' as const;
+  readonly durable = false;
+  readonly kernels: string;
+  /** Main-thread instance, used only for cheap synchronous calls (kernel name, option checks). */
+  private readonly local: WasmModule;
+  private host: WorkerHost | null = null;
+
+  constructor(private readonly module: WebAssembly.Module) {
+    this.local = new WasmModule(module);
+    this.kernels = this.local.kernelName();
+  }
+
+  private worker(): WorkerHost {
+    if (!this.host) this.host = new WorkerHost(this.module);
+    return this.host;
+  }
+
+  createIndex(options: IndexOptions): VectorIndex {
+    const o = checkIndexOptions(options);
+    // Let the engine judge the options now, so bad ones throw here as they do natively.
+    const probe = this.local.create(o);
+    let initial: IndexStats;
+    try {
+      initial = this.local.stats(probe);
+    } finally {
+      this.local.free(probe);
+    }
+    return new WasmVectorIndex(this.worker(), o, initial);
+  }
+
+  loadIndex(path: string): Promise<VectorIndex> {
+    try {
+      checkPath('path', path);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return Promise.reject(unsupported(`cannot load an index from ${path}`));
+  }
+
+  openWal(dir: string, _options?: WalOptions): Promise<Wal> {
+    return Promise.reject(unsupported(`cannot open a WAL in ${String(dir)}`));
+  }
+
+  /** Stops the worker; indexes created by this engine become unusable. */
+  async shutdown(): Promise<void> {
+    const host = this.host;
+    this.host = null;
+    if (host) await host.terminate();
+  }
+}

@@ -1,0 +1,756 @@
+//! quiver-node: the Node.js addon over quiver-core (napi-rs).
+//!
+//! Owns: turning JavaScript arguments into engine calls and engine results back into
+//! typed arrays, and running every call that does real work (build, search, delete,
+//! compact, save, load, every WAL call) as a napi async task on the libuv thread pool.
+//! Must never: run engine work on the JavaScript thread, hold a JavaScript value on a
+//! worker thread, or invent error codes — engine errors reach JavaScript as `Error`
+//! objects whose `code` is the engine's stable code and whose message is the engine's.
+//!
+//! Inputs are copied out of their typed arrays before a task is queued, so JavaScript
+//! may reuse or detach its buffers the moment a call returns.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+
+use napi::bindgen_prelude::{
+    AsyncTask, BigInt, BigUint64Array, Buffer, Float32Array, ToNapiValue, TypeName, Unknown,
+};
+use napi::{sys, Env, Status, Task};
+use napi_derive::napi;
+
+use quiver_core::wal::{Wal, WalOptions};
+use quiver_core::{
+    Distance, Error as CoreError, ErrorKind, Index, IndexConfig, Quantization, SearchParams,
+};
+
+type CoreResult<T> = std::result::Result<T, CoreError>;
+
+// ---------------------------------------------------------------------------------
+// Errors
+
+/// Builds a JavaScript `Error` with `code` set to `code` and wraps it so napi-rs
+/// throws (or rejects with) that very object.
+fn js_error(env: &Env, code: &str, message: &str) -> napi::Error {
+    let raw = env.raw();
+    let mut js_code = std::ptr::null_mut();
+    let mut js_message = std::ptr::null_mut();
+    let mut js_err = std::ptr::null_mut();
+    // SAFETY: `raw` is the live env of the JavaScript thread we are called on, and the
+    // strings outlive the calls that copy them.
+    let ok = unsafe {
+        sys::napi_create_string_utf8(raw, code.as_ptr().cast(), code.len() as isize, &mut js_code)
+            == sys::Status::napi_ok
+            && sys::napi_create_string_utf8(
+                raw,
+                message.as_ptr().cast(),
+                message.len() as isize,
+                &mut js_message,
+            ) == sys::Status::napi_ok
+            && sys::napi_create_error(raw, js_code, js_message, &mut js_err) == sys::Status::napi_ok
+    };
+    if !ok || js_err.is_null() {
+        return napi::Error::new(Status::GenericFailure, format!("{}: {}", code, message));
+    }
+    // SAFETY: `js_err` was just created in `raw`.
+    napi::Error::from(unsafe { Unknown::from_raw_unchecked(raw, js_err) })
+}
+
+fn engine_error(env: &Env, e: CoreError) -> napi::Error {
+    js_error(env, e.code(), &e.message)
+}
+
+fn invalid(message: impl Into<String>) -> CoreError {
+    CoreError::new(ErrorKind::InvalidArgument, message)
+}
+
+fn closed(what: &str) -> CoreError {
+    CoreError::new(ErrorKind::Closed, format!("{} is closed", what))
+}
+
+/// A JavaScript number that must be a non-negative integer (napi's own u32 conversion
+/// would silently wrap -1 or truncate 2.5).
+fn count_arg(name: &str, v: f64) -> CoreResult<usize> {
+    if !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > 9_007_199_254_740_991.0 {
+        return Err(invalid(format!("{} must be a non-negative integer, got {}", name, v)));
+    }
+    Ok(v as usize)
+}
+
+fn u64_arg(name: &str, v: &BigInt) -> CoreResult<u64> {
+    let (negative, value, lossless) = v.get_u64();
+    if negative || !lossless {
+        return Err(invalid(format!("{} must fit in an unsigned 64-bit integer", name)));
+    }
+    Ok(value)
+}
+
+// ---------------------------------------------------------------------------------
+// One generic async task: a closure run on the libuv pool, then a conversion on the
+// JavaScript thread.
+
+pub struct Job<T: Send + 'static, J> {
+    work: Option<Box<dyn FnOnce() -> CoreResult<T> + Send>>,
+    finish: fn(T) -> J,
+}
+
+impl<T: Send + 'static, J> Job<T, J> {
+    fn new(work: impl FnOnce() -> CoreResult<T> + Send + 'static, finish: fn(T) -> J) -> AsyncTask<Self>
+    where
+        J: ToNapiValue + TypeName,
+    {
+        AsyncTask::new(Job { work: Some(Box::new(work)), finish })
+    }
+
+    /// A job that rejects without touching the pool's real work (bad argument, closed).
+    fn fail(e: CoreError, finish: fn(T) -> J) -> AsyncTask<Self>
+    where
+        J: ToNapiValue + TypeName,
+    {
+        Self::new(move || Err(e), finish)
+    }
+}
+
+// SAFETY: `work` is Send; `finish` is a plain fn pointer.
+unsafe impl<T: Send + 'static, J> Send for Job<T, J> {}
+
+impl<T: Send + 'static, J: ToNapiValue + TypeName> Task for Job<T, J> {
+    type Output = CoreResult<T>;
+    type JsValue = J;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let work = match self.work.take() {
+            Some(w) => w,
+            None => return Err(napi::Error::new(Status::GenericFailure, "task ran twice")),
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+            Ok(result) => Ok(result),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                Err(napi::Error::new(
+                    Status::GenericFailure,
+                    format!("internal engine error: {}", what),
+                ))
+            }
+        }
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        match output {
+            Ok(v) => Ok((self.finish)(v)),
+            Err(e) => Err(engine_error(&env, e)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Index
+
+type Shared = Arc<RwLock<Index>>;
+
+/// Stats as of the last finished write, for `stats()` calls that arrive while a
+/// build holds the write lock: the JavaScript thread must never wait for a build.
+type StatsCache = Arc<Mutex<quiver_core::IndexStats>>;
+
+fn remember(cache: &StatsCache, index: &Index) {
+    let s = index.stats();
+    match cache.lock() {
+        Ok(mut c) => *c = s,
+        Err(p) => *p.into_inner() = s,
+    }
+}
+
+/// A panic inside the engine poisons the lock; the index may then be half-updated, so
+/// every later call fails with QUIVER_CLOSED instead of reading it.
+fn read(index: &Shared) -> CoreResult<RwLockReadGuard<'_, Index>> {
+    index
+        .read()
+        .map_err(|_| CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
+}
+
+fn write(index: &Shared) -> CoreResult<RwLockWriteGuard<'_, Index>> {
+    index
+        .write()
+        .map_err(|_| CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
+}
+
+#[napi(object)]
+pub struct NativeIndexOptions {
+    pub dim: f64,
+    pub distance: String,
+    pub m: Option<f64>,
+    pub ef_construct: Option<f64>,
+    pub full_scan_threshold_kb: Option<f64>,
+    /// "none" | "scalar" | "binary"
+    pub quantization: Option<String>,
+    pub quantile: Option<f64>,
+    pub seed: Option<f64>,
+}
+
+#[napi(object)]
+pub struct NativeSearchOptions {
+    pub k: f64,
+    pub ef: Option<f64>,
+    pub exact: Option<bool>,
+    pub allow: Option<BigUint64Array>,
+    pub oversampling: Option<f64>,
+    pub rescore: Option<bool>,
+    pub ignore_quantization: Option<bool>,
+}
+
+#[napi(object)]
+pub struct NativeSearchResult {
+    pub labels: BigUint64Array,
+    pub scores: Float32Array,
+}
+
+#[napi(object)]
+pub struct NativeIndexStats {
+    pub dim: f64,
+    pub distance: String,
+    pub count: f64,
+    pub slots: f64,
+    pub deleted: f64,
+    pub vector_bytes: f64,
+    pub graph_bytes: f64,
+    pub total_bytes: f64,
+    pub quantization: String,
+}
+
+fn config_from(o: &NativeIndexOptions) -> CoreResult<IndexConfig> {
+    let distance = Distance::parse(&o.distance)
+        .ok_or_else(|| invalid(format!("unknown distance {:?}", o.distance)))?;
+    let mut c = IndexConfig::new(count_arg("dim", o.dim)?, distance);
+    if let Some(m) = o.m {
+        c.m = count_arg("m", m)?;
+    }
+    if let Some(ef) = o.ef_construct {
+        c.ef_construct = count_arg("efConstruct", ef)?;
+    }
+    if let Some(kb) = o.full_scan_threshold_kb {
+        c.full_scan_threshold_kb = count_arg("fullScanThresholdKb", kb)?;
+    }
+    if let Some(seed) = o.seed {
+        c.seed = count_arg("seed", seed)? as u64;
+    }
+    c.quantization = match o.quantization.as_deref() {
+        None | Some("none") => Quantization::None,
+        Some("scalar") => {
+            let q = o.quantile.unwrap_or(0.99);
+            Quantization::Scalar { quantile: q as f32 }
+        }
+        Some("binary") => Quantization::Binary,
+        Some(other) => return Err(invalid(format!("unknown quantization {:?}", other))),
+    };
+    Ok(c)
+}
+
+fn params_from(o: &NativeSearchOptions) -> CoreResult<SearchParams> {
+    let mut p = SearchParams::new(count_arg("k", o.k)?);
+    if let Some(ef) = o.ef {
+        p.ef = Some(count_arg("ef", ef)?);
+    }
+    p.exact = o.exact.unwrap_or(false);
+    p.oversampling = o.oversampling.map(|os| os as f32);
+    if let Some(r) = o.rescore {
+        p.rescore = r;
+    }
+    if let Some(i) = o.ignore_quantization {
+        p.ignore_quantization = i;
+    }
+    Ok(p)
+}
+
+fn threads_from(threads: Option<f64>) -> CoreResult<usize> {
+    match threads {
+        None => Ok(0),
+        Some(t) => count_arg("threads", t),
+    }
+}
+
+fn search_result((labels, scores): (Vec<u64>, Vec<f32>)) -> NativeSearchResult {
+    NativeSearchResult { labels: BigUint64Array::new(labels), scores: Float32Array::new(scores) }
+}
+
+fn split(hits: Vec<(u64, f32)>) -> (Vec<u64>, Vec<f32>) {
+    hits.into_iter().unzip()
+}
+
+fn unit(_: ()) {}
+
+fn count_of(n: usize) -> u32 {
+    n as u32
+}
+
+fn vector_of(v: Option<Vec<f32>>) -> Option<Float32Array> {
+    v.map(Float32Array::new)
+}
+
+fn stats_of(s: quiver_core::IndexStats) -> NativeIndexStats {
+    NativeIndexStats {
+        dim: s.dim as f64,
+        distance: s.distance.name().to_string(),
+        count: s.count as f64,
+        slots: s.slots as f64,
+        deleted: s.deleted as f64,
+        vector_bytes: s.vector_bytes as f64,
+        graph_bytes: s.graph_bytes as f64,
+        total_bytes: s.total_bytes as f64,
+        quantization: s.quantization.to_string(),
+    }
+}
+
+/// An HNSW index owned by JavaScript. Tasks hold their own `Arc`, so `close()` only
+/// drops this handle's share: memory is freed as soon as in-flight tasks finish.
+#[napi]
+pub struct NativeIndex {
+    inner: Option<Shared>,
+    cache: StatsCache,
+    dim: u32,
+    distance: &'static str,
+}
+
+impl NativeIndex {
+    fn wrap(index: Index) -> NativeIndex {
+        let s = index.stats();
+        NativeIndex {
+            inner: Some(Arc::new(RwLock::new(index))),
+            dim: s.dim as u32,
+            distance: s.distance.name(),
+            cache: Arc::new(Mutex::new(s)),
+        }
+    }
+
+    fn shared(&self) -> CoreResult<Shared> {
+        self.inner.clone().ok_or_else(|| closed("index"))
+    }
+}
+
+#[napi]
+impl NativeIndex {
+    #[napi(constructor)]
+    pub fn new(env: Env, options: NativeIndexOptions) -> napi::Result<Self> {
+        config_from(&options)
+            .and_then(Index::new)
+            .map(NativeIndex::wrap)
+            .map_err(|e| engine_error(&env, e))
+    }
+
+    #[napi(getter)]
+    pub fn dim(&self) -> u32 {
+        self.dim
+    }
+
+    #[napi(getter)]
+    pub fn distance(&self) -> String {
+        self.distance.to_string()
+    }
+
+    /// Inserts or replaces vectors (`vectors.length == labels.length * dim`).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn add(
+        &self,
+        labels: BigUint64Array,
+        vectors: Float32Array,
+        threads: Option<f64>,
+    ) -> AsyncTask<Job<(), ()>> {
+        let (index, threads) = match self.shared().and_then(|i| Ok((i, threads_from(threads)?))) {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, unit),
+        };
+        let labels = labels.to_vec();
+        let vectors = vectors.to_vec();
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                let result = index.add(&labels, &vectors, threads);
+                remember(&cache, &index);
+                result
+            },
+            unit,
+        )
+    }
+
+    /// Marks labels deleted; resolves with how many existed.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn delete(&self, labels: BigUint64Array) -> AsyncTask<Job<usize, u32>> {
+        let index = match self.shared() {
+            Ok(i) => i,
+            Err(e) => return Job::fail(e, count_of),
+        };
+        let labels = labels.to_vec();
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                let removed = index.delete(&labels);
+                remember(&cache, &index);
+                Ok(removed)
+            },
+            count_of,
+        )
+    }
+
+    #[napi(ts_return_type = "Promise<NativeSearchResult>")]
+    pub fn search(
+        &self,
+        query: Float32Array,
+        options: NativeSearchOptions,
+    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>), NativeSearchResult>> {
+        let prepared = self.shared().and_then(|i| Ok((i, params_from(&options)?)));
+        let (index, params) = match prepared {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, search_result),
+        };
+        let query = query.to_vec();
+        let allow = options.allow.as_ref().map(|a| a.to_vec());
+        Job::new(
+            move || Ok(split(read(&index)?.search(&query, &params, allow.as_deref())?)),
+            search_result,
+        )
+    }
+
+    /// `queries` holds n * dim values; resolves with one result per query.
+    #[napi(ts_return_type = "Promise<NativeSearchResult[]>")]
+    pub fn search_batch(
+        &self,
+        queries: Float32Array,
+        options: NativeSearchOptions,
+    ) -> AsyncTask<Job<Vec<(Vec<u64>, Vec<f32>)>, Vec<NativeSearchResult>>> {
+        fn finish(all: Vec<(Vec<u64>, Vec<f32>)>) -> Vec<NativeSearchResult> {
+            all.into_iter().map(search_result).collect()
+        }
+        let prepared = self.shared().and_then(|i| Ok((i, params_from(&options)?)));
+        let (index, params) = match prepared {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, finish),
+        };
+        let dim = self.dim as usize;
+        if dim == 0 || queries.len() % dim != 0 {
+            let e = CoreError::new(
+                ErrorKind::DimensionMismatch,
+                format!("{} query values are not a multiple of dimension {}", queries.len(), dim),
+            );
+            return Job::fail(e, finish);
+        }
+        let queries = queries.to_vec();
+        let allow = options.allow.as_ref().map(|a| a.to_vec());
+        Job::new(
+            move || {
+                let index = read(&index)?;
+                queries
+                    .chunks(dim)
+                    .map(|q| Ok(split(index.search(q, &params, allow.as_deref())?)))
+                    .collect()
+            },
+            finish,
+        )
+    }
+
+    /// The stored vector (normalised for Cosine), or null when the label is absent.
+    #[napi(ts_return_type = "Promise<Float32Array | null>")]
+    pub fn get_vector(&self, label: BigInt) -> AsyncTask<Job<Option<Vec<f32>>, Option<Float32Array>>> {
+        let prepared = self.shared().and_then(|i| Ok((i, u64_arg("label", &label)?)));
+        let (index, label) = match prepared {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, vector_of),
+        };
+        Job::new(move || Ok(read(&index)?.get_vector(label)), vector_of)
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn compact(&self, threads: Option<f64>) -> AsyncTask<Job<(), ()>> {
+        let (index, threads) = match self.shared().and_then(|i| Ok((i, threads_from(threads)?))) {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, unit),
+        };
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                let result = index.compact(threads);
+                remember(&cache, &index);
+                result
+            },
+            unit,
+        )
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn save(&self, path: String) -> AsyncTask<Job<(), ()>> {
+        let index = match self.shared() {
+            Ok(i) => i,
+            Err(e) => return Job::fail(e, unit),
+        };
+        Job::new(move || read(&index)?.save(&PathBuf::from(path)), unit)
+    }
+
+    /// Current counters, or — while a write (add, delete, compact) is running — the
+    /// counters as of the last finished write. Never waits.
+    #[napi]
+    pub fn stats(&self, env: Env) -> napi::Result<NativeIndexStats> {
+        let index = self.shared().map_err(|e| engine_error(&env, e))?;
+        let result = match index.try_read() {
+            Ok(guard) => {
+                remember(&self.cache, &guard);
+                Ok(())
+            }
+            Err(TryLockError::WouldBlock) => Ok(()),
+            Err(TryLockError::Poisoned(_)) => {
+                Err(CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
+            }
+        };
+        result.map_err(|e| engine_error(&env, e))?;
+        let s = match self.cache.lock() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        Ok(stats_of(s))
+    }
+
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.inner.is_none()
+    }
+
+    #[napi]
+    pub fn close(&mut self) {
+        self.inner = None;
+    }
+}
+
+/// Reads an index file written by `NativeIndex.save`.
+#[napi(ts_return_type = "Promise<NativeIndex>")]
+pub fn load_index(path: String) -> AsyncTask<Job<Index, NativeIndex>> {
+    Job::new(move || Index::load(&PathBuf::from(path)), NativeIndex::wrap)
+}
+
+/// Name of the distance kernels this process picked ("avx2+fma", "neon", "scalar").
+#[napi]
+pub fn kernel_name() -> String {
+    quiver_core::distance::kernels().name.to_string()
+}
+
+// ---------------------------------------------------------------------------------
+// WAL
+
+#[napi(object)]
+pub struct NativeWalOptions {
+    pub segment_bytes: Option<f64>,
+    pub retention_bytes: Option<f64>,
+}
+
+#[napi(object)]
+pub struct NativeWalReport {
+    pub first_seq: BigInt,
+    pub last_seq: BigInt,
+    pub truncated_bytes: f64,
+    pub truncated_file: Option<String>,
+    pub truncated_offset: Option<f64>,
+}
+
+#[napi(object)]
+pub struct NativeWalRecord {
+    pub seq: BigInt,
+    pub data: Buffer,
+}
+
+struct Report {
+    first_seq: u64,
+    last_seq: u64,
+    truncated_bytes: u64,
+    truncated_file: Option<String>,
+    truncated_offset: Option<u64>,
+}
+
+/// First and last sequence numbers as of the last finished call, so the synchronous
+/// getters never wait for the WAL's append lock (held across a segment roll's fsync).
+/// Both only grow while the log is open (truncation never empties it).
+#[derive(Default)]
+struct Seqs {
+    first: AtomicU64,
+    last: AtomicU64,
+}
+
+impl Seqs {
+    fn refresh(&self, wal: &Wal) {
+        self.first.fetch_max(wal.first_seq(), Ordering::AcqRel);
+        self.last.fetch_max(wal.last_seq(), Ordering::AcqRel);
+    }
+}
+
+/// A write-ahead log directory. `&self` methods of the engine's `Wal` are safe from
+/// several pool threads at once; concurrent `sync` calls share one fsync.
+#[napi]
+pub struct NativeWal {
+    inner: Option<Arc<Wal>>,
+    seqs: Arc<Seqs>,
+    report: Report,
+}
+
+impl NativeWal {
+    fn shared(&self) -> CoreResult<(Arc<Wal>, Arc<Seqs>)> {
+        match &self.inner {
+            Some(w) => Ok((w.clone(), self.seqs.clone())),
+            None => Err(closed("WAL")),
+        }
+    }
+}
+
+fn seqs_of(seqs: Vec<u64>) -> BigUint64Array {
+    BigUint64Array::new(seqs)
+}
+
+fn records_of(records: Vec<(u64, Vec<u8>)>) -> Vec<NativeWalRecord> {
+    records
+        .into_iter()
+        .map(|(seq, data)| NativeWalRecord { seq: BigInt::from(seq), data: Buffer::from(data) })
+        .collect()
+}
+
+fn opened((wal, r): (Wal, quiver_core::wal::OpenReport)) -> NativeWal {
+    let seqs = Seqs::default();
+    seqs.refresh(&wal);
+    NativeWal {
+        inner: Some(Arc::new(wal)),
+        seqs: Arc::new(seqs),
+        report: Report {
+            first_seq: r.first_seq,
+            last_seq: r.last_seq,
+            truncated_bytes: r.truncated_bytes,
+            truncated_file: r.truncated_file,
+            truncated_offset: r.truncated_offset,
+        },
+    }
+}
+
+/// Opens (creating if needed) a WAL directory, cutting a torn tail back to the last
+/// valid record.
+#[napi(ts_return_type = "Promise<NativeWal>")]
+pub fn open_wal(dir: String, options: Option<NativeWalOptions>) -> AsyncTask<Job<(Wal, quiver_core::wal::OpenReport), NativeWal>> {
+    let mut opts = WalOptions::default();
+    if let Some(o) = options {
+        let parsed = (|| -> CoreResult<()> {
+            if let Some(s) = o.segment_bytes {
+                opts.segment_bytes = count_arg("segmentBytes", s)? as u64;
+            }
+            if let Some(r) = o.retention_bytes {
+                opts.retention_bytes = count_arg("retentionBytes", r)? as u64;
+            }
+            Ok(())
+        })();
+        if let Err(e) = parsed {
+            return Job::fail(e, opened);
+        }
+    }
+    Job::new(move || Wal::open(&PathBuf::from(dir), opts), opened)
+}
+
+#[napi]
+impl NativeWal {
+    #[napi(getter)]
+    pub fn report(&self) -> NativeWalReport {
+        let r = &self.report;
+        NativeWalReport {
+            first_seq: BigInt::from(r.first_seq),
+            last_seq: BigInt::from(r.last_seq),
+            truncated_bytes: r.truncated_bytes as f64,
+            truncated_file: r.truncated_file.clone(),
+            truncated_offset: r.truncated_offset.map(|o| o as f64),
+        }
+    }
+
+    /// Appends records in one batch; fsyncs before resolving when `sync` is true.
+    /// Resolves with the sequence number of each record.
+    #[napi(ts_return_type = "Promise<BigUint64Array>")]
+    pub fn append(&self, records: Vec<Buffer>, sync: Option<bool>) -> AsyncTask<Job<Vec<u64>, BigUint64Array>> {
+        let (wal, seqs) = match self.shared() {
+            Ok(w) => w,
+            Err(e) => return Job::fail(e, seqs_of),
+        };
+        let records: Vec<Vec<u8>> = records.iter().map(|b| b.to_vec()).collect();
+        let sync = sync.unwrap_or(false);
+        Job::new(
+            move || {
+                let refs: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
+                let assigned = wal.append_batch(&refs);
+                seqs.refresh(&wal);
+                let assigned = assigned?;
+                if sync {
+                    wal.sync()?;
+                }
+                Ok(assigned)
+            },
+            seqs_of,
+        )
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn sync(&self) -> AsyncTask<Job<(), ()>> {
+        match self.shared() {
+            Ok((wal, _)) => Job::new(move || wal.sync(), unit),
+            Err(e) => Job::fail(e, unit),
+        }
+    }
+
+    #[napi(ts_return_type = "Promise<NativeWalRecord[]>")]
+    pub fn read_from(&self, seq: BigInt, max_records: Option<f64>) -> AsyncTask<Job<Vec<(u64, Vec<u8>)>, Vec<NativeWalRecord>>> {
+        let prepared = self.shared().and_then(|w| {
+            let max = match max_records {
+                Some(m) => count_arg("maxRecords", m)?,
+                None => usize::MAX,
+            };
+            Ok((w.0, u64_arg("seq", &seq)?, max))
+        });
+        match prepared {
+            Ok((wal, seq, max)) => Job::new(move || wal.read_from(seq, max), records_of),
+            Err(e) => Job::fail(e, records_of),
+        }
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn truncate_before(&self, seq: BigInt) -> AsyncTask<Job<(), ()>> {
+        match self.shared().and_then(|w| Ok((w, u64_arg("seq", &seq)?))) {
+            Ok(((wal, seqs), seq)) => Job::new(
+                move || {
+                    let result = wal.truncate_before(seq);
+                    seqs.refresh(&wal);
+                    result
+                },
+                unit,
+            ),
+            Err(e) => Job::fail(e, unit),
+        }
+    }
+
+    /// Oldest sequence number in the log (0 when empty), as of the last finished call.
+    #[napi]
+    pub fn first_seq(&self, env: Env) -> napi::Result<BigInt> {
+        self.shared()
+            .map(|(_, s)| BigInt::from(s.first.load(Ordering::Acquire)))
+            .map_err(|e| engine_error(&env, e))
+    }
+
+    /// Newest sequence number in the log (0 when empty), as of the last finished call.
+    #[napi]
+    pub fn last_seq(&self, env: Env) -> napi::Result<BigInt> {
+        self.shared()
+            .map(|(_, s)| BigInt::from(s.last.load(Ordering::Acquire)))
+            .map_err(|e| engine_error(&env, e))
+    }
+
+    /// Flushes and closes; later calls fail with QUIVER_CLOSED. Closing twice is a no-op.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&mut self) -> AsyncTask<Job<(), ()>> {
+        match self.inner.take() {
+            Some(wal) => Job::new(move || wal.close(), unit),
+            None => Job::new(|| Ok(()), unit),
+        }
+    }
+}
