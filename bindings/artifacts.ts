@@ -41,7 +41,11 @@ function isMusl(): boolean {
 export const ADDON_DIR = path.join('crates', 'quiver-node');
 export const WASM_FILE = path.join('crates', 'quiver-wasm', 'target', 'wasm32-unknown-unknown', 'release', 'quiver_wasm.wasm');
 
-/** Path of the native addon for this platform, or null when none was built. */
+/**
+ * Path of the native addon for this platform, or null when none was built: the napi
+ * build's `crates/quiver-node/quiver.<platform>-<arch>[-gnu|-musl].node`, else
+ * `crates/quiver-node/quiver.node`.
+ */
 export function addonPath(): string | null {
   const override = process.env.QUIVER_ADDON_PATH;
   if (override) return path.resolve(override);
@@ -54,10 +58,12 @@ export function addonPath(): string | null {
   if (!fs.existsSync(dir)) return null;
   const prefix = platformPrefix();
   const candidates = fs.readdirSync(dir).filter((f) => f.startsWith(prefix) && f.endsWith('.node'));
-  if (candidates.length === 0) return null;
   const abi = process.platform === 'linux' ? (isMusl() ? '-musl' : '-gnu') : '';
   const exact = candidates.find((f) => f === `${prefix}${abi}.node`);
-  return path.join(dir, exact ?? candidates[0]);
+  if (exact ?? candidates[0]) return path.join(dir, exact ?? candidates[0]);
+  // A platform-neutral copy (some build scripts copy the addon to this name).
+  const plain = path.join(dir, 'quiver.node');
+  return fs.existsSync(plain) ? plain : null;
 }
 
 /** Path of the wasm module, or null when it was not built. */

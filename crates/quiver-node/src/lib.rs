@@ -73,7 +73,10 @@ fn closed(what: &str) -> CoreError {
 /// would silently wrap -1 or truncate 2.5).
 fn count_arg(name: &str, v: f64) -> CoreResult<usize> {
     if !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > 9_007_199_254_740_991.0 {
-        return Err(invalid(format!("{} must be a non-negative integer, got {}", name, v)));
+        return Err(invalid(format!(
+            "{} must be a non-negative integer, got {}",
+            name, v
+        )));
     }
     Ok(v as usize)
 }
@@ -81,7 +84,10 @@ fn count_arg(name: &str, v: f64) -> CoreResult<usize> {
 fn u64_arg(name: &str, v: &BigInt) -> CoreResult<u64> {
     let (negative, value, lossless) = v.get_u64();
     if negative || !lossless {
-        return Err(invalid(format!("{} must fit in an unsigned 64-bit integer", name)));
+        return Err(invalid(format!(
+            "{} must fit in an unsigned 64-bit integer",
+            name
+        )));
     }
     Ok(value)
 }
@@ -96,11 +102,17 @@ pub struct Job<T: Send + 'static, J> {
 }
 
 impl<T: Send + 'static, J> Job<T, J> {
-    fn new(work: impl FnOnce() -> CoreResult<T> + Send + 'static, finish: fn(T) -> J) -> AsyncTask<Self>
+    fn new(
+        work: impl FnOnce() -> CoreResult<T> + Send + 'static,
+        finish: fn(T) -> J,
+    ) -> AsyncTask<Self>
     where
         J: ToNapiValue + TypeName,
     {
-        AsyncTask::new(Job { work: Some(Box::new(work)), finish })
+        AsyncTask::new(Job {
+            work: Some(Box::new(work)),
+            finish,
+        })
     }
 
     /// A job that rejects without touching the pool's real work (bad argument, closed).
@@ -168,15 +180,21 @@ fn remember(cache: &StatsCache, index: &Index) {
 /// A panic inside the engine poisons the lock; the index may then be half-updated, so
 /// every later call fails with QUIVER_CLOSED instead of reading it.
 fn read(index: &Shared) -> CoreResult<RwLockReadGuard<'_, Index>> {
-    index
-        .read()
-        .map_err(|_| CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
+    index.read().map_err(|_| {
+        CoreError::new(
+            ErrorKind::Closed,
+            "index is unusable after an internal error",
+        )
+    })
 }
 
 fn write(index: &Shared) -> CoreResult<RwLockWriteGuard<'_, Index>> {
-    index
-        .write()
-        .map_err(|_| CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
+    index.write().map_err(|_| {
+        CoreError::new(
+            ErrorKind::Closed,
+            "index is unusable after an internal error",
+        )
+    })
 }
 
 #[napi(object)]
@@ -274,7 +292,10 @@ fn threads_from(threads: Option<f64>) -> CoreResult<usize> {
 }
 
 fn search_result((labels, scores): (Vec<u64>, Vec<f32>)) -> NativeSearchResult {
-    NativeSearchResult { labels: BigUint64Array::new(labels), scores: Float32Array::new(scores) }
+    NativeSearchResult {
+        labels: BigUint64Array::new(labels),
+        scores: Float32Array::new(scores),
+    }
 }
 
 fn split(hits: Vec<(u64, f32)>) -> (Vec<u64>, Vec<f32>) {
@@ -411,7 +432,13 @@ impl NativeIndex {
         let query = query.to_vec();
         let allow = options.allow.as_ref().map(|a| a.to_vec());
         Job::new(
-            move || Ok(split(read(&index)?.search(&query, &params, allow.as_deref())?)),
+            move || {
+                Ok(split(read(&index)?.search(
+                    &query,
+                    &params,
+                    allow.as_deref(),
+                )?))
+            },
             search_result,
         )
     }
@@ -435,7 +462,11 @@ impl NativeIndex {
         if dim == 0 || queries.len() % dim != 0 {
             let e = CoreError::new(
                 ErrorKind::DimensionMismatch,
-                format!("{} query values are not a multiple of dimension {}", queries.len(), dim),
+                format!(
+                    "{} query values are not a multiple of dimension {}",
+                    queries.len(),
+                    dim
+                ),
             );
             return Job::fail(e, finish);
         }
@@ -455,8 +486,13 @@ impl NativeIndex {
 
     /// The stored vector (normalised for Cosine), or null when the label is absent.
     #[napi(ts_return_type = "Promise<Float32Array | null>")]
-    pub fn get_vector(&self, label: BigInt) -> AsyncTask<Job<Option<Vec<f32>>, Option<Float32Array>>> {
-        let prepared = self.shared().and_then(|i| Ok((i, u64_arg("label", &label)?)));
+    pub fn get_vector(
+        &self,
+        label: BigInt,
+    ) -> AsyncTask<Job<Option<Vec<f32>>, Option<Float32Array>>> {
+        let prepared = self
+            .shared()
+            .and_then(|i| Ok((i, u64_arg("label", &label)?)));
         let (index, label) = match prepared {
             Ok(v) => v,
             Err(e) => return Job::fail(e, vector_of),
@@ -502,9 +538,10 @@ impl NativeIndex {
                 Ok(())
             }
             Err(TryLockError::WouldBlock) => Ok(()),
-            Err(TryLockError::Poisoned(_)) => {
-                Err(CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
-            }
+            Err(TryLockError::Poisoned(_)) => Err(CoreError::new(
+                ErrorKind::Closed,
+                "index is unusable after an internal error",
+            )),
         };
         result.map_err(|e| engine_error(&env, e))?;
         let s = match self.cache.lock() {
@@ -610,7 +647,10 @@ fn seqs_of(seqs: Vec<u64>) -> BigUint64Array {
 fn records_of(records: Vec<(u64, Vec<u8>)>) -> Vec<NativeWalRecord> {
     records
         .into_iter()
-        .map(|(seq, data)| NativeWalRecord { seq: BigInt::from(seq), data: Buffer::from(data) })
+        .map(|(seq, data)| NativeWalRecord {
+            seq: BigInt::from(seq),
+            data: Buffer::from(data),
+        })
         .collect()
 }
 
@@ -633,7 +673,10 @@ fn opened((wal, r): (Wal, quiver_core::wal::OpenReport)) -> NativeWal {
 /// Opens (creating if needed) a WAL directory, cutting a torn tail back to the last
 /// valid record.
 #[napi(ts_return_type = "Promise<NativeWal>")]
-pub fn open_wal(dir: String, options: Option<NativeWalOptions>) -> AsyncTask<Job<(Wal, quiver_core::wal::OpenReport), NativeWal>> {
+pub fn open_wal(
+    dir: String,
+    options: Option<NativeWalOptions>,
+) -> AsyncTask<Job<(Wal, quiver_core::wal::OpenReport), NativeWal>> {
     let mut opts = WalOptions::default();
     if let Some(o) = options {
         let parsed = (|| -> CoreResult<()> {
@@ -669,7 +712,11 @@ impl NativeWal {
     /// Appends records in one batch; fsyncs before resolving when `sync` is true.
     /// Resolves with the sequence number of each record.
     #[napi(ts_return_type = "Promise<BigUint64Array>")]
-    pub fn append(&self, records: Vec<Buffer>, sync: Option<bool>) -> AsyncTask<Job<Vec<u64>, BigUint64Array>> {
+    pub fn append(
+        &self,
+        records: Vec<Buffer>,
+        sync: Option<bool>,
+    ) -> AsyncTask<Job<Vec<u64>, BigUint64Array>> {
         let (wal, seqs) = match self.shared() {
             Ok(w) => w,
             Err(e) => return Job::fail(e, seqs_of),
@@ -700,7 +747,11 @@ impl NativeWal {
     }
 
     #[napi(ts_return_type = "Promise<NativeWalRecord[]>")]
-    pub fn read_from(&self, seq: BigInt, max_records: Option<f64>) -> AsyncTask<Job<Vec<(u64, Vec<u8>)>, Vec<NativeWalRecord>>> {
+    pub fn read_from(
+        &self,
+        seq: BigInt,
+        max_records: Option<f64>,
+    ) -> AsyncTask<Job<Vec<(u64, Vec<u8>)>, Vec<NativeWalRecord>>> {
         let prepared = self.shared().and_then(|w| {
             let max = match max_records {
                 Some(m) => count_arg("maxRecords", m)?,

@@ -21,7 +21,10 @@ struct State {
     last_error: Option<(u32, String)>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { indexes: Vec::new(), last_error: None });
+static STATE: Mutex<State> = Mutex::new(State {
+    indexes: Vec::new(),
+    last_error: None,
+});
 
 fn state() -> std::sync::MutexGuard<'static, State> {
     // One thread only: the lock can never be contended, and panics abort.
@@ -155,10 +158,15 @@ unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
 
 fn with_index<T>(handle: i32, f: impl FnOnce(&mut Index) -> Result<T, Error>) -> Result<T, Error> {
     let mut s = state();
-    let slot = usize::try_from(handle).ok().and_then(|h| s.indexes.get_mut(h));
+    let slot = usize::try_from(handle)
+        .ok()
+        .and_then(|h| s.indexes.get_mut(h));
     match slot {
         Some(Some(index)) => f(index),
-        _ => Err(Error::new(ErrorKind::Closed, format!("index handle {} is closed or unknown", handle))),
+        _ => Err(Error::new(
+            ErrorKind::Closed,
+            format!("index handle {} is closed or unknown", handle),
+        )),
     }
 }
 
@@ -230,7 +238,10 @@ pub extern "C" fn quiver_index_new(
 #[no_mangle]
 pub extern "C" fn quiver_index_free(handle: i32) {
     let mut s = state();
-    if let Some(slot) = usize::try_from(handle).ok().and_then(|h| s.indexes.get_mut(h)) {
+    if let Some(slot) = usize::try_from(handle)
+        .ok()
+        .and_then(|h| s.indexes.get_mut(h))
+    {
         *slot = None;
     }
 }
@@ -284,7 +295,11 @@ pub extern "C" fn quiver_index_search(
 ) -> i32 {
     let mut p = SearchParams::new(k);
     p.ef = if ef == 0 { None } else { Some(ef) };
-    p.oversampling = if flags & 8 != 0 { Some(oversampling) } else { None };
+    p.oversampling = if flags & 8 != 0 {
+        Some(oversampling)
+    } else {
+        None
+    };
     p.exact = flags & 1 != 0;
     p.rescore = flags & 2 != 0;
     p.ignore_quantization = flags & 4 != 0;
@@ -310,7 +325,12 @@ pub extern "C" fn quiver_index_search(
 /// Copies the stored vector of `label` (normalised for Cosine) into `out` (room for
 /// `cap` floats). Returns its length, 0 when the label is absent.
 #[no_mangle]
-pub extern "C" fn quiver_index_get_vector(handle: i32, label: u64, out: *mut f32, cap: usize) -> i32 {
+pub extern "C" fn quiver_index_get_vector(
+    handle: i32,
+    label: u64,
+    out: *mut f32,
+    cap: usize,
+) -> i32 {
     match with_index(handle, |i| Ok(i.get_vector(label))) {
         Ok(Some(v)) => {
             if v.len() > cap {
