@@ -257,6 +257,23 @@ for (const backend of BACKENDS) {
     t.regex(err!.message, /dimension/);
   });
 
+  test(scenario('a huge k, ef or oversampling returns what exists instead of exhausting memory'), async (t) => {
+    const ix = index(t, { dim: 2, distance: 'Dot', quantization: { kind: 'scalar' } });
+    await ix.add(labelsFrom(0, 50), randomVectors(50, 2, 15));
+    const q = new Float32Array([1, 1]);
+    const exact = await ix.search(q, { k: 50, exact: true });
+    for (const options of [
+      { k: 0xffff_ffff },
+      { k: 0xffff_ffff, exact: true },
+      { k: 10, ef: 0xffff_ffff },
+      { k: 0xffff_ffff, oversampling: 1e30 },
+    ]) {
+      const r = await ix.search(q, options);
+      t.is(r.labels.length, options.k === 10 ? 10 : 50, JSON.stringify(options));
+      t.deepEqual(Array.from(r.labels), Array.from(exact.labels).slice(0, r.labels.length));
+    }
+  });
+
   test(scenario('invalid index options throw synchronously'), (t) => {
     throwsWith(t, () => engine().createIndex({ dim: 0, distance: 'Dot' }), 'QUIVER_INVALID_ARGUMENT');
     throwsWith(t, () => engine().createIndex({ dim: 4, distance: 'Hamming' as Distance }), 'QUIVER_INVALID_ARGUMENT');
