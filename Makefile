@@ -6,7 +6,6 @@
 SHELL := /bin/bash
 DEBIAN_RUSTC ?= /usr/bin/rustc
 DEBIAN_CARGO ?= /usr/bin/cargo
-NODE_ADDON := crates/quiver-node/quiver.node
 WASM_OUT := crates/quiver-wasm/target/wasm32-unknown-unknown/release/quiver_wasm.wasm
 
 .PHONY: all install build addon wasm ts test bench bench-full run clean
@@ -22,8 +21,8 @@ node_modules/.installed: package.json
 build: install addon wasm ts
 
 addon: install
-	cd crates/quiver-node && npx napi build --release --platform --output-dir . && \
-	  cp -f quiver-node.*.node quiver.node
+	npx napi build --release --platform --manifest-path crates/quiver-node/Cargo.toml \
+	  --config-path crates/quiver-node/napi.json --output-dir crates/quiver-node --no-js --dts index.d.ts
 
 wasm:
 	cd crates/quiver-wasm && RUSTC=$(DEBIAN_RUSTC) $(DEBIAN_CARGO) build --target wasm32-unknown-unknown --release
@@ -47,4 +46,4 @@ run: build
 
 clean:
 	cargo clean
-	rm -rf dist crates/quiver-wasm/target $(NODE_ADDON)
+	rm -rf dist crates/quiver-wasm/target crates/quiver-node/*.node

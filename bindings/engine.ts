@@ -34,13 +34,13 @@ export interface IndexOptions {
 export interface SearchOptions {
   /** Number of results. */
   k: number;
-  /** Candidate list size at query time; default max(k, efConstruct)... see engine docs. */
+  /** Candidate list size at query time; default efConstruct, never below k. */
   ef?: number;
   /** Exact brute-force search, ignoring the graph. */
   exact?: boolean;
   /** Only these labels may be returned (filtered search). */
   allow?: BigUint64Array;
-  /** Quantized search: fetch k * oversampling candidates before rescoring. Default 1 (scalar) / 3 (binary). */
+  /** Quantized search: keep k * oversampling candidates for rescoring. Default 1, as in the reference server. */
   oversampling?: number;
   /** Rescore quantized candidates on the original vectors. Default true. */
   rescore?: boolean;
@@ -62,8 +62,10 @@ export interface IndexStats {
   /** Slots including deleted ones not yet reclaimed by compact(). */
   slots: number;
   deleted: number;
-  /** Bytes held for vectors (f32 or quantized codes) */
+  /** Bytes of the vectors the graph search scores (f32, or quantized codes). */
   vectorBytes: number;
+  /** Bytes of f32 originals kept in memory for rescoring (quantized indexes only). */
+  originalBytes: number;
   /** Bytes held for graph links. */
   graphBytes: number;
   /** Everything the index holds in memory. */

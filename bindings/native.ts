@@ -186,6 +186,7 @@ class NativeVectorIndex implements VectorIndex {
       slots: s.slots,
       deleted: s.deleted,
       vectorBytes: s.vectorBytes,
+      originalBytes: s.originalBytes,
       graphBytes: s.graphBytes,
       totalBytes: s.totalBytes,
       quantization: s.quantization as IndexStats['quantization'],

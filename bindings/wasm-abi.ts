@@ -264,10 +264,10 @@ export class WasmModule {
 
   stats(handle: number): IndexStats {
     return this.run(() => {
-      const op = this.alloc(9 * 8);
+      const op = this.alloc(10 * 8);
       try {
         this.check(this.x.quiver_index_stats(handle, op));
-        const v = new Float64Array(this.x.memory.buffer, op, 9);
+        const v = new Float64Array(this.x.memory.buffer, op, 10);
         return {
           dim: v[0],
           distance: DISTANCE_CODES[v[1]],
@@ -275,12 +275,13 @@ export class WasmModule {
           slots: v[3],
           deleted: v[4],
           vectorBytes: v[5],
+          originalBytes: v[9],
           graphBytes: v[6],
           totalBytes: v[7],
           quantization: QUANT_CODES[v[8]],
         };
       } finally {
-        this.x.quiver_free(op, 9 * 8);
+        this.x.quiver_free(op, 10 * 8);
       }
     });
   }

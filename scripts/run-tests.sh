@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite, then prints one summary line over all of them:
 #   "N passed, N failed"
-# Suites: Rust unit tests of quiver-core (cargo test), then the ava suites on the
+# Suites: Rust unit tests of quiver-core (cargo test, Rust stable), the same tests
+# and a wasm32 build on Debian's Rust 1.63 (scripts/check-msrv.sh), then the ava suites on the
 # compiled TypeScript (TAP output). Exits non-zero when any suite fails or when a
 # suite's output cannot be read (a crashed runner must not count as zero failures).
 set -uo pipefail
@@ -39,7 +40,22 @@ run_ava() {
   [ "$rc" -ne 0 ] && status=1
 }
 
+run_msrv() {
+  local log="$LOG_DIR/msrv.log"
+  echo "== quiver-core on Rust 1.63 (host tests + wasm32 build)"
+  ./scripts/check-msrv.sh 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
+  f=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
+  # The wasm32 build is one more check.
+  if [ "$rc" -eq 0 ]; then p=$((p + 1)); elif [ "$f" -eq 0 ]; then f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$rc" -ne 0 ] && status=1
+}
+
 run_cargo
+run_msrv
 run_ava
 echo "$passed passed, $failed failed"
 exit $status

@@ -25,6 +25,9 @@ use crate::quant::{BinaryQuantizer, ScalarQuantizer};
 use crate::rng::SplitMix64;
 use crate::visited::{VisitedPool, VisitedSet};
 
+/// Default clipping quantile of scalar (int8) quantization, as in the reference server.
+pub const DEFAULT_SCALAR_QUANTILE: f32 = 0.99;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Quantization {
     None,
@@ -933,7 +936,9 @@ impl Index {
         }
         let mut q = query.to_vec();
         self.config.distance.preprocess(&mut q);
-        let k = params.k;
+        // No search returns more than the live count, so nothing is sized beyond it
+        // (a huge k must not turn into a huge allocation).
+        let k = params.k.min(self.len().max(1));
 
         // Filter: labels -> slot bitset (deleted slots never get in: the label map only
         // holds live slots).
@@ -958,10 +963,10 @@ impl Index {
         let found = if params.exact || small_filter || allowed == self.len() && allow.is_some() && allowed <= k {
             self.exact_scan(&q, k, bits)
         } else {
-            let ef = params.ef.unwrap_or(self.config.ef_construct).max(k);
+            let ef = params.ef.unwrap_or(self.config.ef_construct).max(k).min(self.n.max(1));
             let mut res = if self.quantized() && !params.ignore_quantization {
                 let over = params.oversampling.unwrap_or(1.0);
-                let keep = ((k as f32 * over).ceil() as usize).max(k);
+                let keep = ((k as f32 * over).ceil() as usize).max(k).min(self.n.max(1));
                 let ef = ef.max(keep);
                 let mut cands = match &self.codes {
                     Codes::Scalar(sq) => {

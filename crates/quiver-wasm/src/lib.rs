@@ -362,8 +362,8 @@ pub extern "C" fn quiver_index_get_vector(
     }
 }
 
-/// Writes nine f64s: dim, distance code, count, slots, deleted, vector bytes, graph
-/// bytes, total bytes, quantization (0 none, 1 scalar, 2 binary).
+/// Writes ten f64s: dim, distance code, count, slots, deleted, vector bytes, graph
+/// bytes, total bytes, quantization (0 none, 1 scalar, 2 binary), original bytes.
 #[no_mangle]
 pub extern "C" fn quiver_index_stats(handle: i32, out: *mut f64) -> i32 {
     match with_index(handle, |i| Ok(i.stats())) {
@@ -383,8 +383,9 @@ pub extern "C" fn quiver_index_stats(handle: i32, out: *mut f64) -> i32 {
                 s.graph_bytes as f64,
                 s.total_bytes as f64,
                 quant,
+                s.original_bytes as f64,
             ];
-            // SAFETY: the host passes room for nine f64s.
+            // SAFETY: the host passes room for ten f64s.
             unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, values.len()) };
             0
         }
