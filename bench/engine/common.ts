@@ -1,0 +1,270 @@
+/**
+ * Shared types and helpers of the engine benchmark harness.
+ */
+import * as path from 'path';
+
+export type BenchDistance = 'Cosine' | 'Euclid';
+
+export interface Dataset {
+  key: string;
+  name: string;
+  description: string;
+  source: string;
+  dim: number;
+  distance: BenchDistance;
+  nBase: number;
+  nQuery: number;
+  /** nBase * dim, row-major. */
+  base: Float32Array;
+  /** nQuery * dim, row-major. */
+  queries: Float32Array;
+  /** Seconds spent preparing the data this run (0 when it came from the cache). */
+  prepareSeconds: number;
+  /** Seconds the original preparation took (from the cache's meta), when known. */
+  originalPrepareSeconds?: number;
+  cached: boolean;
+}
+
+export interface GroundTruth {
+  k: number;
+  /** nQuery * k base indices, best first. */
+  ids: Int32Array;
+  /** nQuery * k distances (smaller is closer; Cosine uses 1 - cos), best first. */
+  dists: Float64Array;
+  seconds: number;
+  cached: boolean;
+  workers: number;
+}
+
+export const ALL_DATASETS = ['mnist', 'embeddings', 'synthetic'] as const;
+export const ALL_LIBS = [
+  'quiver-native',
+  'quiver-native-int8',
+  'quiver-native-binary',
+  'quiver-wasm',
+  'hnswlib',
+  'usearch',
+] as const;
+export type LibKey = (typeof ALL_LIBS)[number];
+
+export const M = 16;
+export const EF_CONSTRUCT = 100;
+export const K = 10;
+export const EFS = [16, 32, 64, 128, 256];
+
+export interface Options {
+  quick: boolean;
+  datasets: string[];
+  libs: LibKey[];
+  efs: number[];
+  /** Threads for the main (multi-threaded) build of Quiver and usearch. */
+  buildThreads: number;
+  /** Also build Quiver native and usearch with 1 thread (build-only rows). */
+  singleThreadBuilds: boolean;
+  /** Module path of the Quiver loader (default: ../../bindings/index relative to this file). */
+  loader: string;
+  dataDir: string;
+  resultsDir: string;
+  /** Suffix for result file names (default: today's date). */
+  tag: string;
+  python: string;
+  /** Allow `pip install` of the embeddings package when it is missing. */
+  pipInstall: boolean;
+  /** Run the event-loop lag probe (100k-point Quiver native build). */
+  eventLoop: boolean;
+  /** Timed passes over the queries per (library, ef); the fastest counts. */
+  reps: number;
+}
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
+
+export function today(): string {
+  const d = new Date();
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+}
+
+export function parseArgs(argv: string[]): Options {
+  const o: Options = {
+    quick: false,
+    datasets: [...ALL_DATASETS],
+    libs: [...ALL_LIBS],
+    efs: [...EFS],
+    buildThreads: 2,
+    singleThreadBuilds: true,
+    loader: path.resolve(__dirname, '..', '..', 'bindings', 'index'),
+    dataDir: path.join(REPO_ROOT, 'bench', 'data'),
+    resultsDir: path.join(REPO_ROOT, 'bench', 'results'),
+    tag: today(),
+    python: process.env.PYTHON || 'python3',
+    pipInstall: true,
+    eventLoop: true,
+    reps: 3,
+  };
+  let singleSet = false;
+  let repsSet = false;
+  const list = (v: string | undefined, flag: string): string[] => {
+    if (v === undefined || v.startsWith('--')) throw new Error(`${flag} needs a value`);
+    return v.split(',').map((s) => s.trim()).filter(Boolean);
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const val = () => (inline !== undefined ? inline : argv[++i]);
+    switch (flag) {
+      case '--quick':
+        o.quick = true;
+        break;
+      case '--datasets': {
+        const ds = list(val(), flag);
+        for (const d of ds) if (!(ALL_DATASETS as readonly string[]).includes(d)) throw new Error(`unknown dataset ${d} (known: ${ALL_DATASETS.join(',')})`);
+        o.datasets = ds;
+        break;
+      }
+      case '--libs': {
+        const ls = list(val(), flag);
+        const out: LibKey[] = [];
+        for (const l of ls) {
+          // Short aliases.
+          const expanded =
+            l === 'quiver' ? ['quiver-native', 'quiver-native-int8', 'quiver-native-binary', 'quiver-wasm']
+            : l === 'peers' ? ['hnswlib', 'usearch']
+            : [l];
+          for (const e of expanded) {
+            if (!(ALL_LIBS as readonly string[]).includes(e)) throw new Error(`unknown lib ${e} (known: ${ALL_LIBS.join(',')}, quiver, peers)`);
+            if (!out.includes(e as LibKey)) out.push(e as LibKey);
+          }
+        }
+        o.libs = out;
+        break;
+      }
+      case '--ef':
+      case '--efs':
+        o.efs = list(val(), flag).map((s) => {
+          const n = Number(s);
+          if (!Number.isInteger(n) || n < 1) throw new Error(`bad ef ${s}`);
+          return n;
+        });
+        break;
+      case '--threads':
+        o.buildThreads = Number(val());
+        if (!Number.isInteger(o.buildThreads) || o.buildThreads < 1) throw new Error('--threads must be a positive integer');
+        break;
+      case '--single-thread-builds':
+        o.singleThreadBuilds = true;
+        singleSet = true;
+        break;
+      case '--no-single-thread-builds':
+        o.singleThreadBuilds = false;
+        singleSet = true;
+        break;
+      case '--loader':
+        o.loader = path.resolve(String(val()));
+        break;
+      case '--data-dir':
+        o.dataDir = path.resolve(String(val()));
+        break;
+      case '--results-dir':
+        o.resultsDir = path.resolve(String(val()));
+        break;
+      case '--tag':
+        o.tag = String(val());
+        break;
+      case '--python':
+        o.python = String(val());
+        break;
+      case '--no-pip':
+        o.pipInstall = false;
+        break;
+      case '--reps':
+        o.reps = Number(val());
+        repsSet = true;
+        if (!Number.isInteger(o.reps) || o.reps < 1) throw new Error('--reps must be a positive integer');
+        break;
+      case '--no-eventloop':
+        o.eventLoop = false;
+        break;
+      case '-h':
+      case '--help':
+        console.log(USAGE);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown argument ${a}\n${USAGE}`);
+    }
+  }
+  if (o.quick && !singleSet) o.singleThreadBuilds = false;
+  if (o.quick && !repsSet) o.reps = 2;
+  return o;
+}
+
+export const USAGE = `usage: npm run bench:engine -- [--quick] [--datasets mnist,embeddings,synthetic]
+         [--libs quiver-native,quiver-native-int8,quiver-native-binary,quiver-wasm,hnswlib,usearch | quiver | peers]
+         [--efs 16,32,64,128,256] [--reps 3] [--threads 2] [--[no-]single-thread-builds] [--no-eventloop]
+         [--loader path/to/bindings/index] [--tag NAME] [--python python3] [--no-pip]`;
+
+/** mulberry32: small, fast, seeded PRNG with uniform output in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Standard normal deviates from a uniform PRNG (Box-Muller). */
+export function gaussian(rand: () => number): () => number {
+  let spare: number | null = null;
+  return () => {
+    if (spare !== null) {
+      const s = spare;
+      spare = null;
+      return s;
+    }
+    let u = 0;
+    while (u === 0) u = rand();
+    const v = rand();
+    const r = Math.sqrt(-2 * Math.log(u));
+    spare = r * Math.sin(2 * Math.PI * v);
+    return r * Math.cos(2 * Math.PI * v);
+  };
+}
+
+export function shuffleInPlace<T>(a: T[], rand: () => number): void {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    const t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+  }
+}
+
+export function nowSec(): number {
+  return Number(process.hrtime.bigint()) / 1e9;
+}
+
+export function fmt(n: number | null | undefined, digits = 3): string {
+  if (n === null || n === undefined || !Number.isFinite(n)) return '–';
+  return n.toFixed(digits);
+}
+
+export function fmtInt(n: number | null | undefined): string {
+  if (n === null || n === undefined || !Number.isFinite(n)) return '–';
+  return Math.round(n).toLocaleString('en-US');
+}
+
+export function errMsg(e: unknown): string {
+  if (e instanceof Error) return (e as NodeJS.ErrnoException).code ? `${(e as NodeJS.ErrnoException).code}: ${e.message}` : e.message;
+  return String(e);
+}
+
+/** Copy rows [i*dim, (i+1)*dim) into their own Float32Arrays (a fresh buffer each). */
+export function splitRows(flat: Float32Array, dim: number): Float32Array[] {
+  const n = flat.length / dim;
+  const rows: Float32Array[] = new Array(n);
+  for (let i = 0; i < n; i++) rows[i] = flat.slice(i * dim, (i + 1) * dim);
+  return rows;
+}

@@ -1,0 +1,365 @@
+/**
+ * Result rows, the Markdown report (tables + ratios) and the SVG QPS-vs-recall plots.
+ */
+import { fmt, fmtInt } from './common';
+
+export interface Row {
+  dataset: string;
+  /** Display name of the curve, e.g. "quiver-native", "quiver-native binary x4". */
+  series: string;
+  lib: string;
+  kind: 'query' | 'build-only' | 'skipped';
+  skipped?: string;
+  nBase: number;
+  nQuery: number;
+  dim: number;
+  distance: string;
+  quantization?: string;
+  oversampling?: number;
+  ef?: number;
+  k: number;
+  recall?: number;
+  qps?: number;
+  p50Us?: number;
+  p99Us?: number;
+  queryMode?: string;
+  batchQps?: number;
+  batchRecall?: number;
+  /** Process CPU seconds / wall seconds during the batch call. */
+  batchCpuPerWall?: number;
+  batchLabel?: string;
+  buildSeconds?: number;
+  buildThreads?: number;
+  buildThreadsNote?: string;
+  buildCpuSeconds?: number;
+  /** Process CPU seconds / wall seconds during the build: the parallelism actually used. */
+  buildCpuPerWall?: number;
+  buildMaxEventLoopLagMs?: number;
+  buildLagTicks?: number;
+  buildP99LagMs?: number;
+  bytesPerVector?: number | null;
+  bytesMethod?: string;
+  memoryDetail?: Record<string, number | string>;
+  rssDeltaBytesPerVector?: number;
+}
+
+export interface DatasetInfo {
+  key: string;
+  name: string;
+  description: string;
+  source: string;
+  dim: number;
+  distance: string;
+  nBase: number;
+  nQuery: number;
+  prepareSeconds: number;
+  originalPrepareSeconds?: number;
+  cached: boolean;
+  groundTruthSeconds: number;
+  groundTruthCached: boolean;
+  groundTruthWorkers: number;
+  skipped?: string;
+}
+
+export interface Results {
+  tag: string;
+  date: string;
+  mode: 'quick' | 'full';
+  args: string[];
+  machine: Record<string, unknown>;
+  libraries: Record<string, Record<string, string>>;
+  parameters: Record<string, unknown>;
+  datasets: DatasetInfo[];
+  rows: Row[];
+  eventLoop: Record<string, unknown> | null;
+  notes: string[];
+  totalSeconds: number;
+  loadAverageAtEnd: number[];
+  coresAvailableAtEnd?: number;
+}
+
+type Curve = { series: string; points: { ef: number; recall: number; qps: number }[] };
+
+export function curves(rows: Row[], dataset: string): Curve[] {
+  const out = new Map<string, Curve>();
+  for (const r of rows) {
+    if (r.dataset !== dataset || r.kind !== 'query' || r.recall === undefined || r.qps === undefined || r.ef === undefined) continue;
+    if (!out.has(r.series)) out.set(r.series, { series: r.series, points: [] });
+    out.get(r.series)!.points.push({ ef: r.ef, recall: r.recall, qps: r.qps });
+  }
+  for (const c of out.values()) c.points.sort((a, b) => a.ef - b.ef);
+  return [...out.values()];
+}
+
+/** QPS at a target recall: log-linear interpolation between the two efs around it. */
+export function qpsAtRecall(c: Curve | undefined, target: number): { qps: number | null; note: string } {
+  if (!c || c.points.length === 0) return { qps: null, note: 'no data' };
+  const p = c.points;
+  if (p[0].recall >= target) return { qps: p[0].qps, note: `already ${fmt(p[0].recall)} at ef=${p[0].ef} (lower bound)` };
+  for (let i = 1; i < p.length; i++) {
+    if (p[i].recall >= target) {
+      const a = p[i - 1];
+      const b = p[i];
+      const t = b.recall === a.recall ? 1 : (target - a.recall) / (b.recall - a.recall);
+      const q = Math.exp(Math.log(a.qps) + t * (Math.log(b.qps) - Math.log(a.qps)));
+      return { qps: q, note: `between ef=${a.ef} and ef=${b.ef}` };
+    }
+  }
+  return { qps: null, note: `never reaches ${target} (max ${fmt(Math.max(...p.map((x) => x.recall)))})` };
+}
+
+function firstAtRecall(c: Curve | undefined, target: number): { ef: number; recall: number; qps: number } | null {
+  if (!c) return null;
+  return c.points.find((x) => x.recall >= target) ?? null;
+}
+
+function ratio(a: number | null | undefined, b: number | null | undefined): string {
+  if (a === null || a === undefined || b === null || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return 'n/a';
+  return `${(a / b).toFixed(2)}×`;
+}
+
+function esc(s: string): string {
+  return s.replace(/\|/g, '\\|');
+}
+
+export function markdown(res: Results): string {
+  const L: string[] = [];
+  const m = res.machine;
+  L.push(`# Quiver engine benchmark — ${res.tag} (${res.mode})`);
+  L.push('');
+  L.push(`Machine: ${m.cpuModel} × ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os} ${m.kernel}, Node ${m.node}. Load average at start ${(m.loadAverageAtStart as number[]).join('/')} and end ${res.loadAverageAtEnd.join('/')}; cores this process could get (busy-thread probe) at start ${m.coresAvailableAtStart ?? '?'} and end ${res.coresAvailableAtEnd ?? '?'} of ${m.cores} — other work on the machine skews the numbers. Total run ${fmt(res.totalSeconds, 1)} s.`);
+  L.push('');
+  L.push(`Parameters: M=${res.parameters.m}, ef_construct=${res.parameters.efConstruct}, k=${res.parameters.k}, ef ∈ {${(res.parameters.efs as number[]).join(', ')}}, build threads=${res.parameters.buildThreads}.`);
+  L.push('');
+  L.push('Libraries:');
+  for (const [name, info] of Object.entries(res.libraries)) {
+    L.push(`- **${name}**: ${Object.entries(info).map(([k, v]) => `${k}: ${v}`).join('; ')}`);
+  }
+  L.push('');
+  L.push('Columns: *QPS* = queries per second with one query in flight at a time (sequential, one caller; Quiver awaits each `search()` of the async API, the peers are synchronous calls); *p50/p99* = per-query latency; *batch QPS* = all queries in one call (Quiver `searchBatch`, usearch `search(matrix, threads)`), with *batch CPU/wall* showing how many cores that call used; *recall@10* against exact brute force (ties at the 10th distance count as hits); *build s* = wall seconds of the add call(s); *threads asked* = the thread count passed to the build (hnswlib-node: 1, it has no parallel insert); *CPU/wall* = process CPU seconds over wall seconds during the build, i.e. the parallelism actually used (a backend may ignore the thread count, and a busy machine lowers it); *loop lag* = largest delay of a 10 ms `setInterval` during the build; *bytes/vector* by the method named; *RSS Δ/vector* = resident-set growth across the build divided by the vector count (approximate).');
+  L.push('');
+  if (res.eventLoop) {
+    const e = res.eventLoop as Record<string, unknown>;
+    L.push(`**Event loop during a Quiver native build** (${e.source}): ${fmtInt(e.n as number)} points × ${e.dim}-d, build ${fmt(e.buildSeconds as number, 2)} s, max setInterval(10 ms) lag **${fmt(e.maxLagMs as number, 1)} ms** (p99 ${fmt(e.p99LagMs as number, 1)} ms) over ${e.ticks} ticks.${e.note ? ` ${e.note}.` : ''}`);
+    L.push('');
+  }
+  for (const ds of res.datasets) {
+    L.push(`## ${ds.name} (\`${ds.key}\`)`);
+    L.push('');
+    if (ds.skipped) {
+      L.push(`Skipped: ${ds.skipped}`);
+      L.push('');
+      continue;
+    }
+    L.push(`${fmtInt(ds.nBase)} base × ${fmtInt(ds.nQuery)} queries, ${ds.dim}-d, ${ds.distance}. ${ds.description}. Source: ${ds.source}. Preparation: ${ds.cached ? `cached (originally ${fmt(ds.originalPrepareSeconds, 1)} s)` : `${fmt(ds.prepareSeconds, 1)} s`}; ground truth: ${ds.groundTruthCached ? 'cached' : `${fmt(ds.groundTruthSeconds, 1)} s on ${ds.groundTruthWorkers} workers`}.`);
+    L.push('');
+    const rows = res.rows.filter((r) => r.dataset === ds.key);
+    const skipped = rows.filter((r) => r.kind === 'skipped');
+    // Build / memory table: one line per series (first row of each) plus build-only rows.
+    L.push('| library | build s | threads asked | CPU/wall | loop lag ms | bytes/vector | method | RSS Δ/vector |');
+    L.push('|---|---:|---:|---:|---:|---:|---|---:|');
+    const seen = new Set<string>();
+    for (const r of rows) {
+      if (r.kind === 'skipped') continue;
+      const key = r.kind === 'build-only' ? `${r.series}#b` : r.lib;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      // Series that share one build (e.g. int8 searched two ways) share one line.
+      const names = r.kind === 'build-only' ? [r.series] : [...new Set(rows.filter((x) => x.kind === 'query' && x.lib === r.lib).map((x) => x.series))];
+      L.push(`| ${esc(names.join(' / '))} | ${fmt(r.buildSeconds, 2)} | ${r.buildThreads ?? '–'} | ${fmt(r.buildCpuPerWall, 2)} | ${fmt(r.buildMaxEventLoopLagMs, 0)} | ${fmt(r.bytesPerVector ?? undefined, 1)} | ${esc(r.bytesMethod ?? '–')} | ${r.rssDeltaBytesPerVector !== undefined && r.rssDeltaBytesPerVector >= 0 ? fmt(r.rssDeltaBytesPerVector, 0) : '–'} |`);
+    }
+    for (const r of skipped) L.push(`| ${esc(r.series)} | skipped: ${esc(r.skipped ?? '')} | | | | | | |`);
+    L.push('');
+    L.push('| library | ef | recall@10 | QPS | p50 µs | p99 µs | batch QPS | batch CPU/wall | batch recall |');
+    L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of rows) {
+      if (r.kind !== 'query') continue;
+      L.push(`| ${esc(r.series)} | ${r.ef} | ${fmt(r.recall, 4)} | ${fmtInt(r.qps)} | ${fmt(r.p50Us, 0)} | ${fmt(r.p99Us, 0)} | ${fmtInt(r.batchQps)} | ${fmt(r.batchCpuPerWall, 2)} | ${fmt(r.batchRecall, 4)} |`);
+    }
+    L.push('');
+    L.push(...ratiosSection(rows, ds.key));
+    L.push('');
+    L.push(`![QPS vs recall](engine-${res.tag}-${ds.key}.svg)`);
+    L.push('');
+  }
+  if (res.notes.length) {
+    L.push('## Notes');
+    L.push('');
+    for (const n of res.notes) L.push(`- ${n}`);
+    L.push('');
+  }
+  return L.join('\n');
+}
+
+function ratiosSection(rows: Row[], dataset: string): string[] {
+  const L: string[] = [];
+  const cs = curves(rows, dataset);
+  const get = (s: string) => cs.find((c) => c.series === s);
+  const native = get('quiver-native');
+  const wasm = get('quiver-wasm');
+  const hnsw = get('hnswlib-node');
+  const us = get('usearch');
+  const int8 = get('quiver-native int8');
+  const T = 0.95;
+  L.push(`### Ratios (${dataset})`);
+  L.push('');
+  const at = (c: Curve | undefined) => qpsAtRecall(c, T);
+  const fa = (c: Curve | undefined) => firstAtRecall(c, T);
+  const desc = (c: Curve | undefined) => {
+    const f = fa(c);
+    return f ? `ef=${f.ef}: ${fmtInt(f.qps)} QPS @ ${fmt(f.recall, 3)}` : 'never ≥ 0.95';
+  };
+  L.push(`At recall@10 = ${T} (QPS interpolated log-linearly between the efs around it; "first ef" = the first ef with recall ≥ ${T}):`);
+  L.push('');
+  L.push('| ratio | interpolated @0.95 | at each one\'s first ef ≥ 0.95 |');
+  L.push('|---|---:|---:|');
+  const pair = (name: string, a: Curve | undefined, b: Curve | undefined) => {
+    const fa1 = fa(a);
+    const fb1 = fa(b);
+    L.push(`| ${name} | ${ratio(at(a).qps, at(b).qps)} | ${ratio(fa1?.qps, fb1?.qps)} |`);
+  };
+  pair('Quiver native QPS / hnswlib-node QPS', native, hnsw);
+  pair('Quiver native QPS / usearch QPS', native, us);
+  pair('Quiver WASM QPS / Quiver native QPS', wasm, native);
+  L.push('');
+  for (const [n, c] of [['quiver-native', native], ['quiver-wasm', wasm], ['hnswlib-node', hnsw], ['usearch', us], ['quiver-native int8', int8]] as const) {
+    if (!c) continue;
+    const a = at(c);
+    L.push(`- ${n}: ${a.qps === null ? 'n/a' : fmtInt(a.qps)} QPS at 0.95 (${a.note}); first ef ≥ 0.95 → ${desc(c)}`);
+  }
+  if (native && wasm) {
+    const per = native.points
+      .map((p) => {
+        const w = wasm.points.find((x) => x.ef === p.ef);
+        return w ? `ef=${p.ef}: ${(w.qps / p.qps).toFixed(2)}×` : null;
+      })
+      .filter(Boolean);
+    if (per.length) L.push(`- WASM / native QPS at the same ef: ${per.join(', ')}`);
+  }
+  const firstRow = (series: string, kind: Row['kind'] = 'query') => rows.find((r) => r.dataset === dataset && r.series === series && r.kind === kind);
+  const nRow = firstRow('quiver-native');
+  const uRow = firstRow('usearch');
+  if (nRow && uRow) {
+    L.push(`- Build time Quiver native / usearch (${nRow.buildThreads} vs ${uRow.buildThreads} threads): ${fmt(nRow.buildSeconds, 2)} s / ${fmt(uRow.buildSeconds, 2)} s = ${ratio(nRow.buildSeconds, uRow.buildSeconds)}`);
+  }
+  const n1 = firstRow('quiver-native (build, 1 thread)', 'build-only');
+  const u1 = firstRow('usearch (build, 1 thread)', 'build-only');
+  if (n1 && u1) L.push(`- Build time at 1 thread, Quiver native / usearch: ${fmt(n1.buildSeconds, 2)} s / ${fmt(u1.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, u1.buildSeconds)}`);
+  const hRow = firstRow('hnswlib-node');
+  if (n1 && hRow) L.push(`- Build time at 1 thread, Quiver native / hnswlib-node: ${fmt(n1.buildSeconds, 2)} s / ${fmt(hRow.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, hRow.buildSeconds)}`);
+  const iRow = firstRow('quiver-native int8');
+  if (iRow && nRow && int8 && native) {
+    L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (vector part: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)})`);
+    L.push(`- int8 recall@10 by ef (f32 in brackets): ${int8.points.map((p) => `ef=${p.ef}: ${fmt(p.recall, 3)} [${fmt(native.points.find((x) => x.ef === p.ef)?.recall, 3)}]`).join(', ')}`);
+  }
+  for (const s of ['quiver-native int8 x2', 'quiver-native binary x2', 'quiver-native binary x4']) {
+    const c = get(s);
+    if (c) L.push(`- ${s} recall@10 by ef: ${c.points.map((p) => `ef=${p.ef}: ${fmt(p.recall, 3)}`).join(', ')}`);
+  }
+  return L;
+}
+
+// ---------------------------------------------------------------- SVG
+
+/** The QPS-vs-recall plot of one data set of a results object. */
+export function plotFor(res: Results, d: DatasetInfo): string {
+  const p = res.parameters as { m: number; efConstruct: number; efs: number[] };
+  return svgPlot(
+    `${d.name} — QPS vs recall@10`,
+    `${fmtInt(d.nBase)} × ${d.dim}-d ${d.distance}, ${d.nQuery} queries, M=${p.m}, ef_construct=${p.efConstruct}, ef ${p.efs.join('/')}; ${res.machine.cpuModel} × ${res.machine.cores}; ${res.tag}`,
+    curves(res.rows, d.key),
+  );
+}
+
+const COLORS: Record<string, string> = {
+  'quiver-native': '#d62728',
+  'quiver-wasm': '#ff7f0e',
+  'quiver-native int8': '#9467bd',
+  'quiver-native int8 x2': '#6a3d9a',
+  'quiver-native binary x2': '#8c564b',
+  'quiver-native binary x4': '#e377c2',
+  'hnswlib-node': '#1f77b4',
+  usearch: '#2ca02c',
+};
+const FALLBACK = ['#17becf', '#bcbd22', '#7f7f7f', '#393b79'];
+
+function xmlEsc(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
+
+export function svgPlot(title: string, subtitle: string, cs: Curve[]): string {
+  const W = 900;
+  const H = 560;
+  const ml = 80, mr = 250, mt = 70, mb = 60;
+  const pw = W - ml - mr;
+  const ph = H - mt - mb;
+  const pts = cs.flatMap((c) => c.points);
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`);
+  out.push(`<rect width="${W}" height="${H}" fill="#ffffff"/>`);
+  out.push(`<text x="${ml}" y="28" font-size="18" font-weight="bold">${xmlEsc(title)}</text>`);
+  out.push(`<text x="${ml}" y="50" font-size="12" fill="#444">${xmlEsc(subtitle)}</text>`);
+  if (pts.length === 0) {
+    out.push(`<text x="${ml}" y="${mt + 40}" font-size="14">no data</text></svg>`);
+    return out.join('\n');
+  }
+  // x: recall. The range follows the full-precision curves; quantized curves that fall
+  // further left are clipped at the frame and flagged in the legend.
+  const f32 = cs.filter((c) => !/int8|binary/.test(c.series)).flatMap((c) => c.points);
+  const minR = Math.min(...(f32.length ? f32 : pts).map((p) => p.recall));
+  const x0 = minR >= 0.9 ? Math.min(0.98, Math.floor((minR - 0.005) * 100) / 100) : Math.floor(minR * 20) / 20;
+  const x1 = 1.0;
+  // y: log10 QPS
+  const lo = Math.min(...pts.map((p) => p.qps));
+  const hi = Math.max(...pts.map((p) => p.qps));
+  const y0 = Math.floor(Math.log10(lo));
+  const y1 = Math.max(y0 + 1, Math.ceil(Math.log10(hi)));
+  const X = (r: number) => ml + ((r - x0) / (x1 - x0)) * pw;
+  const Y = (q: number) => mt + ph - ((Math.log10(q) - y0) / (y1 - y0)) * ph;
+  // grid + ticks
+  out.push(`<g stroke="#e5e5e5" stroke-width="1">`);
+  const xStep = x1 - x0 > 0.5 ? 0.1 : x1 - x0 > 0.12 ? 0.05 : x1 - x0 > 0.05 ? 0.02 : 0.01;
+  const xTicks: number[] = [];
+  for (let r = x0; r <= x1 + 1e-9; r += xStep) xTicks.push(Math.round(r * 100) / 100);
+  for (const r of xTicks) out.push(`<line x1="${X(r)}" y1="${mt}" x2="${X(r)}" y2="${mt + ph}"/>`);
+  const yTicks: number[] = [];
+  for (let e = y0; e <= y1; e++) for (const m of [1, 2, 5]) {
+    const v = m * 10 ** e;
+    if (Math.log10(v) >= y0 - 1e-9 && Math.log10(v) <= y1 + 1e-9) yTicks.push(v);
+  }
+  for (const v of yTicks) out.push(`<line x1="${ml}" y1="${Y(v)}" x2="${ml + pw}" y2="${Y(v)}" stroke="${Number.isInteger(Math.log10(v)) ? '#cfcfcf' : '#eeeeee'}"/>`);
+  out.push(`</g>`);
+  out.push(`<rect x="${ml}" y="${mt}" width="${pw}" height="${ph}" fill="none" stroke="#333"/>`);
+  for (const r of xTicks) out.push(`<text x="${X(r)}" y="${mt + ph + 18}" font-size="12" text-anchor="middle">${r.toFixed(2)}</text>`);
+  for (const v of yTicks) out.push(`<text x="${ml - 8}" y="${Y(v) + 4}" font-size="12" text-anchor="end">${v >= 1000 ? `${v / 1000}k` : v}</text>`);
+  out.push(`<text x="${ml + pw / 2}" y="${H - 15}" font-size="14" text-anchor="middle">recall@10</text>`);
+  out.push(`<text transform="translate(22 ${mt + ph / 2}) rotate(-90)" font-size="14" text-anchor="middle">queries / s (one at a time, log scale)</text>`);
+  // curves
+  out.push(`<clipPath id="plot"><rect x="${ml}" y="${mt}" width="${pw}" height="${ph}"/></clipPath>`);
+  let fi = 0;
+  const legend: string[] = [];
+  cs.forEach((c, i) => {
+    const color = COLORS[c.series] ?? FALLBACK[fi++ % FALLBACK.length];
+    const dash = c.series.includes('binary') ? ' stroke-dasharray="6 3"' : c.series.includes('int8') ? ' stroke-dasharray="2 2"' : '';
+    const d = c.points.map((p, j) => `${j === 0 ? 'M' : 'L'}${X(p.recall).toFixed(1)},${Y(p.qps).toFixed(1)}`).join(' ');
+    out.push(`<g clip-path="url(#plot)">`);
+    out.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="2"${dash}/>`);
+    for (const p of c.points) {
+      out.push(`<circle cx="${X(p.recall).toFixed(1)}" cy="${Y(p.qps).toFixed(1)}" r="3.5" fill="${color}"><title>${xmlEsc(c.series)} ef=${p.ef}: recall ${p.recall.toFixed(4)}, ${Math.round(p.qps)} QPS</title></circle>`);
+    }
+    out.push(`</g>`);
+    const cMin = Math.min(...c.points.map((p) => p.recall));
+    const off = cMin < x0 ? ` (recall ${cMin < x0 && Math.max(...c.points.map((p) => p.recall)) < x0 ? 'all' : 'partly'} < ${x0.toFixed(2)}: off chart)` : '';
+    if (c.series === 'quiver-native') {
+      for (const p of c.points) out.push(`<text x="${(X(p.recall) + 5).toFixed(1)}" y="${(Y(p.qps) - 6).toFixed(1)}" font-size="10" fill="${color}">ef ${p.ef}</text>`);
+    }
+    const ly = mt + 10 + i * 26;
+    legend.push(`<line x1="${ml + pw + 15}" y1="${ly}" x2="${ml + pw + 45}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
+    legend.push(`<circle cx="${ml + pw + 30}" cy="${ly}" r="3.5" fill="${color}"/>`);
+    legend.push(`<text x="${ml + pw + 52}" y="${ly + 4}" font-size="13">${xmlEsc(c.series)}</text>`);
+    if (off) legend.push(`<text x="${ml + pw + 52}" y="${ly + 15}" font-size="9" fill="#666">${xmlEsc(off.trim())}</text>`);
+  });
+  out.push(...legend);
+  out.push('</svg>');
+  return out.join('\n');
+}

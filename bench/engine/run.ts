@@ -1,0 +1,397 @@
+/**
+ * `npm run bench:engine [-- --quick] [--datasets ...] [--libs ...]`
+ *
+ * Builds and queries Quiver (native, WASM, int8, binary) and the peers (hnswlib-node,
+ * usearch) side by side in this one process, with M=16 and ef_construct=100, and writes
+ * bench/results/engine-<tag>.{json,md} plus one QPS-vs-recall SVG per data set.
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import type { Engine } from '../../bindings/engine';
+import {
+  ALL_LIBS,
+  Dataset,
+  EF_CONSTRUCT,
+  K,
+  LibKey,
+  M,
+  Options,
+  REPO_ROOT,
+  errMsg,
+  fmt,
+  fmtInt,
+  nowSec,
+  parseArgs,
+} from './common';
+import { DatasetSkip, loadDataset } from './datasets';
+import { groundTruth, metricSpace, recallAtK } from './groundtruth';
+import { HnswlibRunner, QuiverRunner, Runner, UsearchRunner, hnswlibVersion, querySet, usearchKernels, usearchVersion } from './libs';
+import { eventLoopProbe } from './eventloop';
+import { coresAvailable, forceGc, percentile } from './measure';
+import { loadQuiver } from './quiver';
+import { DatasetInfo, Results, Row, markdown, plotFor } from './report';
+
+const WARMUP = 50;
+const WARMUP_QUICK = 20;
+
+function cpuFlags(): string {
+  try {
+    const txt = fs.readFileSync('/proc/cpuinfo', 'utf8');
+    const line = txt.split('\n').find((l) => l.startsWith('flags'));
+    if (!line) return 'unknown';
+    const flags = new Set(line.split(':')[1].trim().split(/\s+/));
+    return ['sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni', 'avx512_fp16'].filter((f) => flags.has(f)).join(' ');
+  } catch {
+    return 'unknown';
+  }
+}
+
+function machineInfo(): Record<string, unknown> {
+  const cpus = os.cpus();
+  return {
+    cpuModel: cpus[0]?.model ?? 'unknown',
+    cores: cpus.length,
+    cpuFlags: cpuFlags(),
+    memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    os: `${os.type()} ${os.arch()}`,
+    kernel: os.release(),
+    node: process.version,
+    v8: process.versions.v8,
+    loadAverageAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100),
+  };
+}
+
+type RunnerOrSkip = Runner | { skip: string };
+
+let nativeEngine: Engine | null = null;
+
+async function makeRunners(opts: Options, notes: string[]): Promise<Map<LibKey, RunnerOrSkip>> {
+  const runners = new Map<LibKey, RunnerOrSkip>();
+  const wantNative = opts.libs.some((l) => l.startsWith('quiver-native'));
+  const native: Engine | string | null = wantNative ? await loadQuiver(opts.loader, 'native') : null;
+  if (native && typeof native !== 'string') nativeEngine = native;
+  const wasm: Engine | string | null = opts.libs.includes('quiver-wasm') ? await loadQuiver(opts.loader, 'wasm') : null;
+  const quiver = (key: LibKey, engine: Engine | string | null, make: (e: Engine) => Runner) => {
+    if (!opts.libs.includes(key)) return;
+    if (engine === null) return;
+    runners.set(key, typeof engine === 'string' ? { skip: engine } : make(engine));
+  };
+  quiver('quiver-native', native, (e) => new QuiverRunner('quiver-native', 'quiver-native', e, { kind: 'none' }, [{ label: 'quiver-native', options: {} }]));
+  quiver('quiver-native-int8', native, (e) =>
+    new QuiverRunner('quiver-native-int8', 'quiver-native int8', e, { kind: 'scalar' }, [
+      { label: 'quiver-native int8', options: { rescore: true } },
+      { label: 'quiver-native int8 x2', options: { oversampling: 2, rescore: true }, oversampling: 2 },
+    ]),
+  );
+  quiver('quiver-native-binary', native, (e) =>
+    new QuiverRunner('quiver-native-binary', 'quiver-native binary', e, { kind: 'binary' }, [
+      { label: 'quiver-native binary x2', options: { oversampling: 2, rescore: true }, oversampling: 2 },
+      { label: 'quiver-native binary x4', options: { oversampling: 4, rescore: true }, oversampling: 4 },
+    ]),
+  );
+  quiver('quiver-wasm', wasm, (e) => new QuiverRunner('quiver-wasm', 'quiver-wasm', e, { kind: 'none' }, [{ label: 'quiver-wasm', options: {} }]));
+  if (opts.libs.includes('hnswlib')) {
+    try {
+      runners.set('hnswlib', new HnswlibRunner());
+    } catch (e) {
+      runners.set('hnswlib', { skip: `hnswlib-node not usable (npm install; it compiles with node-gyp): ${errMsg(e).split('\n')[0]}` });
+    }
+  }
+  if (opts.libs.includes('usearch')) {
+    try {
+      runners.set('usearch', new UsearchRunner(path.join(opts.dataDir, 'tmp')));
+    } catch (e) {
+      runners.set('usearch', { skip: `usearch not usable: ${errMsg(e).split('\n')[0]}` });
+    }
+  }
+  for (const [k, r] of runners) if ('skip' in r) notes.push(`${k} skipped: ${r.skip}`);
+  return runners;
+}
+
+function seriesLabelOf(key: LibKey): string {
+  switch (key) {
+    case 'hnswlib':
+      return 'hnswlib-node';
+    case 'quiver-native-int8':
+      return 'quiver-native int8';
+    case 'quiver-native-binary':
+      return 'quiver-native binary';
+    default:
+      return key;
+  }
+}
+
+function baseRow(ds: Dataset, series: string, lib: LibKey): Omit<Row, 'kind'> {
+  return { dataset: ds.key, series, lib, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, k: K };
+}
+
+async function benchLib(opts: Options, ds: Dataset, runner: Runner, space: ReturnType<typeof metricSpace>, gt: Awaited<ReturnType<typeof groundTruth>>, rows: Row[]): Promise<void> {
+  const qs = querySet(ds);
+  const t0 = nowSec();
+  const b = await runner.build(ds, opts.buildThreads);
+  const mem = b.built.memory();
+  console.log(
+    `  ${runner.label.padEnd(22)} build ${fmt(b.seconds, 2)} s (${b.threads} thr, CPU/wall ${fmt(b.cpuSeconds / b.seconds, 2)}, loop lag ${fmt(b.maxLagMs, 0)} ms), ${fmt(mem.bytesPerVector ?? undefined, 1)} B/vec [${mem.method}]`,
+  );
+  const common = {
+    buildSeconds: b.seconds,
+    buildThreads: b.threads,
+    buildThreadsNote: b.threadsNote,
+    buildCpuSeconds: b.cpuSeconds,
+    buildCpuPerWall: b.cpuSeconds / b.seconds,
+    buildMaxEventLoopLagMs: b.maxLagMs,
+    buildLagTicks: b.lagTicks,
+    buildP99LagMs: b.p99LagMs,
+    bytesPerVector: mem.bytesPerVector,
+    bytesMethod: mem.method,
+    memoryDetail: mem.detail,
+    rssDeltaBytesPerVector: b.rssDeltaBytes / ds.nBase,
+  };
+  try {
+    for (const s of b.built.series) {
+      const line: string[] = [];
+      forceGc();
+      for (const ef of opts.efs) {
+        await s.setEf(ef);
+        await s.run(qs, ef, Math.min(opts.quick ? WARMUP_QUICK : WARMUP, qs.n)); // warm-up
+        // Best of `reps` passes over all queries (other load on the machine only slows a pass down).
+        let t = await s.run(qs, ef);
+        for (let rep = 1; rep < opts.reps; rep++) {
+          const t2 = await s.run(qs, ef);
+          if (t2.seconds < t.seconds) t = t2;
+        }
+        const ids = t.results.map((r) => s.toIds(r));
+        const recall = recallAtK(space, gt, ids, K);
+        const row: Row = {
+          ...baseRow(ds, s.label, runner.key),
+          kind: 'query',
+          quantization: s.quantization,
+          oversampling: s.oversampling,
+          ef,
+          recall,
+          qps: qs.n / t.seconds,
+          p50Us: percentile(t.latUs, 50),
+          p99Us: percentile(t.latUs, 99),
+          queryMode: s.queryMode,
+          ...common,
+        };
+        if (s.batch) {
+          try {
+            const cpu0 = process.cpuUsage();
+            const bt = await s.batch.run(qs, ef);
+            const cpu = process.cpuUsage(cpu0);
+            row.batchQps = qs.n / bt.seconds;
+            row.batchCpuPerWall = (cpu.user + cpu.system) / 1e6 / bt.seconds;
+            row.batchRecall = recallAtK(space, gt, bt.ids, K);
+            row.batchLabel = s.batch.label;
+          } catch (e) {
+            row.batchLabel = `failed: ${errMsg(e)}`;
+          }
+        }
+        rows.push(row);
+        line.push(`ef ${ef}: ${fmt(recall, 3)}/${fmtInt(row.qps)}`);
+      }
+      console.log(`    ${s.label.padEnd(24)} recall/QPS  ${line.join('  ')}`);
+    }
+  } finally {
+    b.built.close();
+    forceGc();
+  }
+  void t0;
+}
+
+async function buildOnly(opts: Options, ds: Dataset, runner: Runner, threads: number, label: string, rows: Row[]): Promise<void> {
+  const b = await runner.build(ds, threads);
+  const mem = b.built.memory();
+  b.built.close();
+  forceGc();
+  console.log(`  ${label.padEnd(30)} build ${fmt(b.seconds, 2)} s (CPU/wall ${fmt(b.cpuSeconds / b.seconds, 2)})`);
+  rows.push({
+    ...baseRow(ds, label, runner.key),
+    kind: 'build-only',
+    buildSeconds: b.seconds,
+    buildThreads: b.threads,
+    buildThreadsNote: b.threadsNote,
+    buildCpuSeconds: b.cpuSeconds,
+    buildCpuPerWall: b.cpuSeconds / b.seconds,
+    buildMaxEventLoopLagMs: b.maxLagMs,
+    buildLagTicks: b.lagTicks,
+    buildP99LagMs: b.p99LagMs,
+    bytesPerVector: mem.bytesPerVector,
+    bytesMethod: mem.method,
+    memoryDetail: mem.detail,
+    rssDeltaBytesPerVector: b.rssDeltaBytes / ds.nBase,
+  });
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  let opts: Options;
+  try {
+    opts = parseArgs(argv);
+  } catch (e) {
+    console.error(errMsg(e));
+    process.exit(2);
+  }
+  const tag = opts.quick && !argv.some((a) => a.startsWith('--tag')) ? `${opts.tag}-quick` : opts.tag;
+  const tStart = nowSec();
+  const notes: string[] = [];
+  const machine = machineInfo();
+  machine.coresAvailableAtStart = Math.round((await coresAvailable()) * 100) / 100;
+  console.log(`Quiver engine benchmark (${opts.quick ? 'quick' : 'full'}): ${machine.cpuModel} × ${machine.cores} (${machine.coresAvailableAtStart} free now), Node ${machine.node}`);
+  console.log(`  datasets: ${opts.datasets.join(', ')}; libs: ${opts.libs.join(', ')}; ef: ${opts.efs.join(', ')}; M=${M}, ef_construct=${EF_CONSTRUCT}`);
+
+  const runners = await makeRunners(opts, notes);
+  const libraries: Record<string, Record<string, string>> = {};
+  for (const [k, r] of runners) libraries[k] = 'skip' in r ? { skipped: r.skip } : r.info;
+  if (opts.libs.includes('hnswlib') && !libraries.hnswlib?.skipped) libraries.hnswlib = { ...libraries.hnswlib, version: hnswlibVersion() };
+  if (opts.libs.includes('usearch') && !libraries.usearch?.skipped) libraries.usearch = { ...libraries.usearch, version: usearchVersion(), kernels: usearchKernels() };
+
+  const rows: Row[] = [];
+  const datasets: DatasetInfo[] = [];
+  let eventLoop: Record<string, unknown> | null = null;
+
+  for (const key of opts.datasets) {
+    console.log(`\n[${key}]`);
+    const t0 = nowSec();
+    let ds: Dataset | DatasetSkip;
+    try {
+      ds = loadDataset(key, opts);
+    } catch (e) {
+      ds = { key, skipped: errMsg(e) };
+    }
+    if ('skipped' in ds) {
+      console.log(`  skipped: ${ds.skipped}`);
+      notes.push(`dataset ${key} skipped: ${ds.skipped}`);
+      datasets.push({ key, name: key, description: '', source: '', dim: 0, distance: '', nBase: 0, nQuery: 0, prepareSeconds: 0, cached: false, groundTruthSeconds: 0, groundTruthCached: false, groundTruthWorkers: 0, skipped: ds.skipped });
+      continue;
+    }
+    const space = metricSpace(ds);
+    const gt = await groundTruth(ds, space, K, opts.dataDir);
+    console.log(
+      `  ${ds.name}: ${fmtInt(ds.nBase)} × ${ds.dim}-d ${ds.distance}, ${ds.nQuery} queries; data ${ds.cached ? 'cached' : `prepared in ${fmt(ds.prepareSeconds, 1)} s`}; ground truth ${gt.cached ? 'cached' : `${fmt(gt.seconds, 1)} s (${gt.workers} workers)`} [${fmt(nowSec() - t0, 1)} s]`,
+    );
+    datasets.push({
+      key: ds.key,
+      name: ds.name,
+      description: ds.description,
+      source: ds.source,
+      dim: ds.dim,
+      distance: ds.distance,
+      nBase: ds.nBase,
+      nQuery: ds.nQuery,
+      prepareSeconds: ds.prepareSeconds,
+      originalPrepareSeconds: ds.originalPrepareSeconds,
+      cached: ds.cached,
+      groundTruthSeconds: gt.seconds,
+      groundTruthCached: gt.cached,
+      groundTruthWorkers: gt.workers,
+    });
+
+    for (const lib of ALL_LIBS) {
+      if (!opts.libs.includes(lib)) continue;
+      const r = runners.get(lib);
+      if (!r) continue;
+      if ('skip' in r) {
+        rows.push({ ...baseRow(ds, seriesLabelOf(lib), lib), kind: 'skipped', skipped: r.skip });
+        console.log(`  ${seriesLabelOf(lib).padEnd(22)} skipped: ${r.skip}`);
+        continue;
+      }
+      try {
+        await benchLib(opts, ds, r, space, gt, rows);
+      } catch (e) {
+        const msg = errMsg(e);
+        rows.push({ ...baseRow(ds, r.label, lib), kind: 'skipped', skipped: `failed: ${msg}` });
+        console.log(`  ${r.label.padEnd(22)} FAILED: ${msg}`);
+        notes.push(`${r.label} on ${ds.key} failed: ${msg}`);
+        forceGc();
+      }
+      if (lib === 'quiver-native' && key === 'synthetic') {
+        const row = rows.find((x) => x.dataset === key && x.series === 'quiver-native' && x.kind === 'query');
+        if (row) {
+          eventLoop = {
+            source: `quiver-native build of the synthetic set, await add(..., ${row.buildThreads})`,
+            n: ds.nBase,
+            dim: ds.dim,
+            threads: row.buildThreads,
+            buildSeconds: row.buildSeconds,
+            maxLagMs: row.buildMaxEventLoopLagMs,
+            p99LagMs: row.buildP99LagMs,
+            intervalMs: 10,
+            ticks: row.buildLagTicks,
+            note: ds.nBase < 100_000 ? `quick mode: ${ds.nBase} points (the full run uses 100k; or run npm run bench:eventloop)` : '100k-point build',
+          };
+        }
+      }
+    }
+    if (opts.singleThreadBuilds) {
+      for (const lib of ['quiver-native', 'usearch'] as LibKey[]) {
+        const r = runners.get(lib);
+        if (!r || 'skip' in r || !opts.libs.includes(lib)) continue;
+        const label = `${seriesLabelOf(lib)} (build, 1 thread)`;
+        try {
+          await buildOnly(opts, ds, r, 1, label, rows);
+        } catch (e) {
+          rows.push({ ...baseRow(ds, label, lib), kind: 'skipped', skipped: `failed: ${errMsg(e)}` });
+        }
+      }
+    }
+    console.log(`  [${key} done in ${fmt(nowSec() - t0, 1)} s]`);
+  }
+
+  if (opts.eventLoop && !opts.quick && nativeEngine && (!eventLoop || (eventLoop.n as number) < 100_000)) {
+    // The synthetic set was not run at full size: probe a separate 100k-point build.
+    const syn = loadDataset('synthetic', { ...opts, quick: false });
+    if (!('skipped' in syn)) {
+      console.log('\n[event loop] 100k-point Quiver native build with a 10 ms setInterval probe');
+      const r = await eventLoopProbe(nativeEngine, syn.base, syn.dim, opts.buildThreads);
+      eventLoop = { source: 'separate probe: quiver-native build of the 100k synthetic set, await add(..., threads)', ...r };
+      console.log(`  ${fmtInt(r.n)} points, build ${fmt(r.buildSeconds, 2)} s, max lag ${fmt(r.maxLagMs, 1)} ms`);
+    }
+  }
+  if (!opts.eventLoop) eventLoop = null;
+
+  notes.push(
+    'QPS are single-caller, one-query-at-a-time numbers; Quiver pays an async hop per query (napi async work / worker message) that the synchronous peers do not.',
+    'hnswlib-node takes plain JS number[] vectors (converted before timing; its per-element N-API marshalling is inside the timing) and builds single-threaded: addPoint() is the only insert API in 3.0.0.',
+    'usearch (JS binding) fixes expansion_search at construction and exposes no setter, so each ef loads the saved graph into a new Index({expansion_search: ef}); its bytes/vector is the save() file size (the binding has no memory-usage call).',
+  );
+  const results: Results = {
+    tag,
+    date: new Date().toISOString(),
+    mode: opts.quick ? 'quick' : 'full',
+    args: argv,
+    machine,
+    libraries,
+    parameters: { m: M, efConstruct: EF_CONSTRUCT, k: K, efs: opts.efs, buildThreads: opts.buildThreads, singleThreadBuilds: opts.singleThreadBuilds, warmupQueries: opts.quick ? WARMUP_QUICK : WARMUP, repsBestOf: opts.reps },
+    datasets,
+    rows,
+    eventLoop,
+    notes,
+    totalSeconds: nowSec() - tStart,
+    loadAverageAtEnd: os.loadavg().map((x) => Math.round(x * 100) / 100),
+    coresAvailableAtEnd: Math.round((await coresAvailable()) * 100) / 100,
+  };
+  fs.mkdirSync(opts.resultsDir, { recursive: true });
+  const stem = path.join(opts.resultsDir, `engine-${tag}`);
+  fs.writeFileSync(`${stem}.json`, JSON.stringify(results, null, 2));
+  fs.writeFileSync(`${stem}.md`, markdown(results));
+  const written = [`${stem}.json`, `${stem}.md`];
+  for (const d of datasets) {
+    if (d.skipped) continue;
+    const svg = plotFor(results, d);
+    const f = `${stem}-${d.key}.svg`;
+    fs.writeFileSync(f, svg);
+    written.push(f);
+  }
+  console.log(`\nwrote ${written.map((f) => path.relative(REPO_ROOT, f)).join(', ')} in ${fmt(results.totalSeconds, 1)} s total`);
+}
+
+main().then(
+  () => process.exit(0), // a WASM engine's worker would otherwise keep the process alive
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
