@@ -172,6 +172,8 @@ export class QuiverRunner implements Runner {
             method: 'stats().totalBytes / count',
             detail: {
               vectorBytesPerVector: s.vectorBytes / s.count,
+              // f32 originals kept for rescoring (quantized indexes); absent in older bindings.
+              originalBytesPerVector: ((s as { originalBytes?: number }).originalBytes ?? 0) / s.count,
               graphBytesPerVector: s.graphBytes / s.count,
               totalBytes: s.totalBytes,
               count: s.count,

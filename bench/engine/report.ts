@@ -249,7 +249,7 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
   if (n1 && hRow) L.push(`- Build time at 1 thread, Quiver native / hnswlib-node: ${fmt(n1.buildSeconds, 2)} s / ${fmt(hRow.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, hRow.buildSeconds)}`);
   const iRow = firstRow('quiver-native int8');
   if (iRow && nRow && int8 && native) {
-    L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (vector part: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)})`);
+    L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (scored vectors: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)}; f32 originals kept for rescoring: ${fmt(iRow.memoryDetail?.originalBytesPerVector as number, 1)})`);
     L.push(`- int8 recall@10 by ef (f32 in brackets): ${int8.points.map((p) => `ef=${p.ef}: ${fmt(p.recall, 3)} [${fmt(native.points.find((x) => x.ef === p.ef)?.recall, 3)}]`).join(', ')}`);
   }
   for (const s of ['quiver-native int8 x2', 'quiver-native binary x2', 'quiver-native binary x4']) {
