@@ -64,7 +64,7 @@ export interface IndexStats {
   deleted: number;
   /** Bytes of the vectors the graph search scores (f32, or quantized codes). */
   vectorBytes: number;
-  /** Bytes of f32 originals kept in memory for rescoring (quantized indexes only). */
+  /** Bytes of f32 originals kept in memory for rescoring (quantized indexes only; 0 after moveOriginalsToDisk). */
   originalBytes: number;
   /** Bytes held for graph links. */
   graphBytes: number;
@@ -89,6 +89,12 @@ export interface VectorIndex {
   stats(): IndexStats;
   /** Writes the index atomically (temp file, fsync, rename, fsync dir). Durable backends only. */
   save(path: string): Promise<void>;
+  /**
+   * Quantized indexes only: moves the f32 originals (used for rescoring) to a file that
+   * is memory-mapped read-only, so only codes and graph stay in memory. A later add()
+   * or compact() brings them back into memory. Durable backends only.
+   */
+  moveOriginalsToDisk(path: string): Promise<void>;
   /** Frees native memory now; later calls fail with QUIVER_CLOSED. */
   close(): void;
 }

@@ -58,6 +58,7 @@ interface AddonIndex {
   getVector(label: bigint): Promise<Float32Array | null>;
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
+  moveOriginalsToDisk(path: string): Promise<void>;
   stats(): Omit<IndexStats, 'distance' | 'quantization'> & { distance: string; quantization: string };
   close(): void;
 }
@@ -195,6 +196,10 @@ class NativeVectorIndex implements VectorIndex {
 
   save(path: string): Promise<void> {
     return call(() => this.inner.save(checkPath('path', path)));
+  }
+
+  moveOriginalsToDisk(path: string): Promise<void> {
+    return call(() => this.inner.moveOriginalsToDisk(checkPath('path', path)));
   }
 
   close(): void {

@@ -220,6 +220,10 @@ class WasmVectorIndex implements VectorIndex {
     return Promise.reject(unsupported(`cannot save an index to ${String(path)}`));
   }
 
+  moveOriginalsToDisk(path: string): Promise<void> {
+    return Promise.reject(unsupported(`cannot map vectors from ${String(path)}`));
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;

@@ -386,6 +386,33 @@ for (const backend of BACKENDS) {
       await t.throwsAsync(engine().loadIndex(path.join(dir, 'missing.qvx')));
     });
 
+    test(scenario('int8 originals move to a mapped file: same answers, no f32 bytes in memory'), async (t) => {
+      const dim = 48;
+      const n = 3000;
+      const data = embeddingLike(n, dim, 12, 31);
+      const ix = index(t, { dim, distance: 'Euclid', quantization: { kind: 'scalar' } });
+      await ix.add(labelsFrom(0, n), data);
+      t.is(ix.stats().originalBytes, n * dim * 4);
+      const q = row(data, dim, 17);
+      const before = await ix.search(q, { k: 10, oversampling: 2 });
+      const file = path.join(tmpDir(t, 'map'), 'originals.f32');
+      await ix.moveOriginalsToDisk(file);
+      t.is(fs.statSync(file).size, n * dim * 4);
+      const s = ix.stats();
+      t.is(s.originalBytes, 0);
+      t.true(s.vectorBytes * 3 <= n * dim * 4, `codes ${s.vectorBytes} bytes`);
+      const after = await ix.search(q, { k: 10, oversampling: 2 });
+      t.deepEqual(Array.from(after.labels), Array.from(before.labels));
+      t.deepEqual(Array.from(after.scores), Array.from(before.scores));
+      t.deepEqual(Array.from((await ix.getVector(17n))!), Array.from(q));
+      // Adding brings them back into memory.
+      await ix.add(new BigUint64Array([9999n]), new Float32Array(dim).fill(0.5));
+      t.is(ix.stats().originalBytes, (n + 1) * dim * 4);
+      const plain = index(t, { dim: 2, distance: 'Dot' });
+      await plain.add(new BigUint64Array([1n]), new Float32Array([1, 2]));
+      await rejectsWith(t, plain.moveOriginalsToDisk(path.join(tmpDir(t, 'map2'), 'x')), 'QUIVER_INVALID_ARGUMENT');
+    });
+
     test(scenario('WAL append, sync, readFrom and truncateBefore'), async (t) => {
       const dir = tmpDir(t, 'wal');
       const wal = await engine().openWal(dir, { segmentBytes: 256 });
@@ -478,7 +505,7 @@ for (const backend of BACKENDS) {
       t.false(e.durable);
       const ix = index(t, { dim: 2, distance: 'Dot' });
       await ix.add(new BigUint64Array([1n]), new Float32Array([1, 2]));
-      for (const p of [ix.save('/tmp/x.qvx'), e.loadIndex('/tmp/x.qvx'), e.openWal('/tmp/wal')]) {
+      for (const p of [ix.save('/tmp/x.qvx'), e.loadIndex('/tmp/x.qvx'), e.openWal('/tmp/wal'), ix.moveOriginalsToDisk('/tmp/x.f32')]) {
         const err = await t.throwsAsync(p);
         t.is((err as { code?: string }).code, 'QUIVER_UNSUPPORTED');
         t.regex(err!.message, /memory-only.*native addon/);

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use crate::distance::{kernels, Distance};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fileio::{ByteReader, ByteWriter};
+use crate::mapped::MappedF32;
 use crate::quant::{BinaryQuantizer, ScalarQuantizer};
 use crate::rng::SplitMix64;
 use crate::visited::{VisitedPool, VisitedSet};
@@ -118,7 +119,8 @@ pub struct IndexStats {
     pub deleted: usize,
     /// Bytes of the vectors the graph search scores (f32, or quantized codes).
     pub vector_bytes: usize,
-    /// Bytes of f32 originals kept for rescoring (quantized indexes only).
+    /// Bytes of f32 originals kept in memory for rescoring (quantized indexes only;
+    /// 0 once they are moved to a mapped file).
     pub original_bytes: usize,
     pub graph_bytes: usize,
     pub total_bytes: usize,
@@ -202,6 +204,8 @@ pub struct Index {
     pub(crate) codes: Codes,
     /// f32 originals when the arena holds codes (for build and rescoring).
     pub(crate) originals: Vec<f32>,
+    /// The originals moved to a memory-mapped file (then `originals` is empty).
+    pub(crate) mapped: Option<MappedF32>,
     pub(crate) rng: SplitMix64,
     cost_fn: fn(&[f32], &[f32]) -> f32,
     visited: VisitedPool,
@@ -345,6 +349,7 @@ impl Index {
             entry_lock: Mutex::new(()),
             codes: Codes::F32,
             originals: Vec::new(),
+            mapped: None,
             rng: SplitMix64::new(config.seed),
             visited: VisitedPool::new(),
             config,
@@ -386,7 +391,7 @@ impl Index {
     pub(crate) fn raw(&self, i: u32) -> &[f32] {
         let d = self.config.dim;
         if self.quantized() {
-            &self.originals[i as usize * d..(i as usize + 1) * d]
+            &self.originals_slice()[i as usize * d..(i as usize + 1) * d]
         } else {
             unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const f32, d) }
         }
@@ -409,7 +414,7 @@ impl Index {
     #[inline(always)]
     fn prefetch_raw(&self, i: u32) {
         let p: *const u8 = if self.quantized() {
-            unsafe { self.originals.as_ptr().add(i as usize * self.config.dim) as *const u8 }
+            unsafe { self.originals_slice().as_ptr().add(i as usize * self.config.dim) as *const u8 }
         } else {
             unsafe { self.slot(i).add(1 + self.m0) as *const u8 }
         };
@@ -523,6 +528,41 @@ impl Index {
         self.cap = 0;
     }
 
+    #[inline(always)]
+    fn originals_slice(&self) -> &[f32] {
+        match &self.mapped {
+            Some(m) => m.as_slice(),
+            None => &self.originals,
+        }
+    }
+
+    /// Moves the f32 originals of a quantized index to `path` (written atomically, then
+    /// memory-mapped read-only), so only the codes and the graph stay in memory and the
+    /// page cache holds what rescoring reads. A later `add` or `compact` brings them
+    /// back into memory; the file is left for the caller to remove or map again.
+    pub fn move_originals_to_file(&mut self, path: &std::path::Path) -> Result<()> {
+        if !self.quantized() {
+            return Err(Error::invalid(
+                "only a quantized index keeps its f32 vectors apart from the graph; this one scores them in place",
+            ));
+        }
+        let m = MappedF32::create(path, &self.originals_slice()[..self.n * self.config.dim])?;
+        self.mapped = Some(m);
+        self.originals = Vec::new();
+        Ok(())
+    }
+
+    /// Whether the originals live in a mapped file.
+    pub fn originals_on_disk(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    fn originals_to_memory(&mut self) {
+        if let Some(m) = self.mapped.take() {
+            self.originals = m.as_slice().to_vec();
+        }
+    }
+
     /// Inserts or replaces vectors. A label seen before has its old slot deleted.
     /// Graph insertion runs on `threads` threads (0 = all cores).
     pub fn add(&mut self, labels: &[u64], vectors: &[f32], threads: usize) -> Result<()> {
@@ -530,6 +570,7 @@ impl Index {
         if labels.is_empty() {
             return Ok(());
         }
+        self.originals_to_memory();
         if self.n + labels.len() >= NONE as usize {
             return Err(Error::invalid("index is full (2^32 - 1 slots)"));
         }
@@ -1098,7 +1139,8 @@ impl Index {
     /// Serialises the whole index (config, labels, graph, vectors, quantizer).
     pub fn to_bytes(&self) -> Vec<u8> {
         let c = &self.config;
-        let mut w = ByteWriter::with_capacity(64 + self.n * (self.stride * 4 + 16) + self.upper.len() * 4 + self.originals.len() * 4);
+        let originals = self.originals_slice();
+        let mut w = ByteWriter::with_capacity(64 + self.n * (self.stride * 4 + 16) + self.upper.len() * 4 + originals.len() * 4);
         w.put_u32(c.dim as u32);
         w.put_u8(c.distance.code());
         w.put_u32(c.m as u32);
@@ -1144,8 +1186,8 @@ impl Index {
         };
         w.put_u64(qbytes.len() as u64);
         w.put_bytes(&qbytes);
-        w.put_u64(self.originals.len() as u64);
-        w.put_f32_slice(&self.originals);
+        w.put_u64(originals.len() as u64);
+        w.put_f32_slice(originals);
         crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, w.as_slice())
     }
 
@@ -1492,6 +1534,41 @@ mod tests {
         let empty = Index::new(IndexConfig::new(3, Distance::Dot)).unwrap();
         let back = Index::from_bytes(&empty.to_bytes()).unwrap();
         assert!(back.is_empty());
+    }
+
+    #[test]
+    fn originals_move_to_a_mapped_file_and_come_back_on_add() {
+        let d = 32;
+        let n = 2000;
+        let data = gaussian(n, d, 12);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let dir = std::env::temp_dir().join(format!("quiver-hnsw-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cfg = IndexConfig::new(d, Distance::Euclid);
+        cfg.quantization = Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, &data, 2).unwrap();
+        let q = gaussian(1, d, 13);
+        let mut p = SearchParams::new(10);
+        p.oversampling = Some(2.0);
+        let before = idx.search(&q, &p, None).unwrap();
+        let ram = idx.stats().original_bytes;
+        assert_eq!(ram, n * d * 4);
+        idx.move_originals_to_file(&dir.join("originals.f32")).unwrap();
+        assert!(idx.originals_on_disk());
+        assert_eq!(idx.stats().original_bytes, 0);
+        assert_eq!(idx.search(&q, &p, None).unwrap(), before);
+        assert_eq!(idx.get_vector(5).unwrap(), data[5 * d..6 * d].to_vec());
+        let bytes = idx.to_bytes();
+        assert_eq!(Index::from_bytes(&bytes).unwrap().search(&q, &p, None).unwrap(), before);
+        idx.add(&[n as u64], &vec![0.25; d], 1).unwrap();
+        assert!(!idx.originals_on_disk());
+        assert_eq!(idx.get_vector(n as u64).unwrap(), vec![0.25; d]);
+        assert_eq!(idx.get_vector(7).unwrap(), data[7 * d..8 * d].to_vec());
+        let mut plain = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
+        plain.add(&labels[..10], &data[..10 * d], 1).unwrap();
+        assert_eq!(plain.move_originals_to_file(&dir.join("x")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

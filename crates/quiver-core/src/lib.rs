@@ -8,8 +8,13 @@ pub mod crc32c;
 pub mod distance;
 pub mod error;
 pub mod fileio;
+pub mod hnsw;
+pub mod mapped;
+pub mod quant;
 pub mod rng;
+pub mod visited;
 pub mod wal;
 
 pub use distance::Distance;
 pub use error::{Error, ErrorKind, Result};
+pub use hnsw::{Index, IndexConfig, IndexStats, Quantization, SearchParams};

@@ -547,6 +547,25 @@ impl NativeIndex {
         Job::new(move || read(&index)?.save(&PathBuf::from(path)), unit)
     }
 
+    /// Moves the f32 originals of a quantized index to a memory-mapped file.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn move_originals_to_disk(&self, path: String) -> AsyncTask<Job<(), ()>> {
+        let index = match self.shared() {
+            Ok(i) => i,
+            Err(e) => return Job::fail(e, unit),
+        };
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                let result = index.move_originals_to_file(&PathBuf::from(path));
+                remember(&cache, &index);
+                result
+            },
+            unit,
+        )
+    }
+
     /// Current counters, or — while a write (add, delete, compact) is running — the
     /// counters as of the last finished write. Never waits.
     #[napi]
