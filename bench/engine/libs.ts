@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Engine, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
-import { Dataset, EF_CONSTRUCT, K, LibKey, M, errMsg } from './common';
+import { Dataset, EF_CONSTRUCT, K, LibKey, M, REPO_ROOT, errMsg } from './common';
 import { LoopTiming, measureBuild, rss, timeAsyncLoop, timeSyncLoop } from './measure';
 
 export interface QuerySet {
@@ -132,6 +132,18 @@ export class QuiverRunner implements Runner {
       idx.close();
       throw e;
     }
+    // Quantized indexes keep their f32 originals (read only for rescoring) in a mapped
+    // file, as the reference's on-disk vectors with in-memory quantization do; then the
+    // memory figures count codes and graph only.
+    let originalsOnDisk = false;
+    if (this.quantization.kind !== 'none' && this.engine.durable) {
+      const dir = path.join(REPO_ROOT, 'bench', 'data', 'tmp');
+      fs.mkdirSync(dir, { recursive: true });
+      const file = path.join(dir, `${ds.key}-${this.key}-${process.pid}.f32`);
+      await idx.moveOriginalsToDisk(file);
+      originalsOnDisk = true;
+      process.once('exit', () => fs.rmSync(file, { force: true }));
+    }
     const rss1 = await rss();
     vectors = null;
     const stats = idx.stats();
@@ -151,7 +163,7 @@ export class QuiverRunner implements Runner {
         },
         toIds: (r: unknown) => bigToIds((r as SearchResult).labels),
         batch: {
-          label: 'index.searchBatch(all queries) — threads chosen by the engine',
+          label: 'index.searchBatch(all queries) — one worker thread',
           run: async (q: QuerySet, ef: number) => {
             const flat = q.flat.slice();
             const t0 = performance.now();
@@ -175,6 +187,7 @@ export class QuiverRunner implements Runner {
               // f32 originals kept for rescoring (quantized indexes); absent in older bindings.
               originalBytesPerVector: ((s as { originalBytes?: number }).originalBytes ?? 0) / s.count,
               graphBytesPerVector: s.graphBytes / s.count,
+              originalsOnDisk: originalsOnDisk ? 1 : 0,
               totalBytes: s.totalBytes,
               count: s.count,
             },

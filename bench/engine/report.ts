@@ -91,6 +91,18 @@ export function curves(rows: Row[], dataset: string): Curve[] {
   return [...out.values()];
 }
 
+/** The same curves from the batch columns (one call for all queries). */
+export function batchCurves(rows: Row[], dataset: string): Curve[] {
+  const out = new Map<string, Curve>();
+  for (const r of rows) {
+    if (r.dataset !== dataset || r.kind !== 'query' || r.batchRecall === undefined || r.batchQps === undefined || r.ef === undefined) continue;
+    if (!out.has(r.series)) out.set(r.series, { series: r.series, points: [] });
+    out.get(r.series)!.points.push({ ef: r.ef, recall: r.batchRecall, qps: r.batchQps });
+  }
+  for (const c of out.values()) c.points.sort((a, b) => a.ef - b.ef);
+  return [...out.values()];
+}
+
 /** QPS at a target recall: log-linear interpolation between the two efs around it. */
 export function qpsAtRecall(c: Curve | undefined, target: number): { qps: number | null; note: string } {
   if (!c || c.points.length === 0) return { qps: null, note: 'no data' };
@@ -218,9 +230,17 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
     const fb1 = fa(b);
     L.push(`| ${name} | ${ratio(at(a).qps, at(b).qps)} | ${ratio(fa1?.qps, fb1?.qps)} |`);
   };
-  pair('Quiver native QPS / hnswlib-node QPS', native, hnsw);
-  pair('Quiver native QPS / usearch QPS', native, us);
-  pair('Quiver WASM QPS / Quiver native QPS', wasm, native);
+  const bs = batchCurves(rows, dataset);
+  const nativeBatch = bs.find((c) => c.series === 'quiver-native');
+  const wasmBatch = bs.find((c) => c.series === 'quiver-wasm');
+  const usBatch = bs.find((c) => c.series === 'usearch');
+  pair('Quiver native QPS / hnswlib-node QPS (one awaited call per query)', native, hnsw);
+  pair('Quiver native QPS / usearch QPS (one awaited call per query)', native, us);
+  pair('Quiver WASM QPS / Quiver native QPS (one awaited call per query)', wasm, native);
+  pair('Quiver native searchBatch on one worker thread / hnswlib-node QPS', nativeBatch, hnsw);
+  pair('Quiver native searchBatch on one worker thread / usearch QPS', nativeBatch, us);
+  pair('Quiver native searchBatch on one worker thread / usearch search(matrix, 1 thread)', nativeBatch, usBatch);
+  pair('Quiver WASM searchBatch / Quiver native searchBatch', wasmBatch, nativeBatch);
   L.push('');
   for (const [n, c] of [['quiver-native', native], ['quiver-wasm', wasm], ['hnswlib-node', hnsw], ['usearch', us], ['quiver-native int8', int8]] as const) {
     if (!c) continue;
@@ -249,7 +269,7 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
   if (n1 && hRow) L.push(`- Build time at 1 thread, Quiver native / hnswlib-node: ${fmt(n1.buildSeconds, 2)} s / ${fmt(hRow.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, hRow.buildSeconds)}`);
   const iRow = firstRow('quiver-native int8');
   if (iRow && nRow && int8 && native) {
-    L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (scored vectors: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)}; f32 originals kept for rescoring: ${fmt(iRow.memoryDetail?.originalBytesPerVector as number, 1)})`);
+    L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (scored vectors: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)}; f32 originals in memory: ${fmt(iRow.memoryDetail?.originalBytesPerVector as number, 1)}${iRow.memoryDetail?.originalsOnDisk ? ', moved to a mapped file by moveOriginalsToDisk' : ''})`);
     L.push(`- int8 recall@10 by ef (f32 in brackets): ${int8.points.map((p) => `ef=${p.ef}: ${fmt(p.recall, 3)} [${fmt(native.points.find((x) => x.ef === p.ef)?.recall, 3)}]`).join(', ')}`);
   }
   for (const s of ['quiver-native int8 x2', 'quiver-native binary x2', 'quiver-native binary x4']) {

@@ -285,25 +285,6 @@ fn params_from(o: &NativeSearchOptions) -> CoreResult<SearchParams> {
     Ok(p)
 }
 
-/// Caps `k`, `ef` and `oversampling` at what the index can return. This changes no
-/// result (a search never returns more than the live vectors, and a candidate list
-/// longer than the index is already exhaustive), but keeps a huge `limit` from a
-/// client out of the engine's preallocations: a failed allocation aborts the process.
-fn bounded(params: &SearchParams, live: usize) -> SearchParams {
-    let live = live.max(1);
-    let mut p = params.clone();
-    p.k = p.k.min(live);
-    p.ef = p.ef.map(|ef| ef.min(live));
-    p.oversampling = p.oversampling.map(|o| {
-        if o.is_finite() && o > live as f32 {
-            live as f32
-        } else {
-            o
-        }
-    });
-    p
-}
-
 fn threads_from(threads: Option<f64>) -> CoreResult<usize> {
     match threads {
         None => Ok(0),
@@ -455,7 +436,6 @@ impl NativeIndex {
         Job::new(
             move || {
                 let index = read(&index)?;
-                let params = bounded(&params, index.len());
                 Ok(split(index.search(&query, &params, allow.as_deref())?))
             },
             search_result,
@@ -494,7 +474,6 @@ impl NativeIndex {
         Job::new(
             move || {
                 let index = read(&index)?;
-                let params = bounded(&params, index.len());
                 queries
                     .chunks(dim)
                     .map(|q| Ok(split(index.search(q, &params, allow.as_deref())?)))

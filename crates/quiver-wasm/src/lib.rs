@@ -306,24 +306,9 @@ pub extern "C" fn quiver_index_search(
     // SAFETY: the host wrote these arrays and left room for `k` results.
     let (query, allow) = unsafe { (slice(query, query_len), slice(allow, allow_len)) };
     let allow = if has_allow != 0 { Some(allow) } else { None };
-    // Cap k, ef and oversampling at the live count: no result changes (see the same
-    // guard in quiver-node), but a huge k cannot make the engine preallocate memory
-    // it cannot have (an allocation failure aborts the module).
-    let bounded = |live: usize| {
-        let live = live.max(1);
-        let mut b = p.clone();
-        b.k = b.k.min(live);
-        b.ef = b.ef.map(|ef| ef.min(live));
-        b.oversampling = b.oversampling.map(|o| {
-            if o.is_finite() && o > live as f32 {
-                live as f32
-            } else {
-                o
-            }
-        });
-        b
-    };
-    match with_index(handle, |i| i.search(query, &bounded(i.len()), allow)) {
+    // The core caps k, ef and oversampling at the live count, so a huge k cannot
+    // make it preallocate memory it cannot have.
+    match with_index(handle, |i| i.search(query, &p, allow)) {
         Ok(hits) => {
             let n = hits.len().min(out_cap);
             for (j, (label, score)) in hits.into_iter().take(n).enumerate() {
