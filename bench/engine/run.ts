@@ -32,8 +32,8 @@ import { coresAvailable, forceGc, percentile } from './measure';
 import { loadQuiver } from './quiver';
 import { DatasetInfo, Results, Row, markdown, plotFor } from './report';
 
-const WARMUP = 50;
-const WARMUP_QUICK = 20;
+const WARMUP = 300;
+const WARMUP_QUICK = 100;
 
 function cpuFlags(): string {
   try {
