@@ -272,7 +272,7 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
     L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (scored vectors: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)}; f32 originals in memory: ${fmt(iRow.memoryDetail?.originalBytesPerVector as number, 1)}${iRow.memoryDetail?.originalsOnDisk ? ', moved to a mapped file by moveOriginalsToDisk' : ''})`);
     L.push(`- int8 recall@10 by ef (f32 in brackets): ${int8.points.map((p) => `ef=${p.ef}: ${fmt(p.recall, 3)} [${fmt(native.points.find((x) => x.ef === p.ef)?.recall, 3)}]`).join(', ')}`);
   }
-  for (const s of ['quiver-native int8 x2', 'quiver-native binary x2', 'quiver-native binary x4']) {
+  for (const s of ['quiver-native int8 x2', 'quiver-native int8 x3', 'quiver-native binary x2', 'quiver-native binary x4']) {
     const c = get(s);
     if (c) L.push(`- ${s} recall@10 by ef: ${c.points.map((p) => `ef=${p.ef}: ${fmt(p.recall, 3)}`).join(', ')}`);
   }

@@ -82,6 +82,7 @@ async function makeRunners(opts: Options, notes: string[]): Promise<Map<LibKey, 
     new QuiverRunner('quiver-native-int8', 'quiver-native int8', e, { kind: 'scalar' }, [
       { label: 'quiver-native int8', options: { rescore: true } },
       { label: 'quiver-native int8 x2', options: { oversampling: 2, rescore: true }, oversampling: 2 },
+      { label: 'quiver-native int8 x3', options: { oversampling: 3, rescore: true }, oversampling: 3 },
     ]),
   );
   quiver('quiver-native-binary', native, (e) =>
