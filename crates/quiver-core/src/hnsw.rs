@@ -201,6 +201,10 @@ pub struct Index {
     pub(crate) entry: AtomicU32,
     pub(crate) max_level: AtomicUsize,
     entry_lock: Mutex<()>,
+    /// Striped node locks for the parallel build (node i uses stripe i % STRIPES). A
+    /// thread never holds two, so striping cannot deadlock, and an add costs nothing
+    /// per existing node.
+    build_locks: Vec<SpinLock>,
     pub(crate) codes: Codes,
     /// f32 originals when the arena holds codes (for build and rescoring).
     pub(crate) originals: Vec<f32>,
@@ -256,8 +260,8 @@ struct BuildScratch {
 }
 
 impl BuildScratch {
-    fn new(n: usize, ef: usize) -> BuildScratch {
-        BuildScratch { visited: VisitedSet::new(n), top: BinaryHeap::with_capacity(ef + 1), cand: BinaryHeap::with_capacity(ef * 4) }
+    fn new(visited: VisitedSet, ef: usize) -> BuildScratch {
+        BuildScratch { visited, top: BinaryHeap::with_capacity(ef + 1), cand: BinaryHeap::with_capacity(ef * 4) }
     }
 }
 
@@ -340,6 +344,14 @@ fn prefetch(p: *const AtomicU32) {
     let _ = p;
 }
 
+/// Number of node-lock stripes of the parallel build.
+const LOCK_STRIPES: usize = 4096;
+
+/// While the index holds fewer slots than this, each add retrains the quantizer on
+/// everything seen so far and re-encodes the codes, so a tiny first batch does not fix
+/// the quantization range for good.
+const RETRAIN_BELOW: usize = 20_000;
+
 /// Upper bound on the level-0 links of a node (m <= 256).
 const MAX_M0: usize = 512;
 
@@ -384,6 +396,7 @@ impl Index {
             entry: AtomicU32::new(NONE),
             max_level: AtomicUsize::new(0),
             entry_lock: Mutex::new(()),
+            build_locks: (0..LOCK_STRIPES).map(|_| SpinLock::new()).collect(),
             codes: Codes::F32,
             originals: Vec::new(),
             mapped: None,
@@ -444,7 +457,7 @@ impl Index {
     fn prefetch_data(&self, i: u32) {
         let p = unsafe { self.slot(i).add(1 + self.m0) };
         prefetch(p);
-        prefetch(unsafe { (p as *const u8).add(64) as *const AtomicU32 });
+        prefetch((p as *const u8).wrapping_add(64) as *const AtomicU32);
     }
 
     /// Prefetches the f32 vector of slot `i` (what construction scores).
@@ -456,7 +469,7 @@ impl Index {
             unsafe { self.slot(i).add(1 + self.m0) as *const u8 }
         };
         prefetch(p as *const AtomicU32);
-        prefetch(unsafe { p.add(64) } as *const AtomicU32);
+        prefetch(p.wrapping_add(64) as *const AtomicU32);
     }
 
     #[inline(always)]
@@ -565,6 +578,33 @@ impl Index {
         self.cap = 0;
     }
 
+    /// Retrains the quantizer on the originals held so far plus `new`, and re-encodes
+    /// every code. The code length depends only on the dimension, so the arena layout
+    /// stays as it is.
+    fn retrain_quantizer(&mut self, new: &[f32]) {
+        let d = self.config.dim;
+        let n = self.n;
+        let mut sample: Vec<f32> = Vec::with_capacity(self.originals.len().min(n * d) + new.len());
+        sample.extend_from_slice(&self.originals[..n * d]);
+        sample.extend_from_slice(&new[..new.len().min(RETRAIN_BELOW * d)]);
+        let codes = match self.config.quantization {
+            Quantization::None => return,
+            Quantization::Scalar { quantile } => Codes::Scalar(ScalarQuantizer::train(&sample, d, quantile)),
+            Quantization::Binary => Codes::Binary(BinaryQuantizer::train(&sample, d)),
+        };
+        self.codes = codes;
+        for i in 0..n {
+            let base = i * self.stride + 1 + self.m0;
+            let p = self.arena[base..].as_mut_ptr() as *mut u8;
+            let v = &self.originals[i * d..(i + 1) * d];
+            match &self.codes {
+                Codes::Scalar(q) => q.encode(v, unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) }),
+                Codes::Binary(q) => q.encode(v, unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) }),
+                Codes::F32 => {}
+            }
+        }
+    }
+
     #[inline(always)]
     fn originals_slice(&self) -> &[f32] {
         match &self.mapped {
@@ -629,8 +669,12 @@ impl Index {
             self.config.distance.preprocess(&mut prepared[start..]);
             batch_labels.push(*l);
         }
-        if self.n == 0 && self.quantized() == false && self.config.quantization != Quantization::None {
-            self.train_quantizer(&prepared);
+        if self.config.quantization != Quantization::None {
+            if self.n == 0 && !self.quantized() {
+                self.train_quantizer(&prepared);
+            } else if self.n < RETRAIN_BELOW {
+                self.retrain_quantizer(&prepared);
+            }
         }
         let first = self.n;
         let count = batch_labels.len();
@@ -681,7 +725,7 @@ impl Index {
 
         // Parallel phase: link the new slots into the graph.
         let threads = if threads == 0 { default_threads() } else { threads }.max(1).min(count);
-        let locks: Vec<SpinLock> = (0..self.n).map(|_| SpinLock::new()).collect();
+        let locks: &[SpinLock] = &self.build_locks;
         let next = AtomicUsize::new(first);
         let end = first + count;
         let this: &Index = self;
@@ -691,19 +735,24 @@ impl Index {
             if i >= end {
                 break;
             }
-            this.link(i as u32, &locks, scratch);
+            this.link(i as u32, locks, scratch);
+        };
+        let run = || {
+            let mut scratch = BuildScratch::new(this.visited.take(this.n), efc);
+            work(&mut scratch);
+            this.visited.give(scratch.visited);
         };
         if threads <= 1 {
-            work(&mut BuildScratch::new(self.n, efc));
+            run();
         } else {
             #[cfg(not(target_arch = "wasm32"))]
             std::thread::scope(|s| {
                 for _ in 0..threads {
-                    s.spawn(|| work(&mut BuildScratch::new(this.n, efc)));
+                    s.spawn(run);
                 }
             });
             #[cfg(target_arch = "wasm32")]
-            work(&mut BuildScratch::new(self.n, efc));
+            run();
         }
         Ok(())
     }
@@ -750,12 +799,30 @@ impl Index {
             cur_cost = found[0].cost;
             let chosen = self.select_neighbors(&found, self.config.m);
             {
-                let _g = locks[i as usize].lock();
+                let _g = locks[i as usize % LOCK_STRIPES].lock();
                 let list = self.links(i, lu);
-                for (t, c) in chosen.iter().enumerate() {
+                // Another thread may already have linked to `i` at this level (it
+                // reached `i` from a higher level first) and added its back-link here.
+                // Keep those links: overwriting them can leave a node with no way in.
+                let cnt = list[0].load(Ordering::Acquire) as usize;
+                let keep = if cnt == 0 {
+                    chosen.clone()
+                } else {
+                    let q = self.raw(i);
+                    let mut merged = chosen.clone();
+                    for t in 0..cnt {
+                        let id = list[1 + t].load(Ordering::Relaxed);
+                        if !merged.iter().any(|c| c.id == id) {
+                            merged.push(Cand { cost: (self.cost_fn)(q, self.raw(id)), id });
+                        }
+                    }
+                    merged.sort_unstable();
+                    self.select_neighbors(&merged, self.max_links(lu))
+                };
+                for (t, c) in keep.iter().enumerate() {
                     list[1 + t].store(c.id, Ordering::Relaxed);
                 }
-                list[0].store(chosen.len() as u32, Ordering::Release);
+                list[0].store(keep.len() as u32, Ordering::Release);
             }
             for c in &chosen {
                 self.add_back_link(c.id, i, c.cost, lu, locks);
@@ -775,7 +842,7 @@ impl Index {
         if node == new {
             return;
         }
-        let _g = locks[node as usize].lock();
+        let _g = locks[node as usize % LOCK_STRIPES].lock();
         let list = self.links(node, level);
         let cnt = list[0].load(Ordering::Acquire) as usize;
         let max = self.max_links(level);
@@ -1265,6 +1332,11 @@ impl Index {
         }
         let entry = r.get_u32()?;
         let max_level = r.get_u32()? as usize;
+        // Every slot needs at least a label, a level and its arena words: refuse a count
+        // the payload cannot hold before reserving memory for it.
+        if r.remaining() / 9 < n {
+            return Err(bad("slot count larger than the file"));
+        }
         let mut labels = Vec::with_capacity(n);
         for _ in 0..n {
             labels.push(r.get_u64()?);
@@ -1282,17 +1354,30 @@ impl Index {
         let upper = r.get_u32_vec(upper_len)?;
         let qlen = r.get_u64()? as usize;
         let qbytes = r.get_bytes(qlen)?;
+        // A quantized index saved before its first vector has no trained quantizer yet.
         index.codes = match index.config.quantization {
-            Quantization::None => Codes::F32,
+            _ if qlen == 0 => Codes::F32,
+            Quantization::None => return Err(bad("quantizer bytes in an index without quantization")),
             Quantization::Scalar { .. } => Codes::Scalar(ScalarQuantizer::from_bytes(qbytes)?),
             Quantization::Binary => Codes::Binary(BinaryQuantizer::from_bytes(qbytes)?),
         };
+        if qlen == 0 && index.config.quantization != Quantization::None && n > 0 {
+            return Err(bad("quantized slots without a quantizer"));
+        }
+        let qdim = match &index.codes {
+            Codes::F32 => dim,
+            Codes::Scalar(q) => q.dim(),
+            Codes::Binary(q) => q.dim(),
+        };
+        if qdim != dim {
+            return Err(bad("quantizer dimension differs from the index dimension"));
+        }
         let expect_words = match &index.codes {
             Codes::F32 => dim,
             Codes::Scalar(q) => (q.code_len() + 3) / 4,
             Codes::Binary(q) => (q.code_len() + 3) / 4,
         };
-        if n > 0 && expect_words != data_words {
+        if expect_words != data_words {
             return Err(bad("slot size does not match the vector encoding"));
         }
         let olen = r.get_u64()? as usize;
@@ -1311,6 +1396,12 @@ impl Index {
         }
         if n > 0 && (entry as usize >= n || levels[entry as usize] as usize != max_level) {
             return Err(bad("entry point out of range"));
+        }
+        // Bits past the last slot would mark future slots deleted.
+        if n % 64 != 0 {
+            if let Some(w) = deleted.last_mut() {
+                *w &= (1u64 << (n % 64)) - 1;
+            }
         }
         let mut a = zeroed_atomics(n * index.stride);
         for (dst, src) in a.iter_mut().zip(arena.iter()) {
@@ -1627,5 +1718,118 @@ mod tests {
         assert_eq!(back.search(&[0.0, 0.9, 0.1, 0.0], &SearchParams::new(1), None).unwrap()[0].0, 2);
         assert_eq!(Index::load(&dir.join("missing")).err().unwrap().code(), "QUIVER_NOT_FOUND");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Level-0 in-degree of every slot.
+    fn in_degrees(idx: &Index) -> Vec<u32> {
+        let mut indeg = vec![0u32; idx.n];
+        for i in 0..idx.n as u32 {
+            let list = idx.links(i, 0);
+            let c = list[0].load(Ordering::Relaxed) as usize;
+            for t in 0..c {
+                indeg[list[1 + t].load(Ordering::Relaxed) as usize] += 1;
+            }
+        }
+        indeg
+    }
+
+    #[test]
+    fn parallel_build_leaves_no_node_without_a_way_in() {
+        // Tight clusters inserted one after another: the case where a thread reaches a
+        // node from above before that node has written its own lower-level links.
+        let d = 16;
+        let clusters = 40;
+        let per = 400;
+        let mut r = SplitMix64::new(21);
+        let mut data = Vec::with_capacity(clusters * per * d);
+        for _ in 0..clusters {
+            let c: Vec<f32> = (0..d).map(|_| r.next_gaussian() * 10.0).collect();
+            for _ in 0..per {
+                for j in 0..d {
+                    data.push(c[j] + r.next_gaussian() * 0.1);
+                }
+            }
+        }
+        let n = clusters * per;
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let mut idx = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
+        idx.add(&labels, &data, 4).unwrap();
+        idx.check_invariants().unwrap();
+        let entry = idx.entry.load(Ordering::Relaxed) as usize;
+        let orphans = in_degrees(&idx).iter().enumerate().filter(|&(i, &deg)| i != entry && deg == 0).count();
+        assert_eq!(orphans, 0, "{} slots have no incoming level-0 link", orphans);
+    }
+
+    #[test]
+    fn an_add_costs_nothing_per_existing_slot() {
+        // One-vector adds into a growing index: no per-slot locks or visited sets are
+        // allocated per call, so 2000 of them stay fast (the old code did O(n) each).
+        let d = 8;
+        let data = gaussian(2000, d, 22);
+        let mut idx = Index::new(IndexConfig::new(d, Distance::Dot)).unwrap();
+        for i in 0..2000 {
+            idx.add(&[i as u64], &data[i * d..(i + 1) * d], 1).unwrap();
+        }
+        assert_eq!(idx.len(), 2000);
+        idx.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn an_empty_quantized_index_round_trips() {
+        for quant in [Quantization::Scalar { quantile: 0.99 }, Quantization::Binary] {
+            let mut cfg = IndexConfig::new(8, Distance::Cosine);
+            cfg.quantization = quant;
+            let idx = Index::new(cfg).unwrap();
+            let mut back = Index::from_bytes(&idx.to_bytes()).unwrap();
+            assert!(back.is_empty());
+            let data = gaussian(300, 8, 23);
+            let labels: Vec<u64> = (0..300).collect();
+            back.add(&labels, &data, 1).unwrap();
+            assert_eq!(back.stats().quantization, quant.name());
+            assert!(back.stats().vector_bytes < 300 * 8 * 4);
+        }
+    }
+
+    #[test]
+    fn a_tiny_first_batch_does_not_fix_the_quantization_range() {
+        let d = 64;
+        let n = 3000;
+        let mut r = SplitMix64::new(24);
+        let data: Vec<f32> = (0..n * d).map(|_| 5.0 + r.next_gaussian()).collect();
+        let mut cfg = IndexConfig::new(d, Distance::Euclid);
+        cfg.quantization = Quantization::Scalar { quantile: 0.99 };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&[u64::MAX], &vec![0.0; d], 1).unwrap();
+        let labels: Vec<u64> = (0..n as u64).collect();
+        idx.add(&labels, &data, 2).unwrap();
+        let queries: Vec<f32> = (0..20 * d).map(|_| 5.0 + r.next_gaussian()).collect();
+        let mut hit = 0;
+        for qi in 0..20 {
+            let q = &queries[qi * d..(qi + 1) * d];
+            let truth = brute(&idx, q, 10);
+            let mut p = SearchParams::new(10);
+            p.oversampling = Some(2.0);
+            hit += idx.search(q, &p, None).unwrap().iter().filter(|g| truth.contains(&g.0)).count();
+        }
+        assert!(hit as f64 / 200.0 >= 0.9, "recall {}", hit as f64 / 200.0);
+    }
+
+    #[test]
+    fn load_refuses_a_slot_size_that_does_not_match_even_when_empty() {
+        let idx = Index::new(IndexConfig::new(12, Distance::Dot)).unwrap();
+        let bytes = idx.to_bytes();
+        let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
+        let mut p = payload.to_vec();
+        // data_words sits after dim, distance, m, ef_construct, threshold, quantization,
+        // quantile, seed, rng state and slot count.
+        let off = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8 + 8 + 8;
+        p[off..off + 8].copy_from_slice(&0u64.to_le_bytes());
+        let forged = crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p);
+        assert_eq!(Index::from_bytes(&forged).err().unwrap().code(), "QUIVER_CORRUPT");
+        // A slot count the payload cannot hold is refused before anything is reserved.
+        let mut p = payload.to_vec();
+        p[off - 8..off].copy_from_slice(&(u32::MAX as u64 - 1).to_le_bytes());
+        let forged = crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p);
+        assert_eq!(Index::from_bytes(&forged).err().unwrap().code(), "QUIVER_CORRUPT");
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! Owns: mapping and unmapping. Must never: write through a mapping (the file is
 //! written whole, atomically, before it is mapped), or exist on targets without mmap.
+//! Nobody may truncate or rewrite a mapped file in place: the process would get SIGBUS
+//! on the next read. Replacing it (write elsewhere, rename) is safe.
 //! `mmap`/`munmap` are declared here directly: std already links the C library, and
 //! quiver-core takes no dependencies.
 
@@ -12,9 +14,10 @@ use crate::error::{Error, ErrorKind, Result};
 
 #[cfg(all(unix, not(target_arch = "wasm32")))]
 mod sys {
-    use std::os::raw::{c_int, c_void};
+    use std::os::raw::{c_int, c_long, c_void};
+    // off_t is a C long on the 32- and 64-bit Unix targets we build for.
     extern "C" {
-        pub fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut c_void;
+        pub fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: c_long) -> *mut c_void;
         pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
     }
     pub const PROT_READ: c_int = 1;
