@@ -18,7 +18,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::distance::{kernels, Distance};
+use crate::distance::{kernels_for_dim, Distance};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fileio::{ByteReader, ByteWriter};
 use crate::mapped::MappedF32;
@@ -377,7 +377,7 @@ impl Index {
         config.validate()?;
         let m0 = config.m * 2;
         let data_words = (config.dim * 4 + 3) / 4; // f32 until a quantizer is trained
-        let k = kernels();
+        let k = kernels_for_dim(config.dim);
         Ok(Index {
             cost_fn: config.distance.cost_fn(k),
             m0,
