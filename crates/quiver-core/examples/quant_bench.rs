@@ -1,4 +1,5 @@
-//! ns per approximate cost: f32 (the distance kernels), int8 and binary codes.
+//! ns per approximate cost: f32 (the distance kernels), int8 and binary codes; int8
+//! training time.
 //!
 //!     cargo run --release -p quiver-core --example quant_bench
 //!
@@ -36,7 +37,7 @@ fn main() {
     println!("f32 kernels: {}, quant kernels: {}", k.name, qk.name);
     println!("{:>4} {:>9} {:>8} {:>8} {:>8} {:>10}", "dim", "distance", "f32 ns", "int8 ns", "bin ns", "prepare ns");
     let mut sink = 0f32;
-    for &dim in &[128usize, 784, 1536] {
+    for &dim in &[50usize, 128, 784, 1536] {
         let mut rng = SplitMix64::new(dim as u64);
         for &d in &[Distance::Cosine, Distance::Euclid, Distance::Manhattan] {
             let mut data: Vec<f32> = (0..N * dim).map(|_| rng.next_gaussian()).collect();
@@ -71,6 +72,15 @@ fn main() {
             sink += s1 + s2 + s3;
             println!("{:>4} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>10.0}", dim, d.name(), f, s, b, prep);
         }
+    }
+    // int8 training (per-dimension ranges): hnsw retrains on every add below 20k slots.
+    for &(n, dim) in &[(20_000usize, 128usize), (20_000, 784)] {
+        let mut rng = SplitMix64::new(7);
+        let data: Vec<f32> = (0..n * dim).map(|_| rng.next_gaussian()).collect();
+        let t = Instant::now();
+        let sq = ScalarQuantizer::train(&data, dim, 0.99);
+        println!("int8 train {} x {}: {:.1} ms", n, dim, t.elapsed().as_secs_f64() * 1e3);
+        sink += sq.step()[0];
     }
     // The int8 kernels alone, per kernel set, on one code (dot product, dim 784).
     let mut rng = SplitMix64::new(1);
