@@ -287,7 +287,13 @@ export function plotFor(res: Results, d: DatasetInfo): string {
   return svgPlot(
     `${d.name} — QPS vs recall@10`,
     `${fmtInt(d.nBase)} × ${d.dim}-d ${d.distance}, ${d.nQuery} queries, M=${p.m}, ef_construct=${p.efConstruct}, ef ${p.efs.join('/')}; ${res.machine.cpuModel} × ${res.machine.cores}; ${res.tag}`,
-    curves(res.rows, d.key),
+    [
+      ...curves(res.rows, d.key),
+      // Quiver's engine speed on one thread without the per-call hop between threads.
+      ...batchCurves(res.rows, d.key)
+        .filter((c) => c.series === 'quiver-native')
+        .map((c) => ({ ...c, series: 'quiver-native batch, 1 thr' })),
+    ],
   );
 }
 
@@ -296,6 +302,8 @@ const COLORS: Record<string, string> = {
   'quiver-wasm': '#ff7f0e',
   'quiver-native int8': '#9467bd',
   'quiver-native int8 x2': '#6a3d9a',
+  'quiver-native int8 x3': '#17becf',
+  'quiver-native batch, 1 thr': '#d62728',
   'quiver-native binary x2': '#8c564b',
   'quiver-native binary x4': '#e377c2',
   'hnswlib-node': '#1f77b4',
@@ -360,7 +368,7 @@ export function svgPlot(title: string, subtitle: string, cs: Curve[]): string {
   const legend: string[] = [];
   cs.forEach((c, i) => {
     const color = COLORS[c.series] ?? FALLBACK[fi++ % FALLBACK.length];
-    const dash = c.series.includes('binary') ? ' stroke-dasharray="6 3"' : c.series.includes('int8') ? ' stroke-dasharray="2 2"' : '';
+    const dash = c.series.includes('binary') ? ' stroke-dasharray="6 3"' : c.series.includes('int8') ? ' stroke-dasharray="2 2"' : c.series.includes('batch, 1 thr') ? ' stroke-dasharray="10 4"' : '';
     const d = c.points.map((p, j) => `${j === 0 ? 'M' : 'L'}${X(p.recall).toFixed(1)},${Y(p.qps).toFixed(1)}`).join(' ');
     out.push(`<g clip-path="url(#plot)">`);
     out.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="2"${dash}/>`);
