@@ -179,11 +179,21 @@ async function benchLib(opts: Options, ds: Dataset, runner: Runner, space: Retur
         };
         if (s.batch) {
           try {
-            const cpu0 = process.cpuUsage();
-            const bt = await s.batch.run(qs, ef);
-            const cpu = process.cpuUsage(cpu0);
+            // Best of the same number of passes as the one-at-a-time numbers: on a
+            // shared machine one pass can land on a busy moment.
+            let bt = { seconds: Infinity, ids: [] as number[][] };
+            let cpuPerWall = 0;
+            for (let rep = 0; rep < opts.reps; rep++) {
+              const cpu0 = process.cpuUsage();
+              const pass = await s.batch.run(qs, ef);
+              const cpu = process.cpuUsage(cpu0);
+              if (pass.seconds < bt.seconds) {
+                bt = pass;
+                cpuPerWall = (cpu.user + cpu.system) / 1e6 / pass.seconds;
+              }
+            }
             row.batchQps = qs.n / bt.seconds;
-            row.batchCpuPerWall = (cpu.user + cpu.system) / 1e6 / bt.seconds;
+            row.batchCpuPerWall = cpuPerWall;
             row.batchRecall = recallAtK(space, gt, bt.ids, K);
             row.batchLabel = s.batch.label;
           } catch (e) {
