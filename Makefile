@@ -40,9 +40,7 @@ bench-full: build
 	npm run bench:engine
 
 run: build
-	@echo "The REST service (port 6333) is not implemented yet: it is issue 3 (single-node service)."
-	@echo "What exists today is the engine: run 'make test' or 'make bench'."
-	@exit 2
+	node bin/quiver
 
 clean:
 	cargo clean

@@ -1,0 +1,126 @@
+/**
+ * Runs the real `bin/quiver` process for the API tests: a free port on 127.0.0.1,
+ * storage in a temporary folder, and nothing inherited from the caller's SERVICE__*
+ * variables.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
+export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function baseEnv(dir: string, port: number, extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('SERVICE__')) env[key] = value;
+  return {
+    ...env,
+    SERVICE__SERVICE__HOST: '127.0.0.1',
+    SERVICE__SERVICE__HTTP_PORT: String(port),
+    SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
+    SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
+    ...extra,
+  };
+}
+
+export interface Exited {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs bin/quiver to its end (for runs expected to stop at once). */
+export async function runQuiver(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = 15_000): Promise<Exited> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-cli-'));
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: baseEnv(dir, await freePort(), extraEnv) });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once('exit', (c, s) => resolve([c, s])),
+  );
+  clearTimeout(timer);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { code, signal, stdout, stderr };
+}
+
+export interface RunningQuiver {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  /** Every stdout line parsed as JSON (pino), in order. */
+  logLines(): Array<Record<string, unknown>>;
+  /** Resolves with the exit code once the process ends. */
+  exited: Promise<number | null>;
+  /** Sends the signal (SIGTERM by default) and waits for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts bin/quiver and waits for its "REST API listening" log line. */
+export async function startQuiver(extraEnv: Record<string, string> = {}, timeoutMs = 15_000): Promise<RunningQuiver> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-node-'));
+  const port = await freePort();
+  const child = spawn(process.execPath, [BIN], { cwd: dir, env: baseEnv(dir, port, extraEnv) });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      fs.rmSync(dir, { recursive: true, force: true });
+      resolve(code);
+    }),
+  );
+  const logLines = () =>
+    stdout
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+
+  const listeningPort = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`quiver did not start within ${timeoutMs} ms; stderr: ${stderr}; stdout: ${stdout}`));
+    }, timeoutMs);
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+      const line = logLines().find((l) => l.msg === 'REST API listening');
+      if (line !== undefined) {
+        clearTimeout(timer);
+        resolve(Number(line.port));
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`quiver exited with ${code} before listening; stderr: ${stderr}`));
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${listeningPort}`,
+    port: listeningPort,
+    child,
+    logLines,
+    exited,
+    stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}

@@ -1,0 +1,270 @@
+/**
+ * The service shell, driven through the real process: what an operator and a Qdrant
+ * client see before collections exist.
+ */
+
+import test from 'ava';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as path from 'node:path';
+
+import { REPO_ROOT, runQuiver, startQuiver, type RunningQuiver } from './helpers';
+
+const COMMIT = 'abcdef0123456789abcdef0123456789abcdef01';
+const VERSION = (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+let node: RunningQuiver;
+
+test.before(async () => {
+  node = await startQuiver({
+    QUIVER_COMMIT: COMMIT,
+    SERVICE__SERVICE__MAX_REQUEST_SIZE_MB: '1',
+    SERVICE__SERVICE__ENABLE_CORS: 'true',
+  });
+});
+
+test.after.always(async () => {
+  if (node !== undefined) await node.stop();
+});
+
+test('GET / names the service, its version and its commit, without an envelope', async (t) => {
+  const res = await fetch(`${node.url}/`);
+  t.is(res.status, 200);
+  t.deepEqual(await res.json(), { title: 'quiver - vector search engine', version: VERSION, commit: COMMIT });
+});
+
+test('the health probes answer in plain text', async (t) => {
+  for (const [probe, text] of [
+    ['/healthz', 'healthz check passed'],
+    ['/livez', 'healthz check passed'],
+    ['/readyz', 'all shards are ready'],
+  ]) {
+    const res = await fetch(node.url + probe);
+    t.is(res.status, 200, probe);
+    t.regex(res.headers.get('content-type') ?? '', /^text\/plain/, probe);
+    t.is(await res.text(), text, probe);
+  }
+});
+
+test('a trailing slash reaches the same route', async (t) => {
+  const res = await fetch(`${node.url}/healthz/`);
+  t.is(res.status, 200);
+  t.is(await res.text(), 'healthz check passed');
+});
+
+test('/metrics counts requests by route pattern, not by raw path', async (t) => {
+  t.is((await fetch(`${node.url}/collections/metrics-probe`)).status, 501);
+  t.is((await fetch(`${node.url}/livez`)).status, 200);
+  const res = await fetch(`${node.url}/metrics`);
+  t.is(res.status, 200);
+  t.regex(res.headers.get('content-type') ?? '', /^text\/plain/);
+  const text = await res.text();
+  t.regex(text, /^rest_responses_total\{method="GET",endpoint="\/livez",status="200"\} [1-9]/m);
+  t.regex(text, /^rest_responses_total\{method="GET",endpoint="\/collections\/\{collection_name\}",status="501"\} [1-9]/m);
+  t.regex(text, /^rest_responses_duration_seconds_bucket\{.*endpoint="\/livez"/m);
+  t.false(text.includes('metrics-probe'));
+  // Default process metrics are there too.
+  t.regex(text, /^process_cpu_user_seconds_total /m);
+});
+
+test('/telemetry reports this process and its request counts in the envelope', async (t) => {
+  await fetch(`${node.url}/readyz`);
+  const res = await fetch(`${node.url}/telemetry`);
+  t.is(res.status, 200);
+  const body = (await res.json()) as {
+    result: {
+      id: string;
+      app: { name: string; version: string; startup: string };
+      requests: { rest: Record<string, { count: number; avg_duration_micros: number }> };
+    };
+    status: string;
+    time: number;
+  };
+  t.is(body.status, 'ok');
+  t.is(typeof body.time, 'number');
+  t.regex(body.result.id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  t.is(body.result.app.name, 'quiver');
+  t.is(body.result.app.version, VERSION);
+  t.false(Number.isNaN(Date.parse(body.result.app.startup)));
+  const readyz = body.result.requests.rest['GET /readyz'];
+  t.true(readyz.count >= 1);
+  t.true(readyz.avg_duration_micros > 0);
+});
+
+test('a Qdrant route that is not implemented yet answers 501 with the error envelope', async (t) => {
+  const res = await fetch(`${node.url}/collections/books/points/query`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query: [0.1, 0.2], limit: 3 }),
+  });
+  t.is(res.status, 501);
+  const body = (await res.json()) as { status: { error: string }; time: number };
+  t.is(
+    body.status.error,
+    'Not implemented: POST /collections/{collection_name}/points/query is not available in this version of Quiver yet',
+  );
+  t.is(typeof body.time, 'number');
+  for (const [method, url] of [
+    ['GET', '/collections'],
+    ['GET', '/aliases'],
+    ['GET', '/snapshots'],
+    ['GET', '/cluster'],
+    ['GET', '/issues'],
+  ]) {
+    t.is((await fetch(node.url + url, { method })).status, 501, `${method} ${url}`);
+  }
+});
+
+test('an unknown route answers 404 with an empty body', async (t) => {
+  const res = await fetch(`${node.url}/no/such/route`);
+  t.is(res.status, 404);
+  t.is(await res.text(), '');
+  const wrongMethod = await fetch(`${node.url}/telemetry`, { method: 'DELETE' });
+  t.is(wrongMethod.status, 404);
+  t.is(await wrongMethod.text(), '');
+});
+
+test('malformed JSON answers 400 "Format error in JSON body"', async (t) => {
+  const res = await fetch(`${node.url}/collections/books/points/search`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"vector": [0.1, ',
+  });
+  t.is(res.status, 400);
+  const body = (await res.json()) as { status: { error: string } };
+  t.true(body.status.error.startsWith('Format error in JSON body: '), body.status.error);
+});
+
+test('a body over service.max_request_size_mb answers 413 with the envelope', async (t) => {
+  const big = JSON.stringify({ points: [{ id: 1, vector: [], payload: { blob: 'x'.repeat(1024 * 1024 + 10) } }] });
+  const res = await fetch(`${node.url}/collections/books/points`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: big,
+  });
+  t.is(res.status, 413);
+  const body = (await res.json()) as { status: { error: string } };
+  t.regex(body.status.error, /^Payload too large: .*1 MB/);
+  // The connection still serves the next request.
+  t.is((await fetch(`${node.url}/healthz`)).status, 200);
+});
+
+test('CORS: a preflight is answered and the origin is reflected', async (t) => {
+  const pre = await fetch(`${node.url}/collections/books/points`, {
+    method: 'OPTIONS',
+    headers: {
+      Origin: 'http://dashboard.example',
+      'Access-Control-Request-Method': 'PUT',
+      'Access-Control-Request-Headers': 'api-key, content-type',
+    },
+  });
+  t.true(pre.status === 200 || pre.status === 204, String(pre.status));
+  t.is(pre.headers.get('access-control-allow-origin'), 'http://dashboard.example');
+  t.regex(pre.headers.get('access-control-allow-methods') ?? '', /PUT/);
+  t.regex(pre.headers.get('access-control-allow-headers') ?? '', /api-key/);
+
+  const res = await fetch(`${node.url}/healthz`, { headers: { Origin: 'http://dashboard.example' } });
+  t.is(res.headers.get('access-control-allow-origin'), 'http://dashboard.example');
+});
+
+test('every request gets one log line with method, path, status and duration', async (t) => {
+  await fetch(`${node.url}/livez?probe=log-line`);
+  await new Promise((r) => setTimeout(r, 100));
+  const line = node.logLines().find((l) => l.msg === 'request' && l.path === '/livez');
+  t.truthy(line);
+  t.is(line?.method, 'GET');
+  t.is(line?.status, 200);
+  t.is(typeof line?.ms, 'number');
+});
+
+test('the start-up log holds the configuration with API keys redacted', async (t) => {
+  const secret = 'do-not-log-me';
+  const run = await startQuiver({ SERVICE__SERVICE__API_KEY: secret });
+  try {
+    const loaded = run.logLines().find((l) => l.msg === 'configuration loaded') as
+      | { config: { service: { api_key: string } } }
+      | undefined;
+    t.is(loaded?.config.service.api_key, '***');
+    t.false(JSON.stringify(run.logLines()).includes(secret));
+  } finally {
+    t.is(await run.stop(), 0);
+  }
+});
+
+test('CLI: an unknown flag prints the usage and exits 2', async (t) => {
+  const run = await runQuiver(['--bogus']);
+  t.is(run.code, 2);
+  t.regex(run.stderr, /unknown option --bogus/);
+  t.regex(run.stderr, /Usage: quiver/);
+});
+
+test('CLI: a flag without its value prints the usage and exits 2', async (t) => {
+  const run = await runQuiver(['--config-path']);
+  t.is(run.code, 2);
+  t.regex(run.stderr, /--config-path needs a value/);
+  t.regex(run.stderr, /Usage: quiver/);
+});
+
+test('CLI: --help prints the usage and exits 0', async (t) => {
+  const run = await runQuiver(['--help']);
+  t.is(run.code, 0);
+  t.regex(run.stdout, /--snapshot <path>:<collection>/);
+});
+
+test('CLI: --snapshot is parsed but says it is not implemented yet, exit 2', async (t) => {
+  const run = await runQuiver(['--snapshot', 'a:b']);
+  t.is(run.code, 2);
+  t.regex(run.stderr, /--snapshot is not implemented yet/);
+  t.notRegex(run.stderr, /Usage/);
+});
+
+test('CLI: cluster flags say they are not implemented yet, exit 2', async (t) => {
+  const run = await runQuiver(['--uri', 'http://10.0.0.1:6335', '--bootstrap', 'http://10.0.0.2:6335']);
+  t.is(run.code, 2);
+  t.regex(run.stderr, /--uri is not implemented yet/);
+  t.regex(run.stderr, /--bootstrap is not implemented yet/);
+});
+
+test('CLI: invalid configuration lists the problem and exits 2', async (t) => {
+  const run = await runQuiver([], { SERVICE__SERVICE__HTTP_PORT: 'not-a-port', SERVICE__LOG_LEVEL: 'LOUD' });
+  t.is(run.code, 2);
+  t.regex(run.stderr, /SERVICE__SERVICE__HTTP_PORT/);
+  t.regex(run.stderr, /SERVICE__LOG_LEVEL/);
+});
+
+test('TLS is refused with a clear message until its issue lands', async (t) => {
+  const run = await runQuiver([], { SERVICE__SERVICE__ENABLE_TLS: 'true' });
+  t.is(run.code, 1);
+  t.regex(run.stderr, /TLS .*not implemented yet/);
+});
+
+test('SIGTERM lets a request in flight finish, refuses new connections, then exits 0', async (t) => {
+  const run = await startQuiver();
+  // A request whose body is still arriving when the signal comes.
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request(`${run.url}/collections/books/points?wait=true`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.write('{"points": [');
+    setTimeout(() => {
+      run.child.kill('SIGTERM');
+      setTimeout(async () => {
+        t.is(run.child.exitCode, null, 'the process waits for the request in flight');
+        await t.throwsAsync(fetch(`${run.url}/healthz`), undefined, 'no new connections once shutting down');
+        req.end('{"id": 1, "vector": [0.5]}]}');
+      }, 300);
+    }, 200);
+  });
+  const { status, body } = await answer;
+  t.is(status, 501);
+  t.regex(body, /Not implemented: PUT \/collections\/\{collection_name\}\/points/);
+  t.is(await run.exited, 0);
+  t.truthy(run.logLines().find((l) => l.msg === 'shutdown complete'));
+});

@@ -1,0 +1,93 @@
+/**
+ * What `bin/quiver` does: parse the command line, load the configuration, start the
+ * node, and shut it down gracefully on SIGTERM or SIGINT.
+ *
+ * Exit codes: 0 after a graceful shutdown (or --help), 2 for a usage error, a flag
+ * whose feature is not implemented yet, or invalid configuration, 1 when the node
+ * cannot start (port in use, TLS asked for).
+ *
+ * Owns: process exit codes, signal handling and the start-up log. Must never: hold
+ * service behaviour (ts/node.ts and ts/api/rest do).
+ */
+
+import pino from 'pino';
+
+import { ConfigError, loadConfig, redactConfig } from '../../config';
+import type { Config } from '../../config/types';
+import { StartupError, startNode, type RunningNode } from '../../node';
+import { USAGE, UsageError, parseArgs, unavailableFlags, type CliArgs } from './args';
+
+export const EXIT_USAGE = 2;
+export const EXIT_START_FAILED = 1;
+
+export async function main(argv: readonly string[]): Promise<void> {
+  let args: CliArgs;
+  try {
+    args = parseArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`quiver: ${err.message}\n\n${USAGE}\n`);
+    process.exit(EXIT_USAGE);
+  }
+  if (args.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+
+  const unavailable = unavailableFlags(args);
+  if (unavailable.length > 0) {
+    for (const line of unavailable) process.stderr.write(`quiver: ${line}\n`);
+    process.exit(EXIT_USAGE);
+  }
+
+  let config: Config;
+  try {
+    config = loadConfig({ configPath: args.configPath, env: process.env, cwd: process.cwd() });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`quiver: ${err.message}\n`);
+    process.exit(EXIT_USAGE);
+  }
+
+  // Synchronous writes: lines keep their order and none is lost when the process exits.
+  const logger = pino(
+    { name: 'quiver', level: config.log_level.toLowerCase(), timestamp: pino.stdTimeFunctions.isoTime },
+    pino.destination({ fd: 1, sync: true }),
+  );
+  logger.info({ config: redactConfig(config), configPath: args.configPath }, 'configuration loaded');
+
+  let node: RunningNode;
+  try {
+    node = await startNode(config, logger);
+  } catch (err) {
+    logger.fatal({ err }, 'the node could not start');
+    if (err instanceof StartupError) process.stderr.write(`quiver: ${err.message}\n`);
+    process.exit(EXIT_START_FAILED);
+  }
+  logger.info(
+    { host: node.host, port: node.port, address: `http://${node.host}:${node.port}` },
+    'REST API listening',
+  );
+
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal during shutdown: exiting now');
+      process.exit(EXIT_START_FAILED);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+    node.close().then(
+      () => {
+        logger.info('shutdown complete');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(EXIT_START_FAILED);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}

@@ -1,0 +1,92 @@
+/**
+ * The Koa application of the REST API, built from the configuration and the services
+ * it answers for.
+ *
+ * Order of the middleware, outermost first: request clock, log line and counters ->
+ * error envelope -> CORS -> path normalisation -> routes -> 404 for anything else.
+ *
+ * Owns: that order and the wiring of the routers. Must never: listen on a port (the
+ * node does), or read configuration sources (it is handed a validated Config).
+ */
+
+import Koa from 'koa';
+import type { Context, Next } from 'koa';
+import { Router } from '@koa/router';
+import type { Logger } from 'pino';
+
+import type { Config } from '../../config/types';
+import { markRequestStart, elapsedSeconds } from '../envelope';
+import { errorMiddleware } from '../errors';
+import { corsMiddleware } from './cors';
+import { addNotImplementedRoutes } from './not-implemented';
+import { RouteTable, matchedRoute } from './route';
+import { addServiceRoutes, type ServiceInfo } from './service';
+import { RequestStats } from './stats';
+
+export type { ServiceInfo } from './service';
+
+export interface RestDeps {
+  logger: Logger;
+  info: ServiceInfo;
+}
+
+export interface RestApp {
+  app: Koa;
+  stats: RequestStats;
+}
+
+export function buildRestApp(config: Config, deps: RestDeps): RestApp {
+  const { logger, info } = deps;
+  const stats = new RequestStats(config.service.metrics_prefix);
+  const app = new Koa();
+  app.proxy = false;
+  // Errors reach this only when writing a response fails (a client gone mid-answer).
+  app.silent = true;
+  app.on('error', (err: Error) => logger.warn({ err }, 'error while sending a response'));
+
+  app.use(requestLog(logger, stats));
+  app.use(errorMiddleware(logger));
+  if (config.service.enable_cors) app.use(corsMiddleware());
+  app.use(normalisePath);
+
+  const router = new Router();
+  const routes = new RouteTable(router, config.service.max_request_size_mb * 1024 * 1024);
+  addServiceRoutes(routes, info, stats);
+  addNotImplementedRoutes(routes);
+  app.use(router.routes());
+
+  app.use(unknownRoute);
+  return { app, stats };
+}
+
+/** One log line and one count per request, with its route pattern, status and duration. */
+function requestLog(logger: Logger, stats: RequestStats) {
+  return async function logRequest(ctx: Context, next: Next): Promise<void> {
+    markRequestStart(ctx);
+    try {
+      await next();
+    } finally {
+      const seconds = elapsedSeconds(ctx);
+      const route = matchedRoute(ctx);
+      stats.record(ctx.method, route, ctx.status, seconds);
+      logger.info(
+        { method: ctx.method, path: ctx.path, route, status: ctx.status, ms: Math.round(seconds * 1e6) / 1000 },
+        'request',
+      );
+    }
+  };
+}
+
+/** `/collections/` is `/collections` (the reference trims one trailing slash the same way). */
+async function normalisePath(ctx: Context, next: Next): Promise<void> {
+  if (ctx.path.length > 1 && ctx.path.endsWith('/')) ctx.path = ctx.path.replace(/\/+$/, '') || '/';
+  await next();
+}
+
+/** The reference answers an unknown route with 404 and an empty body. */
+function unknownRoute(ctx: Context): void {
+  // Reached only when no route matched. A null body (set before the status, which it
+  // would otherwise turn into 204) is sent as an empty one.
+  ctx.body = null;
+  ctx.status = 404;
+}

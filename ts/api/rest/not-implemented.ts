@@ -1,0 +1,110 @@
+/**
+ * Routes of the reference REST API that this version does not serve yet. Each answers
+ * 501 with the error envelope, so a client learns the call exists but is not
+ * available, instead of a bare 404 that looks like a wrong URL.
+ *
+ * Owns: the list of those routes. Must never: hold a route that is implemented (remove
+ * it from here when its resource lands).
+ */
+
+import type { Context } from 'koa';
+
+import { NotImplementedError } from '../errors';
+import type { HttpMethod, RouteTable } from './route';
+
+/** Method and pattern, as the reference's OpenAPI spec spells them (plus its undocumented cluster metadata routes). */
+export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
+  // collections
+  ['GET', '/collections'],
+  ['PUT', '/collections/{collection_name}'],
+  ['GET', '/collections/{collection_name}'],
+  ['PATCH', '/collections/{collection_name}'],
+  ['DELETE', '/collections/{collection_name}'],
+  ['GET', '/collections/{collection_name}/exists'],
+  ['GET', '/collections/{collection_name}/optimizations'],
+  ['PUT', '/collections/{collection_name}/vectors/{vector_name}'],
+  ['DELETE', '/collections/{collection_name}/vectors/{vector_name}'],
+  // aliases
+  ['POST', '/collections/aliases'],
+  ['GET', '/aliases'],
+  ['GET', '/collections/{collection_name}/aliases'],
+  // payload indexes
+  ['PUT', '/collections/{collection_name}/index'],
+  ['DELETE', '/collections/{collection_name}/index/{field_name}'],
+  // points
+  ['PUT', '/collections/{collection_name}/points'],
+  ['POST', '/collections/{collection_name}/points'],
+  ['GET', '/collections/{collection_name}/points/{id}'],
+  ['POST', '/collections/{collection_name}/points/delete'],
+  ['POST', '/collections/{collection_name}/points/payload'],
+  ['PUT', '/collections/{collection_name}/points/payload'],
+  ['POST', '/collections/{collection_name}/points/payload/delete'],
+  ['POST', '/collections/{collection_name}/points/payload/clear'],
+  ['PUT', '/collections/{collection_name}/points/vectors'],
+  ['POST', '/collections/{collection_name}/points/vectors/delete'],
+  ['POST', '/collections/{collection_name}/points/batch'],
+  ['POST', '/collections/{collection_name}/points/scroll'],
+  ['POST', '/collections/{collection_name}/points/count'],
+  ['POST', '/collections/{collection_name}/facet'],
+  ['POST', '/collections/{collection_name}/points/query'],
+  ['POST', '/collections/{collection_name}/points/query/batch'],
+  ['POST', '/collections/{collection_name}/points/query/groups'],
+  ['POST', '/collections/{collection_name}/points/search'],
+  ['POST', '/collections/{collection_name}/points/search/batch'],
+  ['POST', '/collections/{collection_name}/points/search/groups'],
+  ['POST', '/collections/{collection_name}/points/search/matrix/pairs'],
+  ['POST', '/collections/{collection_name}/points/search/matrix/offsets'],
+  ['POST', '/collections/{collection_name}/points/recommend'],
+  ['POST', '/collections/{collection_name}/points/recommend/batch'],
+  ['POST', '/collections/{collection_name}/points/recommend/groups'],
+  ['POST', '/collections/{collection_name}/points/discover'],
+  ['POST', '/collections/{collection_name}/points/discover/batch'],
+  // collection snapshots
+  ['GET', '/collections/{collection_name}/snapshots'],
+  ['POST', '/collections/{collection_name}/snapshots'],
+  ['PUT', '/collections/{collection_name}/snapshots/recover'],
+  ['POST', '/collections/{collection_name}/snapshots/upload'],
+  ['GET', '/collections/{collection_name}/snapshots/{snapshot_name}'],
+  ['DELETE', '/collections/{collection_name}/snapshots/{snapshot_name}'],
+  // shards, shard keys and shard snapshots
+  ['GET', '/collections/{collection_name}/shards'],
+  ['PUT', '/collections/{collection_name}/shards'],
+  ['POST', '/collections/{collection_name}/shards/delete'],
+  ['GET', '/collections/{collection_name}/shards/{shard_id}/snapshot'],
+  ['GET', '/collections/{collection_name}/shards/{shard_id}/snapshots'],
+  ['POST', '/collections/{collection_name}/shards/{shard_id}/snapshots'],
+  ['PUT', '/collections/{collection_name}/shards/{shard_id}/snapshots/recover'],
+  ['POST', '/collections/{collection_name}/shards/{shard_id}/snapshots/upload'],
+  ['GET', '/collections/{collection_name}/shards/{shard_id}/snapshots/{snapshot_name}'],
+  ['DELETE', '/collections/{collection_name}/shards/{shard_id}/snapshots/{snapshot_name}'],
+  // collection cluster
+  ['GET', '/collections/{collection_name}/cluster'],
+  ['POST', '/collections/{collection_name}/cluster'],
+  // full-storage snapshots
+  ['GET', '/snapshots'],
+  ['POST', '/snapshots'],
+  ['GET', '/snapshots/{snapshot_name}'],
+  ['DELETE', '/snapshots/{snapshot_name}'],
+  // cluster
+  ['GET', '/cluster'],
+  ['POST', '/cluster/recover'],
+  ['DELETE', '/cluster/peer/{peer_id}'],
+  ['GET', '/cluster/telemetry'],
+  ['GET', '/cluster/metadata/keys'],
+  ['GET', '/cluster/metadata/keys/{key}'],
+  ['PUT', '/cluster/metadata/keys/{key}'],
+  ['DELETE', '/cluster/metadata/keys/{key}'],
+  // issues and quotas
+  ['GET', '/issues'],
+  ['DELETE', '/issues'],
+  ['GET', '/quotas'],
+  ['PUT', '/quotas'],
+];
+
+export function addNotImplementedRoutes(routes: RouteTable): void {
+  for (const [method, pattern] of NOT_IMPLEMENTED_ROUTES) {
+    routes.add(method, pattern, (_ctx: Context) => {
+      throw new NotImplementedError(`${method} ${pattern} is not available in this version of Quiver yet`);
+    });
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * How a route is declared: method, pattern in the reference's OpenAPI spelling
+ * (`/collections/{collection_name}/points`), then its middleware chain.
+ *
+ * Owns: turning that spelling into a router path, remembering the matched pattern
+ * (metrics, telemetry and the request log label requests with it), and putting the
+ * JSON body reader in front of the handlers of methods that carry a body.
+ */
+
+import type { Context, Middleware, Next } from 'koa';
+import type { Router } from '@koa/router';
+
+import { jsonBody } from './body';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+const ROUTE_PATTERN = Symbol('quiver.routePattern');
+
+type Labelled = { [ROUTE_PATTERN]?: string };
+
+/** The pattern of the route that matched this request, or null. */
+export function matchedRoute(ctx: Context): string | null {
+  return (ctx as unknown as Labelled)[ROUTE_PATTERN] ?? null;
+}
+
+/** `/collections/{collection_name}` -> `/collections/:collection_name`. */
+export function routerPath(pattern: string): string {
+  return pattern.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, ':$1');
+}
+
+export class RouteTable {
+  constructor(
+    private readonly router: Router,
+    private readonly bodyLimitBytes: number,
+  ) {}
+
+  add(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
+    const label = async (ctx: Context, next: Next) => {
+      (ctx as unknown as Labelled)[ROUTE_PATTERN] = pattern;
+      await next();
+    };
+    const chain: Middleware[] = [label];
+    if (method !== 'GET') chain.push(jsonBody(this.bodyLimitBytes));
+    chain.push(...handlers);
+    this.router.register(routerPath(pattern), [method], chain as never);
+  }
+}

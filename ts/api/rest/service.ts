@@ -1,0 +1,51 @@
+/**
+ * The service routes: `/` (name, version, commit), the health probes, Prometheus
+ * metrics and telemetry.
+ *
+ * Owns: what those routes answer. Must never: need authentication (`/` and the probes
+ * are open in the reference; auth arrives with its own issue), or block on storage.
+ */
+
+import type { Context } from 'koa';
+
+import { ok } from '../envelope';
+import type { RouteTable } from './route';
+import type { RequestStats } from './stats';
+
+/** Facts about this running process, fixed at start. */
+export interface ServiceInfo {
+  version: string;
+  /** Git commit of the build, null when unknown. */
+  commit: string | null;
+  /** Random per-process id reported by /telemetry. */
+  instanceId: string;
+  startedAt: Date;
+}
+
+export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats): void {
+  routes.add('GET', '/', (ctx: Context) => {
+    ctx.body = { title: 'quiver - vector search engine', version: info.version, commit: info.commit };
+  });
+
+  const text = (body: string) => (ctx: Context) => {
+    ctx.type = 'text/plain';
+    ctx.body = body;
+  };
+  routes.add('GET', '/healthz', text('healthz check passed'));
+  routes.add('GET', '/livez', text('healthz check passed'));
+  // A single node without shards is ready as soon as it listens.
+  routes.add('GET', '/readyz', text('all shards are ready'));
+
+  routes.add('GET', '/metrics', async (ctx: Context) => {
+    ctx.type = stats.registry.contentType;
+    ctx.body = await stats.registry.metrics();
+  });
+
+  routes.add('GET', '/telemetry', (ctx: Context) => {
+    ok(ctx, {
+      id: info.instanceId,
+      app: { name: 'quiver', version: info.version, startup: info.startedAt.toISOString() },
+      requests: { rest: stats.restFigures() },
+    });
+  });
+}

@@ -1,0 +1,67 @@
+/**
+ * Counters of the REST requests served: Prometheus metrics (prom-client) and the
+ * per-route figures `/telemetry` reports.
+ *
+ * Owns: the process's metric registry and what each request adds to it. Must never:
+ * label by raw path (one time series per collection name or point id would grow
+ * without bound): requests are labelled by route pattern, and those that matched no
+ * route share one label.
+ */
+
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Label of requests that matched no route. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+export interface RouteFigures {
+  count: number;
+  avg_duration_micros: number;
+}
+
+export class RequestStats {
+  readonly registry = new Registry();
+  private readonly responses: Counter<'method' | 'endpoint' | 'status'>;
+  private readonly durations: Histogram<'method' | 'endpoint' | 'status'>;
+  /** Keyed by "METHOD /route/{pattern}": count and total duration. */
+  private readonly perRoute = new Map<string, { count: number; totalMicros: number }>();
+
+  constructor(metricsPrefix: string | null) {
+    const prefix = metricsPrefix ?? '';
+    collectDefaultMetrics({ register: this.registry, prefix });
+    this.responses = new Counter({
+      name: `${prefix}rest_responses_total`,
+      help: 'REST requests answered, by method, route pattern and status code',
+      labelNames: ['method', 'endpoint', 'status'],
+      registers: [this.registry],
+    });
+    this.durations = new Histogram({
+      name: `${prefix}rest_responses_duration_seconds`,
+      help: 'Time to answer a REST request, by method, route pattern and status code',
+      labelNames: ['method', 'endpoint', 'status'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [this.registry],
+    });
+  }
+
+  /** Counts one answered request; `route` is its pattern, or null when none matched. */
+  record(method: string, route: string | null, status: number, seconds: number): void {
+    const labels = { method, endpoint: route ?? UNMATCHED_ROUTE, status: String(status) };
+    this.responses.inc(labels);
+    this.durations.observe(labels, seconds);
+    if (route === null) return;
+    const key = `${method} ${route}`;
+    const figures = this.perRoute.get(key) ?? { count: 0, totalMicros: 0 };
+    figures.count += 1;
+    figures.totalMicros += seconds * 1e6;
+    this.perRoute.set(key, figures);
+  }
+
+  /** Per-route request counts and mean durations, for /telemetry. */
+  restFigures(): Record<string, RouteFigures> {
+    const out: Record<string, RouteFigures> = {};
+    for (const [key, { count, totalMicros }] of [...this.perRoute].sort(([a], [b]) => a.localeCompare(b))) {
+      out[key] = { count, avg_duration_micros: Math.round((totalMicros / count) * 1000) / 1000 };
+    }
+    return out;
+  }
+}

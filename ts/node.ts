@@ -1,0 +1,148 @@
+/**
+ * A single Quiver node: today the REST service shell; collections, storage and
+ * consensus join it in their own issues.
+ *
+ * Owns: binding the HTTP server to `service.host`:`service.http_port`, the facts the
+ * service reports about itself (version, commit, start time), and the ordered
+ * shutdown: stop accepting, let requests in flight finish (bounded), then close.
+ * Must never: exit the process or install signal handlers (bin/quiver does), or read
+ * configuration sources.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as path from 'node:path';
+import type { Logger } from 'pino';
+
+import { buildRestApp, type ServiceInfo } from './api/rest/app';
+import type { Config } from './config/types';
+
+/** How long shutdown waits for requests in flight before cutting their connections. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+
+export interface NodeOptions {
+  drainTimeoutMs?: number;
+  /** Overrides the version and commit read from the checkout (tests). */
+  info?: Partial<ServiceInfo>;
+}
+
+export interface RunningNode {
+  /** The port the REST API listens on (the real one when the config asked for 0). */
+  port: number;
+  host: string;
+  /** Stops accepting, waits for requests in flight (bounded), closes. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Raised when the configuration asks for something this version cannot start with. */
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
+
+export async function startNode(config: Config, logger: Logger, options: NodeOptions = {}): Promise<RunningNode> {
+  if (config.service.enable_tls) {
+    throw new StartupError(
+      'service.enable_tls is true, but TLS for the REST API is not implemented yet: it arrives with the ' +
+        'access-control issue. Set service.enable_tls to false (SERVICE__SERVICE__ENABLE_TLS=false) to start.',
+    );
+  }
+
+  const info: ServiceInfo = { ...readServiceInfo(), ...options.info };
+  const { app } = buildRestApp(config, { logger, info });
+  const server = http.createServer(app.callback());
+  server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(config.service.http_port, config.service.host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  server.on('error', (err) => logger.error({ err }, 'REST server error'));
+
+  const address = server.address() as AddressInfo;
+  const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+  let closing: Promise<void> | null = null;
+
+  return {
+    port: address.port,
+    host: address.address,
+    close() {
+      closing ??= drain(server, drainTimeoutMs, logger);
+      return closing;
+    },
+  };
+}
+
+/** Stops accepting; idle keep-alive connections close as soon as they are idle; busy ones get `timeoutMs`. */
+function drain(server: http.Server, timeoutMs: number, logger: Logger): Promise<void> {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      clearInterval(sweep);
+      clearTimeout(deadline);
+      resolve();
+    };
+    server.close(() => finish());
+    server.closeIdleConnections();
+    // A connection that finishes its request after close() is idle again: close it then.
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    const deadline = setTimeout(() => {
+      logger.warn({ timeoutMs }, 'requests still in flight after the shutdown wait: closing their connections');
+      server.closeAllConnections();
+      finish();
+    }, timeoutMs);
+  });
+}
+
+function readServiceInfo(): ServiceInfo {
+  const root = repoRoot();
+  return { version: readVersion(root), commit: readCommit(root), instanceId: randomUUID(), startedAt: new Date() };
+}
+
+/** The nearest folder above this module that holds package.json (works from ts/ and dist/ts/). */
+function repoRoot(): string {
+  let dir = __dirname;
+  for (;;) {
+    if (fs.existsSync(path.join(dir, 'package.json'))) return dir;
+    const parent = path.dirname(dir);
+    if (parent === dir) return __dirname;
+    dir = parent;
+  }
+}
+
+function readVersion(root: string): string {
+  try {
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** QUIVER_COMMIT when set, else the checkout's HEAD, else null (no git, or not a checkout). */
+function readCommit(root: string): string | null {
+  const fromEnv = process.env.QUIVER_COMMIT?.trim();
+  if (fromEnv) return fromEnv;
+  try {
+    const out = execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 2000,
+    }).trim();
+    return /^[0-9a-f]{40}$/.test(out) ? out : null;
+  } catch {
+    return null;
+  }
+}
