@@ -56,7 +56,34 @@ export async function main(argv: readonly string[]): Promise<void> {
   );
   logger.info({ config: redactConfig(config), configPath: args.configPath }, 'configuration loaded');
 
-  let node: RunningNode;
+  // Handlers go in before the port opens: a signal that arrives while starting must
+  // not kill the process the default way, it shuts the node down once it is up.
+  let node: RunningNode | null = null;
+  let stopSignal: NodeJS.Signals | null = null;
+  const shutDown = (running: RunningNode, signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+    running.close().then(
+      () => {
+        logger.info('shutdown complete');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(EXIT_START_FAILED);
+      },
+    );
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopSignal !== null) {
+      logger.warn({ signal }, 'second signal during shutdown: exiting now');
+      process.exit(EXIT_START_FAILED);
+    }
+    stopSignal = signal;
+    if (node !== null) shutDown(node, signal);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+
   try {
     node = await startNode(config, logger);
   } catch (err) {
@@ -68,26 +95,5 @@ export async function main(argv: readonly string[]): Promise<void> {
     { host: node.host, port: node.port, address: `http://${node.host}:${node.port}` },
     'REST API listening',
   );
-
-  let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      logger.warn({ signal }, 'second signal during shutdown: exiting now');
-      process.exit(EXIT_START_FAILED);
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
-    node.close().then(
-      () => {
-        logger.info('shutdown complete');
-        process.exit(0);
-      },
-      (err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(EXIT_START_FAILED);
-      },
-    );
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  if (stopSignal !== null) shutDown(node, stopSignal);
 }

@@ -1,0 +1,44 @@
+/** startNode in process: the port it reports, its shutdown, and what it refuses to start with. */
+
+import test from 'ava';
+import pino from 'pino';
+
+import { loadConfig } from '../../ts/config';
+import { StartupError, startNode } from '../../ts/node';
+
+const silent = pino({ level: 'silent' });
+
+function config(overrides: Record<string, string> = {}) {
+  return loadConfig({ env: { SERVICE__SERVICE__HOST: '127.0.0.1', ...overrides } });
+}
+
+test('port 0 binds a free port and reports it; close() stops it and is idempotent', async (t) => {
+  const cfg = config();
+  cfg.service.http_port = 0;
+  const node = await startNode(cfg, silent, { info: { commit: null } });
+  t.true(node.port > 0);
+  const res = await fetch(`http://127.0.0.1:${node.port}/`);
+  t.is(((await res.json()) as { commit: unknown }).commit, null);
+  await Promise.all([node.close(), node.close()]);
+  await t.throwsAsync(fetch(`http://127.0.0.1:${node.port}/healthz`));
+});
+
+test('enable_tls is refused until TLS lands', async (t) => {
+  const cfg = config();
+  cfg.service.http_port = 0;
+  cfg.service.enable_tls = true;
+  await t.throwsAsync(startNode(cfg, silent), { instanceOf: StartupError, message: /access-control issue/ });
+});
+
+test('a port already in use fails start-up', async (t) => {
+  const cfg = config();
+  cfg.service.http_port = 0;
+  const first = await startNode(cfg, silent);
+  try {
+    const second = config();
+    second.service.http_port = first.port;
+    await t.throwsAsync(startNode(second, silent), { message: /EADDRINUSE/ });
+  } finally {
+    await first.close();
+  }
+});
