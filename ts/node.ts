@@ -53,6 +53,14 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     );
   }
 
+  const prefix = config.service.metrics_prefix;
+  if (prefix !== null && prefix !== '' && !/^[A-Za-z_:][A-Za-z0-9_:]*$/.test(prefix)) {
+    throw new StartupError(
+      `service.metrics_prefix ${JSON.stringify(prefix)} cannot start a Prometheus metric name: ` +
+        'use letters, digits, "_" and ":" only, not starting with a digit',
+    );
+  }
+
   const info: ServiceInfo = { ...readServiceInfo(), ...options.info };
   const { app } = buildRestApp(config, { logger, info });
   const server = http.createServer(app.callback());

@@ -42,3 +42,24 @@ test('a port already in use fails start-up', async (t) => {
     await first.close();
   }
 });
+
+test('service.metrics_prefix prefixes every metric name', async (t) => {
+  const cfg = config({ SERVICE__SERVICE__METRICS_PREFIX: 'quiver_' });
+  cfg.service.http_port = 0;
+  const node = await startNode(cfg, silent);
+  try {
+    await fetch(`http://127.0.0.1:${node.port}/healthz`);
+    const text = await (await fetch(`http://127.0.0.1:${node.port}/metrics`)).text();
+    t.regex(text, /^quiver_rest_responses_total\{method="GET",endpoint="\/healthz",status="200"\} 1$/m);
+    t.regex(text, /^quiver_process_cpu_user_seconds_total /m);
+    t.notRegex(text, /^rest_responses_total/m);
+  } finally {
+    await node.close();
+  }
+});
+
+test('a metrics_prefix Prometheus cannot use is refused at start', async (t) => {
+  const cfg = config({ SERVICE__SERVICE__METRICS_PREFIX: 'my-app.' });
+  cfg.service.http_port = 0;
+  await t.throwsAsync(startNode(cfg, silent), { instanceOf: StartupError, message: /metrics_prefix/ });
+});
