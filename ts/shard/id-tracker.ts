@@ -1,0 +1,378 @@
+/**
+ * Point id tracker of one shard (docs/storage-plan.md, "Point ids and labels").
+ *
+ * The engine only knows u64 labels. The tracker maps each external point id to an
+ * internal offset (a u64 taken from a per-shard counter that starts at 0 and is never
+ * reused, not even after a delete) and keeps, per point, the version: the WAL sequence
+ * number of the operation that last wrote it.
+ *
+ * Point ids
+ *   - unsigned 64-bit integers: a JS number that is a non-negative safe integer, or a
+ *     bigint in [0, 2^64 - 1];
+ *   - UUIDs: a string, hyphenated (8-4-4-4-12) or 32 hex digits, any case. The
+ *     canonical form is lowercase hyphenated.
+ *   Decimal strings ("123") are NOT integer ids: as in the reference API, a string id
+ *   must be a UUID. Anything else throws PointIdError.
+ *
+ * Order by id (entriesById, compareKeys) follows the reference's point id ordering
+ * used by scroll: every integer id before every UUID, integers ascending, UUIDs
+ * ascending by their 128-bit value (the same as comparing the canonical lowercase
+ * strings, since every canonical UUID has the same layout).
+ *
+ * Versions and WAL replay: `upsert` never lowers a stored version (a lower or equal
+ * version leaves it unchanged and reports `versionApplied: false`); whether a replayed
+ * operation has to be applied at all is the caller's decision, made with `version(id)`.
+ *
+ * Persistence (`toBytes` / `IdTracker.fromBytes`), all integers little-endian:
+ *   magic "QIDT" (4 bytes) | format version u16 (=1) | flags u16 (=0)
+ *   | next offset u64 | entry count u64
+ *   | entries, ascending by offset, each:
+ *       tag u8 (0 = integer id, 1 = UUID) | id (u64, or 16 UUID bytes big-endian)
+ *       | offset u64 | version u64
+ *   | CRC32C (Castagnoli) u32 of every preceding byte.
+ * The same content always gives the same bytes. Decoding checks everything (length,
+ * checksum, tags, offset order, offsets below the counter, duplicate ids) and throws
+ * IdTrackerFormatError before building anything, so a bad input never yields a
+ * partially filled tracker.
+ */
+
+export const U64_MAX = (1n << 64n) - 1n;
+
+export class PointIdError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PointIdError';
+  }
+}
+
+export class IdTrackerFormatError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'IdTrackerFormatError';
+  }
+}
+
+/** A normalised point id. `key` is a stable string, usable as a Map key: `n:<decimal>` or `u:<uuid>`. */
+export type PointKey =
+  | { readonly kind: 'num'; readonly value: bigint; readonly key: string }
+  | { readonly kind: 'uuid'; readonly value: string; readonly key: string };
+
+const UUID_HYPHEN_RE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const UUID_SIMPLE_RE = /^[0-9a-fA-F]{32}$/;
+
+function describe(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}...` : v);
+  if (typeof v === 'bigint') return `${v}n`;
+  if (typeof v === 'number') return String(v);
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  return `a value of type ${typeof v}`;
+}
+
+function numKey(value: bigint): PointKey {
+  return { kind: 'num', value, key: `n:${value}` };
+}
+
+function uuidKey(canonical: string): PointKey {
+  return { kind: 'uuid', value: canonical, key: `u:${canonical}` };
+}
+
+/** Validates a point id and returns its canonical key; throws PointIdError otherwise. */
+export function normalizePointId(id: unknown): PointKey {
+  if (typeof id === 'number') {
+    if (Number.isSafeInteger(id) && id >= 0) return numKey(BigInt(id));
+    if (Number.isInteger(id) && id > 0) {
+      throw new PointIdError(`point id ${id} is beyond 2^53 - 1; pass integers that large as a bigint`);
+    }
+    throw new PointIdError(`point id ${describe(id)} is not an unsigned integer or a UUID`);
+  }
+  if (typeof id === 'bigint') {
+    if (id >= 0n && id <= U64_MAX) return numKey(id);
+    throw new PointIdError(`point id ${describe(id)} is not an unsigned 64-bit integer`);
+  }
+  if (typeof id === 'string') {
+    if (UUID_HYPHEN_RE.test(id)) return uuidKey(id.toLowerCase());
+    if (UUID_SIMPLE_RE.test(id)) {
+      const s = id.toLowerCase();
+      return uuidKey(`${s.slice(0, 8)}-${s.slice(8, 12)}-${s.slice(12, 16)}-${s.slice(16, 20)}-${s.slice(20)}`);
+    }
+    throw new PointIdError(`point id ${describe(id)} is not a UUID (string ids must be UUIDs)`);
+  }
+  throw new PointIdError(`point id ${describe(id)} is not an unsigned integer or a UUID`);
+}
+
+/**
+ * Wire form of a point id: integers as a JS number when they are at most
+ * Number.MAX_SAFE_INTEGER, otherwise as a bigint (the reference sends u64 ids as JSON
+ * numbers; the JSON writer must print that bigint as a bare number); UUIDs as the
+ * canonical lowercase hyphenated string.
+ */
+export function pointIdToJson(key: PointKey): number | bigint | string {
+  if (key.kind === 'uuid') return key.value;
+  return key.value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(key.value) : key.value;
+}
+
+/** Reference point id order: integers ascending, then UUIDs ascending by 128-bit value. */
+export function compareKeys(a: PointKey, b: PointKey): number {
+  if (a.kind === 'num') {
+    if (b.kind !== 'num') return -1;
+    return a.value < b.value ? -1 : a.value > b.value ? 1 : 0;
+  }
+  if (b.kind === 'num') return 1;
+  return a.value < b.value ? -1 : a.value > b.value ? 1 : 0;
+}
+
+function toKey(id: unknown): PointKey {
+  if (typeof id === 'object' && id !== null && 'kind' in id && 'key' in id && 'value' in id) {
+    const k = id as PointKey;
+    // Re-validate: a PointKey built by hand must still be canonical.
+    const n = normalizePointId(k.kind === 'num' ? k.value : k.value);
+    if (n.key !== k.key || n.kind !== k.kind) throw new PointIdError(`point key ${describe(k.key)} is not canonical`);
+    return n;
+  }
+  return normalizePointId(id);
+}
+
+function toU64(v: unknown, what: string): bigint {
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
+  if (typeof v === 'bigint' && v >= 0n && v <= U64_MAX) return v;
+  throw new RangeError(`${what} ${describe(v)} is not an unsigned 64-bit integer`);
+}
+
+// ---------------------------------------------------------------------------------
+// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table-driven.
+
+const CRC32C_TABLE: Uint32Array = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+export function crc32c(bytes: Uint8Array, start = 0, end = bytes.length): number {
+  let c = 0xffffffff;
+  for (let i = start; i < end; i++) c = CRC32C_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+// ---------------------------------------------------------------------------------
+
+export interface TrackerEntry {
+  readonly id: PointKey;
+  readonly offset: bigint;
+  readonly version: bigint;
+}
+
+interface MutableEntry {
+  id: PointKey;
+  offset: bigint;
+  version: bigint;
+}
+
+export interface UpsertResult {
+  /** The point's offset (kept for an existing point, fresh from the counter for a new one). */
+  offset: bigint;
+  /** True when the id was not tracked before this call. */
+  created: boolean;
+  /** True when the stored version is now `version` (new point, or a higher version). */
+  versionApplied: boolean;
+}
+
+const MAGIC = [0x51, 0x49, 0x44, 0x54]; // "QIDT"
+const FORMAT_VERSION = 1;
+const HEADER_LEN = 4 + 2 + 2 + 8 + 8;
+const NUM_ENTRY_LEN = 1 + 8 + 8 + 8;
+const UUID_ENTRY_LEN = 1 + 16 + 8 + 8;
+const TAG_NUM = 0;
+const TAG_UUID = 1;
+
+export class IdTracker {
+  private readonly byKey = new Map<string, MutableEntry>();
+  private readonly byOffset = new Map<bigint, MutableEntry>();
+  private counter = 0n;
+
+  /** Number of tracked points. */
+  get size(): number {
+    return this.byKey.size;
+  }
+
+  /** The offset the next new point will get. Never decreases. */
+  get nextOffset(): bigint {
+    return this.counter;
+  }
+
+  /**
+   * Inserts or updates a point. An existing point keeps its offset; its version is
+   * raised to `version` when higher and never lowered. A new point takes the next
+   * offset from the counter.
+   */
+  upsert(id: unknown, version: bigint | number): UpsertResult {
+    const key = toKey(id);
+    const v = toU64(version, 'version');
+    const existing = this.byKey.get(key.key);
+    if (existing) {
+      const applied = v > existing.version;
+      if (applied) existing.version = v;
+      return { offset: existing.offset, created: false, versionApplied: applied };
+    }
+    if (this.counter >= U64_MAX) throw new RangeError('id tracker offset counter exhausted');
+    const entry: MutableEntry = { id: key, offset: this.counter, version: v };
+    this.counter += 1n;
+    this.byKey.set(key.key, entry);
+    this.byOffset.set(entry.offset, entry);
+    return { offset: entry.offset, created: true, versionApplied: true };
+  }
+
+  /** Removes a point; returns its freed offset (never handed out again), or null when unknown. */
+  delete(id: unknown): bigint | null {
+    const key = toKey(id);
+    const entry = this.byKey.get(key.key);
+    if (!entry) return null;
+    this.byKey.delete(key.key);
+    this.byOffset.delete(entry.offset);
+    return entry.offset;
+  }
+
+  has(id: unknown): boolean {
+    return this.byKey.has(toKey(id).key);
+  }
+
+  offsetOf(id: unknown): bigint | null {
+    return this.byKey.get(toKey(id).key)?.offset ?? null;
+  }
+
+  /** The point id stored at `offset`, or null when that offset is free. */
+  idOf(offset: bigint | number): PointKey | null {
+    const o = typeof offset === 'number' ? (Number.isSafeInteger(offset) ? BigInt(offset) : -1n) : offset;
+    return this.byOffset.get(o)?.id ?? null;
+  }
+
+  /** The stored version of a point, or null when unknown. */
+  version(id: unknown): bigint | null {
+    return this.byKey.get(toKey(id).key)?.version ?? null;
+  }
+
+  /** Entries in ascending offset order. */
+  entriesByOffset(): TrackerEntry[] {
+    const out = [...this.byOffset.values()].map(snapshot);
+    out.sort((a, b) => (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0));
+    return out;
+  }
+
+  /** Entries in the reference scroll order (see compareKeys). */
+  entriesById(): TrackerEntry[] {
+    const out = [...this.byKey.values()].map(snapshot);
+    out.sort((a, b) => compareKeys(a.id, b.id));
+    return out;
+  }
+
+  /** Same as entriesByOffset. */
+  [Symbol.iterator](): IterableIterator<TrackerEntry> {
+    return this.entriesByOffset()[Symbol.iterator]();
+  }
+
+  toBytes(): Uint8Array {
+    const entries = this.entriesByOffset();
+    let len = HEADER_LEN + 4;
+    for (const e of entries) len += e.id.kind === 'num' ? NUM_ENTRY_LEN : UUID_ENTRY_LEN;
+    const bytes = new Uint8Array(len);
+    const view = new DataView(bytes.buffer);
+    bytes.set(MAGIC, 0);
+    view.setUint16(4, FORMAT_VERSION, true);
+    view.setUint16(6, 0, true);
+    view.setBigUint64(8, this.counter, true);
+    view.setBigUint64(16, BigInt(entries.length), true);
+    let p = HEADER_LEN;
+    for (const e of entries) {
+      if (e.id.kind === 'num') {
+        bytes[p] = TAG_NUM;
+        view.setBigUint64(p + 1, e.id.value, true);
+        p += 9;
+      } else {
+        bytes[p] = TAG_UUID;
+        const hex = e.id.value.replace(/-/g, '');
+        for (let i = 0; i < 16; i++) bytes[p + 1 + i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+        p += 17;
+      }
+      view.setBigUint64(p, e.offset, true);
+      view.setBigUint64(p + 8, e.version, true);
+      p += 16;
+    }
+    view.setUint32(p, crc32c(bytes, 0, p), true);
+    return bytes;
+  }
+
+  static fromBytes(input: Uint8Array): IdTracker {
+    if (!(input instanceof Uint8Array)) throw new IdTrackerFormatError('id tracker data is not a byte array');
+    const bytes = input;
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const fail = (msg: string): never => {
+      throw new IdTrackerFormatError(`id tracker data is corrupt: ${msg}`);
+    };
+    if (bytes.length < HEADER_LEN + 4) fail(`truncated (${bytes.length} bytes, header needs ${HEADER_LEN + 4})`);
+    for (let i = 0; i < 4; i++) if (bytes[i] !== MAGIC[i]) fail('bad magic (not an id tracker file)');
+    const stored = view.getUint32(bytes.length - 4, true);
+    const actual = crc32c(bytes, 0, bytes.length - 4);
+    if (stored !== actual) fail(`checksum mismatch (stored ${hex32(stored)}, computed ${hex32(actual)}) or truncated data`);
+    const fmt = view.getUint16(4, true);
+    if (fmt !== FORMAT_VERSION) fail(`unsupported format version ${fmt} (expected ${FORMAT_VERSION})`);
+    const flags = view.getUint16(6, true);
+    if (flags !== 0) fail(`unknown flags ${flags}`);
+    const counter = view.getBigUint64(8, true);
+    const count = view.getBigUint64(16, true);
+    const end = bytes.length - 4;
+    if (count > BigInt(Math.floor((end - HEADER_LEN) / NUM_ENTRY_LEN))) fail(`entry count ${count} does not fit the data`);
+
+    const entries: MutableEntry[] = [];
+    const seen = new Set<string>();
+    let p = HEADER_LEN;
+    let prevOffset = -1n;
+    for (let n = 0; n < Number(count); n++) {
+      if (p + 1 > end) fail(`truncated at entry ${n}`);
+      const tag = bytes[p];
+      let id: PointKey;
+      if (tag === TAG_NUM) {
+        if (p + NUM_ENTRY_LEN > end) fail(`truncated at entry ${n}`);
+        id = numKey(view.getBigUint64(p + 1, true));
+        p += 9;
+      } else if (tag === TAG_UUID) {
+        if (p + UUID_ENTRY_LEN > end) fail(`truncated at entry ${n}`);
+        let h = '';
+        for (let i = 0; i < 16; i++) h += bytes[p + 1 + i].toString(16).padStart(2, '0');
+        id = uuidKey(`${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`);
+        p += 17;
+      } else {
+        return fail(`unknown id tag ${tag} at entry ${n}`);
+      }
+      const offset = view.getBigUint64(p, true);
+      const version = view.getBigUint64(p + 8, true);
+      p += 16;
+      if (offset <= prevOffset) fail(`offsets not strictly ascending at entry ${n}`);
+      if (offset >= counter) fail(`offset ${offset} at entry ${n} is not below the counter ${counter}`);
+      if (seen.has(id.key)) fail(`duplicate point id ${id.key} at entry ${n}`);
+      seen.add(id.key);
+      prevOffset = offset;
+      entries.push({ id, offset, version });
+    }
+    if (p !== end) fail(`${end - p} unexpected trailing bytes after ${count} entries`);
+
+    const t = new IdTracker();
+    t.counter = counter;
+    for (const e of entries) {
+      t.byKey.set(e.id.key, e);
+      t.byOffset.set(e.offset, e);
+    }
+    return t;
+  }
+}
+
+function snapshot(e: MutableEntry): TrackerEntry {
+  return { id: e.id, offset: e.offset, version: e.version };
+}
+
+function hex32(n: number): string {
+  return `0x${n.toString(16).padStart(8, '0')}`;
+}
