@@ -26,7 +26,7 @@ import {
 } from './common';
 import { DatasetSkip, loadDataset } from './datasets';
 import { groundTruth, metricSpace, recallAtK } from './groundtruth';
-import { HnswlibRunner, QuiverRunner, Runner, UsearchRunner, hnswlibVersion, querySet, usearchKernels, usearchVersion } from './libs';
+import { BuildOutcome, HnswlibRunner, MemoryInfo, QuiverRunner, Runner, UsearchRunner, hnswlibVersion, querySet, usearchKernels, usearchVersion } from './libs';
 import { eventLoopProbe } from './eventloop';
 import { coresAvailable, forceGc, percentile } from './measure';
 import { loadQuiver } from './quiver';
@@ -135,20 +135,7 @@ async function benchLib(opts: Options, ds: Dataset, runner: Runner, space: Retur
   console.log(
     `  ${runner.label.padEnd(22)} build ${fmt(b.seconds, 2)} s (${b.threads} thr, CPU/wall ${fmt(b.cpuSeconds / b.seconds, 2)}, loop lag ${fmt(b.maxLagMs, 0)} ms), ${fmt(mem.bytesPerVector ?? undefined, 1)} B/vec [${mem.method}]`,
   );
-  const common = {
-    buildSeconds: b.seconds,
-    buildThreads: b.threads,
-    buildThreadsNote: b.threadsNote,
-    buildCpuSeconds: b.cpuSeconds,
-    buildCpuPerWall: b.cpuSeconds / b.seconds,
-    buildMaxEventLoopLagMs: b.maxLagMs,
-    buildLagTicks: b.lagTicks,
-    buildP99LagMs: b.p99LagMs,
-    bytesPerVector: mem.bytesPerVector,
-    bytesMethod: mem.method,
-    memoryDetail: mem.detail,
-    rssDeltaBytesPerVector: b.rssDeltaBytes / ds.nBase,
-  };
+  const common = buildFields(b, mem, ds);
   try {
     for (const s of b.built.series) {
       const line: string[] = [];
@@ -221,18 +208,7 @@ async function buildOnly(opts: Options, ds: Dataset, runner: Runner, threads: nu
   rows.push({
     ...baseRow(ds, label, runner.key),
     kind: 'build-only',
-    buildSeconds: b.seconds,
-    buildThreads: b.threads,
-    buildThreadsNote: b.threadsNote,
-    buildCpuSeconds: b.cpuSeconds,
-    buildCpuPerWall: b.cpuSeconds / b.seconds,
-    buildMaxEventLoopLagMs: b.maxLagMs,
-    buildLagTicks: b.lagTicks,
-    buildP99LagMs: b.p99LagMs,
-    bytesPerVector: mem.bytesPerVector,
-    bytesMethod: mem.method,
-    memoryDetail: mem.detail,
-    rssDeltaBytesPerVector: b.rssDeltaBytes / ds.nBase,
+    ...buildFields(b, mem, ds),
   });
 }
 
@@ -406,3 +382,21 @@ main().then(
     process.exit(1);
   },
 );
+
+/** The build columns every row of one library and data set carries. */
+function buildFields(b: BuildOutcome, mem: MemoryInfo, ds: Dataset) {
+  return {
+    buildSeconds: b.seconds,
+    buildThreads: b.threads,
+    buildThreadsNote: b.threadsNote,
+    buildCpuSeconds: b.cpuSeconds,
+    buildCpuPerWall: b.cpuSeconds / b.seconds,
+    buildMaxEventLoopLagMs: b.maxLagMs,
+    buildLagTicks: b.lagTicks,
+    buildP99LagMs: b.p99LagMs,
+    bytesPerVector: mem.bytesPerVector,
+    bytesMethod: mem.method,
+    memoryDetail: mem.detail,
+    rssDeltaBytesPerVector: b.rssDeltaBytes / ds.nBase,
+  };
+}

@@ -554,25 +554,7 @@ impl<'a> ByteReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
-
-    static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            let n = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!("quiver-fileio-{}-{}-{}", tag, std::process::id(), n));
-            let _ = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testutil::TempDir;
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir)
@@ -588,20 +570,20 @@ mod tests {
     #[test]
     fn atomic_write_creates_and_replaces_without_leftovers() {
         let d = TempDir::new("aw");
-        let p = d.0.join("a.bin");
+        let p = d.path().join("a.bin");
         atomic_write(&p, b"first").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"first");
         atomic_write(&p, b"second, longer").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"second, longer");
         atomic_write(&p, b"").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"");
-        assert_eq!(entries(&d.0), vec!["a.bin".to_string()]);
+        assert_eq!(entries(d.path()), vec!["a.bin".to_string()]);
     }
 
     #[test]
     fn atomic_write_with_streams_and_failure_keeps_old_content() {
         let d = TempDir::new("aww");
-        let p = d.0.join("big.bin");
+        let p = d.path().join("big.bin");
         atomic_write_with(&p, |w| {
             for i in 0..10_000u32 {
                 w.write_all(&i.to_le_bytes()).map_err(|e| io_error("t", e))?;
@@ -617,13 +599,13 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArgument);
         assert_eq!(fs::read(&p).unwrap().len(), 40_000, "target untouched");
-        assert_eq!(entries(&d.0), vec!["big.bin".to_string()], "temp file removed");
+        assert_eq!(entries(d.path()), vec!["big.bin".to_string()], "temp file removed");
     }
 
     #[test]
     fn atomic_write_into_missing_directory_is_not_found() {
         let d = TempDir::new("awm");
-        let err = atomic_write(&d.0.join("no/such/dir/f"), b"x").unwrap_err();
+        let err = atomic_write(&d.path().join("no/such/dir/f"), b"x").unwrap_err();
         assert_eq!(err.kind, ErrorKind::NotFound);
     }
 
@@ -693,7 +675,7 @@ mod tests {
     #[test]
     fn framed_file_round_trip() {
         let d = TempDir::new("framed");
-        let p = d.0.join("index.qvr");
+        let p = d.path().join("index.qvr");
         let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
         write_framed(&p, MAGIC, 4, &payload).unwrap();
         let (v, back) = read_framed(&p, MAGIC, 4).unwrap();
@@ -717,7 +699,7 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Corrupt);
         assert!(e.message.contains("index.qvr") && e.message.contains("truncated"));
 
-        let e = read_framed(&d.0.join("missing"), MAGIC, 4).unwrap_err();
+        let e = read_framed(&d.path().join("missing"), MAGIC, 4).unwrap_err();
         assert_eq!(e.kind, ErrorKind::NotFound);
     }
 

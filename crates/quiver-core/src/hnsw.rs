@@ -1668,8 +1668,8 @@ mod tests {
         let n = 2000;
         let data = gaussian(n, d, 12);
         let labels: Vec<u64> = (0..n as u64).collect();
-        let dir = std::env::temp_dir().join(format!("quiver-hnsw-map-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = crate::testutil::TempDir::new("hnsw-map");
+        let dir = tmp.path();
         let mut cfg = IndexConfig::new(d, Distance::Euclid);
         cfg.quantization = Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE };
         let mut idx = Index::new(cfg).unwrap();
@@ -1694,13 +1694,12 @@ mod tests {
         let mut plain = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
         plain.add(&labels[..10], &data[..10 * d], 1).unwrap();
         assert_eq!(plain.move_originals_to_file(&dir.join("x")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn save_and_load_through_files() {
-        let dir = std::env::temp_dir().join(format!("quiver-hnsw-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = crate::testutil::TempDir::new("hnsw-files");
+        let dir = tmp.path();
         let path = dir.join("index.qvi");
         let mut idx = Index::new(IndexConfig::new(4, Distance::Cosine)).unwrap();
         idx.add(&[1, 2, 3], &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0], 1).unwrap();
@@ -1708,7 +1707,6 @@ mod tests {
         let back = Index::load(&path).unwrap();
         assert_eq!(back.search(&[0.0, 0.9, 0.1, 0.0], &SearchParams::new(1), None).unwrap()[0].0, 2);
         assert_eq!(Index::load(&dir.join("missing")).err().unwrap().code(), "QUIVER_NOT_FOUND");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Level-0 in-degree of every slot.

@@ -15,6 +15,9 @@ pub mod rng;
 pub mod visited;
 pub mod wal;
 
+#[cfg(test)]
+mod testutil;
+
 pub use distance::Distance;
 pub use error::{Error, ErrorKind, Result};
 pub use hnsw::{Index, IndexConfig, IndexStats, Quantization, SearchParams};

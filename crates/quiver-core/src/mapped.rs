@@ -109,8 +109,8 @@ mod tests {
 
     #[test]
     fn maps_what_it_wrote_and_rejects_a_wrong_size() {
-        let dir = std::env::temp_dir().join(format!("quiver-mapped-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = crate::testutil::TempDir::new("mapped");
+        let dir = tmp.path();
         let path = dir.join("v.f32");
         let vals: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
         let m = MappedF32::create(&path, &vals).unwrap();
@@ -119,6 +119,5 @@ mod tests {
         drop(m);
         let empty = MappedF32::create(&dir.join("e.f32"), &[]).unwrap();
         assert!(empty.as_slice().is_empty());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1056,28 +1056,8 @@ fn read_segment_part(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use crate::testutil::TempDir;
     use std::time::Duration;
-
-    static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            let n = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!("quiver-wal-{}-{}-{}", tag, std::process::id(), n));
-            let _ = fs::remove_dir_all(&p);
-            TempDir(p)
-        }
-        fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn opts(segment_bytes: u64) -> WalOptions {
         WalOptions {
