@@ -1,6 +1,6 @@
 /**
- * A single Quiver node: today the REST service shell; collections, storage and
- * consensus join it in their own issues.
+ * A single Quiver node: the REST service over the storage (TableOfContent);
+ * consensus joins it in its own issue.
  *
  * Owns: binding the HTTP server to `service.host`:`service.http_port`, the facts the
  * service reports about itself (version, commit, start time), and the ordered
@@ -17,8 +17,10 @@ import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
+import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
+import { TableOfContent } from './storage/toc';
 
 /** How long shutdown waits for requests in flight before cutting their connections. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
@@ -27,12 +29,15 @@ export interface NodeOptions {
   drainTimeoutMs?: number;
   /** Overrides the version and commit read from the checkout (tests). */
   info?: Partial<ServiceInfo>;
+  /** The engine to store with (default: loadEngine()). */
+  engine?: Engine;
 }
 
 export interface RunningNode {
   /** The port the REST API listens on (the real one when the config asked for 0). */
   port: number;
   host: string;
+  toc: TableOfContent;
   /** Stops accepting, waits for requests in flight (bounded), closes. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -62,12 +67,21 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   }
 
   const info: ServiceInfo = { ...readServiceInfo(), ...options.info };
-  const { app } = buildRestApp(config, { logger, info });
+  const engine = options.engine ?? loadEngine({ logger });
+  try {
+    requireDurable(engine);
+  } catch (err) {
+    throw new StartupError((err as Error).message);
+  }
+  const toc = await TableOfContent.open(path.resolve(config.storage.storage_path), engine, logger, config.storage.max_collections);
+  const { app } = buildRestApp(config, { logger, info, toc });
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
   await new Promise<void>((resolve, reject) => {
-    const onError = (err: Error) => reject(err);
+    const onError = (err: Error) => {
+      toc.close().finally(() => reject(err));
+    };
     server.once('error', onError);
     server.listen(config.service.http_port, config.service.host, () => {
       server.off('error', onError);
@@ -83,8 +97,13 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   return {
     port: address.port,
     host: address.address,
+    toc,
     close() {
-      closing ??= drain(server, drainTimeoutMs, logger);
+      closing ??= drain(server, drainTimeoutMs, logger).then(async () => {
+        // Requests are done: write a last checkpoint of every shard, close the WALs.
+        await toc.close();
+        logger.info('storage flushed and closed');
+      });
       return closing;
     },
   };

@@ -29,6 +29,7 @@ export type ApiErrorId =
   | 'shard_unavailable'
   | 'validation'
   | 'format'
+  | 'query_format'
   | 'payload_too_large'
   | 'not_implemented';
 
@@ -54,6 +55,7 @@ export const ERROR_CATALOGUE: Readonly<Record<ApiErrorId, CatalogueEntry>> = {
   shard_unavailable: { status: 503, prefix: 'Shard temporarily unavailable: ' },
   validation: { status: 422, prefix: 'Validation error in JSON body: ' },
   format: { status: 400, prefix: 'Format error in JSON body: ' },
+  query_format: { status: 400, prefix: 'Deserialize error in query parameters: ' },
   // Ours: the reference's body limit answers 413 as well.
   payload_too_large: { status: 413, prefix: 'Payload too large: ' },
   // Ours: routes of the reference API that this version does not serve yet.
@@ -146,6 +148,12 @@ export class ValidationError extends ApiError {
 export class FormatError extends ApiError {
   constructor(detail: string) {
     super('format', detail);
+  }
+}
+
+export class QueryFormatError extends ApiError {
+  constructor(detail: string) {
+    super('query_format', detail);
   }
 }
 

@@ -193,6 +193,8 @@ export class IdTracker {
   private readonly byKey = new Map<string, MutableEntry>();
   private readonly byOffset = new Map<bigint, MutableEntry>();
   private counter = 0n;
+  /** Entries in scroll order, rebuilt lazily after a point is added or removed. */
+  private byIdCache: TrackerEntry[] | null = null;
 
   /** Number of tracked points. */
   get size(): number {
@@ -223,6 +225,7 @@ export class IdTracker {
     this.counter += 1n;
     this.byKey.set(key.key, entry);
     this.byOffset.set(entry.offset, entry);
+    this.byIdCache = null;
     return { offset: entry.offset, created: true, versionApplied: true };
   }
 
@@ -233,6 +236,7 @@ export class IdTracker {
     if (!entry) return null;
     this.byKey.delete(key.key);
     this.byOffset.delete(entry.offset);
+    this.byIdCache = null;
     return entry.offset;
   }
 
@@ -253,6 +257,29 @@ export class IdTracker {
   /** The stored version of a point, or null when unknown. */
   version(id: unknown): bigint | null {
     return this.byKey.get(toKey(id).key)?.version ?? null;
+  }
+
+  /** The live entry at `offset` (read-only view; do not keep it across writes), or undefined. */
+  at(offset: bigint): TrackerEntry | undefined {
+    return this.byOffset.get(offset);
+  }
+
+  /** Live entries in no particular order (read-only views), without copying or sorting. */
+  unordered(): IterableIterator<TrackerEntry> {
+    return this.byOffset.values();
+  }
+
+  /**
+   * Entries in scroll order, cached until a point is added or removed. The entries
+   * are read-only views: a version read from them is the current one.
+   */
+  sortedById(): readonly TrackerEntry[] {
+    if (this.byIdCache === null) {
+      const out: TrackerEntry[] = [...this.byKey.values()];
+      out.sort((a, b) => compareKeys(a.id, b.id));
+      this.byIdCache = out;
+    }
+    return this.byIdCache;
   }
 
   /** Entries in ascending offset order. */

@@ -18,7 +18,10 @@ import type { Config } from '../../config/types';
 import { markRequestStart, elapsedSeconds } from '../envelope';
 import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
+import type { TableOfContent } from '../../storage/toc';
+import { addCollectionRoutes } from './collections';
 import { addNotImplementedRoutes } from './not-implemented';
+import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
 import { RequestStats } from './stats';
@@ -28,6 +31,7 @@ export type { ServiceInfo } from './service';
 export interface RestDeps {
   logger: Logger;
   info: ServiceInfo;
+  toc: TableOfContent;
 }
 
 export interface RestApp {
@@ -36,7 +40,7 @@ export interface RestApp {
 }
 
 export function buildRestApp(config: Config, deps: RestDeps): RestApp {
-  const { logger, info } = deps;
+  const { logger, info, toc } = deps;
   const stats = new RequestStats(config.service.metrics_prefix);
   const app = new Koa();
   app.proxy = false;
@@ -51,7 +55,9 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
 
   const router = new Router();
   const routes = new RouteTable(router, config.service.max_request_size_mb * 1024 * 1024);
-  addServiceRoutes(routes, info, stats);
+  addServiceRoutes(routes, info, stats, toc);
+  addCollectionRoutes(routes, toc, config);
+  addPointRoutes(routes, toc);
   addNotImplementedRoutes(routes);
   app.use(router.routes());
 

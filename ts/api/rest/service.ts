@@ -11,6 +11,7 @@ import type { Context } from 'koa';
 import { ok } from '../envelope';
 import type { RouteTable } from './route';
 import type { RequestStats } from './stats';
+import type { TableOfContent } from '../../storage/toc';
 
 /** Facts about this running process, fixed at start. */
 export interface ServiceInfo {
@@ -22,7 +23,7 @@ export interface ServiceInfo {
   startedAt: Date;
 }
 
-export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats): void {
+export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent): void {
   routes.add('GET', '/', (ctx: Context) => {
     ctx.body = { title: 'quiver - vector search engine', version: info.version, commit: info.commit };
   });
@@ -33,7 +34,7 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
   };
   routes.add('GET', '/healthz', text('healthz check passed'));
   routes.add('GET', '/livez', text('healthz check passed'));
-  // A single node without shards is ready as soon as it listens.
+  // A single node is ready once it listens: its shards are loaded and replayed before.
   routes.add('GET', '/readyz', text('all shards are ready'));
 
   routes.add('GET', '/metrics', async (ctx: Context) => {
@@ -45,6 +46,10 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
     ok(ctx, {
       id: info.instanceId,
       app: { name: 'quiver', version: info.version, startup: info.startedAt.toISOString() },
+      collections: {
+        number_of_collections: toc.names().length,
+        collections: toc.all().map((c) => ({ id: c.name, points: c.pointsCount(), status: c.status() })),
+      },
       requests: { rest: stats.restFigures() },
     });
   });

@@ -1,0 +1,158 @@
+/**
+ * REST routes of collections, aliases and payload indexes.
+ *
+ * Owns: the request and response shapes of `/collections`, `/collections/{name}`,
+ * `/collections/{name}/exists`, `/collections/aliases`, `/aliases`,
+ * `/collections/{name}/aliases`, `/collections/{name}/index`. Must never: touch disk
+ * (TableOfContent does) or hold state.
+ */
+
+import type { Context } from 'koa';
+
+import type { Collection } from '../../collection/collection';
+import { applyCollectionUpdate, parseCreateCollection } from '../../collection/config';
+import type { Config } from '../../config/types';
+import { FieldSchemaError, parseFieldSchema } from '../../shard/payload-index';
+import { parseKey } from '../../shard/filter';
+import type { AliasAction, TableOfContent } from '../../storage/toc';
+import { ok } from '../envelope';
+import { BadInputError, FormatError } from '../errors';
+import { body, isObj, optionalBody, param, writeParams, type Obj } from './parse';
+import type { RouteTable } from './route';
+
+export function collectionInfo(c: Collection): Record<string, unknown> {
+  const cfg = c.config;
+  return {
+    status: c.status(),
+    optimizer_status: 'ok',
+    indexed_vectors_count: c.indexedVectorsCount(),
+    points_count: c.pointsCount(),
+    segments_count: c.segmentsCount(),
+    config: {
+      params: cfg.params,
+      hnsw_config: cfg.hnsw_config,
+      optimizer_config: cfg.optimizer_config,
+      wal_config: cfg.wal_config,
+      quantization_config: cfg.quantization_config,
+    },
+    payload_schema: c.payloadSchemaInfo(),
+  };
+}
+
+function timeoutParam(ctx: Context): void {
+  const t = ctx.query.timeout;
+  if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw new FormatError('timeout: invalid digit found in string');
+}
+
+function aliasActions(b: Obj): AliasAction[] {
+  if (!Array.isArray(b.actions)) throw new FormatError('missing field `actions`');
+  return b.actions.map((a: unknown, i: number): AliasAction => {
+    const where = `actions[${i}]`;
+    if (!isObj(a) || Object.keys(a).length !== 1) throw new FormatError(`${where}: expected one of \`create_alias\`, \`delete_alias\`, \`rename_alias\``);
+    const str = (o: unknown, k: string): string => {
+      if (!isObj(o) || typeof o[k] !== 'string') throw new FormatError(`${where}: missing field \`${k}\``);
+      return o[k] as string;
+    };
+    if ('create_alias' in a) return { create_alias: { collection_name: str(a.create_alias, 'collection_name'), alias_name: str(a.create_alias, 'alias_name') } };
+    if ('delete_alias' in a) return { delete_alias: { alias_name: str(a.delete_alias, 'alias_name') } };
+    if ('rename_alias' in a) {
+      return { rename_alias: { old_alias_name: str(a.rename_alias, 'old_alias_name'), new_alias_name: str(a.rename_alias, 'new_alias_name') } };
+    }
+    throw new FormatError(`${where}: unknown variant \`${Object.keys(a)[0]}\`, expected one of \`create_alias\`, \`delete_alias\`, \`rename_alias\``);
+  });
+}
+
+export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, config: Config): void {
+  routes.add('GET', '/collections', (ctx: Context) => {
+    ok(ctx, { collections: toc.names().map((name) => ({ name })) });
+  });
+
+  routes.add('GET', '/collections/{collection_name}', (ctx: Context) => {
+    ok(ctx, collectionInfo(toc.get(param(ctx, 'collection_name'))));
+  });
+
+  routes.add('GET', '/collections/{collection_name}/exists', (ctx: Context) => {
+    ok(ctx, { exists: toc.has(param(ctx, 'collection_name')) });
+  });
+
+  routes.add('PUT', '/collections/{collection_name}', async (ctx: Context) => {
+    timeoutParam(ctx);
+    const cfg = parseCreateCollection(optionalBody(ctx), config);
+    await toc.create(param(ctx, 'collection_name'), cfg);
+    ok(ctx, true);
+  });
+
+  routes.add('PATCH', '/collections/{collection_name}', async (ctx: Context) => {
+    timeoutParam(ctx);
+    const name = param(ctx, 'collection_name');
+    const b = optionalBody(ctx);
+    await toc.updateMeta(name, async (c) => {
+      const { config: next, reindex } = applyCollectionUpdate(c.config, b);
+      if (reindex) {
+        throw new BadInputError(
+          'changing index parameters (hnsw_config m/ef_construct, quantization_config) of an existing collection is not supported by Quiver yet; ' +
+            'recreate the collection (or restore it from a snapshot) with the new parameters',
+        );
+      }
+      c.updateConfig(next);
+    });
+    ok(ctx, true);
+  });
+
+  routes.add('DELETE', '/collections/{collection_name}', async (ctx: Context) => {
+    timeoutParam(ctx);
+    ok(ctx, await toc.delete(param(ctx, 'collection_name')));
+  });
+
+  // -- aliases --------------------------------------------------------------------------
+  routes.add('POST', '/collections/aliases', async (ctx: Context) => {
+    timeoutParam(ctx);
+    await toc.updateAliases(aliasActions(body(ctx)));
+    ok(ctx, true);
+  });
+
+  routes.add('GET', '/aliases', (ctx: Context) => {
+    ok(ctx, { aliases: toc.listAliases() });
+  });
+
+  routes.add('GET', '/collections/{collection_name}/aliases', (ctx: Context) => {
+    const c = toc.get(param(ctx, 'collection_name'));
+    ok(ctx, { aliases: toc.listAliases(c.name) });
+  });
+
+  // -- payload indexes ----------------------------------------------------------------------
+  routes.add('PUT', '/collections/{collection_name}/index', async (ctx: Context) => {
+    const { wait } = writeParams(ctx);
+    const b = body(ctx);
+    if (typeof b.field_name !== 'string') throw new FormatError('missing field `field_name`');
+    const field = b.field_name;
+    try {
+      parseKey(field, 'field_name');
+    } catch (err) {
+      throw new FormatError(`field_name: ${(err as Error).message}`);
+    }
+    if (b.field_schema === undefined || b.field_schema === null) {
+      throw new BadInputError('field_schema is required: Quiver does not infer the type of a payload index from the data');
+    }
+    let schema;
+    try {
+      schema = parseFieldSchema(b.field_schema);
+    } catch (err) {
+      if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);
+      throw err;
+    }
+    const name = param(ctx, 'collection_name');
+    await toc.updateMeta(name, (c) => c.createPayloadIndex(field, schema));
+    ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
+  });
+
+  routes.add('DELETE', '/collections/{collection_name}/index/{field_name}', async (ctx: Context) => {
+    const { wait } = writeParams(ctx);
+    const name = param(ctx, 'collection_name');
+    const field = param(ctx, 'field_name');
+    await toc.updateMeta(name, async (c) => {
+      await c.dropPayloadIndex(field);
+    });
+    ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
+  });
+}

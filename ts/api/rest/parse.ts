@@ -1,0 +1,192 @@
+/**
+ * Readers for the parts of REST requests that many routes share: query parameters
+ * (`wait`, `ordering`, `timeout`, `consistency`), point ids, vectors, filters and the
+ * `with_payload` / `with_vector` selectors.
+ *
+ * Owns: turning JSON into the typed values the collection layer takes, with the
+ * reference's status codes for bad input (400 for what does not deserialize, 422 for
+ * what does but breaks a rule). Must never: look at stored data.
+ */
+
+import type { Context } from 'koa';
+
+import { FormatError, QueryFormatError, ValidationError } from '../errors';
+import { FilterError, validateFilter, type Filter } from '../../shard/filter';
+import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tracker';
+import { PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
+import type { NamedVectors } from '../../shard/operations';
+import type { WithVector } from '../../collection/collection';
+
+export type Obj = Record<string, unknown>;
+
+export function isObj(x: unknown): x is Obj {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+export function body(ctx: Context): Obj {
+  const b = ctx.request.body;
+  if (b === undefined) throw new FormatError('EOF while parsing a value at line 1 column 0');
+  if (!isObj(b)) throw new FormatError('expected a JSON object');
+  return b;
+}
+
+/** A body that may be absent (then `{}`). */
+export function optionalBody(ctx: Context): Obj {
+  const b = ctx.request.body;
+  if (b === undefined || b === null) return {};
+  if (!isObj(b)) throw new FormatError('expected a JSON object');
+  return b;
+}
+
+function queryError(detail: string): QueryFormatError {
+  return new QueryFormatError(detail);
+}
+
+export function queryBool(ctx: Context, name: string, dflt: boolean): boolean {
+  const v = ctx.query[name];
+  if (v === undefined) return dflt;
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  throw queryError(`${name}: provided string was not \`true\` or \`false\``);
+}
+
+/** `?wait=` (default false) after checking `ordering` and `timeout`. */
+export function writeParams(ctx: Context): { wait: boolean } {
+  const ordering = ctx.query.ordering;
+  if (ordering !== undefined && ordering !== 'weak' && ordering !== 'medium' && ordering !== 'strong') {
+    throw queryError(`ordering: unknown variant \`${String(ordering)}\`, expected one of \`weak\`, \`medium\`, \`strong\``);
+  }
+  readTimeout(ctx);
+  return { wait: queryBool(ctx, 'wait', false) };
+}
+
+/** Checks `consistency` and `timeout` of a read (one node holds every replica, so any level is met). */
+export function readParams(ctx: Context): void {
+  const c = ctx.query.consistency;
+  if (c !== undefined && !['majority', 'quorum', 'all'].includes(String(c)) && !/^[1-9][0-9]*$/.test(String(c))) {
+    throw queryError(`consistency: expected a positive integer, \`majority\`, \`quorum\` or \`all\`, got \`${String(c)}\``);
+  }
+  readTimeout(ctx);
+}
+
+function readTimeout(ctx: Context): void {
+  const t = ctx.query.timeout;
+  if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw queryError(`timeout: invalid digit found in string`);
+}
+
+export function pointId(x: unknown, field: string): PointKey {
+  try {
+    return normalizePointId(x);
+  } catch (err) {
+    if (err instanceof PointIdError) throw new FormatError(`${field}: ${err.message}`);
+    throw err;
+  }
+}
+
+export function pointIds(x: unknown, field: string): PointKey[] {
+  if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of point ids`);
+  return x.map((v, i) => pointId(v, `${field}[${i}]`));
+}
+
+export function filter(x: unknown, field = 'filter'): Filter | null {
+  if (x === undefined || x === null) return null;
+  try {
+    return validateFilter(x);
+  } catch (err) {
+    if (err instanceof FilterError) throw new FormatError(`${field}: ${err.message}`);
+    throw err;
+  }
+}
+
+export function payload(x: unknown, field: string): Payload {
+  if (!isObj(x)) throw new FormatError(`${field}: expected a JSON object`);
+  try {
+    validatePayload(x);
+  } catch (err) {
+    if (err instanceof PayloadError) throw new FormatError(`${field}: ${err.message}`);
+    throw err;
+  }
+  return x as Payload;
+}
+
+export function withPayload(x: unknown, dflt: boolean): WithPayload {
+  if (x === undefined || x === null) return dflt;
+  if (typeof x === 'boolean') return x;
+  if (Array.isArray(x) && x.every((k) => typeof k === 'string')) return x as string[];
+  if (isObj(x)) {
+    const keys = Object.keys(x);
+    if (keys.length === 1 && (keys[0] === 'include' || keys[0] === 'exclude') && Array.isArray(x[keys[0]]) && (x[keys[0]] as unknown[]).every((k) => typeof k === 'string')) {
+      return x as WithPayload;
+    }
+  }
+  throw new FormatError('with_payload: expected a boolean, an array of keys, {"include": [...]} or {"exclude": [...]}');
+}
+
+export function withVector(x: unknown, dflt: boolean): WithVector {
+  if (x === undefined || x === null) return dflt;
+  if (typeof x === 'boolean') return x;
+  if (Array.isArray(x) && x.every((k) => typeof k === 'string')) return x as string[];
+  throw new FormatError('with_vector: expected a boolean or an array of vector names');
+}
+
+export function uint(x: unknown, field: string, dflt: number, min = 0): number {
+  if (x === undefined || x === null) return dflt;
+  if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < 0) throw new FormatError(`${field}: expected an unsigned integer, got ${JSON.stringify(x)}`);
+  if (x < min) throw new ValidationError(`${field}: value ${x} invalid, must be ${min} or larger`);
+  return x;
+}
+
+/** A dense vector: an array of finite numbers. */
+export function denseVector(x: unknown, field: string): Float32Array {
+  if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of numbers`);
+  const out = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) {
+    const v = x[i];
+    if (typeof v !== 'number') {
+      if (Array.isArray(v)) throw new FormatError(`${field}: multivectors (arrays of arrays) are not supported by Quiver`);
+      throw new FormatError(`${field}[${i}]: expected a number, got ${JSON.stringify(v)}`);
+    }
+    if (!Number.isFinite(v) || !Number.isFinite(Math.fround(v))) throw new FormatError(`${field}[${i}]: ${v} is not a finite 32-bit float`);
+    out[i] = v;
+  }
+  if (out.length === 0) throw new ValidationError(`${field}: a vector needs at least one value`);
+  return out;
+}
+
+function isSparse(x: unknown): boolean {
+  return isObj(x) && 'indices' in x && 'values' in x;
+}
+
+/**
+ * The vectors of a point: a bare array is the unnamed vector, an object maps names to
+ * arrays. Sparse and multi-vectors are refused with a clear error.
+ */
+export function pointVectors(x: unknown, field: string): NamedVectors {
+  const out: NamedVectors = new Map();
+  if (Array.isArray(x)) {
+    out.set('', denseVector(x, field));
+    return out;
+  }
+  if (isObj(x)) {
+    if (isSparse(x)) throw new FormatError(`${field}: sparse vectors are not supported by Quiver`);
+    if ('text' in x || 'image' in x || 'object' in x) throw new FormatError(`${field}: inference documents are not supported by Quiver; send vectors`);
+    for (const [name, v] of Object.entries(x)) {
+      if (isSparse(v)) throw new FormatError(`${field}.${name}: sparse vectors are not supported by Quiver`);
+      out.set(name, denseVector(v, `${field}.${name}`));
+    }
+    return out;
+  }
+  throw new FormatError(`${field}: expected an array of numbers or an object of named vectors`);
+}
+
+/** Rejects body keys that Quiver does not serve (instead of silently ignoring them). */
+export function refuse(o: Obj, keys: Record<string, string>): void {
+  for (const [k, why] of Object.entries(keys)) {
+    if (o[k] !== undefined && o[k] !== null) throw new FormatError(`${k}: ${why}`);
+  }
+}
+
+export function param(ctx: Context, name: string): string {
+  // The router has already percent-decoded path parameters.
+  return String((ctx.params as Record<string, string>)[name]);
+}

@@ -1,0 +1,549 @@
+/**
+ * REST routes of points: writes (upsert, delete, payload and vector operations,
+ * batch), reads (retrieve, get, scroll, count) and similarity (query, search,
+ * recommend and their batch forms).
+ *
+ * Owns: the request shapes of those routes and the response shapes (Record,
+ * ScoredPoint, UpdateResult). Every request is parsed completely before anything is
+ * written, so a bad request changes nothing. Must never: hold state or touch disk.
+ */
+
+import type { Context } from 'koa';
+
+import type { Collection, OrderBy, ScoredOut, SearchRequest, Selector, UpdateResult, WithVector } from '../../collection/collection';
+import type { PointKey } from '../../shard/id-tracker';
+import type { NamedVectors, PointWrite } from '../../shard/operations';
+import type { Payload, WithPayload } from '../../shard/payload-store';
+import type { TableOfContent } from '../../storage/toc';
+import { ok } from '../envelope';
+import { BadInputError, FormatError, NotFoundError, ValidationError } from '../errors';
+import type { Filter } from '../../shard/filter';
+import {
+  body,
+  denseVector,
+  filter,
+  isObj,
+  param,
+  payload,
+  pointId,
+  pointIds,
+  pointVectors,
+  readParams,
+  refuse,
+  uint,
+  withPayload,
+  withVector,
+  writeParams,
+  type Obj,
+} from './parse';
+import type { RouteTable } from './route';
+
+const NO_SHARD_KEY = { shard_key: 'custom sharding (shard_key) is not supported by Quiver yet: it arrives with the distributed issues' };
+
+// -- write bodies ---------------------------------------------------------------------------
+
+function upsertPoints(b: Obj): PointWrite[] {
+  refuse(b, { ...NO_SHARD_KEY, update_filter: 'conditional upserts (update_filter) are not supported by Quiver' });
+  if (b.update_mode !== undefined && b.update_mode !== null && b.update_mode !== 'upsert') {
+    throw new FormatError('update_mode: only `upsert` is supported by Quiver');
+  }
+  if (Array.isArray(b.points)) {
+    return b.points.map((p: unknown, i: number) => {
+      const where = `points[${i}]`;
+      if (!isObj(p)) throw new FormatError(`${where}: expected an object`);
+      if (p.id === undefined) throw new FormatError(`${where}: missing field \`id\``);
+      if (p.vector === undefined) throw new FormatError(`${where}: missing field \`vector\``);
+      return {
+        id: pointId(p.id, `${where}.id`),
+        vectors: pointVectors(p.vector, `${where}.vector`),
+        payload: p.payload === undefined || p.payload === null ? null : payload(p.payload, `${where}.payload`),
+      };
+    });
+  }
+  if (isObj(b.batch)) {
+    const batch = b.batch;
+    const ids = pointIds(batch.ids, 'batch.ids');
+    const n = ids.length;
+    const vectors: NamedVectors[] = ids.map(() => new Map());
+    const rows = (x: unknown, name: string, field: string) => {
+      if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of vectors`);
+      if (x.length !== n) throw new BadInputError(`${field} has ${x.length} vectors for ${n} ids`);
+      x.forEach((v, i) => vectors[i].set(name, denseVector(v, `${field}[${i}]`)));
+    };
+    if (Array.isArray(batch.vectors)) rows(batch.vectors, '', 'batch.vectors');
+    else if (isObj(batch.vectors)) for (const [name, x] of Object.entries(batch.vectors)) rows(x, name, `batch.vectors.${name}`);
+    else throw new FormatError('batch: missing field `vectors`');
+    let payloads: Array<Payload | null> = ids.map(() => null);
+    if (batch.payloads !== undefined && batch.payloads !== null) {
+      if (!Array.isArray(batch.payloads)) throw new FormatError('batch.payloads: expected an array');
+      if (batch.payloads.length !== n) throw new BadInputError(`batch.payloads has ${batch.payloads.length} payloads for ${n} ids`);
+      payloads = batch.payloads.map((p: unknown, i: number) => (p === null ? null : payload(p, `batch.payloads[${i}]`)));
+    }
+    return ids.map((id, i) => ({ id, vectors: vectors[i], payload: payloads[i] }));
+  }
+  throw new FormatError('expected `points` or `batch`');
+}
+
+/** `{points: [...]}` and/or `{filter: {...}}`; `required` says one of them must be there. */
+function selector(b: Obj): Selector {
+  refuse(b, NO_SHARD_KEY);
+  const ids = b.points === undefined || b.points === null ? null : pointIds(b.points, 'points');
+  const f = filter(b.filter);
+  if (ids === null && f === null) throw new FormatError('expected `points` or `filter`');
+  return { ids, filter: f };
+}
+
+function vectorNames(x: unknown, field: string): string[] {
+  if (!Array.isArray(x) || !x.every((n) => typeof n === 'string')) throw new FormatError(`${field}: expected an array of vector names`);
+  return x as string[];
+}
+
+function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors }> {
+  refuse(b, { ...NO_SHARD_KEY, update_filter: 'conditional updates (update_filter) are not supported by Quiver' });
+  if (!Array.isArray(b.points)) throw new FormatError('missing field `points`');
+  return b.points.map((p: unknown, i: number) => {
+    if (!isObj(p)) throw new FormatError(`points[${i}]: expected an object`);
+    return { id: pointId(p.id, `points[${i}].id`), vectors: pointVectors(p.vector, `points[${i}].vector`) };
+  });
+}
+
+type WriteOp = (c: Collection, wait: boolean) => Promise<UpdateResult>;
+
+function keyOf(b: Obj): string | null {
+  if (b.key === undefined || b.key === null) return null;
+  if (typeof b.key !== 'string') throw new FormatError('key: expected a string');
+  return b.key;
+}
+
+function setPayloadOp(b: Obj, overwrite: boolean): WriteOp {
+  if (b.payload === undefined) throw new FormatError('missing field `payload`');
+  const p = payload(b.payload, 'payload');
+  const sel = selector(b);
+  const key = keyOf(b);
+  if (overwrite) {
+    if (key !== null) throw new BadInputError('overwrite payload does not take a `key`; use set payload to write under a key');
+    return (c, wait) => c.overwritePayload(sel, p, wait);
+  }
+  return (c, wait) => c.setPayload(sel, p, key, wait);
+}
+
+function deletePayloadOp(b: Obj): WriteOp {
+  if (!Array.isArray(b.keys) || !b.keys.every((k) => typeof k === 'string')) throw new FormatError('keys: expected an array of strings');
+  const keys = b.keys as string[];
+  const sel = selector(b);
+  return (c, wait) => c.deletePayload(sel, keys, wait);
+}
+
+function deleteVectorsOp(b: Obj): WriteOp {
+  const names = vectorNames(b.vector, 'vector');
+  const sel = selector(b);
+  return (c, wait) => c.deleteVectors(sel, names, wait);
+}
+
+/** One operation of `POST /points/batch`, parsed. */
+function batchOp(o: unknown, i: number): WriteOp {
+  const where = `operations[${i}]`;
+  if (!isObj(o) || Object.keys(o).length !== 1) throw new FormatError(`${where}: expected an object with one operation`);
+  const [kind, arg] = Object.entries(o)[0];
+  if (!isObj(arg)) throw new FormatError(`${where}.${kind}: expected an object`);
+  switch (kind) {
+    case 'upsert': {
+      const pts = upsertPoints(arg);
+      return (c, wait) => c.upsert(pts, wait);
+    }
+    case 'delete': {
+      const sel = selector(arg);
+      return (c, wait) => c.deletePoints(sel, wait);
+    }
+    case 'set_payload':
+      return setPayloadOp(arg, false);
+    case 'overwrite_payload':
+      return setPayloadOp(arg, true);
+    case 'delete_payload':
+      return deletePayloadOp(arg);
+    case 'clear_payload': {
+      const sel = selector(arg);
+      return (c, wait) => c.clearPayload(sel, wait);
+    }
+    case 'update_vectors': {
+      const pts = updateVectorPoints(arg);
+      return (c, wait) => c.updateVectors(pts, wait);
+    }
+    case 'delete_vectors':
+      return deleteVectorsOp(arg);
+    default:
+      throw new FormatError(
+        `${where}: unknown variant \`${kind}\`, expected one of \`upsert\`, \`delete\`, \`set_payload\`, \`overwrite_payload\`, \`delete_payload\`, \`clear_payload\`, \`update_vectors\`, \`delete_vectors\``,
+      );
+  }
+}
+
+/** Checks every vector of a write against the collection before anything is logged. */
+function checkPoints(c: Collection, pts: Array<{ vectors: NamedVectors }>): void {
+  for (const p of pts) for (const [name, v] of p.vectors) c.checkVector(name, v);
+}
+
+// -- search bodies ---------------------------------------------------------------------------
+
+interface Common {
+  filter: Filter | null;
+  limit: number;
+  offset: number;
+  scoreThreshold: number | null;
+  hnswEf?: number;
+  exact?: boolean;
+  quantization?: SearchRequest['quantization'];
+  withPayload: WithPayload;
+  withVector: WithVector;
+}
+
+function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantization'> {
+  if (x === undefined || x === null) return {};
+  if (!isObj(x)) throw new FormatError('params: expected an object');
+  const out: Pick<Common, 'hnswEf' | 'exact' | 'quantization'> = {};
+  if (x.hnsw_ef !== undefined && x.hnsw_ef !== null) out.hnswEf = uint(x.hnsw_ef, 'params.hnsw_ef', 0, 1);
+  if (x.exact !== undefined && x.exact !== null) {
+    if (typeof x.exact !== 'boolean') throw new FormatError('params.exact: expected a boolean');
+    out.exact = x.exact;
+  }
+  if (x.quantization !== undefined && x.quantization !== null) {
+    const q = x.quantization;
+    if (!isObj(q)) throw new FormatError('params.quantization: expected an object');
+    const qo: NonNullable<SearchRequest['quantization']> = {};
+    if (q.ignore !== undefined && q.ignore !== null) qo.ignore = Boolean(q.ignore);
+    if (q.rescore !== undefined && q.rescore !== null) qo.rescore = Boolean(q.rescore);
+    if (q.oversampling !== undefined && q.oversampling !== null) {
+      if (typeof q.oversampling !== 'number' || !(q.oversampling >= 1)) throw new ValidationError('params.quantization.oversampling: must be 1 or larger');
+      qo.oversampling = q.oversampling;
+    }
+    out.quantization = qo;
+  }
+  return out;
+}
+
+function common(b: Obj, defaultLimit: number | null): Common {
+  let limit: number;
+  if (b.limit === undefined || b.limit === null) {
+    if (defaultLimit === null) throw new FormatError('missing field `limit`');
+    limit = defaultLimit;
+  } else limit = uint(b.limit, 'limit', 0, 1);
+  let scoreThreshold: number | null = null;
+  if (b.score_threshold !== undefined && b.score_threshold !== null) {
+    if (typeof b.score_threshold !== 'number') throw new FormatError('score_threshold: expected a number');
+    scoreThreshold = b.score_threshold;
+  }
+  return {
+    filter: filter(b.filter),
+    limit,
+    offset: uint(b.offset, 'offset', 0),
+    scoreThreshold,
+    ...searchParams(b.params),
+    withPayload: withPayload(b.with_payload, false),
+    withVector: withVector(b.with_vector, false),
+  };
+}
+
+/** A vector or a point id, as the query and recommend APIs take them. */
+type Example = { vector: Float32Array } | { id: PointKey };
+
+function example(x: unknown, field: string): Example {
+  if (Array.isArray(x)) return { vector: denseVector(x, field) };
+  if (typeof x === 'number' || typeof x === 'string') return { id: pointId(x, field) };
+  if (isObj(x) && 'indices' in x) throw new FormatError(`${field}: sparse vectors are not supported by Quiver`);
+  throw new FormatError(`${field}: expected a vector (array of numbers) or a point id`);
+}
+
+function examples(x: unknown, field: string): Example[] {
+  if (x === undefined || x === null) return [];
+  if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array`);
+  return x.map((e, i) => example(e, `${field}[${i}]`));
+}
+
+interface Recommend {
+  positive: Example[];
+  negative: Example[];
+}
+
+function recommendInput(o: Obj, field: string): Recommend {
+  const strategy = o.strategy ?? 'average_vector';
+  if (strategy !== 'average_vector') {
+    if (strategy === 'best_score' || strategy === 'sum_scores') {
+      throw new BadInputError(`${field}strategy \`${String(strategy)}\` is not supported by Quiver; use \`average_vector\``);
+    }
+    throw new FormatError(`${field}strategy: unknown variant ${JSON.stringify(strategy)}, expected one of \`average_vector\`, \`best_score\`, \`sum_scores\``);
+  }
+  const rec = { positive: examples(o.positive, `${field}positive`), negative: examples(o.negative, `${field}negative`) };
+  if (rec.positive.length === 0) throw new BadInputError('At least one positive vector ID required');
+  return rec;
+}
+
+/** A parsed query: nearest to a vector or point, a recommendation, or no vector at all (by id or payload order). */
+type QueryKind = { nearest: Example } | { recommend: Recommend } | { orderBy: OrderBy } | { none: true };
+
+function queryKind(x: unknown): QueryKind {
+  if (x === undefined || x === null) return { none: true };
+  if (Array.isArray(x) || typeof x === 'number' || typeof x === 'string') return { nearest: example(x, 'query') };
+  if (isObj(x)) {
+    if ('nearest' in x) {
+      if (x.mmr !== undefined && x.mmr !== null) throw new FormatError('query.mmr: maximal marginal relevance is not supported by Quiver');
+      return { nearest: example(x.nearest, 'query.nearest') };
+    }
+    if ('recommend' in x) {
+      if (!isObj(x.recommend)) throw new FormatError('query.recommend: expected an object');
+      return { recommend: recommendInput(x.recommend, 'query.recommend.') };
+    }
+    if ('order_by' in x) return { orderBy: orderBy(x.order_by, 'query.order_by') };
+    if ('indices' in x) throw new FormatError('query: sparse vectors are not supported by Quiver');
+    const kind = Object.keys(x)[0];
+    throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\` or \`recommend\``);
+  }
+  throw new FormatError('query: expected a vector, a point id or a query object');
+}
+
+async function exampleVector(c: Collection, e: Example, using: string): Promise<Float32Array> {
+  if ('vector' in e) {
+    c.checkVector(using, e.vector);
+    return e.vector;
+  }
+  return c.pointVector(e.id, using);
+}
+
+/** The reference's average_vector recommendation: avg(pos) + (avg(pos) - avg(neg)). */
+async function recommendVector(c: Collection, r: Recommend, using: string): Promise<Float32Array> {
+  const avg = async (xs: Example[]): Promise<Float32Array | null> => {
+    if (xs.length === 0) return null;
+    const vs = await Promise.all(xs.map((e) => exampleVector(c, e, using)));
+    const out = new Float32Array(vs[0].length);
+    for (const v of vs) for (let i = 0; i < v.length; i++) out[i] += v[i] / vs.length;
+    return out;
+  };
+  const pos = (await avg(r.positive))!;
+  const neg = await avg(r.negative);
+  if (!neg) return pos;
+  const out = new Float32Array(pos.length);
+  for (let i = 0; i < pos.length; i++) out[i] = pos[i] + (pos[i] - neg[i]);
+  return out;
+}
+
+function exampleIds(xs: Example[]): PointKey[] {
+  return xs.filter((e): e is { id: PointKey } => 'id' in e).map((e) => e.id);
+}
+
+async function runQuery(c: Collection, b: Obj): Promise<ScoredOut[]> {
+  refuse(b, {
+    ...NO_SHARD_KEY,
+    prefetch: 'prefetch (hybrid queries) is not supported by Quiver',
+    lookup_from: 'lookup_from is not supported by Quiver',
+  });
+  const using = b.using === undefined || b.using === null ? '' : String(b.using);
+  const kind = queryKind(b.query);
+  const cm = common(b, 10);
+  if ('none' in kind) {
+    const page = await c.scroll({ offset: null, limit: cm.offset + cm.limit, filter: cm.filter, withPayload: cm.withPayload, withVector: cm.withVector });
+    return page.points.slice(cm.offset).map((p) => ({ ...p, version: 0, score: 0 }));
+  }
+  if ('orderBy' in kind) {
+    const page = await c.scrollOrdered(kind.orderBy, { limit: cm.offset + cm.limit, filter: cm.filter, withPayload: cm.withPayload, withVector: cm.withVector });
+    return page.points.slice(cm.offset).map((p) => ({ ...p, version: 0, score: 0 }));
+  }
+  let vector: Float32Array;
+  let exclude: PointKey[] = [];
+  if ('nearest' in kind) {
+    vector = await exampleVector(c, kind.nearest, using);
+    if ('id' in kind.nearest) exclude = [kind.nearest.id];
+  } else {
+    vector = await recommendVector(c, kind.recommend, using);
+    exclude = [...exampleIds(kind.recommend.positive), ...exampleIds(kind.recommend.negative)];
+  }
+  return c.search({ using, vector, exclude, ...cm });
+}
+
+/** `vector` of the legacy search: an array, or `{name, vector}`. */
+function legacyVector(x: unknown): { using: string; vector: Float32Array } {
+  if (Array.isArray(x)) return { using: '', vector: denseVector(x, 'vector') };
+  if (isObj(x)) {
+    if ('indices' in x || (isObj(x.vector) && 'indices' in (x.vector as Obj))) throw new FormatError('vector: sparse vectors are not supported by Quiver');
+    if (typeof x.name === 'string' && Array.isArray(x.vector)) return { using: x.name, vector: denseVector(x.vector, 'vector.vector') };
+  }
+  throw new FormatError('missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
+}
+
+function runSearch(c: Collection, b: Obj): Promise<ScoredOut[]> {
+  refuse(b, NO_SHARD_KEY);
+  if (b.vector === undefined) throw new FormatError('missing field `vector`');
+  const { using, vector } = legacyVector(b.vector);
+  return c.search({ using, vector, ...common(b, null) });
+}
+
+async function runRecommend(c: Collection, b: Obj): Promise<ScoredOut[]> {
+  refuse(b, { ...NO_SHARD_KEY, lookup_from: 'lookup_from is not supported by Quiver' });
+  const using = b.using === undefined || b.using === null ? '' : String(b.using);
+  const rec = recommendInput(b, '');
+  const cm = common(b, null);
+  const vector = await recommendVector(c, rec, using);
+  return c.search({ using, vector, exclude: [...exampleIds(rec.positive), ...exampleIds(rec.negative)], ...cm });
+}
+
+function batchOf(b: Obj, key: string): Obj[] {
+  const list = b[key];
+  if (!Array.isArray(list)) throw new FormatError(`missing field \`${key}\``);
+  return list.map((x, i) => {
+    if (!isObj(x)) throw new FormatError(`${key}[${i}]: expected an object`);
+    return x;
+  });
+}
+
+function orderBy(x: unknown, field: string): OrderBy {
+  if (typeof x === 'string') return { key: x, direction: 'asc', start_from: null };
+  if (!isObj(x) || typeof x.key !== 'string') throw new FormatError(`${field}: expected a key or {"key": ..., "direction": ..., "start_from": ...}`);
+  const direction = x.direction ?? 'asc';
+  if (direction !== 'asc' && direction !== 'desc') throw new FormatError(`${field}.direction: unknown variant ${JSON.stringify(direction)}, expected \`asc\` or \`desc\``);
+  const sf = x.start_from ?? null;
+  if (sf !== null && typeof sf !== 'number' && typeof sf !== 'string') throw new FormatError(`${field}.start_from: expected a number or an RFC 3339 datetime`);
+  return { key: x.key, direction, start_from: sf };
+}
+
+/** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
+function pathId(raw: string): PointKey {
+  return pointId(/^[0-9]+$/.test(raw) ? Number(raw) : raw, 'id');
+}
+
+export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
+  const collection = (ctx: Context) => toc.get(param(ctx, 'collection_name'));
+  const writeRoute = (method: 'PUT' | 'POST', pattern: string, parse: (b: Obj, c: Collection) => WriteOp) => {
+    routes.add(method, pattern, async (ctx: Context) => {
+      const { wait } = writeParams(ctx);
+      const c = collection(ctx);
+      const op = parse(body(ctx), c);
+      ok(ctx, await op(c, wait));
+    });
+  };
+
+  writeRoute('PUT', '/collections/{collection_name}/points', (b, c) => {
+    const pts = upsertPoints(b);
+    checkPoints(c, pts);
+    return (col, wait) => col.upsert(pts, wait);
+  });
+  writeRoute('POST', '/collections/{collection_name}/points/delete', (b) => {
+    const sel = selector(b);
+    return (c, wait) => c.deletePoints(sel, wait);
+  });
+  writeRoute('POST', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, false));
+  writeRoute('PUT', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, true));
+  writeRoute('POST', '/collections/{collection_name}/points/payload/delete', (b) => deletePayloadOp(b));
+  writeRoute('POST', '/collections/{collection_name}/points/payload/clear', (b) => {
+    const sel = selector(b);
+    return (c, wait) => c.clearPayload(sel, wait);
+  });
+  writeRoute('PUT', '/collections/{collection_name}/points/vectors', (b, c) => {
+    const pts = updateVectorPoints(b);
+    checkPoints(c, pts);
+    return (col, wait) => col.updateVectors(pts, wait);
+  });
+  writeRoute('POST', '/collections/{collection_name}/points/vectors/delete', (b) => deleteVectorsOp(b));
+
+  routes.add('POST', '/collections/{collection_name}/points/batch', async (ctx: Context) => {
+    const { wait } = writeParams(ctx);
+    const c = collection(ctx);
+    const b = body(ctx);
+    const ops = batchOf(b, 'operations').map((o, i) => batchOp(o, i));
+    const results: UpdateResult[] = [];
+    for (const op of ops) results.push(await op(c, wait));
+    ok(ctx, results);
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const b = body(ctx);
+    refuse(b, NO_SHARD_KEY);
+    if (b.ids === undefined) throw new FormatError('missing field `ids`');
+    const ids = pointIds(b.ids, 'ids');
+    ok(ctx, await c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false)));
+  });
+
+  routes.add('GET', '/collections/{collection_name}/points/{id}', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const raw = param(ctx, 'id');
+    const id = pathId(raw);
+    const [rec] = await c.retrieve([id], true, true);
+    if (!rec) throw new NotFoundError(`No point with id ${raw} found`);
+    ok(ctx, rec);
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/scroll', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const b = body(ctx);
+    refuse(b, NO_SHARD_KEY);
+    if (b.order_by !== undefined && b.order_by !== null) {
+      ok(ctx, await c.scrollOrdered(orderBy(b.order_by, 'order_by'), {
+        limit: uint(b.limit, 'limit', 10, 1),
+        filter: filter(b.filter),
+        withPayload: withPayload(b.with_payload, true),
+        withVector: withVector(b.with_vector, false),
+      }));
+      return;
+    }
+    ok(
+      ctx,
+      await c.scroll({
+        offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
+        limit: uint(b.limit, 'limit', 10, 1),
+        filter: filter(b.filter),
+        withPayload: withPayload(b.with_payload, true),
+        withVector: withVector(b.with_vector, false),
+      }),
+    );
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/count', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const b = ctx.request.body === undefined ? {} : body(ctx);
+    refuse(b, NO_SHARD_KEY);
+    if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
+    ok(ctx, { count: c.count(filter(b.filter)) });
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/query', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    ok(ctx, { points: await runQuery(c, body(ctx)) });
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/query/batch', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const reqs = batchOf(body(ctx), 'searches');
+    const out = await Promise.all(reqs.map(async (r) => ({ points: await runQuery(c, r) })));
+    ok(ctx, out);
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/search', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    ok(ctx, await runSearch(c, body(ctx)));
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/search/batch', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const reqs = batchOf(body(ctx), 'searches');
+    ok(ctx, await Promise.all(reqs.map((r) => runSearch(c, r))));
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/recommend', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    ok(ctx, await runRecommend(c, body(ctx)));
+  });
+
+  routes.add('POST', '/collections/{collection_name}/points/recommend/batch', async (ctx: Context) => {
+    readParams(ctx);
+    const c = collection(ctx);
+    const reqs = batchOf(body(ctx), 'searches');
+    ok(ctx, await Promise.all(reqs.map((r) => runRecommend(c, r))));
+  });
+}

@@ -1,0 +1,508 @@
+/**
+ * A collection: its configuration and its shards, each a ReplicaSet (today one local
+ * replica; the distributed issues add remote ones behind the same interface).
+ *
+ * Owns: routing points to shards (a hash of the point id over shard_number),
+ * splitting writes per shard, fanning reads out and merging them (top-k by score,
+ * scroll order), and the checks that make a rejected write change nothing (every
+ * point validated, explicit ids checked to exist) before any shard logs anything.
+ * Must never: parse HTTP bodies (ts/api does) or know the storage root layout
+ * (ts/storage does).
+ */
+
+import * as path from 'node:path';
+import type { Logger } from 'pino';
+
+import type { Engine } from '../../bindings/engine';
+import { BadInputError, BadRequestError, NotFoundError } from '../api/errors';
+import { type Filter } from '../shard/filter';
+import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
+import { LocalShard, type StoredPoint } from '../shard/local-shard';
+import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operations';
+import { OrderByError, type FieldSchema } from '../shard/payload-index';
+import { select, type Payload, type WithPayload } from '../shard/payload-store';
+import { higherIsBetter, type Hit } from '../shard/vector-store';
+import { type CollectionConfig, type VectorSpec, vectorEntries, vectorSpecs } from './config';
+
+export type WithVector = boolean | string[];
+
+export interface UpdateResult {
+  operation_id: number;
+  status: 'acknowledged' | 'completed';
+}
+
+/** Points chosen by explicit ids or by a filter (ids may carry a filter too). */
+export interface Selector {
+  ids: PointKey[] | null;
+  filter: Filter | null;
+}
+
+export interface RecordOut {
+  id: number | string;
+  payload: Payload | null;
+  vector: number[] | Record<string, number[]> | null;
+}
+
+export interface ScoredOut extends RecordOut {
+  version: number;
+  score: number;
+}
+
+export interface SearchRequest {
+  using: string;
+  vector: Float32Array;
+  filter: Filter | null;
+  limit: number;
+  offset: number;
+  scoreThreshold: number | null;
+  hnswEf?: number;
+  exact?: boolean;
+  quantization?: { ignore?: boolean; rescore?: boolean; oversampling?: number };
+  withPayload: WithPayload;
+  withVector: WithVector;
+  /** Points never returned (the examples of a recommendation, the point of a query by id). */
+  exclude?: PointKey[];
+}
+
+export interface ScrollRequest {
+  offset: PointKey | null;
+  limit: number;
+  filter: Filter | null;
+  withPayload: WithPayload;
+  withVector: WithVector;
+}
+
+export interface OrderBy {
+  key: string;
+  direction: 'asc' | 'desc';
+  start_from: number | string | null;
+}
+
+export interface CollectionMeta {
+  config: CollectionConfig;
+  /** Payload indexes by field. */
+  payload_schema: Record<string, FieldSchema>;
+}
+
+/** One replica set per shard; today it holds the local replica only. */
+export class ReplicaSet {
+  constructor(
+    readonly shardId: number,
+    readonly local: LocalShard,
+  ) {}
+}
+
+export class Collection {
+  private readonly shards: ReplicaSet[] = [];
+  private readonly specs: Map<string, VectorSpec>;
+
+  private constructor(
+    readonly name: string,
+    readonly dir: string,
+    readonly meta: CollectionMeta,
+    private readonly logger: Logger,
+  ) {
+    this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
+  }
+
+  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger): Promise<Collection> {
+    const c = new Collection(name, dir, meta, logger.child({ collection: name }));
+    const specs = vectorSpecs(meta.config);
+    const opened = await Promise.all(
+      Array.from({ length: meta.config.params.shard_number }, (_, id) =>
+        LocalShard.open({
+          dir: path.join(dir, String(id)),
+          engine,
+          vectors: specs,
+          walSegmentBytes: meta.config.wal_config.wal_capacity_mb * 1024 * 1024,
+          flushIntervalMs: meta.config.optimizer_config.flush_interval_sec * 1000,
+          payloadIndexes: meta.payload_schema,
+          logger: c.logger.child({ shard: id }),
+        }),
+      ),
+    );
+    opened.forEach((s, id) => c.shards.push(new ReplicaSet(id, s)));
+    return c;
+  }
+
+  get config(): CollectionConfig {
+    return this.meta.config;
+  }
+
+  /**
+   * Takes a new configuration whose index parameters are unchanged (the API refuses
+   * the others): optimizer thresholds apply to the next optimizer decision.
+   */
+  updateConfig(next: CollectionConfig): void {
+    this.meta.config = next;
+    for (const spec of vectorSpecs(next)) {
+      this.specs.set(spec.name, spec);
+      for (const s of this.locals()) {
+        const store = s.vectors.get(spec.name);
+        if (store) Object.assign(store.spec, spec);
+      }
+    }
+    for (const s of this.locals()) s.kick();
+  }
+
+  private locals(): LocalShard[] {
+    return this.shards.map((r) => r.local);
+  }
+
+  private shardOf(key: PointKey): LocalShard {
+    const n = this.shards.length;
+    if (n === 1) return this.shards[0].local;
+    return this.shards[crc32c(Buffer.from(key.key, 'utf8')) % n].local;
+  }
+
+  vectorSpec(name: string): VectorSpec {
+    const s = this.specs.get(name);
+    if (!s) {
+      if (name === '') throw new BadInputError('Not existing vector name error: the collection has only named vectors; say which one with `using` or a named vector');
+      throw new BadInputError(`Not existing vector name error: ${name}`);
+    }
+    return s;
+  }
+
+  vectorNames(): string[] {
+    return [...this.specs.keys()];
+  }
+
+  /** Whether the collection has the unnamed vector only (vectors are then bare arrays). */
+  get singleUnnamed(): boolean {
+    return this.specs.size === 1 && this.specs.has('');
+  }
+
+  /** Throws the reference's 400 when a vector does not fit its named vector. */
+  checkVector(name: string, v: Float32Array): void {
+    const spec = this.vectorSpec(name);
+    if (v.length !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${v.length}`);
+  }
+
+  // -- writes -----------------------------------------------------------------------------
+
+  private async write(
+    perShard: Map<LocalShard, (s: LocalShard) => ShardOperation>,
+    wait: boolean,
+  ): Promise<UpdateResult> {
+    const seqs = await Promise.all([...perShard].map(([shard, resolve]) => shard.update(resolve, wait)));
+    let max = 0n;
+    for (const s of seqs) if (s > max) max = s;
+    return { operation_id: Number(max), status: wait ? 'completed' : 'acknowledged' };
+  }
+
+  private byShard<T extends { key: string }>(keys: T[]): Map<LocalShard, T[]> {
+    const out = new Map<LocalShard, T[]>();
+    for (const k of keys) {
+      const s = this.shardOf(k as unknown as PointKey);
+      let l = out.get(s);
+      if (!l) out.set(s, (l = []));
+      l.push(k);
+    }
+    return out;
+  }
+
+  async upsert(points: PointWrite[], wait: boolean): Promise<UpdateResult> {
+    for (const p of points) for (const [name, v] of p.vectors) this.checkVector(name, v);
+    const groups = new Map<LocalShard, PointWrite[]>();
+    for (const p of points) {
+      const s = this.shardOf(p.id);
+      let l = groups.get(s);
+      if (!l) groups.set(s, (l = []));
+      l.push(p);
+    }
+    if (groups.size === 0) groups.set(this.shards[0].local, []);
+    const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
+    for (const [s, ps] of groups) ops.set(s, () => ({ kind: 'upsert', points: ps }));
+    return this.write(ops, wait);
+  }
+
+  /** Throws 404 for the first explicit id that no shard holds. */
+  private requireExisting(ids: PointKey[]): void {
+    for (const id of ids) {
+      if (!this.shardOf(id).has(id)) throw new NotFoundError(`No point with id ${id.kind === 'num' ? id.value.toString() : id.value} found`);
+    }
+  }
+
+  /**
+   * One operation per shard over the points `sel` chooses. With explicit ids each
+   * shard gets its own ids; with a filter every shard resolves it under its lock.
+   */
+  private selected(sel: Selector, make: (ids: PointKey[]) => ShardOperation): Map<LocalShard, (s: LocalShard) => ShardOperation> {
+    const out = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
+    if (sel.ids !== null) {
+      const groups = this.byShard(sel.ids);
+      for (const [s, ids] of groups) out.set(s, (sh) => make(sh.resolve(ids, sel.filter)));
+      if (out.size === 0) out.set(this.shards[0].local, () => make([]));
+    } else {
+      for (const s of this.locals()) out.set(s, (sh) => make(sh.resolve(null, sel.filter)));
+    }
+    return out;
+  }
+
+  deletePoints(sel: Selector, wait: boolean): Promise<UpdateResult> {
+    return this.write(this.selected(sel, (ids) => ({ kind: 'delete', ids })), wait);
+  }
+
+  setPayload(sel: Selector, payload: Payload, key: string | null, wait: boolean): Promise<UpdateResult> {
+    if (sel.ids) this.requireExisting(sel.ids);
+    return this.write(this.selected(sel, (ids) => ({ kind: 'set_payload', ids, payload, key })), wait);
+  }
+
+  overwritePayload(sel: Selector, payload: Payload, wait: boolean): Promise<UpdateResult> {
+    if (sel.ids) this.requireExisting(sel.ids);
+    return this.write(this.selected(sel, (ids) => ({ kind: 'overwrite_payload', ids, payload })), wait);
+  }
+
+  deletePayload(sel: Selector, keys: string[], wait: boolean): Promise<UpdateResult> {
+    if (sel.ids) this.requireExisting(sel.ids);
+    return this.write(this.selected(sel, (ids) => ({ kind: 'delete_payload', ids, keys })), wait);
+  }
+
+  clearPayload(sel: Selector, wait: boolean): Promise<UpdateResult> {
+    if (sel.ids) this.requireExisting(sel.ids);
+    return this.write(this.selected(sel, (ids) => ({ kind: 'clear_payload', ids })), wait);
+  }
+
+  updateVectors(points: Array<{ id: PointKey; vectors: NamedVectors }>, wait: boolean): Promise<UpdateResult> {
+    for (const p of points) {
+      if (p.vectors.size === 0) throw new BadInputError('each point of a vector update needs at least one vector');
+      for (const [name, v] of p.vectors) this.checkVector(name, v);
+    }
+    this.requireExisting(points.map((p) => p.id));
+    const groups = new Map<LocalShard, Array<{ id: PointKey; vectors: NamedVectors }>>();
+    for (const p of points) {
+      const s = this.shardOf(p.id);
+      let l = groups.get(s);
+      if (!l) groups.set(s, (l = []));
+      l.push(p);
+    }
+    const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
+    for (const [s, ps] of groups) ops.set(s, () => ({ kind: 'update_vectors', points: ps }));
+    if (ops.size === 0) ops.set(this.shards[0].local, () => ({ kind: 'update_vectors', points: [] }));
+    return this.write(ops, wait);
+  }
+
+  deleteVectors(sel: Selector, names: string[], wait: boolean): Promise<UpdateResult> {
+    for (const n of names) this.vectorSpec(n);
+    if (sel.ids) this.requireExisting(sel.ids);
+    return this.write(this.selected(sel, (ids) => ({ kind: 'delete_vectors', ids, names })), wait);
+  }
+
+  async createPayloadIndex(field: string, schema: FieldSchema): Promise<void> {
+    await Promise.all(this.locals().map((s) => s.createPayloadIndex(field, schema)));
+    this.meta.payload_schema[field] = schema;
+  }
+
+  async dropPayloadIndex(field: string): Promise<boolean> {
+    const had = field in this.meta.payload_schema;
+    await Promise.all(this.locals().map((s) => s.dropPayloadIndex(field)));
+    delete this.meta.payload_schema[field];
+    return had;
+  }
+
+  // -- reads ------------------------------------------------------------------------------
+
+  private withVectorNames(withVector: WithVector): string[] {
+    if (withVector === true) return this.vectorNames();
+    if (withVector === false) return [];
+    for (const n of withVector) this.vectorSpec(n);
+    return withVector;
+  }
+
+  /** Shapes a stored point as the API returns it. */
+  private async shape(shard: LocalShard, p: StoredPoint, withPayload: WithPayload, names: string[]): Promise<RecordOut> {
+    const payload = withPayload ? select((shard.payloadOf(p.offset) ?? {}) as Payload, withPayload) : null;
+    let vector: RecordOut['vector'] = null;
+    if (names.length > 0) {
+      const vs = await shard.vectorsOf(p.offset, names);
+      if (this.singleUnnamed) vector = vs.has('') ? Array.from(vs.get('')!) : null;
+      else {
+        const o: Record<string, number[]> = {};
+        for (const [n, v] of vs) o[n] = Array.from(v);
+        vector = o;
+      }
+    }
+    return { id: keyToJson(p.key), payload, vector };
+  }
+
+  async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector): Promise<RecordOut[]> {
+    const names = this.withVectorNames(withVector);
+    const out: RecordOut[] = [];
+    const seen = new Set<string>();
+    for (const id of ids) {
+      if (seen.has(id.key)) continue;
+      seen.add(id.key);
+      const shard = this.shardOf(id);
+      const p = shard.entry(id);
+      if (p) out.push(await this.shape(shard, p, withPayload, names));
+    }
+    return out;
+  }
+
+  async scroll(req: ScrollRequest): Promise<{ points: RecordOut[]; next_page_offset: number | string | null }> {
+    const names = this.withVectorNames(req.withVector);
+    const parts = this.locals().map((s) => s.scroll(req.offset, req.limit, req.filter, compareKeys).map((p) => ({ s, p })));
+    const all = parts.flat();
+    if (parts.length > 1) all.sort((a, b) => compareKeys(a.p.key, b.p.key));
+    const page = all.slice(0, req.limit);
+    const next = all.length > req.limit ? keyToJson(all[req.limit].p.key) : null;
+    const points = await Promise.all(page.map(({ s, p }) => this.shape(s, p, req.withPayload, names)));
+    return { points, next_page_offset: next };
+  }
+
+  /** Scroll by payload value (`order_by`); there is no next page offset (use start_from). */
+  async scrollOrdered(
+    orderBy: OrderBy,
+    req: Omit<ScrollRequest, 'offset'>,
+  ): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
+    const names = this.withVectorNames(req.withVector);
+    const opts = { direction: orderBy.direction, startFrom: orderBy.start_from };
+    let all: Array<{ s: LocalShard; p: StoredPoint & { value: number } }>;
+    try {
+      all = this.locals().flatMap((s) => s.ordered(orderBy.key, opts, req.filter, req.limit).map((p) => ({ s, p })));
+    } catch (err) {
+      if (err instanceof OrderByError) throw new BadRequestError(err.message);
+      throw err;
+    }
+    if (this.shards.length > 1) all.sort(orderBy.direction === 'desc' ? (a, b) => b.p.value - a.p.value : (a, b) => a.p.value - b.p.value);
+    const page = all.slice(0, req.limit);
+    const points = await Promise.all(page.map(async ({ s, p }) => ({ ...(await this.shape(s, p, req.withPayload, names)), order_value: p.value })));
+    return { points, next_page_offset: null };
+  }
+
+  count(filter: Filter | null): number {
+    let n = 0;
+    for (const s of this.locals()) n += s.count(filter);
+    return n;
+  }
+
+  /** The stored vector of a point (for queries by id and recommendations), or a 404. */
+  async pointVector(id: PointKey, using: string): Promise<Float32Array> {
+    this.vectorSpec(using);
+    const shard = this.shardOf(id);
+    const p = shard.entry(id);
+    const idText = id.kind === 'num' ? id.value.toString() : id.value;
+    if (!p) throw new NotFoundError(`No point with id ${idText} found`);
+    const vs = await shard.vectorsOf(p.offset, [using]);
+    const v = vs.get(using);
+    if (!v) throw new BadInputError(`Point ${idText} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
+    return v;
+  }
+
+  async search(req: SearchRequest): Promise<ScoredOut[]> {
+    const spec = this.vectorSpec(req.using);
+    this.checkVector(req.using, req.vector);
+    if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
+    const excluded = new Set((req.exclude ?? []).map((k) => k.key));
+    const want = req.limit + req.offset + excluded.size;
+    if (want === 0) return [];
+    const names = this.withVectorNames(req.withVector);
+    const higher = higherIsBetter(spec.distance);
+    const perShard = await Promise.all(
+      this.locals().map(async (s) => {
+        const hits = await s.search(
+          req.using,
+          {
+            vector: req.vector,
+            k: want,
+            ef: req.hnswEf,
+            exact: req.exact,
+            oversampling: req.quantization?.oversampling,
+            rescore: req.quantization?.rescore,
+            ignoreQuantization: req.quantization?.ignore,
+          },
+          req.filter,
+        );
+        return hits.map((h) => ({ s, h }));
+      }),
+    );
+    let merged: Array<{ s: LocalShard; h: Hit }> = perShard.flat();
+    if (perShard.length > 1) merged.sort(higher ? (a, b) => b.h.score - a.h.score : (a, b) => a.h.score - b.h.score);
+    const t = req.scoreThreshold;
+    merged = merged.filter(({ s, h }) => {
+      if (t !== null && (higher ? h.score < t : h.score > t)) return false;
+      if (excluded.size > 0) {
+        const e = s.entryAt(h.label);
+        if (!e || excluded.has(e.key.key)) return false;
+      }
+      return true;
+    });
+    const page = merged.slice(req.offset, req.offset + req.limit);
+    const out: ScoredOut[] = [];
+    for (const { s, h } of page) {
+      const p = s.entryAt(h.label);
+      if (!p) continue; // deleted while the search ran
+      const rec = await this.shape(s, p, req.withPayload, names);
+      out.push({ id: rec.id, version: Number(p.version), score: h.score, payload: rec.payload, vector: rec.vector });
+    }
+    return out;
+  }
+
+  // -- state --------------------------------------------------------------------------------
+
+  pointsCount(): number {
+    let n = 0;
+    for (const s of this.locals()) n += s.pointCount;
+    return n;
+  }
+
+  indexedVectorsCount(): number {
+    let n = 0;
+    for (const s of this.locals()) for (const v of s.vectors.values()) n += v.indexedCount();
+    return n;
+  }
+
+  segmentsCount(): number {
+    let n = 0;
+    for (const s of this.locals()) {
+      let most = 0;
+      for (const v of s.vectors.values()) most = Math.max(most, v.segmentCount());
+      n += most;
+    }
+    return n;
+  }
+
+  status(): 'green' | 'yellow' {
+    return this.locals().some((s) => s.optimizing()) ? 'yellow' : 'green';
+  }
+
+  payloadSchemaInfo(): Record<string, { data_type: string; params?: object; points: number }> {
+    const out: Record<string, { data_type: string; params?: object; points: number }> = {};
+    for (const s of this.locals()) {
+      for (const [field, info] of Object.entries(s.payloadIndex.schemaInfo())) {
+        const prev = out[field];
+        out[field] = prev ? { ...prev, points: prev.points + info.points } : { ...info };
+      }
+    }
+    return out;
+  }
+
+  async waitOptimized(): Promise<void> {
+    await Promise.all(this.locals().map((s) => s.waitOptimized()));
+  }
+
+  async checkpoint(): Promise<void> {
+    await Promise.all(this.locals().map((s) => s.checkpoint()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.locals().map((s) => s.close()));
+  }
+
+  async drop(): Promise<void> {
+    await Promise.all(this.locals().map((s) => s.drop()));
+  }
+
+  /** Named vectors of the config, for the API's vector parsing. */
+  vectorParams(): Array<[string, { size: number }]> {
+    return vectorEntries(this.meta.config.params);
+  }
+}
+
+export function keyToJson(k: PointKey): number | string {
+  if (k.kind === 'uuid') return k.value;
+  // Ids above 2^53 - 1 cannot be a JSON number a JS client reads exactly; they are
+  // refused at the API (see README), so every stored integer id fits here.
+  return Number(k.value);
+}

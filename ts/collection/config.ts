@@ -1,0 +1,440 @@
+/**
+ * A collection's configuration: parsing the create and update bodies of the REST API,
+ * filling defaults from the service configuration, and the CollectionConfig shape that
+ * `GET /collections/{name}` reports and `config.json` persists.
+ *
+ * Owns: which create/update fields Quiver accepts, their validation (every problem is
+ * an error naming the field; nothing is half-applied), and the per-vector effective
+ * index settings. Must never: touch storage or shards.
+ *
+ * The unnamed (single) vector is stored under the name "" as the reference does.
+ */
+
+import type { Distance, Quantization } from '../../bindings/engine';
+import { BadInputError, FormatError, ValidationError } from '../api/errors';
+import type { Config } from '../config/types';
+
+export const DISTANCES: readonly Distance[] = ['Cosine', 'Euclid', 'Dot', 'Manhattan'];
+
+export interface HnswConfig {
+  m: number;
+  ef_construct: number;
+  full_scan_threshold: number;
+  max_indexing_threads: number;
+  on_disk: boolean;
+  payload_m: number | null;
+}
+
+export interface OptimizerConfig {
+  deleted_threshold: number;
+  vacuum_min_vector_number: number;
+  default_segment_number: number;
+  max_segment_size: number | null;
+  memmap_threshold: number | null;
+  indexing_threshold: number | null;
+  flush_interval_sec: number;
+  max_optimization_threads: number | null;
+}
+
+export interface WalConfig {
+  wal_capacity_mb: number;
+  wal_segments_ahead: number;
+}
+
+export type QuantizationConfig =
+  | { scalar: { type: 'int8'; quantile?: number; always_ram?: boolean } }
+  | { binary: { always_ram?: boolean } };
+
+export interface VectorParams {
+  size: number;
+  distance: Distance;
+  hnsw_config?: Partial<HnswConfig>;
+  quantization_config?: QuantizationConfig | null;
+  on_disk?: boolean;
+}
+
+export interface CollectionParams {
+  /** One VectorParams (the unnamed vector) or a map of named vectors. */
+  vectors: VectorParams | Record<string, VectorParams>;
+  shard_number: number;
+  sharding_method: 'auto';
+  replication_factor: number;
+  write_consistency_factor: number;
+  on_disk_payload: boolean;
+}
+
+export interface CollectionConfig {
+  params: CollectionParams;
+  hnsw_config: HnswConfig;
+  optimizer_config: OptimizerConfig;
+  wal_config: WalConfig;
+  quantization_config: QuantizationConfig | null;
+}
+
+/** What an index of one named vector is built with. */
+export interface VectorSpec {
+  name: string;
+  dim: number;
+  distance: Distance;
+  m: number;
+  efConstruct: number;
+  fullScanThresholdKb: number;
+  quantization: Quantization;
+  /** KiB of unindexed vectors above which the optimizer builds the HNSW index; 0 = never. */
+  indexingThresholdKb: number;
+  maxIndexingThreads: number;
+  deletedThreshold: number;
+  vacuumMinVectorNumber: number;
+}
+
+// ---------------------------------------------------------------------------------
+// Small typed readers: each names the field in its error.
+
+type Obj = Record<string, unknown>;
+
+function isObj(x: unknown): x is Obj {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+function obj(x: unknown, field: string): Obj {
+  if (!isObj(x)) throw new FormatError(`${field}: expected an object`);
+  return x;
+}
+
+function int(x: unknown, field: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof x !== 'number' || !Number.isInteger(x)) throw new FormatError(`${field}: expected an unsigned integer, got ${JSON.stringify(x)}`);
+  if (x < 0) throw new FormatError(`${field}: expected an unsigned integer, got ${x}`);
+  if (x < min || x > max) {
+    throw new ValidationError(`${field}: value ${x} invalid, must be ${x < min ? `${min} or larger` : `${max} or smaller`}`);
+  }
+  return x;
+}
+
+function num(x: unknown, field: string, min: number, max: number): number {
+  if (typeof x !== 'number' || !Number.isFinite(x)) throw new FormatError(`${field}: expected a number, got ${JSON.stringify(x)}`);
+  if (x < min || x > max) throw new ValidationError(`${field}: value ${x} invalid, must be from ${min} to ${max}`);
+  return x;
+}
+
+function bool(x: unknown, field: string): boolean {
+  if (typeof x !== 'boolean') throw new FormatError(`${field}: expected a boolean, got ${JSON.stringify(x)}`);
+  return x;
+}
+
+function optional<T>(o: Obj, key: string, read: (x: unknown) => T): T | undefined {
+  const v = o[key];
+  return v === undefined || v === null ? undefined : read(v);
+}
+
+function rejectUnknown(o: Obj, allowed: readonly string[], where: string, unsupported: Record<string, string> = {}): void {
+  for (const k of Object.keys(o)) {
+    if (k in unsupported && o[k] !== null && o[k] !== undefined) throw new BadInputError(`${where}${k}: ${unsupported[k]}`);
+    if (!allowed.includes(k) && !(k in unsupported)) throw new FormatError(`${where}unknown field \`${k}\`, expected one of ${allowed.map((a) => `\`${a}\``).join(', ')}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------
+
+function parseDistance(x: unknown, field: string): Distance {
+  if (typeof x !== 'string' || !DISTANCES.includes(x as Distance)) {
+    throw new FormatError(`${field}: unknown variant ${JSON.stringify(x)}, expected one of ${DISTANCES.map((d) => `\`${d}\``).join(', ')}`);
+  }
+  return x as Distance;
+}
+
+function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
+  const o = obj(x, field);
+  rejectUnknown(o, ['m', 'ef_construct', 'full_scan_threshold', 'max_indexing_threads', 'on_disk', 'payload_m', 'inline_storage'], `${field}.`);
+  const out: Partial<HnswConfig> = {};
+  const m = optional(o, 'm', (v) => int(v, `${field}.m`, 0, 256));
+  if (m !== undefined) {
+    if (m === 1) throw new ValidationError(`${field}.m: value 1 invalid, use 0 (no graph) or 2..256`);
+    out.m = m;
+  }
+  const ef = optional(o, 'ef_construct', (v) => int(v, `${field}.ef_construct`, 4, 100_000));
+  if (ef !== undefined) out.ef_construct = ef;
+  const fst = optional(o, 'full_scan_threshold', (v) => int(v, `${field}.full_scan_threshold`, 10));
+  if (fst !== undefined) out.full_scan_threshold = fst;
+  const mit = optional(o, 'max_indexing_threads', (v) => int(v, `${field}.max_indexing_threads`, 0, 1024));
+  if (mit !== undefined) out.max_indexing_threads = mit;
+  const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
+  if (od !== undefined) out.on_disk = od;
+  const pm = optional(o, 'payload_m', (v) => int(v, `${field}.payload_m`, 0, 256));
+  if (pm !== undefined) out.payload_m = pm;
+  return out;
+}
+
+function parseOptimizersDiff(x: unknown, field: string): Partial<OptimizerConfig> {
+  const o = obj(x, field);
+  rejectUnknown(
+    o,
+    ['deleted_threshold', 'vacuum_min_vector_number', 'default_segment_number', 'max_segment_size', 'memmap_threshold', 'indexing_threshold', 'flush_interval_sec', 'max_optimization_threads', 'prevent_unoptimized'],
+    `${field}.`,
+  );
+  const out: Partial<OptimizerConfig> = {};
+  const dt = optional(o, 'deleted_threshold', (v) => num(v, `${field}.deleted_threshold`, 0, 1));
+  if (dt !== undefined) out.deleted_threshold = dt;
+  const vm = optional(o, 'vacuum_min_vector_number', (v) => int(v, `${field}.vacuum_min_vector_number`, 100));
+  if (vm !== undefined) out.vacuum_min_vector_number = vm;
+  const ds = optional(o, 'default_segment_number', (v) => int(v, `${field}.default_segment_number`, 0));
+  if (ds !== undefined) out.default_segment_number = ds;
+  if ('max_segment_size' in o) out.max_segment_size = o.max_segment_size === null ? null : int(o.max_segment_size, `${field}.max_segment_size`, 1);
+  if ('memmap_threshold' in o) out.memmap_threshold = o.memmap_threshold === null ? null : int(o.memmap_threshold, `${field}.memmap_threshold`, 0);
+  if ('indexing_threshold' in o) out.indexing_threshold = o.indexing_threshold === null ? null : int(o.indexing_threshold, `${field}.indexing_threshold`, 0);
+  const fi = optional(o, 'flush_interval_sec', (v) => int(v, `${field}.flush_interval_sec`, 1, 86_400));
+  if (fi !== undefined) out.flush_interval_sec = fi;
+  if ('max_optimization_threads' in o) {
+    out.max_optimization_threads = o.max_optimization_threads === null ? null : int(o.max_optimization_threads, `${field}.max_optimization_threads`, 0, 1024);
+  }
+  return out;
+}
+
+function parseWalDiff(x: unknown, field: string): Partial<WalConfig> {
+  const o = obj(x, field);
+  rejectUnknown(o, ['wal_capacity_mb', 'wal_segments_ahead', 'wal_retain_closed'], `${field}.`);
+  const out: Partial<WalConfig> = {};
+  const cap = optional(o, 'wal_capacity_mb', (v) => int(v, `${field}.wal_capacity_mb`, 1, 4096));
+  if (cap !== undefined) out.wal_capacity_mb = cap;
+  const ahead = optional(o, 'wal_segments_ahead', (v) => int(v, `${field}.wal_segments_ahead`, 0, 64));
+  if (ahead !== undefined) out.wal_segments_ahead = ahead;
+  return out;
+}
+
+/** `null` turns quantization off (in an update); a missing value leaves it alone. */
+export function parseQuantization(x: unknown, field: string): QuantizationConfig | null {
+  if (x === null) return null;
+  const o = obj(x, field);
+  const keys = Object.keys(o);
+  if (keys.length !== 1) throw new FormatError(`${field}: expected exactly one of \`scalar\`, \`product\`, \`binary\``);
+  if ('product' in o) throw new BadInputError(`${field}: product quantization is not supported by Quiver; use scalar or binary`);
+  if ('scalar' in o) {
+    const s = obj(o.scalar, `${field}.scalar`);
+    rejectUnknown(s, ['type', 'quantile', 'always_ram'], `${field}.scalar.`);
+    if (s.type !== 'int8') throw new FormatError(`${field}.scalar.type: unknown variant ${JSON.stringify(s.type)}, expected \`int8\``);
+    const out: { type: 'int8'; quantile?: number; always_ram?: boolean } = { type: 'int8' };
+    const q = optional(s, 'quantile', (v) => num(v, `${field}.scalar.quantile`, 0.5, 1));
+    if (q !== undefined) {
+      if (q <= 0.5) throw new ValidationError(`${field}.scalar.quantile: value ${q} invalid, must be above 0.5`);
+      out.quantile = q;
+    }
+    const ar = optional(s, 'always_ram', (v) => bool(v, `${field}.scalar.always_ram`));
+    if (ar !== undefined) out.always_ram = ar;
+    return { scalar: out };
+  }
+  if ('binary' in o) {
+    const b = obj(o.binary, `${field}.binary`);
+    rejectUnknown(b, ['always_ram'], `${field}.binary.`, {
+      encoding: 'only the default one-bit encoding is supported by Quiver',
+      query_encoding: 'only the default query encoding is supported by Quiver',
+    });
+    const out: { always_ram?: boolean } = {};
+    const ar = optional(b, 'always_ram', (v) => bool(v, `${field}.binary.always_ram`));
+    if (ar !== undefined) out.always_ram = ar;
+    return { binary: out };
+  }
+  throw new FormatError(`${field}: unknown variant \`${keys[0]}\`, expected one of \`scalar\`, \`product\`, \`binary\``);
+}
+
+function parseVectorParams(x: unknown, field: string): VectorParams {
+  const o = obj(x, field);
+  rejectUnknown(o, ['size', 'distance', 'hnsw_config', 'quantization_config', 'on_disk', 'datatype'], `${field}.`, {
+    multivector_config: 'multivectors are not supported by Quiver',
+  });
+  if (o.size === undefined) throw new FormatError(`${field}: missing field \`size\``);
+  if (o.distance === undefined) throw new FormatError(`${field}: missing field \`distance\``);
+  const out: VectorParams = {
+    size: int(o.size, `${field}.size`, 1, 65_536),
+    distance: parseDistance(o.distance, `${field}.distance`),
+  };
+  if (o.datatype !== undefined && o.datatype !== null && o.datatype !== 'float32') {
+    throw new BadInputError(`${field}.datatype: only float32 vectors are supported by Quiver, got ${JSON.stringify(o.datatype)}`);
+  }
+  if (o.hnsw_config !== undefined && o.hnsw_config !== null) out.hnsw_config = parseHnswDiff(o.hnsw_config, `${field}.hnsw_config`);
+  if (o.quantization_config !== undefined && o.quantization_config !== null) {
+    out.quantization_config = parseQuantization(o.quantization_config, `${field}.quantization_config`);
+  }
+  const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
+  if (od !== undefined) out.on_disk = od;
+  return out;
+}
+
+const VECTOR_NAME_RE = /^[^\0/\\]{1,255}$/;
+
+function parseVectors(x: unknown): VectorParams | Record<string, VectorParams> {
+  const o = obj(x, 'vectors');
+  if ('size' in o || 'distance' in o) return parseVectorParams(o, 'vectors');
+  const out: Record<string, VectorParams> = {};
+  for (const [name, v] of Object.entries(o)) {
+    if (!VECTOR_NAME_RE.test(name) || name === '.' || name === '..') throw new ValidationError(`vectors: invalid vector name ${JSON.stringify(name)}`);
+    out[name] = parseVectorParams(v, `vectors.${name}`);
+  }
+  return out;
+}
+
+/** The named vectors of a collection as (name, params) pairs; the unnamed vector is "". */
+export function vectorEntries(params: CollectionParams): Array<[string, VectorParams]> {
+  const v = params.vectors;
+  if (typeof (v as VectorParams).size === 'number' && typeof (v as VectorParams).distance === 'string') return [['', v as VectorParams]];
+  return Object.entries(v as Record<string, VectorParams>);
+}
+
+export function defaultHnsw(config: Config): HnswConfig {
+  const h = config.storage.hnsw_index;
+  return {
+    m: h.m,
+    ef_construct: h.ef_construct,
+    full_scan_threshold: h.full_scan_threshold_kb,
+    max_indexing_threads: h.max_indexing_threads,
+    on_disk: h.on_disk,
+    payload_m: h.payload_m,
+  };
+}
+
+export function defaultOptimizers(config: Config): OptimizerConfig {
+  const o = config.storage.optimizers;
+  return {
+    deleted_threshold: o.deleted_threshold,
+    vacuum_min_vector_number: o.vacuum_min_vector_number,
+    default_segment_number: o.default_segment_number,
+    max_segment_size: o.max_segment_size_kb,
+    memmap_threshold: null,
+    indexing_threshold: o.indexing_threshold_kb,
+    flush_interval_sec: o.flush_interval_sec,
+    max_optimization_threads: o.max_optimization_threads,
+  };
+}
+
+/** Parses a `PUT /collections/{name}` body into a full configuration. */
+export function parseCreateCollection(body: unknown, config: Config): CollectionConfig {
+  const o = body === undefined ? {} : obj(body, 'body');
+  rejectUnknown(
+    o,
+    ['vectors', 'shard_number', 'sharding_method', 'replication_factor', 'write_consistency_factor', 'on_disk_payload', 'hnsw_config', 'wal_config', 'optimizers_config', 'quantization_config', 'init_from', 'metadata', 'strict_mode_config'],
+    '',
+    { sparse_vectors: 'sparse vectors are not supported by Quiver' },
+  );
+  if (o.vectors === undefined || o.vectors === null) {
+    throw new BadInputError('a collection needs `vectors`: Quiver does not support collections without dense vectors');
+  }
+  if (o.init_from !== undefined && o.init_from !== null) throw new BadInputError('init_from is not supported by Quiver; use snapshots');
+  if (o.sharding_method !== undefined && o.sharding_method !== null && o.sharding_method !== 'auto') {
+    if (o.sharding_method === 'custom') throw new BadInputError('sharding_method `custom` is not supported by Quiver yet: it arrives with the distributed issues');
+    throw new FormatError(`sharding_method: unknown variant ${JSON.stringify(o.sharding_method)}, expected one of \`auto\`, \`custom\``);
+  }
+  const vectors = parseVectors(o.vectors);
+  const shard_number = optional(o, 'shard_number', (v) => int(v, 'shard_number', 1, 1024)) ?? 1;
+  const replication_factor = optional(o, 'replication_factor', (v) => int(v, 'replication_factor', 1, 1024)) ?? config.storage.collection.replication_factor;
+  const write_consistency_factor =
+    optional(o, 'write_consistency_factor', (v) => int(v, 'write_consistency_factor', 1, 1024)) ?? config.storage.collection.write_consistency_factor;
+  if (write_consistency_factor > replication_factor) {
+    throw new BadInputError(`write_consistency_factor (${write_consistency_factor}) cannot exceed replication_factor (${replication_factor})`);
+  }
+  const on_disk_payload = optional(o, 'on_disk_payload', (v) => bool(v, 'on_disk_payload')) ?? config.storage.on_disk_payload;
+  const hnsw = { ...defaultHnsw(config), ...(o.hnsw_config ? parseHnswDiff(o.hnsw_config, 'hnsw_config') : {}) };
+  const optimizers = { ...defaultOptimizers(config), ...(o.optimizers_config ? parseOptimizersDiff(o.optimizers_config, 'optimizers_config') : {}) };
+  const wal = {
+    wal_capacity_mb: config.storage.wal.wal_capacity_mb,
+    wal_segments_ahead: config.storage.wal.wal_segments_ahead,
+    ...(o.wal_config ? parseWalDiff(o.wal_config, 'wal_config') : {}),
+  };
+  const quantization = o.quantization_config === undefined ? null : parseQuantization(o.quantization_config, 'quantization_config');
+  const out: CollectionConfig = {
+    params: { vectors, shard_number, sharding_method: 'auto', replication_factor, write_consistency_factor, on_disk_payload },
+    hnsw_config: hnsw,
+    optimizer_config: optimizers,
+    wal_config: wal,
+    quantization_config: quantization,
+  };
+  return out;
+}
+
+/**
+ * Applies a `PATCH /collections/{name}` body to a copy of `current`. Returns the new
+ * configuration and whether index settings changed (the vectors must be re-indexed).
+ */
+export function applyCollectionUpdate(current: CollectionConfig, body: unknown): { config: CollectionConfig; reindex: boolean } {
+  const o = body === undefined ? {} : obj(body, 'body');
+  rejectUnknown(o, ['vectors', 'optimizers_config', 'params', 'hnsw_config', 'quantization_config', 'metadata', 'strict_mode_config'], '', {
+    sparse_vectors: 'sparse vectors are not supported by Quiver',
+  });
+  const next: CollectionConfig = JSON.parse(JSON.stringify(current)) as CollectionConfig;
+  let reindex = false;
+  if (o.params !== undefined && o.params !== null) {
+    const p = obj(o.params, 'params');
+    rejectUnknown(p, ['replication_factor', 'write_consistency_factor', 'read_fan_out_factor', 'read_fan_out_delay_ms', 'on_disk_payload'], 'params.');
+    const rf = optional(p, 'replication_factor', (v) => int(v, 'params.replication_factor', 1, 1024));
+    if (rf !== undefined) next.params.replication_factor = rf;
+    const wcf = optional(p, 'write_consistency_factor', (v) => int(v, 'params.write_consistency_factor', 1, 1024));
+    if (wcf !== undefined) next.params.write_consistency_factor = wcf;
+    const odp = optional(p, 'on_disk_payload', (v) => bool(v, 'params.on_disk_payload'));
+    if (odp !== undefined) next.params.on_disk_payload = odp;
+    if (next.params.write_consistency_factor > next.params.replication_factor) {
+      throw new BadInputError(
+        `write_consistency_factor (${next.params.write_consistency_factor}) cannot exceed replication_factor (${next.params.replication_factor})`,
+      );
+    }
+  }
+  if (o.optimizers_config !== undefined && o.optimizers_config !== null) {
+    Object.assign(next.optimizer_config, parseOptimizersDiff(o.optimizers_config, 'optimizers_config'));
+  }
+  if (o.hnsw_config !== undefined && o.hnsw_config !== null) {
+    const diff = parseHnswDiff(o.hnsw_config, 'hnsw_config');
+    if (diff.m !== undefined || diff.ef_construct !== undefined) reindex = true;
+    Object.assign(next.hnsw_config, diff);
+  }
+  if (o.quantization_config !== undefined) {
+    next.quantization_config = parseQuantization(o.quantization_config, 'quantization_config');
+    reindex = true;
+  }
+  if (o.vectors !== undefined && o.vectors !== null) {
+    const vs = obj(o.vectors, 'vectors');
+    const entries = new Map(vectorEntries(next.params));
+    for (const [name, diffRaw] of Object.entries(vs)) {
+      const params = entries.get(name);
+      if (!params) throw new BadInputError(`Not existing vector name error: ${name}`);
+      const d = obj(diffRaw, `vectors.${name}`);
+      rejectUnknown(d, ['hnsw_config', 'quantization_config', 'on_disk'], `vectors.${name}.`);
+      if (d.hnsw_config !== undefined && d.hnsw_config !== null) {
+        params.hnsw_config = { ...(params.hnsw_config ?? {}), ...parseHnswDiff(d.hnsw_config, `vectors.${name}.hnsw_config`) };
+        reindex = true;
+      }
+      if (d.quantization_config !== undefined) {
+        params.quantization_config = parseQuantization(d.quantization_config, `vectors.${name}.quantization_config`);
+        reindex = true;
+      }
+      const od = optional(d, 'on_disk', (v) => bool(v, `vectors.${name}.on_disk`));
+      if (od !== undefined) params.on_disk = od;
+    }
+    next.params.vectors = entries.has('') && entries.size === 1 ? (entries.get('') as VectorParams) : Object.fromEntries(entries);
+  }
+  return { config: next, reindex };
+}
+
+function engineQuantization(q: QuantizationConfig | null | undefined): Quantization {
+  if (!q) return { kind: 'none' };
+  if ('scalar' in q) return q.scalar.quantile !== undefined ? { kind: 'scalar', quantile: q.scalar.quantile } : { kind: 'scalar' };
+  return { kind: 'binary' };
+}
+
+/** The effective index settings of each named vector (vector-level settings override the collection's). */
+export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
+  return vectorEntries(config.params).map(([name, p]) => {
+    const h = { ...config.hnsw_config, ...(p.hnsw_config ?? {}) };
+    const q = p.quantization_config !== undefined ? p.quantization_config : config.quantization_config;
+    const threshold = config.optimizer_config.indexing_threshold;
+    return {
+      name,
+      dim: p.size,
+      distance: p.distance,
+      m: h.m,
+      efConstruct: h.ef_construct,
+      fullScanThresholdKb: h.full_scan_threshold,
+      quantization: engineQuantization(q),
+      // m = 0 means "no graph" in the reference: keep everything in exact-scan form.
+      indexingThresholdKb: h.m === 0 ? 0 : threshold === null ? 10_000 : threshold,
+      maxIndexingThreads: h.max_indexing_threads,
+      deletedThreshold: config.optimizer_config.deleted_threshold,
+      vacuumMinVectorNumber: config.optimizer_config.vacuum_min_vector_number,
+    };
+  });
+}

@@ -1,0 +1,597 @@
+/**
+ * One shard stored on this node: the engine WAL, the id tracker, the payload store and
+ * payload indexes, and one VectorStore per named vector.
+ *
+ * Owns: the order and durability of writes, checkpoints and WAL replay, filters turned
+ * into offset sets, and the shard's reads. Must never: know about peers, HTTP, or how
+ * points are routed to shards.
+ *
+ * A write runs under the update lock: resolve (ids, existence checks; may throw and
+ * then nothing happened) -> encode -> append to the WAL -> apply to memory. The lock is
+ * released before the fsync, so concurrent writers share one fsync (group commit);
+ * `wait=true` answers only after it. A checkpoint (every flush_interval_sec, and on
+ * close) runs under the lock too, so what it saves is exactly the state after
+ * `applied_seq`; replay after a crash applies the WAL records after it, in order.
+ *
+ * Layout (see docs/storage.md):
+ *   wal/                    engine WAL, one record per operation
+ *   checkpoint.json         { applied_seq, state, vectors: { name: files } }, written last
+ *   state-<seq>.bin         id tracker + payloads
+ *   vec-<i>-<role>-<seq>.qvi engine index files
+ */
+
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import type { Logger } from 'pino';
+
+import type { Engine, Wal } from '../../bindings/engine';
+import type { VectorSpec } from '../collection/config';
+import { compileFilter, type Filter, type PointPredicate } from './filter';
+import { IdTracker, crc32c, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';
+import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
+import { PayloadStore, type Payload } from './payload-store';
+import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
+import { writeFileAtomic } from './files';
+
+export interface ShardOptions {
+  dir: string;
+  engine: Engine;
+  vectors: VectorSpec[];
+  walSegmentBytes: number;
+  /** Milliseconds between checkpoints. */
+  flushIntervalMs: number;
+  payloadIndexes: Record<string, FieldSchema>;
+  logger: Logger;
+}
+
+interface CheckpointFile {
+  format: 1;
+  applied_seq: string;
+  state: string;
+  vectors: Record<string, VectorFiles>;
+}
+
+const STATE_MAGIC = 0x51535431; // "QST1"
+
+/** A point as a read returns it, before the API shapes it. */
+export interface StoredPoint {
+  key: PointKey;
+  offset: bigint;
+  version: bigint;
+}
+
+export class ShardClosedError extends Error {
+  constructor() {
+    super('shard is closed');
+    this.name = 'ShardClosedError';
+  }
+}
+
+export class LocalShard {
+  private tracker = new IdTracker();
+  private payloads = new PayloadStore();
+  readonly payloadIndex = new PayloadIndexes();
+  readonly vectors = new Map<string, VectorStore>();
+  private wal!: Wal;
+  private appliedSeq = 0n;
+  private checkpointSeq = 0n;
+  private lock: Promise<unknown> = Promise.resolve();
+  private flushTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private failed: Error | null = null;
+  private checkpointing: Promise<void> | null = null;
+  private readonly logger: Logger;
+
+  private constructor(private readonly opts: ShardOptions) {
+    this.logger = opts.logger;
+    for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
+  }
+
+  /** Opens (or creates) the shard in `opts.dir`: loads the checkpoint, then replays the WAL after it. */
+  static async open(opts: ShardOptions): Promise<LocalShard> {
+    const shard = new LocalShard(opts);
+    await fs.mkdir(opts.dir, { recursive: true });
+    await shard.load();
+    shard.flushTimer = setInterval(() => {
+      shard.checkpoint().catch((err) => shard.logger.error({ err, dir: opts.dir }, 'checkpoint failed; the WAL keeps every write'));
+    }, opts.flushIntervalMs);
+    shard.flushTimer.unref();
+    shard.optimize();
+    return shard;
+  }
+
+  private async load(): Promise<void> {
+    const started = Date.now();
+    const cp = await readCheckpoint(this.opts.dir);
+    if (cp) {
+      const state = await fs.readFile(path.join(this.opts.dir, cp.state));
+      const { tracker, payloads } = decodeState(state, cp.state);
+      this.tracker = tracker;
+      this.payloads = payloads;
+      for (const [name, store] of this.vectors) {
+        const files = cp.vectors[name];
+        if (files) await store.load(this.opts.dir, files, (l) => this.tracker.at(l) !== undefined);
+      }
+      this.appliedSeq = BigInt(cp.applied_seq);
+      this.checkpointSeq = this.appliedSeq;
+    }
+    for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) this.payloadIndex.create(field, schema, this.payloadEntries());
+    this.wal = await this.opts.engine.openWal(path.join(this.opts.dir, 'wal'), { segmentBytes: this.opts.walSegmentBytes });
+    const report = this.wal.report;
+    if (report.truncatedBytes > 0) {
+      this.logger.warn(
+        { dir: this.opts.dir, bytes: report.truncatedBytes, file: report.truncatedFile, offset: report.truncatedOffset },
+        'WAL had a torn tail (a write that was never acknowledged); cut it back',
+      );
+    }
+    let replayed = 0;
+    for (;;) {
+      const records = await this.wal.readFrom(this.appliedSeq + 1n, 512);
+      if (records.length === 0) break;
+      for (const r of records) {
+        await this.apply(decodeOperation(r.data), r.seq);
+        this.appliedSeq = r.seq;
+        replayed++;
+      }
+    }
+    this.logger.info(
+      { dir: this.opts.dir, points: this.tracker.size, checkpoint: cp ? cp.applied_seq : null, replayed, ms: Date.now() - started },
+      'shard loaded',
+    );
+  }
+
+  private *payloadEntries(): Iterable<[bigint, Payload | null]> {
+    for (const e of this.tracker.unordered()) yield [e.offset, this.payloads.has(e.offset) ? (this.payloads.get(e.offset) as Payload) : null];
+  }
+
+  /** Runs `fn` alone among the shard's writes (and checkpoints). */
+  readonly exclusive: Exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = this.lock.then(fn, fn);
+    this.lock = run.catch(() => undefined);
+    return run;
+  };
+
+  private usable(): void {
+    if (this.closed) throw new ShardClosedError();
+    if (this.failed) throw this.failed;
+  }
+
+  /**
+   * Resolves, logs and applies one operation. `resolve` runs under the update lock and
+   * may throw (nothing is written then). Resolves with the operation's sequence number
+   * once it is applied, and, when `wait`, durable.
+   */
+  async update(resolve: (shard: LocalShard) => ShardOperation, wait: boolean): Promise<bigint> {
+    this.usable();
+    const seq = await this.exclusive(async () => {
+      this.usable();
+      const op = resolve(this);
+      const [s] = await this.wal.append([encodeOperation(op)], false);
+      try {
+        await this.apply(op, s);
+      } catch (err) {
+        // The WAL holds an operation memory could not take: stop taking writes, so
+        // nothing diverges further; a restart replays it.
+        this.failed = new Error(`shard ${this.opts.dir} failed to apply operation ${s}: ${(err as Error).message}`);
+        this.logger.error({ err, seq: String(s) }, 'applying a logged operation failed; the shard stops taking writes');
+        throw err;
+      }
+      this.appliedSeq = s;
+      return s;
+    });
+    if (wait) await this.wal.sync();
+    this.optimize();
+    return seq;
+  }
+
+  /** Applies an operation to memory (also used by replay; must be deterministic). */
+  private async apply(op: ShardOperation, seq: bigint): Promise<void> {
+    switch (op.kind) {
+      case 'upsert': {
+        const perName = new Map<string, { labels: bigint[]; vecs: Float32Array[] }>();
+        const removeVec = new Map<string, bigint[]>();
+        // A point written twice in one batch: the last one wins.
+        const last = new Map<string, number>();
+        op.points.forEach((p, i) => last.set(p.id.key, i));
+        op.points.forEach((p, i) => {
+          if (last.get(p.id.key) !== i) return;
+          const { offset } = this.tracker.upsert(p.id, seq);
+          if (p.payload && Object.keys(p.payload).length > 0) this.payloads.overwrite(offset, p.payload);
+          else this.payloads.remove(offset);
+          this.payloadIndex.update(offset, p.payload);
+          for (const name of this.vectors.keys()) {
+            const v = p.vectors.get(name);
+            if (v) {
+              let e = perName.get(name);
+              if (!e) perName.set(name, (e = { labels: [], vecs: [] }));
+              e.labels.push(offset);
+              e.vecs.push(v);
+            } else {
+              let r = removeVec.get(name);
+              if (!r) removeVec.set(name, (r = []));
+              r.push(offset);
+            }
+          }
+        });
+        await Promise.all([
+          ...[...perName].map(([name, e]) => this.vectors.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))),
+          ...[...removeVec].map(([name, ls]) => this.vectors.get(name)!.delete(BigUint64Array.from(ls))),
+        ]);
+        return;
+      }
+      case 'delete': {
+        const offsets: bigint[] = [];
+        for (const id of op.ids) {
+          const off = this.tracker.delete(id);
+          if (off === null) continue;
+          offsets.push(off);
+          this.payloads.remove(off);
+          this.payloadIndex.update(off, null);
+        }
+        if (offsets.length > 0) {
+          const labels = BigUint64Array.from(offsets);
+          await Promise.all([...this.vectors.values()].map((s) => s.delete(labels)));
+        }
+        return;
+      }
+      case 'set_payload':
+      case 'overwrite_payload':
+      case 'delete_payload':
+      case 'clear_payload': {
+        for (const id of op.ids) {
+          if (!this.tracker.has(id)) continue;
+          const { offset } = this.tracker.upsert(id, seq);
+          if (op.kind === 'set_payload') this.payloads.set(offset, op.payload, op.key);
+          else if (op.kind === 'overwrite_payload') this.payloads.overwrite(offset, op.payload);
+          else if (op.kind === 'delete_payload') this.payloads.deleteKeys(offset, op.keys);
+          else this.payloads.remove(offset);
+          this.payloadIndex.update(offset, this.payloads.has(offset) ? (this.payloads.get(offset) as Payload) : null);
+        }
+        return;
+      }
+      case 'update_vectors': {
+        const perName = new Map<string, { labels: bigint[]; vecs: Float32Array[] }>();
+        for (const p of op.points) {
+          if (!this.tracker.has(p.id)) continue;
+          const { offset } = this.tracker.upsert(p.id, seq);
+          for (const [name, v] of p.vectors) {
+            let e = perName.get(name);
+            if (!e) perName.set(name, (e = { labels: [], vecs: [] }));
+            e.labels.push(offset);
+            e.vecs.push(v);
+          }
+        }
+        await Promise.all([...perName].map(([name, e]) => this.vectors.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))));
+        return;
+      }
+      case 'delete_vectors': {
+        const offsets: bigint[] = [];
+        for (const id of op.ids) {
+          if (!this.tracker.has(id)) continue;
+          offsets.push(this.tracker.upsert(id, seq).offset);
+        }
+        const labels = BigUint64Array.from(offsets);
+        await Promise.all(op.names.map((n) => this.vectors.get(n)?.delete(labels)));
+        return;
+      }
+    }
+  }
+
+  /** Starts the optimizer jobs that are due (index build, vacuum). */
+  private optimize(): void {
+    if (this.closed) return;
+    for (const store of this.vectors.values()) {
+      const job = store.maybeOptimize(this.exclusive);
+      // When a job ends, another may be due (more points arrived meanwhile).
+      job?.then(() => this.optimize());
+    }
+  }
+
+  /** Re-checks whether optimizer work is due (after a configuration change). */
+  kick(): void {
+    this.optimize();
+  }
+
+  /** Whether every vector index is optimized (green) or work is pending or running (yellow). */
+  optimizing(): boolean {
+    for (const s of this.vectors.values()) if (s.pending()) return true;
+    return false;
+  }
+
+  /** Waits until no optimizer job runs or is due (tests, benchmarks, shutdown). */
+  async waitOptimized(): Promise<void> {
+    for (;;) {
+      this.optimize();
+      const stores = [...this.vectors.values()];
+      if (!stores.some((s) => s.pending())) return;
+      await Promise.all(stores.map((s) => s.idle()));
+      if (stores.some((s) => s.pending() && !s.busy())) await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  /**
+   * Saves the state after `appliedSeq` (under the update lock), then drops the WAL
+   * segments it covers. Skipped when nothing changed since the last one.
+   */
+  checkpoint(): Promise<void> {
+    if (this.closed && this.checkpointing === null) return Promise.resolve();
+    this.checkpointing ??= this.doCheckpoint().finally(() => {
+      this.checkpointing = null;
+    });
+    return this.checkpointing;
+  }
+
+  private async doCheckpoint(): Promise<void> {
+    if (this.failed) return;
+    const dir = this.opts.dir;
+    const saved = await this.exclusive(async () => {
+      const seq = this.appliedSeq;
+      const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
+      if (seq === this.checkpointSeq && !vectorsChanged && (await exists(path.join(dir, 'checkpoint.json')))) return null;
+      const started = Date.now();
+      await this.wal.sync();
+      const vectors: Record<string, VectorFiles> = {};
+      let i = 0;
+      for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
+      const state = `state-${seq}.bin`;
+      await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads));
+      const cp: CheckpointFile = { format: 1, applied_seq: seq.toString(), state, vectors };
+      await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
+      this.checkpointSeq = seq;
+      this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
+      return cp;
+    });
+    if (!saved) return;
+    await this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n);
+    const keep = new Set<string>([saved.state]);
+    for (const f of Object.values(saved.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) keep.add(n);
+    const names = await fs.readdir(dir);
+    await Promise.all(
+      names
+        .filter((n) => ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi'))) && !keep.has(n))
+        .map((n) => fs.rm(path.join(dir, n), { force: true })),
+    );
+  }
+
+  /** Stops timers and the optimizer's next jobs, writes a last checkpoint, closes the WAL. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.flushTimer = null;
+    await Promise.all([...this.vectors.values()].map((s) => s.idle()));
+    try {
+      await this.checkpoint();
+    } finally {
+      this.closed = true;
+      await this.exclusive(async () => {
+        await this.wal.close();
+      });
+    }
+  }
+
+  /** Closes without a checkpoint (the directory is about to be removed). */
+  async drop(): Promise<void> {
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.flushTimer = null;
+    this.closed = true;
+    await Promise.all([...this.vectors.values()].map((s) => s.idle()));
+    await this.exclusive(async () => {
+      await this.wal.close();
+    });
+  }
+
+  // -- payload indexes ------------------------------------------------------------------
+
+  async createPayloadIndex(field: string, schema: FieldSchema): Promise<void> {
+    await this.exclusive(async () => {
+      this.payloadIndex.create(field, schema, this.payloadEntries());
+    });
+  }
+
+  async dropPayloadIndex(field: string): Promise<void> {
+    await this.exclusive(async () => {
+      this.payloadIndex.drop(field);
+    });
+  }
+
+  // -- reads ------------------------------------------------------------------------------
+
+  get pointCount(): number {
+    return this.tracker.size;
+  }
+
+  get lastSeq(): bigint {
+    return this.appliedSeq;
+  }
+
+  has(key: PointKey): boolean {
+    return this.tracker.has(key);
+  }
+
+  entry(key: PointKey): StoredPoint | null {
+    const offset = this.tracker.offsetOf(key);
+    if (offset === null) return null;
+    const e = this.tracker.at(offset)!;
+    return { key: e.id, offset, version: e.version };
+  }
+
+  entryAt(offset: bigint): StoredPoint | null {
+    const e = this.tracker.at(offset);
+    return e ? { key: e.id, offset, version: e.version } : null;
+  }
+
+  payloadOf(offset: bigint): Readonly<Payload> | null {
+    return this.payloads.has(offset) ? this.payloads.get(offset) : null;
+  }
+
+  async vectorsOf(offset: bigint, names: string[]): Promise<NamedVectors> {
+    const out: NamedVectors = new Map();
+    for (const n of names) {
+      const v = await this.vectors.get(n)?.get(offset);
+      if (v) out.set(n, v);
+    }
+    return out;
+  }
+
+  private predicate(filter: Filter): (e: TrackerEntry) => boolean {
+    const pred: PointPredicate = compileFilter(filter);
+    return (e) =>
+      pred(pointIdToJson(e.id) as number | string, this.payloads.has(e.offset) ? (this.payloads.get(e.offset) as Payload) : null, (name) =>
+        this.vectors.get(name)?.present.has(e.offset) ?? false,
+      );
+  }
+
+  /** Offsets of the points matching `filter` (all points when null), in no particular order. */
+  matching(filter: Filter | null): bigint[] {
+    const out: bigint[] = [];
+    if (filter === null) {
+      for (const e of this.tracker.unordered()) out.push(e.offset);
+      return out;
+    }
+    const test = this.predicate(filter);
+    const cands = this.payloadIndex.candidates(filter);
+    if (cands !== null) {
+      for (const off of cands) {
+        const e = this.tracker.at(off);
+        if (e && test(e)) out.push(off);
+      }
+    } else {
+      for (const e of this.tracker.unordered()) if (test(e)) out.push(e.offset);
+    }
+    return out;
+  }
+
+  /** Resolves explicit ids or a filter to the point keys present in this shard. */
+  resolve(ids: PointKey[] | null, filter: Filter | null): PointKey[] {
+    if (ids !== null) {
+      let keys = ids.filter((k) => this.tracker.has(k));
+      if (filter !== null) {
+        const test = this.predicate(filter);
+        keys = keys.filter((k) => test(this.tracker.at(this.tracker.offsetOf(k)!)!));
+      }
+      return keys;
+    }
+    return this.matching(filter).map((o) => this.tracker.at(o)!.id);
+  }
+
+  /**
+   * Up to `limit` points by the value of a range-indexed payload field (scroll and
+   * query `order_by`); a point with several values appears once per value, as in the
+   * reference. Throws OrderByError when the field has no range index.
+   */
+  ordered(key: string, opts: OrderOptions, filter: Filter | null, limit: number): Array<StoredPoint & { value: number }> {
+    const test = filter ? this.predicate(filter) : null;
+    const out: Array<StoredPoint & { value: number }> = [];
+    for (const { offset, value } of this.payloadIndex.orderValues(key, opts)) {
+      if (out.length >= limit) break;
+      const e = this.tracker.at(offset);
+      if (!e || (test && !test(e))) continue;
+      out.push({ key: e.id, offset, version: e.version, value });
+    }
+    return out;
+  }
+
+  count(filter: Filter | null): number {
+    return filter === null ? this.tracker.size : this.matching(filter).length;
+  }
+
+  /**
+   * Points in scroll order starting at `from` (inclusive), at most `limit` + 1 (the
+   * extra one is the next page offset).
+   */
+  scroll(from: PointKey | null, limit: number, filter: Filter | null, cmp: (a: PointKey, b: PointKey) => number): StoredPoint[] {
+    const sorted = this.tracker.sortedById();
+    let lo = 0;
+    if (from) {
+      let hi = sorted.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (cmp(sorted[mid].id, from) < 0) lo = mid + 1;
+        else hi = mid;
+      }
+    }
+    const test = filter ? this.predicate(filter) : null;
+    const out: StoredPoint[] = [];
+    for (let i = lo; i < sorted.length && out.length <= limit; i++) {
+      const e = sorted[i];
+      if (test && !test(e)) continue;
+      out.push({ key: e.id, offset: e.offset, version: e.version });
+    }
+    return out;
+  }
+
+  /** Nearest points by one named vector; `allow` null means no filter. */
+  async search(name: string, req: Omit<VectorSearch, 'allow'>, filter: Filter | null): Promise<Hit[]> {
+    const store = this.vectors.get(name);
+    if (!store) return [];
+    let allow: BigUint64Array | undefined;
+    if (filter !== null) {
+      const offs = this.matching(filter);
+      if (offs.length === 0) return [];
+      allow = BigUint64Array.from(offs);
+    }
+    return store.search({ ...req, allow });
+  }
+}
+
+function concat(vs: Float32Array[]): Float32Array {
+  if (vs.length === 1) return vs[0];
+  let n = 0;
+  for (const v of vs) n += v.length;
+  const out = new Float32Array(n);
+  let at = 0;
+  for (const v of vs) {
+    out.set(v, at);
+    at += v.length;
+  }
+  return out;
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await fs.access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {
+  let raw: string;
+  try {
+    raw = await fs.readFile(path.join(dir, 'checkpoint.json'), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  const cp = JSON.parse(raw) as CheckpointFile;
+  if (cp.format !== 1 || typeof cp.applied_seq !== 'string' || typeof cp.state !== 'string') {
+    throw new Error(`${path.join(dir, 'checkpoint.json')} is not a Quiver checkpoint (format ${String(cp.format)})`);
+  }
+  return cp;
+}
+
+/** `magic u32 | crc32c u32 | tracker length u32 | tracker | payloads` (each part carries its own checksum too). */
+function encodeState(tracker: IdTracker, payloads: PayloadStore): Buffer {
+  const t = tracker.toBytes();
+  const p = payloads.toBytes();
+  const out = Buffer.allocUnsafe(12 + t.length + p.length);
+  out.writeUInt32LE(STATE_MAGIC, 0);
+  out.writeUInt32LE(t.length, 8);
+  out.set(t, 12);
+  out.set(p, 12 + t.length);
+  out.writeUInt32LE(crc32c(out, 8), 4);
+  return out;
+}
+
+function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore } {
+  if (buf.length < 12 || buf.readUInt32LE(0) !== STATE_MAGIC) throw new Error(`${name}: not a Quiver shard state file`);
+  if (crc32c(buf, 8) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  const tlen = buf.readUInt32LE(8);
+  if (12 + tlen > buf.length) throw new Error(`${name}: truncated`);
+  return {
+    tracker: IdTracker.fromBytes(buf.subarray(12, 12 + tlen)),
+    payloads: PayloadStore.fromBytes(buf.subarray(12 + tlen)),
+  };
+}

@@ -1,0 +1,183 @@
+/**
+ * Point operations of one shard, in the resolved form that is written to the WAL and
+ * applied: every id is a canonical point key, every vector a validated Float32Array,
+ * and operations that the API selects by filter are already resolved to ids (so
+ * replaying the WAL applies exactly what was applied the first time, whatever the
+ * payloads look like at replay time).
+ *
+ * Owns: the operation types and their byte encoding. Must never: validate user input
+ * (the collection layer does) or touch shard state.
+ *
+ * Record layout: `u8 format(=1) | u32 header length | header (UTF-8 JSON) | f32 data`.
+ * The header holds ids, payloads and, per vector name, which points carry a vector;
+ * the vectors themselves follow as raw little-endian f32 (JSON would be several times
+ * larger and slower for the bulk of an upsert).
+ */
+
+import type { Payload } from './payload-store';
+import type { PointKey } from './id-tracker';
+import { normalizePointId } from './id-tracker';
+
+/** Vectors by name ("" is the unnamed vector). */
+export type NamedVectors = Map<string, Float32Array>;
+
+export interface PointWrite {
+  id: PointKey;
+  vectors: NamedVectors;
+  payload: Payload | null;
+}
+
+export type ShardOperation =
+  | { kind: 'upsert'; points: PointWrite[] }
+  | { kind: 'delete'; ids: PointKey[] }
+  | { kind: 'set_payload'; ids: PointKey[]; payload: Payload; key: string | null }
+  | { kind: 'overwrite_payload'; ids: PointKey[]; payload: Payload }
+  | { kind: 'delete_payload'; ids: PointKey[]; keys: string[] }
+  | { kind: 'clear_payload'; ids: PointKey[] }
+  | { kind: 'update_vectors'; points: Array<{ id: PointKey; vectors: NamedVectors }> }
+  | { kind: 'delete_vectors'; ids: PointKey[]; names: string[] };
+
+const FORMAT = 1;
+
+interface Header {
+  k: ShardOperation['kind'];
+  ids: string[];
+  /** Per point payloads (upsert), or the operation's payload. */
+  p?: Array<Payload | null> | Payload;
+  key?: string | null;
+  keys?: string[];
+  names?: string[];
+  /** Per vector name: dim and the indexes (into ids) of points carrying that vector. */
+  v?: Array<{ n: string; d: number; rows: number[] }>;
+}
+
+function idText(k: PointKey): string {
+  return k.kind === 'num' ? k.value.toString() : k.value;
+}
+
+function idFrom(s: string): PointKey {
+  return normalizePointId(/^[0-9]+$/.test(s) ? BigInt(s) : s);
+}
+
+function vectorTable(points: Array<{ vectors: NamedVectors }>): { table: NonNullable<Header['v']>; chunks: Float32Array[] } {
+  const byName = new Map<string, { n: string; d: number; rows: number[] }>();
+  const chunks: Float32Array[] = [];
+  const perName = new Map<string, Float32Array[]>();
+  points.forEach((p, i) => {
+    for (const [name, vec] of p.vectors) {
+      let e = byName.get(name);
+      if (!e) {
+        e = { n: name, d: vec.length, rows: [] };
+        byName.set(name, e);
+        perName.set(name, []);
+      }
+      e.rows.push(i);
+      perName.get(name)!.push(vec);
+    }
+  });
+  for (const list of perName.values()) chunks.push(...list);
+  return { table: [...byName.values()], chunks };
+}
+
+export function encodeOperation(op: ShardOperation): Buffer {
+  let header: Header;
+  let chunks: Float32Array[] = [];
+  switch (op.kind) {
+    case 'upsert': {
+      const t = vectorTable(op.points);
+      chunks = t.chunks;
+      header = { k: op.kind, ids: op.points.map((p) => idText(p.id)), p: op.points.map((p) => p.payload), v: t.table };
+      break;
+    }
+    case 'update_vectors': {
+      const t = vectorTable(op.points);
+      chunks = t.chunks;
+      header = { k: op.kind, ids: op.points.map((p) => idText(p.id)), v: t.table };
+      break;
+    }
+    case 'delete':
+    case 'clear_payload':
+      header = { k: op.kind, ids: op.ids.map(idText) };
+      break;
+    case 'set_payload':
+      header = { k: op.kind, ids: op.ids.map(idText), p: op.payload, key: op.key };
+      break;
+    case 'overwrite_payload':
+      header = { k: op.kind, ids: op.ids.map(idText), p: op.payload };
+      break;
+    case 'delete_payload':
+      header = { k: op.kind, ids: op.ids.map(idText), keys: op.keys };
+      break;
+    case 'delete_vectors':
+      header = { k: op.kind, ids: op.ids.map(idText), names: op.names };
+      break;
+  }
+  const json = Buffer.from(JSON.stringify(header), 'utf8');
+  let floats = 0;
+  for (const c of chunks) floats += c.length;
+  const out = Buffer.allocUnsafe(5 + json.length + floats * 4);
+  out.writeUInt8(FORMAT, 0);
+  out.writeUInt32LE(json.length, 1);
+  json.copy(out, 5);
+  let at = 5 + json.length;
+  for (const c of chunks) {
+    Buffer.from(c.buffer, c.byteOffset, c.byteLength).copy(out, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+export class OperationFormatError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OperationFormatError';
+  }
+}
+
+export function decodeOperation(buf: Buffer): ShardOperation {
+  if (buf.length < 5 || buf.readUInt8(0) !== FORMAT) throw new OperationFormatError('WAL record has an unknown format');
+  const hlen = buf.readUInt32LE(1);
+  if (5 + hlen > buf.length) throw new OperationFormatError('WAL record header runs past its end');
+  const h = JSON.parse(buf.subarray(5, 5 + hlen).toString('utf8')) as Header;
+  const ids = h.ids.map(idFrom);
+  const readVectors = (): NamedVectors[] => {
+    const out: NamedVectors[] = ids.map(() => new Map());
+    let at = 5 + hlen;
+    for (const e of h.v ?? []) {
+      for (const row of e.rows) {
+        const bytes = e.d * 4;
+        if (at + bytes > buf.length) throw new OperationFormatError('WAL record vectors run past its end');
+        // Copy into an aligned buffer: the record's f32 data need not be 4-aligned.
+        const v = new Float32Array(e.d);
+        Buffer.from(v.buffer).set(buf.subarray(at, at + bytes));
+        out[row].set(e.n, v);
+        at += bytes;
+      }
+    }
+    return out;
+  };
+  switch (h.k) {
+    case 'upsert': {
+      const vs = readVectors();
+      const ps = h.p as Array<Payload | null>;
+      return { kind: 'upsert', points: ids.map((id, i) => ({ id, vectors: vs[i], payload: ps[i] })) };
+    }
+    case 'update_vectors': {
+      const vs = readVectors();
+      return { kind: 'update_vectors', points: ids.map((id, i) => ({ id, vectors: vs[i] })) };
+    }
+    case 'delete':
+    case 'clear_payload':
+      return { kind: h.k, ids };
+    case 'set_payload':
+      return { kind: 'set_payload', ids, payload: h.p as Payload, key: h.key ?? null };
+    case 'overwrite_payload':
+      return { kind: 'overwrite_payload', ids, payload: h.p as Payload };
+    case 'delete_payload':
+      return { kind: 'delete_payload', ids, keys: h.keys ?? [] };
+    case 'delete_vectors':
+      return { kind: 'delete_vectors', ids, names: h.names ?? [] };
+    default:
+      throw new OperationFormatError(`WAL record has an unknown operation ${JSON.stringify((h as { k: unknown }).k)}`);
+  }
+}

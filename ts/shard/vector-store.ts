@@ -1,0 +1,380 @@
+/**
+ * The vectors of one name in one shard, kept in up to three engine indexes:
+ *
+ *  - `appendable`: a flat index (no graph) that takes every write; adding is a copy,
+ *    and it is searched by exact scan. Small collections live here only.
+ *  - `frozen`: while the optimizer indexes, the former appendable index, read-only
+ *    except for deletes, still searched exactly.
+ *  - `indexed`: the HNSW index (quantized when configured) that the optimizer moves
+ *    frozen points into, and rebuilds without deleted slots (vacuum).
+ *
+ * A point is live in exactly one of them, except while a move copies frozen points
+ * into `indexed`. Writes that touch a point during a job go to `appendable` and are
+ * remembered in `dirty`; the job deletes those from its result before it is swapped
+ * in, and searches ignore `indexed` hits in `dirty` meanwhile, so a stale vector
+ * never wins.
+ *
+ * Owns: which index holds a point, the optimizer jobs, search merging, and the files
+ * of a checkpoint. Must never: decide when a write is durable (the shard's WAL does)
+ * or run a mutation outside `exclusive` that another mutation could race with.
+ */
+
+import * as path from 'node:path';
+import type { Logger } from 'pino';
+
+import type { Engine, IndexOptions, SearchOptions, VectorIndex } from '../../bindings/engine';
+import type { VectorSpec } from '../collection/config';
+
+/** Runs `fn` while no write of the shard runs (the shard's update lock). */
+export type Exclusive = <T>(fn: () => Promise<T>) => Promise<T>;
+
+export interface Hit {
+  label: bigint;
+  score: number;
+}
+
+export interface VectorSearch {
+  vector: Float32Array;
+  k: number;
+  ef?: number;
+  exact?: boolean;
+  allow?: BigUint64Array;
+  oversampling?: number;
+  rescore?: boolean;
+  ignoreQuantization?: boolean;
+}
+
+/** File names of the indexes a checkpoint holds, relative to the shard directory. */
+export interface VectorFiles {
+  appendable: string;
+  frozen: string | null;
+  indexed: string | null;
+}
+
+/** Points moved into the HNSW index per engine call, so searches interleave with a move. */
+const MOVE_CHUNK = 2048;
+
+/** Larger-is-better for Cosine and Dot; Euclid and Manhattan scores are distances. */
+export function higherIsBetter(distance: string): boolean {
+  return distance === 'Cosine' || distance === 'Dot';
+}
+
+interface Tracked {
+  index: VectorIndex;
+  /** Bumped on every mutation: a checkpoint saves an index only when it changed. */
+  gen: number;
+  savedGen: number;
+  savedFile: string | null;
+}
+
+function track(index: VectorIndex): Tracked {
+  return { index, gen: 1, savedGen: 0, savedFile: null };
+}
+
+export class VectorStore {
+  private appendable: Tracked;
+  private frozen: Tracked | null = null;
+  private indexed: Tracked | null = null;
+  private dirty: Set<bigint> | null = null;
+  private job: Promise<void> | null = null;
+  private jobKind: 'index' | 'vacuum' | null = null;
+  /** Labels that hold a vector of this name (any index). */
+  readonly present = new Set<bigint>();
+
+  constructor(
+    private readonly engine: Engine,
+    readonly spec: VectorSpec,
+    private readonly logger: Logger,
+  ) {
+    this.appendable = track(engine.createIndex(this.flatOptions()));
+  }
+
+  private flatOptions(): IndexOptions {
+    const s = this.spec;
+    return { dim: s.dim, distance: s.distance, flat: true, fullScanThresholdKb: s.fullScanThresholdKb };
+  }
+
+  private graphOptions(): IndexOptions {
+    const s = this.spec;
+    return {
+      dim: s.dim,
+      distance: s.distance,
+      m: Math.max(2, s.m),
+      efConstruct: s.efConstruct,
+      fullScanThresholdKb: s.fullScanThresholdKb,
+      quantization: s.quantization,
+    };
+  }
+
+  private threads(): number {
+    return this.spec.maxIndexingThreads > 0 ? this.spec.maxIndexingThreads : 0;
+  }
+
+  /** Writes or replaces vectors (call under the shard's update lock). */
+  async upsert(labels: BigUint64Array, vectors: Float32Array): Promise<void> {
+    if (labels.length === 0) return;
+    const others = [this.frozen, this.indexed].filter((t): t is Tracked => t !== null);
+    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...others.map((t) => t.index.delete(labels))]);
+    this.appendable.gen++;
+    for (const t of others) t.gen++;
+    for (const l of labels) {
+      this.present.add(l);
+      this.dirty?.add(l);
+    }
+  }
+
+  /** Removes the vectors of these labels (call under the shard's update lock). */
+  async delete(labels: BigUint64Array): Promise<void> {
+    if (labels.length === 0) return;
+    const all = this.all();
+    await Promise.all(all.map((t) => t.index.delete(labels)));
+    for (const t of all) t.gen++;
+    for (const l of labels) {
+      this.present.delete(l);
+      this.dirty?.add(l);
+    }
+  }
+
+  private all(): Tracked[] {
+    return [this.appendable, this.frozen, this.indexed].filter((t): t is Tracked => t !== null);
+  }
+
+  /** The stored vector of a label (normalised for Cosine), or null. */
+  async get(label: bigint): Promise<Float32Array | null> {
+    if (!this.present.has(label)) return null;
+    for (const t of this.all()) {
+      const v = await t.index.getVector(label);
+      if (v) return v;
+    }
+    return null;
+  }
+
+  /** Best `k` hits over every index, best first, each label once. */
+  async search(req: VectorSearch): Promise<Hit[]> {
+    const dirty = this.dirty;
+    const extra = dirty ? Math.min(dirty.size, 64) : 0;
+    const opts: SearchOptions = {
+      k: req.k,
+      ef: req.ef,
+      exact: req.exact,
+      allow: req.allow,
+      oversampling: req.oversampling,
+      rescore: req.rescore,
+      ignoreQuantization: req.ignoreQuantization,
+    };
+    const parts: Array<Promise<Hit[]>> = [];
+    for (const t of this.all()) {
+      if (t.index.stats().count === 0) continue;
+      const isIndexed = t === this.indexed;
+      const o = isIndexed && extra > 0 ? { ...opts, k: req.k + extra } : opts;
+      parts.push(
+        t.index.search(req.vector, o).then((r) => {
+          const hits: Hit[] = [];
+          for (let i = 0; i < r.labels.length; i++) {
+            const label = r.labels[i];
+            if (isIndexed && dirty?.has(label)) continue;
+            hits.push({ label, score: r.scores[i] });
+          }
+          return hits;
+        }),
+      );
+    }
+    const lists = await Promise.all(parts);
+    if (lists.length === 1) return lists[0].slice(0, req.k);
+    return mergeHits(lists, higherIsBetter(this.spec.distance), req.k);
+  }
+
+  /** Vectors in the graph index (the reference's indexed_vectors_count). */
+  indexedCount(): number {
+    return this.indexed ? this.indexed.index.stats().count : 0;
+  }
+
+  /** Engine indexes in use (the reference's segments). */
+  segmentCount(): number {
+    return this.all().length;
+  }
+
+  busy(): boolean {
+    return this.job !== null;
+  }
+
+  private appendableKb(): number {
+    return (this.appendable.index.stats().count * this.spec.dim * 4) / 1024;
+  }
+
+  /** Whether an optimization is due (the collection reports yellow until it is done). */
+  pending(): boolean {
+    return this.job !== null || this.frozen !== null || this.indexDue() || this.vacuumDue();
+  }
+
+  private indexDue(): boolean {
+    const t = this.spec.indexingThresholdKb;
+    return t > 0 && this.appendable.index.stats().count > 0 && this.appendableKb() >= t;
+  }
+
+  private vacuumDue(): boolean {
+    if (!this.indexed) return false;
+    const s = this.indexed.index.stats();
+    return s.slots >= this.spec.vacuumMinVectorNumber && s.slots > 0 && s.deleted / s.slots > this.spec.deletedThreshold;
+  }
+
+  /** Starts one optimization job when one is due and none runs; resolves when it ends. */
+  maybeOptimize(exclusive: Exclusive): Promise<void> | null {
+    if (this.job) return null;
+    const kind = this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : null;
+    if (!kind) return null;
+    this.jobKind = kind;
+    const run = kind === 'index' ? this.indexJob(exclusive) : this.vacuumJob(exclusive);
+    this.job = run
+      .catch((err) => {
+        this.logger.error({ err, vector: this.spec.name, job: kind }, 'optimizer job failed; it will be retried');
+        return exclusive(async () => {
+          this.dirty = null;
+        });
+      })
+      .finally(() => {
+        this.job = null;
+        this.jobKind = null;
+      });
+    return this.job;
+  }
+
+  /** Waits for the running job, if any. */
+  async idle(): Promise<void> {
+    while (this.job) await this.job;
+  }
+
+  private async copyInto(target: VectorIndex, source: VectorIndex, what: string): Promise<void> {
+    const { labels, vectors } = await source.exportLive();
+    const d = this.spec.dim;
+    const started = Date.now();
+    for (let at = 0; at < labels.length; at += MOVE_CHUNK) {
+      const end = Math.min(labels.length, at + MOVE_CHUNK);
+      await target.add(labels.subarray(at, end), vectors.subarray(at * d, end * d), this.threads());
+      if (end === labels.length || (at / MOVE_CHUNK) % 10 === 9) {
+        this.logger.info({ vector: this.spec.name, job: what, done: end, total: labels.length, ms: Date.now() - started }, 'optimizer progress');
+      }
+    }
+  }
+
+  /** Moves the appendable points into the HNSW index (building it the first time). */
+  private async indexJob(exclusive: Exclusive): Promise<void> {
+    await exclusive(async () => {
+      if (!this.frozen) {
+        this.frozen = this.appendable;
+        this.appendable = track(this.engine.createIndex(this.flatOptions()));
+      }
+      this.dirty = new Set();
+    });
+    const frozen = this.frozen!;
+    const fresh = this.indexed === null;
+    const target = this.indexed ?? track(this.engine.createIndex(this.graphOptions()));
+    await this.copyInto(target.index, frozen.index, 'index');
+    target.gen++;
+    await exclusive(async () => {
+      const stale = BigUint64Array.from(this.dirty ?? []);
+      if (stale.length > 0) await target.index.delete(stale);
+      if (fresh) this.indexed = target;
+      this.frozen = null;
+      this.dirty = null;
+    });
+  }
+
+  /** Rebuilds the HNSW index without its deleted slots. */
+  private async vacuumJob(exclusive: Exclusive): Promise<void> {
+    await exclusive(async () => {
+      this.dirty = new Set();
+    });
+    const source = this.indexed!;
+    const target = track(this.engine.createIndex(this.graphOptions()));
+    await this.copyInto(target.index, source.index, 'vacuum');
+    await exclusive(async () => {
+      const stale = BigUint64Array.from(this.dirty ?? []);
+      if (stale.length > 0) await target.index.delete(stale);
+      this.indexed = target;
+      this.dirty = null;
+    });
+  }
+
+  // -- checkpoint ---------------------------------------------------------------------
+
+  /**
+   * Saves every index that changed since its last save under a fresh file name in
+   * `dir` (call under the update lock). Returns the file names the checkpoint holds;
+   * files not named there any more are removed by the shard after the checkpoint.
+   */
+  async save(dir: string, prefix: string, seq: bigint): Promise<VectorFiles> {
+    const saveOne = async (t: Tracked, role: string): Promise<string> => {
+      if (t.savedFile !== null && t.savedGen === t.gen) return t.savedFile;
+      const gen = t.gen;
+      const file = `${prefix}${role}-${seq}.qvi`;
+      await t.index.save(path.join(dir, file));
+      t.savedGen = gen;
+      t.savedFile = file;
+      return file;
+    };
+    return {
+      appendable: await saveOne(this.appendable, 'appendable'),
+      frozen: this.frozen ? await saveOne(this.frozen, 'frozen') : null,
+      indexed: this.indexed ? await saveOne(this.indexed, 'indexed') : null,
+    };
+  }
+
+  /**
+   * Loads the indexes a checkpoint names and reconciles them with the shard's live
+   * labels: a label the shard no longer tracks is removed, and a label held by the
+   * appendable index (always the newest copy) is removed from the others.
+   */
+  async load(dir: string, files: VectorFiles, live: (label: bigint) => boolean): Promise<void> {
+    const open = async (file: string): Promise<Tracked> => {
+      const t = track(await this.engine.loadIndex(path.join(dir, file)));
+      t.savedGen = t.gen;
+      t.savedFile = file;
+      return t;
+    };
+    this.appendable = await open(files.appendable);
+    this.frozen = files.frozen ? await open(files.frozen) : null;
+    this.indexed = files.indexed ? await open(files.indexed) : null;
+    this.present.clear();
+    const newer = new Set<bigint>();
+    for (const t of this.all()) {
+      const { labels } = await t.index.exportLive();
+      const drop: bigint[] = [];
+      for (const l of labels) {
+        if (!live(l) || newer.has(l)) drop.push(l);
+        else {
+          newer.add(l);
+          this.present.add(l);
+        }
+      }
+      if (drop.length > 0) {
+        await t.index.delete(BigUint64Array.from(drop));
+        t.gen++;
+      }
+    }
+  }
+
+  /** Whether an index changed since the last save (a checkpoint is due even without new writes). */
+  changedSinceSave(): boolean {
+    return this.all().some((t) => t.savedFile === null || t.savedGen !== t.gen);
+  }
+
+  describeJob(): string | null {
+    return this.jobKind;
+  }
+}
+
+/** Merges per-index hit lists (each sorted best first) into the best `k`, each label once. */
+export function mergeHits(lists: Hit[][], higher: boolean, k: number): Hit[] {
+  const all = lists.flat();
+  all.sort(higher ? (a, b) => b.score - a.score : (a, b) => a.score - b.score);
+  const seen = new Set<bigint>();
+  const out: Hit[] = [];
+  for (const h of all) {
+    if (seen.has(h.label)) continue;
+    seen.add(h.label);
+    out.push(h);
+    if (out.length === k) break;
+  }
+  return out;
+}

@@ -1,0 +1,216 @@
+/**
+ * The table of contents of one node's storage: which collections exist, their
+ * aliases, and where they live on disk.
+ *
+ * Owns: `storage/collections/<name>/` (config.json + one directory per shard) and
+ * `storage/aliases.json`; creating, opening, updating and deleting collections;
+ * resolving a name or alias. Metadata changes run one at a time. Must never: parse
+ * HTTP, or reach into shards (Collection does).
+ *
+ * A collection is created in a hidden directory and renamed into place once its
+ * config is written, and deleted by renaming it away first, so a crash never leaves a
+ * half-made collection that start-up would try to open.
+ */
+
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import type { Logger } from 'pino';
+
+import type { Engine } from '../../bindings/engine';
+import { AlreadyExistsError, BadInputError, NotFoundError, ValidationError } from '../api/errors';
+import { Collection, type CollectionMeta } from '../collection/collection';
+import type { CollectionConfig } from '../collection/config';
+import { readJson, syncDir, writeFileAtomic } from '../shard/files';
+
+const NAME_RE = /^[^\0/\\:*?"<>|]{1,255}$/;
+
+export function validateCollectionName(name: string, what = 'collection name'): void {
+  if (!NAME_RE.test(name) || name === '.' || name === '..' || name.startsWith('.')) {
+    throw new ValidationError(`${what}: ${JSON.stringify(name)} is not allowed (1 to 255 characters, no / \\ : * ? " < > | and not starting with a dot)`);
+  }
+}
+
+export type AliasAction =
+  | { create_alias: { collection_name: string; alias_name: string } }
+  | { delete_alias: { alias_name: string } }
+  | { rename_alias: { old_alias_name: string; new_alias_name: string } };
+
+export class TableOfContent {
+  private readonly collections = new Map<string, Collection>();
+  private aliases = new Map<string, string>();
+  private meta: Promise<unknown> = Promise.resolve();
+  private readonly collectionsDir: string;
+
+  private constructor(
+    readonly storagePath: string,
+    private readonly engine: Engine,
+    private readonly logger: Logger,
+    private readonly maxCollections: number | null,
+  ) {
+    this.collectionsDir = path.join(storagePath, 'collections');
+  }
+
+  static async open(storagePath: string, engine: Engine, logger: Logger, maxCollections: number | null = null): Promise<TableOfContent> {
+    const toc = new TableOfContent(storagePath, engine, logger, maxCollections);
+    await fs.mkdir(toc.collectionsDir, { recursive: true });
+    const entries = await fs.readdir(toc.collectionsDir, { withFileTypes: true });
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const dir = path.join(toc.collectionsDir, e.name);
+      if (e.name.startsWith('.')) {
+        // A creation or deletion that a crash interrupted: finish removing it.
+        await fs.rm(dir, { recursive: true, force: true });
+        continue;
+      }
+      const meta = await readJson<CollectionMeta>(path.join(dir, 'config.json'));
+      if (!meta) {
+        logger.warn({ dir }, 'directory without config.json in collections/: skipped');
+        continue;
+      }
+      meta.payload_schema ??= {};
+      toc.collections.set(e.name, await Collection.open(e.name, dir, meta, engine, logger));
+    }
+    const aliases = await readJson<Record<string, string>>(path.join(storagePath, 'aliases.json'));
+    toc.aliases = new Map(Object.entries(aliases ?? {}).filter(([, c]) => toc.collections.has(c)));
+    logger.info({ collections: toc.collections.size, aliases: toc.aliases.size, path: storagePath }, 'storage opened');
+    return toc;
+  }
+
+  /** Runs metadata changes one at a time. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.meta.then(fn, fn);
+    this.meta = run.catch(() => undefined);
+    return run;
+  }
+
+  names(): string[] {
+    return [...this.collections.keys()].sort();
+  }
+
+  has(name: string): boolean {
+    return this.collections.has(name) || this.aliases.has(name);
+  }
+
+  /** The collection a name or alias refers to, or a 404. */
+  get(nameOrAlias: string): Collection {
+    const c = this.collections.get(nameOrAlias) ?? this.collections.get(this.aliases.get(nameOrAlias) ?? '');
+    if (!c) throw new NotFoundError(`Collection \`${nameOrAlias}\` doesn't exist!`);
+    return c;
+  }
+
+  all(): Collection[] {
+    return [...this.collections.values()];
+  }
+
+  private async writeMeta(c: { dir: string; meta: CollectionMeta }): Promise<void> {
+    await writeFileAtomic(path.join(c.dir, 'config.json'), JSON.stringify(c.meta, null, 2));
+  }
+
+  create(name: string, config: CollectionConfig): Promise<void> {
+    validateCollectionName(name);
+    return this.serial(async () => {
+      if (this.collections.has(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
+      if (this.aliases.has(name)) throw new AlreadyExistsError(`Alias with name \`${name}\` already exists!`);
+      if (this.maxCollections !== null && this.collections.size >= this.maxCollections) {
+        throw new BadInputError(`cannot create more than ${this.maxCollections} collections (storage.max_collections)`);
+      }
+      const dir = path.join(this.collectionsDir, name);
+      const tmp = path.join(this.collectionsDir, `.creating-${process.pid}-${Date.now()}`);
+      const meta: CollectionMeta = { config, payload_schema: {} };
+      await fs.mkdir(tmp, { recursive: true });
+      try {
+        await this.writeMeta({ dir: tmp, meta });
+        await fs.rename(tmp, dir);
+        await syncDir(this.collectionsDir);
+      } catch (err) {
+        await fs.rm(tmp, { recursive: true, force: true });
+        throw err;
+      }
+      this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger));
+      this.logger.info({ collection: name }, 'collection created');
+    });
+  }
+
+  /** Deletes a collection; false when it did not exist (the reference answers 200 false). */
+  delete(name: string): Promise<boolean> {
+    return this.serial(async () => {
+      const c = this.collections.get(name);
+      if (!c) return false;
+      this.collections.delete(name);
+      let aliasesChanged = false;
+      for (const [a, target] of this.aliases) {
+        if (target === name) {
+          this.aliases.delete(a);
+          aliasesChanged = true;
+        }
+      }
+      if (aliasesChanged) await this.saveAliases();
+      await c.drop();
+      const trash = path.join(this.collectionsDir, `.deleted-${process.pid}-${Date.now()}`);
+      await fs.rename(c.dir, trash);
+      await syncDir(this.collectionsDir);
+      await fs.rm(trash, { recursive: true, force: true });
+      this.logger.info({ collection: name }, 'collection deleted');
+      return true;
+    });
+  }
+
+  /** Persists a collection's changed metadata (config update, payload indexes). */
+  updateMeta(name: string, change: (c: Collection) => Promise<void>): Promise<void> {
+    return this.serial(async () => {
+      const c = this.get(name);
+      await change(c);
+      await this.writeMeta(c);
+    });
+  }
+
+  // -- aliases ---------------------------------------------------------------------------
+
+  private async saveAliases(): Promise<void> {
+    await writeFileAtomic(path.join(this.storagePath, 'aliases.json'), JSON.stringify(Object.fromEntries(this.aliases), null, 2));
+  }
+
+  /** Applies alias actions all or nothing. */
+  updateAliases(actions: AliasAction[]): Promise<void> {
+    return this.serial(async () => {
+      const next = new Map(this.aliases);
+      for (const a of actions) {
+        if ('create_alias' in a) {
+          const { collection_name, alias_name } = a.create_alias;
+          validateCollectionName(alias_name, 'alias name');
+          if (!this.collections.has(collection_name)) throw new NotFoundError(`Collection \`${collection_name}\` doesn't exist!`);
+          if (this.collections.has(alias_name)) throw new AlreadyExistsError(`Collection \`${alias_name}\` already exists!`);
+          next.set(alias_name, collection_name);
+        } else if ('delete_alias' in a) {
+          if (!next.delete(a.delete_alias.alias_name)) throw new NotFoundError(`Alias ${a.delete_alias.alias_name} does not exists!`);
+        } else {
+          const { old_alias_name, new_alias_name } = a.rename_alias;
+          const target = next.get(old_alias_name);
+          if (target === undefined) throw new NotFoundError(`Alias ${old_alias_name} does not exists!`);
+          validateCollectionName(new_alias_name, 'alias name');
+          if (this.collections.has(new_alias_name)) throw new AlreadyExistsError(`Collection \`${new_alias_name}\` already exists!`);
+          next.delete(old_alias_name);
+          next.set(new_alias_name, target);
+        }
+      }
+      this.aliases = next;
+      await this.saveAliases();
+    });
+  }
+
+  listAliases(collection?: string): Array<{ alias_name: string; collection_name: string }> {
+    const out: Array<{ alias_name: string; collection_name: string }> = [];
+    for (const [alias_name, collection_name] of this.aliases) {
+      if (collection === undefined || collection === collection_name) out.push({ alias_name, collection_name });
+    }
+    out.sort((a, b) => (a.alias_name < b.alias_name ? -1 : a.alias_name > b.alias_name ? 1 : 0));
+    return out;
+  }
+
+  /** Writes a checkpoint of every collection and closes them. */
+  async close(): Promise<void> {
+    await this.serial(async () => {
+      await Promise.all(this.all().map((c) => c.close()));
+    });
+  }
+}
