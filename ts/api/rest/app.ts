@@ -42,6 +42,16 @@ export interface RestApp {
 export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const { logger, info, toc } = deps;
   const stats = new RequestStats(config.service.metrics_prefix);
+  stats.addStorageGauges({
+    collections: () =>
+      toc.all().map((c) => ({
+        name: c.name,
+        points: c.pointsCount(),
+        indexedVectors: c.indexedVectorsCount(),
+        segments: c.segmentsCount(),
+        optimizing: c.status() === 'yellow',
+      })),
+  });
   const app = new Koa();
   app.proxy = false;
   // Errors reach this only when writing a response fails (a client gone mid-answer).

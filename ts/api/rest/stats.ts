@@ -8,7 +8,12 @@
  * route share one label.
  */
 
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** What the storage gauges read at scrape time. */
+export interface StorageFigures {
+  collections(): Array<{ name: string; points: number; indexedVectors: number; segments: number; optimizing: boolean }>;
+}
 
 /** Label of requests that matched no route. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -25,8 +30,11 @@ export class RequestStats {
   /** Keyed by "METHOD /route/{pattern}": count and total duration. */
   private readonly perRoute = new Map<string, { count: number; totalMicros: number }>();
 
+  private readonly prefix: string;
+
   constructor(metricsPrefix: string | null) {
     const prefix = metricsPrefix ?? '';
+    this.prefix = prefix;
     collectDefaultMetrics({ register: this.registry, prefix });
     this.responses = new Counter({
       name: `${prefix}rest_responses_total`,
@@ -41,6 +49,35 @@ export class RequestStats {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [this.registry],
     });
+  }
+
+  /** Gauges read from the storage at each scrape (collections, points, optimizer state). */
+  addStorageGauges(storage: StorageFigures): void {
+    const prefix = this.prefix;
+    const reg = [this.registry];
+    new Gauge({
+      name: `${prefix}collections_total`,
+      help: 'Collections on this node',
+      registers: reg,
+      collect() {
+        this.set(storage.collections().length);
+      },
+    });
+    const perCollection = (name: string, help: string, value: (c: ReturnType<StorageFigures['collections']>[number]) => number) =>
+      new Gauge({
+        name: `${prefix}${name}`,
+        help,
+        labelNames: ['collection'],
+        registers: reg,
+        collect() {
+          this.reset();
+          for (const c of storage.collections()) this.set({ collection: c.name }, value(c));
+        },
+      });
+    perCollection('collection_points', 'Points stored in a collection on this node', (c) => c.points);
+    perCollection('collection_indexed_vectors', 'Vectors in HNSW indexes (the rest are searched by exact scan)', (c) => c.indexedVectors);
+    perCollection('collection_segments', 'Engine indexes (segments) of a collection on this node', (c) => c.segments);
+    perCollection('collection_optimizing', '1 while an optimizer job (index build, vacuum) is due or running (status yellow)', (c) => (c.optimizing ? 1 : 0));
   }
 
   /** Counts one answered request; `route` is its pattern, or null when none matched. */
