@@ -29,6 +29,14 @@ export interface IndexOptions {
   quantization?: Quantization;
   /** Seed of the level generator, for reproducible graphs. */
   seed?: number;
+  /**
+   * Flat index: vectors are stored but never linked into a graph, so `add` costs a copy
+   * per vector and every search is an exact scan (as with `exact: true`; `ef` and
+   * `oversampling` are ignored). For small write-heavy segments searched by scan until
+   * their points move into a linked index (see `exportLive`). Saved with the index.
+   * Default false.
+   */
+  flat?: boolean;
 }
 
 export interface SearchOptions {
@@ -71,6 +79,14 @@ export interface IndexStats {
   /** Everything the index holds in memory. */
   totalBytes: number;
   quantization: Quantization['kind'];
+  /** Whether the index is flat (no graph; see IndexOptions.flat). */
+  flat: boolean;
+}
+
+/** Live labels and their stored vectors (`labels.length * dim` values), in slot order. */
+export interface LiveVectors {
+  labels: BigUint64Array;
+  vectors: Float32Array;
 }
 
 export interface VectorIndex {
@@ -84,6 +100,13 @@ export interface VectorIndex {
   /** Several queries (flat, n * dim) in one call; one result per query. */
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]>;
   getVector(label: bigint): Promise<Float32Array | null>;
+  /**
+   * Every live (not deleted) label with its stored vector, as getVector returns it
+   * (normalised for Cosine; the f32 original for quantized indexes), in slot order.
+   * Adding them to a new index with the same options rebuilds this one's contents.
+   * Searches keep running meanwhile (it only reads); writes wait for it.
+   */
+  exportLive(): Promise<LiveVectors>;
   /** Rebuilds the graph without deleted slots. */
   compact(threads?: number): Promise<void>;
   stats(): IndexStats;

@@ -15,6 +15,7 @@ import type {
   Engine,
   IndexOptions,
   IndexStats,
+  LiveVectors,
   SearchOptions,
   SearchResult,
   VectorIndex,
@@ -56,6 +57,7 @@ interface AddonIndex {
   search(query: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
   searchBatch(queries: Float32Array, options: AddonSearchOptions): Promise<SearchResult[]>;
   getVector(label: bigint): Promise<Float32Array | null>;
+  exportLive(): Promise<LiveVectors>;
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
   moveOriginalsToDisk(path: string): Promise<void>;
@@ -174,6 +176,10 @@ class NativeVectorIndex implements VectorIndex {
     });
   }
 
+  exportLive(): Promise<LiveVectors> {
+    return call(() => this.inner.exportLive());
+  }
+
   compact(threads?: number): Promise<void> {
     return call(() => this.inner.compact(checkThreads(threads)));
   }
@@ -191,6 +197,7 @@ class NativeVectorIndex implements VectorIndex {
       graphBytes: s.graphBytes,
       totalBytes: s.totalBytes,
       quantization: s.quantization as IndexStats['quantization'],
+      flat: s.flat,
     };
   }
 

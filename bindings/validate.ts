@@ -61,6 +61,7 @@ export interface CheckedIndexOptions {
   quantization: 'none' | 'scalar' | 'binary';
   quantile?: number;
   seed?: number;
+  flat: boolean;
 }
 
 export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
@@ -79,6 +80,9 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
     quantile = q.quantile ?? DEFAULT_SCALAR_QUANTILE;
     if (typeof quantile !== 'number') throw invalidArgument('quantization.quantile must be a number');
   }
+  if (options.flat !== undefined && typeof options.flat !== 'boolean') {
+    throw invalidArgument(`flat must be a boolean, got ${String(options.flat)}`);
+  }
   const opt = (name: string, v: number | undefined) => (v === undefined ? undefined : checkCount(name, v));
   return {
     dim: checkCount('dim', options.dim),
@@ -89,6 +93,7 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
     quantization: q.kind,
     quantile,
     seed: options.seed === undefined ? undefined : checkCount('seed', options.seed, Number.MAX_SAFE_INTEGER),
+    flat: options.flat ?? false,
   };
 }
 

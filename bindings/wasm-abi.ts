@@ -30,6 +30,7 @@ interface Exports {
     quantile: number,
     hasSeed: number,
     seed: bigint,
+    flags: number,
   ): number;
   quiver_index_free(handle: number): void;
   quiver_index_add(handle: number, labels: number, n: number, vectors: number, vectorsLen: number): number;
@@ -51,6 +52,7 @@ interface Exports {
   ): number;
   quiver_index_get_vector(handle: number, label: bigint, out: number, cap: number): number;
   quiver_index_stats(handle: number, out: number): number;
+  quiver_index_export_live(handle: number, outLabels: number, outVectors: number, cap: number): number;
   quiver_index_compact(handle: number): number;
   quiver_index_to_bytes(handle: number, outLen: number): number;
   quiver_index_from_bytes(bytes: number, len: number): number;
@@ -62,6 +64,10 @@ const QUANT_CODES = ['none', 'scalar', 'binary'] as const;
 const CODE_BY_NUMBER: readonly EngineErrorCode[] = ENGINE_ERROR_CODES;
 /** The ABI's "use the engine default" value for optional u32 parameters. */
 const DEFAULT_U32 = 0xffff_ffff;
+/** `quiver_index_new` flags. */
+const FLAG_FLAT = 1;
+/** f64 values `quiver_index_stats` writes. */
+const STATS_VALUES = 11;
 
 export interface WasmSearchArgs {
   k: number;
@@ -173,6 +179,7 @@ export class WasmModule {
           o.quantile ?? 0,
           o.seed === undefined ? 0 : 1,
           BigInt(o.seed ?? 0),
+          o.flat ? FLAG_FLAT : 0,
         ),
       ),
     );
@@ -264,10 +271,10 @@ export class WasmModule {
 
   stats(handle: number): IndexStats {
     return this.run(() => {
-      const op = this.alloc(10 * 8);
+      const op = this.alloc(STATS_VALUES * 8);
       try {
         this.check(this.x.quiver_index_stats(handle, op));
-        const v = new Float64Array(this.x.memory.buffer, op, 10);
+        const v = new Float64Array(this.x.memory.buffer, op, STATS_VALUES);
         return {
           dim: v[0],
           distance: DISTANCE_CODES[v[1]],
@@ -279,9 +286,28 @@ export class WasmModule {
           graphBytes: v[6],
           totalBytes: v[7],
           quantization: QUANT_CODES[v[8]],
+          flat: v[10] === 1,
         };
       } finally {
-        this.x.quiver_free(op, 10 * 8);
+        this.x.quiver_free(op, STATS_VALUES * 8);
+      }
+    });
+  }
+
+  /** `live` and `dim` (from the stats) size the output buffers. */
+  exportLive(handle: number, live: number, dim: number): { labels: BigUint64Array; vectors: Float32Array } {
+    return this.run(() => {
+      const lp = this.alloc(live * 8);
+      const vp = this.alloc(live * dim * 4);
+      try {
+        const n = this.check(this.x.quiver_index_export_live(handle, lp, vp, live));
+        return {
+          labels: new BigUint64Array(this.x.memory.buffer.slice(lp, lp + n * 8)),
+          vectors: new Float32Array(this.x.memory.buffer.slice(vp, vp + n * dim * 4)),
+        };
+      } finally {
+        this.x.quiver_free(lp, live * 8);
+        this.x.quiver_free(vp, live * dim * 4);
       }
     });
   }

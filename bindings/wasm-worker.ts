@@ -21,6 +21,7 @@ export type WorkerRequest =
   | { id: number; op: 'delete'; args: { handle: number; labels: BigUint64Array } }
   | { id: number; op: 'search'; args: { handle: number; queries: Float32Array; batch: boolean; options: WasmSearchArgs } }
   | { id: number; op: 'getVector'; args: { handle: number; label: bigint } }
+  | { id: number; op: 'exportLive'; args: { handle: number } }
   | { id: number; op: 'compact'; args: { handle: number } }
   | { id: number; op: 'stats'; args: { handle: number } }
   | { id: number; op: 'toBytes'; args: { handle: number } }
@@ -77,6 +78,11 @@ function main(): void {
         const dim = wasm.stats(req.args.handle).dim;
         const v = wasm.getVector(req.args.handle, req.args.label, dim);
         return { result: v, transfer: v ? [v.buffer as ArrayBuffer] : [] };
+      }
+      case 'exportLive': {
+        const stats = wasm.stats(req.args.handle);
+        const out = wasm.exportLive(req.args.handle, stats.count, stats.dim);
+        return { result: out, transfer: [out.labels.buffer as ArrayBuffer, out.vectors.buffer as ArrayBuffer] };
       }
       case 'compact':
         wasm.compact(req.args.handle);

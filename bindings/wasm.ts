@@ -21,6 +21,7 @@ import type {
   Engine,
   IndexOptions,
   IndexStats,
+  LiveVectors,
   SearchOptions,
   SearchResult,
   VectorIndex,
@@ -200,6 +201,10 @@ class WasmVectorIndex implements VectorIndex {
       checkLabel(label);
       return this.host.call<Float32Array | null>({ op: 'getVector', args: { handle, label } });
     });
+  }
+
+  exportLive(): Promise<LiveVectors> {
+    return this.with((handle) => this.host.call<LiveVectors>({ op: 'exportLive', args: { handle } }));
   }
 
   compact(threads?: number): Promise<void> {

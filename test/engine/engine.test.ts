@@ -193,6 +193,112 @@ for (const backend of BACKENDS) {
     t.deepEqual(Array.from((await ix.getVector(150n))!), Array.from(row(data, dim, 150)));
   });
 
+  // ---- flat indexes and exportLive ----
+
+  test(scenario('a flat index answers every search like exact search on a linked index'), async (t) => {
+    const dim = 16;
+    const n = 1500;
+    const data = randomVectors(n, dim, 40);
+    const labels = labelsFrom(100, n);
+    const small = labels.filter((l) => l % 13n === 0n);
+    const large = labels.filter((l) => l % 2n === 0n);
+    for (const distance of ['Cosine', 'Dot', 'Euclid', 'Manhattan'] as Distance[]) {
+      // A 1 KiB threshold sends the large allow-set down a linked index's graph path.
+      const linked = index(t, { dim, distance, fullScanThresholdKb: 1 });
+      const flat = index(t, { dim, distance, fullScanThresholdKb: 1, flat: true });
+      await linked.add(labels, data);
+      await flat.add(labels, data);
+      for (let i = 0; i < 5; i++) {
+        const q = randomVectors(1, dim, 41 + i);
+        for (const allow of [undefined, small, large]) {
+          const want = await linked.search(q, { k: 10, exact: true, allow });
+          // Graph parameters are ignored: a flat index always scans.
+          t.deepEqual(await flat.search(q, { k: 10, ef: 4, allow }), want, `${distance} allow ${allow?.length}`);
+        }
+      }
+      const [s, l] = [flat.stats(), linked.stats()];
+      t.true(s.flat);
+      t.false(l.flat);
+      t.like(s, { count: n, slots: n, deleted: 0, vectorBytes: l.vectorBytes });
+      t.true(s.graphBytes <= n * 16, `flat graph bytes ${s.graphBytes}`);
+      t.true(l.graphBytes > n * 64, `linked graph bytes ${l.graphBytes}`);
+    }
+    // Quantization still applies (codes are kept), but the scan uses the originals.
+    const q8 = index(t, { dim, distance: 'Euclid', flat: true, quantization: { kind: 'scalar' } });
+    await q8.add(labels, data);
+    const q = randomVectors(1, dim, 49);
+    t.deepEqual(Array.from((await q8.search(q, { k: 10 })).labels), bruteForce('Euclid', data, dim, q, 10, undefined, 100));
+  });
+
+  test(scenario('a flat index upserts, deletes, returns vectors and stays flat through compact'), async (t) => {
+    const dim = 4;
+    const ix = index(t, { dim, distance: 'Euclid', flat: true });
+    const data = randomVectors(300, dim, 42);
+    await ix.add(labelsFrom(0, 300), data);
+    await ix.add(new BigUint64Array([7n]), new Float32Array([9, 9, 9, 9]));
+    t.deepEqual(Array.from((await ix.getVector(7n))!), [9, 9, 9, 9]);
+    t.deepEqual(Array.from((await ix.search(new Float32Array([9, 9, 9, 9]), { k: 1 })).labels), [7n]);
+    t.is(await ix.delete(labelsFrom(0, 100)), 100);
+    t.like(ix.stats(), { count: 200, slots: 301, deleted: 101, flat: true });
+    const q = randomVectors(1, dim, 43);
+    const before = await ix.search(q, { k: 300 });
+    t.is(before.labels.length, 200);
+    t.true(Array.from(before.labels).every((l) => l >= 100n));
+    t.is(await ix.getVector(5n), null);
+    await ix.compact();
+    t.like(ix.stats(), { count: 200, slots: 200, deleted: 0, flat: true });
+    t.deepEqual(await ix.search(q, { k: 300 }), before);
+  });
+
+  test(scenario('exportLive returns every live label with its stored vector; re-adding them rebuilds the index'), async (t) => {
+    const dim = 12;
+    const n = 800;
+    const data = randomVectors(n, dim, 44);
+    const queries = randomVectors(10, dim, 45);
+    for (const options of [
+      { dim, distance: 'Cosine' },
+      { dim, distance: 'Euclid', flat: true },
+      { dim, distance: 'Dot', quantization: { kind: 'scalar' } },
+    ] as IndexOptions[]) {
+      const what = JSON.stringify(options);
+      const ix = index(t, options);
+      const empty = await ix.exportLive();
+      t.deepEqual([empty.labels.length, empty.vectors.length], [0, 0]);
+      await ix.add(labelsFrom(0, n), data);
+      await ix.delete(labelsFrom(0, n).filter((l) => l % 5n === 0n));
+      await ix.add(new BigUint64Array([1n, 5000n]), randomVectors(2, dim, 46));
+      const live = await ix.exportLive();
+      t.true(live.labels instanceof BigUint64Array && live.vectors instanceof Float32Array, what);
+      t.is(live.labels.length, ix.stats().count, what);
+      t.is(live.vectors.length, live.labels.length * dim, what);
+      // Slot order: upserted labels got the newest slots.
+      t.deepEqual(Array.from(live.labels.slice(-2)), [1n, 5000n], what);
+      t.false(Array.from(live.labels).some((l) => l % 5n === 0n && l !== 5000n), what);
+      for (const j of [0, 17, live.labels.length - 1]) {
+        t.deepEqual(Array.from((await ix.getVector(live.labels[j]))!), Array.from(row(live.vectors, dim, j)), what);
+      }
+      const copy = index(t, options);
+      await copy.add(live.labels, live.vectors);
+      for (let i = 0; i < 10; i++) {
+        const q = row(queries, dim, i);
+        const [a, b] = [await ix.search(q, { k: 10, exact: true }), await copy.search(q, { k: 10, exact: true })];
+        t.deepEqual(Array.from(b.labels), Array.from(a.labels), what);
+        // Normalising an already normalised vector may move its last bit.
+        a.scores.forEach((s, j) => t.true(close(b.scores[j], s, 1e-6), `${what}: ${b.scores[j]} vs ${s}`));
+      }
+    }
+    // It only reads, so searches may run alongside it.
+    const ix = index(t, { dim, distance: 'Euclid' });
+    await ix.add(labelsFrom(0, n), data);
+    const q = row(queries, dim, 0);
+    const [live, hit, again] = await Promise.all([ix.exportLive(), ix.search(q, { k: 3 }), ix.exportLive()]);
+    t.is(live.labels.length, n);
+    t.deepEqual(again, live);
+    t.is(hit.labels.length, 3);
+    ix.close();
+    await rejectsWith(t, ix.exportLive(), 'QUIVER_CLOSED');
+  });
+
   // ---- filtered search ----
 
   test(scenario('filtered search returns only allowed labels (small allow-set: exact scan)'), async (t) => {
@@ -284,6 +390,7 @@ for (const backend of BACKENDS) {
       () => engine().createIndex({ dim: 4, distance: 'Dot', quantization: { kind: 'scalar', quantile: 0.2 } }),
       'QUIVER_INVALID_ARGUMENT',
     );
+    throwsWith(t, () => engine().createIndex({ dim: 4, distance: 'Dot', flat: 'yes' as unknown as boolean }), 'QUIVER_INVALID_ARGUMENT');
   });
 
   test(scenario('a closed index fails with QUIVER_CLOSED'), async (t) => {
@@ -368,6 +475,22 @@ for (const backend of BACKENDS) {
       // The loaded index keeps working.
       await loaded.add(new BigUint64Array([1n]), randomVectors(1, dim, 11));
       t.is(loaded.stats().count, 1901);
+    });
+
+    test(scenario('a flat index stays flat through save and loadIndex'), async (t) => {
+      const dim = 8;
+      const file = path.join(tmpDir(t, 'flat'), 'appendable.qvx');
+      const ix = index(t, { dim, distance: 'Cosine', flat: true });
+      await ix.add(labelsFrom(0, 500), randomVectors(500, dim, 47));
+      await ix.delete(labelsFrom(0, 10));
+      await ix.save(file);
+      const loaded = await engine().loadIndex(file);
+      t.teardown(() => loaded.close());
+      t.deepEqual(loaded.stats(), ix.stats());
+      t.true(loaded.stats().flat);
+      const queries = randomVectors(5, dim, 48);
+      t.deepEqual(await loaded.searchBatch(queries, { k: 10 }), await ix.searchBatch(queries, { k: 10 }));
+      t.deepEqual(await loaded.exportLive(), await ix.exportLive());
     });
 
     test(scenario('a corrupted index file fails with QUIVER_CORRUPT'), async (t) => {

@@ -57,6 +57,11 @@ pub struct IndexConfig {
     pub full_scan_threshold_kb: usize,
     pub quantization: Quantization,
     pub seed: u64,
+    /// Store vectors without linking them: `add` only copies, and every search is an
+    /// exact scan. For small segments that take writes and are searched by scan until
+    /// their points move into a linked index; `m` and `ef_construct` are kept but
+    /// unused.
+    pub flat: bool,
 }
 
 impl IndexConfig {
@@ -69,6 +74,7 @@ impl IndexConfig {
             full_scan_threshold_kb: 10_000,
             quantization: Quantization::None,
             seed: 42,
+            flat: false,
         }
     }
 
@@ -125,6 +131,7 @@ pub struct IndexStats {
     pub graph_bytes: usize,
     pub total_bytes: usize,
     pub quantization: &'static str,
+    pub flat: bool,
 }
 
 /// Multiplicative hasher for u64 labels (SipHash costs more than the lookup).
@@ -356,7 +363,9 @@ pub fn default_threads() -> usize {
 impl Index {
     pub fn new(config: IndexConfig) -> Result<Index> {
         config.validate()?;
-        let m0 = config.m * 2;
+        // A flat index has no level-0 links: its slots are `[count (always 0) | vector]`,
+        // so the layout, and every accessor over it, stays the same as a linked one's.
+        let m0 = if config.flat { 0 } else { config.m * 2 };
         let data_words = (config.dim * 4 + 3) / 4; // f32 until a quantizer is trained
         let k = kernels_for_dim(config.dim);
         Ok(Index {
@@ -660,6 +669,7 @@ impl Index {
         let first = self.n;
         let count = batch_labels.len();
         self.grow(first + count);
+        self.label_map.reserve(count);
 
         // Sequential phase: assign slots, write data, allocate upper links. After it,
         // every new slot is fully formed except for its links.
@@ -670,7 +680,8 @@ impl Index {
                 self.mark_deleted(old);
             }
             self.labels.push(label);
-            let level = self.random_level();
+            // Flat slots all sit on level 0, with no upper links (and no entry point).
+            let level = if self.config.flat { 0 } else { self.random_level() };
             self.levels.push(level);
             if level > 0 {
                 self.upper_off.push(self.upper.len() as u32);
@@ -683,8 +694,10 @@ impl Index {
             let base = i as usize * self.stride + 1 + self.m0;
             match &self.codes {
                 Codes::F32 => {
-                    for (t, x) in v.iter().enumerate() {
-                        *self.arena[base + t].get_mut() = x.to_bits();
+                    // Zipped over one subslice (one bounds check, not d), so this is a
+                    // plain copy: it is all a flat add does per vector.
+                    for (w, x) in self.arena[base..base + d].iter_mut().zip(v) {
+                        *w.get_mut() = x.to_bits();
                     }
                 }
                 Codes::Scalar(q) => {
@@ -702,6 +715,9 @@ impl Index {
                 self.originals.extend_from_slice(v);
             }
             self.n += 1;
+        }
+        if self.config.flat {
+            return Ok(()); // nothing to link
         }
 
         // Parallel phase: link the new slots into the graph.
@@ -1103,7 +1119,8 @@ impl Index {
         }
         let bits = allow_bits.as_deref();
         let small_filter = allow.is_some() && allowed * d * 4 <= self.config.full_scan_threshold_kb * 1024;
-        let found = if params.exact || small_filter || allowed == self.len() && allow.is_some() && allowed <= k {
+        // A flat index has no graph to search.
+        let found = if self.config.flat || params.exact || small_filter || allowed == self.len() && allow.is_some() && allowed <= k {
             self.exact_scan(&q, k, bits)
         } else {
             let ef = params.ef.unwrap_or(self.config.ef_construct).max(k).min(self.n.max(1));
@@ -1166,22 +1183,35 @@ impl Index {
         self.label_map.get(&label).map(|&i| self.raw(i).to_vec())
     }
 
+    /// Slots that are not deleted, in slot order.
+    fn live_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.n as u32).filter(move |&i| !self.is_deleted(i))
+    }
+
     /// Labels of all live vectors, in slot order.
     pub fn live_labels(&self) -> Vec<u64> {
-        (0..self.n as u32).filter(|&i| !self.is_deleted(i)).map(|i| self.labels[i as usize]).collect()
+        self.live_slots().map(|i| self.labels[i as usize]).collect()
+    }
+
+    /// Every live label and its stored vector (as `get_vector` returns it: normalised
+    /// for Cosine, the f32 original for quantized indexes), in slot order, the vectors
+    /// in one array of `labels.len() * dim` values. Adding them to a fresh index with
+    /// the same config rebuilds this one's contents.
+    pub fn export_live(&self) -> (Vec<u64>, Vec<f32>) {
+        let d = self.config.dim;
+        let mut labels = Vec::with_capacity(self.len());
+        let mut vectors = Vec::with_capacity(self.len() * d);
+        for i in self.live_slots() {
+            labels.push(self.labels[i as usize]);
+            vectors.extend_from_slice(self.raw(i));
+        }
+        (labels, vectors)
     }
 
     /// Rebuilds the index from its live vectors, reclaiming deleted slots (and
     /// retraining the quantizer on the live data).
     pub fn compact(&mut self, threads: usize) -> Result<()> {
-        let d = self.config.dim;
-        let live: Vec<u32> = (0..self.n as u32).filter(|&i| !self.is_deleted(i)).collect();
-        let mut labels = Vec::with_capacity(live.len());
-        let mut vectors = Vec::with_capacity(live.len() * d);
-        for &i in &live {
-            labels.push(self.labels[i as usize]);
-            vectors.extend_from_slice(self.raw(i));
-        }
+        let (labels, vectors) = self.export_live();
         let mut fresh = Index::new(self.config.clone())?;
         fresh.add(&labels, &vectors, threads)?;
         *self = fresh;
@@ -1205,13 +1235,22 @@ impl Index {
             graph_bytes,
             total_bytes: vector_bytes + original_bytes + graph_bytes + map_bytes,
             quantization: self.config.quantization.name(),
+            flat: self.config.flat,
         }
     }
 
-    /// Checks the graph's structural invariants (for tests and after load).
+    /// Checks the graph's structural invariants (for tests and after load). A flat
+    /// index must have no graph at all: every slot on level 0 with no links (its
+    /// `max_links(0)` is 0) and no entry point.
     pub fn check_invariants(&self) -> Result<()> {
+        if self.config.flat && (self.entry.load(Ordering::Acquire) != NONE || self.max_level.load(Ordering::Acquire) != 0) {
+            return Err(Error::corrupt("flat index has an entry point or upper levels"));
+        }
         for i in 0..self.n as u32 {
             let lv = self.levels[i as usize] as usize;
+            if self.config.flat && lv != 0 {
+                return Err(Error::corrupt(format!("slot {} of a flat index is on level {}", i, lv)));
+            }
             for l in 0..=lv {
                 let list = self.links(i, l);
                 let cnt = list[0].load(Ordering::Acquire) as usize;
@@ -1233,9 +1272,14 @@ impl Index {
     }
 }
 
-/// Magic and version of the index file (`Index::save`).
+/// Magic and version of the index file (`Index::save`). Version 2 added the index
+/// flags word after the seed; version 1 files (no flags) still load, as linked indexes.
 pub const INDEX_MAGIC: [u8; 8] = *b"QVRINDEX";
-pub const INDEX_FORMAT_VERSION: u32 = 1;
+pub const INDEX_FORMAT_VERSION: u32 = 2;
+
+/// Index flags (format version 2 on): bit 0, the index is flat.
+const INDEX_FLAG_FLAT: u32 = 1;
+const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT;
 
 impl Index {
     /// Serialises the whole index (config, labels, graph, vectors, quantizer).
@@ -1263,6 +1307,7 @@ impl Index {
             }
         }
         w.put_u64(c.seed);
+        w.put_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 });
         w.put_u64(self.rng.state());
         w.put_u64(self.n as u64);
         w.put_u64(self.data_words as u64);
@@ -1295,7 +1340,7 @@ impl Index {
 
     /// Parses what `to_bytes` wrote. Any inconsistency is a Corrupt error naming `name`.
     pub fn from_bytes_named(bytes: &[u8], name: &str) -> Result<Index> {
-        let (_version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
+        let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
         let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
         let mut r = ByteReader::new(payload).with_name(name);
         let dim = r.get_u32()? as usize;
@@ -1313,6 +1358,16 @@ impl Index {
             _ => return Err(bad("unknown quantization kind")),
         };
         config.seed = r.get_u64()?;
+        let flags = if version >= 2 { r.get_u32()? } else { 0 };
+        // An unknown bit is a feature of a newer writer that changes what the rest
+        // means, so the file is refused rather than read as something else.
+        if flags & !INDEX_KNOWN_FLAGS != 0 {
+            return Err(Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!("{}: unknown index flags {:#010x}", name, flags & !INDEX_KNOWN_FLAGS),
+            ));
+        }
+        config.flat = flags & INDEX_FLAG_FLAT != 0;
         config.validate().map_err(|e| bad(&e.message))?;
         let mut index = Index::new(config)?;
         index.rng = SplitMix64::new(r.get_u64()?);
@@ -1385,7 +1440,8 @@ impl Index {
                 return Err(bad("upper links out of range"));
             }
         }
-        if n > 0 && (entry as usize >= n || levels[entry as usize] as usize != max_level) {
+        // A flat index has no entry point; check_invariants below makes sure of that.
+        if n > 0 && !index.config.flat && (entry as usize >= n || levels[entry as usize] as usize != max_level) {
             return Err(bad("entry point out of range"));
         }
         // Bits past the last slot would mark future slots deleted.
@@ -1450,10 +1506,14 @@ mod tests {
         (0..n * d).map(|_| r.next_gaussian()).collect()
     }
 
-    fn brute(index: &Index, q: &[f32], k: usize) -> Vec<u64> {
+    fn exact(k: usize) -> SearchParams {
         let mut p = SearchParams::new(k);
         p.exact = true;
-        index.search(q, &p, None).unwrap().into_iter().map(|x| x.0).collect()
+        p
+    }
+
+    fn brute(index: &Index, q: &[f32], k: usize) -> Vec<u64> {
+        index.search(q, &exact(k), None).unwrap().into_iter().map(|x| x.0).collect()
     }
 
     fn recall(index: &Index, queries: &[f32], k: usize, ef: usize) -> f64 {
@@ -1813,9 +1873,8 @@ mod tests {
         let bytes = idx.to_bytes();
         let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
         let mut p = payload.to_vec();
-        // data_words sits after dim, distance, m, ef_construct, threshold, quantization,
-        // quantile, seed, rng state and slot count.
-        let off = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8 + 8 + 8;
+        // data_words sits after the flags, rng state and slot count.
+        let off = FLAGS_OFFSET + 4 + 8 + 8;
         p[off..off + 8].copy_from_slice(&0u64.to_le_bytes());
         let forged = crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p);
         assert_eq!(Index::from_bytes(&forged).err().unwrap().code(), "QUIVER_CORRUPT");
@@ -1824,5 +1883,286 @@ mod tests {
         p[off - 8..off].copy_from_slice(&(u32::MAX as u64 - 1).to_le_bytes());
         let forged = crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p);
         assert_eq!(Index::from_bytes(&forged).err().unwrap().code(), "QUIVER_CORRUPT");
+    }
+
+    /// Offset of the index flags word in a version-2 payload: after dim, distance, m,
+    /// ef_construct, threshold, quantization, quantile and seed.
+    const FLAGS_OFFSET: usize = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
+
+    #[test]
+    fn flat_search_equals_exact_search_of_a_linked_index() {
+        let d = 16;
+        let n = 2000;
+        let data = gaussian(n, d, 30);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x * 3 + 1).collect();
+        let queries = gaussian(10, d, 31);
+        let small: Vec<u64> = labels.iter().cloned().filter(|l| l % 7 == 0).collect();
+        let large: Vec<u64> = labels.iter().cloned().filter(|l| l % 2 == 0).collect();
+        for dist in [Distance::Cosine, Distance::Dot, Distance::Euclid, Distance::Manhattan] {
+            for quant in [Quantization::None, Quantization::Scalar { quantile: 0.99 }] {
+                let mut cfg = IndexConfig::new(d, dist);
+                cfg.quantization = quant;
+                // A 1 KiB threshold would send the large allow-set down the graph path of
+                // a linked index; a flat one must scan it all the same.
+                cfg.full_scan_threshold_kb = 1;
+                let mut linked = Index::new(cfg.clone()).unwrap();
+                linked.add(&labels, &data, 2).unwrap();
+                cfg.flat = true;
+                let mut flat = Index::new(cfg).unwrap();
+                flat.add(&labels, &data, 2).unwrap();
+                flat.check_invariants().unwrap();
+                assert_eq!(flat.entry.load(Ordering::Relaxed), NONE);
+                for qi in 0..10 {
+                    let q = &queries[qi * d..(qi + 1) * d];
+                    for allow in [None, Some(&small[..]), Some(&large[..]), Some(&[][..])] {
+                        for k in [1, 10, n + 5] {
+                            let want = linked.search(q, &exact(k), allow).unwrap();
+                            // Every parameter of the graph search is ignored: flat is exact.
+                            let mut p = SearchParams::new(k);
+                            p.ef = Some(4);
+                            p.oversampling = Some(1.0);
+                            assert_eq!(flat.search(q, &p, allow).unwrap(), want, "{:?} {:?} k {}", dist, quant, k);
+                            assert_eq!(flat.search(q, &exact(k), allow).unwrap(), want);
+                        }
+                    }
+                }
+                let (s, l) = (flat.stats(), linked.stats());
+                assert!(s.flat && !l.flat);
+                assert_eq!((s.count, s.slots, s.vector_bytes, s.original_bytes), (l.count, l.slots, l.vector_bytes, l.original_bytes));
+                // One count word, one level byte and one upper offset per slot.
+                assert_eq!(s.graph_bytes, n * 9);
+                assert!(l.graph_bytes > n * 4 * 2 * 16, "linked graph bytes {}", l.graph_bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn flat_upsert_delete_and_compact() {
+        let d = 8;
+        let n = 500;
+        let data = gaussian(n, d, 32);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let mut cfg = IndexConfig::new(d, Distance::Euclid);
+        cfg.flat = true;
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, &data, 0).unwrap();
+        let far = vec![50.0f32; d];
+        idx.add(&[7, 7], &[vec![1.0; d], far.clone()].concat(), 1).unwrap();
+        assert_eq!(idx.len(), n);
+        assert_eq!(idx.stats().deleted, 1);
+        assert_eq!(idx.get_vector(7).unwrap(), far);
+        assert_eq!(idx.search(&far, &SearchParams::new(1), None).unwrap(), vec![(7, 0.0)]);
+        let gone: Vec<u64> = (0..n as u64).filter(|l| l % 3 == 0).collect();
+        assert_eq!(idx.delete(&gone), gone.len());
+        assert_eq!(idx.delete(&gone), 0);
+        assert_eq!(idx.get_vector(3), None);
+        let live = idx.len();
+        let q = gaussian(1, d, 33);
+        let all = idx.search(&q, &SearchParams::new(n), None).unwrap();
+        assert_eq!(all.len(), live);
+        assert!(all.iter().all(|(l, _)| l % 3 != 0));
+        // Deleted labels in an allow-set are ignored.
+        let got = idx.search(&q, &SearchParams::new(5), Some(&[0, 1, 2, 3])).unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|(l, _)| *l == 1 || *l == 2));
+        idx.compact(1).unwrap();
+        assert!(idx.config().flat);
+        let s = idx.stats();
+        assert_eq!((s.count, s.slots, s.deleted), (live, live, 0));
+        idx.check_invariants().unwrap();
+        assert_eq!(idx.search(&q, &SearchParams::new(n), None).unwrap(), all);
+        assert_eq!(idx.get_vector(7).unwrap(), far);
+    }
+
+    #[test]
+    fn flat_indexes_round_trip_through_bytes_and_files() {
+        let d = 12;
+        let n = 700;
+        let data = gaussian(n, d, 34);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x + 1_000).collect();
+        let q = gaussian(1, d, 35);
+        for quant in [Quantization::None, Quantization::Binary] {
+            let mut cfg = IndexConfig::new(d, Distance::Cosine);
+            cfg.flat = true;
+            cfg.quantization = quant;
+            let mut idx = Index::new(cfg.clone()).unwrap();
+            let back = Index::from_bytes(&idx.to_bytes()).unwrap();
+            assert!(back.is_empty() && back.config().flat);
+            idx.add(&labels, &data, 1).unwrap();
+            idx.delete(&[1_005, 1_006]);
+            let bytes = idx.to_bytes();
+            let mut back = Index::from_bytes(&bytes).unwrap();
+            assert_eq!(back.config(), &cfg);
+            assert_eq!(back.stats(), idx.stats());
+            assert_eq!(back.search(&q, &SearchParams::new(10), None).unwrap(), idx.search(&q, &SearchParams::new(10), None).unwrap());
+            back.add(&[1], &vec![0.5; d], 1).unwrap();
+            assert_eq!(back.search(&vec![0.5; d], &SearchParams::new(1), None).unwrap()[0].0, 1);
+            assert_eq!(back.entry.load(Ordering::Relaxed), NONE);
+        }
+        let tmp = crate::testutil::TempDir::new("hnsw-flat");
+        let path = tmp.path().join("flat.qvi");
+        let mut cfg = IndexConfig::new(d, Distance::Dot);
+        cfg.flat = true;
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, &data, 1).unwrap();
+        idx.save(&path).unwrap();
+        let back = Index::load(&path).unwrap();
+        assert!(back.config().flat);
+        assert_eq!(back.search(&q, &SearchParams::new(5), None).unwrap(), idx.search(&q, &SearchParams::new(5), None).unwrap());
+    }
+
+    #[test]
+    fn index_flags_that_do_not_fit_are_refused() {
+        let mut idx = Index::new(IndexConfig::new(4, Distance::Dot)).unwrap();
+        idx.add(&[1, 2, 3], &gaussian(3, 4, 36), 1).unwrap();
+        let bytes = idx.to_bytes();
+        let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
+        let forge = |flags: u32| {
+            let mut p = payload.to_vec();
+            p[FLAGS_OFFSET..FLAGS_OFFSET + 4].copy_from_slice(&flags.to_le_bytes());
+            Index::from_bytes(&crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p))
+        };
+        assert!(forge(0).is_ok());
+        // A flag this build does not know: a newer writer's feature.
+        assert_eq!(forge(2).err().unwrap().code(), "QUIVER_UNSUPPORTED_FORMAT");
+        // A linked index's slots (with links) declared flat do not fit the flat layout.
+        assert_eq!(forge(INDEX_FLAG_FLAT).err().unwrap().code(), "QUIVER_CORRUPT");
+        // A flat index whose file claims an entry point is refused too.
+        let mut cfg = IndexConfig::new(4, Distance::Dot);
+        cfg.flat = true;
+        let mut flat = Index::new(cfg).unwrap();
+        flat.add(&[1, 2, 3], &gaussian(3, 4, 36), 1).unwrap();
+        let bytes = flat.to_bytes();
+        let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
+        let mut p = payload.to_vec();
+        // entry follows the rng state, slot count and slot size.
+        let entry = FLAGS_OFFSET + 4 + 8 + 8 + 8;
+        assert_eq!(&p[entry..entry + 4], &NONE.to_le_bytes());
+        p[entry..entry + 4].copy_from_slice(&0u32.to_le_bytes());
+        let e = Index::from_bytes(&crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p)).err().unwrap();
+        assert_eq!(e.code(), "QUIVER_CORRUPT", "{}", e);
+    }
+
+    /// An index file written by format version 1 (commit f6af32b, before index flags):
+    /// dim 3, Euclid, m 2, ef_construct 4, seed 5; labels 10..=14 added as [0,0,0],
+    /// [1,0,0], [0,2,0], [0,0,3], [1,1,1], then label 11 re-added as [4,0,0] and label
+    /// 13 deleted.
+    const INDEX_V1: [u8; 504] = [
+        0x51, 0x56, 0x52, 0x49, 0x4e, 0x44, 0x45, 0x58, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0xdc, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00,
+        0x00, 0x04, 0x00, 0x00, 0x00, 0x10, 0x27, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x83, 0xe8, 0xbe, 0xfb, 0x58, 0xda,
+        0x4c, 0xb5, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x0d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x03, 0x02, 0x01,
+        0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x3f,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x40, 0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x3f,
+        0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x80, 0x3f, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x40,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+        0x03, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x18, 0x00, 0x00, 0x00,
+        0x1b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00,
+        0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x57, 0xe5, 0x7c, 0x5f,
+    ];
+
+    #[test]
+    fn version_1_files_load_as_linked_indexes() {
+        let idx = Index::from_bytes(&INDEX_V1).unwrap();
+        assert!(!idx.config().flat);
+        assert_eq!((idx.config().m, idx.config().ef_construct, idx.config().seed), (2, 4, 5));
+        assert_eq!(idx.live_labels(), vec![10, 12, 14, 11]);
+        assert_eq!(idx.get_vector(11).unwrap(), vec![4.0, 0.0, 0.0]);
+        assert_eq!(idx.get_vector(13), None);
+        // What the version-1 code answered for this query on the index it wrote.
+        let want = vec![(14, 0.5), (10, 1.5), (12, 1.5), (11, 3.2015622)];
+        assert_eq!(idx.search(&[1.0, 1.0, 0.5], &SearchParams::new(4), None).unwrap(), want);
+        // Written again it is a version-2 file that reads back the same.
+        let again = idx.to_bytes();
+        assert_eq!(u32::from_le_bytes([again[8], again[9], again[10], again[11]]), INDEX_FORMAT_VERSION);
+        assert_eq!(again.len(), INDEX_V1.len() + 4);
+        let back = Index::from_bytes(&again).unwrap();
+        assert_eq!(back.search(&[1.0, 1.0, 0.5], &SearchParams::new(4), None).unwrap(), want);
+
+        // A larger, quantized index with its flags word cut out is its version-1 form.
+        let d = 16;
+        let data = gaussian(1500, d, 37);
+        let labels: Vec<u64> = (0..1500).collect();
+        let mut cfg = IndexConfig::new(d, Distance::Cosine);
+        cfg.quantization = Quantization::Scalar { quantile: 0.99 };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, &data, 2).unwrap();
+        idx.delete(&[3, 4, 5]);
+        let bytes = idx.to_bytes();
+        let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
+        let mut p = payload[..FLAGS_OFFSET].to_vec();
+        p.extend_from_slice(&payload[FLAGS_OFFSET + 4..]);
+        let v1 = Index::from_bytes(&crate::fileio::frame(INDEX_MAGIC, 1, &p)).unwrap();
+        // (Compared with a loaded copy: the label map's capacity differs after a build.)
+        assert_eq!(v1.stats(), Index::from_bytes(&bytes).unwrap().stats());
+        let q = gaussian(1, d, 38);
+        assert_eq!(v1.search(&q, &SearchParams::new(10), None).unwrap(), idx.search(&q, &SearchParams::new(10), None).unwrap());
+    }
+
+    #[test]
+    fn export_live_returns_what_get_vector_returns_and_rebuilds_the_index() {
+        let d = 10;
+        let n = 1200;
+        let data = gaussian(n, d, 39);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x * 11).collect();
+        let queries = gaussian(20, d, 40);
+        for (flat, quant) in [
+            (false, Quantization::None),
+            (true, Quantization::None),
+            (false, Quantization::Scalar { quantile: 0.99 }),
+            (false, Quantization::Binary),
+        ] {
+            let mut cfg = IndexConfig::new(d, Distance::Cosine);
+            cfg.flat = flat;
+            cfg.quantization = quant;
+            let mut idx = Index::new(cfg.clone()).unwrap();
+            assert_eq!(idx.export_live(), (vec![], vec![]));
+            idx.add(&labels, &data, 2).unwrap();
+            let gone: Vec<u64> = labels.iter().cloned().filter(|l| l % 4 == 0).collect();
+            idx.delete(&gone);
+            idx.add(&[11, 1_000_000], &gaussian(2, d, 41), 1).unwrap();
+            let (got_labels, vectors) = idx.export_live();
+            assert_eq!(got_labels, idx.live_labels());
+            assert_eq!(got_labels.len(), idx.len());
+            assert_eq!(vectors.len(), got_labels.len() * d);
+            // Upserted labels come last: their new slots are the newest.
+            assert_eq!(&got_labels[got_labels.len() - 2..], &[11, 1_000_000]);
+            for (j, l) in got_labels.iter().enumerate() {
+                assert_eq!(idx.get_vector(*l).unwrap(), &vectors[j * d..(j + 1) * d], "{:?} label {}", quant, l);
+            }
+            let mut fresh = Index::new(cfg).unwrap();
+            fresh.add(&got_labels, &vectors, 2).unwrap();
+            for qi in 0..20 {
+                let q = &queries[qi * d..(qi + 1) * d];
+                let a = idx.search(q, &exact(10), None).unwrap();
+                let b = fresh.search(q, &exact(10), None).unwrap();
+                // Normalising an already normalised vector may move its last bit.
+                assert_eq!(a.iter().map(|x| x.0).collect::<Vec<_>>(), b.iter().map(|x| x.0).collect::<Vec<_>>());
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x.1 - y.1).abs() <= 1e-6, "{} vs {}", x.1, y.1);
+                }
+            }
+        }
     }
 }

@@ -208,6 +208,8 @@ pub struct NativeIndexOptions {
     pub quantization: Option<String>,
     pub quantile: Option<f64>,
     pub seed: Option<f64>,
+    /// Store vectors without graph links; every search is an exact scan.
+    pub flat: Option<bool>,
 }
 
 #[napi(object)]
@@ -227,6 +229,13 @@ pub struct NativeSearchResult {
     pub scores: Float32Array,
 }
 
+/// Every live label and its stored vector (`labels.length * dim` values), in slot order.
+#[napi(object)]
+pub struct NativeLiveVectors {
+    pub labels: BigUint64Array,
+    pub vectors: Float32Array,
+}
+
 #[napi(object)]
 pub struct NativeIndexStats {
     pub dim: f64,
@@ -239,6 +248,7 @@ pub struct NativeIndexStats {
     pub graph_bytes: f64,
     pub total_bytes: f64,
     pub quantization: String,
+    pub flat: bool,
 }
 
 fn config_from(o: &NativeIndexOptions) -> CoreResult<IndexConfig> {
@@ -257,6 +267,7 @@ fn config_from(o: &NativeIndexOptions) -> CoreResult<IndexConfig> {
     if let Some(seed) = o.seed {
         c.seed = count_arg("seed", seed)? as u64;
     }
+    c.flat = o.flat.unwrap_or(false);
     c.quantization = match o.quantization.as_deref() {
         None | Some("none") => Quantization::None,
         Some("scalar") => {
@@ -299,6 +310,13 @@ fn search_result((labels, scores): (Vec<u64>, Vec<f32>)) -> NativeSearchResult {
     }
 }
 
+fn live_vectors((labels, vectors): (Vec<u64>, Vec<f32>)) -> NativeLiveVectors {
+    NativeLiveVectors {
+        labels: BigUint64Array::new(labels),
+        vectors: Float32Array::new(vectors),
+    }
+}
+
 fn split(hits: Vec<(u64, f32)>) -> (Vec<u64>, Vec<f32>) {
     hits.into_iter().unzip()
 }
@@ -325,6 +343,7 @@ fn stats_of(s: quiver_core::IndexStats) -> NativeIndexStats {
         graph_bytes: s.graph_bytes as f64,
         total_bytes: s.total_bytes as f64,
         quantization: s.quantization.to_string(),
+        flat: s.flat,
     }
 }
 
@@ -497,6 +516,16 @@ impl NativeIndex {
             Err(e) => return Job::fail(e, vector_of),
         };
         Job::new(move || Ok(read(&index)?.get_vector(label)), vector_of)
+    }
+
+    /// Every live label and its stored vector, in slot order. Holds only the read
+    /// lock, so searches keep running while it copies.
+    #[napi(ts_return_type = "Promise<NativeLiveVectors>")]
+    pub fn export_live(&self) -> AsyncTask<Job<(Vec<u64>, Vec<f32>), NativeLiveVectors>> {
+        match self.shared() {
+            Ok(index) => Job::new(move || Ok(read(&index)?.export_live()), live_vectors),
+            Err(e) => Job::fail(e, live_vectors),
+        }
     }
 
     #[napi(ts_return_type = "Promise<void>")]

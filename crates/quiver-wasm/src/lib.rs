@@ -191,7 +191,8 @@ pub const DEFAULT: u32 = u32::MAX;
 /// Creates an index; returns its handle. `distance`: 0 Cosine, 1 Dot, 2 Euclid,
 /// 3 Manhattan. `quant`: 0 none, 1 scalar (with `quantile`), 2 binary. `m`,
 /// `ef_construct` and `full_scan_threshold_kb` take `DEFAULT` (u32::MAX) for the
-/// engine's defaults; `seed` is used only when `has_seed` is non-zero.
+/// engine's defaults; `seed` is used only when `has_seed` is non-zero. `flags`: bit 0
+/// flat (no graph links, every search an exact scan); other bits must be zero.
 #[no_mangle]
 pub extern "C" fn quiver_index_new(
     dim: u32,
@@ -203,6 +204,7 @@ pub extern "C" fn quiver_index_new(
     quantile: f32,
     has_seed: u32,
     seed: u64,
+    flags: u32,
 ) -> i32 {
     install_panic_hook();
     let distance = match u8::try_from(distance).ok().and_then(Distance::from_code) {
@@ -222,6 +224,10 @@ pub extern "C" fn quiver_index_new(
     if has_seed != 0 {
         c.seed = seed;
     }
+    if flags & !1 != 0 {
+        return fail(invalid("unknown index flags"));
+    }
+    c.flat = flags & 1 != 0;
     c.quantization = match quant {
         0 => Quantization::None,
         1 => Quantization::Scalar { quantile },
@@ -347,8 +353,9 @@ pub extern "C" fn quiver_index_get_vector(
     }
 }
 
-/// Writes ten f64s: dim, distance code, count, slots, deleted, vector bytes, graph
-/// bytes, total bytes, quantization (0 none, 1 scalar, 2 binary), original bytes.
+/// Writes eleven f64s: dim, distance code, count, slots, deleted, vector bytes, graph
+/// bytes, total bytes, quantization (0 none, 1 scalar, 2 binary), original bytes,
+/// flat (0 or 1).
 #[no_mangle]
 pub extern "C" fn quiver_index_stats(handle: i32, out: *mut f64) -> i32 {
     match with_index(handle, |i| Ok(i.stats())) {
@@ -369,10 +376,38 @@ pub extern "C" fn quiver_index_stats(handle: i32, out: *mut f64) -> i32 {
                 s.total_bytes as f64,
                 quant,
                 s.original_bytes as f64,
+                if s.flat { 1.0 } else { 0.0 },
             ];
-            // SAFETY: the host passes room for ten f64s.
+            // SAFETY: the host passes room for eleven f64s.
             unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, values.len()) };
             0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Copies every live label and its stored vector (slot order) into `out_labels` (room
+/// for `cap` labels) and `out_vectors` (room for `cap * dim` floats); the host sizes
+/// them from the live count in the stats. Returns how many were written.
+#[no_mangle]
+pub extern "C" fn quiver_index_export_live(
+    handle: i32,
+    out_labels: *mut u64,
+    out_vectors: *mut f32,
+    cap: usize,
+) -> i32 {
+    match with_index(handle, |i| Ok(i.export_live())) {
+        Ok((labels, vectors)) => {
+            if labels.len() > cap {
+                return fail(invalid("output buffers too small for the live vectors"));
+            }
+            // SAFETY: labels.len() <= cap, and vectors holds labels.len() * dim floats,
+            // which fit in the `cap * dim` the host allocated.
+            unsafe {
+                std::ptr::copy_nonoverlapping(labels.as_ptr(), out_labels, labels.len());
+                std::ptr::copy_nonoverlapping(vectors.as_ptr(), out_vectors, vectors.len());
+            }
+            labels.len() as i32
         }
         Err(e) => fail(e),
     }
