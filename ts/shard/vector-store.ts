@@ -22,7 +22,9 @@
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
-import type { Engine, IndexOptions, SearchOptions, VectorIndex } from '../../bindings/engine';
+import * as os from 'node:os';
+
+import type { Engine, IndexOptions, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 import type { VectorSpec } from '../collection/config';
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
@@ -168,7 +170,7 @@ export class VectorStore {
       const isIndexed = t === this.indexed;
       const o = isIndexed && extra > 0 ? { ...opts, k: req.k + extra } : opts;
       parts.push(
-        t.index.search(req.vector, o).then((r) => {
+        batcher.search(t.index, req.vector, o).then((r) => {
           const hits: Hit[] = [];
           for (let i = 0; i < r.labels.length; i++) {
             const label = r.labels[i];
@@ -363,6 +365,63 @@ export class VectorStore {
     return this.jobKind;
   }
 }
+
+/**
+ * Coalesces unfiltered searches of one index that arrive in the same event-loop turn
+ * into `searchBatch` calls, one per pool thread. Each engine call is a hop to a worker
+ * thread and back (tens of microseconds of queueing and wake-ups on a small VM, more
+ * than a search of a small index); under concurrent load, batching pays it once per
+ * batch instead of once per query. A lone query goes straight to `search`.
+ */
+class SearchBatcher {
+  private readonly pending = new Map<string, { index: VectorIndex; opts: SearchOptions; items: Array<{ q: Float32Array; resolve: (r: SearchResult) => void; reject: (e: unknown) => void }> }>();
+  private readonly ids = new WeakMap<VectorIndex, number>();
+  private nextId = 1;
+  private scheduled = false;
+  private readonly lanes = Math.max(1, Number(process.env.UV_THREADPOOL_SIZE) || os.cpus().length);
+
+  search(index: VectorIndex, q: Float32Array, opts: SearchOptions): Promise<SearchResult> {
+    if (opts.allow !== undefined) return index.search(q, opts);
+    let id = this.ids.get(index);
+    if (id === undefined) this.ids.set(index, (id = this.nextId++));
+    const key = `${id}|${opts.k}|${opts.ef}|${opts.exact}|${opts.oversampling}|${opts.rescore}|${opts.ignoreQuantization}`;
+    let group = this.pending.get(key);
+    if (!group) this.pending.set(key, (group = { index, opts, items: [] }));
+    return new Promise((resolve, reject) => {
+      group!.items.push({ q, resolve, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const groups = [...this.pending.values()];
+    this.pending.clear();
+    for (const { index, opts, items } of groups) {
+      if (items.length === 1) {
+        index.search(items[0].q, opts).then(items[0].resolve, items[0].reject);
+        continue;
+      }
+      const lanes = Math.min(this.lanes, items.length);
+      const per = Math.ceil(items.length / lanes);
+      for (let at = 0; at < items.length; at += per) {
+        const chunk = items.slice(at, at + per);
+        const dim = chunk[0].q.length;
+        const flat = new Float32Array(chunk.length * dim);
+        chunk.forEach((it, i) => flat.set(it.q, i * dim));
+        index.searchBatch(flat, opts).then(
+          (rs) => chunk.forEach((it, i) => it.resolve(rs[i])),
+          (err) => chunk.forEach((it) => it.reject(err)),
+        );
+      }
+    }
+  }
+}
+
+const batcher = new SearchBatcher();
 
 /** Merges per-index hit lists (each sorted best first) into the best `k`, each label once. */
 export function mergeHits(lists: Hit[][], higher: boolean, k: number): Hit[] {
