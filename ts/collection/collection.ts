@@ -19,7 +19,7 @@ import { type Filter } from '../shard/filter';
 import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
 import { LocalShard, type StoredPoint } from '../shard/local-shard';
 import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operations';
-import { OrderByError, type FieldSchema } from '../shard/payload-index';
+import { OrderByError, sameFieldSchema, type FieldSchema } from '../shard/payload-index';
 import { select, type Payload, type WithPayload } from '../shard/payload-store';
 import { higherIsBetter, type Hit } from '../shard/vector-store';
 import { type CollectionConfig, type VectorSpec, vectorEntries, vectorSpecs } from './config';
@@ -290,6 +290,9 @@ export class Collection {
   }
 
   async createPayloadIndex(field: string, schema: FieldSchema): Promise<void> {
+    const existing = this.meta.payload_schema[field];
+    // The reference does nothing when the same index is created again.
+    if (existing && sameFieldSchema(existing, schema)) return;
     await Promise.all(this.locals().map((s) => s.createPayloadIndex(field, schema)));
     this.meta.payload_schema[field] = schema;
   }

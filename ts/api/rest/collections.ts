@@ -132,7 +132,7 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
       throw new FormatError(`field_name: ${(err as Error).message}`);
     }
     if (b.field_schema === undefined || b.field_schema === null) {
-      throw new BadInputError('field_schema is required: Quiver does not infer the type of a payload index from the data');
+      throw new BadInputError("Can't auto-detect field type, please specify `field_schema` in the request");
     }
     let schema;
     try {
