@@ -24,7 +24,7 @@ import type { Logger } from 'pino';
 
 import * as os from 'node:os';
 
-import type { Engine, IndexOptions, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
+import type { Engine, IndexOptions, IndexStats, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 import type { VectorSpec } from '../collection/config';
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
@@ -79,7 +79,7 @@ export class VectorStore {
   private indexed: Tracked | null = null;
   private dirty: Set<bigint> | null = null;
   private job: Promise<void> | null = null;
-  private jobKind: 'index' | 'vacuum' | null = null;
+  private jobKind: 'index' | 'vacuum' | 'compact' | null = null;
   /** Labels that hold a vector of this name (any index). */
   readonly present = new Set<bigint>();
 
@@ -191,6 +191,11 @@ export class VectorStore {
     return this.indexed ? this.indexed.index.stats().count : 0;
   }
 
+  /** Engine stats of the HNSW index, or null before it is first built. */
+  indexedStats(): IndexStats | null {
+    return this.indexed ? this.indexed.index.stats() : null;
+  }
+
   /** Engine indexes in use (the reference's segments). */
   segmentCount(): number {
     return this.all().length;
@@ -220,13 +225,32 @@ export class VectorStore {
     return s.slots >= this.spec.vacuumMinVectorNumber && s.slots > 0 && s.deleted / s.slots > this.spec.deletedThreshold;
   }
 
+  /**
+   * Whether the appendable index holds more deleted slots than live ones (points
+   * rewritten many times in a collection too small to be indexed): copying the live
+   * vectors of a flat index is cheap, so it is compacted in place.
+   */
+  private appendableVacuumDue(): boolean {
+    const s = this.appendable.index.stats();
+    return s.deleted >= 1024 && s.deleted > s.count;
+  }
+
   /** Starts one optimization job when one is due and none runs; resolves when it ends. */
   maybeOptimize(exclusive: Exclusive): Promise<void> | null {
     if (this.job) return null;
-    const kind = this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : null;
+    const kind =
+      this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : this.appendableVacuumDue() ? 'compact' : null;
     if (!kind) return null;
     this.jobKind = kind;
-    const run = kind === 'index' ? this.indexJob(exclusive) : this.vacuumJob(exclusive);
+    const run =
+      kind === 'index'
+        ? this.indexJob(exclusive)
+        : kind === 'vacuum'
+          ? this.vacuumJob(exclusive)
+          : exclusive(async () => {
+              await this.appendable.index.compact(1);
+              this.appendable.gen++;
+            });
     this.job = run
       .catch((err) => {
         this.logger.error({ err, vector: this.spec.name, job: kind }, 'optimizer job failed; it will be retried');

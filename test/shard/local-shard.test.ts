@@ -1,0 +1,219 @@
+/**
+ * LocalShard against the native engine: writes, checkpoint + reopen, WAL replay
+ * without a checkpoint, the optimizer's move into HNSW and its vacuum, and filters
+ * through the payload indexes.
+ */
+
+import test from 'ava';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+
+import { loadEngine } from '../../bindings';
+import type { VectorSpec } from '../../ts/collection/config';
+import { normalizePointId } from '../../ts/shard/id-tracker';
+import { LocalShard } from '../../ts/shard/local-shard';
+import type { ShardOperation } from '../../ts/shard/operations';
+import { parseFieldSchema } from '../../ts/shard/payload-index';
+
+const logger = pino({ level: 'silent' });
+const engine = loadEngine({ logger });
+const DIM = 8;
+
+function spec(over: Partial<VectorSpec> = {}): VectorSpec {
+  return {
+    name: '',
+    dim: DIM,
+    distance: 'Euclid',
+    m: 8,
+    efConstruct: 64,
+    fullScanThresholdKb: 1,
+    quantization: { kind: 'none' },
+    indexingThresholdKb: 0,
+    maxIndexingThreads: 1,
+    deletedThreshold: 0.2,
+    vacuumMinVectorNumber: 100,
+    ...over,
+  };
+}
+
+function tmp(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-shard-'));
+}
+
+async function open(dir: string, vs: VectorSpec = spec(), flushIntervalMs = 3_600_000): Promise<LocalShard> {
+  return LocalShard.open({ dir, engine, vectors: [vs], walSegmentBytes: 1 << 20, flushIntervalMs, payloadIndexes: {}, logger });
+}
+
+let seed = 12345;
+function rnd(): number {
+  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+  return seed / 0x7fffffff;
+}
+
+function vec(): Float32Array {
+  return Float32Array.from({ length: DIM }, () => rnd());
+}
+
+function upsert(ids: number[], payload?: (i: number) => Record<string, unknown>): { op: ShardOperation; vectors: Map<number, Float32Array> } {
+  const vectors = new Map<number, Float32Array>();
+  const points = ids.map((i) => {
+    const v = vec();
+    vectors.set(i, v);
+    return { id: normalizePointId(i), vectors: new Map([['', v]]), payload: payload ? (payload(i) as never) : null };
+  });
+  return { op: { kind: 'upsert', points }, vectors };
+}
+
+async function snapshot(shard: LocalShard): Promise<Map<string, { payload: unknown; vector: number[] }>> {
+  const out = new Map<string, { payload: unknown; vector: number[] }>();
+  for (const off of shard.matching(null)) {
+    const e = shard.entryAt(off)!;
+    const vs = await shard.vectorsOf(off, ['']);
+    out.set(e.key.key, { payload: shard.payloadOf(off), vector: Array.from(vs.get('') ?? []) });
+  }
+  return out;
+}
+
+test('a checkpoint and a reopen keep every point, payload and vector', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir);
+  await shard.update(() => upsert([1, 2, 3, 4, 5], (i) => ({ n: i, tag: i % 2 ? 'odd' : 'even' })).op, true);
+  await shard.update(() => ({ kind: 'delete', ids: [normalizePointId(2)] }), true);
+  await shard.update(() => ({ kind: 'set_payload', ids: [normalizePointId(3)], payload: { extra: true }, key: null }), true);
+  const before = await snapshot(shard);
+  await shard.close();
+  t.true(fs.existsSync(path.join(dir, 'checkpoint.json')));
+  const again = await open(dir);
+  t.deepEqual(await snapshot(again), before);
+  t.is(again.pointCount, 4);
+  await again.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('without a checkpoint, reopening replays the WAL to the same state', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir);
+  for (let b = 0; b < 5; b++) await shard.update(() => upsert([b * 10, b * 10 + 1, 3], (i) => ({ b, i })).op, true);
+  await shard.update(() => ({ kind: 'clear_payload', ids: [normalizePointId(3)] }), true);
+  await shard.update(() => ({ kind: 'delete_payload', ids: [normalizePointId(10)], keys: ['b'] }), true);
+  const before = await snapshot(shard);
+  await shard.drop(); // closes the WAL, no checkpoint: like a crash after the fsync
+  t.false(fs.existsSync(path.join(dir, 'checkpoint.json')));
+  const again = await open(dir);
+  t.deepEqual(await snapshot(again), before);
+  t.is(again.lastSeq, 7n);
+  await again.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('the optimizer moves points into HNSW; search matches exact search; status goes back to green', async (t) => {
+  const dir = tmp();
+  // 8-d f32 = 32 bytes per vector: a 16 KiB threshold is 512 vectors.
+  const shard = await open(dir, spec({ indexingThresholdKb: 16 }));
+  const all = new Map<number, Float32Array>();
+  for (let b = 0; b < 6; b++) {
+    const ids = Array.from({ length: 300 }, (_, i) => b * 300 + i);
+    const { op, vectors } = upsert(ids);
+    for (const [k, v] of vectors) all.set(k, v);
+    await shard.update(() => op, true);
+  }
+  await shard.waitOptimized();
+  t.false(shard.optimizing());
+  const store = shard.vectors.get('')!;
+  t.true(store.indexedCount() >= 1536, `indexed ${store.indexedCount()}`);
+  t.is(shard.pointCount, 1800);
+  // Every point is found exactly once, by exact and by graph search.
+  const q = vec();
+  const exact = await shard.search('', { vector: q, k: 20, exact: true }, null);
+  const graph = await shard.search('', { vector: q, k: 20, ef: 200 }, null);
+  t.is(exact.length, 20);
+  const overlap = graph.filter((h) => exact.some((e) => e.label === h.label)).length;
+  t.true(overlap >= 18, `recall ${overlap}/20`);
+  const brute = [...all.entries()]
+    .map(([id, v]) => ({ id, d: Math.sqrt(v.reduce((s, x, i) => s + (x - q[i]) ** 2, 0)) }))
+    .sort((a, b) => a.d - b.d)
+    .slice(0, 20);
+  t.deepEqual(
+    exact.map((h) => Number(shard.entryAt(h.label)!.key.value)),
+    brute.map((b) => b.id),
+  );
+  // Survives a reopen with the indexed file.
+  await shard.close();
+  const again = await open(dir, spec({ indexingThresholdKb: 16 }));
+  t.is(again.vectors.get('')!.indexedCount(), store.indexedCount());
+  const exact2 = await again.search('', { vector: q, k: 20, exact: true }, null);
+  t.deepEqual(exact2.map((h) => h.label), exact.map((h) => h.label));
+  await again.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('deleting most indexed points triggers a vacuum that rebuilds the graph without them', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir, spec({ indexingThresholdKb: 8, vacuumMinVectorNumber: 100 }));
+  await shard.update(() => upsert(Array.from({ length: 600 }, (_, i) => i)).op, true);
+  await shard.waitOptimized();
+  const store = shard.vectors.get('')!;
+  t.true(store.indexedCount() >= 256);
+  const victims = Array.from({ length: 400 }, (_, i) => normalizePointId(i));
+  await shard.update(() => ({ kind: 'delete', ids: victims }), true);
+  await shard.waitOptimized();
+  t.is(shard.pointCount, 200);
+  const stats = store.indexedStats()!;
+  t.is(stats.deleted, 0, 'the rebuilt graph has no deleted slots');
+  t.is(stats.count, store.indexedCount());
+  const q = vec();
+  const hits = await shard.search('', { vector: q, k: 300, exact: true }, null);
+  t.is(hits.length, 200);
+  t.true(hits.every((h) => Number(shard.entryAt(h.label)!.key.value) >= 400));
+  await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('writes during an index build keep the newest vector (no stale copies from the move)', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir, spec({ indexingThresholdKb: 8 }));
+  await shard.update(() => upsert(Array.from({ length: 2000 }, (_, i) => i)).op, true);
+  // The move starts in the background; rewrite and delete points meanwhile.
+  const latest = new Map<number, Float32Array>();
+  for (let r = 0; r < 20; r++) {
+    const ids = Array.from({ length: 50 }, (_, i) => (r * 97 + i * 13) % 2000);
+    const { op, vectors } = upsert(ids);
+    for (const [k, v] of vectors) latest.set(k, v);
+    await shard.update(() => op, false);
+  }
+  await shard.update(() => ({ kind: 'delete', ids: [normalizePointId(5), normalizePointId(6)] }), true);
+  latest.delete(5);
+  latest.delete(6);
+  await shard.waitOptimized();
+  t.is(shard.pointCount, 1998);
+  for (const [id, v] of latest) {
+    const hits = await shard.search('', { vector: v, k: 1, ef: 400 }, null);
+    t.is(Number(shard.entryAt(hits[0].label)!.key.value), id);
+    t.true(hits[0].score < 1e-4);
+  }
+  const all = await shard.search('', { vector: vec(), k: 5000, exact: true }, null);
+  t.is(all.length, 1998);
+  t.is(new Set(all.map((h) => h.label)).size, 1998, 'each point once');
+  await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('filters use payload indexes and agree with the unindexed result', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir);
+  await shard.update(() => upsert(Array.from({ length: 500 }, (_, i) => i), (i) => ({ n: i, color: ['red', 'green', 'blue'][i % 3] })).op, true);
+  const filter = { must: [{ key: 'color', match: { value: 'red' } }, { key: 'n', range: { gte: 100, lt: 200 } }] };
+  const before = shard.matching(filter).sort();
+  await shard.createPayloadIndex('color', parseFieldSchema('keyword'));
+  await shard.createPayloadIndex('n', parseFieldSchema('integer'));
+  const after = shard.matching(filter).sort();
+  t.deepEqual(after, before);
+  t.is(after.length, 33);
+  t.is(shard.count(filter), 33);
+  const hits = await shard.search('', { vector: vec(), k: 100 }, filter);
+  t.is(hits.length, 33);
+  await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
