@@ -3,8 +3,10 @@
 #   "N passed, N failed"
 # Suites: Rust unit tests of quiver-core (cargo test, Rust stable), the same tests
 # and a wasm32 build on Debian's Rust 1.63 (scripts/check-msrv.sh), then the ava suites on the
-# compiled TypeScript (TAP output). Exits non-zero when any suite fails or when a
-# suite's output cannot be read (a crashed runner must not count as zero failures).
+# compiled TypeScript (TAP output), then the official Python client's workflow against a
+# real server (test/clients/python_client_workflow.py, TAP-like; needs qdrant-client, which
+# .ci/run installs with pip). Exits non-zero when any suite fails or when a suite's output
+# cannot be read (a crashed runner must not count as zero failures).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${TEST_LOG_DIR:-$(mktemp -d)}
@@ -54,8 +56,31 @@ run_msrv() {
   [ "$rc" -ne 0 ] && status=1
 }
 
+run_python_clients() {
+  local log="$LOG_DIR/python-clients.log"
+  local py=${PYTHON:-python3}
+  echo "== Python client (qdrant-client) workflow against bin/quiver"
+  if ! command -v "$py" >/dev/null 2>&1; then
+    echo "not ok 1 - $py not found: install Python 3 and qdrant-client (see .ci/run, which pip-installs it)" | tee "$log"
+    failed=$((failed + 1)); status=1
+    return
+  fi
+  # Bounded: a hung server must not hold the whole run (each client call also times out).
+  timeout 600 "$py" test/clients/python_client_workflow.py 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -cE '^ok [0-9]+' "$log")
+  f=$(grep -cE '^not ok [0-9]+' "$log")
+  p=${p:-0}; f=${f:-0}
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "python client workflow exited $rc without a failing step: counted as one failure"; fi
+  if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ]; then f=1; rc=1; echo "python client workflow ran no step: counted as one failure"; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$rc" -ne 0 ] && status=1
+}
+
 run_cargo
 run_msrv
 run_ava
+run_python_clients
 echo "$passed passed, $failed failed"
 exit $status

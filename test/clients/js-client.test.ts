@@ -1,0 +1,526 @@
+/**
+ * The official JavaScript client (@qdrant/js-client-rest 1.18) drives a whole workflow
+ * against a real `bin/quiver`: collections (unnamed and named vectors, hnsw and
+ * quantization settings), payload indexes, every kind of point write, reads, every
+ * search form, aliases and deletion. Each step is one serial test that checks what
+ * the client hands back, not just that it did not throw.
+ *
+ * The client is built with `checkCompatibility: false`: its version check compares
+ * the server's version (Quiver's own, 0.x) with its own 1.18 and would only print a
+ * warning.
+ */
+
+import test from 'ava';
+import type { ExecutionContext } from 'ava';
+import { QdrantClient } from '@qdrant/js-client-rest';
+
+import { startQuiver, type RunningQuiver } from '../api/helpers';
+
+const PLAIN = 'js_plain';
+const NAMED = 'js_named';
+const ALIAS = 'js_alias';
+const UUID_A = '550e8400-e29b-41d4-a716-446655440000';
+// Written in upper case on purpose: the server must hand it back lower-case hyphenated.
+const UUID_B = 'F47AC10B-58CC-4372-A567-0E02B2C3D479';
+const UUID_B_NORM = UUID_B.toLowerCase();
+
+let node: RunningQuiver;
+let client: QdrantClient;
+
+/** Turns the client's ApiError (status, body) into a message a failing test can show. */
+async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    const e = err as { status?: number; data?: unknown; message?: string };
+    throw new Error(`${what} failed: status ${String(e.status)} ${JSON.stringify(e.data ?? e.message)}`);
+  }
+}
+
+type Id = string | number;
+const ids = (points: ReadonlyArray<{ id: Id }>): Id[] => points.map((p) => p.id);
+const sortedIds = (points: ReadonlyArray<{ id: Id }>): string[] => points.map((p) => String(p.id)).sort();
+
+function near(t: ExecutionContext, actual: number | undefined, expected: number, what: string, eps = 1e-3): void {
+  t.true(typeof actual === 'number' && Math.abs(actual - expected) <= eps, `${what}: ${String(actual)} is not ≈ ${expected}`);
+}
+
+test.before(async () => {
+  node = await startQuiver();
+  client = new QdrantClient({ url: node.url, checkCompatibility: false });
+});
+
+test.after.always(async () => {
+  if (node !== undefined) await node.stop();
+});
+
+// -- collections --------------------------------------------------------------------------------
+
+test.serial('createCollection: unnamed vector with hnsw_config, and named vectors with quantization', async (t) => {
+  t.true(
+    await call('createCollection plain', () =>
+      client.createCollection(PLAIN, {
+        vectors: { size: 4, distance: 'Dot' },
+        hnsw_config: { m: 16, ef_construct: 100, full_scan_threshold: 10_000 },
+        optimizers_config: { default_segment_number: 2 },
+      }),
+    ),
+  );
+  t.true(
+    await call('createCollection named', () =>
+      client.createCollection(NAMED, {
+        vectors: {
+          image: { size: 4, distance: 'Cosine' },
+          text: { size: 2, distance: 'Euclid', hnsw_config: { m: 8 } },
+        },
+        hnsw_config: { m: 12, ef_construct: 64 },
+        quantization_config: { scalar: { type: 'int8', quantile: 0.99, always_ram: true } },
+      }),
+    ),
+  );
+  // Creating an existing collection is refused.
+  const err = await t.throwsAsync(() => client.createCollection(PLAIN, { vectors: { size: 4, distance: 'Dot' } }));
+  t.is((err as unknown as { status: number }).status, 409);
+});
+
+test.serial('getCollections and collectionExists list what exists', async (t) => {
+  const { collections } = await call('getCollections', () => client.getCollections());
+  t.deepEqual(collections.map((c) => c.name).sort(), [NAMED, PLAIN]);
+  t.deepEqual(await call('collectionExists', () => client.collectionExists(PLAIN)), { exists: true });
+  t.deepEqual(await call('collectionExists', () => client.collectionExists('js_nope')), { exists: false });
+});
+
+test.serial('getCollection reports the configuration it was created with', async (t) => {
+  const plain = await call('getCollection plain', () => client.getCollection(PLAIN));
+  t.is(plain.status, 'green');
+  t.is(plain.points_count, 0);
+  t.deepEqual(plain.config.params.vectors, { size: 4, distance: 'Dot' });
+  t.is(plain.config.hnsw_config.m, 16);
+  t.is(plain.config.hnsw_config.ef_construct, 100);
+  t.is(plain.config.hnsw_config.full_scan_threshold, 10_000);
+  t.is(plain.config.optimizer_config.default_segment_number, 2);
+  t.falsy(plain.config.quantization_config);
+  t.deepEqual(plain.payload_schema, {});
+
+  const named = await call('getCollection named', () => client.getCollection(NAMED));
+  const vectors = named.config.params.vectors as Record<string, { size: number; distance: string; hnsw_config?: { m?: number } }>;
+  t.is(vectors.image.size, 4);
+  t.is(vectors.image.distance, 'Cosine');
+  t.is(vectors.text.size, 2);
+  t.is(vectors.text.distance, 'Euclid');
+  t.is(vectors.text.hnsw_config?.m, 8);
+  t.is(named.config.hnsw_config.m, 12);
+  t.is(named.config.hnsw_config.ef_construct, 64);
+  t.deepEqual(named.config.quantization_config, { scalar: { type: 'int8', quantile: 0.99, always_ram: true } });
+
+  const err = await t.throwsAsync(() => client.getCollection('js_nope'));
+  t.is((err as unknown as { status: number }).status, 404);
+});
+
+test.serial('updateCollection changes optimizer and params settings', async (t) => {
+  t.true(
+    await call('updateCollection', () =>
+      client.updateCollection(PLAIN, { optimizers_config: { indexing_threshold: 20_000 }, params: { on_disk_payload: false } }),
+    ),
+  );
+  const info = await call('getCollection', () => client.getCollection(PLAIN));
+  t.is(info.config.optimizer_config.indexing_threshold, 20_000);
+  t.is(info.config.params.on_disk_payload, false);
+});
+
+test.serial('createPayloadIndex: keyword and integer indexes appear in payload_schema', async (t) => {
+  const r1 = await call('createPayloadIndex city', () =>
+    client.createPayloadIndex(PLAIN, { field_name: 'city', field_schema: 'keyword', wait: true }),
+  );
+  t.is(r1.status, 'completed');
+  const r2 = await call('createPayloadIndex count', () =>
+    client.createPayloadIndex(PLAIN, { field_name: 'count', field_schema: { type: 'integer', range: true, lookup: true }, wait: true }),
+  );
+  t.is(r2.status, 'completed');
+  const info = await call('getCollection', () => client.getCollection(PLAIN));
+  t.is(info.payload_schema.city?.data_type, 'keyword');
+  t.is(info.payload_schema.count?.data_type, 'integer');
+});
+
+// -- writes -------------------------------------------------------------------------------------
+
+test.serial('upsert: a points list and a batch, integer and UUID ids, wait=true', async (t) => {
+  const r1 = await call('upsert points', () =>
+    client.upsert(PLAIN, {
+      wait: true,
+      points: [
+        { id: 1, vector: [1, 0, 0, 0], payload: { city: 'Berlin', count: 1, tags: ['a', 'b'], nested: { x: 1, y: 'z' } } },
+        { id: 2, vector: [0, 1, 0, 0], payload: { city: 'London', count: 2, tags: ['b'] } },
+        { id: 3, vector: [0, 0, 1, 0], payload: { city: 'Berlin', count: 3 } },
+        { id: 4, vector: [0, 0, 0, 1], payload: { city: 'Paris', count: 4 } },
+        { id: 5, vector: [0.9, 0.1, 0, 0], payload: { city: 'London', count: 5 } },
+        { id: UUID_A, vector: [0.5, 0.5, 0, 0], payload: { city: 'Paris', count: 6 } },
+      ],
+    }),
+  );
+  t.is(r1.status, 'completed');
+  t.is(typeof r1.operation_id, 'number');
+
+  const r2 = await call('upsert batch', () =>
+    client.upsert(PLAIN, {
+      wait: true,
+      batch: {
+        ids: [7, 8, UUID_B],
+        vectors: [
+          [0, 0, 0.5, 0.5],
+          [0.1, 0.1, 0.1, 0.1],
+          [0, 0.2, 0, 0.8],
+        ],
+        payloads: [{ city: 'Rome', count: 7 }, { city: 'Rome', count: 8 }, { city: 'Oslo', count: 9 }],
+      },
+    }),
+  );
+  t.is(r2.status, 'completed');
+  t.true((r2.operation_id ?? -1) > (r1.operation_id ?? -1));
+
+  const r3 = await call('upsert named', () =>
+    client.upsert(NAMED, {
+      wait: true,
+      points: [
+        { id: 10, vector: { image: [1, 0, 0, 0], text: [0, 0] }, payload: { kind: 'cat' } },
+        { id: 11, vector: { image: [0, 1, 0, 0], text: [1, 1] }, payload: { kind: 'dog' } },
+        { id: 12, vector: { image: [1, 1, 0, 0] }, payload: { kind: 'cat' } },
+        { id: 13, vector: { text: [3, 4] }, payload: { kind: 'bird' } },
+      ],
+    }),
+  );
+  t.is(r3.status, 'completed');
+
+  // A vector of the wrong size is refused and writes nothing.
+  const err = await t.throwsAsync(() => client.upsert(PLAIN, { wait: true, points: [{ id: 99, vector: [1, 2, 3] }] }));
+  t.is((err as unknown as { status: number }).status, 400);
+
+  const info = await call('getCollection', () => client.getCollection(PLAIN));
+  t.is(info.points_count, 9);
+  t.is((await call('getCollection', () => client.getCollection(NAMED))).points_count, 4);
+});
+
+test.serial('retrieve: payload, vectors, UUID ids normalised, missing ids left out', async (t) => {
+  const points = await call('retrieve', () =>
+    client.retrieve(PLAIN, { ids: [1, UUID_B, 424242], with_payload: true, with_vector: true }),
+  );
+  t.deepEqual(sortedIds(points), ['1', UUID_B_NORM].sort());
+  const p1 = points.find((p) => p.id === 1)!;
+  t.deepEqual(p1.payload, { city: 'Berlin', count: 1, tags: ['a', 'b'], nested: { x: 1, y: 'z' } });
+  t.deepEqual(p1.vector, [1, 0, 0, 0]);
+  const pb = points.find((p) => p.id === UUID_B_NORM)!;
+  t.deepEqual(pb.payload, { city: 'Oslo', count: 9 });
+
+  const bare = await call('retrieve bare', () => client.retrieve(PLAIN, { ids: [2], with_payload: false, with_vector: false }));
+  t.is(bare.length, 1);
+  t.is(bare[0].id, 2);
+  t.falsy(bare[0].payload);
+  t.falsy(bare[0].vector);
+
+  const named = await call('retrieve named', () => client.retrieve(NAMED, { ids: [11, 13], with_vector: ['text'] }));
+  const byId = new Map(named.map((p) => [p.id, p]));
+  t.deepEqual(byId.get(11)?.vector, { text: [1, 1] });
+  t.deepEqual(byId.get(13)?.vector, { text: [3, 4] });
+  t.deepEqual(byId.get(11)?.payload, { kind: 'dog' });
+});
+
+test.serial('setPayload, overwritePayload, deletePayload, clearPayload', async (t) => {
+  let r = await call('setPayload', () => client.setPayload(PLAIN, { points: [1, 2], payload: { color: 'red' }, wait: true }));
+  t.is(r.status, 'completed');
+  r = await call('setPayload key', () => client.setPayload(PLAIN, { points: [1], payload: { w: 2 }, key: 'nested', wait: true }));
+  t.is(r.status, 'completed');
+  r = await call('setPayload filter', () =>
+    client.setPayload(PLAIN, { filter: { must: [{ key: 'city', match: { value: 'Paris' } }] }, payload: { fr: true }, wait: true }),
+  );
+  t.is(r.status, 'completed');
+  let [p1, p2] = await call('retrieve', () => client.retrieve(PLAIN, { ids: [1, 2] }));
+  if (p1.id !== 1) [p1, p2] = [p2, p1];
+  t.deepEqual(p1.payload, { city: 'Berlin', count: 1, tags: ['a', 'b'], nested: { x: 1, y: 'z', w: 2 }, color: 'red' });
+  t.deepEqual(p2.payload, { city: 'London', count: 2, tags: ['b'], color: 'red' });
+  const paris = await call('retrieve paris', () => client.retrieve(PLAIN, { ids: [4, UUID_A] }));
+  t.true(paris.length === 2 && paris.every((p) => p.payload?.fr === true));
+
+  r = await call('deletePayload', () => client.deletePayload(PLAIN, { points: [1], keys: ['color', 'nested.x'], wait: true }));
+  t.is(r.status, 'completed');
+  [p1] = await call('retrieve', () => client.retrieve(PLAIN, { ids: [1] }));
+  t.deepEqual(p1.payload, { city: 'Berlin', count: 1, tags: ['a', 'b'], nested: { y: 'z', w: 2 } });
+
+  r = await call('overwritePayload', () => client.overwritePayload(PLAIN, { points: [2], payload: { city: 'London', count: 2 }, wait: true }));
+  t.is(r.status, 'completed');
+  [p2] = await call('retrieve', () => client.retrieve(PLAIN, { ids: [2] }));
+  t.deepEqual(p2.payload, { city: 'London', count: 2 });
+
+  r = await call('clearPayload', () => client.clearPayload(NAMED, { points: [13], wait: true }));
+  t.is(r.status, 'completed');
+  const [p13] = await call('retrieve', () => client.retrieve(NAMED, { ids: [13] }));
+  t.deepEqual(p13.payload ?? {}, {});
+});
+
+test.serial('updateVectors and deleteVectors on named vectors', async (t) => {
+  let r = await call('updateVectors', () =>
+    client.updateVectors(NAMED, { points: [{ id: 12, vector: { text: [6, 8] } }, { id: 13, vector: { image: [0, 0, 1, 0] } }], wait: true }),
+  );
+  t.is(r.status, 'completed');
+  let pts = await call('retrieve', () => client.retrieve(NAMED, { ids: [12, 13], with_vector: true }));
+  let byId = new Map(pts.map((p) => [p.id, p.vector as Record<string, number[]>]));
+  t.deepEqual(byId.get(12)?.text, [6, 8]);
+  // Cosine vectors are stored normalised: [1, 1, 0, 0] comes back as [1/√2, 1/√2, 0, 0].
+  near(t, byId.get(12)?.image?.[0], Math.SQRT1_2, 'normalised image[0] of 12');
+  t.deepEqual(byId.get(13)?.image, [0, 0, 1, 0]);
+  t.deepEqual(byId.get(13)?.text, [3, 4]);
+
+  r = await call('deleteVectors', () => client.deleteVectors(NAMED, { points: [12], vector: ['text'], wait: true }));
+  t.is(r.status, 'completed');
+  pts = await call('retrieve', () => client.retrieve(NAMED, { ids: [12], with_vector: true }));
+  byId = new Map(pts.map((p) => [p.id, p.vector as Record<string, number[]>]));
+  t.false('text' in (byId.get(12) ?? {}));
+  t.true('image' in (byId.get(12) ?? {}));
+});
+
+test.serial('batchUpdate applies its operations in order', async (t) => {
+  const results = await call('batchUpdate', () =>
+    client.batchUpdate(PLAIN, {
+      wait: true,
+      operations: [
+        { upsert: { points: [{ id: 20, vector: [0.2, 0.2, 0.2, 0.2], payload: { city: 'Tmp', count: 20 } }] } },
+        { set_payload: { points: [20], payload: { extra: 1 } } },
+        { overwrite_payload: { points: [20], payload: { city: 'Tmp2', count: 21 } } },
+        { delete_payload: { points: [20], keys: ['count'] } },
+        { update_vectors: { points: [{ id: 20, vector: [0, 0, 0, 2] }] } },
+        { upsert: { points: [{ id: 21, vector: [1, 1, 1, 1], payload: { city: 'Gone' } }] } },
+        { delete: { points: [21] } },
+      ],
+    }),
+  );
+  t.is(results.length, 7);
+  t.true(results.every((r) => r.status === 'completed'));
+  const pts = await call('retrieve', () => client.retrieve(PLAIN, { ids: [20, 21], with_vector: true }));
+  t.deepEqual(ids(pts), [20]);
+  t.deepEqual(pts[0].payload, { city: 'Tmp2' });
+  t.deepEqual(pts[0].vector, [0, 0, 0, 2]);
+  await call('delete 20', () => client.delete(PLAIN, { points: [20], wait: true }));
+});
+
+// -- reads --------------------------------------------------------------------------------------
+
+test.serial('scroll: all points in id order, pages with offset, filter, order_by', async (t) => {
+  const all = await call('scroll', () => client.scroll(PLAIN, { limit: 100, with_payload: false }));
+  // Integer ids first (ascending), then UUIDs.
+  t.deepEqual(ids(all.points), [1, 2, 3, 4, 5, 7, 8, UUID_A, UUID_B_NORM]);
+  t.is(all.next_page_offset ?? null, null);
+
+  const page1 = await call('scroll page 1', () => client.scroll(PLAIN, { limit: 3 }));
+  t.deepEqual(ids(page1.points), [1, 2, 3]);
+  t.is(page1.next_page_offset, 4);
+  t.deepEqual(page1.points[0].payload?.city, 'Berlin');
+  const page2 = await call('scroll page 2', () => client.scroll(PLAIN, { limit: 3, offset: page1.next_page_offset! }));
+  t.deepEqual(ids(page2.points), [4, 5, 7]);
+  t.is(page2.next_page_offset, 8);
+
+  const berlin = await call('scroll filter', () =>
+    client.scroll(PLAIN, { filter: { must: [{ key: 'city', match: { value: 'Berlin' } }] }, with_payload: ['count'], limit: 10 }),
+  );
+  t.deepEqual(ids(berlin.points), [1, 3]);
+  t.deepEqual(berlin.points.map((p) => p.payload), [{ count: 1 }, { count: 3 }]);
+
+  const ranged = await call('scroll range', () =>
+    client.scroll(PLAIN, {
+      filter: { must: [{ key: 'count', range: { gte: 3, lt: 7 } }], must_not: [{ has_id: [UUID_A] }] },
+      limit: 10,
+    }),
+  );
+  t.deepEqual(ids(ranged.points), [3, 4, 5]);
+
+  const desc = await call('scroll order_by', () =>
+    client.scroll(PLAIN, { order_by: { key: 'count', direction: 'desc' }, limit: 4, with_payload: true }),
+  );
+  t.deepEqual(desc.points.map((p) => p.payload?.count), [9, 8, 7, 6]);
+  t.deepEqual(ids(desc.points), [UUID_B_NORM, 8, 7, UUID_A]);
+  const asc = await call('scroll order_by start_from', () =>
+    client.scroll(PLAIN, { order_by: { key: 'count', start_from: 4 }, limit: 2 }),
+  );
+  t.deepEqual(ids(asc.points), [4, 5]);
+});
+
+test.serial('count: exact, with and without a filter', async (t) => {
+  t.deepEqual(await call('count', () => client.count(PLAIN, { exact: true })), { count: 9 });
+  t.deepEqual(
+    await call('count filter', () =>
+      client.count(PLAIN, { filter: { should: [{ key: 'city', match: { any: ['London', 'Rome'] } }] }, exact: true }),
+    ),
+    { count: 4 },
+  );
+  t.deepEqual(await call('count named', () => client.count(NAMED, {})), { count: 4 });
+});
+
+// -- search -------------------------------------------------------------------------------------
+
+test.serial('query: by vector, by id, with filter, params, payload selectors and using', async (t) => {
+  const byVector = await call('query vector', () => client.query(PLAIN, { query: [1, 0, 0, 0], limit: 3, with_payload: true }));
+  t.deepEqual(ids(byVector.points), [1, 5, UUID_A]);
+  near(t, byVector.points[0].score, 1, 'score of 1');
+  near(t, byVector.points[1].score, 0.9, 'score of 5');
+  near(t, byVector.points[2].score, 0.5, 'score of UUID_A');
+  t.is(byVector.points[0].payload?.city, 'Berlin');
+  t.falsy(byVector.points[0].vector);
+
+  // A point id as the query: its own vector, and the point itself left out.
+  const byId = await call('query id', () => client.query(PLAIN, { query: 1, limit: 2 }));
+  t.deepEqual(ids(byId.points), [5, UUID_A]);
+
+  const nearest = await call('query nearest', () =>
+    client.query(PLAIN, {
+      query: { nearest: [1, 0, 0, 0] },
+      filter: { must: [{ key: 'city', match: { value: 'London' } }] },
+      params: { hnsw_ef: 64, exact: true },
+      with_payload: { include: ['city'] },
+      with_vector: true,
+      limit: 5,
+    }),
+  );
+  t.deepEqual(ids(nearest.points), [5, 2]);
+  t.deepEqual(nearest.points[0].payload, { city: 'London' });
+  const v5 = nearest.points[0].vector as number[];
+  near(t, v5[0], 0.9, 'vector of 5');
+
+  const excluded = await call('query exclude', () =>
+    client.query(PLAIN, { query: [1, 0, 0, 0], with_payload: { exclude: ['tags', 'nested', 'count'] }, limit: 1 }),
+  );
+  t.deepEqual(excluded.points[0].payload, { city: 'Berlin' });
+
+  const threshold = await call('query score_threshold', () =>
+    client.query(PLAIN, { query: [1, 0, 0, 0], score_threshold: 0.6, limit: 10 }),
+  );
+  t.deepEqual(ids(threshold.points), [1, 5]);
+
+  const offset = await call('query offset', () => client.query(PLAIN, { query: [1, 0, 0, 0], offset: 1, limit: 2 }));
+  t.deepEqual(ids(offset.points), [5, UUID_A]);
+
+  const image = await call('query using image', () => client.query(NAMED, { query: [1, 0, 0, 0], using: 'image', limit: 2 }));
+  t.deepEqual(ids(image.points), [10, 12]);
+  near(t, image.points[0].score, 1, 'cosine 10');
+  near(t, image.points[1].score, Math.SQRT1_2, 'cosine 12');
+
+  const text = await call('query using text', () => client.query(NAMED, { query: [0, 0], using: 'text', limit: 10 }));
+  // 12 has no text vector any more; Euclid scores are distances, nearest first.
+  t.deepEqual(ids(text.points), [10, 11, 13]);
+  near(t, text.points[1].score, Math.SQRT2, 'euclid 11');
+  near(t, text.points[2].score, 5, 'euclid 13');
+
+  const recommend = await call('query recommend', () =>
+    client.query(PLAIN, { query: { recommend: { positive: [1], negative: [2] } }, limit: 2 }),
+  );
+  t.deepEqual(ids(recommend.points), [5, UUID_A]);
+
+  const noVector = await call('query without vector', () =>
+    client.query(PLAIN, { filter: { must: [{ key: 'city', match: { value: 'Rome' } }] }, limit: 10 }),
+  );
+  t.deepEqual(sortedIds(noVector.points), ['7', '8']);
+});
+
+test.serial('queryBatch answers each query in order', async (t) => {
+  const res = await call('queryBatch', () =>
+    client.queryBatch(PLAIN, {
+      searches: [
+        { query: [0, 0, 0, 1], limit: 1 },
+        { query: [0, 1, 0, 0], limit: 2, filter: { must_not: [{ key: 'city', match: { value: 'London' } }] } },
+      ],
+    }),
+  );
+  t.is(res.length, 2);
+  t.deepEqual(ids(res[0].points), [4]);
+  t.deepEqual(ids(res[1].points), [UUID_A, UUID_B_NORM]);
+});
+
+test.serial('search and searchBatch (the older API)', async (t) => {
+  const res = await call('search', () =>
+    client.search(PLAIN, { vector: [0, 0, 1, 0], limit: 2, with_payload: true, filter: { must: [{ key: 'count', range: { lte: 7 } }] } }),
+  );
+  t.deepEqual(ids(res), [3, 7]);
+  near(t, res[0].score, 1, 'score of 3');
+  near(t, res[1].score, 0.5, 'score of 7');
+  t.deepEqual(res[0].payload, { city: 'Berlin', count: 3 });
+
+  const named = await call('search named', () => client.search(NAMED, { vector: { name: 'image', vector: [0, 1, 0, 0] }, limit: 1 }));
+  t.deepEqual(ids(named), [11]);
+
+  const batch = await call('searchBatch', () =>
+    client.searchBatch(PLAIN, {
+      searches: [
+        { vector: [1, 0, 0, 0], limit: 1 },
+        { vector: [0, 0, 0, 1], limit: 2, with_payload: ['city'] },
+      ],
+    }),
+  );
+  t.is(batch.length, 2);
+  t.deepEqual(ids(batch[0]), [1]);
+  t.deepEqual(ids(batch[1]), [4, UUID_B_NORM]);
+  t.deepEqual(batch[1][0].payload, { city: 'Paris' });
+});
+
+test.serial('recommend: positive and negative examples, by id and by vector', async (t) => {
+  const res = await call('recommend', () => client.recommend(PLAIN, { positive: [1], negative: [2], limit: 2, with_payload: true }));
+  // average_vector: 2*[1,0,0,0] - [0,1,0,0] = [2,-1,0,0]; the examples themselves are left out.
+  t.deepEqual(ids(res), [5, UUID_A]);
+  near(t, res[0].score, 1.7, 'score of 5');
+  t.is(res[0].payload?.city, 'London');
+
+  const byVector = await call('recommend vector', () => client.recommend(PLAIN, { positive: [[0, 0, 1, 0]], limit: 1 }));
+  t.deepEqual(ids(byVector), [3]);
+
+  const named = await call('recommend using', () => client.recommend(NAMED, { positive: [10], using: 'image', limit: 1 }));
+  t.deepEqual(ids(named), [12]);
+});
+
+// -- deletes, aliases ---------------------------------------------------------------------------
+
+test.serial('delete points by id and by filter', async (t) => {
+  let r = await call('delete ids', () => client.delete(PLAIN, { points: [8, UUID_B], wait: true }));
+  t.is(r.status, 'completed');
+  r = await call('delete filter', () =>
+    client.delete(PLAIN, { filter: { must: [{ key: 'city', match: { value: 'Paris' } }] }, wait: true }),
+  );
+  t.is(r.status, 'completed');
+  const all = await call('scroll', () => client.scroll(PLAIN, { limit: 100, with_payload: false }));
+  t.deepEqual(ids(all.points), [1, 2, 3, 5, 7]);
+  t.deepEqual(await call('count', () => client.count(PLAIN, { exact: true })), { count: 5 });
+});
+
+test.serial('aliases: create, list, use, rename, delete', async (t) => {
+  t.true(
+    await call('updateCollectionAliases create', () =>
+      client.updateCollectionAliases({ actions: [{ create_alias: { collection_name: PLAIN, alias_name: ALIAS } }] }),
+    ),
+  );
+  t.deepEqual(await call('getCollectionAliases', () => client.getCollectionAliases(PLAIN)), {
+    aliases: [{ alias_name: ALIAS, collection_name: PLAIN }],
+  });
+  t.deepEqual((await call('getCollectionAliases named', () => client.getCollectionAliases(NAMED))).aliases, []);
+  t.deepEqual(await call('getAliases', () => client.getAliases()), { aliases: [{ alias_name: ALIAS, collection_name: PLAIN }] });
+
+  // The alias reaches the collection for reads and writes.
+  const viaAlias = await call('query via alias', () => client.query(ALIAS, { query: [1, 0, 0, 0], limit: 1 }));
+  t.deepEqual(ids(viaAlias.points), [1]);
+  t.is((await call('getCollection via alias', () => client.getCollection(ALIAS))).points_count, 5);
+
+  t.true(
+    await call('rename alias', () =>
+      client.updateCollectionAliases({
+        actions: [{ rename_alias: { old_alias_name: ALIAS, new_alias_name: `${ALIAS}2` } }],
+      }),
+    ),
+  );
+  t.deepEqual((await call('getAliases', () => client.getAliases())).aliases, [{ alias_name: `${ALIAS}2`, collection_name: PLAIN }]);
+  t.true(
+    await call('delete alias', () => client.updateCollectionAliases({ actions: [{ delete_alias: { alias_name: `${ALIAS}2` } }] })),
+  );
+  t.deepEqual((await call('getAliases', () => client.getAliases())).aliases, []);
+});
+
+test.serial('deleteCollection removes both collections', async (t) => {
+  t.true(await call('deleteCollection plain', () => client.deleteCollection(PLAIN)));
+  t.true(await call('deleteCollection named', () => client.deleteCollection(NAMED)));
+  t.false(await call('deleteCollection again', () => client.deleteCollection(PLAIN)));
+  t.deepEqual((await call('getCollections', () => client.getCollections())).collections, []);
+  t.deepEqual(await call('collectionExists', () => client.collectionExists(PLAIN)), { exists: false });
+});

@@ -1,0 +1,620 @@
+#!/usr/bin/env python3
+"""The official Python client (qdrant-client, installed by .ci/run) drives a whole
+workflow against a real bin/quiver: collections (unnamed and named vectors, hnsw and
+quantization settings), payload indexes, every kind of point write, reads, every
+search form, aliases and deletion.
+
+It starts bin/quiver itself on a free port of 127.0.0.1 with its storage in a temporary
+folder (build first: `make build` or `npx tsc -p tsconfig.json`), prints one TAP line per
+step (`ok N - name` / `not ok N - name`, with the reason as `#` lines), then the plan
+`1..N` and `# pass N` / `# fail N`, and exits non-zero when a step failed.
+
+The client parses every answer into its pydantic models, so a response that lacks a
+field or has the wrong shape fails the step that got it.
+
+The client is built with check_compatibility=False: its version check compares the
+server's version (Quiver's own, 0.x) with its own 1.x and would only warn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(REPO_ROOT, "bin", "quiver")
+PINNED = "qdrant-client==1.18.0"
+
+try:
+    from qdrant_client import QdrantClient, models
+    import qdrant_client
+except ImportError as err:  # pragma: no cover - the message is the point
+    print("not ok 1 - import qdrant_client")
+    print(f"# {sys.executable} cannot import qdrant_client ({err}).")
+    print(f"# .ci/run installs it (`{sys.executable} -m pip install {PINNED}`); run `bash .ci/run` or that pip command.")
+    print("1..1")
+    print("# pass 0")
+    print("# fail 1")
+    sys.exit(1)
+
+PLAIN = "py_plain"
+NAMED = "py_named"
+ALIAS = "py_alias"
+UUID_A = "550e8400-e29b-41d4-a716-446655440000"
+# Written in upper case on purpose: the server must hand it back lower-case hyphenated.
+UUID_B = "F47AC10B-58CC-4372-A567-0E02B2C3D479"
+UUID_B_NORM = UUID_B.lower()
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """bin/quiver on a free port with a temporary storage folder; stopped with SIGTERM."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="quiver-py-client-")
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE__")}
+        env.update(
+            SERVICE__SERVICE__HOST="127.0.0.1",
+            SERVICE__SERVICE__HTTP_PORT=str(self.port),
+            SERVICE__STORAGE__STORAGE_PATH=os.path.join(self.dir, "storage"),
+            SERVICE__STORAGE__SNAPSHOTS_PATH=os.path.join(self.dir, "snapshots"),
+        )
+        self.log_path = os.path.join(self.dir, "quiver.log")
+        self.log = open(self.log_path, "wb")
+        node = shutil.which("node") or "node"
+        self.proc = subprocess.Popen([node, BIN], cwd=self.dir, env=env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"bin/quiver exited with {self.proc.returncode} before listening: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as res:
+                    if res.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"bin/quiver did not answer /readyz within {timeout} s: {self.log_tail()}")
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")[-n:]
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- a tiny TAP runner --------------------------------------------------------------------------
+
+results: list[bool] = []
+
+
+def step(name: str):
+    def run(fn):
+        n = len(results) + 1
+        started = time.monotonic()
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001 - every failure is reported, then the next step runs
+            results.append(False)
+            print(f"not ok {n} - {name}")
+            detail = describe(err)
+            for line in detail.splitlines():
+                print(f"#   {line}")
+        else:
+            results.append(True)
+            print(f"ok {n} - {name} # {int((time.monotonic() - started) * 1000)} ms")
+        sys.stdout.flush()
+        return fn
+
+    return run
+
+
+def describe(err: Exception) -> str:
+    """The client's UnexpectedResponse carries the status and body: show them."""
+    status = getattr(err, "status_code", None)
+    content = getattr(err, "content", None)
+    if status is not None:
+        body = content.decode("utf-8", "replace") if isinstance(content, (bytes, bytearray)) else str(content)
+        return f"{type(err).__name__}: HTTP {status} {body[:1500]}"
+    tb = traceback.extract_tb(err.__traceback__)
+    helpers = {"eq", "near", "raises_status", "describe"}
+    where = next((f"line {f.lineno}: {f.line}" for f in reversed(tb) if f.filename == __file__ and f.name not in helpers), "")
+    return f"{type(err).__name__}: {str(err)[:3000]}\n{where}"
+
+
+def eq(actual, expected, what: str = "") -> None:
+    if actual != expected:
+        raise AssertionError(f"{what}: got {actual!r}, expected {expected!r}")
+
+
+def near(actual, expected: float, what: str, eps: float = 1e-3) -> None:
+    if not isinstance(actual, (int, float)) or abs(actual - expected) > eps:
+        raise AssertionError(f"{what}: got {actual!r}, expected ≈ {expected}")
+
+
+def raises_status(status: int, fn, what: str) -> None:
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001
+        got = getattr(err, "status_code", None)
+        if got != status:
+            raise AssertionError(f"{what}: expected HTTP {status}, got {type(err).__name__} {got} {err}") from err
+        return
+    raise AssertionError(f"{what}: expected HTTP {status}, but the call succeeded")
+
+
+def ids(points) -> list:
+    return [p.id for p in points]
+
+
+def by_id(points) -> dict:
+    return {p.id: p for p in points}
+
+
+def city(value: str) -> models.FieldCondition:
+    return models.FieldCondition(key="city", match=models.MatchValue(value=value))
+
+
+# -- the workflow -------------------------------------------------------------------------------
+
+def workflow(client: QdrantClient, url: str) -> None:
+    @step("info: the root answer parses as VersionInfo")
+    def _():
+        info = client.info()
+        if not info.title or not info.version:
+            raise AssertionError(f"empty title/version: {info!r}")
+
+    @step("create_collection: unnamed vector with hnsw_config, named vectors with quantization")
+    def _():
+        eq(
+            client.create_collection(
+                PLAIN,
+                vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT),
+                hnsw_config=models.HnswConfigDiff(m=16, ef_construct=100, full_scan_threshold=10_000),
+                optimizers_config=models.OptimizersConfigDiff(default_segment_number=2),
+            ),
+            True,
+            "create plain",
+        )
+        eq(
+            client.create_collection(
+                NAMED,
+                vectors_config={
+                    "image": models.VectorParams(size=4, distance=models.Distance.COSINE),
+                    "text": models.VectorParams(size=2, distance=models.Distance.EUCLID, hnsw_config=models.HnswConfigDiff(m=8)),
+                },
+                hnsw_config=models.HnswConfigDiff(m=12, ef_construct=64),
+                quantization_config=models.ScalarQuantization(
+                    scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+                ),
+            ),
+            True,
+            "create named",
+        )
+        raises_status(
+            409,
+            lambda: client.create_collection(PLAIN, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT)),
+            "create an existing collection",
+        )
+
+    @step("get_collections and collection_exists")
+    def _():
+        eq(sorted(c.name for c in client.get_collections().collections), [NAMED, PLAIN], "names")
+        eq(client.collection_exists(PLAIN), True, "exists plain")
+        eq(client.collection_exists("py_nope"), False, "exists nope")
+
+    @step("get_collection reports the configuration it was created with")
+    def _():
+        plain = client.get_collection(PLAIN)
+        eq(plain.status, models.CollectionStatus.GREEN, "status")
+        eq(plain.points_count, 0, "points_count")
+        vp = plain.config.params.vectors
+        eq((vp.size, vp.distance), (4, models.Distance.DOT), "plain vectors")
+        eq(plain.config.hnsw_config.m, 16, "m")
+        eq(plain.config.hnsw_config.ef_construct, 100, "ef_construct")
+        eq(plain.config.hnsw_config.full_scan_threshold, 10_000, "full_scan_threshold")
+        eq(plain.config.optimizer_config.default_segment_number, 2, "default_segment_number")
+        eq(plain.config.quantization_config, None, "no quantization")
+        eq(plain.payload_schema, {}, "payload_schema")
+
+        named = client.get_collection(NAMED)
+        v = named.config.params.vectors
+        eq((v["image"].size, v["image"].distance), (4, models.Distance.COSINE), "image params")
+        eq((v["text"].size, v["text"].distance), (2, models.Distance.EUCLID), "text params")
+        eq(v["text"].hnsw_config.m if v["text"].hnsw_config else None, 8, "text hnsw m")
+        eq((named.config.hnsw_config.m, named.config.hnsw_config.ef_construct), (12, 64), "named hnsw")
+        q = named.config.quantization_config
+        eq((q.scalar.type, q.scalar.quantile, q.scalar.always_ram), (models.ScalarType.INT8, 0.99, True), "quantization")
+        raises_status(404, lambda: client.get_collection("py_nope"), "get a missing collection")
+
+    @step("update_collection changes optimizer and params settings")
+    def _():
+        eq(
+            client.update_collection(
+                PLAIN,
+                optimizers_config=models.OptimizersConfigDiff(indexing_threshold=20_000),
+                collection_params=models.CollectionParamsDiff(on_disk_payload=False),
+            ),
+            True,
+            "update",
+        )
+        info = client.get_collection(PLAIN)
+        eq(info.config.optimizer_config.indexing_threshold, 20_000, "indexing_threshold")
+        eq(info.config.params.on_disk_payload, False, "on_disk_payload")
+
+    @step("create_payload_index: keyword and integer indexes appear in payload_schema")
+    def _():
+        r = client.create_payload_index(PLAIN, "city", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+        eq(r.status, models.UpdateStatus.COMPLETED, "city status")
+        r = client.create_payload_index(
+            PLAIN, "count", field_schema=models.IntegerIndexParams(type=models.IntegerIndexType.INTEGER, range=True, lookup=True), wait=True
+        )
+        eq(r.status, models.UpdateStatus.COMPLETED, "count status")
+        schema = client.get_collection(PLAIN).payload_schema
+        eq(schema["city"].data_type, models.PayloadSchemaType.KEYWORD, "city type")
+        eq(schema["count"].data_type, models.PayloadSchemaType.INTEGER, "count type")
+
+    @step("upsert: PointStruct list and Batch, integer and UUID ids, wait=True")
+    def _():
+        r1 = client.upsert(
+            PLAIN,
+            wait=True,
+            points=[
+                models.PointStruct(id=1, vector=[1, 0, 0, 0], payload={"city": "Berlin", "count": 1, "tags": ["a", "b"], "nested": {"x": 1, "y": "z"}}),
+                models.PointStruct(id=2, vector=[0, 1, 0, 0], payload={"city": "London", "count": 2, "tags": ["b"]}),
+                models.PointStruct(id=3, vector=[0, 0, 1, 0], payload={"city": "Berlin", "count": 3}),
+                models.PointStruct(id=4, vector=[0, 0, 0, 1], payload={"city": "Paris", "count": 4}),
+                models.PointStruct(id=5, vector=[0.9, 0.1, 0, 0], payload={"city": "London", "count": 5}),
+                models.PointStruct(id=UUID_A, vector=[0.5, 0.5, 0, 0], payload={"city": "Paris", "count": 6}),
+            ],
+        )
+        eq(r1.status, models.UpdateStatus.COMPLETED, "points status")
+        if not isinstance(r1.operation_id, int):
+            raise AssertionError(f"operation_id: {r1.operation_id!r}")
+        r2 = client.upsert(
+            PLAIN,
+            wait=True,
+            points=models.Batch(
+                ids=[7, 8, UUID_B],
+                vectors=[[0, 0, 0.5, 0.5], [0.1, 0.1, 0.1, 0.1], [0, 0.2, 0, 0.8]],
+                payloads=[{"city": "Rome", "count": 7}, {"city": "Rome", "count": 8}, {"city": "Oslo", "count": 9}],
+            ),
+        )
+        eq(r2.status, models.UpdateStatus.COMPLETED, "batch status")
+        if not (r2.operation_id or -1) > r1.operation_id:
+            raise AssertionError(f"operation ids do not grow: {r1.operation_id} then {r2.operation_id}")
+        raises_status(
+            400, lambda: client.upsert(PLAIN, wait=True, points=[models.PointStruct(id=99, vector=[1, 2, 3])]), "wrong dimension"
+        )
+        eq(client.get_collection(PLAIN).points_count, 9, "points_count")
+
+    @step("upsert: named vectors, one point with only some of them")
+    def _():
+        r = client.upsert(
+            NAMED,
+            wait=True,
+            points=[
+                models.PointStruct(id=10, vector={"image": [1, 0, 0, 0], "text": [0, 0]}, payload={"kind": "cat"}),
+                models.PointStruct(id=11, vector={"image": [0, 1, 0, 0], "text": [1, 1]}, payload={"kind": "dog"}),
+                models.PointStruct(id=12, vector={"image": [1, 1, 0, 0]}, payload={"kind": "cat"}),
+                models.PointStruct(id=13, vector={"text": [3, 4]}, payload={"kind": "bird"}),
+            ],
+        )
+        eq(r.status, models.UpdateStatus.COMPLETED, "status")
+        eq(client.get_collection(NAMED).points_count, 4, "points_count")
+
+    @step("upload_points: the client's batching uploader")
+    def _():
+        client.upload_points(
+            PLAIN,
+            points=[models.PointStruct(id=100 + i, vector=[0, 0, 0, 0.01 * (i + 1)], payload={"city": "Upload", "count": 100 + i}) for i in range(5)],
+            batch_size=2,
+            wait=True,
+        )
+        eq(client.count(PLAIN, count_filter=models.Filter(must=[city("Upload")]), exact=True).count, 5, "uploaded")
+        client.delete(PLAIN, points_selector=models.FilterSelector(filter=models.Filter(must=[city("Upload")])), wait=True)
+        eq(client.count(PLAIN, exact=True).count, 9, "after removing them")
+
+    @step("retrieve: payload, vectors, UUID ids normalised, missing ids left out")
+    def _():
+        pts = client.retrieve(PLAIN, ids=[1, UUID_B, 424242], with_payload=True, with_vectors=True)
+        eq(sorted(map(str, ids(pts))), sorted(["1", UUID_B_NORM]), "ids")
+        p = by_id(pts)
+        eq(p[1].payload, {"city": "Berlin", "count": 1, "tags": ["a", "b"], "nested": {"x": 1, "y": "z"}}, "payload of 1")
+        eq(p[1].vector, [1, 0, 0, 0], "vector of 1")
+        eq(p[UUID_B_NORM].payload, {"city": "Oslo", "count": 9}, "payload of UUID_B")
+        bare = client.retrieve(PLAIN, ids=[2], with_payload=False, with_vectors=False)
+        eq((ids(bare), bare[0].payload, bare[0].vector), ([2], None, None), "bare record")
+
+    @step("retrieve: selected named vectors")
+    def _():
+        p = by_id(client.retrieve(NAMED, ids=[11, 13], with_vectors=["text"]))
+        eq(p[11].vector, {"text": [1, 1]}, "vectors of 11")
+        eq(p[13].vector, {"text": [3, 4]}, "vectors of 13")
+        eq(p[11].payload, {"kind": "dog"}, "payload of 11")
+
+    @step("set_payload (by ids, under a key, by filter), delete_payload, overwrite_payload")
+    def _():
+        eq(client.set_payload(PLAIN, payload={"color": "red"}, points=[1, 2], wait=True).status, models.UpdateStatus.COMPLETED, "set")
+        client.set_payload(PLAIN, payload={"w": 2}, points=[1], key="nested", wait=True)
+        client.set_payload(PLAIN, payload={"fr": True}, points=models.Filter(must=[city("Paris")]), wait=True)
+        p = by_id(client.retrieve(PLAIN, ids=[1, 2, 4, UUID_A]))
+        eq(p[1].payload, {"city": "Berlin", "count": 1, "tags": ["a", "b"], "nested": {"x": 1, "y": "z", "w": 2}, "color": "red"}, "1 after set")
+        eq(p[2].payload, {"city": "London", "count": 2, "tags": ["b"], "color": "red"}, "2 after set")
+        eq((p[4].payload.get("fr"), p[UUID_A].payload.get("fr")), (True, True), "set by filter")
+
+        client.delete_payload(PLAIN, keys=["color", "nested.x"], points=[1], wait=True)
+        eq(client.retrieve(PLAIN, ids=[1])[0].payload, {"city": "Berlin", "count": 1, "tags": ["a", "b"], "nested": {"y": "z", "w": 2}}, "1 after delete")
+        client.overwrite_payload(PLAIN, payload={"city": "London", "count": 2}, points=[2], wait=True)
+        eq(client.retrieve(PLAIN, ids=[2])[0].payload, {"city": "London", "count": 2}, "2 after overwrite")
+
+    @step("clear_payload on a named-vector point")
+    def _():
+        eq(client.clear_payload(NAMED, points_selector=[13], wait=True).status, models.UpdateStatus.COMPLETED, "status")
+        eq(client.retrieve(NAMED, ids=[13])[0].payload or {}, {}, "payload of 13")
+
+    @step("update_vectors and delete_vectors on named vectors")
+    def _():
+        r = client.update_vectors(
+            NAMED,
+            points=[models.PointVectors(id=12, vector={"text": [6, 8]}), models.PointVectors(id=13, vector={"image": [0, 0, 1, 0]})],
+            wait=True,
+        )
+        eq(r.status, models.UpdateStatus.COMPLETED, "update status")
+        p = by_id(client.retrieve(NAMED, ids=[12, 13], with_vectors=True))
+        eq(p[12].vector["text"], [6, 8], "text of 12")
+        near(p[12].vector["image"][0], math.sqrt(0.5), "cosine vectors are stored normalised")
+        eq(p[13].vector, {"image": [0, 0, 1, 0], "text": [3, 4]}, "vectors of 13")
+        eq(client.delete_vectors(NAMED, vectors=["text"], points=[12], wait=True).status, models.UpdateStatus.COMPLETED, "delete status")
+        v12 = client.retrieve(NAMED, ids=[12], with_vectors=True)[0].vector
+        eq(sorted(v12), ["image"], "vectors left on 12")
+
+    @step("batch_update_points applies its operations in order")
+    def _():
+        res = client.batch_update_points(
+            PLAIN,
+            wait=True,
+            update_operations=[
+                models.UpsertOperation(upsert=models.PointsList(points=[models.PointStruct(id=20, vector=[0.2] * 4, payload={"city": "Tmp", "count": 20})])),
+                models.SetPayloadOperation(set_payload=models.SetPayload(payload={"extra": 1}, points=[20])),
+                models.OverwritePayloadOperation(overwrite_payload=models.SetPayload(payload={"city": "Tmp2", "count": 21}, points=[20])),
+                models.DeletePayloadOperation(delete_payload=models.DeletePayload(keys=["count"], points=[20])),
+                models.UpdateVectorsOperation(update_vectors=models.UpdateVectors(points=[models.PointVectors(id=20, vector=[0, 0, 0, 2])])),
+                models.UpsertOperation(upsert=models.PointsList(points=[models.PointStruct(id=21, vector=[1] * 4, payload={"city": "Gone"})])),
+                models.DeleteOperation(delete=models.PointIdsList(points=[21])),
+            ],
+        )
+        eq(len(res), 7, "results")
+        eq({r.status for r in res}, {models.UpdateStatus.COMPLETED}, "statuses")
+        pts = client.retrieve(PLAIN, ids=[20, 21], with_vectors=True)
+        eq(ids(pts), [20], "ids")
+        eq((pts[0].payload, pts[0].vector), ({"city": "Tmp2"}, [0, 0, 0, 2]), "point 20")
+        client.delete(PLAIN, points_selector=[20], wait=True)
+
+    @step("scroll: id order, pages with offset, filter, order_by")
+    def _():
+        pts, nxt = client.scroll(PLAIN, limit=100, with_payload=False)
+        eq(ids(pts), [1, 2, 3, 4, 5, 7, 8, UUID_A, UUID_B_NORM], "all ids (integers, then UUIDs)")
+        eq(nxt, None, "no next page")
+        pts, nxt = client.scroll(PLAIN, limit=3)
+        eq((ids(pts), nxt, pts[0].payload["city"]), ([1, 2, 3], 4, "Berlin"), "page 1")
+        pts, nxt = client.scroll(PLAIN, limit=3, offset=nxt)
+        eq((ids(pts), nxt), ([4, 5, 7], 8), "page 2")
+        pts, _n = client.scroll(PLAIN, scroll_filter=models.Filter(must=[city("Berlin")]), with_payload=["count"], limit=10)
+        eq([(p.id, p.payload) for p in pts], [(1, {"count": 1}), (3, {"count": 3})], "filter + payload include")
+        pts, _n = client.scroll(
+            PLAIN,
+            scroll_filter=models.Filter(
+                must=[models.FieldCondition(key="count", range=models.Range(gte=3, lt=7))],
+                must_not=[models.HasIdCondition(has_id=[UUID_A])],
+            ),
+            limit=10,
+        )
+        eq(ids(pts), [3, 4, 5], "range + has_id")
+        pts, _n = client.scroll(PLAIN, order_by=models.OrderBy(key="count", direction=models.Direction.DESC), limit=4)
+        eq([(p.id, p.payload["count"]) for p in pts], [(UUID_B_NORM, 9), (8, 8), (7, 7), (UUID_A, 6)], "order_by desc")
+        pts, _n = client.scroll(PLAIN, order_by=models.OrderBy(key="count", start_from=4), limit=2)
+        eq(ids(pts), [4, 5], "order_by start_from")
+
+    @step("count: exact, with and without a filter")
+    def _():
+        eq(client.count(PLAIN, exact=True).count, 9, "all")
+        f = models.Filter(should=[models.FieldCondition(key="city", match=models.MatchAny(any=["London", "Rome"]))])
+        eq(client.count(PLAIN, count_filter=f, exact=True).count, 4, "London or Rome")
+        eq(client.count(NAMED).count, 4, "named")
+
+    @step("query_points: by vector, by id, nearest with filter/params/payload selectors, threshold, offset")
+    def _():
+        r = client.query_points(PLAIN, query=[1, 0, 0, 0], limit=3, with_payload=True)
+        eq(ids(r.points), [1, 5, UUID_A], "by vector")
+        for p, s in zip(r.points, [1, 0.9, 0.5]):
+            near(p.score, s, f"score of {p.id}")
+        eq((r.points[0].payload["city"], r.points[0].vector), ("Berlin", None), "payload, no vector")
+        # A point id as the query: its own vector, and the point itself left out.
+        eq(ids(client.query_points(PLAIN, query=1, limit=2).points), [5, UUID_A], "by id")
+        r = client.query_points(
+            PLAIN,
+            query=models.NearestQuery(nearest=[1, 0, 0, 0]),
+            query_filter=models.Filter(must=[city("London")]),
+            search_params=models.SearchParams(hnsw_ef=64, exact=True),
+            with_payload=models.PayloadSelectorInclude(include=["city"]),
+            with_vectors=True,
+            limit=5,
+        )
+        eq(ids(r.points), [5, 2], "nearest + filter")
+        eq(r.points[0].payload, {"city": "London"}, "include selector")
+        near(r.points[0].vector[0], 0.9, "vector of 5")
+        r = client.query_points(PLAIN, query=[1, 0, 0, 0], with_payload=models.PayloadSelectorExclude(exclude=["tags", "nested", "count"]), limit=1)
+        eq(r.points[0].payload, {"city": "Berlin"}, "exclude selector")
+        eq(ids(client.query_points(PLAIN, query=[1, 0, 0, 0], score_threshold=0.6, limit=10).points), [1, 5], "score_threshold")
+        eq(ids(client.query_points(PLAIN, query=[1, 0, 0, 0], offset=1, limit=2).points), [5, UUID_A], "offset")
+        r = client.query_points(PLAIN, query=models.RecommendQuery(recommend=models.RecommendInput(positive=[1], negative=[2])), limit=2)
+        eq(ids(r.points), [5, UUID_A], "recommend query")
+        r = client.query_points(PLAIN, query_filter=models.Filter(must=[city("Rome")]), limit=10)
+        eq(sorted(ids(r.points)), [7, 8], "no query: filter only")
+
+    @step("query_points with using: named vectors")
+    def _():
+        r = client.query_points(NAMED, query=[1, 0, 0, 0], using="image", limit=2)
+        eq(ids(r.points), [10, 12], "image")
+        near(r.points[0].score, 1, "cosine of 10")
+        near(r.points[1].score, math.sqrt(0.5), "cosine of 12")
+        r = client.query_points(NAMED, query=[0, 0], using="text", limit=10)
+        eq(ids(r.points), [10, 11, 13], "text (12 has no text vector)")
+        near(r.points[1].score, math.sqrt(2), "euclid of 11")
+        near(r.points[2].score, 5, "euclid of 13")
+
+    @step("query_batch_points answers each request in order")
+    def _():
+        res = client.query_batch_points(
+            PLAIN,
+            requests=[
+                models.QueryRequest(query=[0, 0, 0, 1], limit=1),
+                models.QueryRequest(query=[0, 1, 0, 0], limit=2, filter=models.Filter(must_not=[city("London")])),
+            ],
+        )
+        eq([ids(r.points) for r in res], [[4], [UUID_A, UUID_B_NORM]], "batch")
+
+    @step("search (the older API, through client.http.search_api) and search_batch")
+    def _():
+        res = client.http.search_api.search_points(
+            collection_name=PLAIN,
+            search_request=models.SearchRequest(
+                vector=[0, 0, 1, 0], limit=2, with_payload=True, filter=models.Filter(must=[models.FieldCondition(key="count", range=models.Range(lte=7))])
+            ),
+        ).result
+        eq(ids(res), [3, 7], "search")
+        near(res[0].score, 1, "score of 3")
+        near(res[1].score, 0.5, "score of 7")
+        eq(res[0].payload, {"city": "Berlin", "count": 3}, "payload of 3")
+        res = client.http.search_api.search_points(
+            collection_name=NAMED, search_request=models.SearchRequest(vector=models.NamedVector(name="image", vector=[0, 1, 0, 0]), limit=1)
+        ).result
+        eq(ids(res), [11], "named search")
+        batch = client.http.search_api.search_batch_points(
+            collection_name=PLAIN,
+            search_request_batch=models.SearchRequestBatch(
+                searches=[models.SearchRequest(vector=[1, 0, 0, 0], limit=1), models.SearchRequest(vector=[0, 0, 0, 1], limit=2, with_payload=["city"])]
+            ),
+        ).result
+        eq([ids(b) for b in batch], [[1], [4, UUID_B_NORM]], "search batch")
+        eq(batch[1][0].payload, {"city": "Paris"}, "payload selector in batch")
+
+    @step("recommend (the older API, through client.http.search_api)")
+    def _():
+        res = client.http.search_api.recommend_points(
+            collection_name=PLAIN, recommend_request=models.RecommendRequest(positive=[1], negative=[2], limit=2, with_payload=True)
+        ).result
+        eq(ids(res), [5, UUID_A], "recommend by ids")
+        near(res[0].score, 1.7, "score of 5")
+        res = client.http.search_api.recommend_points(
+            collection_name=PLAIN, recommend_request=models.RecommendRequest(positive=[[0, 0, 1, 0]], limit=1)
+        ).result
+        eq(ids(res), [3], "recommend by vector")
+        res = client.http.search_api.recommend_points(
+            collection_name=NAMED, recommend_request=models.RecommendRequest(positive=[10], using="image", limit=1)
+        ).result
+        eq(ids(res), [12], "recommend using")
+
+    @step("delete points by id and by filter")
+    def _():
+        eq(client.delete(PLAIN, points_selector=models.PointIdsList(points=[8, UUID_B]), wait=True).status, models.UpdateStatus.COMPLETED, "by id")
+        eq(client.delete(PLAIN, points_selector=models.FilterSelector(filter=models.Filter(must=[city("Paris")])), wait=True).status, models.UpdateStatus.COMPLETED, "by filter")
+        pts, _n = client.scroll(PLAIN, limit=100, with_payload=False)
+        eq(ids(pts), [1, 2, 3, 5, 7], "left")
+        eq(client.count(PLAIN, exact=True).count, 5, "count")
+
+    @step("aliases: create, list, use, rename, delete")
+    def _():
+        eq(client.update_collection_aliases(change_aliases_operations=[models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=PLAIN, alias_name=ALIAS))]), True, "create")
+        eq([(a.alias_name, a.collection_name) for a in client.get_collection_aliases(PLAIN).aliases], [(ALIAS, PLAIN)], "collection aliases")
+        eq(client.get_collection_aliases(NAMED).aliases, [], "no aliases of named")
+        eq([(a.alias_name, a.collection_name) for a in client.get_aliases().aliases], [(ALIAS, PLAIN)], "all aliases")
+        eq(ids(client.query_points(ALIAS, query=[1, 0, 0, 0], limit=1).points), [1], "query via alias")
+        eq(client.get_collection(ALIAS).points_count, 5, "collection via alias")
+        client.update_collection_aliases(change_aliases_operations=[models.RenameAliasOperation(rename_alias=models.RenameAlias(old_alias_name=ALIAS, new_alias_name=ALIAS + "2"))])
+        eq([a.alias_name for a in client.get_aliases().aliases], [ALIAS + "2"], "renamed")
+        client.update_collection_aliases(change_aliases_operations=[models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=ALIAS + "2"))])
+        eq(client.get_aliases().aliases, [], "deleted")
+
+    @step("delete_collection removes both collections")
+    def _():
+        eq(client.delete_collection(PLAIN), True, "plain")
+        eq(client.delete_collection(NAMED), True, "named")
+        eq(client.delete_collection(PLAIN), False, "again")
+        eq(client.get_collections().collections, [], "none left")
+        eq(client.collection_exists(PLAIN), False, "exists")
+
+
+def main() -> int:
+    started = time.monotonic()
+    print(f"# qdrant-client {getattr(qdrant_client, '__version__', None) or _dist_version()} on Python {sys.version.split()[0]}")
+    server = Server()
+    try:
+        try:
+            server.wait_ready()
+        except Exception as err:  # noqa: BLE001
+            results.append(False)
+            print("not ok 1 - start bin/quiver")
+            for line in str(err).splitlines():
+                print(f"#   {line}")
+        else:
+            client = QdrantClient(url=server.url, prefer_grpc=False, check_compatibility=False, timeout=30)
+            try:
+                workflow(client, server.url)
+            finally:
+                client.close()
+    finally:
+        server.stop()
+    passed = sum(results)
+    failed = len(results) - passed
+    print(f"1..{len(results)}")
+    print(f"# pass {passed}")
+    print(f"# fail {failed}")
+    print(f"# {time.monotonic() - started:.1f} s")
+    return 0 if failed == 0 else 1
+
+
+def _dist_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("qdrant-client")
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
