@@ -108,8 +108,13 @@ export class VectorStore {
     };
   }
 
+  /**
+   * Threads an optimizer job builds with: the collection's max_indexing_threads, or
+   * by default one core fewer than the machine has (at least one), so requests keep
+   * a core while a graph is built in the background.
+   */
   private threads(): number {
-    return this.spec.maxIndexingThreads > 0 ? this.spec.maxIndexingThreads : 0;
+    return this.spec.maxIndexingThreads > 0 ? this.spec.maxIndexingThreads : Math.max(1, os.cpus().length - 1);
   }
 
   /** Writes or replaces vectors (call under the shard's update lock). */

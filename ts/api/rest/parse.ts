@@ -169,7 +169,10 @@ export function pointVectors(x: unknown, field: string): NamedVectors {
   }
   if (isObj(x)) {
     if (isSparse(x)) throw new FormatError(`${field}: sparse vectors are not supported by Quiver`);
-    if ('text' in x || 'image' in x || 'object' in x) throw new FormatError(`${field}: inference documents are not supported by Quiver; send vectors`);
+    // An inference document names a model; `text` alone may just be a vector name.
+    if ('model' in x && ('text' in x || 'image' in x || 'object' in x)) {
+      throw new FormatError(`${field}: inference documents are not supported by Quiver; send vectors`);
+    }
     for (const [name, v] of Object.entries(x)) {
       if (isSparse(v)) throw new FormatError(`${field}.${name}: sparse vectors are not supported by Quiver`);
       out.set(name, denseVector(v, `${field}.${name}`));
