@@ -1,0 +1,183 @@
+/**
+ * Command-line options of the REST benchmark (`npm run bench:rest -- ...`).
+ */
+import * as path from 'path';
+import { REPO_ROOT, today } from '../engine/common';
+
+export type FloatFormat = 'full' | 'short';
+
+export interface RestOptions {
+  quick: boolean;
+  /** Points upserted (a prefix of the 100k synthetic base set). */
+  n: number;
+  /** Queries (a prefix of the set's 1000 queries). */
+  queries: number;
+  efs: number[];
+  /** Requests in flight for the REST query runs. */
+  concurrency: number[];
+  /** Outstanding async searches for the in-process engine runs. */
+  engineConcurrency: number[];
+  /** Timed passes over the queries per (mode, concurrency, ef); the fastest counts. */
+  reps: number;
+  /** Concurrent clients of the second batch-1000 upsert run. */
+  upsertClients: number;
+  /** Also run the 2-client batch-1000 and the batch-100 upserts. */
+  upsertVariants: boolean;
+  /** Run the query phase (REST and in-process engine). */
+  query: boolean;
+  /** How vector numbers are written in JSON bodies. */
+  floatFormat: FloatFormat;
+  /** optimizers_config.indexing_threshold (KB) of the benchmark collections; null = server default. */
+  indexingThresholdKb: number | null;
+  /** Build threads of the in-process engine index. */
+  engineThreads: number;
+  loader: string;
+  dataDir: string;
+  resultsDir: string;
+  tag: string;
+  /** Run the server with --cpu-prof into this directory and summarise the profile per phase. */
+  cpuProfDir: string | null;
+  /** Sampling interval of that profile, microseconds. */
+  cpuProfIntervalUs: number;
+  /** HTTP client: `raw` (keep-alive sockets, minimal parsing) or `http` (node:http agent). */
+  client: 'raw' | 'http';
+  keepStorage: boolean;
+}
+
+export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000] [--queries 1000] [--efs 64,128]
+         [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
+         [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
+         [--client raw|http] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]`;
+
+export function parseRestArgs(argv: string[]): RestOptions {
+  const o: RestOptions = {
+    quick: false,
+    n: 100_000,
+    queries: 1000,
+    efs: [64, 128],
+    concurrency: [1, 8],
+    engineConcurrency: [1, 2],
+    reps: 3,
+    upsertClients: 2,
+    upsertVariants: true,
+    query: true,
+    floatFormat: 'full',
+    indexingThresholdKb: null,
+    engineThreads: 2,
+    loader: path.resolve(__dirname, '..', '..', 'bindings', 'index'),
+    dataDir: path.join(REPO_ROOT, 'bench', 'data'),
+    resultsDir: path.join(REPO_ROOT, 'bench', 'results'),
+    tag: today(),
+    cpuProfDir: null,
+    cpuProfIntervalUs: 250,
+    client: 'raw',
+    keepStorage: false,
+  };
+  const set = new Set<string>();
+  const ints = (v: string | undefined, flag: string, min = 1): number[] => {
+    if (v === undefined || v.startsWith('--')) throw new Error(`${flag} needs a value`);
+    return v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((s) => {
+        const x = Number(s.replace(/_/g, ''));
+        if (!Number.isInteger(x) || x < min) throw new Error(`${flag}: bad value ${s}`);
+        return x;
+      });
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const val = () => (inline !== undefined ? inline : argv[++i]);
+    set.add(flag);
+    switch (flag) {
+      case '--quick':
+        o.quick = true;
+        break;
+      case '--n':
+        o.n = ints(val(), flag)[0];
+        break;
+      case '--queries':
+        o.queries = ints(val(), flag)[0];
+        break;
+      case '--ef':
+      case '--efs':
+        o.efs = ints(val(), flag);
+        break;
+      case '--concurrency':
+        o.concurrency = ints(val(), flag);
+        break;
+      case '--engine-concurrency':
+        o.engineConcurrency = ints(val(), flag);
+        break;
+      case '--reps':
+        o.reps = ints(val(), flag)[0];
+        break;
+      case '--upsert-clients':
+        o.upsertClients = ints(val(), flag)[0];
+        break;
+      case '--no-upsert-variants':
+        o.upsertVariants = false;
+        break;
+      case '--no-query':
+        o.query = false;
+        break;
+      case '--float-format': {
+        const v = val();
+        if (v !== 'full' && v !== 'short') throw new Error('--float-format is full or short');
+        o.floatFormat = v;
+        break;
+      }
+      case '--indexing-threshold-kb':
+        o.indexingThresholdKb = ints(val(), flag, 0)[0];
+        break;
+      case '--engine-threads':
+        o.engineThreads = ints(val(), flag)[0];
+        break;
+      case '--server-cpu-prof':
+        o.cpuProfDir = path.resolve(String(val()));
+        break;
+      case '--server-cpu-prof-interval':
+        o.cpuProfIntervalUs = ints(val(), flag)[0];
+        break;
+      case '--client': {
+        const v = val();
+        if (v !== 'raw' && v !== 'http') throw new Error('--client is raw or http');
+        o.client = v;
+        break;
+      }
+      case '--keep-storage':
+        o.keepStorage = true;
+        break;
+      case '--loader':
+        o.loader = path.resolve(String(val()));
+        break;
+      case '--data-dir':
+        o.dataDir = path.resolve(String(val()));
+        break;
+      case '--results-dir':
+        o.resultsDir = path.resolve(String(val()));
+        break;
+      case '--tag':
+        o.tag = String(val());
+        break;
+      case '-h':
+      case '--help':
+        console.log(USAGE);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown argument ${a}\n${USAGE}`);
+    }
+  }
+  if (o.quick) {
+    if (!set.has('--n')) o.n = 20_000;
+    if (!set.has('--queries')) o.queries = 200;
+    if (!set.has('--reps')) o.reps = 2;
+    if (!set.has('--tag')) o.tag = `${o.tag}-quick`;
+  }
+  if (o.n > 100_000) throw new Error('--n: at most 100000 (the points are a prefix of the 100k synthetic set)');
+  if (o.queries > 1000) throw new Error('--queries: at most 1000 (the synthetic set has 1000 queries)');
+  return o;
+}

@@ -1,0 +1,282 @@
+/**
+ * Result types of the REST benchmark and the Markdown report
+ * (bench/results/rest-<tag>.md).
+ */
+import type { ProfileSummary } from './profile';
+
+export interface CollectionState {
+  status: string;
+  pointsCount: number;
+  indexedVectorsCount: number;
+  segmentsCount: number;
+}
+
+export interface UpsertRow {
+  label: string;
+  collection: string;
+  batch: number;
+  clients: number;
+  points: number;
+  requests: number;
+  bodyMiB: number;
+  bytesPerPoint: number;
+  seconds: number;
+  pointsPerSec: number;
+  /** Per request. */
+  p50Ms: number;
+  p99Ms: number;
+  clientCpuSec: number;
+  serverMainCpuSec: number | null;
+  serverOtherCpuSec: number | null;
+  afterUpsert: CollectionState;
+  /** Time from the last acknowledged upsert until the collection reported green. */
+  green: { seconds: number; state: CollectionState; serverMainCpuSec: number | null; serverOtherCpuSec: number | null } | null;
+  deleteSeconds: number | null;
+}
+
+export interface QueryRow {
+  /** baseline: GET /readyz through the same server stack (ef and recall do not apply). */
+  via: 'baseline' | 'rest' | 'engine';
+  /** REST: requests in flight; engine: outstanding async search calls. */
+  concurrency: number;
+  ef: number;
+  qps: number;
+  p50Us: number;
+  p99Us: number;
+  recall: number | null;
+  clientCpuUsPerQuery: number | null;
+  serverMainCpuUsPerQuery: number | null;
+  serverOtherCpuUsPerQuery: number | null;
+  /** QPS of every timed pass (the best one is reported). */
+  passes: number[];
+}
+
+export interface EngineBuild {
+  seconds: number;
+  threads: number;
+  cpuPerWall: number;
+  backend: string;
+}
+
+export interface RestResults {
+  benchmark: 'rest';
+  tag: string;
+  startedAt: string;
+  finishedAt: string;
+  quick: boolean;
+  machine: {
+    cpuModel: string;
+    cores: number;
+    cpuFlags: string;
+    memoryGiB: number;
+    kernel: string;
+    node: string;
+    loadAverageAtStart: number[];
+    coresAvailableAtStart: number;
+    loadAverageAtEnd: number[];
+    coresAvailableAtEnd: number;
+  };
+  params: {
+    n: number;
+    dim: number;
+    queries: number;
+    k: number;
+    m: number;
+    efConstruct: number;
+    efs: number[];
+    concurrency: number[];
+    engineConcurrency: number[];
+    reps: number;
+    floatFormat: string;
+    clientKind: string;
+    indexingThresholdKb: number | null;
+    engineThreads: number;
+    client: string;
+  };
+  dataset: { key: string; name: string; description: string; distance: string; groundTruthCached: boolean };
+  server: {
+    command: string;
+    env: string;
+    rssAfterUpsertsMiB: number | null;
+    rssAtEndMiB: number | null;
+    shutdownSeconds: number | null;
+    exitCode: number | null;
+    logTail: string[];
+  };
+  upserts: UpsertRow[];
+  engineBuild: EngineBuild | null;
+  engineSkip: string | null;
+  queries: QueryRow[];
+  profile: ProfileSummary | null;
+}
+
+/** Target (a): points/s through REST, 128-d, batches of 1000, wait=true. */
+export const UPSERT_TARGET = 20_000;
+/** Target (b): REST queries/s at concurrency 8 over the engine's in-process 2-thread queries/s. */
+export const QUERY_RATIO_TARGET = 0.6;
+
+const int = (x: number | null | undefined) => (x === null || x === undefined || !Number.isFinite(x) ? '–' : Math.round(x).toLocaleString('en-US'));
+const num = (x: number | null | undefined, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(d));
+const pass = (ok: boolean) => (ok ? '**met**' : '**not met**');
+
+export interface Ratio {
+  ef: number;
+  restConcurrency: number;
+  engineConcurrency: number;
+  restQps: number;
+  engineQps: number;
+  ratio: number;
+}
+
+export function ratios(r: RestResults): Ratio[] {
+  const out: Ratio[] = [];
+  const find = (via: 'rest' | 'engine', c: number, ef: number) => r.queries.find((q) => q.via === via && q.concurrency === c && q.ef === ef);
+  const restMax = Math.max(...r.params.concurrency);
+  const engMax = Math.max(...r.params.engineConcurrency);
+  const pairs: Array<[number, number]> = [];
+  if (r.params.concurrency.includes(1) && r.params.engineConcurrency.includes(1)) pairs.push([1, 1]);
+  if (restMax !== 1 || engMax !== 1) pairs.push([restMax, engMax]);
+  for (const ef of r.params.efs) {
+    for (const [rc, ec] of pairs) {
+      const a = find('rest', rc, ef);
+      const b = find('engine', ec, ef);
+      if (a && b) out.push({ ef, restConcurrency: rc, engineConcurrency: ec, restQps: a.qps, engineQps: b.qps, ratio: a.qps / b.qps });
+    }
+  }
+  return out;
+}
+
+export function markdown(r: RestResults): string {
+  const L: string[] = [];
+  const p = r.params;
+  L.push(`# REST benchmark ${r.tag}`);
+  L.push('');
+  L.push(
+    `${p.n.toLocaleString('en-US')} points × ${p.dim}-d (${r.dataset.name}, ${r.dataset.distance}), ${p.queries} queries, k=${p.k}, ` +
+      `m=${p.m}, ef_construct=${p.efConstruct}. Server: \`${r.server.command}\` on 127.0.0.1 with a temporary storage directory, log level WARN. ` +
+      `Client: ${p.client}; vectors written as ${p.floatFormat === 'full' ? 'JSON.stringify of the float32 values (up to 17 significant digits, as a JS or numpy client sends them)' : 'the shortest decimals that round-trip to float32'}.`,
+  );
+  L.push('');
+  const m = r.machine;
+  L.push(
+    `Machine: ${m.cores} cores (${m.cpuModel}; ${m.cpuFlags}), ${m.memoryGiB} GiB, Linux ${m.kernel}, Node ${m.node}. ` +
+      `Load average ${m.loadAverageAtStart.join(' ')} at start, ${m.loadAverageAtEnd.join(' ')} at end; cores this process could get ≈ ${m.coresAvailableAtStart} at start, ${m.coresAvailableAtEnd} at end. ` +
+      `The client, the server and the in-process engine share these cores, so every figure is noisy when the machine is busy.`,
+  );
+  L.push('');
+
+  // -- targets
+  L.push('## Targets');
+  L.push('');
+  const main = r.upserts.find((u) => u.batch === 1000 && u.clients === 1);
+  const multi = r.upserts.find((u) => u.batch === 1000 && u.clients > 1);
+  if (main) {
+    L.push(
+      `- (a) upsert ≥ ${UPSERT_TARGET.toLocaleString('en-US')} points/s (batches of 1000, wait=true): 1 client ${int(main.pointsPerSec)} points/s ${pass(main.pointsPerSec >= UPSERT_TARGET)}` +
+        (multi ? `; ${multi.clients} clients ${int(multi.pointsPerSec)} points/s ${pass(multi.pointsPerSec >= UPSERT_TARGET)}` : ''),
+    );
+  }
+  const rs = ratios(r);
+  const top = rs.filter((x) => x.restConcurrency === Math.max(...p.concurrency));
+  for (const x of top) {
+    L.push(
+      `- (b) REST queries/s at concurrency ${x.restConcurrency} ≥ ${QUERY_RATIO_TARGET * 100}% of the in-process engine with ${x.engineConcurrency} outstanding searches, ef=${x.ef}: ` +
+        `${int(x.restQps)} / ${int(x.engineQps)} = ${(x.ratio * 100).toFixed(0)}% ${pass(x.ratio >= QUERY_RATIO_TARGET)}`,
+    );
+  }
+  if (r.engineSkip) L.push(`- (b) not measured: in-process engine skipped (${r.engineSkip})`);
+  L.push('');
+
+  // -- upserts
+  L.push('## Upsert (wait=true)');
+  L.push('');
+  L.push('Each run upserts every point into a fresh collection (Cosine, m=16, ef_construct=100, server defaults otherwise); the background optimizer starts moving points into the HNSW index during the run whenever the appendable segment passes the indexing threshold, so its work is part of what the writes compete with.');
+  L.push('');
+  L.push('| run | points/s | seconds | requests | p50 ms | p99 ms | body MiB (B/point) | server CPU s main / other threads | client CPU s | after the run |');
+  L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  for (const u of r.upserts) {
+    const a = u.afterUpsert;
+    L.push(
+      `| ${u.label} | ${int(u.pointsPerSec)} | ${num(u.seconds)} | ${u.requests} | ${num(u.p50Ms)} | ${num(u.p99Ms)} | ${num(u.bodyMiB, 1)} (${u.bytesPerPoint}) | ` +
+        `${num(u.serverMainCpuSec)} / ${num(u.serverOtherCpuSec)} | ${num(u.clientCpuSec)} | ${a.status}, ${int(a.indexedVectorsCount)} indexed, ${a.segmentsCount} segments |`,
+    );
+  }
+  L.push('');
+  for (const u of r.upserts) {
+    if (u.green) {
+      L.push(
+        `Green after the ${u.label} run: ${num(u.green.seconds)} s after the last write was acknowledged (${int(u.green.state.indexedVectorsCount)} of ${int(u.green.state.pointsCount)} vectors in the HNSW index, ` +
+          `${u.green.state.segmentsCount} segments; server CPU ${num(u.green.serverMainCpuSec)} s main, ${num(u.green.serverOtherCpuSec)} s other threads meanwhile). Points are searchable before that (exact scan of the unindexed ones).`,
+      );
+    }
+  }
+  if (r.engineBuild) {
+    L.push('');
+    L.push(`For comparison, the in-process engine (${r.engineBuild.backend}) built the whole HNSW index in ${num(r.engineBuild.seconds)} s with ${r.engineBuild.threads} threads (CPU/wall ${num(r.engineBuild.cpuPerWall)}).`);
+  }
+  L.push('');
+
+  // -- queries
+  if (r.queries.length) {
+    L.push('## Query');
+    L.push('');
+    L.push(
+      `REST: \`POST /collections/{c}/points/query\` with \`{"query": [...], "limit": ${p.k}, "params": {"hnsw_ef": ef}}\`, c requests in flight over keep-alive connections. ` +
+        `Engine: \`index.search(q, { k: ${p.k}, ef })\` in this process on an index built from the same data, c async calls outstanding (the libuv pool runs them in parallel). ` +
+        `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process). ` +
+        '`GET /readyz` runs through the same HTTP server and Koa middleware with no body, storage or engine: the floor of any REST request.',
+    );
+    L.push('');
+    L.push('| via | in flight | ef | QPS | recall@10 | p50 µs | p99 µs | server CPU µs/request main / other | client CPU µs/request | QPS of each pass |');
+    L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+    for (const q of r.queries) {
+      const via = q.via === 'baseline' ? 'REST `GET /readyz` (floor)' : q.via === 'rest' ? 'REST query' : 'engine';
+      L.push(
+        `| ${via} | ${q.concurrency} | ${q.via === 'baseline' ? '–' : q.ef} | ${int(q.qps)} | ${q.recall === null ? '–' : q.recall.toFixed(4)} | ${int(q.p50Us)} | ${int(q.p99Us)} | ` +
+          `${q.via !== 'engine' ? `${int(q.serverMainCpuUsPerQuery)} / ${int(q.serverOtherCpuUsPerQuery)}` : '–'} | ${int(q.clientCpuUsPerQuery)} | ${q.passes.map((x) => int(x)).join(', ')} |`,
+      );
+    }
+    L.push('');
+    if (rs.length) {
+      L.push('### REST / in-process ratios');
+      L.push('');
+      L.push('| ef | REST in flight | engine outstanding | REST QPS | engine QPS | ratio |');
+      L.push('|---:|---:|---:|---:|---:|---:|');
+      for (const x of rs) L.push(`| ${x.ef} | ${x.restConcurrency} | ${x.engineConcurrency} | ${int(x.restQps)} | ${int(x.engineQps)} | ${x.ratio.toFixed(2)} |`);
+      L.push('');
+    }
+    const mainRow = r.upserts.find((u) => u.green);
+    if (mainRow?.green && mainRow.green.state.indexedVectorsCount < mainRow.green.state.pointsCount) {
+      const rest = mainRow.green.state.pointsCount - mainRow.green.state.indexedVectorsCount;
+      L.push(
+        `Note: ${int(rest)} of the queried collection's points are below the indexing threshold and stay in the appendable (flat) segment, which every REST query also scans exactly; the in-process index holds every point in one graph.`,
+      );
+      L.push('');
+    }
+  }
+
+  // -- profile
+  if (r.profile) {
+    L.push('## Server CPU profile (main thread)');
+    L.push('');
+    L.push(`From \`${r.profile.file}\` (node --cpu-prof), per phase of this run${r.profile.clockMatched ? '' : ' (WARNING: the phase windows fall outside the profile; clocks may not match)'}. Self time; work on other threads (engine calls, fsync, GC helpers) is not in it.`);
+    L.push('');
+    for (const w of r.profile.windows) {
+      L.push(`### ${w.name}: ${num(w.wallMs / 1000)} s wall, main thread busy ${num(w.busyMs / 1000)} s`);
+      L.push('');
+      L.push('| area | ms | share |');
+      L.push('|---|---:|---:|');
+      for (const a of w.areas) L.push(`| ${a.name} | ${int(a.ms)} | ${(a.share * 100).toFixed(1)}% |`);
+      L.push('');
+      L.push('| function | ms | share |');
+      L.push('|---|---:|---:|');
+      for (const f of w.functions) L.push(`| \`${f.name}\` | ${int(f.ms)} | ${(f.share * 100).toFixed(1)}% |`);
+      L.push('');
+      L.push('| function (total: self + callees) | ms | share |');
+      L.push('|---|---:|---:|');
+      for (const f of w.inclusive) L.push(`| \`${f.name}\` | ${int(f.ms)} | ${(f.share * 100).toFixed(1)}% |`);
+      L.push('');
+    }
+  }
+  return L.join('\n');
+}
