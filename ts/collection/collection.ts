@@ -37,10 +37,11 @@ export interface Selector {
   filter: Filter | null;
 }
 
+/** A point as the API returns it; `payload` and `vector` are left out when not asked for, as the reference does. */
 export interface RecordOut {
   id: number | string;
-  payload: Payload | null;
-  vector: number[] | Record<string, number[]> | null;
+  payload?: Payload;
+  vector?: number[] | Record<string, number[]>;
 }
 
 export interface ScoredOut extends RecordOut {
@@ -130,16 +131,24 @@ export class Collection {
   }
 
   /**
-   * Takes a new configuration whose index parameters are unchanged (the API refuses
-   * the others): optimizer thresholds apply to the next optimizer decision.
+   * Takes a new configuration. Optimizer settings apply to the next optimizer
+   * decision; when a vector's graph parameters (m, ef_construct, quantization)
+   * changed, its HNSW index is rebuilt in the background (status yellow meanwhile),
+   * as the reference does.
    */
   updateConfig(next: CollectionConfig): void {
     this.meta.config = next;
     for (const spec of vectorSpecs(next)) {
+      const before = this.specs.get(spec.name);
+      const graphChanged =
+        before !== undefined &&
+        (before.m !== spec.m || before.efConstruct !== spec.efConstruct || JSON.stringify(before.quantization) !== JSON.stringify(spec.quantization));
       this.specs.set(spec.name, spec);
       for (const s of this.locals()) {
         const store = s.vectors.get(spec.name);
-        if (store) Object.assign(store.spec, spec);
+        if (!store) continue;
+        Object.assign(store.spec, spec);
+        if (graphChanged) store.requestRebuild();
       }
     }
     for (const s of this.locals()) s.kick();
@@ -315,18 +324,22 @@ export class Collection {
 
   /** Shapes a stored point as the API returns it. */
   private async shape(shard: LocalShard, p: StoredPoint, withPayload: WithPayload, names: string[]): Promise<RecordOut> {
-    const payload = withPayload ? select((shard.payloadOf(p.offset) ?? {}) as Payload, withPayload) : null;
-    let vector: RecordOut['vector'] = null;
+    const out: RecordOut = { id: keyToJson(p.key) };
+    if (withPayload) {
+      const payload = select((shard.payloadOf(p.offset) ?? {}) as Payload, withPayload);
+      if (payload !== null) out.payload = payload;
+    }
     if (names.length > 0) {
       const vs = await shard.vectorsOf(p.offset, names);
-      if (this.singleUnnamed) vector = vs.has('') ? Array.from(vs.get('')!) : null;
-      else {
+      if (this.singleUnnamed) {
+        if (vs.has('')) out.vector = Array.from(vs.get('')!);
+      } else {
         const o: Record<string, number[]> = {};
         for (const [n, v] of vs) o[n] = Array.from(v);
-        vector = o;
+        out.vector = o;
       }
     }
-    return { id: keyToJson(p.key), payload, vector };
+    return out;
   }
 
   async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector): Promise<RecordOut[]> {
@@ -437,7 +450,7 @@ export class Collection {
       const p = s.entryAt(h.label);
       if (!p) continue; // deleted while the search ran
       const rec = await this.shape(s, p, req.withPayload, names);
-      out.push({ id: rec.id, version: Number(p.version), score: h.score, payload: rec.payload, vector: rec.vector });
+      out.push({ id: rec.id, version: Number(p.version), score: h.score, ...(rec.payload !== undefined ? { payload: rec.payload } : {}), ...(rec.vector !== undefined ? { vector: rec.vector } : {}) });
     }
     return out;
   }

@@ -80,6 +80,8 @@ export class VectorStore {
   private dirty: Set<bigint> | null = null;
   private job: Promise<void> | null = null;
   private jobKind: 'index' | 'vacuum' | 'compact' | null = null;
+  /** Set when the graph parameters changed: the next vacuum rebuilds even without deletes. */
+  private rebuildDue = false;
   /** Labels that hold a vector of this name (any index). */
   readonly present = new Set<bigint>();
 
@@ -224,8 +226,14 @@ export class VectorStore {
     return t > 0 && this.appendable.index.stats().count > 0 && this.appendableKb() >= t;
   }
 
+  /** Rebuild the HNSW index with the current spec (after a change of m, ef_construct or quantization). */
+  requestRebuild(): void {
+    if (this.indexed) this.rebuildDue = true;
+  }
+
   private vacuumDue(): boolean {
     if (!this.indexed) return false;
+    if (this.rebuildDue) return true;
     const s = this.indexed.index.stats();
     return s.slots >= this.spec.vacuumMinVectorNumber && s.slots > 0 && s.deleted / s.slots > this.spec.deletedThreshold;
   }
@@ -311,10 +319,11 @@ export class VectorStore {
     });
   }
 
-  /** Rebuilds the HNSW index without its deleted slots. */
+  /** Rebuilds the HNSW index without its deleted slots (and with the current spec). */
   private async vacuumJob(exclusive: Exclusive): Promise<void> {
     await exclusive(async () => {
       this.dirty = new Set();
+      this.rebuildDue = false;
     });
     const source = this.indexed!;
     const target = track(this.engine.createIndex(this.graphOptions()));

@@ -110,7 +110,7 @@ export class TableOfContent {
     validateCollectionName(name);
     return this.serial(async () => {
       if (this.collections.has(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
-      if (this.aliases.has(name)) throw new AlreadyExistsError(`Alias with name \`${name}\` already exists!`);
+      if (this.aliases.has(name)) throw new BadInputError(`Can't create collection with name ${name}. Alias with the same name already exists`);
       if (this.maxCollections !== null && this.collections.size >= this.maxCollections) {
         throw new BadInputError(`cannot create more than ${this.maxCollections} collections (storage.max_collections)`);
       }
@@ -182,7 +182,8 @@ export class TableOfContent {
           if (this.collections.has(alias_name)) throw new AlreadyExistsError(`Collection \`${alias_name}\` already exists!`);
           next.set(alias_name, collection_name);
         } else if ('delete_alias' in a) {
-          if (!next.delete(a.delete_alias.alias_name)) throw new NotFoundError(`Alias ${a.delete_alias.alias_name} does not exists!`);
+          // The reference answers true for an alias that does not exist.
+          next.delete(a.delete_alias.alias_name);
         } else {
           const { old_alias_name, new_alias_name } = a.rename_alias;
           const target = next.get(old_alias_name);

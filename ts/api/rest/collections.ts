@@ -87,14 +87,7 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
     const name = param(ctx, 'collection_name');
     const b = optionalBody(ctx);
     await toc.updateMeta(name, async (c) => {
-      const { config: next, reindex } = applyCollectionUpdate(c.config, b);
-      if (reindex) {
-        throw new BadInputError(
-          'changing index parameters (hnsw_config m/ef_construct, quantization_config) of an existing collection is not supported by Quiver yet; ' +
-            'recreate the collection (or restore it from a snapshot) with the new parameters',
-        );
-      }
-      c.updateConfig(next);
+      c.updateConfig(applyCollectionUpdate(c.config, b).config);
     });
     ok(ctx, true);
   });
