@@ -1,0 +1,101 @@
+/**
+ * Starts the real server process (node running bin/quiver, no wrapper shell, so a
+ * SIGKILL hits the server itself) on a storage directory that outlives the process,
+ * for the crash tests. The caller owns the directory.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as net from 'node:net';
+import * as path from 'node:path';
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
+export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Server {
+  url: string;
+  pid: number;
+  child: ChildProcess;
+  /** Every stdout line that parses as JSON (pino), in order. */
+  logLines(): Array<Record<string, unknown>>;
+  stderr(): string;
+  /** Resolves once the process has ended: [exit code, signal]. */
+  exited: Promise<[number | null, NodeJS.Signals | null]>;
+  /** Sends the signal to the server process and waits until it has ended. */
+  stop(signal: NodeJS.Signals): Promise<[number | null, NodeJS.Signals | null]>;
+}
+
+/** Starts bin/quiver with `storageDir` and waits for its "REST API listening" line. */
+export async function startServer(storageDir: string, extraEnv: Record<string, string> = {}, timeoutMs = 20_000): Promise<Server> {
+  const port = await freePort();
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE__')) env[k] = v;
+  Object.assign(env, {
+    SERVICE__SERVICE__HOST: '127.0.0.1',
+    SERVICE__SERVICE__HTTP_PORT: String(port),
+    SERVICE__STORAGE__STORAGE_PATH: path.join(storageDir, 'storage'),
+    SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(storageDir, 'snapshots'),
+    SERVICE__LOG_LEVEL: 'DEBUG',
+    ...extraEnv,
+  });
+  const child = spawn(process.execPath, [BIN], { cwd: storageDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, sig) => resolve([code, sig])));
+  const logLines = () => {
+    const out: Array<Record<string, unknown>> = [];
+    for (const line of stdout.split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        out.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // a line cut by the kill
+      }
+    }
+    return out;
+  };
+
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`quiver did not start within ${timeoutMs} ms; stderr: ${stderr}; stdout tail: ${stdout.slice(-4000)}`));
+    }, timeoutMs);
+    const onData = () => {
+      if (stdout.includes('"REST API listening"')) {
+        clearTimeout(timer);
+        child.stdout!.off('data', onData);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    void exited.then(([code, sig]) => {
+      clearTimeout(timer);
+      reject(new Error(`quiver exited (${code ?? sig}) before listening; stderr: ${stderr}; stdout tail: ${stdout.slice(-4000)}`));
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    child,
+    logLines,
+    stderr: () => stderr,
+    exited,
+    stop(signal: NodeJS.Signals) {
+      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, signal);
+      return exited;
+    },
+  };
+}
