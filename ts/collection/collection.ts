@@ -323,12 +323,17 @@ export class Collection {
   }
 
   /** Shapes a stored point as the API returns it. */
-  private async shape(shard: LocalShard, p: StoredPoint, withPayload: WithPayload, names: string[]): Promise<RecordOut> {
+  private shapeBase(shard: LocalShard, p: StoredPoint, withPayload: WithPayload): RecordOut {
     const out: RecordOut = { id: keyToJson(p.key) };
     if (withPayload) {
       const payload = select((shard.payloadOf(p.offset) ?? {}) as Payload, withPayload);
       if (payload !== null) out.payload = payload;
     }
+    return out;
+  }
+
+  private async shape(shard: LocalShard, p: StoredPoint, withPayload: WithPayload, names: string[]): Promise<RecordOut> {
+    const out = this.shapeBase(shard, p, withPayload);
     if (names.length > 0) {
       const vs = await shard.vectorsOf(p.offset, names);
       if (this.singleUnnamed) {
@@ -449,7 +454,7 @@ export class Collection {
     for (const { s, h } of page) {
       const p = s.entryAt(h.label);
       if (!p) continue; // deleted while the search ran
-      const rec = await this.shape(s, p, req.withPayload, names);
+      const rec = names.length > 0 ? await this.shape(s, p, req.withPayload, names) : this.shapeBase(s, p, req.withPayload);
       out.push({ id: rec.id, version: Number(p.version), score: h.score, ...(rec.payload !== undefined ? { payload: rec.payload } : {}), ...(rec.vector !== undefined ? { vector: rec.vector } : {}) });
     }
     return out;

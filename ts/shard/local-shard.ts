@@ -78,7 +78,10 @@ export class LocalShard {
   private checkpointSeq = 0n;
   private lock: Promise<unknown> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | null = null;
+  private optimizeTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Set as close() begins: no optimizer job starts after it. */
+  private closing = false;
   private failed: Error | null = null;
   private checkpointing: Promise<void> | null = null;
   private readonly logger: Logger;
@@ -97,6 +100,9 @@ export class LocalShard {
       shard.checkpoint().catch((err) => shard.logger.error({ err, dir: opts.dir }, 'checkpoint failed; the WAL keeps every write'));
     }, opts.flushIntervalMs);
     shard.flushTimer.unref();
+    // Optimizer decisions that depend on time (leftover points after writes stop).
+    shard.optimizeTimer = setInterval(() => shard.optimize(), 500);
+    shard.optimizeTimer.unref();
     shard.optimize();
     return shard;
   }
@@ -280,7 +286,7 @@ export class LocalShard {
 
   /** Starts the optimizer jobs that are due (index build, vacuum). */
   private optimize(): void {
-    if (this.closed) return;
+    if (this.closed || this.closing) return;
     for (const store of this.vectors.values()) {
       const job = store.maybeOptimize(this.exclusive);
       // When a job ends, another may be due (more points arrived meanwhile).
@@ -355,10 +361,17 @@ export class LocalShard {
   }
 
   /** Stops timers and the optimizer's next jobs, writes a last checkpoint, closes the WAL. */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  private stopTimers(): void {
     if (this.flushTimer) clearInterval(this.flushTimer);
+    if (this.optimizeTimer) clearInterval(this.optimizeTimer);
     this.flushTimer = null;
+    this.optimizeTimer = null;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed || this.closing) return;
+    this.closing = true;
+    this.stopTimers();
     await Promise.all([...this.vectors.values()].map((s) => s.idle()));
     try {
       await this.checkpoint();
@@ -372,8 +385,8 @@ export class LocalShard {
 
   /** Closes without a checkpoint (the directory is about to be removed). */
   async drop(): Promise<void> {
-    if (this.flushTimer) clearInterval(this.flushTimer);
-    this.flushTimer = null;
+    this.closing = true;
+    this.stopTimers();
     this.closed = true;
     await Promise.all([...this.vectors.values()].map((s) => s.idle()));
     await this.exclusive(async () => {

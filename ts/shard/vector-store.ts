@@ -54,7 +54,7 @@ export interface VectorFiles {
 }
 
 /** Points moved into the HNSW index per engine call, so searches interleave with a move. */
-const MOVE_CHUNK = 2048;
+const MOVE_CHUNK = 512;
 
 /** Larger-is-better for Cosine and Dot; Euclid and Manhattan scores are distances. */
 export function higherIsBetter(distance: string): boolean {
@@ -63,6 +63,13 @@ export function higherIsBetter(distance: string): boolean {
 
 interface Tracked {
   index: VectorIndex;
+  /**
+   * Labels live in this index, as far as the shard is concerned (a move's copies
+   * join at its end). Writes delete only from the indexes that hold a label, so a
+   * write never waits for the write lock of a graph the optimizer is adding to
+   * unless it rewrites a point that is in that graph.
+   */
+  labels: Set<bigint>;
   /** Bumped on every mutation: a checkpoint saves an index only when it changed. */
   gen: number;
   savedGen: number;
@@ -70,8 +77,18 @@ interface Tracked {
 }
 
 function track(index: VectorIndex): Tracked {
-  return { index, gen: 1, savedGen: 0, savedFile: null };
+  return { index, labels: new Set(), gen: 1, savedGen: 0, savedFile: null };
 }
+
+/** The labels of `labels` that `t` holds, removed from its set. */
+function takeHeld(t: Tracked, labels: BigUint64Array): BigUint64Array {
+  const held: bigint[] = [];
+  for (const l of labels) if (t.labels.delete(l)) held.push(l);
+  return BigUint64Array.from(held);
+}
+
+/** After this long without writes, leftover unindexed points join an existing HNSW index. */
+const IDLE_MOVE_MS = 1000;
 
 export class VectorStore {
   private appendable: Tracked;
@@ -84,6 +101,7 @@ export class VectorStore {
   private rebuildDue = false;
   /** Labels that hold a vector of this name (any index). */
   readonly present = new Set<bigint>();
+  private lastWrite = 0;
 
   constructor(
     private readonly engine: Engine,
@@ -122,11 +140,20 @@ export class VectorStore {
   /** Writes or replaces vectors (call under the shard's update lock). */
   async upsert(labels: BigUint64Array, vectors: Float32Array): Promise<void> {
     if (labels.length === 0) return;
+    this.lastWrite = Date.now();
     const others = [this.frozen, this.indexed].filter((t): t is Tracked => t !== null);
-    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...others.map((t) => t.index.delete(labels))]);
+    const deletes: Array<Promise<unknown>> = [];
+    for (const t of others) {
+      const held = takeHeld(t, labels);
+      if (held.length > 0) {
+        t.gen++;
+        deletes.push(t.index.delete(held));
+      }
+    }
+    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...deletes]);
     this.appendable.gen++;
-    for (const t of others) t.gen++;
     for (const l of labels) {
+      this.appendable.labels.add(l);
       this.present.add(l);
       this.dirty?.add(l);
     }
@@ -135,9 +162,16 @@ export class VectorStore {
   /** Removes the vectors of these labels (call under the shard's update lock). */
   async delete(labels: BigUint64Array): Promise<void> {
     if (labels.length === 0) return;
-    const all = this.all();
-    await Promise.all(all.map((t) => t.index.delete(labels)));
-    for (const t of all) t.gen++;
+    this.lastWrite = Date.now();
+    const deletes: Array<Promise<unknown>> = [];
+    for (const t of this.all()) {
+      const held = takeHeld(t, labels);
+      if (held.length > 0) {
+        t.gen++;
+        deletes.push(t.index.delete(held));
+      }
+    }
+    await Promise.all(deletes);
     for (const l of labels) {
       this.present.delete(l);
       this.dirty?.add(l);
@@ -152,6 +186,7 @@ export class VectorStore {
   async get(label: bigint): Promise<Float32Array | null> {
     if (!this.present.has(label)) return null;
     for (const t of this.all()) {
+      if (!t.labels.has(label)) continue;
       const v = await t.index.getVector(label);
       if (v) return v;
     }
@@ -173,7 +208,7 @@ export class VectorStore {
     };
     const parts: Array<Promise<Hit[]>> = [];
     for (const t of this.all()) {
-      if (t.index.stats().count === 0) continue;
+      if (t.labels.size === 0) continue;
       const isIndexed = t === this.indexed;
       const o = isIndexed && extra > 0 ? { ...opts, k: req.k + extra } : opts;
       parts.push(
@@ -195,7 +230,7 @@ export class VectorStore {
 
   /** Vectors in the graph index (the reference's indexed_vectors_count). */
   indexedCount(): number {
-    return this.indexed ? this.indexed.index.stats().count : 0;
+    return this.indexed ? this.indexed.labels.size : 0;
   }
 
   /** Engine stats of the HNSW index, or null before it is first built. */
@@ -213,17 +248,28 @@ export class VectorStore {
   }
 
   private appendableKb(): number {
-    return (this.appendable.index.stats().count * this.spec.dim * 4) / 1024;
+    return (this.appendable.labels.size * this.spec.dim * 4) / 1024;
   }
 
   /** Whether an optimization is due (the collection reports yellow until it is done). */
   pending(): boolean {
-    return this.job !== null || this.frozen !== null || this.indexDue() || this.vacuumDue();
+    const leftover = this.spec.indexingThresholdKb > 0 && this.indexed !== null && this.appendable.labels.size > 0;
+    return this.job !== null || this.frozen !== null || leftover || this.indexDue() || this.vacuumDue();
   }
 
   private indexDue(): boolean {
     const t = this.spec.indexingThresholdKb;
-    return t > 0 && this.appendable.index.stats().count > 0 && this.appendableKb() >= t;
+    if (t <= 0 || this.appendable.labels.size === 0) return false;
+    return this.appendableKb() >= t || this.leftoverDue();
+  }
+
+  /**
+   * Once an HNSW index exists, points left below the threshold in the flat index
+   * are merged into it after IDLE_MOVE_MS without writes: each query scans the flat
+   * index exactly, and adding a few thousand points to an existing graph is cheap.
+   */
+  private leftoverDue(): boolean {
+    return this.indexed !== null && this.appendable.labels.size > 0 && Date.now() - this.lastWrite >= IDLE_MOVE_MS;
   }
 
   /** Rebuild the HNSW index with the current spec (after a change of m, ef_construct or quantization). */
@@ -283,7 +329,8 @@ export class VectorStore {
     while (this.job) await this.job;
   }
 
-  private async copyInto(target: VectorIndex, source: VectorIndex, what: string): Promise<void> {
+  /** Copies every live vector of `source` into `target`; returns the labels copied. */
+  private async copyInto(target: VectorIndex, source: VectorIndex, what: string): Promise<BigUint64Array> {
     const { labels, vectors } = await source.exportLive();
     const d = this.spec.dim;
     const started = Date.now();
@@ -294,6 +341,7 @@ export class VectorStore {
         this.logger.info({ vector: this.spec.name, job: what, done: end, total: labels.length, ms: Date.now() - started }, 'optimizer progress');
       }
     }
+    return labels;
   }
 
   /** Moves the appendable points into the HNSW index (building it the first time). */
@@ -308,11 +356,13 @@ export class VectorStore {
     const frozen = this.frozen!;
     const fresh = this.indexed === null;
     const target = this.indexed ?? track(this.engine.createIndex(this.graphOptions()));
-    await this.copyInto(target.index, frozen.index, 'index');
+    const copied = await this.copyInto(target.index, frozen.index, 'index');
     target.gen++;
     await exclusive(async () => {
-      const stale = BigUint64Array.from(this.dirty ?? []);
+      const dirty = this.dirty ?? new Set<bigint>();
+      const stale = BigUint64Array.from(dirty);
       if (stale.length > 0) await target.index.delete(stale);
+      for (const l of copied) if (!dirty.has(l)) target.labels.add(l);
       if (fresh) this.indexed = target;
       this.frozen = null;
       this.dirty = null;
@@ -327,10 +377,14 @@ export class VectorStore {
     });
     const source = this.indexed!;
     const target = track(this.engine.createIndex(this.graphOptions()));
-    await this.copyInto(target.index, source.index, 'vacuum');
+    const copied = await this.copyInto(target.index, source.index, 'vacuum');
     await exclusive(async () => {
-      const stale = BigUint64Array.from(this.dirty ?? []);
+      const dirty = this.dirty ?? new Set<bigint>();
+      const stale = BigUint64Array.from(dirty);
       if (stale.length > 0) await target.index.delete(stale);
+      // Labels rewritten meanwhile live in the appendable index now; the others are
+      // still in the source, which is exactly what the target holds.
+      for (const l of copied) if (!dirty.has(l) && source.labels.has(l)) target.labels.add(l);
       this.indexed = target;
       this.dirty = null;
     });
@@ -384,6 +438,7 @@ export class VectorStore {
         if (!live(l) || newer.has(l)) drop.push(l);
         else {
           newer.add(l);
+          t.labels.add(l);
           this.present.add(l);
         }
       }

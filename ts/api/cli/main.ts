@@ -49,10 +49,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exit(EXIT_USAGE);
   }
 
-  // Synchronous writes: lines keep their order and none is lost when the process exits.
+  // Asynchronous writes (one request log line per request would otherwise be one
+  // blocking write each); pino flushes what is buffered when the process exits.
   const logger = pino(
     { name: 'quiver', level: config.log_level.toLowerCase(), timestamp: pino.stdTimeFunctions.isoTime },
-    pino.destination({ fd: 1, sync: true }),
+    pino.destination({ fd: 1, sync: false }),
   );
   logger.info({ config: redactConfig(config), configPath: args.configPath }, 'configuration loaded');
 
