@@ -683,7 +683,15 @@ for (let cycle = 1; cycle <= CYCLES; cycle++) {
     stop.killed = true;
     const [code, signal] = await srv.stop('SIGKILL');
     await Promise.all(writers);
-    t.is(signal, 'SIGKILL', `the server ended with ${code ?? signal} before the kill; stderr: ${srv.stderr().slice(-2000)}`);
+    t.is(
+      signal,
+      'SIGKILL',
+      `the server ended with ${code ?? signal} before the kill; stderr: ${srv.stderr().slice(-2000)}; last log lines: ${srv
+        .logLines()
+        .slice(-8)
+        .map((l) => JSON.stringify(l))
+        .join('\n')}`,
+    );
     stats.tempFilesAfterKill = fs
       .readdirSync(path.join(storageDir, 'storage', 'collections', COLLECTION, '0'))
       .filter((n) => n.endsWith('.tmp')).length;
