@@ -48,7 +48,7 @@ if [ -s "$SUMMARY" ]; then
     line("in flight at the kill", `${s.inFlightOps}: applied ${s.inFlightApplied}, not applied ${s.inFlightNotApplied}, /points/batch cut ${s.inFlightPartial}`);
     line("kill delay (ms)", `${s.killAfterMs.min}..${s.killAfterMs.max}`);
     line("checkpoints written before kills", `${s.checkpointsBeforeKill} (in ${s.killsWithCheckpointDuringRun} of ${cycles} runs)`);
-    line("kills inside an atomic file write", s.killsDuringAtomicWrite);
+    line("kills inside an atomic file write", `${s.killsDuringAtomicWrite} (temp files left in the shard dir: ${s.leftoverTempFiles})`);
     line("optimizer jobs before kills", s.optimizerJobsBeforeKill);
     line("restarts from a checkpoint", `${s.restartsFromCheckpoint} of ${cycles}`);
     line("WAL records replayed (total)", s.replayedRecords);

@@ -373,7 +373,7 @@ interface CycleStats {
   inFlightKinds: string[];
   checkpointsBeforeKill: number;
   optimizerJobsBeforeKill: number;
-  /** Temporary files of an atomic write the kill interrupted (a checkpoint in progress). */
+  /** New temporary files of an atomic write the kill interrupted (a checkpoint in progress). */
   tempFilesAfterKill: number;
   loadedFromCheckpoint: string | null;
   replayed: number;
@@ -409,6 +409,8 @@ const summary = {
   killsWithCheckpointDuringRun: 0,
   optimizerJobsBeforeKill: 0,
   killsDuringAtomicWrite: 0,
+  /** Temporary files of interrupted atomic writes still in the shard directory at the end. */
+  leftoverTempFiles: 0,
   restartsFromCheckpoint: 0,
   replayedRecords: 0,
   tornTails: 0,
@@ -449,6 +451,11 @@ async function ok(method: string, urlPath: string, body?: unknown): Promise<any>
 
 function countOf(lines: Array<Record<string, unknown>>, msg: string): number {
   return lines.filter((l) => l.msg === msg).length;
+}
+
+/** Names of the temporary files (interrupted atomic writes) in the shard directory. */
+function tempFiles(): Set<string> {
+  return new Set(fs.readdirSync(path.join(storageDir, 'storage', 'collections', COLLECTION, '0')).filter((n) => n.endsWith('.tmp')));
 }
 
 /** The last request each writer sent. */
@@ -677,6 +684,7 @@ for (let cycle = 1; cycle <= CYCLES; cycle++) {
       await sleep(stats.pauseMs);
     }
     const srv = server!;
+    const tempBefore = tempFiles();
     const stop = { killed: false };
     const writers = Array.from({ length: WRITERS }, (_, w) => writer(w, srv, stop, stats));
     await sleep(stats.killAfterMs);
@@ -692,9 +700,9 @@ for (let cycle = 1; cycle <= CYCLES; cycle++) {
         .map((l) => JSON.stringify(l))
         .join('\n')}`,
     );
-    stats.tempFilesAfterKill = fs
-      .readdirSync(path.join(storageDir, 'storage', 'collections', COLLECTION, '0'))
-      .filter((n) => n.endsWith('.tmp')).length;
+    const tempAfter = tempFiles();
+    stats.tempFilesAfterKill = [...tempAfter].filter((n) => !tempBefore.has(n)).length;
+    summary.leftoverTempFiles = tempAfter.size;
     const before = srv.logLines();
     stats.checkpointsBeforeKill = countOf(before, 'checkpoint written');
     stats.optimizerJobsBeforeKill = countOf(before, 'optimizer progress');
