@@ -346,7 +346,7 @@ function geoCondition(r: Rng, key: string): Obj {
 
 function fieldCondition(r: Rng, ctx: FilterContext, spec: KeySpec): Obj {
   const [key, kind] = spec;
-  const x = r.next();
+  let x = r.next();
   if (kind === 'geo' && x < 0.85) return geoCondition(r, key);
   if (kind === 'dt' && x < 0.85) {
     const gen = () => (r.chance(0.35) && ctx.datetimes.length > 0 ? r.pick(ctx.datetimes) : datetime(r, false));
@@ -354,6 +354,7 @@ function fieldCondition(r: Rng, ctx: FilterContext, spec: KeySpec): Obj {
     if (Object.keys(b).length === 0) b.gte = gen();
     return { key, range: b };
   }
+  if (kind === 'geo' || kind === 'dt') x = r.next(); // the other conditions, on geo and datetime fields too
   if (x < 0.1) return { key, values_count: bounds(r, () => r.between(0, 4)) };
   if (x < 0.16) return { key, is_empty: r.chance(0.5) };
   if (x < 0.2) return { key, is_null: r.chance(0.5) };
@@ -362,7 +363,7 @@ function fieldCondition(r: Rng, ctx: FilterContext, spec: KeySpec): Obj {
     if (r.chance(0.1)) c.match = matchFor(r, spec); // two conditions in one: both must hold
     return c;
   }
-  if (x < 0.23 && kind !== 'bool') return { key, range: bounds(r, () => numberBound(r, ctx, ['', 'int'])) }; // a numeric range on non-numbers
+  if (x < (kind === 'geo' || kind === 'dt' ? 0.4 : 0.23) && kind !== 'bool') return { key, range: bounds(r, () => numberBound(r, ctx, ['', 'int'])) }; // a numeric range on non-numbers
   return { key, match: matchFor(r, spec) };
 }
 
