@@ -234,6 +234,9 @@ const TOP_KEYS: KeySpec[] = [
   ['mixed', 'mixed', -5, 5],
   ['text', 'text'],
   ['nothing', 'missing'],
+  // twice as likely as the others: their conditions are the least common otherwise
+  ['dt', 'dt'],
+  ['geo', 'geo'],
 ];
 const ARR_KEYS: KeySpec[] = [
   ['x', 'int', 0, 10],
