@@ -49,3 +49,16 @@ export async function readJson<T>(file: string): Promise<T | null> {
     throw err;
   }
 }
+
+/** Temp files of writeFileAtomic that a crash left behind in `dir` (never the real files). */
+export async function removeTempFiles(dir: string): Promise<number> {
+  let names: string[];
+  try {
+    names = await fs.readdir(dir);
+  } catch {
+    return 0;
+  }
+  const stale = names.filter((n) => n.startsWith('.') && n.endsWith('.tmp'));
+  await Promise.all(stale.map((n) => fs.rm(path.join(dir, n), { force: true })));
+  return stale.length;
+}

@@ -32,7 +32,7 @@ import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperatio
 import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
 import { PayloadStore, type Payload } from './payload-store';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
-import { writeFileAtomic } from './files';
+import { removeTempFiles, writeFileAtomic } from './files';
 
 export interface ShardOptions {
   dir: string;
@@ -109,6 +109,8 @@ export class LocalShard {
 
   private async load(): Promise<void> {
     const started = Date.now();
+    const leftovers = await removeTempFiles(this.opts.dir);
+    if (leftovers > 0) this.logger.info({ dir: this.opts.dir, files: leftovers }, 'removed temp files of a write a crash interrupted');
     const cp = await readCheckpoint(this.opts.dir);
     if (cp) {
       const state = await fs.readFile(path.join(this.opts.dir, cp.state));

@@ -20,7 +20,7 @@ import type { Engine } from '../../bindings/engine';
 import { AlreadyExistsError, BadInputError, NotFoundError, ValidationError } from '../api/errors';
 import { Collection, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
-import { readJson, syncDir, writeFileAtomic } from '../shard/files';
+import { readJson, removeTempFiles, syncDir, writeFileAtomic } from '../shard/files';
 
 const NAME_RE = /^[^\0/\\:*?"<>|]{1,255}$/;
 
@@ -53,6 +53,7 @@ export class TableOfContent {
   static async open(storagePath: string, engine: Engine, logger: Logger, maxCollections: number | null = null): Promise<TableOfContent> {
     const toc = new TableOfContent(storagePath, engine, logger, maxCollections);
     await fs.mkdir(toc.collectionsDir, { recursive: true });
+    await removeTempFiles(storagePath);
     const entries = await fs.readdir(toc.collectionsDir, { withFileTypes: true });
     for (const e of entries) {
       if (!e.isDirectory()) continue;
@@ -62,6 +63,7 @@ export class TableOfContent {
         await fs.rm(dir, { recursive: true, force: true });
         continue;
       }
+      await removeTempFiles(dir);
       const meta = await readJson<CollectionMeta>(path.join(dir, 'config.json'));
       if (!meta) {
         logger.warn({ dir }, 'directory without config.json in collections/: skipped');
