@@ -50,7 +50,11 @@ export async function readJson<T>(file: string): Promise<T | null> {
   }
 }
 
-/** Temp files of writeFileAtomic that a crash left behind in `dir` (never the real files). */
+/**
+ * Temp files that a crash left behind in `dir`: writeFileAtomic's `.<name>.<pid>.<n>.tmp`
+ * and the engine's `.<name>.tmp-<pid>-<n>` (never the real files, which do not start
+ * with a dot).
+ */
 export async function removeTempFiles(dir: string): Promise<number> {
   let names: string[];
   try {
@@ -58,7 +62,7 @@ export async function removeTempFiles(dir: string): Promise<number> {
   } catch {
     return 0;
   }
-  const stale = names.filter((n) => n.startsWith('.') && n.endsWith('.tmp'));
+  const stale = names.filter((n) => n.startsWith('.') && (n.endsWith('.tmp') || /\.tmp-\d+-\d+$/.test(n)));
   await Promise.all(stale.map((n) => fs.rm(path.join(dir, n), { force: true })));
   return stale.length;
 }
