@@ -8,6 +8,7 @@
 import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient } from '../support/contract';
+import { ALIASES, COLLECTION, COLLECTION_ALIASES, COUNT, EXISTS, INDEX, INDEX_FIELD, POINTS, QUERY, SCROLL } from '../support/routes';
 
 let api: ContractClient;
 
@@ -18,17 +19,6 @@ test.before(async () => {
 test.after.always(async () => {
   await api?.stop();
 });
-
-const COLLECTION = '/collections/{collection_name}';
-const EXISTS = '/collections/{collection_name}/exists';
-const POINTS = '/collections/{collection_name}/points';
-const COUNT = '/collections/{collection_name}/points/count';
-const QUERY = '/collections/{collection_name}/points/query';
-const SCROLL = '/collections/{collection_name}/points/scroll';
-const INDEX = '/collections/{collection_name}/index';
-const INDEX_FIELD = '/collections/{collection_name}/index/{field_name}';
-const ALIASES = '/collections/aliases';
-const COLLECTION_ALIASES = '/collections/{collection_name}/aliases';
 
 function create(t: ExecutionContext, name: string, body: unknown) {
   return api.ok(t, 'PUT', COLLECTION, { params: { collection_name: name }, body });

@@ -14,28 +14,9 @@ import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient } from '../support/contract';
 import { f32, higherIsBetter, inRankOrder, normalize, randomVector, ranked, recommendVector, rng, score, type Distance } from '../support/vectors';
+import { BATCH, COLLECTION, COUNT, DELETE, INDEX, PAYLOAD, PAYLOAD_CLEAR, PAYLOAD_DELETE, POINT, POINTS, QUERY, QUERY_BATCH, RECOMMEND, RECOMMEND_BATCH, SCROLL, SEARCH, SEARCH_BATCH, VECTORS, VECTORS_DELETE } from '../support/routes';
 
 let api: ContractClient;
-
-const COLLECTION = '/collections/{collection_name}';
-const POINTS = '/collections/{collection_name}/points';
-const POINT = '/collections/{collection_name}/points/{id}';
-const DELETE = '/collections/{collection_name}/points/delete';
-const PAYLOAD = '/collections/{collection_name}/points/payload';
-const PAYLOAD_DELETE = '/collections/{collection_name}/points/payload/delete';
-const PAYLOAD_CLEAR = '/collections/{collection_name}/points/payload/clear';
-const VECTORS = '/collections/{collection_name}/points/vectors';
-const VECTORS_DELETE = '/collections/{collection_name}/points/vectors/delete';
-const BATCH = '/collections/{collection_name}/points/batch';
-const SCROLL = '/collections/{collection_name}/points/scroll';
-const COUNT = '/collections/{collection_name}/points/count';
-const QUERY = '/collections/{collection_name}/points/query';
-const QUERY_BATCH = '/collections/{collection_name}/points/query/batch';
-const SEARCH = '/collections/{collection_name}/points/search';
-const SEARCH_BATCH = '/collections/{collection_name}/points/search/batch';
-const RECOMMEND = '/collections/{collection_name}/points/recommend';
-const RECOMMEND_BATCH = '/collections/{collection_name}/points/recommend/batch';
-const INDEX = '/collections/{collection_name}/index';
 
 type Id = number | string;
 interface Point {

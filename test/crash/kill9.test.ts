@@ -30,6 +30,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 import { startServer, type Server } from './server';
+import { mulberry32 } from '../support/rng';
 
 const CYCLES = Number(process.env.QUIVER_CRASH_CYCLES ?? 20);
 const SEED = process.env.QUIVER_CRASH_SEED !== undefined ? Number(process.env.QUIVER_CRASH_SEED) : (Date.now() ^ (process.pid << 8)) >>> 0;
@@ -42,16 +43,6 @@ const KILL_MAX_MS = 400;
 
 // -- seeded randomness ------------------------------------------------------------------
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rng = mulberry32(SEED);
 const int = (n: number) => Math.floor(rng() * n);
 const between = (lo: number, hi: number) => lo + int(hi - lo + 1);

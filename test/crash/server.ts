@@ -5,22 +5,11 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import * as net from 'node:net';
 import * as path from 'node:path';
 
-export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
-export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
+import { BIN, freePort } from '../api/helpers';
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { BIN, REPO_ROOT, freePort } from '../api/helpers';
 
 export interface Server {
   url: string;

@@ -6,18 +6,10 @@
  */
 
 import type { Distance, Engine, SearchResult } from '../../bindings/engine';
+import { mulberry32 } from '../support/rng';
 
 /** mulberry32: a small seeded PRNG. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng = mulberry32;
 
 /** n * dim values uniform in [-1, 1). */
 export function randomVectors(n: number, dim: number, seed: number): Float32Array {

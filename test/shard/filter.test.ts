@@ -17,6 +17,7 @@ import {
   parseDatetime,
   validateFilter,
 } from '../../ts/shard/filter';
+import { mulberry32 } from '../support/rng';
 
 type P = Record<string, unknown> | null;
 
@@ -419,16 +420,6 @@ test('filterKeys lists touched payload keys, nested keys prefixed', (t) => {
 // ---------------------------------------------------------------------------------
 // randomized comparison with a naive reference evaluator
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type J = unknown;
 

@@ -18,6 +18,7 @@ import {
   normalizePointId,
   pointIdToJson,
 } from '../../ts/shard/id-tracker';
+import { mulberry32 } from '../support/rng';
 
 const UUID_A = '550e8400-e29b-41d4-a716-446655440000';
 
@@ -279,16 +280,6 @@ test('structural checks behind a valid checksum', (t) => {
 // ---------------------------------------------------------------------------------
 // Randomized comparison with a Map-based model
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test('randomized: 20k operations against a Map-based model', (t) => {
   const seed = process.env.IDTRACKER_SEED ? Number(process.env.IDTRACKER_SEED) : 0x1d7ac;

@@ -18,6 +18,7 @@ import {
   parseFieldSchema,
   sameFieldSchema,
 } from '../../ts/shard/payload-index';
+import { mulberry32 } from '../support/rng';
 
 type P = Record<string, unknown> | null;
 
@@ -477,16 +478,6 @@ test('orderValues on datetime: epoch microseconds, startFrom as a datetime strin
 // ---------------------------------------------------------------------------------
 // randomized: candidates ⊇ brute force, across updates
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const UUIDS = [
   '550e8400-e29b-41d4-a716-446655440000',

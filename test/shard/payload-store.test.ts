@@ -16,6 +16,7 @@ import {
   select,
   validatePayload,
 } from '../../ts/shard/payload-store';
+import { mulberry32 } from '../support/rng';
 
 function storeWith(p: Payload, offset = 1n): PayloadStore {
   const s = new PayloadStore();
@@ -337,16 +338,6 @@ test('structurally bad data with a valid checksum is rejected', async (t) => {
 
 type J = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const deep = (v: J): J => JSON.parse(JSON.stringify(v));
 const isObj = (v: J): boolean => typeof v === 'object' && v !== null && !Array.isArray(v);

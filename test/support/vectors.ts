@@ -6,16 +6,7 @@
 export type Distance = 'Cosine' | 'Euclid' | 'Dot' | 'Manhattan';
 
 /** A seeded PRNG (mulberry32), so every run sees the same data. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 as rng } from './rng';
 
 export function randomVector(next: () => number, dim: number): number[] {
   return Array.from({ length: dim }, () => Math.round((next() * 2 - 1) * 1000) / 1000);
