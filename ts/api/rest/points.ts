@@ -185,17 +185,8 @@ function checkPoints(c: Collection, pts: Array<{ vectors: NamedVectors }>): void
 
 // -- search bodies ---------------------------------------------------------------------------
 
-interface Common {
-  filter: Filter | null;
-  limit: number;
-  offset: number;
-  scoreThreshold: number | null;
-  hnswEf?: number;
-  exact?: boolean;
-  quantization?: SearchRequest['quantization'];
-  withPayload: WithPayload;
-  withVector: WithVector;
-}
+/** What every similarity request shares: everything of a SearchRequest but the vector and exclusions. */
+type Common = Omit<SearchRequest, 'using' | 'vector' | 'exclude'>;
 
 function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantization'> {
   if (x === undefined || x === null) return {};
