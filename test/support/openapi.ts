@@ -18,8 +18,21 @@ import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 export const SPEC_VERSION = 'v1.18';
 
 /** Where the reference's spec is, given the repository root. */
+/**
+ * Where the reference document is: $QUIVER_REFERENCE_DIR, else `../shared/reference`
+ * beside the checkout, else the workplace's `/work/shared/reference` (a clone made
+ * elsewhere, such as CI's clean clone, still finds it). The first candidate is
+ * returned when none exists, so the error names the expected place.
+ */
 export function specPath(repoRoot: string): string {
-  return path.resolve(repoRoot, '..', 'shared', 'reference', `qdrant-openapi-${SPEC_VERSION}.json`);
+  const name = `qdrant-openapi-${SPEC_VERSION}.json`;
+  const dirs = [
+    process.env.QUIVER_REFERENCE_DIR,
+    path.resolve(repoRoot, '..', 'shared', 'reference'),
+    '/work/shared/reference',
+  ].filter((d): d is string => typeof d === 'string' && d !== '');
+  const found = dirs.map((d) => path.join(d, name)).find((f) => fs.existsSync(f));
+  return found ?? path.join(dirs[0], name);
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
