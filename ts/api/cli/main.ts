@@ -49,11 +49,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exit(EXIT_USAGE);
   }
 
-  // Asynchronous writes (one request log line per request would otherwise be one
-  // blocking write each); pino flushes what is buffered when the process exits.
+  // Synchronous writes: lines keep their order and none is lost when the process exits
+  // (an asynchronous destination was tried: at exit a write still in flight came out
+  // after the buffered lines, or could be lost). A request line costs one write(2).
   const logger = pino(
     { name: 'quiver', level: config.log_level.toLowerCase(), timestamp: pino.stdTimeFunctions.isoTime },
-    pino.destination({ fd: 1, sync: false }),
+    pino.destination({ fd: 1, sync: true }),
   );
   logger.info({ config: redactConfig(config), configPath: args.configPath }, 'configuration loaded');
 
