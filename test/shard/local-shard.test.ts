@@ -16,6 +16,7 @@ import { normalizePointId } from '../../ts/shard/id-tracker';
 import { LocalShard } from '../../ts/shard/local-shard';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { parseFieldSchema } from '../../ts/shard/payload-index';
+import { mulberry32 } from '../support/rng';
 
 const logger = pino({ level: 'silent' });
 const engine = loadEngine({ logger });
@@ -46,11 +47,7 @@ async function open(dir: string, vs: VectorSpec = spec(), flushIntervalMs = 3_60
   return LocalShard.open({ dir, engine, vectors: [vs], walSegmentBytes: 1 << 20, flushIntervalMs, payloadIndexes: {}, logger });
 }
 
-let seed = 12345;
-function rnd(): number {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-  return seed / 0x7fffffff;
-}
+const rnd = mulberry32(12345);
 
 function vec(): Float32Array {
   return Float32Array.from({ length: DIM }, () => rnd());
@@ -215,5 +212,39 @@ test('filters use payload indexes and agree with the unindexed result', async (t
   const hits = await shard.search('', { vector: vec(), k: 100 }, filter);
   t.is(hits.length, 33);
   await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('an operation memory would refuse (a bad payload key) is rejected before the WAL: the shard keeps working and reopens', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir);
+  await shard.update(() => upsert([1], () => ({ a: [1] })).op, true);
+  await t.throwsAsync(shard.update(() => ({ kind: 'set_payload', ids: [normalizePointId(1)], payload: { x: 1 }, key: 'a[0]' }), true));
+  await t.throwsAsync(shard.update(() => ({ kind: 'delete_payload', ids: [normalizePointId(1)], keys: [''] }), true));
+  const seq = await shard.update(() => ({ kind: 'set_payload', ids: [normalizePointId(1)], payload: { x: 1 }, key: null }), true);
+  t.is(seq, 2n, 'the rejected operations took no sequence number');
+  await shard.drop();
+  const again = await open(dir);
+  t.deepEqual(again.payloadOf(again.entry(normalizePointId(1))!.offset), { a: [1], x: 1 });
+  await again.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a checkpoint taken while the optimizer holds a frozen index never overwrites a file the previous checkpoint names', async (t) => {
+  const dir = tmp();
+  const vs = spec({ indexingThresholdKb: 0 });
+  const shard = await open(dir, vs);
+  await shard.update(() => upsert(Array.from({ length: 3000 }, (_, i) => i)).op, true);
+  await shard.checkpoint(); // saves the appendable index under this sequence number
+  // Indexing switched on: the job freezes the appendable index at once; a checkpoint
+  // queued right behind it has the same sequence number and a new, empty appendable.
+  Object.assign(shard.vectors.get('')!.spec, { indexingThresholdKb: 8 });
+  shard.kick();
+  await shard.checkpoint();
+  await shard.drop(); // no final checkpoint: like a kill -9 during the build
+  const again = await open(dir, vs);
+  const hits = await again.search('', { vector: vec(), k: 5000, exact: true }, null);
+  t.is(hits.length, 3000, 'every vector is still there');
+  await again.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });

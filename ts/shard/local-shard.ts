@@ -30,7 +30,7 @@ import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { IdTracker, crc32c, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
-import { PayloadStore, type Payload } from './payload-store';
+import { PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { removeTempFiles, writeFileAtomic } from './files';
 
@@ -47,12 +47,15 @@ export interface ShardOptions {
 
 interface CheckpointFile {
   format: 1;
+  /** Next index file number (file names are never reused; see VectorStore.save). */
+  file_no?: number;
   applied_seq: string;
   state: string;
   vectors: Record<string, VectorFiles>;
 }
 
-const STATE_MAGIC = 0x51535431; // "QST1"
+const STATE_MAGIC_V1 = 0x51535431; // "QST1": tracker + payloads
+const STATE_MAGIC = 0x51535432; // "QST2": tracker + payloads + which labels carry each vector
 
 /** A point as a read returns it, before the API shapes it. */
 export interface StoredPoint {
@@ -114,12 +117,13 @@ export class LocalShard {
     const cp = await readCheckpoint(this.opts.dir);
     if (cp) {
       const state = await fs.readFile(path.join(this.opts.dir, cp.state));
-      const { tracker, payloads } = decodeState(state, cp.state);
+      const { tracker, payloads, present } = decodeState(state, cp.state);
       this.tracker = tracker;
       this.payloads = payloads;
       for (const [name, store] of this.vectors) {
+        store.fileNo = cp.file_no ?? 0;
         const files = cp.vectors[name];
-        if (files) await store.load(this.opts.dir, files, (l) => this.tracker.at(l) !== undefined);
+        if (files) await store.load(this.opts.dir, files, (l) => this.tracker.at(l) !== undefined, present?.get(name) ?? null);
       }
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
@@ -138,7 +142,13 @@ export class LocalShard {
       const records = await this.wal.readFrom(this.appliedSeq + 1n, 512);
       if (records.length === 0) break;
       for (const r of records) {
-        await this.apply(decodeOperation(r.data), r.seq);
+        try {
+          await this.apply(decodeOperation(r.data), r.seq);
+        } catch (err) {
+          // It failed the same way when it was first applied, and the shard then took
+          // no more writes: what it changed before failing is what memory held then.
+          this.logger.error({ err, seq: String(r.seq), dir: this.opts.dir }, 'a WAL record could not be applied; skipped');
+        }
         this.appliedSeq = r.seq;
         replayed++;
       }
@@ -175,6 +185,7 @@ export class LocalShard {
     const seq = await this.exclusive(async () => {
       this.usable();
       const op = resolve(this);
+      checkOperation(op);
       const [s] = await this.wal.append([encodeOperation(op)], false);
       try {
         await this.apply(op, s);
@@ -343,8 +354,9 @@ export class LocalShard {
       let i = 0;
       for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
       const state = `state-${seq}.bin`;
-      await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads));
-      const cp: CheckpointFile = { format: 1, applied_seq: seq.toString(), state, vectors };
+      await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
+      const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
+      const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors };
       await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
       this.checkpointSeq = seq;
       this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
@@ -374,7 +386,9 @@ export class LocalShard {
     if (this.closed || this.closing) return;
     this.closing = true;
     this.stopTimers();
-    await Promise.all([...this.vectors.values()].map((s) => s.idle()));
+    // A long index build would hold shutdown (and an orchestrator's grace period) for
+    // its whole length: stop it; a frozen index resumes its move after the next start.
+    await Promise.all([...this.vectors.values()].map((s) => s.cancel()));
     try {
       await this.checkpoint();
     } finally {
@@ -382,6 +396,7 @@ export class LocalShard {
       await this.exclusive(async () => {
         await this.wal.close();
       });
+      for (const s of this.vectors.values()) s.closeIndexes();
     }
   }
 
@@ -390,10 +405,11 @@ export class LocalShard {
     this.closing = true;
     this.stopTimers();
     this.closed = true;
-    await Promise.all([...this.vectors.values()].map((s) => s.idle()));
+    await Promise.all([...this.vectors.values()].map((s) => s.cancel()));
     await this.exclusive(async () => {
       await this.wal.close();
     });
+    for (const s of this.vectors.values()) s.closeIndexes();
   }
 
   // -- payload indexes ------------------------------------------------------------------
@@ -550,6 +566,31 @@ export class LocalShard {
   }
 }
 
+/**
+ * What apply() would refuse, checked before the operation reaches the WAL (the API
+ * checks all of it first; this keeps a record that memory cannot take out of the log
+ * whatever the caller).
+ */
+function checkOperation(op: ShardOperation): void {
+  switch (op.kind) {
+    case 'upsert':
+      for (const p of op.points) if (p.payload) validatePayload(p.payload);
+      return;
+    case 'set_payload':
+      validatePayload(op.payload);
+      if (op.key !== null) parsePath(op.key);
+      return;
+    case 'overwrite_payload':
+      validatePayload(op.payload);
+      return;
+    case 'delete_payload':
+      for (const k of op.keys) parsePath(k);
+      return;
+    default:
+      return;
+  }
+}
+
 function concat(vs: Float32Array[]): Float32Array {
   if (vs.length === 1) return vs[0];
   let n = 0;
@@ -587,26 +628,77 @@ async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {
   return cp;
 }
 
-/** `magic u32 | crc32c u32 | tracker length u32 | tracker | payloads` (each part carries its own checksum too). */
-function encodeState(tracker: IdTracker, payloads: PayloadStore): Buffer {
+/**
+ * `magic u32 | crc32c u32 | tracker length u32 | tracker | payloads length u32 |
+ * payloads | vector count u32 | per vector: name length u32, name, label count u32,
+ * labels u64...` (tracker and payloads carry their own checksums too). The label
+ * lists say which points carry each named vector. Version 1 files (no lengths after
+ * the tracker, no label lists) still load.
+ */
+function encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<string, VectorStore>): Buffer {
   const t = tracker.toBytes();
   const p = payloads.toBytes();
-  const out = Buffer.allocUnsafe(12 + t.length + p.length);
+  const names = [...vectors.keys()].map((n) => Buffer.from(n, 'utf8'));
+  let len = 12 + t.length + 4 + p.length + 4;
+  const lists = [...vectors.values()].map((v) => BigUint64Array.from(v.present));
+  names.forEach((n, i) => (len += 8 + n.length + lists[i].length * 8));
+  const out = Buffer.alloc(len);
   out.writeUInt32LE(STATE_MAGIC, 0);
   out.writeUInt32LE(t.length, 8);
   out.set(t, 12);
-  out.set(p, 12 + t.length);
+  let at = 12 + t.length;
+  out.writeUInt32LE(p.length, at);
+  out.set(p, at + 4);
+  at += 4 + p.length;
+  out.writeUInt32LE(names.length, at);
+  at += 4;
+  names.forEach((n, i) => {
+    out.writeUInt32LE(n.length, at);
+    n.copy(out, at + 4);
+    at += 4 + n.length;
+    out.writeUInt32LE(lists[i].length, at);
+    at += 4;
+    for (const l of lists[i]) {
+      out.writeBigUInt64LE(l, at);
+      at += 8;
+    }
+  });
   out.writeUInt32LE(crc32c(out, 8), 4);
   return out;
 }
 
-function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore } {
-  if (buf.length < 12 || buf.readUInt32LE(0) !== STATE_MAGIC) throw new Error(`${name}: not a Quiver shard state file`);
+function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> | null } {
+  const magic = buf.length >= 12 ? buf.readUInt32LE(0) : 0;
+  if (magic !== STATE_MAGIC && magic !== STATE_MAGIC_V1) throw new Error(`${name}: not a Quiver shard state file`);
   if (crc32c(buf, 8) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  const truncated = () => new Error(`${name}: truncated`);
   const tlen = buf.readUInt32LE(8);
-  if (12 + tlen > buf.length) throw new Error(`${name}: truncated`);
-  return {
-    tracker: IdTracker.fromBytes(buf.subarray(12, 12 + tlen)),
-    payloads: PayloadStore.fromBytes(buf.subarray(12 + tlen)),
-  };
+  if (12 + tlen > buf.length) throw truncated();
+  const tracker = IdTracker.fromBytes(buf.subarray(12, 12 + tlen));
+  if (magic === STATE_MAGIC_V1) return { tracker, payloads: PayloadStore.fromBytes(buf.subarray(12 + tlen)), present: null };
+  let at = 12 + tlen;
+  if (at + 4 > buf.length) throw truncated();
+  const plen = buf.readUInt32LE(at);
+  if (at + 4 + plen + 4 > buf.length) throw truncated();
+  const payloads = PayloadStore.fromBytes(buf.subarray(at + 4, at + 4 + plen));
+  at += 4 + plen;
+  const count = buf.readUInt32LE(at);
+  at += 4;
+  const present = new Map<string, Set<bigint>>();
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > buf.length) throw truncated();
+    const nlen = buf.readUInt32LE(at);
+    if (at + 4 + nlen + 4 > buf.length) throw truncated();
+    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
+    at += 4 + nlen;
+    const n = buf.readUInt32LE(at);
+    at += 4;
+    if (at + n * 8 > buf.length) throw truncated();
+    const set = new Set<bigint>();
+    for (let j = 0; j < n; j++) set.add(buf.readBigUInt64LE(at + j * 8));
+    at += n * 8;
+    present.set(vname, set);
+  }
+  if (at !== buf.length) throw new Error(`${name}: ${buf.length - at} unexpected bytes at the end`);
+  return { tracker, payloads, present };
 }

@@ -9,10 +9,11 @@
  *    frozen points into, and rebuilds without deleted slots (vacuum).
  *
  * A point is live in exactly one of them, except while a move copies frozen points
- * into `indexed`. Writes that touch a point during a job go to `appendable` and are
- * remembered in `dirty`; the job deletes those from its result before it is swapped
- * in, and searches ignore `indexed` hits in `dirty` meanwhile, so a stale vector
- * never wins.
+ * into `indexed`. Each index has the set of labels it serves (`labels`); a copy joins
+ * the target's set only when the job ends, so searches ignore hits of an index that
+ * are not in its set (copies in flight, or stale copies a failed job left behind).
+ * Writes during a job that take a point out of the job's source are remembered in
+ * `dirty`; the job deletes those from its result before it is swapped in.
  *
  * Owns: which index holds a point, the optimizer jobs, search merging, and the files
  * of a checkpoint. Must never: decide when a write is durable (the shard's WAL does)
@@ -87,6 +88,22 @@ function takeHeld(t: Tracked, labels: BigUint64Array): BigUint64Array {
   return BigUint64Array.from(held);
 }
 
+/** Thrown inside an optimizer job that close() or drop() stopped. */
+class JobCancelled extends Error {
+  constructor() {
+    super('optimizer job cancelled');
+  }
+}
+
+/**
+ * Frees a retired index's native memory a little later, so searches already queued
+ * for it (the batcher flushes on the next turn) still run.
+ */
+function retire(t: Tracked | null): void {
+  if (!t) return;
+  setTimeout(() => t.index.close(), 10_000).unref();
+}
+
 /** After this long without writes, leftover unindexed points join an existing HNSW index. */
 const IDLE_MOVE_MS = 1000;
 
@@ -102,6 +119,9 @@ export class VectorStore {
   /** Labels that hold a vector of this name (any index). */
   readonly present = new Set<bigint>();
   private lastWrite = 0;
+  private cancelled = false;
+  /** Number for the next index file this store saves (never reused, see save()). */
+  fileNo = 0;
 
   constructor(
     private readonly engine: Engine,
@@ -142,40 +162,36 @@ export class VectorStore {
     if (labels.length === 0) return;
     this.lastWrite = Date.now();
     const others = [this.frozen, this.indexed].filter((t): t is Tracked => t !== null);
-    const deletes: Array<Promise<unknown>> = [];
-    for (const t of others) {
-      const held = takeHeld(t, labels);
-      if (held.length > 0) {
-        t.gen++;
-        deletes.push(t.index.delete(held));
-      }
-    }
-    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...deletes]);
-    this.appendable.gen++;
+    const deletes = others.map((t) => this.takeOut(t, labels));
+    // The appendable index serves the labels from now on (a concurrent get() must
+    // find the point somewhere while the add runs).
     for (const l of labels) {
       this.appendable.labels.add(l);
       this.present.add(l);
-      this.dirty?.add(l);
     }
+    this.appendable.gen++;
+    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...deletes]);
+  }
+
+  /**
+   * Deletes from `t` the labels it holds; they become `dirty` for a running job (its
+   * copy of them, if any, is stale).
+   */
+  private takeOut(t: Tracked, labels: BigUint64Array): Promise<unknown> {
+    const held = takeHeld(t, labels);
+    if (held.length === 0) return Promise.resolve();
+    t.gen++;
+    if (this.dirty) for (const l of held) this.dirty.add(l);
+    return t.index.delete(held);
   }
 
   /** Removes the vectors of these labels (call under the shard's update lock). */
   async delete(labels: BigUint64Array): Promise<void> {
     if (labels.length === 0) return;
     this.lastWrite = Date.now();
-    const deletes: Array<Promise<unknown>> = [];
-    for (const t of this.all()) {
-      const held = takeHeld(t, labels);
-      if (held.length > 0) {
-        t.gen++;
-        deletes.push(t.index.delete(held));
-      }
-    }
+    const deletes = this.all().map((t) => this.takeOut(t, labels));
+    for (const l of labels) this.present.delete(l);
     await Promise.all(deletes);
-    for (const l of labels) {
-      this.present.delete(l);
-      this.dirty?.add(l);
-    }
   }
 
   private all(): Tracked[] {
@@ -185,12 +201,8 @@ export class VectorStore {
   /** The stored vector of a label (normalised for Cosine), or null. */
   async get(label: bigint): Promise<Float32Array | null> {
     if (!this.present.has(label)) return null;
-    for (const t of this.all()) {
-      if (!t.labels.has(label)) continue;
-      const v = await t.index.getVector(label);
-      if (v) return v;
-    }
-    return null;
+    const holder = this.all().find((t) => t.labels.has(label));
+    return holder ? holder.index.getVector(label) : null;
   }
 
   /** Best `k` hits over every index, best first, each label once. */
@@ -209,14 +221,13 @@ export class VectorStore {
     const parts: Array<Promise<Hit[]>> = [];
     for (const t of this.all()) {
       if (t.labels.size === 0) continue;
-      const isIndexed = t === this.indexed;
-      const o = isIndexed && extra > 0 ? { ...opts, k: req.k + extra } : opts;
+      const o = t === this.indexed && extra > 0 ? { ...opts, k: req.k + extra } : opts;
       parts.push(
         batcher.search(t.index, req.vector, o).then((r) => {
           const hits: Hit[] = [];
           for (let i = 0; i < r.labels.length; i++) {
             const label = r.labels[i];
-            if (isIndexed && dirty?.has(label)) continue;
+            if (!t.labels.has(label)) continue; // a copy in flight or a stale one
             hits.push({ label, score: r.scores[i] });
           }
           return hits;
@@ -274,7 +285,8 @@ export class VectorStore {
 
   /** Rebuild the HNSW index with the current spec (after a change of m, ef_construct or quantization). */
   requestRebuild(): void {
-    if (this.indexed) this.rebuildDue = true;
+    // Also during the first build: its target was made with the old settings.
+    if (this.indexed || this.jobKind === 'index') this.rebuildDue = true;
   }
 
   private vacuumDue(): boolean {
@@ -296,7 +308,7 @@ export class VectorStore {
 
   /** Starts one optimization job when one is due and none runs; resolves when it ends. */
   maybeOptimize(exclusive: Exclusive): Promise<void> | null {
-    if (this.job) return null;
+    if (this.job || this.cancelled) return null;
     const kind =
       this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : this.appendableVacuumDue() ? 'compact' : null;
     if (!kind) return null;
@@ -312,7 +324,8 @@ export class VectorStore {
             });
     this.job = run
       .catch((err) => {
-        this.logger.error({ err, vector: this.spec.name, job: kind }, 'optimizer job failed; it will be retried');
+        if (err instanceof JobCancelled) this.logger.info({ vector: this.spec.name, job: kind }, 'optimizer job stopped for shutdown');
+        else this.logger.error({ err, vector: this.spec.name, job: kind }, 'optimizer job failed; it will be retried');
         return exclusive(async () => {
           this.dirty = null;
         });
@@ -329,12 +342,28 @@ export class VectorStore {
     while (this.job) await this.job;
   }
 
+  /**
+   * Stops the running job at its next chunk (close, drop): what it copied so far is
+   * discarded or, in a serving graph, not in its label set. A frozen index stays, so
+   * the move resumes after the next start.
+   */
+  async cancel(): Promise<void> {
+    this.cancelled = true;
+    await this.idle();
+  }
+
+  /** Frees every engine index (the shard is closed or dropped). */
+  closeIndexes(): void {
+    for (const t of this.all()) retire(t);
+  }
+
   /** Copies every live vector of `source` into `target`; returns the labels copied. */
   private async copyInto(target: VectorIndex, source: VectorIndex, what: string): Promise<BigUint64Array> {
     const { labels, vectors } = await source.exportLive();
     const d = this.spec.dim;
     const started = Date.now();
     for (let at = 0; at < labels.length; at += MOVE_CHUNK) {
+      if (this.cancelled) throw new JobCancelled();
       const end = Math.min(labels.length, at + MOVE_CHUNK);
       await target.add(labels.subarray(at, end), vectors.subarray(at * d, end * d), this.threads());
       if (end === labels.length || (at / MOVE_CHUNK) % 10 === 9) {
@@ -364,6 +393,7 @@ export class VectorStore {
       if (stale.length > 0) await target.index.delete(stale);
       for (const l of copied) if (!dirty.has(l)) target.labels.add(l);
       if (fresh) this.indexed = target;
+      retire(this.frozen);
       this.frozen = null;
       this.dirty = null;
     });
@@ -385,6 +415,7 @@ export class VectorStore {
       // Labels rewritten meanwhile live in the appendable index now; the others are
       // still in the source, which is exactly what the target holds.
       for (const l of copied) if (!dirty.has(l) && source.labels.has(l)) target.labels.add(l);
+      retire(this.indexed);
       this.indexed = target;
       this.dirty = null;
     });
@@ -401,7 +432,10 @@ export class VectorStore {
     const saveOne = async (t: Tracked, role: string): Promise<string> => {
       if (t.savedFile !== null && t.savedGen === t.gen) return t.savedFile;
       const gen = t.gen;
-      const file = `${prefix}${role}-${seq}.qvi`;
+      // A name is never reused: optimizer jobs change indexes without a new sequence
+      // number, and writing a name the current checkpoint holds would replace its data.
+      // fileNo is persisted in checkpoint.json, so it also grows across restarts.
+      const file = `${prefix}${role}-${seq}-${this.fileNo++}.qvi`;
       await t.index.save(path.join(dir, file));
       t.savedGen = gen;
       t.savedFile = file;
@@ -419,7 +453,7 @@ export class VectorStore {
    * labels: a label the shard no longer tracks is removed, and a label held by the
    * appendable index (always the newest copy) is removed from the others.
    */
-  async load(dir: string, files: VectorFiles, live: (label: bigint) => boolean): Promise<void> {
+  async load(dir: string, files: VectorFiles, live: (label: bigint) => boolean, present: Set<bigint> | null): Promise<void> {
     const open = async (file: string): Promise<Tracked> => {
       const t = track(await this.engine.loadIndex(path.join(dir, file)));
       t.savedGen = t.gen;
@@ -435,7 +469,10 @@ export class VectorStore {
       const { labels } = await t.index.exportLive();
       const drop: bigint[] = [];
       for (const l of labels) {
-        if (!live(l) || newer.has(l)) drop.push(l);
+        // `present` (saved with the checkpoint) says which labels carry this vector: a
+        // copy a move left in the graph of a point whose vector was deleted meanwhile
+        // is not one of them.
+        if (!live(l) || newer.has(l) || (present !== null && !present.has(l))) drop.push(l);
         else {
           newer.add(l);
           t.labels.add(l);

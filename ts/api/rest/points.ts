@@ -13,7 +13,7 @@ import type { Context } from 'koa';
 import type { Collection, OrderBy, ScoredOut, SearchRequest, Selector, UpdateResult, WithVector } from '../../collection/collection';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
-import type { Payload, WithPayload } from '../../shard/payload-store';
+import { PayloadError, parsePath, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError, NotFoundError, ValidationError } from '../errors';
@@ -109,10 +109,21 @@ function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors
 
 type WriteOp = (c: Collection, wait: boolean) => Promise<UpdateResult>;
 
+/** A payload key path (`a.b`, `a[].b`); refused here, before anything is written, when it does not parse. */
+function keyPath(x: unknown, field: string): string {
+  if (typeof x !== 'string') throw new FormatError(`${field}: expected a string`);
+  try {
+    parsePath(x);
+  } catch (err) {
+    if (err instanceof PayloadError) throw new FormatError(`${field}: ${err.message}`);
+    throw err;
+  }
+  return x;
+}
+
 function keyOf(b: Obj): string | null {
   if (b.key === undefined || b.key === null) return null;
-  if (typeof b.key !== 'string') throw new FormatError('key: expected a string');
-  return b.key;
+  return keyPath(b.key, 'key');
 }
 
 function setPayloadOp(b: Obj, overwrite: boolean): WriteOp {
@@ -128,8 +139,8 @@ function setPayloadOp(b: Obj, overwrite: boolean): WriteOp {
 }
 
 function deletePayloadOp(b: Obj): WriteOp {
-  if (!Array.isArray(b.keys) || !b.keys.every((k) => typeof k === 'string')) throw new FormatError('keys: expected an array of strings');
-  const keys = b.keys as string[];
+  if (!Array.isArray(b.keys)) throw new FormatError('keys: expected an array of strings');
+  const keys = b.keys.map((k: unknown, i: number) => keyPath(k, `keys[${i}]`));
   const sel = selector(b);
   return (c, wait) => c.deletePayload(sel, keys, wait);
 }
