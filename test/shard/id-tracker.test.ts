@@ -358,3 +358,29 @@ test('randomized: 20k operations against a Map-based model', (t) => {
   t.true(counter >= BigInt(model.size));
   t.is(mismatches, 0);
 });
+
+test('sortedById stays in scroll order across interleaved adds, deletes and re-adds (incremental merge)', (t) => {
+  const rnd = mulberry32(77);
+  const tracker = new IdTracker();
+  const uuid = () => [8, 4, 4, 4, 12].map((n) => Array.from({ length: n }, () => Math.floor(rnd() * 16).toString(16)).join('')).join('-');
+  const ids: Array<number | string> = [];
+  for (let round = 0; round < 200; round++) {
+    const ops = 1 + Math.floor(rnd() * 40);
+    for (let k = 0; k < ops; k++) {
+      const r = rnd();
+      if (r < 0.55 || ids.length === 0) {
+        const id = rnd() < 0.8 ? Math.floor(rnd() * 5000) : uuid();
+        tracker.upsert(id, round);
+        ids.push(id);
+      } else {
+        tracker.delete(ids[Math.floor(rnd() * ids.length)]);
+      }
+    }
+    const got = tracker
+      .sortedById()
+      .filter((e) => !e.removed)
+      .map((e) => e.id.key);
+    const want = tracker.entriesById().map((e) => e.id.key);
+    t.deepEqual(got, want, `round ${round}`);
+  }
+});

@@ -164,12 +164,16 @@ export interface TrackerEntry {
   readonly id: PointKey;
   readonly offset: bigint;
   readonly version: bigint;
+  /** True for an entry of a removed point still in the scroll-order view (see sortedById). */
+  readonly removed?: boolean;
 }
 
 interface MutableEntry {
   id: PointKey;
   offset: bigint;
   version: bigint;
+  /** Set when the point is removed (the scroll-order cache drops it lazily); always present, so entries share one shape. */
+  removed: boolean;
 }
 
 export interface UpsertResult {
@@ -193,8 +197,15 @@ export class IdTracker {
   private readonly byKey = new Map<string, MutableEntry>();
   private readonly byOffset = new Map<bigint, MutableEntry>();
   private counter = 0n;
-  /** Entries in scroll order, rebuilt lazily after a point is added or removed. */
-  private byIdCache: TrackerEntry[] | null = null;
+  /**
+   * Entries in scroll order. After writes it is brought up to date lazily: points
+   * added since are sorted on their own and merged in, removed ones dropped, which
+   * costs a linear pass instead of a full sort.
+   */
+  private byIdCache: MutableEntry[] | null = null;
+  private pendingAdds: MutableEntry[] = [];
+  private pendingRemovals = 0;
+  private removedInCache = 0;
 
   /** Number of tracked points. */
   get size(): number {
@@ -221,11 +232,11 @@ export class IdTracker {
       return { offset: existing.offset, created: false, versionApplied: applied };
     }
     if (this.counter >= U64_MAX) throw new RangeError('id tracker offset counter exhausted');
-    const entry: MutableEntry = { id: key, offset: this.counter, version: v };
+    const entry: MutableEntry = { id: key, offset: this.counter, version: v, removed: false };
     this.counter += 1n;
     this.byKey.set(key.key, entry);
     this.byOffset.set(entry.offset, entry);
-    this.byIdCache = null;
+    if (this.byIdCache !== null) this.pendingAdds.push(entry);
     return { offset: entry.offset, created: true, versionApplied: true };
   }
 
@@ -236,7 +247,8 @@ export class IdTracker {
     if (!entry) return null;
     this.byKey.delete(key.key);
     this.byOffset.delete(entry.offset);
-    this.byIdCache = null;
+    entry.removed = true;
+    if (this.byIdCache !== null) this.pendingRemovals++;
     return entry.offset;
   }
 
@@ -270,16 +282,50 @@ export class IdTracker {
   }
 
   /**
-   * Entries in scroll order, cached until a point is added or removed. The entries
-   * are read-only views: a version read from them is the current one.
+   * Entries in scroll order. The entries are read-only views: a version read from
+   * them is the current one. Entries of removed points may still be in it with
+   * `removed` set: skip them.
    */
   sortedById(): readonly TrackerEntry[] {
-    if (this.byIdCache === null) {
-      const out: TrackerEntry[] = [...this.byKey.values()];
+    const cache = this.byIdCache;
+    if (cache === null || this.pendingAdds.length > cache.length / 4) {
+      const out = [...this.byKey.values()];
       out.sort((a, b) => compareKeys(a.id, b.id));
       this.byIdCache = out;
+      this.removedInCache = 0;
+    } else if (this.pendingAdds.length > 0 || this.pendingRemovals > 0) {
+      const live = (e: MutableEntry) => !e.removed;
+      // Removed entries stay in the view (readers skip them) until they are a tenth of
+      // it: dropping them is a pass over every entry, which costs more than the sort
+      // of the additions (memory-bound on large trackers).
+      let base = cache;
+      this.removedInCache += this.pendingRemovals;
+      if (this.removedInCache > cache.length / 10) {
+        base = cache.filter(live);
+        this.removedInCache = 0;
+      }
+      const adds = this.pendingAdds.filter(live).sort((a, b) => compareKeys(a.id, b.id));
+      // Each add finds its place by binary search; the runs between are copied whole.
+      const out: MutableEntry[] = adds.length === 0 ? base : [];
+      let from = 0;
+      for (const a of adds) {
+        let lo = from;
+        let hi = base.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if (compareKeys(base[mid].id, a.id) < 0) lo = mid + 1;
+          else hi = mid;
+        }
+        for (let i = from; i < lo; i++) out.push(base[i]);
+        out.push(a);
+        from = lo;
+      }
+      if (adds.length > 0) for (let i = from; i < base.length; i++) out.push(base[i]);
+      this.byIdCache = out;
     }
-    return this.byIdCache;
+    this.pendingAdds = [];
+    this.pendingRemovals = 0;
+    return this.byIdCache!;
   }
 
   /** Entries in ascending offset order. */
@@ -382,7 +428,7 @@ export class IdTracker {
       if (seen.has(id.key)) fail(`duplicate point id ${id.key} at entry ${n}`);
       seen.add(id.key);
       prevOffset = offset;
-      entries.push({ id, offset, version });
+      entries.push({ id, offset, version, removed: false });
     }
     if (p !== end) fail(`${end - p} unexpected trailing bytes after ${count} entries`);
 

@@ -32,7 +32,7 @@ import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperatio
 import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
 import { PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
-import { removeTempFiles, writeFileAtomic } from './files';
+import { removeTempFiles, syncDir, writeFileAtomic } from './files';
 
 export interface ShardOptions {
   dir: string;
@@ -97,7 +97,7 @@ export class LocalShard {
   /** Opens (or creates) the shard in `opts.dir`: loads the checkpoint, then replays the WAL after it. */
   static async open(opts: ShardOptions): Promise<LocalShard> {
     const shard = new LocalShard(opts);
-    await fs.mkdir(opts.dir, { recursive: true });
+    if ((await fs.mkdir(opts.dir, { recursive: true })) !== undefined) await syncDir(path.dirname(opts.dir));
     await shard.load();
     shard.flushTimer = setInterval(() => {
       shard.checkpoint().catch((err) => shard.logger.error({ err, dir: opts.dir }, 'checkpoint failed; the WAL keeps every write'));
@@ -546,7 +546,7 @@ export class LocalShard {
     const out: StoredPoint[] = [];
     for (let i = lo; i < sorted.length && out.length <= limit; i++) {
       const e = sorted[i];
-      if (test && !test(e)) continue;
+      if (e.removed || (test && !test(e))) continue;
       out.push({ key: e.id, offset: e.offset, version: e.version });
     }
     return out;

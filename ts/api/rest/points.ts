@@ -152,7 +152,7 @@ function deleteVectorsOp(b: Obj): WriteOp {
 }
 
 /** One operation of `POST /points/batch`, parsed. */
-function batchOp(o: unknown, i: number): WriteOp {
+function batchOp(o: unknown, i: number, c: Collection): WriteOp {
   const where = `operations[${i}]`;
   if (!isObj(o) || Object.keys(o).length !== 1) throw new FormatError(`${where}: expected an object with one operation`);
   const [kind, arg] = Object.entries(o)[0];
@@ -160,7 +160,8 @@ function batchOp(o: unknown, i: number): WriteOp {
   switch (kind) {
     case 'upsert': {
       const pts = upsertPoints(arg);
-      return (c, wait) => c.upsert(pts, wait);
+      checkPoints(c, pts);
+      return (col, wait) => col.upsert(pts, wait);
     }
     case 'delete': {
       const sel = selector(arg);
@@ -178,7 +179,8 @@ function batchOp(o: unknown, i: number): WriteOp {
     }
     case 'update_vectors': {
       const pts = updateVectorPoints(arg);
-      return (c, wait) => c.updateVectors(pts, wait);
+      checkPoints(c, pts);
+      return (col, wait) => col.updateVectors(pts, wait);
     }
     case 'delete_vectors':
       return deleteVectorsOp(arg);
@@ -448,7 +450,7 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const { wait } = writeParams(ctx);
     const c = collection(ctx);
     const b = body(ctx);
-    const ops = batchOf(b, 'operations').map((o, i) => batchOp(o, i));
+    const ops = batchOf(b, 'operations').map((o, i) => batchOp(o, i, c));
     const results: UpdateResult[] = [];
     for (const op of ops) results.push(await op(c, wait));
     ok(ctx, results);
