@@ -151,7 +151,10 @@ export class Collection {
         if (graphChanged) store.requestRebuild();
       }
     }
-    for (const s of this.locals()) s.kick();
+    for (const s of this.locals()) {
+      s.setFlushInterval(next.optimizer_config.flush_interval_sec * 1000);
+      s.kick();
+    }
   }
 
   private locals(): LocalShard[] {

@@ -99,10 +99,7 @@ export class LocalShard {
     const shard = new LocalShard(opts);
     if ((await fs.mkdir(opts.dir, { recursive: true })) !== undefined) await syncDir(path.dirname(opts.dir));
     await shard.load();
-    shard.flushTimer = setInterval(() => {
-      shard.checkpoint().catch((err) => shard.logger.error({ err, dir: opts.dir }, 'checkpoint failed; the WAL keeps every write'));
-    }, opts.flushIntervalMs);
-    shard.flushTimer.unref();
+    shard.setFlushInterval(opts.flushIntervalMs);
     // Optimizer decisions that depend on time (leftover points after writes stop).
     shard.optimizeTimer = setInterval(() => shard.optimize(), 500);
     shard.optimizeTimer.unref();
@@ -305,6 +302,16 @@ export class LocalShard {
       // When a job ends, another may be due (more points arrived meanwhile).
       job?.then(() => this.optimize());
     }
+  }
+
+  /** Checkpoints every `ms` milliseconds from now on (optimizers.flush_interval_sec). */
+  setFlushInterval(ms: number): void {
+    if (this.closing || this.closed) return;
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.flushTimer = setInterval(() => {
+      this.checkpoint().catch((err) => this.logger.error({ err, dir: this.opts.dir }, 'checkpoint failed; the WAL keeps every write'));
+    }, ms);
+    this.flushTimer.unref();
   }
 
   /** Re-checks whether optimizer work is due (after a configuration change). */
