@@ -248,3 +248,89 @@ test('a checkpoint taken while the optimizer holds a frozen index never overwrit
   await again.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
+
+/** The native engine, with a hook on `add` of graph (non-flat) indexes. */
+function hookedEngine(onGraphAdd: (add: () => Promise<void>) => Promise<void>): typeof engine {
+  return new Proxy(engine, {
+    get(target, prop) {
+      if (prop === 'createIndex') {
+        return (opts: Parameters<typeof engine.createIndex>[0]) => {
+          const idx = target.createIndex(opts);
+          if (opts.flat) return idx;
+          return new Proxy(idx, {
+            get(ti, pi) {
+              if (pi === 'add') return (l: BigUint64Array, v: Float32Array, th?: number) => onGraphAdd(() => ti.add(l, v, th));
+              const f = (ti as unknown as Record<string | symbol, unknown>)[pi];
+              return typeof f === 'function' ? f.bind(ti) : f;
+            },
+          });
+        };
+      }
+      const f = (target as unknown as Record<string | symbol, unknown>)[prop];
+      return typeof f === 'function' ? (f as (...a: unknown[]) => unknown).bind(target) : f;
+    },
+  });
+}
+
+test('a search during a move into the serving graph ignores stale copies and still finds the live points', async (t) => {
+  let hold: ((release: () => void) => void) | null = null;
+  const eng = hookedEngine(async (add) => {
+    await add();
+    if (hold) {
+      const h = hold;
+      hold = null;
+      await new Promise<void>((release) => h(release));
+    }
+  });
+  const dir = tmp();
+  const vs = spec({ indexingThresholdKb: 4 });
+  const shard = await LocalShard.open({ dir, engine: eng, vectors: [vs], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
+  await shard.update(() => upsert(Array.from({ length: 600 }, (_, i) => i)).op, true);
+  await shard.waitOptimized();
+  const q = Float32Array.from({ length: DIM }, () => 0.5);
+  const truth = (await shard.search('', { vector: q, k: 5, exact: true }, null)).map((h) => h.label);
+  // 100 points right at the query (first chunk of the next move), 600 far away.
+  const near = Array.from({ length: 100 }, (_, i) => ({ id: normalizePointId(1000 + i), vectors: new Map([['', Float32Array.from({ length: DIM }, () => 0.5 + rnd() * 1e-3)]]), payload: null }));
+  const far = Array.from({ length: 600 }, (_, i) => ({ id: normalizePointId(1100 + i), vectors: new Map([['', Float32Array.from({ length: DIM }, () => 10 + rnd())]]), payload: null }));
+  const held = new Promise<() => void>((r) => (hold = r));
+  await shard.update(() => ({ kind: 'upsert', points: [...near, ...far] }), true);
+  const release = await held; // the first chunk is in the graph; the move waits
+  await shard.update(() => ({ kind: 'delete', ids: near.map((p) => p.id) }), true);
+  const during = (await shard.search('', { vector: q, k: 5, exact: true }, null)).map((h) => h.label);
+  t.deepEqual(during, truth);
+  release();
+  await shard.waitOptimized();
+  t.deepEqual((await shard.search('', { vector: q, k: 5, exact: true }, null)).map((h) => h.label), truth);
+  await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a failing optimizer job backs off and leaves no stray copies in the serving graph', async (t) => {
+  let failing = false;
+  let attempts = 0;
+  const eng = hookedEngine(async (add) => {
+    await add();
+    if (failing) {
+      attempts++;
+      throw new Error('injected engine failure');
+    }
+  });
+  const dir = tmp();
+  const shard = await LocalShard.open({ dir, engine: eng, vectors: [spec({ indexingThresholdKb: 4 })], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
+  await shard.update(() => upsert(Array.from({ length: 600 }, (_, i) => i)).op, true);
+  await shard.waitOptimized();
+  const store = shard.vectors.get('')!;
+  failing = true;
+  await shard.update(() => upsert(Array.from({ length: 300 }, (_, i) => 1000 + i)).op, true);
+  await new Promise((r) => setTimeout(r, 1200));
+  t.true(attempts >= 1 && attempts <= 2, `${attempts} attempts in 1.2 s`);
+  const stats = store.indexedStats()!;
+  t.is(stats.count, store.indexedCount(), 'the graph holds only the points it serves');
+  failing = false;
+  await shard.waitOptimized();
+  t.is(store.indexedCount(), 900);
+  const all = await shard.search('', { vector: vec(), k: 2000, exact: true }, null);
+  t.is(all.length, 900);
+  await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});

@@ -236,7 +236,12 @@ export class IdTracker {
     this.counter += 1n;
     this.byKey.set(key.key, entry);
     this.byOffset.set(entry.offset, entry);
-    if (this.byIdCache !== null) this.pendingAdds.push(entry);
+    if (this.byIdCache !== null) {
+      this.pendingAdds.push(entry);
+      // Points added faster than anyone scrolls: a full sort at the next scroll is
+      // cheaper than keeping them all (and the entries removed meanwhile) around.
+      if (this.pendingAdds.length > this.byIdCache.length / 4 + 1024) this.dropScrollCache();
+    }
     return { offset: entry.offset, created: true, versionApplied: true };
   }
 
@@ -269,6 +274,13 @@ export class IdTracker {
   /** The stored version of a point, or null when unknown. */
   version(id: unknown): bigint | null {
     return this.byKey.get(toKey(id).key)?.version ?? null;
+  }
+
+  private dropScrollCache(): void {
+    this.byIdCache = null;
+    this.pendingAdds = [];
+    this.pendingRemovals = 0;
+    this.removedInCache = 0;
   }
 
   /** The live entry at `offset` (read-only view; do not keep it across writes), or undefined. */

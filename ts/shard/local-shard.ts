@@ -27,10 +27,10 @@ import type { Logger } from 'pino';
 import type { Engine, Wal } from '../../bindings/engine';
 import type { VectorSpec } from '../collection/config';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
-import { IdTracker, crc32c, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { IdTracker, PointIdError, crc32c, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
-import { PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
+import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { removeTempFiles, syncDir, writeFileAtomic } from './files';
 
@@ -139,12 +139,16 @@ export class LocalShard {
       const records = await this.wal.readFrom(this.appliedSeq + 1n, 512);
       if (records.length === 0) break;
       for (const r of records) {
+        const op = decodeOperation(r.data);
         try {
-          await this.apply(decodeOperation(r.data), r.seq);
+          await this.apply(op, r.seq);
         } catch (err) {
-          // It failed the same way when it was first applied, and the shard then took
-          // no more writes: what it changed before failing is what memory held then.
-          this.logger.error({ err, seq: String(r.seq), dir: this.opts.dir }, 'a WAL record could not be applied; skipped');
+          // Only a record that input validation refuses fails the same way every
+          // time (it failed when first applied, and the shard then took no more
+          // writes); skip it. Anything else (engine, I/O) stops the start-up: skipping
+          // it would drop an acknowledged write.
+          if (!(err instanceof PayloadError || err instanceof PointIdError)) throw err;
+          this.logger.error({ err, seq: String(r.seq), dir: this.opts.dir }, 'a WAL record that input validation refuses was skipped');
         }
         this.appliedSeq = r.seq;
         replayed++;

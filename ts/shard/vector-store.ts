@@ -120,6 +120,12 @@ export class VectorStore {
   readonly present = new Set<bigint>();
   private lastWrite = 0;
   private cancelled = false;
+  /** The running job's target and the labels copied into it so far (see copyInto). */
+  private jobTarget: Tracked | null = null;
+  private jobCopied: Set<bigint> | null = null;
+  /** After a failed job, no new one starts before this time (doubling back-off). */
+  private retryAt = 0;
+  private backoffMs = 0;
   /** Number for the next index file this store saves (never reused, see save()). */
   fileNo = 0;
 
@@ -221,22 +227,32 @@ export class VectorStore {
     const parts: Array<Promise<Hit[]>> = [];
     for (const t of this.all()) {
       if (t.labels.size === 0) continue;
-      const o = t === this.indexed && extra > 0 ? { ...opts, k: req.k + extra } : opts;
-      parts.push(
-        batcher.search(t.index, req.vector, o).then((r) => {
-          const hits: Hit[] = [];
-          for (let i = 0; i < r.labels.length; i++) {
-            const label = r.labels[i];
-            if (!t.labels.has(label)) continue; // a copy in flight or a stale one
-            hits.push({ label, score: r.scores[i] });
-          }
-          return hits;
-        }),
-      );
+      parts.push(this.searchOne(t, req.vector, opts, t === this.indexed ? extra : 0));
     }
     const lists = await Promise.all(parts);
     if (lists.length === 1) return lists[0].slice(0, req.k);
     return mergeHits(lists, higherIsBetter(this.spec.distance), req.k);
+  }
+
+  /**
+   * The best hits of one index among the labels it serves. An index can hold entries
+   * outside its label set (copies a running move made, stale ones until the move
+   * purges them); when they crowd the served labels out of the engine's answer, ask
+   * again for more, until enough served hits come back or the index has no more.
+   */
+  private async searchOne(t: Tracked, vector: Float32Array, opts: SearchOptions, extra: number): Promise<Hit[]> {
+    const want = Math.min(opts.k, t.labels.size);
+    let k = opts.k + extra;
+    for (;;) {
+      const r = await batcher.search(t.index, vector, k === opts.k ? opts : { ...opts, k });
+      const hits: Hit[] = [];
+      for (let i = 0; i < r.labels.length; i++) {
+        const label = r.labels[i];
+        if (t.labels.has(label)) hits.push({ label, score: r.scores[i] });
+      }
+      if (hits.length >= want || r.labels.length < k) return hits.slice(0, opts.k);
+      k *= 4;
+    }
   }
 
   /** Vectors in the graph index (the reference's indexed_vectors_count). */
@@ -308,7 +324,7 @@ export class VectorStore {
 
   /** Starts one optimization job when one is due and none runs; resolves when it ends. */
   maybeOptimize(exclusive: Exclusive): Promise<void> | null {
-    if (this.job || this.cancelled) return null;
+    if (this.job || this.cancelled || Date.now() < this.retryAt) return null;
     const kind =
       this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : this.appendableVacuumDue() ? 'compact' : null;
     if (!kind) return null;
@@ -323,16 +339,39 @@ export class VectorStore {
               this.appendable.gen++;
             });
     this.job = run
+      .then(() => {
+        this.backoffMs = 0;
+      })
       .catch((err) => {
         if (err instanceof JobCancelled) this.logger.info({ vector: this.spec.name, job: kind }, 'optimizer job stopped for shutdown');
-        else this.logger.error({ err, vector: this.spec.name, job: kind }, 'optimizer job failed; it will be retried');
+        else {
+          this.backoffMs = Math.min(60_000, Math.max(1000, this.backoffMs * 2));
+          this.retryAt = Date.now() + this.backoffMs;
+          this.logger.error({ err, vector: this.spec.name, job: kind, retryInMs: this.backoffMs }, 'optimizer job failed; it will be retried');
+        }
         return exclusive(async () => {
+          const target = this.jobTarget;
+          const copied = this.jobCopied;
+          if (target !== null && target === this.indexed && copied !== null) {
+            // Copies into the serving graph that never joined its label set: remove
+            // them, so they cannot hide live points from searches or spread.
+            const stray: bigint[] = [];
+            for (const l of copied) if (!target.labels.has(l)) stray.push(l);
+            if (stray.length > 0) {
+              await target.index.delete(BigUint64Array.from(stray));
+              target.gen++;
+            }
+          } else if (target !== null && target !== this.indexed) {
+            target.index.close();
+          }
           this.dirty = null;
         });
       })
       .finally(() => {
         this.job = null;
         this.jobKind = null;
+        this.jobTarget = null;
+        this.jobCopied = null;
       });
     return this.job;
   }
@@ -358,14 +397,52 @@ export class VectorStore {
   }
 
   /** Copies every live vector of `source` into `target`; returns the labels copied. */
-  private async copyInto(target: VectorIndex, source: VectorIndex, what: string): Promise<BigUint64Array> {
-    const { labels, vectors } = await source.exportLive();
+  /**
+   * Copies the live vectors of `source` that `source.labels` serves into `target`;
+   * returns the labels copied. When the target is the serving graph, copies that a
+   * write made stale meanwhile are deleted after every chunk, so at most one chunk's
+   * worth of writes can crowd live points out of a search's candidates.
+   */
+  private async copyInto(target: Tracked, source: Tracked, what: string, exclusive: Exclusive): Promise<BigUint64Array> {
+    const exported = await source.index.exportLive();
     const d = this.spec.dim;
+    // Only what the source serves: entries outside its label set (copies a failed job
+    // left behind) must not spread.
+    let labels = exported.labels;
+    let vectors = exported.vectors;
+    if (labels.some((l) => !source.labels.has(l))) {
+      const keep: number[] = [];
+      labels.forEach((l, i) => source.labels.has(l) && keep.push(i));
+      const ls = new BigUint64Array(keep.length);
+      const vs = new Float32Array(keep.length * d);
+      keep.forEach((i, j) => {
+        ls[j] = labels[i];
+        vs.set(vectors.subarray(i * d, (i + 1) * d), j * d);
+      });
+      labels = ls;
+      vectors = vs;
+    }
+    this.jobTarget = target;
+    const copied = (this.jobCopied = new Set<bigint>());
+    const purged = new Set<bigint>();
+    const serving = target === this.indexed;
     const started = Date.now();
     for (let at = 0; at < labels.length; at += MOVE_CHUNK) {
       if (this.cancelled) throw new JobCancelled();
       const end = Math.min(labels.length, at + MOVE_CHUNK);
-      await target.add(labels.subarray(at, end), vectors.subarray(at * d, end * d), this.threads());
+      const chunk = labels.subarray(at, end);
+      // Counted before the add: an add that fails part-way may have placed some.
+      for (const l of chunk) copied.add(l);
+      await target.index.add(chunk, vectors.subarray(at * d, end * d), this.threads());
+      if (serving) {
+        await exclusive(async () => {
+          const stale: bigint[] = [];
+          for (const l of this.dirty ?? []) if (copied.has(l) && !purged.has(l)) stale.push(l);
+          if (stale.length === 0) return;
+          for (const l of stale) purged.add(l);
+          await target.index.delete(BigUint64Array.from(stale));
+        });
+      }
       if (end === labels.length || (at / MOVE_CHUNK) % 10 === 9) {
         this.logger.info({ vector: this.spec.name, job: what, done: end, total: labels.length, ms: Date.now() - started }, 'optimizer progress');
       }
@@ -385,9 +462,9 @@ export class VectorStore {
     const frozen = this.frozen!;
     const fresh = this.indexed === null;
     const target = this.indexed ?? track(this.engine.createIndex(this.graphOptions()));
-    const copied = await this.copyInto(target.index, frozen.index, 'index');
-    target.gen++;
+    const copied = await this.copyInto(target, frozen, 'index', exclusive);
     await exclusive(async () => {
+      target.gen++;
       const dirty = this.dirty ?? new Set<bigint>();
       const stale = BigUint64Array.from(dirty);
       if (stale.length > 0) await target.index.delete(stale);
@@ -407,7 +484,7 @@ export class VectorStore {
     });
     const source = this.indexed!;
     const target = track(this.engine.createIndex(this.graphOptions()));
-    const copied = await this.copyInto(target.index, source.index, 'vacuum');
+    const copied = await this.copyInto(target, source, 'vacuum', exclusive);
     await exclusive(async () => {
       const dirty = this.dirty ?? new Set<bigint>();
       const stale = BigUint64Array.from(dirty);
