@@ -107,6 +107,8 @@ export interface VectorIndex {
    * Searches keep running meanwhile (it only reads); writes wait for it.
    */
   exportLive(): Promise<LiveVectors>;
+  /** The labels exportLive would return, without copying the vectors. */
+  liveLabels(): Promise<BigUint64Array>;
   /** Rebuilds the graph without deleted slots. */
   compact(threads?: number): Promise<void>;
   stats(): IndexStats;

@@ -58,6 +58,7 @@ interface AddonIndex {
   searchBatch(queries: Float32Array, options: AddonSearchOptions): Promise<SearchResult[]>;
   getVector(label: bigint): Promise<Float32Array | null>;
   exportLive(): Promise<LiveVectors>;
+  liveLabels(): Promise<BigUint64Array>;
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
   moveOriginalsToDisk(path: string): Promise<void>;
@@ -178,6 +179,10 @@ class NativeVectorIndex implements VectorIndex {
 
   exportLive(): Promise<LiveVectors> {
     return call(() => this.inner.exportLive());
+  }
+
+  liveLabels(): Promise<BigUint64Array> {
+    return call(() => this.inner.liveLabels());
   }
 
   compact(threads?: number): Promise<void> {

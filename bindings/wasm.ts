@@ -207,6 +207,11 @@ class WasmVectorIndex implements VectorIndex {
     return this.with((handle) => this.host.call<LiveVectors>({ op: 'exportLive', args: { handle } }));
   }
 
+  /** The WASM backend is memory-only (no storage layer on it): the export's labels serve. */
+  async liveLabels(): Promise<BigUint64Array> {
+    return (await this.exportLive()).labels;
+  }
+
   compact(threads?: number): Promise<void> {
     return this.with(async (handle) => {
       checkThreads(threads);

@@ -271,6 +271,9 @@ for (const backend of BACKENDS) {
       t.true(live.labels instanceof BigUint64Array && live.vectors instanceof Float32Array, what);
       t.is(live.labels.length, ix.stats().count, what);
       t.is(live.vectors.length, live.labels.length * dim, what);
+      const labelsOnly = await ix.liveLabels();
+      t.true(labelsOnly instanceof BigUint64Array, what);
+      t.deepEqual(Array.from(labelsOnly), Array.from(live.labels), what);
       // Slot order: upserted labels got the newest slots.
       t.deepEqual(Array.from(live.labels.slice(-2)), [1n, 5000n], what);
       t.false(Array.from(live.labels).some((l) => l % 5n === 0n && l !== 5000n), what);

@@ -543,7 +543,7 @@ export class VectorStore {
     this.present.clear();
     const newer = new Set<bigint>();
     for (const t of this.all()) {
-      const { labels } = await t.index.exportLive();
+      const labels = await t.index.liveLabels();
       const drop: bigint[] = [];
       for (const l of labels) {
         // `present` (saved with the checkpoint) says which labels carry this vector: a

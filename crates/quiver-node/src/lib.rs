@@ -561,6 +561,16 @@ impl NativeIndex {
         }
     }
 
+    /// Every live label, in slot order, without the vectors (the storage layer's
+    /// start-up needs only these; exportLive would copy every vector too).
+    #[napi(ts_return_type = "Promise<BigUint64Array>")]
+    pub fn live_labels(&self) -> AsyncTask<Job<Vec<u64>, BigUint64Array>> {
+        match self.shared() {
+            Ok(index) => Job::new(move || Ok(read(&index)?.live_labels()), BigUint64Array::new),
+            Err(e) => Job::fail(e, BigUint64Array::new),
+        }
+    }
+
     #[napi(ts_return_type = "Promise<void>")]
     pub fn compact(&self, threads: Option<f64>) -> AsyncTask<Job<(), ()>> {
         let (index, threads) = match self.shared().and_then(|i| Ok((i, threads_from(threads)?))) {
