@@ -1,0 +1,577 @@
+/**
+ * A dependency-free streaming tar writer and reader (POSIX ustar, with PAX
+ * extended headers for names that do not fit ustar and sizes of 8 GiB or
+ * more), for snapshot archives.
+ *
+ * Everything streams: file contents are read with fs.createReadStream and
+ * written with awaited FileHandle writes, the reader accepts input in chunks
+ * of any size, and no synchronous fs call is made.
+ *
+ * The reader is meant for untrusted archives (uploaded or downloaded
+ * snapshots). It accepts only regular files and directories, and rejects with
+ * a TarError: absolute names, `..` segments, backslashes, links, devices,
+ * FIFOs and other entry types, names that would escape the destination,
+ * duplicate names or a file and a directory of the same name, existing files
+ * or symlinks in the destination, bad header checksums or magic, malformed
+ * numeric fields and PAX records, truncated archives, and archives whose
+ * content exceeds `maxBytes` or `maxEntries`. On failure what was already
+ * extracted stays in destDir: extract into a fresh temporary directory and
+ * remove it when extractTar throws.
+ */
+
+import { constants as fsConstants, createReadStream, promises as fsp } from 'fs';
+import * as path from 'path';
+import { Readable, Writable } from 'stream';
+import { pipeline } from 'stream/promises';
+
+export class TarError extends Error {
+  /** The name of the entry the problem concerns, when there is one. */
+  readonly entry: string | undefined;
+
+  constructor(message: string, entry?: string) {
+    super(entry === undefined ? `tar: ${message}` : `tar entry ${JSON.stringify(entry)}: ${message}`);
+    this.name = 'TarError';
+    this.entry = entry;
+  }
+}
+
+export interface TarEntry {
+  /** Archive name, relative, `/`-separated (a trailing `/` on directories is optional). */
+  name: string;
+  type: 'file' | 'directory';
+  /** File contents streamed from this path (for type 'file'). */
+  path?: string;
+  /** File contents from memory (for type 'file'); used when `path` is absent. */
+  data?: Buffer;
+  /** Permission bits; defaults 0o644 for files, 0o755 for directories. */
+  mode?: number;
+  mtime?: Date;
+}
+
+export interface ExtractOptions {
+  /** Upper bound on the total size of file contents (and of PAX/long-name metadata). */
+  maxBytes?: number;
+  /** Upper bound on the number of file and directory entries. */
+  maxEntries?: number;
+}
+
+const BLOCK = 512;
+/** Largest value an 11-digit octal field holds: 8 GiB - 1. */
+const MAX_OCTAL_11 = 0o77777777777;
+/** Metadata entries (PAX headers, GNU long names) larger than this are refused. */
+const MAX_META = 1024 * 1024;
+/** File data is written to disk in pieces of about this size. */
+const WRITE_PIECE = 64 * 1024;
+
+// ---------------------------------------------------------------- writing
+
+export interface HeaderFields {
+  name: string;
+  type: 'file' | 'directory';
+  size: number;
+  mode: number;
+  mtime: Date;
+}
+
+function writeString(block: Buffer, offset: number, length: number, value: string): void {
+  const bytes = Buffer.from(value, 'utf8');
+  if (bytes.length > length) throw new Error(`internal: field overflow for ${value}`);
+  bytes.copy(block, offset);
+}
+
+function writeOctal(block: Buffer, offset: number, length: number, value: number): void {
+  // length - 1 digits, NUL-terminated.
+  const digits = Math.floor(value).toString(8).padStart(length - 1, '0');
+  if (digits.length > length - 1) throw new Error(`internal: octal overflow for ${value}`);
+  block.write(digits, offset, 'ascii');
+  block[offset + length - 1] = 0;
+}
+
+function setChecksum(block: Buffer): void {
+  block.fill(0x20, 148, 156);
+  let sum = 0;
+  for (let i = 0; i < BLOCK; i++) sum += block[i];
+  block.write(sum.toString(8).padStart(6, '0'), 148, 'ascii');
+  block[154] = 0;
+  block[155] = 0x20;
+}
+
+function ustarBlock(name: string, prefix: string, typeflag: string, size: number, mode: number, mtimeSec: number): Buffer {
+  const block = Buffer.alloc(BLOCK);
+  writeString(block, 0, 100, name);
+  writeOctal(block, 100, 8, mode & 0o7777);
+  writeOctal(block, 108, 8, 0);
+  writeOctal(block, 116, 8, 0);
+  writeOctal(block, 124, 12, size);
+  writeOctal(block, 136, 12, mtimeSec);
+  block.write(typeflag, 156, 'ascii');
+  block.write('ustar\0', 257, 'ascii');
+  block.write('00', 263, 'ascii');
+  writeOctal(block, 329, 8, 0);
+  writeOctal(block, 337, 8, 0);
+  writeString(block, 345, 155, prefix);
+  setChecksum(block);
+  return block;
+}
+
+/** Splits a name into ustar (prefix, name), or returns null when it needs PAX. */
+function splitUstarName(name: string): { prefix: string; name: string } | null {
+  // Non-ASCII names go to PAX, whose path record is defined as UTF-8.
+  if (!/^[\x20-\x7e]*$/.test(name)) return null;
+  if (name.length <= 100) return { prefix: '', name };
+  for (let i = name.length - 1; i > 0; i--) {
+    if (name[i] !== '/') continue;
+    const prefix = name.slice(0, i);
+    const rest = name.slice(i + 1);
+    if (prefix.length <= 155 && rest.length > 0 && rest.length <= 100) return { prefix, name: rest };
+    if (prefix.length <= 155 && rest.length > 100) break;
+  }
+  return null;
+}
+
+function paxRecord(key: string, value: string): Buffer {
+  const body = ` ${key}=${value}\n`;
+  const bodyLen = Buffer.byteLength(body, 'utf8');
+  let len = bodyLen + 1;
+  while (String(len).length + bodyLen !== len) len = String(len).length + bodyLen;
+  return Buffer.from(`${len}${body}`, 'utf8');
+}
+
+function padding(size: number): number {
+  return (BLOCK - (size % BLOCK)) % BLOCK;
+}
+
+/**
+ * The header blocks of one entry: a PAX extended header (with its data) when
+ * the name does not fit ustar or the size needs more than 11 octal digits,
+ * then the ustar header. Exported for tests.
+ */
+export function encodeHeader(fields: HeaderFields): Buffer {
+  const archiveName = fields.type === 'directory' ? `${fields.name}/` : fields.name;
+  const typeflag = fields.type === 'directory' ? '5' : '0';
+  const mtimeSec = Math.min(Math.max(0, Math.floor(fields.mtime.getTime() / 1000)), MAX_OCTAL_11);
+  const records: Buffer[] = [];
+  let split = splitUstarName(archiveName);
+  if (split === null) {
+    records.push(paxRecord('path', archiveName));
+    // A readable stand-in for readers without PAX support.
+    const base = archiveName.replace(/[^\x20-\x7e]/g, '_').replace(/\/$/, '').split('/').pop() ?? 'entry';
+    split = { prefix: '', name: `${base.slice(0, 99 - (fields.type === 'directory' ? 1 : 0))}${fields.type === 'directory' ? '/' : ''}` };
+  }
+  let size = fields.size;
+  if (size > MAX_OCTAL_11) {
+    records.push(paxRecord('size', String(size)));
+    size = 0;
+  }
+  const ustar = ustarBlock(split.name, split.prefix, typeflag, size, fields.mode, mtimeSec);
+  if (records.length === 0) return ustar;
+  const paxData = Buffer.concat(records);
+  const paxName = `PaxHeader/${split.name.replace(/\/$/, '')}`.slice(0, 100);
+  const paxHeader = ustarBlock(paxName, '', 'x', paxData.length, 0o644, mtimeSec);
+  return Buffer.concat([paxHeader, paxData, Buffer.alloc(padding(paxData.length)), ustar]);
+}
+
+function cleanWriteName(name: string): string {
+  const trimmed = name.replace(/\/+$/, '');
+  const segments = trimmed.split('/');
+  if (
+    trimmed === '' ||
+    trimmed.startsWith('/') ||
+    trimmed.includes('\0') ||
+    trimmed.includes('\\') ||
+    segments.some((s) => s === '' || s === '.' || s === '..')
+  ) {
+    throw new TarError('name must be a relative path without empty, "." or ".." segments', name);
+  }
+  return trimmed;
+}
+
+async function* tarChunks(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>): AsyncGenerator<Buffer> {
+  const seen = new Set<string>();
+  for await (const entry of entries) {
+    const name = cleanWriteName(entry.name);
+    if (seen.has(name)) throw new TarError('duplicate name', entry.name);
+    seen.add(name);
+    const mtime = entry.mtime ?? new Date();
+    if (entry.type === 'directory') {
+      yield encodeHeader({ name, type: 'directory', size: 0, mode: entry.mode ?? 0o755, mtime });
+      continue;
+    }
+    if (entry.type !== 'file') throw new TarError(`unsupported entry type ${String(entry.type)}`, entry.name);
+    const mode = entry.mode ?? 0o644;
+    if (entry.path === undefined) {
+      const data = entry.data ?? Buffer.alloc(0);
+      yield encodeHeader({ name, type: 'file', size: data.length, mode, mtime });
+      if (data.length > 0) yield data;
+      if (padding(data.length) > 0) yield Buffer.alloc(padding(data.length));
+      continue;
+    }
+    const stat = await fsp.stat(entry.path);
+    if (!stat.isFile()) throw new TarError(`${entry.path} is not a regular file`, entry.name);
+    const size = stat.size;
+    yield encodeHeader({ name, type: 'file', size, mode, mtime: entry.mtime ?? stat.mtime });
+    let written = 0;
+    if (size > 0) {
+      // `end` is inclusive: read exactly the size announced in the header.
+      const stream = createReadStream(entry.path, { start: 0, end: size - 1, highWaterMark: WRITE_PIECE });
+      for await (const chunk of stream) {
+        written += (chunk as Buffer).length;
+        yield chunk as Buffer;
+      }
+    }
+    if (written !== size) throw new TarError(`file ${entry.path} shrank while archiving (${written} of ${size} bytes)`, entry.name);
+    if (padding(size) > 0) yield Buffer.alloc(padding(size));
+  }
+  yield Buffer.alloc(2 * BLOCK);
+}
+
+/** A Readable producing the tar archive of `entries`. */
+export function tarStream(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>): Readable {
+  return Readable.from(tarChunks(entries), { objectMode: false });
+}
+
+/**
+ * Writes the tar archive of `entries` to `out` with backpressure, ends `out`
+ * and resolves once it has finished. On error `out` is destroyed.
+ */
+export async function packTar(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>, out: Writable): Promise<void> {
+  await pipeline(tarStream(entries), out);
+}
+
+// ---------------------------------------------------------------- reading
+
+/** Pulls bytes from an async iterator of chunks of any size. */
+class ByteSource {
+  private chunks: Buffer[] = [];
+  private head = 0; // offset into chunks[0]
+  private available = 0;
+  private ended = false;
+
+  constructor(private readonly it: AsyncIterator<unknown>) {}
+
+  private async pull(): Promise<boolean> {
+    if (this.ended) return false;
+    const r = await this.it.next();
+    if (r.done) {
+      this.ended = true;
+      return false;
+    }
+    const v = r.value;
+    const b = Buffer.isBuffer(v) ? v : typeof v === 'string' ? Buffer.from(v) : Buffer.from(v as Uint8Array);
+    if (b.length > 0) {
+      this.chunks.push(b);
+      this.available += b.length;
+    }
+    return true;
+  }
+
+  /** Up to `max` bytes (at least 1) from the current chunk, or null at end of input. */
+  async piece(max: number): Promise<Buffer | null> {
+    while (this.available === 0) if (!(await this.pull())) return null;
+    const first = this.chunks[0];
+    const n = Math.min(max, first.length - this.head);
+    const out = first.subarray(this.head, this.head + n);
+    this.head += n;
+    this.available -= n;
+    if (this.head === first.length) {
+      this.chunks.shift();
+      this.head = 0;
+    }
+    return out;
+  }
+
+  /** Exactly `n` bytes, or fewer if the input ends first. */
+  async exact(n: number): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    let got = 0;
+    while (got < n) {
+      const p = await this.piece(n - got);
+      if (p === null) break;
+      parts.push(p);
+      got += p.length;
+    }
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts, got);
+  }
+
+  /** Skips `n` bytes; returns how many were skipped. */
+  async skip(n: number): Promise<number> {
+    let got = 0;
+    while (got < n) {
+      const p = await this.piece(n - got);
+      if (p === null) break;
+      got += p.length;
+    }
+    return got;
+  }
+
+  async drain(): Promise<void> {
+    this.chunks = [];
+    this.available = 0;
+    while (await this.pull()) {
+      this.chunks = [];
+      this.available = 0;
+    }
+  }
+}
+
+function cString(block: Buffer, offset: number, length: number): string {
+  const field = block.subarray(offset, offset + length);
+  const nul = field.indexOf(0);
+  return field.subarray(0, nul === -1 ? length : nul).toString('utf8');
+}
+
+function parseNumber(block: Buffer, offset: number, length: number, what: string, entry: string | undefined): number {
+  const field = block.subarray(offset, offset + length);
+  if (field[0] & 0x80) {
+    // GNU base-256: big-endian, high bit of the first byte is the marker.
+    if (field[0] === 0xff) throw new TarError(`negative ${what} field`, entry);
+    let v = field[0] & 0x7f;
+    for (let i = 1; i < length; i++) {
+      v = v * 256 + field[i];
+      if (v > Number.MAX_SAFE_INTEGER) throw new TarError(`${what} field too large`, entry);
+    }
+    return v;
+  }
+  const text = field.toString('latin1').replace(/[\0 ]+$/, '').replace(/^ +/, '');
+  if (text === '') return 0;
+  if (!/^[0-7]+$/.test(text)) throw new TarError(`malformed ${what} field ${JSON.stringify(text)}`, entry);
+  return parseInt(text, 8);
+}
+
+function verifyChecksum(block: Buffer, entry: string): void {
+  const stored = parseNumber(block, 148, 8, 'checksum', entry);
+  let unsigned = 0;
+  let signed = 0;
+  for (let i = 0; i < BLOCK; i++) {
+    const b = i >= 148 && i < 156 ? 0x20 : block[i];
+    unsigned += b;
+    signed += b > 127 ? b - 256 : b;
+  }
+  if (stored !== unsigned && stored !== signed) {
+    throw new TarError(`bad header checksum (stored ${stored}, computed ${unsigned})`, entry);
+  }
+}
+
+function parsePax(data: Buffer, entry: string): Map<string, string> {
+  const records = new Map<string, string>();
+  let pos = 0;
+  while (pos < data.length) {
+    const space = data.indexOf(0x20, pos);
+    if (space === -1) throw new TarError('malformed PAX record', entry);
+    const lenText = data.toString('latin1', pos, space);
+    if (!/^[0-9]+$/.test(lenText)) throw new TarError('malformed PAX record length', entry);
+    const len = parseInt(lenText, 10);
+    if (len <= space - pos + 1 || pos + len > data.length || data[pos + len - 1] !== 0x0a) {
+      throw new TarError('malformed PAX record', entry);
+    }
+    const record = data.toString('utf8', space + 1, pos + len - 1);
+    const eq = record.indexOf('=');
+    if (eq <= 0) throw new TarError('malformed PAX record', entry);
+    records.set(record.slice(0, eq), record.slice(eq + 1));
+    pos += len;
+  }
+  return records;
+}
+
+/** The safe relative segments of an archive name, or a TarError. */
+function safeSegments(name: string): string[] {
+  if (name === '') throw new TarError('empty name', name);
+  if (name.includes('\0')) throw new TarError('NUL byte in name', name);
+  if (name.includes('\\')) throw new TarError('backslash in name', name);
+  if (name.startsWith('/') || /^[A-Za-z]:/.test(name)) throw new TarError('absolute path', name);
+  const segments = name.split('/').filter((s) => s !== '' && s !== '.');
+  if (segments.some((s) => s === '..')) throw new TarError('".." segment in name', name);
+  return segments;
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  '1': 'hard link',
+  '2': 'symbolic link',
+  '3': 'character device',
+  '4': 'block device',
+  '6': 'FIFO',
+  '7': 'contiguous file',
+  K: 'GNU long link name',
+  S: 'GNU sparse file',
+  M: 'GNU multi-volume continuation',
+  V: 'GNU volume label',
+  D: 'GNU dump directory',
+};
+
+/**
+ * Extracts the tar archive read from `input` into `destDir` (created if
+ * missing) and resolves with the names of the extracted entries in archive
+ * order (directories with a trailing `/`). See the module comment for what
+ * is refused.
+ */
+export async function extractTar(input: Readable, destDir: string, opts: ExtractOptions = {}): Promise<string[]> {
+  const maxBytes = opts.maxBytes ?? Number.POSITIVE_INFINITY;
+  const maxEntries = opts.maxEntries ?? Number.POSITIVE_INFINITY;
+  await fsp.mkdir(path.resolve(destDir), { recursive: true });
+  // The destination itself may be reached through a symlink; inside it nothing is followed.
+  const root = await fsp.realpath(path.resolve(destDir));
+  if (!(await fsp.stat(root)).isDirectory()) throw new TarError(`destination ${root} is not a directory`);
+
+  const it = input[Symbol.asyncIterator]();
+  const src = new ByteSource(it);
+  const extracted: string[] = [];
+  const explicit = new Set<string>(); // names of entries in the archive
+  const dirs = new Set<string>(['']); // directories known to be real (not symlinks)
+  let totalBytes = 0;
+  let entries = 0;
+
+  const account = (size: number, entry: string): void => {
+    totalBytes += size;
+    if (totalBytes > maxBytes) {
+      throw new TarError(`archive content exceeds the limit of ${maxBytes} bytes`, entry);
+    }
+  };
+
+  const ensureDir = async (rel: string, entry: string): Promise<void> => {
+    if (dirs.has(rel)) return;
+    const parent = rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '';
+    await ensureDir(parent, entry);
+    const abs = path.join(root, rel);
+    try {
+      await fsp.mkdir(abs);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const st = await fsp.lstat(abs);
+      if (!st.isDirectory()) throw new TarError(`${rel} exists and is not a directory`, entry);
+    }
+    dirs.add(rel);
+  };
+
+  const readMeta = async (size: number, entry: string): Promise<Buffer> => {
+    if (size > MAX_META) throw new TarError(`metadata entry of ${size} bytes is too large`, entry);
+    account(size, entry);
+    const data = await src.exact(size);
+    if (data.length < size) throw new TarError('truncated archive (metadata cut short)', entry);
+    if ((await src.skip(padding(size))) < padding(size)) throw new TarError('truncated archive (padding cut short)', entry);
+    return data;
+  };
+
+  try {
+    let pax: Map<string, string> | null = null;
+    let longName: string | null = null;
+    for (;;) {
+      const block = await src.exact(BLOCK);
+      if (block.length === 0) throw new TarError('truncated archive (no end-of-archive marker)');
+      if (block.length < BLOCK) throw new TarError('truncated archive (header cut short)');
+      if (block.every((b) => b === 0)) {
+        if (pax !== null || longName !== null) throw new TarError('end-of-archive marker after an extended header');
+        break;
+      }
+      const rawName = cString(block, 0, 100);
+      const magic = block.toString('latin1', 257, 263);
+      const isUstar = magic === 'ustar\0';
+      if (!isUstar && block.toString('latin1', 257, 265) !== 'ustar  \0') {
+        throw new TarError('not a ustar header (bad magic)', rawName);
+      }
+      verifyChecksum(block, rawName);
+      const prefix = isUstar ? cString(block, 345, 155) : '';
+      const typeflag = block[156] === 0 ? '0' : String.fromCharCode(block[156]);
+      let size = parseNumber(block, 124, 12, 'size', rawName);
+
+      if (typeflag === 'x' || typeflag === 'g') {
+        const data = await readMeta(size, rawName);
+        const records = parsePax(data, rawName);
+        // Global headers carry defaults this reader does not apply; they are skipped.
+        if (typeflag === 'x') pax = records;
+        continue;
+      }
+      if (typeflag === 'L') {
+        const data = await readMeta(size, rawName);
+        const nul = data.indexOf(0);
+        longName = data.subarray(0, nul === -1 ? data.length : nul).toString('utf8');
+        continue;
+      }
+
+      let name = prefix !== '' ? `${prefix}/${rawName}` : rawName;
+      if (longName !== null) name = longName;
+      if (pax?.has('path')) name = pax.get('path')!;
+      if (pax?.has('size')) {
+        const s = pax.get('size')!;
+        if (!/^[0-9]+$/.test(s) || !Number.isSafeInteger(Number(s))) throw new TarError(`malformed PAX size ${JSON.stringify(s)}`, name);
+        size = Number(s);
+      }
+      pax = null;
+      longName = null;
+
+      if (typeflag !== '0' && typeflag !== '5') {
+        throw new TarError(`${TYPE_NAMES[typeflag] ?? `entry type ${JSON.stringify(typeflag)}`} not allowed`, name);
+      }
+      const segments = safeSegments(name);
+      const rel = segments.join('/');
+      const abs = path.resolve(root, ...segments);
+      if (rel !== '' && !abs.startsWith(root + path.sep)) throw new TarError('path escapes the destination', name);
+      if (rel === '' && typeflag === '0') throw new TarError('file entry names the destination itself', name);
+
+      entries++;
+      if (entries > maxEntries) throw new TarError(`archive has more than ${maxEntries} entries`, name);
+
+      if (typeflag === '5') {
+        if (size !== 0) throw new TarError('directory entry with data', name);
+        if (rel === '') continue; // "./": the destination itself
+        if (explicit.has(rel)) throw new TarError('duplicate name', name);
+        explicit.add(rel);
+        await ensureDir(rel, name);
+        extracted.push(`${rel}/`);
+        continue;
+      }
+
+      if (explicit.has(rel) || dirs.has(rel)) throw new TarError('duplicate name', name);
+      account(size, name);
+      explicit.add(rel);
+      const parent = segments.slice(0, -1).join('/');
+      await ensureDir(parent, name);
+      const mode = parseNumber(block, 100, 8, 'mode', name) & 0o777;
+      let fh: fsp.FileHandle;
+      try {
+        fh = await fsp.open(
+          abs,
+          fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW,
+          mode | 0o600,
+        );
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new TarError('already exists in the destination', name);
+        throw err;
+      }
+      try {
+        let remaining = size;
+        const pending: Buffer[] = [];
+        let pendingBytes = 0;
+        while (remaining > 0) {
+          const p = await src.piece(Math.min(remaining, WRITE_PIECE));
+          if (p === null) throw new TarError(`truncated archive (${size - remaining} of ${size} bytes of data)`, name);
+          remaining -= p.length;
+          pending.push(p);
+          pendingBytes += p.length;
+          if (pendingBytes >= WRITE_PIECE || remaining === 0) {
+            const buf = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
+            pending.length = 0;
+            pendingBytes = 0;
+            let off = 0;
+            while (off < buf.length) {
+              const { bytesWritten } = await fh.write(buf, off, buf.length - off);
+              off += bytesWritten;
+            }
+          }
+        }
+        const mtime = parseNumber(block, 136, 12, 'mtime', name);
+        await fh.utimes(mtime, mtime);
+      } finally {
+        await fh.close();
+      }
+      if ((await src.skip(padding(size))) < padding(size)) throw new TarError('truncated archive (padding cut short)', name);
+      extracted.push(rel);
+    }
+    // Whatever follows the end-of-archive marker (the rest of the record) is ignored.
+    await src.drain();
+    return extracted;
+  } catch (err) {
+    await it.return?.();
+    input.destroy();
+    throw err;
+  }
+}
