@@ -22,7 +22,7 @@ import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operatio
 import { OrderByError, sameFieldSchema, type FieldSchema } from '../shard/payload-index';
 import { select, type Payload, type WithPayload } from '../shard/payload-store';
 import { higherIsBetter, type Hit } from '../shard/vector-store';
-import { type CollectionConfig, type VectorSpec, vectorEntries, vectorSpecs } from './config';
+import { type CollectionConfig, type VectorSpec, vectorSpecs } from './config';
 
 export type WithVector = boolean | string[];
 
@@ -203,30 +203,28 @@ export class Collection {
     return { operation_id: Number(max), status: wait ? 'completed' : 'acknowledged' };
   }
 
-  private byShard<T extends { key: string }>(keys: T[]): Map<LocalShard, T[]> {
-    const out = new Map<LocalShard, T[]>();
-    for (const k of keys) {
-      const s = this.shardOf(k as unknown as PointKey);
-      let l = out.get(s);
-      if (!l) out.set(s, (l = []));
-      l.push(k);
+  /**
+   * Items grouped by the shard of their point id, each group turned into that shard's
+   * operation. With no items, the first shard still logs an empty operation, so every
+   * write has an operation id.
+   */
+  private perShard<T>(items: T[], idOf: (t: T) => PointKey, make: (group: T[]) => (s: LocalShard) => ShardOperation): Map<LocalShard, (s: LocalShard) => ShardOperation> {
+    const groups = new Map<LocalShard, T[]>();
+    for (const item of items) {
+      const s = this.shardOf(idOf(item));
+      let l = groups.get(s);
+      if (!l) groups.set(s, (l = []));
+      l.push(item);
     }
-    return out;
+    if (groups.size === 0) groups.set(this.shards[0].local, []);
+    const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
+    for (const [s, group] of groups) ops.set(s, make(group));
+    return ops;
   }
 
   async upsert(points: PointWrite[], wait: boolean): Promise<UpdateResult> {
     for (const p of points) for (const [name, v] of p.vectors) this.checkVector(name, v);
-    const groups = new Map<LocalShard, PointWrite[]>();
-    for (const p of points) {
-      const s = this.shardOf(p.id);
-      let l = groups.get(s);
-      if (!l) groups.set(s, (l = []));
-      l.push(p);
-    }
-    if (groups.size === 0) groups.set(this.shards[0].local, []);
-    const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
-    for (const [s, ps] of groups) ops.set(s, () => ({ kind: 'upsert', points: ps }));
-    return this.write(ops, wait);
+    return this.write(this.perShard(points, (p) => p.id, (ps) => () => ({ kind: 'upsert', points: ps })), wait);
   }
 
   /** Throws 404 for the first explicit id that no shard holds. */
@@ -241,14 +239,9 @@ export class Collection {
    * shard gets its own ids; with a filter every shard resolves it under its lock.
    */
   private selected(sel: Selector, make: (ids: PointKey[]) => ShardOperation): Map<LocalShard, (s: LocalShard) => ShardOperation> {
+    if (sel.ids !== null) return this.perShard(sel.ids, (id) => id, (ids) => (sh) => make(sh.resolve(ids, sel.filter)));
     const out = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
-    if (sel.ids !== null) {
-      const groups = this.byShard(sel.ids);
-      for (const [s, ids] of groups) out.set(s, (sh) => make(sh.resolve(ids, sel.filter)));
-      if (out.size === 0) out.set(this.shards[0].local, () => make([]));
-    } else {
-      for (const s of this.locals()) out.set(s, (sh) => make(sh.resolve(null, sel.filter)));
-    }
+    for (const s of this.locals()) out.set(s, (sh) => make(sh.resolve(null, sel.filter)));
     return out;
   }
 
@@ -282,17 +275,7 @@ export class Collection {
       for (const [name, v] of p.vectors) this.checkVector(name, v);
     }
     this.requireExisting(points.map((p) => p.id));
-    const groups = new Map<LocalShard, Array<{ id: PointKey; vectors: NamedVectors }>>();
-    for (const p of points) {
-      const s = this.shardOf(p.id);
-      let l = groups.get(s);
-      if (!l) groups.set(s, (l = []));
-      l.push(p);
-    }
-    const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
-    for (const [s, ps] of groups) ops.set(s, () => ({ kind: 'update_vectors', points: ps }));
-    if (ops.size === 0) ops.set(this.shards[0].local, () => ({ kind: 'update_vectors', points: [] }));
-    return this.write(ops, wait);
+    return this.write(this.perShard(points, (p) => p.id, (ps) => () => ({ kind: 'update_vectors', points: ps })), wait);
   }
 
   deleteVectors(sel: Selector, names: string[], wait: boolean): Promise<UpdateResult> {
@@ -516,11 +499,6 @@ export class Collection {
 
   async drop(): Promise<void> {
     await Promise.all(this.locals().map((s) => s.drop()));
-  }
-
-  /** Named vectors of the config, for the API's vector parsing. */
-  vectorParams(): Array<[string, { size: number }]> {
-    return vectorEntries(this.meta.config.params);
   }
 }
 

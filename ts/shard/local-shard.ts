@@ -79,6 +79,8 @@ export class LocalShard {
   private wal!: Wal;
   private appliedSeq = 0n;
   private checkpointSeq = 0n;
+  /** Whether checkpoint.json exists (read at load, set by the first checkpoint). */
+  private hasCheckpoint = false;
   private lock: Promise<unknown> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | null = null;
   private optimizeTimer: NodeJS.Timeout | null = null;
@@ -124,6 +126,7 @@ export class LocalShard {
       }
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
+      this.hasCheckpoint = true;
     }
     for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) this.payloadIndex.create(field, schema, this.payloadEntries());
     this.wal = await this.opts.engine.openWal(path.join(this.opts.dir, 'wal'), { segmentBytes: this.opts.walSegmentBytes });
@@ -209,7 +212,7 @@ export class LocalShard {
   private async apply(op: ShardOperation, seq: bigint): Promise<void> {
     switch (op.kind) {
       case 'upsert': {
-        const perName = new Map<string, { labels: bigint[]; vecs: Float32Array[] }>();
+        const writes = new VectorWrites();
         const removeVec = new Map<string, bigint[]>();
         // A point written twice in one batch: the last one wins.
         const last = new Map<string, number>();
@@ -223,10 +226,7 @@ export class LocalShard {
           for (const name of this.vectors.keys()) {
             const v = p.vectors.get(name);
             if (v) {
-              let e = perName.get(name);
-              if (!e) perName.set(name, (e = { labels: [], vecs: [] }));
-              e.labels.push(offset);
-              e.vecs.push(v);
+              writes.add(name, offset, v);
             } else {
               let r = removeVec.get(name);
               if (!r) removeVec.set(name, (r = []));
@@ -235,7 +235,7 @@ export class LocalShard {
           }
         });
         await Promise.all([
-          ...[...perName].map(([name, e]) => this.vectors.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))),
+          writes.apply(this.vectors),
           ...[...removeVec].map(([name, ls]) => this.vectors.get(name)!.delete(BigUint64Array.from(ls))),
         ]);
         return;
@@ -271,18 +271,13 @@ export class LocalShard {
         return;
       }
       case 'update_vectors': {
-        const perName = new Map<string, { labels: bigint[]; vecs: Float32Array[] }>();
+        const writes = new VectorWrites();
         for (const p of op.points) {
           if (!this.tracker.has(p.id)) continue;
           const { offset } = this.tracker.upsert(p.id, seq);
-          for (const [name, v] of p.vectors) {
-            let e = perName.get(name);
-            if (!e) perName.set(name, (e = { labels: [], vecs: [] }));
-            e.labels.push(offset);
-            e.vecs.push(v);
-          }
+          for (const [name, v] of p.vectors) writes.add(name, offset, v);
         }
-        await Promise.all([...perName].map(([name, e]) => this.vectors.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))));
+        await writes.apply(this.vectors);
         return;
       }
       case 'delete_vectors': {
@@ -358,7 +353,7 @@ export class LocalShard {
     const saved = await this.exclusive(async () => {
       const seq = this.appliedSeq;
       const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
-      if (seq === this.checkpointSeq && !vectorsChanged && (await exists(path.join(dir, 'checkpoint.json')))) return null;
+      if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
       const started = Date.now();
       await this.wal.sync();
       const vectors: Record<string, VectorFiles> = {};
@@ -370,6 +365,7 @@ export class LocalShard {
       const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors };
       await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
       this.checkpointSeq = seq;
+      this.hasCheckpoint = true;
       this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
       return cp;
     });
@@ -602,6 +598,22 @@ function checkOperation(op: ShardOperation): void {
   }
 }
 
+/** Vectors of one operation gathered per name, written to each VectorStore in one call. */
+class VectorWrites {
+  private readonly byName = new Map<string, { labels: bigint[]; vecs: Float32Array[] }>();
+
+  add(name: string, label: bigint, vector: Float32Array): void {
+    let e = this.byName.get(name);
+    if (!e) this.byName.set(name, (e = { labels: [], vecs: [] }));
+    e.labels.push(label);
+    e.vecs.push(vector);
+  }
+
+  async apply(stores: Map<string, VectorStore>): Promise<void> {
+    await Promise.all([...this.byName].map(([name, e]) => stores.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))));
+  }
+}
+
 function concat(vs: Float32Array[]): Float32Array {
   if (vs.length === 1) return vs[0];
   let n = 0;
@@ -613,15 +625,6 @@ function concat(vs: Float32Array[]): Float32Array {
     at += v.length;
   }
   return out;
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await fs.access(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {

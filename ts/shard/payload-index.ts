@@ -851,8 +851,39 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
 }
 
 /** integer, float, datetime: sorted numeric keys. */
-class NumIndex extends FieldIndex<number> {
+/**
+ * An index that keeps one sorted number per value (`sortKey`) for range scans:
+ * entries go into `sorted` incrementally, and it is rebuilt in bulk after a load or
+ * once enough incremental changes piled up.
+ */
+abstract class SortedIndex<V> extends FieldIndex<V> {
   readonly sorted = new SortedKeys();
+
+  protected abstract sortKey(v: V): number;
+
+  protected addEntries(off: Off, vals: V[]): void {
+    if (!this.loading) this.sorted.add(off, vals.map((v) => this.sortKey(v)));
+  }
+  protected removeEntries(off: Off): void {
+    if (!this.loading) this.sorted.remove(off);
+  }
+  protected finishLoad(): void {
+    this.rebuild();
+  }
+  protected afterChange(): void {
+    if (this.sorted.dirty > 256 + this.entries / 16) this.rebuild();
+  }
+  rebuild(): void {
+    this.sorted.build(this.entries, (push) => {
+      for (const [off, vals] of this.records) for (const v of vals) push(this.sortKey(v), off);
+    });
+  }
+}
+
+class NumIndex extends SortedIndex<number> {
+  protected sortKey(v: number): number {
+    return v;
+  }
 
   protected extract(flat: unknown[]): number[] {
     const out: number[] = [];
@@ -869,23 +900,6 @@ class NumIndex extends FieldIndex<number> {
   }
   protected isCounted(vals: number[]): boolean {
     return this.schema.type === 'integer' ? vals.some((v) => Number.isInteger(v)) : vals.length > 0;
-  }
-  protected addEntries(off: Off, vals: number[]): void {
-    if (!this.loading) this.sorted.add(off, vals);
-  }
-  protected removeEntries(off: Off): void {
-    if (!this.loading) this.sorted.remove(off);
-  }
-  protected finishLoad(): void {
-    this.rebuild();
-  }
-  protected afterChange(): void {
-    if (this.sorted.dirty > 256 + this.entries / 16) this.rebuild();
-  }
-  rebuild(): void {
-    this.sorted.build(this.entries, (push) => {
-      for (const [off, vals] of this.records) for (const v of vals) push(v, off);
-    });
   }
 
   private node(wide: boolean, r: { gt?: number | null; gte?: number | null; lt?: number | null; lte?: number | null }): Node {
@@ -919,8 +933,7 @@ class NumIndex extends FieldIndex<number> {
 }
 
 /** geo: points, with latitudes sorted for band searches. */
-class GeoIndex extends FieldIndex<GeoPoint> {
-  readonly sorted = new SortedKeys();
+class GeoIndex extends SortedIndex<GeoPoint> {
   /** Points with a latitude outside [-90, 90] (the radius band does not bound them). */
   readonly oddLat = new Set<Off>();
 
@@ -940,24 +953,16 @@ class GeoIndex extends FieldIndex<GeoPoint> {
   protected sameValue(a: GeoPoint, b: GeoPoint): boolean {
     return a.lat === b.lat && a.lon === b.lon;
   }
+  protected sortKey(p: GeoPoint): number {
+    return p.lat;
+  }
   protected addEntries(off: Off, vals: GeoPoint[]): void {
     if (vals.some((p) => p.lat < -90 || p.lat > 90)) this.oddLat.add(off);
-    if (!this.loading) this.sorted.add(off, vals.map((p) => p.lat));
+    super.addEntries(off, vals);
   }
   protected removeEntries(off: Off): void {
     this.oddLat.delete(off);
-    if (!this.loading) this.sorted.remove(off);
-  }
-  protected finishLoad(): void {
-    this.rebuild();
-  }
-  protected afterChange(): void {
-    if (this.sorted.dirty > 256 + this.entries / 16) this.rebuild();
-  }
-  rebuild(): void {
-    this.sorted.build(this.entries, (push) => {
-      for (const [off, vals] of this.records) for (const p of vals) push(p.lat, off);
-    });
+    super.removeEntries(off);
   }
 
   geoNode(c: FieldCondition, wide: boolean): Node | null {

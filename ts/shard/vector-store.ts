@@ -567,10 +567,6 @@ export class VectorStore {
   changedSinceSave(): boolean {
     return this.all().some((t) => t.savedFile === null || t.savedGen !== t.gen);
   }
-
-  describeJob(): string | null {
-    return this.jobKind;
-  }
 }
 
 /**

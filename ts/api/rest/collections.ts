@@ -17,7 +17,7 @@ import { parseKey } from '../../shard/filter';
 import type { AliasAction, TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError } from '../errors';
-import { body, isObj, optionalBody, param, writeParams, type Obj } from './parse';
+import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from './parse';
 import type { RouteTable } from './route';
 
 export function collectionInfo(c: Collection): Record<string, unknown> {
@@ -37,11 +37,6 @@ export function collectionInfo(c: Collection): Record<string, unknown> {
     },
     payload_schema: c.payloadSchemaInfo(),
   };
-}
-
-function timeoutParam(ctx: Context): void {
-  const t = ctx.query.timeout;
-  if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw new FormatError('timeout: invalid digit found in string');
 }
 
 function aliasActions(b: Obj): AliasAction[] {
@@ -76,14 +71,14 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
   });
 
   routes.add('PUT', '/collections/{collection_name}', async (ctx: Context) => {
-    timeoutParam(ctx);
+    readTimeout(ctx);
     const cfg = parseCreateCollection(optionalBody(ctx), config);
     await toc.create(param(ctx, 'collection_name'), cfg);
     ok(ctx, true);
   });
 
   routes.add('PATCH', '/collections/{collection_name}', async (ctx: Context) => {
-    timeoutParam(ctx);
+    readTimeout(ctx);
     const name = param(ctx, 'collection_name');
     const b = optionalBody(ctx);
     await toc.updateMeta(name, async (c) => {
@@ -93,13 +88,13 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
   });
 
   routes.add('DELETE', '/collections/{collection_name}', async (ctx: Context) => {
-    timeoutParam(ctx);
+    readTimeout(ctx);
     ok(ctx, await toc.delete(param(ctx, 'collection_name')));
   });
 
   // -- aliases --------------------------------------------------------------------------
   routes.add('POST', '/collections/aliases', async (ctx: Context) => {
-    timeoutParam(ctx);
+    readTimeout(ctx);
     await toc.updateAliases(aliasActions(body(ctx)));
     ok(ctx, true);
   });

@@ -38,23 +38,19 @@ export function optionalBody(ctx: Context): Obj {
   return b;
 }
 
-function queryError(detail: string): QueryFormatError {
-  return new QueryFormatError(detail);
-}
-
 export function queryBool(ctx: Context, name: string, dflt: boolean): boolean {
   const v = ctx.query[name];
   if (v === undefined) return dflt;
   if (v === 'true') return true;
   if (v === 'false') return false;
-  throw queryError(`${name}: provided string was not \`true\` or \`false\``);
+  throw new QueryFormatError(`${name}: provided string was not \`true\` or \`false\``);
 }
 
 /** `?wait=` (default false) after checking `ordering` and `timeout`. */
 export function writeParams(ctx: Context): { wait: boolean } {
   const ordering = ctx.query.ordering;
   if (ordering !== undefined && ordering !== 'weak' && ordering !== 'medium' && ordering !== 'strong') {
-    throw queryError(`ordering: unknown variant \`${String(ordering)}\`, expected one of \`weak\`, \`medium\`, \`strong\``);
+    throw new QueryFormatError(`ordering: unknown variant \`${String(ordering)}\`, expected one of \`weak\`, \`medium\`, \`strong\``);
   }
   readTimeout(ctx);
   return { wait: queryBool(ctx, 'wait', false) };
@@ -64,14 +60,15 @@ export function writeParams(ctx: Context): { wait: boolean } {
 export function readParams(ctx: Context): void {
   const c = ctx.query.consistency;
   if (c !== undefined && !['majority', 'quorum', 'all'].includes(String(c)) && !/^[1-9][0-9]*$/.test(String(c))) {
-    throw queryError(`consistency: expected a positive integer, \`majority\`, \`quorum\` or \`all\`, got \`${String(c)}\``);
+    throw new QueryFormatError(`consistency: expected a positive integer, \`majority\`, \`quorum\` or \`all\`, got \`${String(c)}\``);
   }
   readTimeout(ctx);
 }
 
-function readTimeout(ctx: Context): void {
+/** Checks `?timeout=` (seconds); every route that takes one accepts any value here. */
+export function readTimeout(ctx: Context): void {
   const t = ctx.query.timeout;
-  if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw queryError(`timeout: invalid digit found in string`);
+  if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw new QueryFormatError(`timeout: invalid digit found in string`);
 }
 
 export function pointId(x: unknown, field: string): PointKey {
