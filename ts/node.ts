@@ -20,6 +20,8 @@ import type { Logger } from 'pino';
 import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
+import { ApiError } from './api/errors';
+import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { TableOfContent } from './storage/toc';
 
 /** How long shutdown waits for requests in flight before cutting their connections. */
@@ -31,6 +33,8 @@ export interface NodeOptions {
   info?: Partial<ServiceInfo>;
   /** The engine to store with (default: loadEngine()). */
   engine?: Engine;
+  /** Snapshots to recover before the API serves (`--snapshot`, `--storage-snapshot`). */
+  restore?: StartupRestore;
 }
 
 export interface RunningNode {
@@ -74,7 +78,16 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     throw new StartupError((err as Error).message);
   }
   const toc = await TableOfContent.open(path.resolve(config.storage.storage_path), engine, logger, config.storage.max_collections);
-  const { app } = buildRestApp(config, { logger, info, toc });
+  let snapshots: Snapshots;
+  try {
+    snapshots = await Snapshots.open(config, toc, logger, info.version);
+    if (options.restore) await snapshots.restoreAtStartup(options.restore);
+  } catch (err) {
+    await toc.close();
+    if (err instanceof ApiError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
+    throw err;
+  }
+  const { app } = buildRestApp(config, { logger, info, toc, snapshots });
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 

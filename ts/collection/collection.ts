@@ -10,6 +10,7 @@
  * (ts/storage does).
  */
 
+import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
@@ -89,7 +90,8 @@ export interface CollectionMeta {
 export class ReplicaSet {
   constructor(
     readonly shardId: number,
-    readonly local: LocalShard,
+    /** Replaced when a shard snapshot is recovered (Collection.replaceShard). */
+    public local: LocalShard,
   ) {}
 }
 
@@ -101,29 +103,73 @@ export class Collection {
     readonly name: string,
     readonly dir: string,
     readonly meta: CollectionMeta,
+    private readonly engine: Engine,
     private readonly logger: Logger,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
   }
 
   static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger): Promise<Collection> {
-    const c = new Collection(name, dir, meta, logger.child({ collection: name }));
-    const specs = vectorSpecs(meta.config);
-    const opened = await Promise.all(
-      Array.from({ length: meta.config.params.shard_number }, (_, id) =>
-        LocalShard.open({
-          dir: path.join(dir, String(id)),
-          engine,
-          vectors: specs,
-          walSegmentBytes: meta.config.wal_config.wal_capacity_mb * 1024 * 1024,
-          flushIntervalMs: meta.config.optimizer_config.flush_interval_sec * 1000,
-          payloadIndexes: meta.payload_schema,
-          logger: c.logger.child({ shard: id }),
-        }),
-      ),
-    );
-    opened.forEach((s, id) => c.shards.push(new ReplicaSet(id, s)));
+    const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }));
+    const opened = await Promise.allSettled(Array.from({ length: meta.config.params.shard_number }, (_, id) => c.openShard(id)));
+    const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      // Close what did open, so a caller can move the directory back (snapshot recovery).
+      await Promise.all(opened.map((r) => (r.status === 'fulfilled' ? r.value.drop() : undefined)));
+      throw failed.reason;
+    }
+    opened.forEach((r, id) => c.shards.push(new ReplicaSet(id, (r as PromiseFulfilledResult<LocalShard>).value)));
     return c;
+  }
+
+  private openShard(id: number, dir = path.join(this.dir, String(id))): Promise<LocalShard> {
+    const { config, payload_schema } = this.meta;
+    return LocalShard.open({
+      dir,
+      engine: this.engine,
+      vectors: vectorSpecs(config),
+      walSegmentBytes: config.wal_config.wal_capacity_mb * 1024 * 1024,
+      flushIntervalMs: config.optimizer_config.flush_interval_sec * 1000,
+      payloadIndexes: payload_schema,
+      logger: this.logger.child({ shard: id }),
+    });
+  }
+
+  shardIds(): number[] {
+    return this.shards.map((r) => r.shardId);
+  }
+
+  /** The local replica of shard `id`, or a 404 naming it. */
+  localShard(id: number): LocalShard {
+    const r = this.shards[id];
+    if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
+    return r.local;
+  }
+
+  /**
+   * Replaces shard `id`'s data with the shard directory `source` (an unpacked shard
+   * snapshot on the same file system): closes the shard, swaps the directories, opens
+   * the new data. If the new data does not open, the old directory is put back and
+   * reopened, and the error is thrown: the shard is then exactly as it was.
+   */
+  async replaceShard(id: number, source: string): Promise<void> {
+    const r = this.shards[id];
+    if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
+    const live = path.join(this.dir, String(id));
+    const old = path.join(this.dir, `.replaced-${id}-${process.pid}-${Date.now()}`);
+    await r.local.close();
+    await fs.rename(live, old);
+    try {
+      await fs.rename(source, live);
+      r.local = await this.openShard(id);
+    } catch (err) {
+      await fs.rm(live, { recursive: true, force: true });
+      await fs.rename(old, live);
+      r.local = await this.openShard(id);
+      throw err;
+    }
+    await fs.rm(old, { recursive: true, force: true });
+    this.logger.info({ shard: id }, 'shard replaced from a snapshot');
   }
 
   get config(): CollectionConfig {

@@ -64,6 +64,15 @@ export interface StoredPoint {
   version: bigint;
 }
 
+/** What `pinSnapshot` hands out: files in `dir`, plus checkpoint.json's content. */
+export interface ShardSnapshotFiles {
+  dir: string;
+  checkpoint: Buffer;
+  files: string[];
+  appliedSeq: bigint;
+  release(): Promise<void>;
+}
+
 export class ShardClosedError extends Error {
   constructor() {
     super('shard is closed');
@@ -89,6 +98,10 @@ export class LocalShard {
   private closing = false;
   private failed: Error | null = null;
   private checkpointing: Promise<void> | null = null;
+  /** The checkpoint on disk (loaded or last written). */
+  private current: CheckpointFile | null = null;
+  /** Files held by snapshots being written: checkpoint clean-up leaves them alone. */
+  private readonly pinned = new Map<string, number>();
   private readonly logger: Logger;
 
   private constructor(private readonly opts: ShardOptions) {
@@ -127,6 +140,7 @@ export class LocalShard {
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
       this.hasCheckpoint = true;
+      this.current = cp;
     }
     for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) this.payloadIndex.create(field, schema, this.payloadEntries());
     this.wal = await this.opts.engine.openWal(path.join(this.opts.dir, 'wal'), { segmentBytes: this.opts.walSegmentBytes });
@@ -366,19 +380,63 @@ export class LocalShard {
       await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
       this.checkpointSeq = seq;
       this.hasCheckpoint = true;
+      this.current = cp;
       this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
       return cp;
     });
     if (!saved) return;
     await this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n);
-    const keep = new Set<string>([saved.state]);
-    for (const f of Object.values(saved.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) keep.add(n);
+    await this.removeUnusedFiles();
+  }
+
+  /** Removes state and index files that neither the current checkpoint nor a snapshot in progress uses. */
+  private async removeUnusedFiles(): Promise<void> {
+    const dir = this.opts.dir;
     const names = await fs.readdir(dir);
+    // Decided after the listing: a checkpoint that finished meanwhile named its files in `current`.
+    const keep = new Set(this.current ? checkpointFiles(this.current) : []);
     await Promise.all(
       names
-        .filter((n) => ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi'))) && !keep.has(n))
+        .filter((n) => ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi'))) && !keep.has(n) && !this.pinned.has(n))
         .map((n) => fs.rm(path.join(dir, n), { force: true })),
     );
+  }
+
+  /**
+   * A consistent copy of the shard for a snapshot: a fresh checkpoint that holds every
+   * write acknowledged before the call, and the files it names, which stay on disk
+   * (later checkpoints leave them alone) until `release()`. The WAL is not part of
+   * it: the checkpoint covers everything up to `appliedSeq`, and a restored shard
+   * starts an empty WAL at `appliedSeq + 1` (`walSegmentName`).
+   */
+  async pinSnapshot(): Promise<ShardSnapshotFiles> {
+    this.usable();
+    // A checkpoint already running may have taken the lock before a write that was
+    // acknowledged before this call: wait for it, then start one of our own.
+    while (this.checkpointing !== null) await this.checkpointing.catch(() => undefined);
+    await this.checkpoint();
+    this.usable();
+    const cp = this.current;
+    if (cp === null) throw new Error(`shard ${this.opts.dir} has no checkpoint after checkpointing`);
+    const files = checkpointFiles(cp);
+    for (const f of files) this.pinned.set(f, (this.pinned.get(f) ?? 0) + 1);
+    let released = false;
+    return {
+      dir: this.opts.dir,
+      checkpoint: Buffer.from(JSON.stringify(cp)),
+      files,
+      appliedSeq: BigInt(cp.applied_seq),
+      release: async () => {
+        if (released) return;
+        released = true;
+        for (const f of files) {
+          const n = (this.pinned.get(f) ?? 1) - 1;
+          if (n === 0) this.pinned.delete(f);
+          else this.pinned.set(f, n);
+        }
+        if (!this.closed) await this.removeUnusedFiles().catch((err: unknown) => this.logger.warn({ err }, 'removing files a snapshot held failed'));
+      },
+    };
   }
 
   /** Stops timers and the optimizer's next jobs, writes a last checkpoint, closes the WAL. */
@@ -625,6 +683,18 @@ function concat(vs: Float32Array[]): Float32Array {
     at += v.length;
   }
   return out;
+}
+
+/** The state and index files a checkpoint names. */
+function checkpointFiles(cp: CheckpointFile): string[] {
+  const out = [cp.state];
+  for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
+  return out;
+}
+
+/** The name of a WAL segment file whose first record is `firstSeq` (an empty one continues the numbering there). */
+export function walSegmentName(firstSeq: bigint): string {
+  return `${firstSeq.toString().padStart(20, '0')}.wal`;
 }
 
 async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {

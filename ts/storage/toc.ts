@@ -21,6 +21,60 @@ import { AlreadyExistsError, BadInputError, NotFoundError, ValidationError } fro
 import { Collection, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
 import { readJson, removeTempFiles, syncDir, writeFileAtomic } from '../shard/files';
+import type { FieldSchema } from '../shard/payload-index';
+
+/**
+ * Undoes collection swaps (snapshot recovery) a crash interrupted: a journal names the
+ * collection and where its old directory was moved; if the new one never arrived,
+ * the old one goes back. Hidden leftovers are removed by the caller afterwards.
+ */
+async function finishSwaps(collectionsDir: string, logger: Logger): Promise<void> {
+  for (const n of await fs.readdir(collectionsDir)) {
+    if (!n.startsWith('.swap-') || !n.endsWith('.json')) continue;
+    const j = await readJson<{ name: string; old: string }>(path.join(collectionsDir, n));
+    if (j && typeof j.name === 'string' && typeof j.old === 'string' && !j.old.includes('/')) {
+      const dir = path.join(collectionsDir, j.name);
+      const old = path.join(collectionsDir, j.old);
+      const has = async (p: string) => fs.access(p).then(() => true, () => false);
+      if (!(await has(dir)) && (await has(old))) {
+        await fs.rename(old, dir);
+        logger.warn({ collection: j.name }, 'a snapshot recovery was interrupted by a crash: the collection as it was before is back');
+      }
+    }
+    await fs.rm(path.join(collectionsDir, n), { force: true });
+  }
+  await syncDir(collectionsDir);
+}
+
+/** The same for one shard (Collection.replaceShard): `.replaced-<id>-*` goes back when `<id>` is missing. */
+async function finishShardSwaps(dir: string, logger: Logger): Promise<void> {
+  for (const n of await fs.readdir(dir)) {
+    const m = /^\.replaced-(\d+)-/.exec(n);
+    if (!m) continue;
+    const live = path.join(dir, m[1]);
+    if (await fs.access(live).then(() => false, () => true)) {
+      await fs.rename(path.join(dir, n), live);
+      logger.warn({ dir, shard: Number(m[1]) }, 'a shard snapshot recovery was interrupted by a crash: the shard as it was before is back');
+    } else {
+      await fs.rm(path.join(dir, n), { recursive: true, force: true });
+    }
+  }
+}
+
+/** Reads this node's peer id, or makes and keeps a new random one. */
+async function readPeerId(storagePath: string): Promise<bigint> {
+  const file = path.join(storagePath, 'peer_id');
+  try {
+    const text = (await fs.readFile(file, 'utf8')).trim();
+    if (/^[1-9][0-9]{0,19}$/.test(text)) return BigInt(text);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  // Below 2^53 so that JSON clients read it exactly; never 0.
+  const id = BigInt(1 + Math.floor(Math.random() * (2 ** 53 - 2)));
+  await writeFileAtomic(file, id.toString());
+  return id;
+}
 
 const NAME_RE = /^[^\0/\\:*?"<>|]{1,255}$/;
 
@@ -40,6 +94,8 @@ export class TableOfContent {
   private aliases = new Map<string, string>();
   private meta: Promise<unknown> = Promise.resolve();
   private readonly collectionsDir: string;
+  /** This node's peer id (random, kept in storage/peer_id): part of snapshot names. */
+  peerId = 0n;
 
   private constructor(
     readonly storagePath: string,
@@ -54,6 +110,8 @@ export class TableOfContent {
     const toc = new TableOfContent(storagePath, engine, logger, maxCollections);
     await fs.mkdir(toc.collectionsDir, { recursive: true });
     await removeTempFiles(storagePath);
+    await finishSwaps(toc.collectionsDir, logger);
+    toc.peerId = await readPeerId(storagePath);
     const entries = await fs.readdir(toc.collectionsDir, { withFileTypes: true });
     for (const e of entries) {
       if (!e.isDirectory()) continue;
@@ -64,6 +122,7 @@ export class TableOfContent {
         continue;
       }
       await removeTempFiles(dir);
+      await finishShardSwaps(dir, logger);
       const meta = await readJson<CollectionMeta>(path.join(dir, 'config.json'));
       if (!meta) {
         logger.warn({ dir }, 'directory without config.json in collections/: skipped');
@@ -93,6 +152,11 @@ export class TableOfContent {
     return this.collections.has(name) || this.aliases.has(name);
   }
 
+  /** The collection name an alias stands for, or `name` itself. */
+  resolveName(name: string): string {
+    return this.collections.has(name) ? name : (this.aliases.get(name) ?? name);
+  }
+
   /** The collection a name or alias refers to, or a 404. */
   get(nameOrAlias: string): Collection {
     const c = this.collections.get(nameOrAlias) ?? this.collections.get(this.aliases.get(nameOrAlias) ?? '');
@@ -108,7 +172,7 @@ export class TableOfContent {
     await writeFileAtomic(path.join(c.dir, 'config.json'), JSON.stringify(c.meta, null, 2));
   }
 
-  create(name: string, config: CollectionConfig): Promise<void> {
+  create(name: string, config: CollectionConfig, payloadSchema: Record<string, FieldSchema> = {}): Promise<void> {
     validateCollectionName(name);
     return this.serial(async () => {
       if (this.collections.has(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
@@ -118,7 +182,7 @@ export class TableOfContent {
       }
       const dir = path.join(this.collectionsDir, name);
       const tmp = path.join(this.collectionsDir, `.creating-${process.pid}-${Date.now()}`);
-      const meta: CollectionMeta = { config, payload_schema: {} };
+      const meta: CollectionMeta = { config, payload_schema: { ...payloadSchema } };
       await fs.mkdir(tmp, { recursive: true });
       try {
         await this.writeMeta({ dir: tmp, meta });
@@ -166,6 +230,68 @@ export class TableOfContent {
     });
   }
 
+  /** A hidden directory in collections/ on the storage file system, for unpacking a snapshot (start-up removes leftovers). */
+  async stagingDir(): Promise<string> {
+    return fs.mkdtemp(path.join(this.collectionsDir, '.recovering-'));
+  }
+
+  /**
+   * Puts the unpacked collection directory `source` (config.json and one folder per
+   * shard, on the storage file system: see stagingDir) in place of collection `name`,
+   * creating the collection if it does not exist. The swap is two renames with a
+   * journal beside them, so a crash between them is undone at start-up. If the new
+   * data does not open, the old collection is put back and reopened, and the error
+   * is thrown: the collection is then exactly as it was.
+   */
+  replaceCollection(name: string, source: string): Promise<void> {
+    validateCollectionName(name);
+    return this.serial(async () => {
+      if (!this.collections.has(name) && this.aliases.has(name)) {
+        throw new BadInputError(`Can't create collection with name ${name}. Alias with the same name already exists`);
+      }
+      const meta = await readJson<CollectionMeta>(path.join(source, 'config.json'));
+      if (!meta) throw new BadInputError('the snapshot has no config.json');
+      meta.payload_schema ??= {};
+      const existing = this.collections.get(name);
+      const dir = path.join(this.collectionsDir, name);
+      const stamp = `${process.pid}-${Date.now()}`;
+      const old = path.join(this.collectionsDir, `.replaced-${stamp}`);
+      const journal = path.join(this.collectionsDir, `.swap-${stamp}.json`);
+      if (existing) {
+        this.collections.delete(name);
+        await existing.close();
+        await writeFileAtomic(journal, JSON.stringify({ name, old: path.basename(old) }));
+        await fs.rename(dir, old);
+      }
+      try {
+        await fs.rename(source, dir);
+        await syncDir(this.collectionsDir);
+        this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger));
+      } catch (err) {
+        if (existing) {
+          await fs.rm(dir, { recursive: true, force: true });
+          await fs.rename(old, dir);
+          await syncDir(this.collectionsDir);
+          this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger));
+          await fs.rm(journal, { force: true });
+        } else {
+          await fs.rm(dir, { recursive: true, force: true });
+        }
+        throw err;
+      }
+      if (existing) {
+        await fs.rm(journal, { force: true });
+        await fs.rm(old, { recursive: true, force: true });
+      }
+      this.logger.info({ collection: name, replaced: existing !== undefined }, 'collection recovered from a snapshot');
+    });
+  }
+
+  /** Runs `fn` with no other metadata change (create, delete, recover) at the same time. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return this.serial(fn);
+  }
+
   // -- aliases ---------------------------------------------------------------------------
 
   private async saveAliases(): Promise<void> {
@@ -199,6 +325,22 @@ export class TableOfContent {
       this.aliases = next;
       await this.saveAliases();
     });
+  }
+
+  /** Replaces every alias whose collection exists (full-storage snapshot recovery). */
+  restoreAliases(aliases: Record<string, string>): Promise<void> {
+    return this.serial(async () => {
+      for (const [alias, target] of Object.entries(aliases)) {
+        if (typeof target !== 'string' || !this.collections.has(target) || this.collections.has(alias)) continue;
+        validateCollectionName(alias, 'alias name');
+        this.aliases.set(alias, target);
+      }
+      await this.saveAliases();
+    });
+  }
+
+  aliasMap(): Record<string, string> {
+    return Object.fromEntries(this.aliases);
   }
 
   listAliases(collection?: string): Array<{ alias_name: string; collection_name: string }> {

@@ -36,8 +36,7 @@ Options:
   --storage-snapshot <path>      recover the whole storage from a full snapshot at start
   --help                         print this text and exit
 
-Not implemented yet in this version: --uri and --bootstrap (cluster issue), --snapshot,
---force_snapshot and --storage-snapshot (snapshots issue).`;
+Not implemented yet in this version: --uri and --bootstrap (cluster issue).`;
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -121,11 +120,7 @@ function parseSnapshot(value: string): SnapshotToRecover {
 export function unavailableFlags(args: CliArgs): string[] {
   const out: string[] = [];
   const cluster = 'running as a cluster peer arrives with the cluster issue';
-  const snapshots = 'recovering from snapshots at start-up arrives with the snapshots issue';
   if (args.uri !== null) out.push(`--uri is not implemented yet: ${cluster}`);
   if (args.bootstrap !== null) out.push(`--bootstrap is not implemented yet: ${cluster}`);
-  if (args.snapshots.length > 0) out.push(`--snapshot is not implemented yet: ${snapshots}`);
-  if (args.forceSnapshot) out.push(`--force_snapshot is not implemented yet: ${snapshots}`);
-  if (args.storageSnapshot !== null) out.push(`--storage-snapshot is not implemented yet: ${snapshots}`);
   return out;
 }

@@ -87,7 +87,9 @@ export async function main(argv: readonly string[]): Promise<void> {
   process.on('SIGINT', onSignal);
 
   try {
-    node = await startNode(config, logger);
+    node = await startNode(config, logger, {
+      restore: { snapshots: args.snapshots, force: args.forceSnapshot, storageSnapshot: args.storageSnapshot },
+    });
   } catch (err) {
     logger.fatal({ err }, 'the node could not start');
     if (err instanceof StartupError) process.stderr.write(`quiver: ${err.message}\n`);

@@ -24,6 +24,8 @@ import { addNotImplementedRoutes } from './not-implemented';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
+import { addSnapshotRoutes } from './snapshots';
+import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats } from './stats';
 
 export type { ServiceInfo } from './service';
@@ -32,6 +34,7 @@ export interface RestDeps {
   logger: Logger;
   info: ServiceInfo;
   toc: TableOfContent;
+  snapshots: Snapshots;
 }
 
 export interface RestApp {
@@ -40,7 +43,7 @@ export interface RestApp {
 }
 
 export function buildRestApp(config: Config, deps: RestDeps): RestApp {
-  const { logger, info, toc } = deps;
+  const { logger, info, toc, snapshots } = deps;
   const stats = new RequestStats(config.service.metrics_prefix);
   stats.addStorageGauges({
     collections: () =>
@@ -68,6 +71,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   addServiceRoutes(routes, info, stats, toc);
   addCollectionRoutes(routes, toc, config);
   addPointRoutes(routes, toc);
+  addSnapshotRoutes(routes, toc, snapshots, logger);
   addNotImplementedRoutes(routes);
   app.use(router.routes());
 

@@ -27,32 +27,13 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
-  // collection snapshots
-  ['GET', '/collections/{collection_name}/snapshots'],
-  ['POST', '/collections/{collection_name}/snapshots'],
-  ['PUT', '/collections/{collection_name}/snapshots/recover'],
-  ['POST', '/collections/{collection_name}/snapshots/upload'],
-  ['GET', '/collections/{collection_name}/snapshots/{snapshot_name}'],
-  ['DELETE', '/collections/{collection_name}/snapshots/{snapshot_name}'],
-  // shards, shard keys and shard snapshots
+  // shards and shard keys
   ['GET', '/collections/{collection_name}/shards'],
   ['PUT', '/collections/{collection_name}/shards'],
   ['POST', '/collections/{collection_name}/shards/delete'],
-  ['GET', '/collections/{collection_name}/shards/{shard_id}/snapshot'],
-  ['GET', '/collections/{collection_name}/shards/{shard_id}/snapshots'],
-  ['POST', '/collections/{collection_name}/shards/{shard_id}/snapshots'],
-  ['PUT', '/collections/{collection_name}/shards/{shard_id}/snapshots/recover'],
-  ['POST', '/collections/{collection_name}/shards/{shard_id}/snapshots/upload'],
-  ['GET', '/collections/{collection_name}/shards/{shard_id}/snapshots/{snapshot_name}'],
-  ['DELETE', '/collections/{collection_name}/shards/{shard_id}/snapshots/{snapshot_name}'],
   // collection cluster
   ['GET', '/collections/{collection_name}/cluster'],
   ['POST', '/collections/{collection_name}/cluster'],
-  // full-storage snapshots
-  ['GET', '/snapshots'],
-  ['POST', '/snapshots'],
-  ['GET', '/snapshots/{snapshot_name}'],
-  ['DELETE', '/snapshots/{snapshot_name}'],
   // cluster
   ['GET', '/cluster'],
   ['POST', '/cluster/recover'],

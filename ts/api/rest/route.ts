@@ -35,12 +35,21 @@ export class RouteTable {
   ) {}
 
   add(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
+    this.register(method, pattern, method !== 'GET', handlers);
+  }
+
+  /** A route whose handler reads the request body itself, as a stream (uploads). */
+  addStreaming(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
+    this.register(method, pattern, false, handlers);
+  }
+
+  private register(method: HttpMethod, pattern: string, json: boolean, handlers: Middleware[]): void {
     const label = async (ctx: Context, next: Next) => {
       (ctx as unknown as Labelled)[ROUTE_PATTERN] = pattern;
       await next();
     };
     const chain: Middleware[] = [label];
-    if (method !== 'GET') chain.push(jsonBody(this.bodyLimitBytes));
+    if (json) chain.push(jsonBody(this.bodyLimitBytes));
     chain.push(...handlers);
     this.router.register(routerPath(pattern), [method], chain as never);
   }

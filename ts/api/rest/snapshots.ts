@@ -1,0 +1,245 @@
+/**
+ * REST routes of snapshots: collection snapshots, shard snapshots and full-storage
+ * snapshots (create, list, download, delete, recover, upload).
+ *
+ * Owns: request and response shapes, `wait` (default true; false answers 202 and the
+ * work goes on), multipart upload parsing (streamed to a temp file, never held in
+ * memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
+ */
+
+import busboy from 'busboy';
+import type { Context } from 'koa';
+import type { Logger } from 'pino';
+
+import type { Snapshots, Priority, RecoverySource } from '../../snapshots/snapshots';
+import { PRIORITIES } from '../../snapshots/snapshots';
+import type { TableOfContent } from '../../storage/toc';
+import { accepted, ok } from '../envelope';
+import { BadRequestError, FormatError, NotFoundError, QueryFormatError } from '../errors';
+import { body, param, queryBool, readTimeout } from './parse';
+import type { RouteTable } from './route';
+
+function priorityOf(x: unknown, where: string, Err: typeof FormatError | typeof QueryFormatError): Priority {
+  if (x === undefined || x === null) return 'replica';
+  if (typeof x === 'string' && (PRIORITIES as readonly string[]).includes(x)) return x as Priority;
+  throw new Err(`${where}: unknown variant \`${String(x)}\`, expected one of \`replica\`, \`snapshot\`, \`no_sync\``);
+}
+
+function checksumOf(x: unknown, where: string, Err: typeof FormatError | typeof QueryFormatError): string | null {
+  if (x === undefined || x === null) return null;
+  if (typeof x !== 'string') throw new Err(`${where}: expected a SHA-256 hex string`);
+  return x;
+}
+
+function shardIdOf(ctx: Context): number {
+  const raw = param(ctx, 'shard_id');
+  if (!/^[0-9]{1,9}$/.test(raw)) throw new QueryFormatError(`shard_id: can not parse \`${raw}\` as a shard id (an unsigned integer)`);
+  return Number(raw);
+}
+
+/** Runs `work` and answers with its result, or (wait=false) answers 202 at once and logs the outcome. */
+async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: () => Promise<unknown>): Promise<void> {
+  readTimeout(ctx);
+  if (queryBool(ctx, 'wait', true)) {
+    ok(ctx, await work());
+    return;
+  }
+  work().then(
+    () => logger.info({ what }, 'background snapshot operation finished'),
+    (err: unknown) => logger.error({ err, what }, 'background snapshot operation failed'),
+  );
+  accepted(ctx);
+}
+
+/** The `snapshot` part of a multipart upload, received into a temp file. */
+function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySource> {
+  const type = ctx.get('content-type');
+  if (!type.toLowerCase().startsWith('multipart/form-data')) {
+    throw new BadRequestError('the snapshot must be uploaded as multipart/form-data with a part named `snapshot`');
+  }
+  return new Promise((resolve, reject) => {
+    let bb: busboy.Busboy;
+    try {
+      bb = busboy({ headers: ctx.req.headers, limits: { files: 1, fields: 16, fieldSize: 4096 } });
+    } catch (err) {
+      reject(new BadRequestError(`malformed multipart upload: ${(err as Error).message}`));
+      return;
+    }
+    let receiving: Promise<{ file: string; checksum: string }> | null = null;
+    let failed: Error | null = null;
+    bb.on('file', (field, stream) => {
+      if (field !== 'snapshot' || receiving !== null) {
+        stream.resume();
+        return;
+      }
+      receiving = snapshots.receive(stream);
+      receiving.catch(() => undefined);
+    });
+    bb.on('error', (err: Error) => {
+      failed = new BadRequestError(`malformed multipart upload: ${err.message}`);
+      ctx.req.unpipe(bb);
+      ctx.req.resume();
+      if (receiving === null) reject(failed);
+      else receiving.then(async (got) => {
+        await import('node:fs/promises').then((fs) => fs.rm(got.file, { force: true }));
+        reject(failed);
+      }, () => reject(failed));
+    });
+    bb.on('close', () => {
+      if (failed) return;
+      if (receiving === null) {
+        reject(new BadRequestError('the multipart upload has no part named `snapshot`'));
+        return;
+      }
+      receiving.then((got) => resolve({ file: got.file, checksum: got.checksum, owned: true }), reject);
+    });
+    ctx.req.on('aborted', () => bb.destroy(new Error('the client closed the connection during the upload')));
+    ctx.req.pipe(bb);
+  });
+}
+
+async function download(ctx: Context, snapshots: Snapshots, dir: string, name: string): Promise<void> {
+  const { stream, size } = await snapshots.open(dir, name);
+  ctx.status = 200;
+  ctx.type = 'application/octet-stream';
+  ctx.set('Content-Disposition', `attachment; filename="${name.replace(/["\\]/g, '_')}"`);
+  ctx.body = stream;
+  ctx.length = size;
+}
+
+export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger): void {
+  const collectionDir = (ctx: Context) => {
+    const name = toc.resolveName(param(ctx, 'collection_name'));
+    return name;
+  };
+  /** Listing needs the collection, or at least snapshots of it (kept after the collection was deleted). */
+  const listOrMissing = async (ctx: Context, dir: string) => {
+    const list = await snapshots.list(dir);
+    if (list.length === 0 && !toc.has(param(ctx, 'collection_name'))) {
+      throw new NotFoundError(`Collection \`${param(ctx, 'collection_name')}\` doesn't exist!`);
+    }
+    return list;
+  };
+
+  // -- collection snapshots ----------------------------------------------------------------
+  routes.add('GET', '/collections/{collection_name}/snapshots', async (ctx: Context) => {
+    ok(ctx, await listOrMissing(ctx, collectionDir(ctx)));
+  });
+  routes.add('POST', '/collections/{collection_name}/snapshots', async (ctx: Context) => {
+    const name = param(ctx, 'collection_name');
+    toc.get(name);
+    await waitOrAccept(ctx, logger, `snapshot of ${name}`, () => snapshots.createCollection(name));
+  });
+  routes.add('GET', '/collections/{collection_name}/snapshots/{snapshot_name}', async (ctx: Context) => {
+    await download(ctx, snapshots, collectionDir(ctx), param(ctx, 'snapshot_name'));
+  });
+  routes.add('DELETE', '/collections/{collection_name}/snapshots/{snapshot_name}', async (ctx: Context) => {
+    const dir = collectionDir(ctx);
+    const name = param(ctx, 'snapshot_name');
+    await snapshots.store.describe(dir, name);
+    await waitOrAccept(ctx, logger, `delete snapshot ${name}`, async () => {
+      await snapshots.delete(dir, name);
+      return true;
+    });
+  });
+  routes.add('PUT', '/collections/{collection_name}/snapshots/recover', async (ctx: Context) => {
+    const b = body(ctx);
+    if (typeof b.location !== 'string') throw new FormatError('missing field `location`');
+    const priority = priorityOf(b.priority, 'priority', FormatError);
+    const checksum = checksumOf(b.checksum, 'checksum', FormatError);
+    const name = param(ctx, 'collection_name');
+    await waitOrAccept(ctx, logger, `recover ${name}`, async () => {
+      await snapshots.recoverCollection(name, { location: b.location as string }, priority, checksum);
+      return true;
+    });
+  });
+  routes.addStreaming('POST', '/collections/{collection_name}/snapshots/upload', async (ctx: Context) => {
+    const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
+    const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
+    const wait = queryBool(ctx, 'wait', true);
+    const name = param(ctx, 'collection_name');
+    void wait; // checked before the upload is read: a bad value must not cost a transfer
+    const source = await receiveUpload(ctx, snapshots);
+    await waitOrAccept(ctx, logger, `recover ${name} from an upload`, async () => {
+      await snapshots.recoverCollection(name, source, priority, checksum);
+      return true;
+    });
+  });
+
+  // -- shard snapshots -----------------------------------------------------------------------
+  const shardDir = (ctx: Context) => {
+    const c = toc.get(param(ctx, 'collection_name'));
+    const id = shardIdOf(ctx);
+    c.localShard(id);
+    return { c, id, dir: `${c.name}/shards/${id}` };
+  };
+  routes.add('GET', '/collections/{collection_name}/shards/{shard_id}/snapshots', async (ctx: Context) => {
+    ok(ctx, await snapshots.list(shardDir(ctx).dir));
+  });
+  routes.add('POST', '/collections/{collection_name}/shards/{shard_id}/snapshots', async (ctx: Context) => {
+    const { c, id } = shardDir(ctx);
+    await waitOrAccept(ctx, logger, `snapshot of ${c.name} shard ${id}`, () => snapshots.createShard(c.name, id));
+  });
+  routes.add('GET', '/collections/{collection_name}/shards/{shard_id}/snapshot', async (ctx: Context) => {
+    const { c, id } = shardDir(ctx);
+    const stream = await snapshots.streamShard(c.name, id);
+    ctx.status = 200;
+    ctx.type = 'application/octet-stream';
+    ctx.body = stream;
+  });
+  routes.add('GET', '/collections/{collection_name}/shards/{shard_id}/snapshots/{snapshot_name}', async (ctx: Context) => {
+    await download(ctx, snapshots, shardDir(ctx).dir, param(ctx, 'snapshot_name'));
+  });
+  routes.add('DELETE', '/collections/{collection_name}/shards/{shard_id}/snapshots/{snapshot_name}', async (ctx: Context) => {
+    const { dir } = shardDir(ctx);
+    const name = param(ctx, 'snapshot_name');
+    await snapshots.store.describe(dir, name);
+    await waitOrAccept(ctx, logger, `delete snapshot ${name}`, async () => {
+      await snapshots.delete(dir, name);
+      return true;
+    });
+  });
+  routes.add('PUT', '/collections/{collection_name}/shards/{shard_id}/snapshots/recover', async (ctx: Context) => {
+    const { c, id } = shardDir(ctx);
+    const b = body(ctx);
+    if (typeof b.location !== 'string') throw new FormatError('missing field `location`');
+    const priority = priorityOf(b.priority, 'priority', FormatError);
+    const checksum = checksumOf(b.checksum, 'checksum', FormatError);
+    // The reference also takes a bare path here; a path is read as a file location.
+    const location = b.location.startsWith('/') ? `file://${b.location}` : b.location;
+    await waitOrAccept(ctx, logger, `recover ${c.name} shard ${id}`, async () => {
+      await snapshots.recoverShard(c.name, id, { location }, priority, checksum);
+      return true;
+    });
+  });
+  routes.addStreaming('POST', '/collections/{collection_name}/shards/{shard_id}/snapshots/upload', async (ctx: Context) => {
+    const { c, id } = shardDir(ctx);
+    const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
+    const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
+    queryBool(ctx, 'wait', true);
+    const source = await receiveUpload(ctx, snapshots);
+    await waitOrAccept(ctx, logger, `recover ${c.name} shard ${id} from an upload`, async () => {
+      await snapshots.recoverShard(c.name, id, source, priority, checksum);
+      return true;
+    });
+  });
+
+  // -- full-storage snapshots --------------------------------------------------------------
+  routes.add('GET', '/snapshots', async (ctx: Context) => {
+    ok(ctx, await snapshots.list(''));
+  });
+  routes.add('POST', '/snapshots', async (ctx: Context) => {
+    await waitOrAccept(ctx, logger, 'full-storage snapshot', () => snapshots.createFull());
+  });
+  routes.add('GET', '/snapshots/{snapshot_name}', async (ctx: Context) => {
+    await download(ctx, snapshots, '', param(ctx, 'snapshot_name'));
+  });
+  routes.add('DELETE', '/snapshots/{snapshot_name}', async (ctx: Context) => {
+    const name = param(ctx, 'snapshot_name');
+    await snapshots.store.describe('', name);
+    await waitOrAccept(ctx, logger, `delete snapshot ${name}`, async () => {
+      await snapshots.delete('', name);
+      return true;
+    });
+  });
+}

@@ -1,0 +1,192 @@
+/**
+ * The snapshot archive format (docs/snapshots.md): what goes into a collection or
+ * shard snapshot, and the checks an unpacked (untrusted) one must pass before it
+ * may replace anything.
+ *
+ * ```
+ * snapshot.json          { format, kind: collection | shard, created_by, created_at, collection, shards }
+ * config.json            the collection's configuration and payload index schema
+ * payload_index.json     the payload index schema alone
+ * <shard_id>/            one folder per shard (a shard snapshot has one)
+ *   checkpoint.json      names the files below and the last applied WAL sequence number
+ *   state-<seq>.bin      id tracker, payloads, which points carry each vector
+ *   vec-*.qvi            engine index files
+ *   wal/<seq+1>.wal      an empty WAL that continues the numbering after the checkpoint
+ * ```
+ *
+ * Owns: the manifest, the entry list, validation of unpacked archives. Must never:
+ * publish files (store.ts) or decide priorities (snapshots.ts).
+ */
+
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+
+import { BadInputError } from '../api/errors';
+import type { Collection, CollectionMeta } from '../collection/collection';
+import { parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
+import type { Config } from '../config/types';
+import { walSegmentName, type ShardSnapshotFiles } from '../shard/local-shard';
+import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../shard/payload-index';
+import type { TarEntry } from './tar';
+
+/** The newest archive format this version writes and reads. */
+export const SNAPSHOT_FORMAT = 1;
+
+export type SnapshotKind = 'collection' | 'shard';
+
+export interface SnapshotManifest {
+  format: number;
+  kind: SnapshotKind;
+  created_by: { name: 'quiver'; version: string };
+  created_at: string;
+  collection: string;
+  shards: number[];
+}
+
+/** The tar entries of a snapshot of `shards` (pinned files) of collection `c`. */
+export function* snapshotEntries(kind: SnapshotKind, c: Collection, pins: Map<number, ShardSnapshotFiles>, version: string): Iterable<TarEntry> {
+  const manifest: SnapshotManifest = {
+    format: SNAPSHOT_FORMAT,
+    kind,
+    created_by: { name: 'quiver', version },
+    created_at: new Date().toISOString(),
+    collection: c.name,
+    shards: [...pins.keys()],
+  };
+  const meta: CollectionMeta = { config: c.meta.config, payload_schema: c.meta.payload_schema };
+  yield { name: 'snapshot.json', type: 'file', data: Buffer.from(JSON.stringify(manifest, null, 2)) };
+  yield { name: 'config.json', type: 'file', data: Buffer.from(JSON.stringify(meta, null, 2)) };
+  yield { name: 'payload_index.json', type: 'file', data: Buffer.from(JSON.stringify(meta.payload_schema, null, 2)) };
+  for (const [id, pin] of pins) {
+    yield { name: `${id}`, type: 'directory' };
+    yield { name: `${id}/checkpoint.json`, type: 'file', data: pin.checkpoint };
+    for (const f of pin.files) yield { name: `${id}/${f}`, type: 'file', path: path.join(pin.dir, f) };
+    yield { name: `${id}/wal`, type: 'directory' };
+    yield { name: `${id}/wal/${walSegmentName(pin.appliedSeq + 1n)}`, type: 'file', data: Buffer.alloc(0) };
+  }
+}
+
+/** An unpacked snapshot that passed validation. */
+export interface UnpackedSnapshot {
+  dir: string;
+  manifest: SnapshotManifest;
+  meta: CollectionMeta;
+}
+
+function bad(msg: string): BadInputError {
+  return new BadInputError(`Invalid snapshot: ${msg}`);
+}
+
+async function readJsonFile(file: string, what: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw bad(`${what} is missing`);
+    throw err;
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw bad(`${what} is not valid JSON`);
+  }
+}
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/**
+ * Checks an unpacked archive in `dir`: the manifest (kind, a format this version
+ * reads), the configuration (parsed as strictly as a create request), the shard
+ * folders. Leaves `dir` holding exactly a collection directory (config.json and
+ * shard folders), ready to be renamed into place.
+ */
+export async function validateUnpacked(dir: string, kind: SnapshotKind, config: Config): Promise<UnpackedSnapshot> {
+  const m = await readJsonFile(path.join(dir, 'snapshot.json'), 'snapshot.json');
+  if (!isObj(m) || typeof m.format !== 'number' || !Number.isInteger(m.format) || m.format < 1) throw bad('snapshot.json has no valid `format`');
+  if (m.format > SNAPSHOT_FORMAT) {
+    throw bad(`format version ${m.format} is newer than this Quiver reads (up to ${SNAPSHOT_FORMAT}); recover it with a newer Quiver`);
+  }
+  if (m.kind !== 'collection' && m.kind !== 'shard') throw bad('snapshot.json has no valid `kind`');
+  if (m.kind !== kind) throw bad(`this is a ${String(m.kind)} snapshot, not a ${kind} snapshot`);
+  if (!Array.isArray(m.shards) || !m.shards.every((s) => Number.isInteger(s) && (s as number) >= 0)) throw bad('snapshot.json has no valid `shards`');
+  const manifest = m as unknown as SnapshotManifest;
+
+  const rawMeta = await readJsonFile(path.join(dir, 'config.json'), 'config.json');
+  if (!isObj(rawMeta) || !isObj(rawMeta.config)) throw bad('config.json holds no collection configuration');
+  const meta = { config: checkConfig(rawMeta.config, config), payload_schema: checkSchema(rawMeta.payload_schema) };
+
+  const shardCount = meta.config.params.shard_number;
+  const expected = kind === 'collection' ? Array.from({ length: shardCount }, (_, i) => i) : manifest.shards;
+  if (kind === 'shard' && (expected.length !== 1 || expected[0] >= shardCount)) throw bad('a shard snapshot holds exactly one shard of its collection');
+  if (manifest.shards.length !== expected.length || manifest.shards.some((s, i) => s !== expected[i])) {
+    throw bad(`snapshot.json lists shards ${JSON.stringify(manifest.shards)}, the configuration has ${shardCount}`);
+  }
+  const allowed = new Set(['snapshot.json', 'config.json', 'payload_index.json', ...expected.map(String)]);
+  for (const e of await fs.readdir(dir)) if (!allowed.has(e)) throw bad(`unexpected entry ${JSON.stringify(e)} at the top of the archive`);
+  for (const id of expected) {
+    const st = await fs.stat(path.join(dir, String(id), 'checkpoint.json')).catch(() => null);
+    if (!st?.isFile()) throw bad(`shard ${id} has no checkpoint.json`);
+  }
+  await fs.rm(path.join(dir, 'snapshot.json'));
+  await fs.rm(path.join(dir, 'payload_index.json'), { force: true });
+  await fs.writeFile(path.join(dir, 'config.json'), JSON.stringify(meta, null, 2));
+  return { dir, manifest, meta };
+}
+
+/** Parses a stored configuration the way a create request is parsed, so a crafted one cannot slip past. */
+function checkConfig(c: Record<string, unknown>, config: Config): CollectionConfig {
+  const params = isObj(c.params) ? c.params : {};
+  const body: Record<string, unknown> = {
+    vectors: params.vectors,
+    shard_number: params.shard_number,
+    replication_factor: params.replication_factor,
+    write_consistency_factor: params.write_consistency_factor,
+    on_disk_payload: params.on_disk_payload,
+    hnsw_config: c.hnsw_config ?? undefined,
+    optimizers_config: c.optimizer_config ?? undefined,
+    wal_config: c.wal_config ?? undefined,
+    quantization_config: c.quantization_config ?? undefined,
+  };
+  for (const k of Object.keys(body)) if (body[k] === undefined || body[k] === null) delete body[k];
+  try {
+    return parseCreateCollection(body, config);
+  } catch (err) {
+    throw bad(`config.json: ${(err as Error).message}`);
+  }
+}
+
+function checkSchema(s: unknown): Record<string, FieldSchema> {
+  if (s === undefined || s === null) return {};
+  if (!isObj(s)) throw bad('config.json: payload_schema is not an object');
+  const out: Record<string, FieldSchema> = {};
+  for (const [field, schema] of Object.entries(s)) {
+    try {
+      // Stored as { type, params? }, where params is the normalised object form.
+      out[field] = parseFieldSchema(isObj(schema) ? (schema.params ?? schema.type) : schema);
+    } catch (err) {
+      if (err instanceof FieldSchemaError) throw bad(`config.json: payload index ${JSON.stringify(field)}: ${err.message}`);
+      throw err;
+    }
+  }
+  return out;
+}
+
+/**
+ * Why a snapshot's data cannot go into an existing collection, or null when it can:
+ * the same vectors (names, sizes, distances) and the same number of shards.
+ */
+export function incompatibility(existing: CollectionConfig, snapshot: CollectionConfig): string | null {
+  const describe = (c: CollectionConfig) =>
+    JSON.stringify(
+      vectorEntries(c.params)
+        .map(([n, v]) => [n, v.size, v.distance])
+        .sort(),
+    );
+  if (describe(existing) !== describe(snapshot)) {
+    return `the snapshot's vectors ${describe(snapshot)} differ from the collection's ${describe(existing)}`;
+  }
+  if (existing.params.shard_number !== snapshot.params.shard_number) {
+    return `the snapshot has ${snapshot.params.shard_number} shards, the collection ${existing.params.shard_number}`;
+  }
+  return null;
+}

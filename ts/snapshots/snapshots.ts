@@ -1,0 +1,547 @@
+/**
+ * Snapshots of collections, shards and the whole storage: creating them, recovering
+ * from them (by location, by upload, at start-up), and the priority rules.
+ *
+ * Creation: each shard pins a fresh checkpoint (LocalShard.pinSnapshot), so the
+ * archive holds every write acknowledged before the call; the tar is streamed into a
+ * temp file while its SHA-256 is computed, then published by the store (local folder
+ * or S3). Nothing is listed until it is complete.
+ *
+ * Recovery: the archive is brought to a local file (file://, http(s)://, s3://, an
+ * upload), its checksum checked when one is given, unpacked into a hidden folder on
+ * the storage file system, validated, and only then swapped in (TableOfContent.
+ * replaceCollection, Collection.replaceShard). A failure at any step leaves the
+ * existing collection exactly as it was.
+ *
+ * Priorities on one node (SPEC 2.5): `snapshot` and `no_sync` put the snapshot's
+ * data in place; `replica` prefers the data already here: an existing collection is
+ * left as it is (after checking the snapshot fits it), and a new collection is
+ * created empty with the snapshot's configuration.
+ *
+ * Owns: names, temp files, the steps above, progress logs. Must never: parse HTTP
+ * (ts/api/rest/snapshots.ts does) or write archive entries by hand (archive.ts).
+ */
+
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Logger } from 'pino';
+
+import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, NotFoundError, ServiceError } from '../api/errors';
+import type { Collection } from '../collection/collection';
+import type { Config } from '../config/types';
+import type { ShardSnapshotFiles } from '../shard/local-shard';
+import type { TableOfContent } from '../storage/toc';
+import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';
+import { LocalSnapshotStore, checkSnapshotName, type SnapshotDescription, type SnapshotStore } from './store';
+import { TarError, extractTar, tarStream, type TarEntry } from './tar';
+
+export type Priority = 'replica' | 'snapshot' | 'no_sync';
+export const PRIORITIES: readonly Priority[] = ['replica', 'snapshot', 'no_sync'];
+
+/** An archive never has more entries than this (a shard has a handful of files). */
+const MAX_ENTRIES = 100_000;
+/** Progress is logged at most this often during long archive work. */
+const PROGRESS_EVERY_MS = 5_000;
+
+/**
+ * Where an archive to recover from comes from: a recovery `location`, or a local file
+ * (its SHA-256 when already known; `owned` files are removed once read).
+ */
+export type RecoverySource = { location: string } | { file: string; checksum: string | null; owned: boolean };
+
+export interface StartupRestore {
+  snapshots: Array<{ path: string; collection: string }>;
+  force: boolean;
+  storageSnapshot: string | null;
+}
+
+/** `YYYY-MM-DD-HH-MM-SS` in UTC. */
+function stamp(d: Date): string {
+  return d.toISOString().slice(0, 19).replace('T', '-').replace(/:/g, '-');
+}
+
+function diskError(err: unknown, what: string): unknown {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new ServiceError(`No space left on device while ${what}`);
+  return err;
+}
+
+/** A pass-through stream that hashes and counts what flows, logging progress now and then. */
+class Meter extends Transform {
+  readonly hash = createHash('sha256');
+  bytes = 0;
+  private lastLog = Date.now();
+  private readonly started = Date.now();
+
+  constructor(private readonly report: (bytes: number, seconds: number) => void) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
+    this.hash.update(chunk);
+    this.bytes += chunk.length;
+    const now = Date.now();
+    if (now - this.lastLog >= PROGRESS_EVERY_MS) {
+      this.lastLog = now;
+      this.report(this.bytes, (now - this.started) / 1000);
+    }
+    cb(null, chunk);
+  }
+}
+
+export class Snapshots {
+  /** Temp files of snapshots being written or received (cleared at start-up). */
+  readonly tempDir: string;
+  private readonly reserved = new Set<string>();
+
+  private constructor(
+    private readonly config: Config,
+    private readonly toc: TableOfContent,
+    readonly store: SnapshotStore,
+    private readonly logger: Logger,
+    private readonly version: string,
+  ) {
+    const base = config.storage.temp_path ?? config.storage.snapshots_path;
+    this.tempDir = path.join(path.resolve(base), '.quiver-tmp');
+  }
+
+  static async open(config: Config, toc: TableOfContent, logger: Logger, version: string): Promise<Snapshots> {
+    const sc = config.storage.snapshots_config;
+    // The AWS SDK is loaded only when S3 is configured (it takes a while to load).
+    const store: SnapshotStore =
+      sc.snapshots_storage === 's3' && sc.s3_config
+        ? (await import('./s3-store')).S3SnapshotStore.create(sc.s3_config)
+        : new LocalSnapshotStore(path.resolve(config.storage.snapshots_path));
+    const s = new Snapshots(config, toc, store, logger.child({ component: 'snapshots' }), version);
+    // Whatever a killed process left: half-written archives, received uploads.
+    await fs.rm(s.tempDir, { recursive: true, force: true });
+    if (store instanceof LocalSnapshotStore) {
+      const removed = await store.removeLeftovers();
+      if (removed > 0) s.logger.info({ files: removed }, 'removed snapshot temp files a crash left behind');
+    }
+    return s;
+  }
+
+  // -- names and folders -------------------------------------------------------------
+
+  static collectionDir(collection: string): string {
+    return collection;
+  }
+
+  static shardDir(collection: string, shardId: number): string {
+    return `${collection}/shards/${shardId}`;
+  }
+
+  /** A name not taken in `dir` (a second snapshot in the same second moves on to the next second). */
+  private async reserveName(dir: string, make: (ts: string) => string): Promise<string> {
+    for (let t = Date.now(); ; t += 1000) {
+      const name = make(stamp(new Date(t)));
+      const key = `${dir}/${name}`;
+      if (this.reserved.has(key)) continue;
+      const taken = await this.store.describe(dir, name).then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof NotFoundError) return false;
+          throw err;
+        },
+      );
+      if (!taken && !this.reserved.has(key)) {
+        this.reserved.add(key);
+        return name;
+      }
+    }
+  }
+
+  // -- creating --------------------------------------------------------------------------
+
+  private async pin(c: Collection, ids: number[]): Promise<Map<number, ShardSnapshotFiles>> {
+    const pins = new Map<number, ShardSnapshotFiles>();
+    try {
+      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot());
+    } catch (err) {
+      await Promise.all([...pins.values()].map((p) => p.release()));
+      throw err;
+    }
+    return pins;
+  }
+
+  /** Streams `entries` as a tar into a new temp file; resolves with its path, size and SHA-256. */
+  private async writeArchive(entries: Iterable<TarEntry> | AsyncIterable<TarEntry>, label: Record<string, unknown>): Promise<{ file: string; size: number; checksum: string }> {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const file = path.join(this.tempDir, `${randomUUID()}.snapshot.tmp`);
+    const meter = new Meter((bytes, s) =>
+      this.logger.info({ ...label, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'writing snapshot'),
+    );
+    try {
+      await pipeline(tarStream(entries), meter, createWriteStream(file));
+      const fh = await fs.open(file, 'r+');
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    } catch (err) {
+      await fs.rm(file, { force: true });
+      throw diskError(err, `writing snapshot ${String(label.snapshot)}`);
+    }
+    return { file, size: meter.bytes, checksum: meter.hash.digest('hex') };
+  }
+
+  private async publish(dir: string, name: string, entries: Iterable<TarEntry> | AsyncIterable<TarEntry>, release: () => Promise<void>): Promise<SnapshotDescription> {
+    const started = Date.now();
+    let archive;
+    try {
+      archive = await this.writeArchive(entries, { snapshot: name });
+    } finally {
+      await release();
+    }
+    try {
+      const d = await this.store.put(dir, name, archive.file, archive.checksum);
+      const s = (Date.now() - started) / 1000;
+      this.logger.info({ snapshot: name, bytes: d.size, seconds: s, mbPerSec: +(d.size / 1048576 / Math.max(s, 1e-3)).toFixed(1) }, 'snapshot created');
+      return d;
+    } catch (err) {
+      throw diskError(err, `storing snapshot ${name}`);
+    } finally {
+      this.reserved.delete(`${dir}/${name}`);
+    }
+  }
+
+  async createCollection(nameOrAlias: string): Promise<SnapshotDescription> {
+    const c = this.toc.get(nameOrAlias);
+    const dir = Snapshots.collectionDir(c.name);
+    const name = await this.reserveName(dir, (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
+    let pins: Map<number, ShardSnapshotFiles>;
+    try {
+      pins = await this.pin(c, c.shardIds());
+    } catch (err) {
+      this.reserved.delete(`${dir}/${name}`);
+      throw err;
+    }
+    return this.publish(dir, name, snapshotEntries('collection', c, pins, this.version), () => releaseAll(pins));
+  }
+
+  async createShard(nameOrAlias: string, shardId: number): Promise<SnapshotDescription> {
+    const c = this.toc.get(nameOrAlias);
+    c.localShard(shardId);
+    const dir = Snapshots.shardDir(c.name, shardId);
+    const name = await this.reserveName(dir, (ts) => `${c.name}-shard-${shardId}-${ts}.snapshot`);
+    let pins: Map<number, ShardSnapshotFiles>;
+    try {
+      pins = await this.pin(c, [shardId]);
+    } catch (err) {
+      this.reserved.delete(`${dir}/${name}`);
+      throw err;
+    }
+    return this.publish(dir, name, snapshotEntries('shard', c, pins, this.version), () => releaseAll(pins));
+  }
+
+  /** A fresh shard snapshot streamed straight out (nothing stored); the shard's files stay pinned until the stream ends. */
+  async streamShard(nameOrAlias: string, shardId: number): Promise<Readable> {
+    const c = this.toc.get(nameOrAlias);
+    c.localShard(shardId);
+    const pins = await this.pin(c, [shardId]);
+    const stream = tarStream(snapshotEntries('shard', c, pins, this.version));
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      void releaseAll(pins);
+    };
+    stream.once('close', release);
+    stream.once('end', release);
+    stream.once('error', release);
+    return stream;
+  }
+
+  async createFull(): Promise<SnapshotDescription> {
+    const name = await this.reserveName('', (ts) => `full-snapshot-${ts}.snapshot`);
+    const parts: Array<{ collection: string; name: string; file: string }> = [];
+    try {
+      for (const collection of this.toc.names()) {
+        const c = this.toc.get(collection);
+        const pins = await this.pin(c, c.shardIds());
+        let archive;
+        try {
+          archive = await this.writeArchive(snapshotEntries('collection', c, pins, this.version), { snapshot: name, collection });
+        } finally {
+          await releaseAll(pins);
+        }
+        parts.push({ collection, name: `${collection}-${this.toc.peerId}-${stamp(new Date())}.snapshot`, file: archive.file });
+      }
+      const mapping = {
+        collections_mapping: Object.fromEntries(parts.map((p) => [p.collection, p.name])),
+        collections_aliases: this.toc.aliasMap(),
+      };
+      const entries: TarEntry[] = [
+        { name: 'config.json', type: 'file', data: Buffer.from(JSON.stringify(mapping, null, 2)) },
+        ...parts.map((p): TarEntry => ({ name: p.name, type: 'file', path: p.file })),
+      ];
+      return await this.publish('', name, entries, async () => undefined);
+    } finally {
+      this.reserved.delete(`/${name}`);
+      await Promise.all(parts.map((p) => fs.rm(p.file, { force: true })));
+    }
+  }
+
+  // -- listing, downloading, deleting ----------------------------------------------------
+
+  list(dir: string): Promise<SnapshotDescription[]> {
+    return this.store.list(dir);
+  }
+
+  open(dir: string, name: string): Promise<{ stream: Readable; size: number }> {
+    checkSnapshotName(name);
+    return this.store.open(dir, name);
+  }
+
+  async delete(dir: string, name: string): Promise<void> {
+    checkSnapshotName(name);
+    await this.store.delete(dir, name);
+  }
+
+  // -- recovering ------------------------------------------------------------------------
+
+  /** The archive named by a recovery `location`, as a local file. */
+  private async obtain(location: string): Promise<{ file: string; cleanup(): Promise<void> }> {
+    let url: URL;
+    try {
+      url = new URL(location);
+    } catch {
+      throw new BadRequestError(`Invalid snapshot URI ${JSON.stringify(location)}: not a URL (use file:///<absolute path>, http(s)://... or s3://<bucket>/<key>)`);
+    }
+    if (url.protocol === 'file:') return this.obtainFile(url);
+    if (url.protocol === 's3:') {
+      const bucket = this.config.storage.snapshots_config.s3_config?.bucket;
+      if (this.store.kind !== 's3' || url.hostname !== bucket) {
+        throw new BadRequestError(`Snapshot location ${location}: s3:// locations must name the configured snapshot bucket${bucket ? ` (${bucket})` : ''}`);
+      }
+      return this.fromStore(decodeURIComponent(url.pathname.replace(/^\/+/, '')), location);
+    }
+    if (url.protocol === 'http:' || url.protocol === 'https:') {
+      if (!this.config.service.enable_snapshot_url_recovery) throw new ForbiddenError('Snapshot recovery from remote URLs is disabled');
+      return this.download(url);
+    }
+    throw new BadRequestError(`Invalid snapshot URI ${JSON.stringify(location)}: the scheme must be file, http, https or s3`);
+  }
+
+  private async obtainFile(url: URL): Promise<{ file: string; cleanup(): Promise<void> }> {
+    if (url.hostname !== '' && url.hostname !== 'localhost') {
+      throw new BadRequestError('Invalid snapshot URI, file path must be absolute or on localhost');
+    }
+    const file = decodeURIComponent(url.pathname);
+    const root = path.resolve(this.config.storage.snapshots_path);
+    const rel = path.relative(root, path.resolve(file));
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
+      throw new BadRequestError(`Snapshot file ${JSON.stringify(file)} is outside the snapshots directory ${JSON.stringify(root)}: only files inside it can be recovered from`);
+    }
+    if (this.store.kind === 's3') return this.fromStore(rel.split(path.sep).join('/'), file);
+    let real: string;
+    try {
+      real = await fs.realpath(file);
+    } catch {
+      throw new BadRequestError(`Snapshot file ${JSON.stringify(file)} does not exist`);
+    }
+    const realRel = path.relative(await fs.realpath(root), real);
+    if (realRel.startsWith('..') || path.isAbsolute(realRel)) {
+      throw new BadRequestError(`Snapshot file ${JSON.stringify(file)} leads outside the snapshots directory`);
+    }
+    const st = await fs.stat(real);
+    if (!st.isFile()) throw new BadRequestError(`Snapshot file ${JSON.stringify(file)} does not exist`);
+    return { file: real, cleanup: async () => undefined };
+  }
+
+  private async fromStore(key: string, shown: string): Promise<{ file: string; cleanup(): Promise<void> }> {
+    const dir = key.includes('/') ? key.slice(0, key.lastIndexOf('/')) : '';
+    const name = key.slice(key.lastIndexOf('/') + 1);
+    try {
+      return await this.store.localCopy(dir, name, this.tempDir);
+    } catch (err) {
+      if (err instanceof NotFoundError) throw new BadRequestError(`Snapshot file ${JSON.stringify(shown)} does not exist`);
+      throw diskError(err, `downloading snapshot ${shown}`);
+    }
+  }
+
+  private async download(url: URL): Promise<{ file: string; cleanup(): Promise<void> }> {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const file = path.join(this.tempDir, `${randomUUID()}.download.tmp`);
+    const cleanup = () => fs.rm(file, { force: true });
+    try {
+      const res = await fetch(url, { redirect: 'follow' });
+      if (!res.ok || res.body === null) {
+        throw new BadRequestError(`Failed to download snapshot from ${url.href}: HTTP ${res.status}`);
+      }
+      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'));
+      await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), meter, createWriteStream(file));
+      return { file, cleanup };
+    } catch (err) {
+      await cleanup();
+      if (err instanceof BadRequestError) throw err;
+      const e = diskError(err, `downloading snapshot ${url.href}`);
+      if (e !== err) throw e;
+      throw new BadRequestError(`Failed to download snapshot from ${url.href}: ${(err as Error).message}`);
+    }
+  }
+
+  private static async sha256(file: string): Promise<string> {
+    const h = createHash('sha256');
+    for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
+    return h.digest('hex');
+  }
+
+  /** Unpacks and validates `file` in a staging folder on the storage file system. */
+  private async unpack(file: string, kind: SnapshotKind): Promise<UnpackedSnapshot> {
+    const dir = await this.toc.stagingDir();
+    const started = Date.now();
+    try {
+      const size = (await fs.stat(file)).size;
+      const meter = new Meter((bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), of: +(size / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'unpacking snapshot'));
+      // An uncompressed tar cannot hold more content than its own size.
+      await extractTar(createReadStream(file).pipe(meter), dir, { maxBytes: size, maxEntries: MAX_ENTRIES });
+      const unpacked = await validateUnpacked(dir, kind, this.config);
+      this.logger.info({ bytes: size, seconds: (Date.now() - started) / 1000 }, 'snapshot unpacked');
+      return unpacked;
+    } catch (err) {
+      await fs.rm(dir, { recursive: true, force: true });
+      if (err instanceof TarError) throw new BadInputError(`Invalid snapshot: ${err.message}`);
+      throw diskError(err, 'unpacking the snapshot');
+    }
+  }
+
+  /** The archive of `source` as a local file, its checksum checked when one is given. */
+  private async archiveOf(source: RecoverySource, checksum: string | null): Promise<{ file: string; cleanup(): Promise<void> }> {
+    const got =
+      'location' in source
+        ? await this.obtain(source.location)
+        : { file: source.file, cleanup: async () => (source.owned ? fs.rm(source.file, { force: true }) : undefined) };
+    if (checksum !== null) {
+      const known = 'location' in source ? null : source.checksum;
+      const actual = known ?? (await Snapshots.sha256(got.file));
+      if (actual !== checksum.toLowerCase()) {
+        await got.cleanup();
+        throw new ChecksumMismatchError(checksum, actual);
+      }
+    }
+    return got;
+  }
+
+  /** Recovers collection `name` (created when absent) from a collection snapshot. */
+  async recoverCollection(name: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
+    const target = this.toc.resolveName(name);
+    const archive = await this.archiveOf(source, checksum);
+    let unpacked: UnpackedSnapshot | null = null;
+    try {
+      unpacked = await this.unpack(archive.file, 'collection');
+      await archive.cleanup();
+      const existing = this.toc.has(target) ? this.toc.get(target) : null;
+      if (existing) {
+        const why = incompatibility(existing.config, unpacked.meta.config);
+        if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
+      }
+      if (priority === 'replica') {
+        // The data already here wins. A new collection gets the configuration only.
+        if (!existing) await this.toc.create(target, unpacked.meta.config, unpacked.meta.payload_schema);
+        this.logger.info({ collection: target, priority }, existing ? 'snapshot checked; replica priority keeps the existing data' : 'collection created empty from the snapshot configuration (replica priority)');
+        return;
+      }
+      await this.toc.replaceCollection(target, unpacked.dir);
+    } finally {
+      await archive.cleanup();
+      if (unpacked) await fs.rm(unpacked.dir, { recursive: true, force: true });
+    }
+  }
+
+  /** Recovers shard `shardId` of an existing collection from a shard snapshot of the same shard. */
+  async recoverShard(name: string, shardId: number, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
+    this.toc.get(name).localShard(shardId);
+    const archive = await this.archiveOf(source, checksum);
+    let unpacked: UnpackedSnapshot | null = null;
+    try {
+      unpacked = await this.unpack(archive.file, 'shard');
+      await archive.cleanup();
+      const snap = unpacked;
+      if (snap.manifest.shards[0] !== shardId) {
+        throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
+      }
+      await this.toc.exclusive(async () => {
+        const c = this.toc.get(name);
+        const why = incompatibility(c.config, snap.meta.config);
+        if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
+        if (priority === 'replica') return;
+        await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
+      });
+    } finally {
+      await archive.cleanup();
+      if (unpacked) await fs.rm(unpacked.dir, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * Receives an uploaded archive into a temp file, hashing it on the way; the
+   * caller then recovers from it (`{ file, checksum }` as the source).
+   */
+  async receive(input: Readable): Promise<{ file: string; checksum: string }> {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const file = path.join(this.tempDir, `${randomUUID()}.upload.tmp`);
+    const meter = new Meter((bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'receiving snapshot upload'));
+    try {
+      await pipeline(input, meter, createWriteStream(file));
+    } catch (err) {
+      await fs.rm(file, { force: true });
+      throw diskError(err, 'receiving the snapshot upload');
+    }
+    return { file, checksum: meter.hash.digest('hex') };
+  }
+
+  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves. */
+  async restoreAtStartup(r: StartupRestore): Promise<void> {
+    const refuse = (collection: string, from: string) => {
+      if (this.toc.has(collection) && !r.force) {
+        throw new BadInputError(`collection ${collection} already exists; --force_snapshot lets ${from} replace it`);
+      }
+    };
+    if (r.storageSnapshot !== null) {
+      const file = path.resolve(r.storageSnapshot);
+      if (!(await fs.stat(file).catch(() => null))?.isFile()) throw new BadInputError(`--storage-snapshot ${file}: no such file`);
+      const dir = await this.toc.stagingDir();
+      try {
+        await extractTar(createReadStream(file), dir, { maxBytes: (await fs.stat(file)).size, maxEntries: MAX_ENTRIES }).catch((err: unknown) => {
+          throw err instanceof TarError ? new BadInputError(`--storage-snapshot ${file}: ${err.message}`) : err;
+        });
+        const raw = JSON.parse(await fs.readFile(path.join(dir, 'config.json'), 'utf8').catch(() => 'null')) as {
+          collections_mapping?: Record<string, string>;
+          collections_aliases?: Record<string, string>;
+        } | null;
+        if (!raw || typeof raw.collections_mapping !== 'object' || raw.collections_mapping === null) {
+          throw new BadInputError(`--storage-snapshot ${file}: not a full-storage snapshot (no config.json with collections_mapping)`);
+        }
+        const mapping = Object.entries(raw.collections_mapping);
+        for (const [collection] of mapping) refuse(collection, '--storage-snapshot');
+        for (const [collection, inner] of mapping) {
+          checkSnapshotName(inner);
+          const innerFile = path.join(dir, inner);
+          await this.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
+          this.logger.info({ collection, from: file }, 'collection restored from the full-storage snapshot');
+        }
+        await this.toc.restoreAliases(raw.collections_aliases ?? {});
+      } finally {
+        await fs.rm(dir, { recursive: true, force: true });
+      }
+    }
+    for (const s of r.snapshots) {
+      const file = path.resolve(s.path);
+      if (!(await fs.stat(file).catch(() => null))?.isFile()) throw new BadInputError(`--snapshot ${s.path}: no such file`);
+      refuse(s.collection, '--snapshot');
+      await this.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
+      this.logger.info({ collection: s.collection, from: file }, 'collection restored from a snapshot at start-up');
+    }
+  }
+}
+
+async function releaseAll(pins: Map<number, ShardSnapshotFiles>): Promise<void> {
+  await Promise.all([...pins.values()].map((p) => p.release()));
+}
