@@ -105,8 +105,7 @@ test('a Qdrant route that is not implemented yet answers 501 with the error enve
   );
   t.is(typeof body.time, 'number');
   for (const [method, url] of [
-    ['GET', '/collections/books/snapshots'],
-    ['GET', '/snapshots'],
+    ['GET', '/collections/books/shards'],
     ['GET', '/cluster'],
     ['GET', '/issues'],
   ]) {
@@ -210,10 +209,10 @@ test('CLI: --help prints the usage and exits 0', async (t) => {
   t.regex(run.stdout, /--snapshot <path>:<collection>/);
 });
 
-test('CLI: --snapshot is parsed but says it is not implemented yet, exit 2', async (t) => {
-  const run = await runQuiver(['--snapshot', 'a:b']);
-  t.is(run.code, 2);
-  t.regex(run.stderr, /--snapshot is not implemented yet/);
+test('CLI: --snapshot with a file that does not exist stops start-up with exit 1 and names it', async (t) => {
+  const run = await runQuiver(['--snapshot', '/nonexistent/a.snapshot:b']);
+  t.is(run.code, 1);
+  t.regex(run.stderr, /--snapshot \/nonexistent\/a\.snapshot: no such file/);
   t.notRegex(run.stderr, /Usage/);
 });
 

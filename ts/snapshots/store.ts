@@ -115,19 +115,19 @@ export class LocalSnapshotStore implements SnapshotStore {
   async put(dir: string, name: string, file: string, checksum: string): Promise<SnapshotDescription> {
     const target = this.pathOf(dir, name);
     const folder = path.dirname(target);
-    await fs.mkdir(folder, { recursive: true });
-    // The checksum goes first: a snapshot without one is still valid, but a listed
-    // snapshot must never be partial, and the rename below is what lists it.
     const sumTmp = path.join(folder, `.${name}.checksum.${process.pid}.tmp`);
-    await fs.writeFile(sumTmp, checksum);
-    await fs.rename(sumTmp, `${target}.checksum`);
     const tmp = path.join(folder, `.${name}.${process.pid}.tmp`);
     try {
+      await fs.mkdir(folder, { recursive: true });
+      // The checksum goes first: a snapshot without one is still valid, but a listed
+      // snapshot must never be partial, and the rename of the snapshot is what lists it.
+      await fs.writeFile(sumTmp, checksum);
+      await fs.rename(sumTmp, `${target}.checksum`);
       await moveFile(file, tmp);
       await fs.rename(tmp, target);
       await syncDir(folder);
     } catch (err) {
-      await Promise.all([fs.rm(tmp, { force: true }), fs.rm(`${target}.checksum`, { force: true }), fs.rm(file, { force: true })]);
+      await Promise.all([sumTmp, tmp, `${target}.checksum`, file].map((f) => fs.rm(f, { force: true })));
       throw err;
     }
     return this.describe(dir, name);
