@@ -25,6 +25,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine, Wal } from '../../bindings/engine';
+import { ShardUnavailableError } from '../api/errors';
 import type { VectorSpec } from '../collection/config';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { IdTracker, PointIdError, crc32c, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
@@ -73,10 +74,10 @@ export interface ShardSnapshotFiles {
   release(): Promise<void>;
 }
 
-export class ShardClosedError extends Error {
+/** A request reached a shard that is closing (shutdown, collection deleted or being replaced by a snapshot): 503, retry. */
+export class ShardClosedError extends ShardUnavailableError {
   constructor() {
-    super('shard is closed');
-    this.name = 'ShardClosedError';
+    super('the shard is closed (shutting down, deleted, or being replaced by a snapshot recovery); retry the request');
   }
 }
 
