@@ -477,15 +477,10 @@ test.serial('2d. download/delete: snapshot names with path separators and missin
   await assertUnchanged(t, 'after the traversal attempts');
 });
 
-// BUG (product): the *collection name* part of GET/DELETE
-// /collections/{collection_name}/snapshots/{snapshot_name} is used as a folder inside
-// snapshots_path without validation (ts/api/rest/snapshots.ts `collectionDir` ->
-// LocalSnapshotStore.pathOf = path.join(root, dir, name)), so `%2E%2E` or `..%2F...`
-// in the collection name reaches any file: GET downloads it, DELETE removes it (and
-// `<file>.checksum`). Repro: GET /collections/..%2Fstorage/snapshots/peer_id answers
-// 200 with storage/peer_id; DELETE /collections/%2E%2E/snapshots/<f> deletes
-// <snapshots_path>/../<f>; GET /collections/..%2Foutside/snapshots lists the `.snapshot`
-// files of that folder. Expected: 404 (not an existing collection / not a snapshot).
+// Regression (found by this test, fixed in ts/api/rest/snapshots.ts and
+// LocalSnapshotStore.pathOf): the collection-name part of the snapshot routes was used
+// as a folder inside snapshots_path unchecked, so `%2E%2E` or `..%2F...` reached any
+// file (download, delete, list). It must answer 404 and touch nothing.
 test.serial('2e. download/delete: a collection name with path separators cannot reach files outside its snapshot folder', async (t) => {
   const victim = path.join(dir, 'victim');
   await fs.writeFile(victim, 'must survive');

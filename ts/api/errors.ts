@@ -169,6 +169,13 @@ export class NotImplementedError extends ApiError {
   }
 }
 
+/** An error opening recovered snapshot data: the snapshot's fault (400) unless it is the disk's or already an API error. */
+export function snapshotLoadError(err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (err instanceof ApiError || code === 'ENOSPC' || code === 'EDQUOT' || code === 'EIO') return err;
+  return new BadInputError(`Invalid snapshot: its data does not load (${(err as Error)?.message ?? String(err)}); nothing was changed`);
+}
+
 /** Writes the error envelope with the given status. */
 export function sendError(ctx: Context, status: number, message: string): void {
   ctx.status = status;

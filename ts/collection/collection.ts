@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { BadInputError, BadRequestError, NotFoundError } from '../api/errors';
+import { BadInputError, BadRequestError, NotFoundError, snapshotLoadError } from '../api/errors';
 import { type Filter } from '../shard/filter';
 import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
 import { LocalShard, type StoredPoint } from '../shard/local-shard';
@@ -166,7 +166,7 @@ export class Collection {
       await fs.rm(live, { recursive: true, force: true });
       await fs.rename(old, live);
       r.local = await this.openShard(id);
-      throw err;
+      throw snapshotLoadError(err);
     }
     await fs.rm(old, { recursive: true, force: true });
     this.logger.info({ shard: id }, 'shard replaced from a snapshot');

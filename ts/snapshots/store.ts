@@ -70,7 +70,10 @@ export class LocalSnapshotStore implements SnapshotStore {
   /** The absolute path of `dir/name` (the name already checked). */
   pathOf(dir: string, name: string): string {
     checkSnapshotName(name);
-    return path.join(this.root, dir, name);
+    const p = path.resolve(this.root, dir, name);
+    // Callers pass checked folder names; this is the last line against a crafted one.
+    if (!p.startsWith(this.root + path.sep)) throw new NotFoundError(`Snapshot ${name} not found`);
+    return p;
   }
 
   async list(dir: string): Promise<SnapshotDescription[]> {

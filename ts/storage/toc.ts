@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { AlreadyExistsError, BadInputError, NotFoundError, ValidationError } from '../api/errors';
+import { AlreadyExistsError, BadInputError, NotFoundError, ValidationError, snapshotLoadError } from '../api/errors';
 import { Collection, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
 import { readJson, removeTempFiles, syncDir, writeFileAtomic } from '../shard/files';
@@ -277,7 +277,7 @@ export class TableOfContent {
         } else {
           await fs.rm(dir, { recursive: true, force: true });
         }
-        throw err;
+        throw snapshotLoadError(err);
       }
       if (existing) {
         await fs.rm(journal, { force: true });

@@ -11,9 +11,8 @@ import busboy from 'busboy';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 
-import type { Snapshots, Priority, RecoverySource } from '../../snapshots/snapshots';
-import { PRIORITIES } from '../../snapshots/snapshots';
-import type { TableOfContent } from '../../storage/toc';
+import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
+import { validateCollectionName, type TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
 import { BadRequestError, FormatError, NotFoundError, QueryFormatError } from '../errors';
 import { body, param, queryBool, readTimeout } from './parse';
@@ -108,9 +107,20 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
 }
 
 export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger): void {
+  /**
+   * The store folder of a collection's snapshots. The name must be a valid collection
+   * name (no separators, no leading dot): snapshots of a deleted collection stay
+   * reachable, but a crafted name must never reach another folder.
+   */
   const collectionDir = (ctx: Context) => {
-    const name = toc.resolveName(param(ctx, 'collection_name'));
-    return name;
+    const raw = param(ctx, 'collection_name');
+    const name = toc.resolveName(raw);
+    try {
+      validateCollectionName(name);
+    } catch {
+      throw new NotFoundError(`Collection \`${raw}\` doesn't exist!`);
+    }
+    return Snapshots.collectionDir(name);
   };
   /** Listing needs the collection, or at least snapshots of it (kept after the collection was deleted). */
   const listOrMissing = async (ctx: Context, dir: string) => {
@@ -171,7 +181,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     const c = toc.get(param(ctx, 'collection_name'));
     const id = shardIdOf(ctx);
     c.localShard(id);
-    return { c, id, dir: `${c.name}/shards/${id}` };
+    return { c, id, dir: Snapshots.shardDir(c.name, id) };
   };
   routes.add('GET', '/collections/{collection_name}/shards/{shard_id}/snapshots', async (ctx: Context) => {
     ok(ctx, await snapshots.list(shardDir(ctx).dir));
