@@ -2,8 +2,9 @@
  * The official JavaScript client (@qdrant/js-client-rest 1.18) drives a whole workflow
  * against a real `bin/quiver`: collections (unnamed and named vectors, hnsw and
  * quantization settings), payload indexes, every kind of point write, reads, every
- * search form, aliases and deletion. Each step is one serial test that checks what
- * the client hands back, not just that it did not throw.
+ * search form, aliases, snapshots (collection, shard and full-storage) and deletion.
+ * Each step is one serial test that checks what the client hands back, not just that
+ * it did not throw.
  *
  * The client is built with `checkCompatibility: false`: its version check compares
  * the server's version (Quiver's own, 0.x) with its own 1.18 and would only print a
@@ -515,6 +516,113 @@ test.serial('aliases: create, list, use, rename, delete', async (t) => {
     await call('delete alias', () => client.updateCollectionAliases({ actions: [{ delete_alias: { alias_name: `${ALIAS}2` } }] })),
   );
   t.deepEqual((await call('getAliases', () => client.getAliases())).aliases, []);
+});
+
+// -- snapshots ----------------------------------------------------------------------------------
+
+const SNAP = 'js_snap';
+const TS_RE = '\\d{4}-\\d{2}-\\d{2}-\\d{2}-\\d{2}-\\d{2}';
+
+async function snapPoints(name: string): Promise<string> {
+  const res = await call(`scroll ${name}`, () => client.scroll(name, { limit: 100, with_payload: true, with_vector: true }));
+  return JSON.stringify(res.points);
+}
+
+test.serial('snapshots: createSnapshot, listSnapshots, recoverSnapshot (priority snapshot, replica, checksum), deleteSnapshot', async (t) => {
+  t.true(await call('createCollection', () => client.createCollection(SNAP, { vectors: { size: 4, distance: 'Dot' }, shard_number: 2 })));
+  await call('createPayloadIndex', () => client.createPayloadIndex(SNAP, { field_name: 'g', field_schema: 'keyword', wait: true }));
+  await call('upsert', () =>
+    client.upsert(SNAP, { wait: true, points: Array.from({ length: 10 }, (_, i) => ({ id: i + 1, vector: [i, 1, 0, -i], payload: { g: i % 2 ? 'odd' : 'even', i } })) }),
+  );
+  const before = await snapPoints(SNAP);
+
+  const d = await call('createSnapshot', () => client.createSnapshot(SNAP));
+  t.truthy(d);
+  t.regex(d!.name, new RegExp(`^${SNAP}-\\d+-${TS_RE}\\.snapshot$`));
+  t.true(d!.size > 0);
+  t.regex(d!.checksum ?? '', /^[0-9a-f]{64}$/);
+  t.regex(d!.creation_time ?? '', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/);
+  t.deepEqual(await call('listSnapshots', () => client.listSnapshots(SNAP)), [d!]);
+
+  // wait=false: the server answers 202 {"status":"accepted"} as the reference does; this client
+  // accepts only 200/201 and turns the 202 into an "Unexpected Response" error (it does the same
+  // against the reference), though the snapshot is made. The snapshot appears shortly.
+  const accepted = await t.throwsAsync(() => client.createSnapshot(SNAP, { wait: false }));
+  t.regex(accepted?.message ?? '', /Unexpected Response: 202 \(Accepted\)[\s\S]*"status": "accepted"/);
+  for (let i = 0; i < 100 && (await client.listSnapshots(SNAP)).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+  const both = await call('listSnapshots', () => client.listSnapshots(SNAP));
+  t.is(both.length, 2);
+
+  // Change the collection, then recover it from the server's own download URL.
+  await call('delete', () => client.delete(SNAP, { points: [1, 2, 3], wait: true }));
+  const location = `${node.url}/collections/${SNAP}/snapshots/${d!.name}`;
+  const wrong = await t.throwsAsync(() => client.recoverSnapshot(SNAP, { location, priority: 'snapshot', checksum: '0'.repeat(64) }));
+  t.is((wrong as unknown as { status: number }).status, 400);
+  t.is((await call('count', () => client.count(SNAP, { exact: true }))).count, 7, 'a checksum mismatch changes nothing');
+  t.true(await call('recoverSnapshot', () => client.recoverSnapshot(SNAP, { location, priority: 'snapshot', checksum: d!.checksum })));
+  t.is(await snapPoints(SNAP), before);
+  const info = await call('getCollection', () => client.getCollection(SNAP));
+  t.is(info.payload_schema.g?.data_type, 'keyword');
+  t.is(info.config.params.shard_number, 2);
+
+  // Into new collections: priority snapshot brings the data, replica only the configuration.
+  t.true(await call('recoverSnapshot copy', () => client.recoverSnapshot(`${SNAP}_copy`, { location, priority: 'snapshot' })));
+  t.is(await snapPoints(`${SNAP}_copy`), before);
+  t.true(await call('recoverSnapshot replica', () => client.recoverSnapshot(`${SNAP}_replica`, { location, priority: 'replica' })));
+  const replica = await call('getCollection replica', () => client.getCollection(`${SNAP}_replica`));
+  t.is(replica.points_count, 0);
+  t.deepEqual(replica.config.params.vectors, { size: 4, distance: 'Dot' });
+
+  for (const s of both) t.true(await call('deleteSnapshot', () => client.deleteSnapshot(SNAP, s.name)));
+  t.deepEqual(await call('listSnapshots', () => client.listSnapshots(SNAP)), []);
+  const gone = await t.throwsAsync(() => client.deleteSnapshot(SNAP, d!.name));
+  t.is((gone as unknown as { status: number }).status, 404);
+  const missing = await t.throwsAsync(() => client.createSnapshot('js_nope'));
+  t.is((missing as unknown as { status: number }).status, 404);
+});
+
+test.serial('snapshots: createShardSnapshot, listShardSnapshots, recoverShardFromSnapshot, deleteShardSnapshot', async (t) => {
+  const before = await snapPoints(SNAP);
+  const d = await call('createShardSnapshot', () => client.createShardSnapshot(SNAP, 1, { wait: true }));
+  t.regex(d.name, new RegExp(`^${SNAP}-shard-1-${TS_RE}\\.snapshot$`));
+  t.regex(d.checksum ?? '', /^[0-9a-f]{64}$/);
+  t.deepEqual(await call('listShardSnapshots', () => client.listShardSnapshots(SNAP, 1)), [d]);
+  t.deepEqual(await call('listShardSnapshots 0', () => client.listShardSnapshots(SNAP, 0)), []);
+
+  // Change every point, then put shard 1 back: its points return, shard 0 keeps the change.
+  await call('setPayload', () => client.setPayload(SNAP, { points: Array.from({ length: 10 }, (_, i) => i + 1), payload: { changed: true }, wait: true }));
+  const location = `${node.url}/collections/${SNAP}/shards/1/snapshots/${d.name}`;
+  t.true(await call('recoverShardFromSnapshot', () => client.recoverShardFromSnapshot(SNAP, 1, { location, priority: 'snapshot', checksum: d.checksum, wait: true })));
+  const after = JSON.parse(await snapPoints(SNAP)) as Array<{ id: number; payload: Record<string, unknown> }>;
+  const original = JSON.parse(before) as Array<{ id: number; payload: Record<string, unknown> }>;
+  t.is(after.length, 10);
+  const reverted = after.filter((p) => p.payload.changed === undefined).map((p) => p.id);
+  const kept = after.filter((p) => p.payload.changed === true).map((p) => p.id);
+  t.is(reverted.length + kept.length, 10);
+  t.true(reverted.length > 0 && kept.length > 0, `one shard reverted (${reverted.join(',')}), the other kept the change (${kept.join(',')})`);
+  for (const p of after.filter((x) => x.payload.changed === undefined)) t.deepEqual(p, original.find((o) => o.id === p.id));
+
+  // A shard snapshot does not go into another shard.
+  const wrong = await t.throwsAsync(() => client.recoverShardFromSnapshot(SNAP, 0, { location, priority: 'snapshot', wait: true }));
+  t.is((wrong as unknown as { status: number }).status, 400);
+  t.true(await call('deleteShardSnapshot', () => client.deleteShardSnapshot(SNAP, 1, d.name, { wait: true })));
+  t.deepEqual(await call('listShardSnapshots', () => client.listShardSnapshots(SNAP, 1)), []);
+  const unknown = await t.throwsAsync(() => client.listShardSnapshots(SNAP, 9));
+  t.is((unknown as unknown as { status: number }).status, 404);
+});
+
+test.serial('snapshots: createFullSnapshot, listFullSnapshots, deleteFullSnapshot', async (t) => {
+  const d = await call('createFullSnapshot', () => client.createFullSnapshot());
+  t.regex(d.name, new RegExp(`^full-snapshot-${TS_RE}\\.snapshot$`));
+  t.true(d.size > 0);
+  t.regex(d.checksum ?? '', /^[0-9a-f]{64}$/);
+  t.deepEqual(await call('listFullSnapshots', () => client.listFullSnapshots()), [d]);
+  t.true(await call('deleteFullSnapshot', () => client.deleteFullSnapshot(d.name)));
+  t.deepEqual(await call('listFullSnapshots', () => client.listFullSnapshots()), []);
+  const gone = await t.throwsAsync(() => client.deleteFullSnapshot(d.name));
+  t.is((gone as unknown as { status: number }).status, 404);
+
+  for (const name of [SNAP, `${SNAP}_copy`, `${SNAP}_replica`]) t.true(await call(`deleteCollection ${name}`, () => client.deleteCollection(name)));
 });
 
 test.serial('deleteCollection removes both collections', async (t) => {
