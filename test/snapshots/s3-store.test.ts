@@ -1,7 +1,8 @@
 /**
- * S3SnapshotStore against a real S3-compatible server (moto_server on 127.0.0.1):
- * multipart publish, list, describe, stream out, local copy, delete, and the
- * not-found and name checks; then the REST service configured with S3 storage.
+ * S3SnapshotStore (ts/snapshots/s3-store.ts) against a real S3-compatible server
+ * (moto_server on 127.0.0.1): streamed multipart publish, list, describe, stream out,
+ * local copy, delete, the folder layout, and the not-found and name checks. Fails (does
+ * not skip) when moto_server cannot start.
  */
 
 import test from 'ava';
@@ -10,111 +11,195 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 
 import { NotFoundError } from '../../ts/api/errors';
 import { S3SnapshotStore } from '../../ts/snapshots/s3-store';
-import { startQuiver } from '../api/helpers';
-import { createBucket, s3Client, s3Env, startMotoServer, S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, type MotoServer } from '../support/s3';
+import { createBucket, s3Client, startMotoServer, S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, type MotoServer } from '../support/s3';
 
-let moto: MotoServer;
+const BUCKET = 'quiver-s3-store-test';
+
+let moto: MotoServer | undefined;
 let store: S3SnapshotStore;
-const BUCKET = 'quiver-test';
+let raw: S3Client;
+let startError: Error | undefined;
+const tempDirs: string[] = [];
 
 test.before(async () => {
-  moto = await startMotoServer();
-  await createBucket(moto.endpoint, BUCKET);
+  try {
+    moto = await startMotoServer();
+    await createBucket(moto.endpoint, BUCKET);
+  } catch (err) {
+    startError = err as Error;
+    return;
+  }
   store = S3SnapshotStore.create({ bucket: BUCKET, region: S3_REGION, access_key: S3_ACCESS_KEY, secret_key: S3_SECRET_KEY, endpoint_url: moto.endpoint });
+  raw = s3Client(moto.endpoint);
 });
 
 test.after.always(async () => {
+  store?.close();
+  raw?.destroy();
   await moto?.stop();
+  for (const d of tempDirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function tmpFile(bytes: Buffer): string {
+/** Fails the test with the reason when moto_server is not there. */
+function needsServer(t: { fail(msg: string): void }): boolean {
+  if (startError === undefined) return true;
+  t.fail(`moto_server (a real S3-compatible server) is needed for this test and could not start: ${startError.message}`);
+  return false;
+}
+
+function tempDir(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-s3-'));
-  const file = path.join(dir, 'a.snapshot.tmp');
+  tempDirs.push(dir);
+  return dir;
+}
+
+function tmpFile(bytes: Buffer): string {
+  const file = path.join(tempDir(), 'publish.tmp');
   fs.writeFileSync(file, bytes);
   return file;
 }
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-test.serial('put (multipart), list, describe, open, localCopy, delete', async (t) => {
-  const data = randomBytes(20 * 1024 * 1024 + 123);
+async function putRaw(key: string, body: string | Buffer): Promise<void> {
+  await raw.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: body }));
+}
+
+async function getRaw(key: string): Promise<string> {
+  const res = await raw.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }));
+  return res.Body!.transformToString('utf8');
+}
+
+test('put (streamed multipart) → describe, list, open, localCopy → delete → 404s', async (t) => {
+  if (!needsServer(t)) return;
+  const data = randomBytes(20 * 1024 * 1024 + 123); // three 8 MiB parts
+  const name = 'books-1-2026-01-01-00-00-00.snapshot';
   const file = tmpFile(data);
-  const d = await store.put('books', 'books-1-2026-01-01-00-00-00.snapshot', file, sha(data));
-  t.false(fs.existsSync(file), 'the published temp file is consumed');
+  const d = await store.put('books', name, file, sha(data));
+  t.false(fs.existsSync(file), 'the published local file is consumed');
+  t.is(d.name, name);
   t.is(d.size, data.length);
   t.is(d.checksum, sha(data));
   t.regex(d.creation_time ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
 
-  // Things that must not be listed: another folder below, a non-snapshot object.
-  await s3Client(moto.endpoint).send(new PutObjectCommand({ Bucket: BUCKET, Key: 'books/shards/0/books-shard-0-x.snapshot', Body: 'x' }));
-  await s3Client(moto.endpoint).send(new PutObjectCommand({ Bucket: BUCKET, Key: 'books/notes.txt', Body: 'x' }));
-  const list = await store.list('books');
-  t.deepEqual(list.map((x) => x.name), ['books-1-2026-01-01-00-00-00.snapshot']);
-  t.deepEqual(list[0], d);
-  t.deepEqual((await store.list('books/shards/0')).map((x) => x.name), ['books-shard-0-x.snapshot']);
-  t.deepEqual(await store.list('nothing-here'), []);
+  // The layout: `<dir>/<name>` uploaded as a multipart object (ETag "<md5>-<parts>"),
+  // `<dir>/<name>.checksum` holding the bare hex digest.
+  const head = await raw.send(new HeadObjectCommand({ Bucket: BUCKET, Key: `books/${name}` }));
+  t.regex(head.ETag ?? '', /-3"?$/, 'uploaded in 3 parts');
+  t.is(await getRaw(`books/${name}.checksum`), sha(data));
 
-  const { stream, size } = await store.open('books', d.name);
+  t.deepEqual(await store.describe('books', name), d);
+  t.deepEqual(await store.list('books'), [d]);
+
+  const { stream, size } = await store.open('books', name);
   t.is(size, data.length);
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(c as Buffer);
-  t.is(sha(Buffer.concat(chunks)), sha(data));
+  t.true(Buffer.concat(chunks).equals(data), 'streamed bytes equal');
 
-  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-s3-copy-'));
-  const copy = await store.localCopy('books', d.name, tmpDir);
-  t.is(sha(fs.readFileSync(copy.file)), sha(data));
+  const copyDir = path.join(tempDir(), 'nested', 'tmp'); // created on demand
+  const copy = await store.localCopy('books', name, copyDir);
+  t.is(path.dirname(copy.file), copyDir);
+  t.true(fs.readFileSync(copy.file).equals(data), 'local copy equal');
   await copy.cleanup();
-  t.deepEqual(fs.readdirSync(tmpDir), []);
+  t.deepEqual(fs.readdirSync(copyDir), []);
 
-  await store.delete('books', d.name);
+  await store.delete('books', name);
   t.deepEqual(await store.list('books'), []);
-  await t.throwsAsync(store.describe('books', d.name), { instanceOf: NotFoundError });
-  await t.throwsAsync(store.open('books', d.name), { instanceOf: NotFoundError });
-  await t.throwsAsync(store.delete('books', d.name), { instanceOf: NotFoundError });
-  await t.throwsAsync(store.localCopy('books', d.name, tmpDir), { instanceOf: NotFoundError });
-  await t.throwsAsync(store.describe('books', '../x.snapshot'), { instanceOf: NotFoundError });
+  const gone = await raw.send(new HeadObjectCommand({ Bucket: BUCKET, Key: `books/${name}.checksum` })).then(
+    () => false,
+    () => true,
+  );
+  t.true(gone, 'the checksum object is deleted too');
+
+  for (const op of [
+    () => store.describe('books', name),
+    () => store.open('books', name),
+    () => store.delete('books', name),
+    () => store.localCopy('books', name, copyDir),
+  ]) {
+    await t.throwsAsync(op, { instanceOf: NotFoundError, message: `Not found: Snapshot ${name} not found` });
+  }
+  t.deepEqual(fs.readdirSync(copyDir), [], 'no partial file left by a failed local copy');
 });
 
-test.serial('the service with S3 snapshot storage: create, list, download, delete the collection, recover by name, identical points', async (t) => {
-  const node = await startQuiver(s3Env(moto.endpoint, BUCKET));
-  t.teardown(() => node.stop());
-  const call = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(node.url + p, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const json = (await res.json()) as { result?: any; status: any };
-    return { status: res.status, json };
-  };
-  t.is((await call('PUT', '/collections/s3c', { vectors: { size: 3, distance: 'Euclid' }, shard_number: 2 })).status, 200);
-  const points = Array.from({ length: 200 }, (_, i) => ({ id: i + 1, vector: [i, i / 2, 1 - i], payload: { i, tag: `t${i % 7}` } }));
-  t.is((await call('PUT', '/collections/s3c/points?wait=true', { points })).status, 200);
-  const created = await call('POST', '/collections/s3c/snapshots');
-  t.is(created.status, 200, JSON.stringify(created.json));
-  const desc = created.json.result as { name: string; size: number; checksum: string };
-  const listed = await call('GET', '/collections/s3c/snapshots');
-  t.deepEqual(listed.json.result.map((d: { name: string }) => d.name), [desc.name]);
-  // The object is in the bucket, not on local disk.
-  const head = await store.describe('s3c', desc.name);
-  t.is(head.size, desc.size);
-  const dl = await fetch(`${node.url}/collections/s3c/snapshots/${desc.name}`);
-  t.is(dl.headers.get('content-length'), String(desc.size));
-  t.is(sha(Buffer.from(await dl.arrayBuffer())), desc.checksum);
+test('list: one folder level, only *.snapshot, sorted, checksum only when valid; empty and missing folders', async (t) => {
+  if (!needsServer(t)) return;
+  const a = Buffer.from('snapshot a');
+  const b = Buffer.from('snapshot b, a bit longer');
+  // Put in reverse order: the listing is sorted by name.
+  const db = await store.put('c', 'c-b.snapshot', tmpFile(b), sha(b));
+  const da = await store.put('c', 'c-a.snapshot', tmpFile(a), sha(a));
+  // Not snapshots of `c`: a shard snapshot below it, other objects, checksum objects.
+  await store.put('c/shards/0', 'x.snapshot', tmpFile(a), sha(a));
+  await putRaw('c/notes.txt', 'x');
+  await putRaw('c/orphan.snapshot.checksum', sha(a));
+  await putRaw('cc/c-z.snapshot', 'a sibling folder sharing the prefix');
+  // Listed, without a checksum field: none, or not a hex SHA-256.
+  await putRaw('c/c-c.snapshot', 'no checksum');
+  await putRaw('c/c-d.snapshot', 'bad checksum');
+  await putRaw('c/c-d.snapshot.checksum', 'not-a-sha');
 
-  t.is((await call('DELETE', '/collections/s3c')).status, 200);
-  const rec = await call('PUT', '/collections/s3c/snapshots/recover', { location: `s3://${BUCKET}/s3c/${desc.name}`, priority: 'snapshot', checksum: desc.checksum });
-  t.is(rec.status, 200, JSON.stringify(rec.json));
-  const scroll = await call('POST', '/collections/s3c/points/scroll', { limit: 1000, with_vector: true, with_payload: true });
+  const list = await store.list('c');
   t.deepEqual(
-    scroll.json.result.points.map((p: { id: number; vector: number[]; payload: unknown }) => ({ id: p.id, vector: p.vector, payload: p.payload })),
-    points,
+    list.map((x) => x.name),
+    ['c-a.snapshot', 'c-b.snapshot', 'c-c.snapshot', 'c-d.snapshot'],
   );
-  // A key that is not there, and another bucket: clear 400s.
-  t.is((await call('PUT', '/collections/s3c/snapshots/recover', { location: `s3://${BUCKET}/s3c/nope.snapshot` })).status, 400);
-  t.is((await call('PUT', '/collections/s3c/snapshots/recover', { location: `s3://other-bucket/s3c/${desc.name}` })).status, 400);
+  t.deepEqual(list[0], da);
+  t.deepEqual(list[1], db);
+  t.is(list[2].size, 'no checksum'.length);
+  t.false('checksum' in list[2]);
+  t.false('checksum' in list[3]);
+  t.false('checksum' in (await store.describe('c', 'c-c.snapshot')));
 
-  t.is((await call('DELETE', `/collections/s3c/snapshots/${desc.name}`)).status, 200);
-  t.deepEqual((await call('GET', '/collections/s3c/snapshots')).json.result, []);
-  t.is((await call('GET', `/collections/s3c/snapshots/${desc.name}`)).status, 404);
+  t.deepEqual((await store.list('c/shards/0')).map((x) => x.name), ['x.snapshot']);
+  t.deepEqual((await store.list('c/shards')).map((x) => x.name), []);
+  t.deepEqual(await store.list('missing-folder'), []);
+  t.deepEqual(await store.list('missing/shards/3'), []);
+  // The orphan checksum's "snapshot" does not exist.
+  await t.throwsAsync(store.describe('c', 'orphan.snapshot'), { instanceOf: NotFoundError });
+});
+
+test('the root folder: full-storage snapshots under bare keys', async (t) => {
+  if (!needsServer(t)) return;
+  const data = Buffer.from('full storage snapshot');
+  const d = await store.put('', 'full-1.snapshot', tmpFile(data), sha(data));
+  t.is(await getRaw('full-1.snapshot'), data.toString());
+  t.is(await getRaw('full-1.snapshot.checksum'), sha(data));
+  const names = (await store.list('')).map((x) => x.name);
+  t.true(names.includes('full-1.snapshot'));
+  t.true(names.every((n) => n.endsWith('.snapshot') && !n.includes('/')), `only root snapshots: ${names.join(', ')}`);
+  t.deepEqual(await store.describe('', 'full-1.snapshot'), d);
+  await store.delete('', 'full-1.snapshot');
+  t.false((await store.list('')).some((x) => x.name === 'full-1.snapshot'));
+});
+
+test('names that are not plain file names are refused as not found', async (t) => {
+  if (!needsServer(t)) return;
+  await putRaw('n/sub/y.snapshot', 'y');
+  for (const bad of ['sub/y.snapshot', '../n/sub/y.snapshot', '..', '.', '', 'a\\b.snapshot']) {
+    await t.throwsAsync(store.describe('n', bad), { instanceOf: NotFoundError }, `describe ${bad}`);
+    await t.throwsAsync(store.open('n', bad), { instanceOf: NotFoundError }, `open ${bad}`);
+    await t.throwsAsync(store.delete('n', bad), { instanceOf: NotFoundError }, `delete ${bad}`);
+    await t.throwsAsync(store.localCopy('n', bad, tempDir()), { instanceOf: NotFoundError }, `localCopy ${bad}`);
+  }
+  const file = tmpFile(Buffer.from('z'));
+  await t.throwsAsync(store.put('n', 'sub/z.snapshot', file, sha(Buffer.from('z'))), { instanceOf: NotFoundError });
+  t.false(fs.existsSync(file), 'the local file is removed on failure too');
+  t.is(await getRaw('n/sub/y.snapshot'), 'y', 'nothing deleted through a bad name');
+});
+
+test('a failed upload propagates the S3 error, removes the local file and leaves nothing listed', async (t) => {
+  if (!needsServer(t)) return;
+  const other = S3SnapshotStore.create({ bucket: 'no-such-bucket', region: S3_REGION, access_key: S3_ACCESS_KEY, secret_key: S3_SECRET_KEY, endpoint_url: moto!.endpoint });
+  t.teardown(() => other.close());
+  const file = tmpFile(Buffer.from('data'));
+  const err = await t.throwsAsync(other.put('x', 'x.snapshot', file, sha(Buffer.from('data'))));
+  t.false(err instanceof NotFoundError, `not mapped to NotFoundError: ${err?.name}`);
+  t.false(fs.existsSync(file));
+  await t.throwsAsync(other.list('x'), undefined, 'listing a missing bucket is an error, not []');
 });

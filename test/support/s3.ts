@@ -1,6 +1,7 @@
 /**
  * A real S3-compatible server for tests: `moto_server` (from the machine's Python)
- * on a free 127.0.0.1 port, and a bucket in it.
+ * on a free 127.0.0.1 port, and a bucket in it. Tests that need it must fail (not
+ * skip) when it cannot start: startMotoServer rejects with the reason.
  *
  *   const s3 = await startMotoServer();
  *   await createBucket(s3.endpoint, 'snapshots');
@@ -20,45 +21,64 @@ export const S3_REGION = 'us-east-1';
 
 export interface MotoServer {
   endpoint: string;
+  /** Stops the server (SIGTERM, SIGKILL after 5 s) and waits for it to exit. */
   stop(): Promise<void>;
 }
 
-/** Starts moto_server and waits until it answers; fails with its output if it cannot start. */
-export async function startMotoServer(timeoutMs = 30_000): Promise<MotoServer> {
+/** Starts moto_server and waits until it answers HTTP; rejects with its output if it cannot start. */
+export async function startMotoServer(timeoutMs = 20_000): Promise<MotoServer> {
   const port = await freePort();
   const child = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  let spawnError: Error | null = null;
-  child.once('error', (err) => (spawnError = err));
+  let spawnError: Error | undefined;
+  let gone = false;
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', () => {
+      gone = true;
+      resolve();
+    });
+    child.once('error', (err) => {
+      spawnError = err;
+      gone = true;
+      resolve();
+    });
+  });
+  const kill = async (): Promise<void> => {
+    if (gone) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => {
+      if (!gone) child.kill('SIGKILL');
+    }, 5_000);
+    await exited;
+    clearTimeout(timer);
+  };
+
   const endpoint = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (spawnError) throw new Error(`moto_server could not be started (is python3-moto installed?): ${(spawnError as Error).message}`);
-    if (child.exitCode !== null) throw new Error(`moto_server exited with ${child.exitCode}: ${output}`);
+    if (spawnError !== undefined) {
+      throw new Error(`moto_server could not be started (pip install 'moto[server]' puts it on PATH): ${spawnError.message}`);
+    }
+    if (gone) throw new Error(`moto_server exited (code ${child.exitCode}, signal ${child.signalCode}) before answering: ${output}`);
     try {
-      const res = await fetch(`${endpoint}/moto-api/`);
+      const res = await fetch(`${endpoint}/moto-api/`, { signal: AbortSignal.timeout(2_000) });
+      await res.arrayBuffer();
       if (res.status < 500) break;
     } catch {
       // not listening yet
     }
     if (Date.now() > deadline) {
-      child.kill('SIGKILL');
+      await kill();
       throw new Error(`moto_server did not answer on ${endpoint} within ${timeoutMs} ms: ${output}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  return {
-    endpoint,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await exited;
-    },
-  };
+  return { endpoint, stop: kill };
 }
 
+/** An SDK client for the moto server at `endpoint` (path-style, test credentials). */
 export function s3Client(endpoint: string): S3Client {
   return new S3Client({
     region: S3_REGION,
@@ -71,7 +91,12 @@ export function s3Client(endpoint: string): S3Client {
 }
 
 export async function createBucket(endpoint: string, bucket: string): Promise<void> {
-  await s3Client(endpoint).send(new CreateBucketCommand({ Bucket: bucket }));
+  const client = s3Client(endpoint);
+  try {
+    await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  } finally {
+    client.destroy();
+  }
 }
 
 /** The SERVICE__ variables that point a server's snapshot storage at `bucket` on `endpoint`. */

@@ -45,6 +45,7 @@ const CHECKSUM_READS = 8;
 export function isS3NotFound(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const e = err as { name?: string; Code?: string; $metadata?: { httpStatusCode?: number } };
+  if (e.name === 'NoSuchBucket') return false; // a configuration error, not a missing snapshot
   return e.name === 'NotFound' || e.name === 'NoSuchKey' || e.Code === 'NoSuchKey' || e.$metadata?.httpStatusCode === 404;
 }
 
