@@ -2,7 +2,7 @@
 """The official Python client (qdrant-client, installed by .ci/run) drives a whole
 workflow against a real bin/quiver: collections (unnamed and named vectors, hnsw and
 quantization settings), payload indexes, every kind of point write, reads, every
-search form, aliases and deletion.
+search form, aliases, snapshots (collection, shard, full-storage, upload) and deletion.
 
 It starts bin/quiver itself on a free port of 127.0.0.1 with its storage in a temporary
 folder (build first: `make build` or `npx tsc -p tsconfig.json`), prints one TAP line per
@@ -18,13 +18,17 @@ server's version (Quiver's own, 0.x) with its own 1.x and would only warn.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import traceback
@@ -568,6 +572,128 @@ def workflow(client: QdrantClient, url: str) -> None:
         eq([a.alias_name for a in client.get_aliases().aliases], [ALIAS + "2"], "renamed")
         client.update_collection_aliases(change_aliases_operations=[models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=ALIAS + "2"))])
         eq(client.get_aliases().aliases, [], "deleted")
+
+    # -- snapshots (Quiver's default priority is `replica`, so data recoveries name `snapshot`) --
+
+    snap = "py_snap"
+    ts_re = r"\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}"
+    kept: dict = {}
+
+    def snap_points(name: str) -> list:
+        pts, _n = client.scroll(name, limit=100, with_payload=True, with_vectors=True)
+        return [(p.id, p.payload, p.vector) for p in pts]
+
+    def download(path: str) -> bytes:
+        with urllib.request.urlopen(url + path, timeout=30) as res:
+            if res.headers.get_content_type() != "application/octet-stream":
+                raise AssertionError(f"{path}: content-type {res.headers.get('content-type')!r}")
+            return res.read()
+
+    def check_description(d, pattern: str, what: str) -> None:
+        if d is None or not re.fullmatch(pattern, d.name):
+            raise AssertionError(f"{what}: name {getattr(d, 'name', None)!r} does not match {pattern}")
+        if not (d.size > 0 and re.fullmatch(r"[0-9a-f]{64}", d.checksum or "") and re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", d.creation_time or "")):
+            raise AssertionError(f"{what}: {d!r}")
+
+    @step("create_snapshot and list_snapshots; the download matches size and checksum; wait=False answers at once")
+    def _():
+        client.create_collection(snap, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT), shard_number=2)
+        client.create_payload_index(snap, "g", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+        client.upsert(snap, wait=True, points=[models.PointStruct(id=i, vector=[i, 1, 0, -i], payload={"g": "odd" if i % 2 else "even", "i": i}) for i in range(1, 11)])
+        kept["before"] = snap_points(snap)
+        d = client.create_snapshot(snap)
+        check_description(d, rf"{snap}-\d+-{ts_re}\.snapshot", "create_snapshot")
+        eq(client.list_snapshots(snap), [d], "list_snapshots")
+        data = download(f"/collections/{snap}/snapshots/{d.name}")
+        eq((len(data), hashlib.sha256(data).hexdigest()), (d.size, d.checksum), "download size and sha256")
+        kept["d"], kept["bytes"] = d, data
+        eq(client.create_snapshot(snap, wait=False), None, "wait=False hands back no description")
+        deadline = time.monotonic() + 10
+        while len(client.list_snapshots(snap)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        eq(len(client.list_snapshots(snap)), 2, "the wait=False snapshot is listed")
+
+    @step("recover_snapshot(location=..., priority='snapshot'): checksum checked, data back; replica into a new collection is empty")
+    def _():
+        d = kept["d"]
+        client.delete(snap, points_selector=[1, 2, 3], wait=True)
+        location = f"{url}/collections/{snap}/snapshots/{d.name}"
+        raises_status(400, lambda: client.recover_snapshot(snap, location=location, priority="snapshot", checksum="0" * 64), "checksum mismatch")
+        eq(client.count(snap, exact=True).count, 7, "a checksum mismatch changes nothing")
+        eq(client.recover_snapshot(snap, location=location, priority="snapshot", checksum=d.checksum), True, "recover")
+        eq(snap_points(snap), kept["before"], "points after recovery")
+        info = client.get_collection(snap)
+        eq((info.config.params.shard_number, info.payload_schema["g"].data_type), (2, models.PayloadSchemaType.KEYWORD), "config and index")
+        eq(client.recover_snapshot(snap + "_copy", location=location, priority=models.SnapshotPriority.SNAPSHOT), True, "recover into a new collection")
+        eq(snap_points(snap + "_copy"), kept["before"], "copy")
+        eq(client.recover_snapshot(snap + "_replica", location=location, priority="replica"), True, "replica into a new collection")
+        replica = client.get_collection(snap + "_replica")
+        eq((replica.points_count, replica.config.params.vectors.size), (0, 4), "replica: the configuration, no points")
+        raises_status(404, lambda: client.create_snapshot("py_nope"), "snapshot of a missing collection")
+
+    @step("upload: recover_from_uploaded_snapshot through client.http (multipart), priority snapshot")
+    def _():
+        api = client.http.snapshots_api
+        r = api.recover_from_uploaded_snapshot(collection_name=snap + "_upload", priority=models.SnapshotPriority.SNAPSHOT, checksum=kept["d"].checksum, snapshot=io.BytesIO(kept["bytes"]))
+        eq(r.result, True, "upload result")
+        eq(snap_points(snap + "_upload"), kept["before"], "uploaded points")
+        raises_status(
+            400,
+            lambda: api.recover_from_uploaded_snapshot(collection_name=snap + "_upload", priority=models.SnapshotPriority.SNAPSHOT, checksum="1" * 64, snapshot=io.BytesIO(kept["bytes"])),
+            "upload with a wrong checksum",
+        )
+
+    @step("delete_snapshot removes both; deleting again is 404")
+    def _():
+        for d in client.list_snapshots(snap):
+            eq(client.delete_snapshot(snap, d.name), True, f"delete {d.name}")
+        eq(client.list_snapshots(snap), [], "none left")
+        raises_status(404, lambda: client.delete_snapshot(snap, kept["d"].name), "delete again")
+
+    @step("shard snapshots: create_shard_snapshot, list_shard_snapshots, recover_shard_snapshot, delete_shard_snapshot")
+    def _():
+        d = client.create_shard_snapshot(snap, 1)
+        check_description(d, rf"{snap}-shard-1-{ts_re}\.snapshot", "create_shard_snapshot")
+        eq(client.list_shard_snapshots(snap, 1), [d], "list shard 1")
+        eq(client.list_shard_snapshots(snap, 0), [], "list shard 0")
+        client.set_payload(snap, payload={"changed": True}, points=list(range(1, 11)), wait=True)
+        location = f"{url}/collections/{snap}/shards/1/snapshots/{d.name}"
+        eq(client.recover_shard_snapshot(snap, 1, location=location, priority="snapshot", checksum=d.checksum), True, "recover shard 1")
+        after = snap_points(snap)
+        before = {pid: (payload, vector) for pid, payload, vector in kept["before"]}
+        reverted = [pid for pid, payload, _v in after if "changed" not in payload]
+        changed = [pid for pid, payload, _v in after if payload.get("changed") is True]
+        if not (reverted and changed and len(reverted) + len(changed) == 10):
+            raise AssertionError(f"one shard must come back, the other keep the change: reverted {reverted}, changed {changed}")
+        for pid, payload, vector in after:
+            if pid in reverted:
+                eq((payload, vector), before[pid], f"point {pid} of shard 1")
+        raises_status(400, lambda: client.recover_shard_snapshot(snap, 0, location=location, priority="snapshot"), "shard 1's snapshot into shard 0")
+        raises_status(404, lambda: client.list_shard_snapshots(snap, 9), "unknown shard")
+        eq(client.delete_shard_snapshot(snap, 1, d.name), True, "delete shard snapshot")
+        eq(client.list_shard_snapshots(snap, 1), [], "none left")
+
+    @step("full snapshots: create_full_snapshot (a tar with config.json and one snapshot per collection), list_full_snapshots, delete_full_snapshot")
+    def _():
+        client.update_collection_aliases(change_aliases_operations=[models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=snap, alias_name="py_snap_alias"))])
+        d = client.create_full_snapshot()
+        check_description(d, rf"full-snapshot-{ts_re}\.snapshot", "create_full_snapshot")
+        eq(client.list_full_snapshots(), [d], "list_full_snapshots")
+        data = download(f"/snapshots/{d.name}")
+        eq(hashlib.sha256(data).hexdigest(), d.checksum, "sha256 of the full snapshot")
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            config = json.load(tar.extractfile("config.json"))
+            names = sorted(m.name for m in tar.getmembers())
+        collections = sorted(c.name for c in client.get_collections().collections)
+        eq(sorted(config["collections_mapping"]), collections, "collections_mapping")
+        eq(config["collections_aliases"], {"py_snap_alias": snap}, "collections_aliases")
+        eq(names, sorted(["config.json", *config["collections_mapping"].values()]), "archive entries")
+        eq(client.delete_full_snapshot(d.name), True, "delete_full_snapshot")
+        eq(client.list_full_snapshots(), [], "none left")
+        raises_status(404, lambda: client.delete_full_snapshot(d.name), "delete again")
+        client.update_collection_aliases(change_aliases_operations=[models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name="py_snap_alias"))])
+        for name in [snap, snap + "_copy", snap + "_replica", snap + "_upload"]:
+            eq(client.delete_collection(name), True, f"delete {name}")
 
     @step("delete_collection removes both collections")
     def _():
