@@ -791,6 +791,81 @@ test.serial('shard snapshot round trip: shard 1 comes back to its snapshot state
   sameContents(t, await contentsOf(nodeA.url, c), expected, 'after a restart');
 });
 
+/**
+ * Clients hammer a collection (upserts, scrolls, queries, exists, the collection list)
+ * while `recover` runs; returns every answer that was neither 200 nor 503, and whether
+ * the collection ever looked absent.
+ */
+async function raceRecovery(url: string, coll: string, recover: () => Promise<Reply>): Promise<{ reply: Reply; wrong: string[]; calls: number }> {
+  let stop = false;
+  let calls = 0;
+  const wrong: string[] = [];
+  const note = (what: string, r: Reply, absent = false) => {
+    calls++;
+    if ((r.status !== 200 && r.status !== 503) || absent) wrong.push(`${what} -> ${r.status} ${r.text.slice(0, 160)}`);
+  };
+  const loop = async (fn: () => Promise<void>) => {
+    while (!stop) await fn();
+  };
+  let k = 0;
+  const loops = [
+    loop(async () => note('upsert', await call(url, 'PUT', `/collections/${coll}/points?wait=true`, { points: [{ id: 950_000 + (k++ % 20), vector: { a: new Array(A_DIM).fill(0.25) }, payload: { kind: 'race' } }] }))),
+    loop(async () => note('scroll', await call(url, 'POST', `/collections/${coll}/points/scroll`, { limit: 2 }))),
+    loop(async () => note('query', await call(url, 'POST', `/collections/${coll}/points/query`, { query: new Array(A_DIM).fill(1), using: 'a', limit: 2 }))),
+    loop(async () => {
+      const r = await call(url, 'GET', `/collections/${coll}/exists`);
+      note('exists', r, r.status === 200 && r.json?.result?.exists !== true);
+    }),
+    loop(async () => {
+      const r = await call(url, 'GET', '/collections');
+      note('list', r, r.status === 200 && !(r.json?.result?.collections ?? []).some((c: { name: string }) => c.name === coll));
+    }),
+  ];
+  await new Promise((r) => setTimeout(r, 150));
+  const reply = await recover();
+  await new Promise((r) => setTimeout(r, 150));
+  stop = true;
+  await Promise.all(loops);
+  return { reply, wrong, calls };
+}
+
+// BUG (reported, product code not changed here): TableOfContent.replaceCollection
+// (ts/storage/toc.ts) takes the collection out of the table (`this.collections.delete(name)`)
+// before closing it, renaming the folders and opening the recovered data, so for the
+// whole swap every request that arrives, reads and writes alike, is told
+// `404 Not found: Collection \`rt\` doesn't exist!`, `/exists` answers false and
+// `GET /collections` leaves it out, although the collection exists before and after.
+// A shard recovery (next test) answers 503 Shard temporarily unavailable in the same
+// situation, as the product intends for a snapshot swap. This test fails until fixed.
+test.serial('requests racing a priority=snapshot recovery into the existing collection are never told it does not exist (200 or 503 only)', async (t) => {
+  if (!recovered) return t.fail('the first recovery did not run');
+  const url = nodeA.url;
+  const location = `file://${path.join(dirA, 'snapshots', COLL, snapS.name)}`;
+  const wrong: string[] = [];
+  let calls = 0;
+  for (let round = 0; round < 2; round++) {
+    const r = await raceRecovery(url, COLL, () => call(url, 'PUT', `/collections/${COLL}/snapshots/recover`, { location, priority: 'snapshot' }));
+    t.is(r.reply.status, 200, r.reply.text);
+    wrong.push(...r.wrong);
+    calls += r.calls;
+  }
+  t.deepEqual(wrong.slice(0, 6), [], `${wrong.length} of ${calls} requests racing the recovery got a wrong answer`);
+  // Whatever raced, the snapshot's points are back exactly (the racing writes use ids of their own).
+  const got = await contentsOf(url, COLL);
+  for (const id of got.keys()) if (id >= 950_000) got.delete(id);
+  sameContents(t, got, recovered, 'the recovered collection after the race');
+});
+
+test.serial('requests racing a priority=snapshot shard recovery get 200 or 503 only', async (t) => {
+  const url = nodeA.url;
+  const c = 'rt_shard';
+  const [s1] = await ok(url, 'GET', `/collections/${c}/shards/1/snapshots`);
+  const location = `file://${path.join(dirA, 'snapshots', c, 'shards', '1', s1.name)}`;
+  const r = await raceRecovery(url, c, () => call(url, 'PUT', `/collections/${c}/shards/1/snapshots/recover`, { location, priority: 'snapshot' }));
+  t.is(r.reply.status, 200, r.reply.text);
+  t.deepEqual(r.wrong.slice(0, 6), [], `${r.wrong.length} of ${r.calls} requests racing the shard recovery got a wrong answer`);
+});
+
 // -- S3 -----------------------------------------------------------------------------------------
 
 test.serial('S3 snapshot storage (moto): create → listed from the bucket → download → delete the collection → recover by s3:// name and by file:// → identical; writes and a restart', async (t) => {
