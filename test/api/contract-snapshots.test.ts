@@ -229,6 +229,22 @@ const norm = (names: string[]) => names.map((n) => n.replace(/\/$/, '')).sort();
 
 // -- full-storage snapshots (serial: they see every collection of the server) -------------------
 
+test.serial('full snapshot of an empty storage: a tar holding only config.json with empty mappings', async (t) => {
+  t.deepEqual((await api.ok(t, 'GET', '/collections'))?.collections, [], 'this runs first, on an empty storage');
+  const d = (await api.ok(t, 'POST', FULL_SNAPSHOTS)) as Description;
+  checkDescription(t, d, fullName);
+  const bytes = await downloadOk(t, FULL_SNAPSHOT, { snapshot_name: d.name }, d);
+  const dir = await tempDir('full-empty');
+  try {
+    t.deepEqual(norm(await untar(bytes, dir)), ['config.json']);
+    const config = JSON.parse(await fs.readFile(path.join(dir, 'x', 'config.json'), 'utf8'));
+    t.deepEqual(config, { collections_mapping: {}, collections_aliases: {} });
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+  t.true(await api.ok(t, 'DELETE', FULL_SNAPSHOT, { params: { snapshot_name: d.name } }));
+});
+
 test.serial('full snapshot: POST /snapshots → SnapshotDescription; GET lists it; download is a tar with config.json and one collection snapshot per collection', async (t) => {
   await seeded(t, 'full_a', 6);
   await api.ok(t, 'PUT', COLLECTION, { params: P('full_b'), body: { vectors: { img: { size: 2, distance: 'Euclid' } } } });
@@ -336,6 +352,32 @@ test('collection snapshot: create (wait default) → SnapshotDescription; listed
   for (const x of list2) checkDescription(t, x, collectionName('cs_basic'));
 });
 
+test('collection snapshot: concurrent creates get distinct names, each listed and downloadable with its own checksum', async (t) => {
+  await seeded(t, 'cs_concurrent', 30);
+  const made = (await Promise.all([1, 2, 3, 4].map(() => api.ok(t, 'POST', SNAPSHOTS, { params: P('cs_concurrent') })))) as Description[];
+  t.is(new Set(made.map((d) => d.name)).size, 4, `names: ${made.map((d) => d.name).join(', ')}`);
+  for (const d of made) checkDescription(t, d, collectionName('cs_concurrent'));
+  const list = await listed(t, SNAPSHOTS, P('cs_concurrent'));
+  t.deepEqual(list.map((x) => x.name).sort(), made.map((d) => d.name).sort());
+  for (const d of made) await downloadOk(t, SNAPSHOT, PS('cs_concurrent', d.name), list.find((x) => x.name === d.name)!);
+});
+
+test('collection snapshot: an empty 3-shard collection round-trips (config, payload index, no points)', async (t) => {
+  await api.ok(t, 'PUT', COLLECTION, { params: P('cs_empty'), body: { vectors: { v: { size: 3, distance: 'Cosine' } }, shard_number: 3 } });
+  await api.ok(t, 'PUT', INDEX, { params: P('cs_empty'), query: { wait: true }, body: { field_name: 'n', field_schema: 'integer' } });
+  const d = await createSnapshot(t, 'cs_empty');
+  const location = `file://${path.join(snapshotsPath, 'cs_empty', d.name)}`;
+  t.true(await api.ok(t, 'PUT', RECOVER, { params: P('cs_empty_copy'), body: { location, priority: 'snapshot' } }));
+  const src = await api.ok(t, 'GET', COLLECTION, { params: P('cs_empty') });
+  const copy = await api.ok(t, 'GET', COLLECTION, { params: P('cs_empty_copy') });
+  t.deepEqual(copy?.config?.params, src?.config?.params);
+  t.is(copy?.points_count, 0);
+  t.is(copy?.payload_schema?.n?.data_type, 'integer');
+  // It takes writes.
+  await api.ok(t, 'PUT', POINTS, { params: P('cs_empty_copy'), query: { wait: true }, body: { points: [{ id: 1, vector: { v: [1, 0, 0] }, payload: { n: 1 } }] } });
+  t.is((await contents(t, 'cs_empty_copy')).count, 1);
+});
+
 test('collection snapshot: wait=false → 202 {"status":"accepted"}, then listed shortly', async (t) => {
   await seeded(t, 'cs_async');
   const r = await api.call(t, 'POST', SNAPSHOTS, { params: P('cs_async'), query: { wait: false } });
@@ -437,6 +479,13 @@ test('recover: bad locations → 400 (no such file, outside the snapshots folder
   await api.error(t, 400, 'PUT', RECOVER, { params: P('rc_loc_new'), body: { location: `file://${missing}`, priority: 'snapshot' } });
   t.false((await api.ok(t, 'GET', '/collections/{collection_name}/exists', { params: P('rc_loc_new') }))?.exists);
   t.deepEqual(await contents(t, 'rc_loc'), before);
+});
+
+test('recover: an http location that answers 404 or cannot be reached → 400, nothing created', async (t) => {
+  const p = P('rc_http_missing');
+  await api.error(t, 400, 'PUT', RECOVER, { params: p, body: { location: `${api.url}/collections/nope/snapshots/nope.snapshot`, priority: 'snapshot' } }, /^Bad request: .*404/);
+  await api.error(t, 400, 'PUT', RECOVER, { params: p, body: { location: 'http://127.0.0.1:1/x.snapshot', priority: 'snapshot' } }, /^Bad request: /);
+  t.false((await api.ok(t, 'GET', '/collections/{collection_name}/exists', { params: p }))?.exists);
 });
 
 test('recover: file:// with the right checksum → true and the data back; a wrong checksum → 400 Checksum mismatch', async (t) => {
