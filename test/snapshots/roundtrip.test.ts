@@ -611,9 +611,14 @@ test.serial('recover by upload, by file:// and by the server\'s own http URL (pr
 test.serial('--snapshot <file>:<name> recovers at start-up; an existing collection without --force_snapshot stops start-up; with it, it is replaced', async (t) => {
   if (!recovered) return t.fail('the first recovery did not run');
   const dir = await tempDir('cli');
-  const node = await launch(dir, ['--snapshot', `${fileS}:cli_rt`]);
+  // Repeatable, and split at the last colon (the path may hold one).
+  const colonDir = path.join(dir, 'with:colon');
+  await fs.mkdir(colonDir);
+  await fs.copyFile(fileS, path.join(colonDir, 'copy.snapshot'));
+  const node = await launch(dir, ['--snapshot', `${fileS}:cli_rt`, '--snapshot', `${path.join(colonDir, 'copy.snapshot')}:cli_colon`]);
   const got = await contentsOf(node.url, 'cli_rt');
   sameContents(t, got, recovered, '--snapshot recovery equals the upload recovery');
+  sameContents(t, await contentsOf(node.url, 'cli_colon'), recovered, 'the second --snapshot (a path with a colon)');
   withinBounds(t, got, model, boundsS, '--snapshot');
   await indexesWork(t, node.url, 'cli_rt', got, '--snapshot');
   const after = await writeAfter(node.url, 'cli_rt', got);
@@ -645,6 +650,18 @@ test.serial('--snapshot <file>:<name> recovers at start-up; an existing collecti
   const missing = await runToExit(dir, ['--snapshot', `${path.join(dir, 'nope.snapshot')}:other`]);
   t.not(missing.code, 0);
   t.regex(missing.output, /nope\.snapshot/);
+  // So does a snapshot of the wrong kind, either way round, and nothing is created.
+  const fullAsCollection = await runToExit(dir, ['--snapshot', `${fileF}:other`]);
+  t.not(fullAsCollection.code, 0);
+  t.false(fullAsCollection.listened);
+  t.regex(fullAsCollection.output, /snapshot/i);
+  const collectionAsFull = await runToExit(dir, ['--storage-snapshot', fileS]);
+  t.not(collectionAsFull.code, 0);
+  t.false(collectionAsFull.listened);
+  t.regex(collectionAsFull.output, /not a full-storage snapshot/);
+  const after2 = await launch(dir);
+  t.deepEqual((await ok(after2.url, 'GET', '/collections')).collections.map((c: { name: string }) => c.name).sort(), ['cli_colon', 'cli_rt']);
+  t.is(await after2.stop(), 0);
 });
 
 test.serial('--storage-snapshot restores every collection and the aliases; the result takes writes and survives a restart', async (t) => {
@@ -868,7 +885,7 @@ test.serial('requests racing a priority=snapshot shard recovery get 200 or 503 o
 
 // -- S3 -----------------------------------------------------------------------------------------
 
-test.serial('S3 snapshot storage (moto): create → listed from the bucket → download → delete the collection → recover by s3:// name and by file:// → identical; writes and a restart', async (t) => {
+test.serial('S3 snapshot storage (moto): create → listed from the bucket → download → delete the collection → recover by s3:// name and by file:// → identical; shard and full snapshots in the bucket; writes and a restart', async (t) => {
   let moto: MotoServer;
   try {
     moto = await startMotoServer();
@@ -922,6 +939,33 @@ test.serial('S3 snapshot storage (moto): create → listed from the bucket → d
     // A file:// location inside the snapshots path names the same object.
     t.true(await ok(node.url, 'PUT', '/collections/s3_rt_file/snapshots/recover', { location: `file://${path.join(dir, 'snapshots', c, d.name)}`, priority: 'snapshot' }));
     sameContents(t, await contentsOf(node.url, 's3_rt_file'), data, 'file:// recovery with S3 storage');
+
+    // Shard snapshots and full snapshots live in the bucket too.
+    const sh = await ok(node.url, 'POST', `/collections/${c}/shards/1/snapshots`);
+    t.deepEqual((await ok(node.url, 'GET', `/collections/${c}/shards/1/snapshots`)).map((x: { name: string }) => x.name), [sh.name]);
+    await ok(node.url, 'POST', `/collections/${c}/points/payload?wait=true`, { points: [...data.keys()], payload: { shard_test: 1 } });
+    t.true(await ok(node.url, 'PUT', `/collections/${c}/shards/1/snapshots/recover`, { location: `s3://${bucket}/${c}/shards/1/${sh.name}`, priority: 'snapshot' }));
+    const mixed = await contentsOf(node.url, c);
+    t.is(mixed.size, data.size);
+    for (const [id, st] of mixed) {
+      const want = shardOfId(id) === 1 ? data.get(id) : { v: data.get(id)!.v, p: { ...data.get(id)!.p, shard_test: 1 } };
+      if (canon(st) !== canon(want)) {
+        t.fail(`point ${id} (shard ${shardOfId(id)}) after the S3 shard recovery: ${canon(st)}`);
+        break;
+      }
+    }
+    t.true(await ok(node.url, 'DELETE', `/collections/${c}/shards/1/snapshots/${sh.name}`));
+    const full = await ok(node.url, 'POST', '/snapshots');
+    t.deepEqual((await ok(node.url, 'GET', '/snapshots')).map((x: { name: string }) => x.name), [full.name]);
+    const fullBytes = await downloadBytes(node.url, `/snapshots/${full.name}`);
+    t.is(sha256(fullBytes), full.checksum);
+    const rootObjects = await s3Client(moto.endpoint).send(new ListObjectsV2Command({ Bucket: bucket, Delimiter: '/' }));
+    t.true((rootObjects.Contents ?? []).some((o) => o.Key === full.name), 'the full snapshot is at the bucket root');
+    t.true(await ok(node.url, 'DELETE', `/snapshots/${full.name}`));
+    t.deepEqual(await ok(node.url, 'GET', '/snapshots'), []);
+    // Back to the snapshot's data for the checks below.
+    t.true(await ok(node.url, 'PUT', `/collections/${c}/snapshots/recover`, { location: `s3://${bucket}/${c}/${d.name}`, priority: 'snapshot' }));
+    sameContents(t, await contentsOf(node.url, c), data, 's3:// recovery again');
 
     // Another bucket is refused.
     const other = await call(node.url, 'PUT', '/collections/s3_other/snapshots/recover', { location: `s3://another-bucket/${c}/${d.name}`, priority: 'snapshot' });
