@@ -434,7 +434,12 @@ test.serial('5b. start-up removes leftovers of interrupted snapshot work and kee
 
 // -- 6. crash during the swap ----------------------------------------------------------------------
 
-test.serial('6a. crash during a collection swap: the journal puts the old collection back, or keeps the new one that arrived', async (t) => {
+// The swap journal (ts/shard/files.ts swapDirectory): `.swap-<stamp>.json` = { live, old, committed }.
+// Uncommitted: the new data had not opened yet, so start-up puts the old data back (or,
+// for a new collection, removes the unchecked one). Committed: the new data stays.
+const journal = (live: string, old: string | null, committed: boolean) => JSON.stringify({ live, old, committed });
+
+test.serial('6a. crash during a collection swap: an unfinished swap puts the old collection back, a committed one keeps the new', async (t) => {
   t.timeout(90_000);
   const dir = await scratch('swap');
   let n = await start(dir);
@@ -446,12 +451,11 @@ test.serial('6a. crash during a collection swap: the journal puts the old collec
   const before = await fingerprint(n.url, 'c');
   const otherBefore = await fingerprint(n.url, 'other');
   await n.server.stop('SIGTERM');
+  const cols = path.join(n.storage, 'collections');
 
   // (1) Killed after the old directory was moved away, before the new one arrived.
-  const cols = path.join(n.storage, 'collections');
+  await fs.writeFile(path.join(cols, '.swap-123-456.json'), journal('c', '.replaced-123-456', false));
   await fs.rename(path.join(cols, 'c'), path.join(cols, '.replaced-123-456'));
-  await fs.writeFile(path.join(cols, '.swap-123-456.json'), JSON.stringify({ name: 'c', old: '.replaced-123-456' }));
-  // ...with the unpacked snapshot still in its staging folder.
   await fs.mkdir(path.join(cols, '.recovering-xyz', '0'), { recursive: true });
   await fs.writeFile(path.join(cols, '.recovering-xyz', 'config.json'), '{}');
   n = await restart(n);
@@ -459,32 +463,56 @@ test.serial('6a. crash during a collection swap: the journal puts the old collec
   sameData(t, await fingerprint(n.url, 'c'), before, 'c put back from .replaced');
   sameData(t, await fingerprint(n.url, 'other'), otherBefore, 'other untouched');
   await assertServing(t, n, 'c', 8, 'c after the swap was undone');
+  const served = await fingerprint(n.url, 'c');
 
-  // (2) Killed after the new directory arrived, before the old one was removed: the new one stays.
+  // (2) Killed while the new (bad) data was being opened: it is in place, the journal is
+  // not committed: the old data goes back, the unchecked data is dropped.
   await n.server.stop('SIGTERM');
   await fs.cp(path.join(cols, 'c'), path.join(cols, '.replaced-777-888'), { recursive: true });
+  await fs.writeFile(path.join(cols, '.swap-777-888.json'), journal('c', '.replaced-777-888', false));
+  const cp0 = path.join(cols, 'c', '0', 'checkpoint.json');
+  const state0 = JSON.parse(await fs.readFile(cp0, 'utf8')).state as string;
+  await fs.writeFile(path.join(cols, 'c', '0', state0), 'corrupt');
+  n = await restart(n);
+  t.deepEqual(await collectionsDirEntries(n.storage), ['c', 'other']);
+  sameData(t, await fingerprint(n.url, 'c'), served, 'c is the data from before the interrupted recovery');
+
+  // (3) Killed after the new data opened (journal committed), before the old was removed: the new stays.
+  await n.server.stop('SIGTERM');
+  await fs.cp(path.join(cols, 'c'), path.join(cols, '.replaced-999-1'), { recursive: true });
   n = await restart(n);
   await upsert(n.url, 'c', makePoints(11, 10_000, 50, 8));
   const newer = await fingerprint(n.url, 'c');
-  t.is(newer.count, 550);
+  t.is(newer.count, served.count + 50);
   await n.server.stop('SIGTERM');
-  await fs.writeFile(path.join(cols, '.swap-777-888.json'), JSON.stringify({ name: 'c', old: '.replaced-777-888' }));
+  await fs.cp(path.join(cols, 'c'), path.join(cols, '.replaced-999-2'), { recursive: true });
+  await fs.writeFile(path.join(cols, '.swap-999-2.json'), journal('c', '.replaced-999-2', true));
   n = await restart(n);
   t.deepEqual(await collectionsDirEntries(n.storage), ['c', 'other']);
   sameData(t, await fingerprint(n.url, 'c'), newer, 'c keeps the new data');
 
-  // (3) A journal naming a folder outside collections/ is ignored (and removed).
+  // (4) A new collection whose recovery was interrupted before its data opened is removed.
+  await n.server.stop('SIGTERM');
+  await fs.cp(path.join(cols, 'other'), path.join(cols, 'fresh'), { recursive: true });
+  await fs.writeFile(path.join(cols, '.swap-5-5.json'), journal('fresh', null, false));
+  n = await restart(n);
+  t.deepEqual(await collectionsDirEntries(n.storage), ['c', 'other']);
+  t.is((await api(n.url, 'GET', '/collections/fresh')).status, 404);
+
+  // (5) Journals naming folders outside collections/, or not parsing, are ignored (and removed).
   await n.server.stop('SIGTERM');
   await fs.mkdir(path.join(dir, 'outside'));
-  await fs.writeFile(path.join(cols, '.swap-1-1.json'), JSON.stringify({ name: 'evil', old: '../../outside' }));
+  await fs.writeFile(path.join(cols, '.swap-1-1.json'), journal('evil', '../../outside', false));
+  await fs.writeFile(path.join(cols, '.swap-1-2.json'), journal('../outside', null, false));
+  await fs.writeFile(path.join(cols, '.swap-1-3.json'), '{"live":');
   n = await restart(n);
   t.deepEqual(await collectionsDirEntries(n.storage), ['c', 'other']);
   t.is((await api(n.url, 'GET', '/collections/evil')).status, 404);
-  t.true(await exists(path.join(dir, 'outside')), 'the folder named by the bad journal was moved');
+  t.true(await exists(path.join(dir, 'outside')), 'the folder named by the bad journal is still there');
   sameData(t, await fingerprint(n.url, 'c'), newer, 'c after the bad journals');
 });
 
-test.serial('6b. crash during a shard swap: the old shard goes back when the new one never arrived, a stale copy is dropped otherwise', async (t) => {
+test.serial('6b. crash during a shard swap: an unfinished swap puts the old shard back; a stale copy without a journal is dropped', async (t) => {
   t.timeout(90_000);
   const dir = await scratch('shard-swap');
   let n = await start(dir);
@@ -494,14 +522,18 @@ test.serial('6b. crash during a shard swap: the old shard goes back when the new
   await n.server.stop('SIGTERM');
 
   const cdir = path.join(n.storage, 'collections', 'c');
-  // Shard 0 moved away, the new one never arrived; shard 1 has a stale copy beside the live one.
-  await fs.rename(path.join(cdir, '0'), path.join(cdir, '.replaced-0-1-2'));
-  await fs.cp(path.join(cdir, '1'), path.join(cdir, '.replaced-1-3-4'), { recursive: true });
-  // Make the stale copy distinguishable: if it were used, a shard would be missing its checkpoint.
-  await fs.rm(path.join(cdir, '.replaced-1-3-4', 'checkpoint.json'), { force: true });
+  // Shard 0 moved away and the new one never arrived.
+  await fs.writeFile(path.join(cdir, '.swap-1-2.json'), journal('0', '.replaced-1-2', false));
+  await fs.rename(path.join(cdir, '0'), path.join(cdir, '.replaced-1-2'));
+  // Shard 1: the new data is in place but had not opened (corrupt); the old one is beside it.
+  await fs.cp(path.join(cdir, '1'), path.join(cdir, '.replaced-3-4'), { recursive: true });
+  await fs.writeFile(path.join(cdir, '.swap-3-4.json'), journal('1', '.replaced-3-4', false));
+  await fs.rm(path.join(cdir, '1', 'checkpoint.json'));
+  // A stale copy with no journal (a swap that finished, killed before its clean-up).
+  await fs.cp(path.join(cdir, '.replaced-3-4'), path.join(cdir, '.replaced-5-6'), { recursive: true });
   n = await restart(n);
   t.deepEqual((await fs.readdir(cdir)).sort(), ['0', '1', 'config.json']);
-  sameData(t, await fingerprint(n.url, 'c'), before, 'c with shard 0 put back');
-  await assertServing(t, n, 'c', 8, 'c after the shard swap was undone');
+  sameData(t, await fingerprint(n.url, 'c'), before, 'c with both shards as before the interrupted recoveries');
+  await assertServing(t, n, 'c', 8, 'c after the shard swaps were undone');
   t.deepEqual(await hiddenInCollections(n.storage), []);
 });

@@ -846,14 +846,9 @@ async function raceRecovery(url: string, coll: string, recover: () => Promise<Re
   return { reply, wrong, calls };
 }
 
-// BUG (reported, product code not changed here): TableOfContent.replaceCollection
-// (ts/storage/toc.ts) takes the collection out of the table (`this.collections.delete(name)`)
-// before closing it, renaming the folders and opening the recovered data, so for the
-// whole swap every request that arrives, reads and writes alike, is told
-// `404 Not found: Collection \`rt\` doesn't exist!`, `/exists` answers false and
-// `GET /collections` leaves it out, although the collection exists before and after.
-// A shard recovery (next test) answers 503 Shard temporarily unavailable in the same
-// situation, as the product intends for a snapshot swap. This test fails until fixed.
+// Regression (found by this test): replaceCollection used to take the collection out of
+// the table for the whole swap, so racing requests were told 404 "doesn't exist" and
+// /exists answered false. It now stays listed and answers 503 until the swap is done.
 test.serial('requests racing a priority=snapshot recovery into the existing collection are never told it does not exist (200 or 503 only)', async (t) => {
   if (!recovered) return t.fail('the first recovery did not run');
   const url = nodeA.url;

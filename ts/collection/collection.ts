@@ -10,7 +10,6 @@
  * (ts/storage does).
  */
 
-import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
@@ -18,6 +17,7 @@ import type { Engine } from '../../bindings/engine';
 import { BadInputError, BadRequestError, NotFoundError, snapshotLoadError } from '../api/errors';
 import { type Filter } from '../shard/filter';
 import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
+import { swapDirectory } from '../shard/files';
 import { LocalShard, type StoredPoint } from '../shard/local-shard';
 import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operations';
 import { OrderByError, sameFieldSchema, type FieldSchema } from '../shard/payload-index';
@@ -97,6 +97,8 @@ export class ReplicaSet {
 
 export class Collection {
   private readonly shards: ReplicaSet[] = [];
+  /** Set while the collection is being replaced (snapshot recovery): requests get 503 with this reason. */
+  unavailable: string | null = null;
   private readonly specs: Map<string, VectorSpec>;
 
   private constructor(
@@ -155,20 +157,15 @@ export class Collection {
   async replaceShard(id: number, source: string): Promise<void> {
     const r = this.shards[id];
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    const live = path.join(this.dir, String(id));
-    const old = path.join(this.dir, `.replaced-${id}-${process.pid}-${Date.now()}`);
     await r.local.close();
-    await fs.rename(live, old);
     try {
-      await fs.rename(source, live);
-      r.local = await this.openShard(id);
+      await swapDirectory(this.dir, String(id), source, true, async () => {
+        r.local = await this.openShard(id);
+      });
     } catch (err) {
-      await fs.rm(live, { recursive: true, force: true });
-      await fs.rename(old, live);
       r.local = await this.openShard(id);
       throw snapshotLoadError(err);
     }
-    await fs.rm(old, { recursive: true, force: true });
     this.logger.info({ shard: id }, 'shard replaced from a snapshot');
   }
 

@@ -66,3 +66,110 @@ export async function removeTempFiles(dir: string): Promise<number> {
   await Promise.all(stale.map((n) => fs.rm(path.join(dir, n), { force: true })));
   return stale.length;
 }
+
+/** Fsyncs every file and directory under `root` (an unpacked snapshot, before it replaces anything). */
+export async function syncTree(root: string): Promise<void> {
+  const entries = await fs.readdir(root, { withFileTypes: true });
+  for (const e of entries) {
+    const p = path.join(root, e.name);
+    if (e.isDirectory()) await syncTree(p);
+    else if (e.isFile()) {
+      const fh = await fs.open(p, 'r');
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    }
+  }
+  await syncDir(root);
+}
+
+interface SwapJournal {
+  /** The directory being replaced, a plain name inside the parent. */
+  live: string;
+  /** Where the previous `live` was moved (`.replaced-*`), or null when there was none. */
+  old: string | null;
+  /** Set once the new data has opened: from then on the swap is done. */
+  committed: boolean;
+}
+
+let swapCounter = 0;
+
+/**
+ * Puts the directory `source` (on the same file system) in place of `parent/live`,
+ * keeping the previous one until `open()` has accepted the new data. A journal beside
+ * them records the swap: `finishSwaps` at start-up completes a committed swap and
+ * undoes any other, so a crash at any step leaves either the old data or new data that
+ * opened. If `open()` throws, the old directory is back in place when this rejects.
+ */
+export async function swapDirectory(parent: string, live: string, source: string, hasOld: boolean, open: () => Promise<void>): Promise<void> {
+  const stamp = `${process.pid}-${Date.now()}-${swapCounter++}`;
+  const journalFile = path.join(parent, `.swap-${stamp}.json`);
+  const journal: SwapJournal = { live, old: hasOld ? `.replaced-${stamp}` : null, committed: false };
+  const livePath = path.join(parent, live);
+  await writeFileAtomic(journalFile, JSON.stringify(journal));
+  if (journal.old) await fs.rename(livePath, path.join(parent, journal.old));
+  let placed = false;
+  try {
+    await fs.rename(source, livePath);
+    placed = true;
+    await syncDir(parent);
+    await open();
+  } catch (err) {
+    // Move the refused data aside (never delete in place: a crash midway must leave
+    // something start-up can tell apart), put the old data back, then clean up.
+    const failed = path.join(parent, `.failed-${stamp}`);
+    if (placed) await fs.rename(livePath, failed);
+    if (journal.old) await fs.rename(path.join(parent, journal.old), livePath);
+    await syncDir(parent);
+    await fs.rm(journalFile, { force: true });
+    await fs.rm(failed, { recursive: true, force: true });
+    throw err;
+  }
+  await writeFileAtomic(journalFile, JSON.stringify({ ...journal, committed: true }));
+  if (journal.old) await fs.rm(path.join(parent, journal.old), { recursive: true, force: true });
+  await fs.rm(journalFile, { force: true });
+}
+
+const exists = (p: string) => fs.access(p).then(() => true, () => false);
+
+/**
+ * Completes or undoes the swaps (swapDirectory) a crash interrupted in `parent`, then
+ * removes their leftovers. Returns what it did, for the log.
+ */
+export async function finishSwaps(parent: string): Promise<string[]> {
+  const done: string[] = [];
+  for (const n of await fs.readdir(parent)) {
+    if (!n.startsWith('.swap-') || !n.endsWith('.json')) continue;
+    const j = await readJson<SwapJournal>(path.join(parent, n)).catch(() => null);
+    const valid =
+      j !== null &&
+      typeof j.live === 'string' &&
+      j.live !== '' &&
+      !j.live.includes('/') &&
+      !j.live.startsWith('.') &&
+      (j.old === null || (typeof j.old === 'string' && /^\.replaced-[0-9-]+$/.test(j.old)));
+    if (j && valid) {
+      const livePath = path.join(parent, j.live);
+      const oldPath = j.old ? path.join(parent, j.old) : null;
+      if (j.committed) {
+        if (oldPath) await fs.rm(oldPath, { recursive: true, force: true });
+        done.push(`${j.live}: the new data had opened; kept it`);
+      } else if (oldPath && (await exists(oldPath))) {
+        if (await exists(livePath)) await fs.rename(livePath, path.join(parent, `.failed-${n.slice(6, -5)}`));
+        await fs.rename(oldPath, livePath);
+        done.push(`${j.live}: put the data from before the interrupted recovery back`);
+      } else if (!oldPath && (await exists(livePath))) {
+        await fs.rename(livePath, path.join(parent, `.failed-${n.slice(6, -5)}`));
+        done.push(`${j.live}: removed data an interrupted recovery had not finished checking`);
+      }
+    }
+    await fs.rm(path.join(parent, n), { force: true });
+  }
+  for (const n of await fs.readdir(parent)) {
+    if (n.startsWith('.replaced-') || n.startsWith('.failed-')) await fs.rm(path.join(parent, n), { recursive: true, force: true });
+  }
+  await syncDir(parent);
+  return done;
+}

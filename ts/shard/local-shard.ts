@@ -46,7 +46,7 @@ export interface ShardOptions {
   logger: Logger;
 }
 
-interface CheckpointFile {
+export interface CheckpointFile {
   format: 1;
   /** Next index file number (file names are never reused; see VectorStore.save). */
   file_no?: number;
@@ -435,7 +435,11 @@ export class LocalShard {
           if (n === 0) this.pinned.delete(f);
           else this.pinned.set(f, n);
         }
-        if (!this.closed) await this.removeUnusedFiles().catch((err: unknown) => this.logger.warn({ err }, 'removing files a snapshot held failed'));
+        // A checkpoint in progress cleans up after itself; one that has not begun its
+        // write waits for the lock, so this clean-up never sees its new files
+        // half-named (written, but not yet in checkpoint.json).
+        if (this.closed || this.closing || this.checkpointing !== null) return;
+        await this.exclusive(() => this.removeUnusedFiles()).catch((err: unknown) => this.logger.warn({ err }, 'removing files a snapshot held failed'));
       },
     };
   }
@@ -523,10 +527,15 @@ export class LocalShard {
   }
 
   async vectorsOf(offset: bigint, names: string[]): Promise<NamedVectors> {
+    if (this.closed) throw new ShardClosedError();
     const out: NamedVectors = new Map();
-    for (const n of names) {
-      const v = await this.vectors.get(n)?.get(offset);
-      if (v) out.set(n, v);
+    try {
+      for (const n of names) {
+        const v = await this.vectors.get(n)?.get(offset);
+        if (v) out.set(n, v);
+      }
+    } catch (err) {
+      throw this.closed ? new ShardClosedError() : err;
     }
     return out;
   }
@@ -620,6 +629,16 @@ export class LocalShard {
 
   /** Nearest points by one named vector; `allow` null means no filter. */
   async search(name: string, req: Omit<VectorSearch, 'allow'>, filter: Filter | null): Promise<Hit[]> {
+    if (this.closed) throw new ShardClosedError();
+    try {
+      return await this.searchOpen(name, req, filter);
+    } catch (err) {
+      // The shard closed under the search (shutdown, delete, snapshot swap): retry later.
+      throw this.closed ? new ShardClosedError() : err;
+    }
+  }
+
+  private async searchOpen(name: string, req: Omit<VectorSearch, 'allow'>, filter: Filter | null): Promise<Hit[]> {
     const store = this.vectors.get(name);
     if (!store) return [];
     let allow: BigUint64Array | undefined;
@@ -686,8 +705,33 @@ function concat(vs: Float32Array[]): Float32Array {
   return out;
 }
 
+const STATE_FILE_RE = /^state-[0-9]{1,20}\.bin$/;
+const INDEX_FILE_RE = /^vec-[0-9]{1,9}-(appendable|frozen|indexed)-[0-9]{1,20}-[0-9]{1,15}\.qvi$/;
+
+/**
+ * What is wrong with a parsed checkpoint.json, or null. File names must be ones this
+ * code writes (no path separators: a crafted snapshot cannot name files elsewhere).
+ */
+export function checkpointProblem(cp: unknown): string | null {
+  if (typeof cp !== 'object' || cp === null) return 'not an object';
+  const c = cp as Partial<CheckpointFile>;
+  if (c.format !== 1) return `unknown format ${JSON.stringify(c.format)}`;
+  if (typeof c.applied_seq !== 'string' || !/^[0-9]{1,20}$/.test(c.applied_seq)) return 'applied_seq is not a sequence number';
+  if (c.file_no !== undefined && (!Number.isSafeInteger(c.file_no) || c.file_no < 0)) return 'file_no is not a file number';
+  if (typeof c.state !== 'string' || !STATE_FILE_RE.test(c.state)) return `state ${JSON.stringify(c.state)} is not a state file name`;
+  if (typeof c.vectors !== 'object' || c.vectors === null) return 'vectors is not an object';
+  for (const [name, f] of Object.entries(c.vectors)) {
+    if (typeof f !== 'object' || f === null || typeof f.appendable !== 'string') return `vectors[${JSON.stringify(name)}] has no appendable index`;
+    for (const [role, file] of Object.entries(f)) {
+      if (!['appendable', 'frozen', 'indexed'].includes(role)) return `vectors[${JSON.stringify(name)}] has an unknown index role ${JSON.stringify(role)}`;
+      if (file !== null && (typeof file !== 'string' || !INDEX_FILE_RE.test(file))) return `${JSON.stringify(file)} is not an index file name`;
+    }
+  }
+  return null;
+}
+
 /** The state and index files a checkpoint names. */
-function checkpointFiles(cp: CheckpointFile): string[] {
+export function checkpointFiles(cp: CheckpointFile): string[] {
   const out = [cp.state];
   for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
   return out;
@@ -707,9 +751,8 @@ async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {
     throw err;
   }
   const cp = JSON.parse(raw) as CheckpointFile;
-  if (cp.format !== 1 || typeof cp.applied_seq !== 'string' || typeof cp.state !== 'string') {
-    throw new Error(`${path.join(dir, 'checkpoint.json')} is not a Quiver checkpoint (format ${String(cp.format)})`);
-  }
+  const problem = checkpointProblem(cp);
+  if (problem !== null) throw new Error(`${path.join(dir, 'checkpoint.json')} is not a valid Quiver checkpoint: ${problem}`);
   return cp;
 }
 

@@ -25,8 +25,9 @@ import { BadInputError } from '../api/errors';
 import type { Collection, CollectionMeta } from '../collection/collection';
 import { parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
 import type { Config } from '../config/types';
-import { walSegmentName, type ShardSnapshotFiles } from '../shard/local-shard';
+import { checkpointFiles, checkpointProblem, walSegmentName, type CheckpointFile, type ShardSnapshotFiles } from '../shard/local-shard';
 import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../shard/payload-index';
+import { syncTree } from '../shard/files';
 import type { TarEntry } from './tar';
 
 /** The newest archive format this version writes and reads. */
@@ -123,14 +124,36 @@ export async function validateUnpacked(dir: string, kind: SnapshotKind, config: 
   }
   const allowed = new Set(['snapshot.json', 'config.json', 'payload_index.json', ...expected.map(String)]);
   for (const e of await fs.readdir(dir)) if (!allowed.has(e)) throw bad(`unexpected entry ${JSON.stringify(e)} at the top of the archive`);
-  for (const id of expected) {
-    const st = await fs.stat(path.join(dir, String(id), 'checkpoint.json')).catch(() => null);
-    if (!st?.isFile()) throw bad(`shard ${id} has no checkpoint.json`);
-  }
+  for (const id of expected) await checkShardFolder(path.join(dir, String(id)), id);
   await fs.rm(path.join(dir, 'snapshot.json'));
   await fs.rm(path.join(dir, 'payload_index.json'), { force: true });
   await fs.writeFile(path.join(dir, 'config.json'), JSON.stringify(meta, null, 2));
+  // Durable before anything old is removed for it.
+  await syncTree(dir);
   return { dir, manifest, meta };
+}
+
+/**
+ * A shard folder holds exactly what a snapshot writes: checkpoint.json (names checked
+ * as strictly as at load), the regular files it names, and wal/ with empty segments.
+ */
+async function checkShardFolder(shardDir: string, id: number): Promise<void> {
+  const raw = await readJsonFile(path.join(shardDir, 'checkpoint.json'), `shard ${id} checkpoint.json`);
+  const problem = checkpointProblem(raw);
+  if (problem !== null) throw bad(`shard ${id} checkpoint.json: ${problem}`);
+  const named = new Set(checkpointFiles(raw as CheckpointFile));
+  for (const f of named) {
+    const st = await fs.lstat(path.join(shardDir, f)).catch(() => null);
+    if (!st?.isFile()) throw bad(`shard ${id}: ${f}, named by its checkpoint, is missing`);
+  }
+  for (const e of await fs.readdir(shardDir)) {
+    if (e === 'checkpoint.json' || named.has(e)) continue;
+    if (e !== 'wal') throw bad(`shard ${id}: unexpected entry ${JSON.stringify(e)}`);
+    for (const w of await fs.readdir(path.join(shardDir, 'wal'))) {
+      const st = await fs.lstat(path.join(shardDir, 'wal', w));
+      if (!/^[0-9]{20}\.wal$/.test(w) || !st.isFile() || st.size !== 0) throw bad(`shard ${id}: unexpected WAL entry ${JSON.stringify(w)} (a snapshot holds one empty segment)`);
+    }
+  }
 }
 
 /** Parses a stored configuration the way a create request is parsed, so a crafted one cannot slip past. */

@@ -34,7 +34,7 @@ import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, 
 import type { Collection } from '../collection/collection';
 import type { Config } from '../config/types';
 import type { ShardSnapshotFiles } from '../shard/local-shard';
-import type { TableOfContent } from '../storage/toc';
+import { validateCollectionName, type TableOfContent } from '../storage/toc';
 import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';
 import { LocalSnapshotStore, checkSnapshotName, type SnapshotDescription, type SnapshotStore } from './store';
 import { TarError, extractTar, tarStream, type TarEntry } from './tar';
@@ -196,6 +196,9 @@ export class Snapshots {
     let archive;
     try {
       archive = await this.writeArchive(entries, { snapshot: name });
+    } catch (err) {
+      this.reserved.delete(`${dir}/${name}`);
+      throw err;
     } finally {
       await release();
     }
@@ -263,6 +266,8 @@ export class Snapshots {
     const parts: Array<{ collection: string; name: string; file: string }> = [];
     try {
       for (const collection of this.toc.names()) {
+        // A collection deleted since the listing is simply not in the snapshot.
+        if (!this.toc.has(collection)) continue;
         const c = this.toc.get(collection);
         const pins = await this.pin(c, c.shardIds());
         let archive;
@@ -432,6 +437,12 @@ export class Snapshots {
   /** Recovers collection `name` (created when absent) from a collection snapshot. */
   async recoverCollection(name: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
     const target = this.toc.resolveName(name);
+    try {
+      validateCollectionName(target);
+    } catch (err) {
+      await discard(source);
+      throw err;
+    }
     const archive = await this.archiveOf(source, checksum);
     let unpacked: UnpackedSnapshot | null = null;
     try {
@@ -457,7 +468,12 @@ export class Snapshots {
 
   /** Recovers shard `shardId` of an existing collection from a shard snapshot of the same shard. */
   async recoverShard(name: string, shardId: number, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
-    this.toc.get(name).localShard(shardId);
+    try {
+      this.toc.get(name).localShard(shardId);
+    } catch (err) {
+      await discard(source);
+      throw err;
+    }
     const archive = await this.archiveOf(source, checksum);
     let unpacked: UnpackedSnapshot | null = null;
     try {
@@ -540,6 +556,11 @@ export class Snapshots {
       this.logger.info({ collection: s.collection, from: file }, 'collection restored from a snapshot at start-up');
     }
   }
+}
+
+/** Removes an owned source file that will not be read (the request failed before). */
+async function discard(source: RecoverySource): Promise<void> {
+  if ('file' in source && source.owned) await fs.rm(source.file, { force: true });
 }
 
 async function releaseAll(pins: Map<number, ShardSnapshotFiles>): Promise<void> {

@@ -51,9 +51,11 @@ export interface SnapshotStore {
   localCopy(dir: string, name: string, tempDir: string): Promise<{ file: string; cleanup(): Promise<void> }>;
 }
 
-/** A snapshot name must be a plain file name: no separators, not `.` or `..`. */
+/** A snapshot name must be a plain file name ending in `.snapshot`, not hidden. */
 export function checkSnapshotName(name: string): void {
-  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\\') || name.includes('\0')) {
+  // Only names a snapshot can have: temp files, checksums and anything else that
+  // shares the folder are out of reach.
+  if (!name.endsWith('.snapshot') || name.startsWith('.') || name.includes('/') || name.includes('\\') || name.includes('\0')) {
     throw new NotFoundError(`Snapshot ${name} not found`);
   }
 }

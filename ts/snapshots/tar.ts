@@ -525,7 +525,8 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
       explicit.add(rel);
       const parent = segments.slice(0, -1).join('/');
       await ensureDir(parent, name);
-      const mode = parseNumber(block, 100, 8, 'mode', name) & 0o777;
+      // No execute, group or other write bits from an untrusted archive.
+      const mode = parseNumber(block, 100, 8, 'mode', name) & 0o644;
       let fh: fsp.FileHandle;
       try {
         fh = await fsp.open(

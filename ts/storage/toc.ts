@@ -17,49 +17,11 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { AlreadyExistsError, BadInputError, NotFoundError, ValidationError, snapshotLoadError } from '../api/errors';
+import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../api/errors';
 import { Collection, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
-import { readJson, removeTempFiles, syncDir, writeFileAtomic } from '../shard/files';
+import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../shard/files';
 import type { FieldSchema } from '../shard/payload-index';
-
-/**
- * Undoes collection swaps (snapshot recovery) a crash interrupted: a journal names the
- * collection and where its old directory was moved; if the new one never arrived,
- * the old one goes back. Hidden leftovers are removed by the caller afterwards.
- */
-async function finishSwaps(collectionsDir: string, logger: Logger): Promise<void> {
-  for (const n of await fs.readdir(collectionsDir)) {
-    if (!n.startsWith('.swap-') || !n.endsWith('.json')) continue;
-    const j = await readJson<{ name: string; old: string }>(path.join(collectionsDir, n));
-    if (j && typeof j.name === 'string' && typeof j.old === 'string' && !j.old.includes('/')) {
-      const dir = path.join(collectionsDir, j.name);
-      const old = path.join(collectionsDir, j.old);
-      const has = async (p: string) => fs.access(p).then(() => true, () => false);
-      if (!(await has(dir)) && (await has(old))) {
-        await fs.rename(old, dir);
-        logger.warn({ collection: j.name }, 'a snapshot recovery was interrupted by a crash: the collection as it was before is back');
-      }
-    }
-    await fs.rm(path.join(collectionsDir, n), { force: true });
-  }
-  await syncDir(collectionsDir);
-}
-
-/** The same for one shard (Collection.replaceShard): `.replaced-<id>-*` goes back when `<id>` is missing. */
-async function finishShardSwaps(dir: string, logger: Logger): Promise<void> {
-  for (const n of await fs.readdir(dir)) {
-    const m = /^\.replaced-(\d+)-/.exec(n);
-    if (!m) continue;
-    const live = path.join(dir, m[1]);
-    if (await fs.access(live).then(() => false, () => true)) {
-      await fs.rename(path.join(dir, n), live);
-      logger.warn({ dir, shard: Number(m[1]) }, 'a shard snapshot recovery was interrupted by a crash: the shard as it was before is back');
-    } else {
-      await fs.rm(path.join(dir, n), { recursive: true, force: true });
-    }
-  }
-}
 
 /** Reads this node's peer id, or makes and keeps a new random one. */
 async function readPeerId(storagePath: string): Promise<bigint> {
@@ -110,7 +72,7 @@ export class TableOfContent {
     const toc = new TableOfContent(storagePath, engine, logger, maxCollections);
     await fs.mkdir(toc.collectionsDir, { recursive: true });
     await removeTempFiles(storagePath);
-    await finishSwaps(toc.collectionsDir, logger);
+    for (const what of await finishSwaps(toc.collectionsDir)) logger.warn({ what }, 'finished a snapshot recovery a crash interrupted');
     toc.peerId = await readPeerId(storagePath);
     const entries = await fs.readdir(toc.collectionsDir, { withFileTypes: true });
     for (const e of entries) {
@@ -122,7 +84,7 @@ export class TableOfContent {
         continue;
       }
       await removeTempFiles(dir);
-      await finishShardSwaps(dir, logger);
+      for (const what of await finishSwaps(dir)) logger.warn({ collection: e.name, shard: what }, 'finished a shard snapshot recovery a crash interrupted');
       const meta = await readJson<CollectionMeta>(path.join(dir, 'config.json'));
       if (!meta) {
         logger.warn({ dir }, 'directory without config.json in collections/: skipped');
@@ -161,6 +123,7 @@ export class TableOfContent {
   get(nameOrAlias: string): Collection {
     const c = this.collections.get(nameOrAlias) ?? this.collections.get(this.aliases.get(nameOrAlias) ?? '');
     if (!c) throw new NotFoundError(`Collection \`${nameOrAlias}\` doesn't exist!`);
+    if (c.unavailable !== null) throw new ShardUnavailableError(`collection \`${c.name}\` is ${c.unavailable}; retry the request`);
     return c;
   }
 
@@ -254,34 +217,18 @@ export class TableOfContent {
       meta.payload_schema ??= {};
       const existing = this.collections.get(name);
       const dir = path.join(this.collectionsDir, name);
-      const stamp = `${process.pid}-${Date.now()}`;
-      const old = path.join(this.collectionsDir, `.replaced-${stamp}`);
-      const journal = path.join(this.collectionsDir, `.swap-${stamp}.json`);
       if (existing) {
-        this.collections.delete(name);
+        // It stays listed (it exists before and after); requests get 503 meanwhile.
+        existing.unavailable = 'being replaced by a snapshot recovery';
         await existing.close();
-        await writeFileAtomic(journal, JSON.stringify({ name, old: path.basename(old) }));
-        await fs.rename(dir, old);
       }
       try {
-        await fs.rename(source, dir);
-        await syncDir(this.collectionsDir);
-        this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger));
+        await swapDirectory(this.collectionsDir, name, source, existing !== undefined, async () => {
+          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger));
+        });
       } catch (err) {
-        if (existing) {
-          await fs.rm(dir, { recursive: true, force: true });
-          await fs.rename(old, dir);
-          await syncDir(this.collectionsDir);
-          this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger));
-          await fs.rm(journal, { force: true });
-        } else {
-          await fs.rm(dir, { recursive: true, force: true });
-        }
+        if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger));
         throw snapshotLoadError(err);
-      }
-      if (existing) {
-        await fs.rm(journal, { force: true });
-        await fs.rm(old, { recursive: true, force: true });
       }
       this.logger.info({ collection: name, replaced: existing !== undefined }, 'collection recovered from a snapshot');
     });

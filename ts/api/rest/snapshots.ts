@@ -166,9 +166,11 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
   routes.addStreaming('POST', '/collections/{collection_name}/snapshots/upload', async (ctx: Context) => {
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
-    const wait = queryBool(ctx, 'wait', true);
+    // Every query parameter is checked before the upload is read: a bad one must not
+    // cost a transfer, nor leave a received file behind.
+    queryBool(ctx, 'wait', true);
+    readTimeout(ctx);
     const name = param(ctx, 'collection_name');
-    void wait; // checked before the upload is read: a bad value must not cost a transfer
     const source = await receiveUpload(ctx, snapshots);
     await waitOrAccept(ctx, logger, `recover ${name} from an upload`, async () => {
       await snapshots.recoverCollection(name, source, priority, checksum);
@@ -227,6 +229,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
     queryBool(ctx, 'wait', true);
+    readTimeout(ctx);
     const source = await receiveUpload(ctx, snapshots);
     await waitOrAccept(ctx, logger, `recover ${c.name} shard ${id} from an upload`, async () => {
       await snapshots.recoverShard(c.name, id, source, priority, checksum);
