@@ -40,6 +40,16 @@ export async function syncDir(dir: string): Promise<void> {
   }
 }
 
+/** Fsyncs one file's data. */
+export async function syncFile(file: string): Promise<void> {
+  const fh = await fs.open(file, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
 /** Reads and parses a JSON file; null when it does not exist. */
 export async function readJson<T>(file: string): Promise<T | null> {
   try {
@@ -73,14 +83,7 @@ export async function syncTree(root: string): Promise<void> {
   for (const e of entries) {
     const p = path.join(root, e.name);
     if (e.isDirectory()) await syncTree(p);
-    else if (e.isFile()) {
-      const fh = await fs.open(p, 'r');
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-    }
+    else if (e.isFile()) await syncFile(p);
   }
   await syncDir(root);
 }

@@ -87,6 +87,9 @@ export class LocalShard {
   readonly payloadIndex = new PayloadIndexes();
   readonly vectors = new Map<string, VectorStore>();
   private wal!: Wal;
+  private walClosed = false;
+  /** WAL calls outside the update lock in flight (fsyncs of wait=true writes, truncation); closeWal waits for them. */
+  private readonly syncing = new Set<Promise<void>>();
   private appliedSeq = 0n;
   private checkpointSeq = 0n;
   /** Whether checkpoint.json exists (read at load, set by the first checkpoint). */
@@ -218,9 +221,34 @@ export class LocalShard {
       this.appliedSeq = s;
       return s;
     });
-    if (wait) await this.wal.sync();
+    if (wait) await this.syncWal();
     this.optimize();
     return seq;
+  }
+
+  /**
+   * Fsyncs the WAL for a `wait=true` write (outside the update lock: concurrent writers
+   * share fsyncs). After closeWal the write is durable already (closing syncs).
+   */
+  private syncWal(): Promise<void> {
+    if (this.walClosed) return Promise.resolve();
+    return this.track(this.wal.sync());
+  }
+
+  /** Remembers a WAL call made outside the update lock until it settles (closeWal waits for it). */
+  private track(p: Promise<void>): Promise<void> {
+    this.syncing.add(p);
+    const done = () => this.syncing.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  /** Closes the WAL (under the update lock) once no fsync is running on it: the engine refuses to close a log in use. */
+  private async closeWal(): Promise<void> {
+    if (this.walClosed) return;
+    this.walClosed = true;
+    while (this.syncing.size > 0) await Promise.allSettled([...this.syncing]);
+    await this.wal.close();
   }
 
   /** Applies an operation to memory (also used by replay; must be deterministic). */
@@ -386,7 +414,7 @@ export class LocalShard {
       return cp;
     });
     if (!saved) return;
-    await this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n);
+    if (!this.walClosed) await this.track(this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n));
     await this.removeUnusedFiles();
   }
 
@@ -464,7 +492,7 @@ export class LocalShard {
     } finally {
       this.closed = true;
       await this.exclusive(async () => {
-        await this.wal.close();
+        await this.closeWal();
       });
       for (const s of this.vectors.values()) s.closeIndexes();
     }
@@ -477,7 +505,7 @@ export class LocalShard {
     this.closed = true;
     await Promise.all([...this.vectors.values()].map((s) => s.cancel()));
     await this.exclusive(async () => {
-      await this.wal.close();
+      await this.closeWal();
     });
     for (const s of this.vectors.values()) s.closeIndexes();
   }

@@ -33,6 +33,7 @@ import type { Logger } from 'pino';
 import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, NotFoundError, ServiceError } from '../api/errors';
 import type { Collection } from '../collection/collection';
 import type { Config } from '../config/types';
+import { syncFile } from '../shard/files';
 import type { ShardSnapshotFiles } from '../shard/local-shard';
 import { validateCollectionName, type TableOfContent } from '../storage/toc';
 import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';
@@ -178,12 +179,7 @@ export class Snapshots {
     );
     try {
       await pipeline(tarStream(entries), meter, createWriteStream(file));
-      const fh = await fs.open(file, 'r+');
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
+      await syncFile(file);
     } catch (err) {
       await fs.rm(file, { force: true });
       throw diskError(err, `writing snapshot ${String(label.snapshot)}`);
@@ -216,31 +212,25 @@ export class Snapshots {
 
   async createCollection(nameOrAlias: string): Promise<SnapshotDescription> {
     const c = this.toc.get(nameOrAlias);
-    const dir = Snapshots.collectionDir(c.name);
-    const name = await this.reserveName(dir, (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
-    let pins: Map<number, ShardSnapshotFiles>;
-    try {
-      pins = await this.pin(c, c.shardIds());
-    } catch (err) {
-      this.reserved.delete(`${dir}/${name}`);
-      throw err;
-    }
-    return this.publish(dir, name, snapshotEntries('collection', c, pins, this.version), () => releaseAll(pins));
+    return this.create('collection', c, c.shardIds(), Snapshots.collectionDir(c.name), (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
   }
 
   async createShard(nameOrAlias: string, shardId: number): Promise<SnapshotDescription> {
     const c = this.toc.get(nameOrAlias);
     c.localShard(shardId);
-    const dir = Snapshots.shardDir(c.name, shardId);
-    const name = await this.reserveName(dir, (ts) => `${c.name}-shard-${shardId}-${ts}.snapshot`);
+    return this.create('shard', c, [shardId], Snapshots.shardDir(c.name, shardId), (ts) => `${c.name}-shard-${shardId}-${ts}.snapshot`);
+  }
+
+  private async create(kind: SnapshotKind, c: Collection, shardIds: number[], dir: string, naming: (ts: string) => string): Promise<SnapshotDescription> {
+    const name = await this.reserveName(dir, naming);
     let pins: Map<number, ShardSnapshotFiles>;
     try {
-      pins = await this.pin(c, [shardId]);
+      pins = await this.pin(c, shardIds);
     } catch (err) {
       this.reserved.delete(`${dir}/${name}`);
       throw err;
     }
-    return this.publish(dir, name, snapshotEntries('shard', c, pins, this.version), () => releaseAll(pins));
+    return this.publish(dir, name, snapshotEntries(kind, c, pins, this.version), () => releaseAll(pins));
   }
 
   /** A fresh shard snapshot streamed straight out (nothing stored); the shard's files stay pinned until the stream ends. */

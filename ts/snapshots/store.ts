@@ -19,7 +19,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
 import { NotFoundError } from '../api/errors';
-import { syncDir } from '../shard/files';
+import { syncDir, syncFile } from '../shard/files';
 
 export interface SnapshotDescription {
   name: string;
@@ -202,12 +202,7 @@ export async function moveFile(from: string, to: string): Promise<void> {
   }
   try {
     await pipeline(createReadStream(from), createWriteStream(to));
-    const fh = await fs.open(to, 'r+');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    await syncFile(to);
   } catch (err) {
     await fs.rm(to, { force: true });
     throw err;
