@@ -21,6 +21,7 @@ import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
 import { ApiError } from './api/errors';
+import { AuditLog } from './auth/audit';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { TableOfContent } from './storage/toc';
 
@@ -87,7 +88,9 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     if (err instanceof ApiError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
     throw err;
   }
-  const { app } = buildRestApp(config, { logger, info, toc, snapshots });
+  const audit = await AuditLog.open(config.audit, { logger });
+  if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
+  const { app } = buildRestApp(config, { logger, info, toc, snapshots, audit });
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
@@ -115,6 +118,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       closing ??= drain(server, drainTimeoutMs, logger).then(async () => {
         // Requests are done: write a last checkpoint of every shard, close the WALs.
         await toc.close();
+        await audit.close();
         logger.info('storage flushed and closed');
       });
       return closing;

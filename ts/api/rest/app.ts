@@ -20,21 +20,41 @@ import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
 import type { TableOfContent } from '../../storage/toc';
 import { addCollectionRoutes } from './collections';
+import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
 import { addSnapshotRoutes } from './snapshots';
+import { routeGuard } from './auth';
+import { Authenticator } from '../../auth/authenticate';
+import type { AuditLog } from '../../auth/audit';
+import { validateFilter } from '../../shard/filter';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats } from './stats';
 
 export type { ServiceInfo } from './service';
+
+/** The authenticator of `config`'s keys; a `value_exists` claim is looked up in `toc`. */
+export function makeAuthenticator(config: Config, toc: TableOfContent): Authenticator {
+  return new Authenticator(
+    { apiKey: config.service.api_key, readOnlyKey: config.service.read_only_api_key, jwtRbac: config.service.jwt_rbac },
+    async (claim) => {
+      if (!toc.has(claim.collection)) return 'no-collection';
+      const filter = validateFilter({ must: claim.matches.map(({ key, value }) => ({ key, match: { value } })) });
+      return toc.get(claim.collection).count(filter) > 0 ? 'found' : 'no-match';
+    },
+  );
+}
 
 export interface RestDeps {
   logger: Logger;
   info: ServiceInfo;
   toc: TableOfContent;
   snapshots: Snapshots;
+  /** Who is calling (keys, JWT); built from the config when absent. */
+  authenticator?: Authenticator;
+  audit?: AuditLog;
 }
 
 export interface RestApp {
@@ -66,12 +86,16 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   if (config.service.enable_cors) app.use(corsMiddleware());
   app.use(normalisePath);
 
+  const authn = deps.authenticator ?? makeAuthenticator(config, toc);
   const router = new Router();
-  const routes = new RouteTable(router, config.service.max_request_size_mb * 1024 * 1024);
+  const routes = new RouteTable(router, config.service.max_request_size_mb * 1024 * 1024, (method, pattern) =>
+    routeGuard(authn, deps.audit ?? null, method, pattern),
+  );
   addServiceRoutes(routes, info, stats, toc);
   addCollectionRoutes(routes, toc, config);
   addPointRoutes(routes, toc);
   addSnapshotRoutes(routes, toc, snapshots, logger);
+  addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());
 

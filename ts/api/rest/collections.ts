@@ -19,6 +19,8 @@ import { ok } from '../envelope';
 import { BadInputError, FormatError } from '../errors';
 import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from './parse';
 import type { RouteTable } from './route';
+import { accessOf } from './auth';
+import { canSee } from '../../auth/access';
 
 export function collectionInfo(c: Collection): Record<string, unknown> {
   const cfg = c.config;
@@ -59,7 +61,8 @@ function aliasActions(b: Obj): AliasAction[] {
 
 export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, config: Config): void {
   routes.add('GET', '/collections', (ctx: Context) => {
-    ok(ctx, { collections: toc.names().map((name) => ({ name })) });
+    const access = accessOf(ctx);
+    ok(ctx, { collections: toc.names().filter((name) => canSee(access, name)).map((name) => ({ name })) });
   });
 
   routes.add('GET', '/collections/{collection_name}', (ctx: Context) => {
@@ -100,7 +103,8 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
   });
 
   routes.add('GET', '/aliases', (ctx: Context) => {
-    ok(ctx, { aliases: toc.listAliases() });
+    const access = accessOf(ctx);
+    ok(ctx, { aliases: toc.listAliases().filter((a) => canSee(access, a.collection_name)) });
   });
 
   routes.add('GET', '/collections/{collection_name}/aliases', (ctx: Context) => {

@@ -28,10 +28,14 @@ export function routerPath(pattern: string): string {
   return pattern.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, ':$1');
 }
 
+/** The access check of a route (ts/api/rest/auth.ts), or null when it is open. */
+export type Guard = (method: HttpMethod, pattern: string) => Middleware | null;
+
 export class RouteTable {
   constructor(
     private readonly router: Router,
     private readonly bodyLimitBytes: number,
+    private readonly guard: Guard,
   ) {}
 
   add(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
@@ -49,6 +53,9 @@ export class RouteTable {
       await next();
     };
     const chain: Middleware[] = [label];
+    // Access first: a caller without it never gets a body read.
+    const guard = this.guard(method, pattern);
+    if (guard) chain.push(guard);
     if (json) chain.push(jsonBody(this.bodyLimitBytes));
     chain.push(...handlers);
     this.router.register(routerPath(pattern), [method], chain as never);

@@ -10,6 +10,8 @@ import type { Context } from 'koa';
 
 import { ok } from '../envelope';
 import type { RouteTable } from './route';
+import { accessOf } from './auth';
+import { canSee } from '../../auth/access';
 import type { RequestStats } from './stats';
 import type { TableOfContent } from '../../storage/toc';
 
@@ -42,13 +44,18 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
     ctx.body = await stats.registry.metrics();
   });
 
+  const visible = (ctx: Context) => {
+    const access = accessOf(ctx);
+    return toc.all().filter((c) => canSee(access, c.name));
+  };
   routes.add('GET', '/telemetry', (ctx: Context) => {
     ok(ctx, {
       id: info.instanceId,
       app: { name: 'quiver', version: info.version, startup: info.startedAt.toISOString() },
+      // A collection-scoped caller sees its collections only.
       collections: {
-        number_of_collections: toc.names().length,
-        collections: toc.all().map((c) => ({ id: c.name, points: c.pointsCount(), status: c.status() })),
+        number_of_collections: visible(ctx).length,
+        collections: visible(ctx).map((c) => ({ id: c.name, points: c.pointsCount(), status: c.status() })),
       },
       requests: { rest: stats.restFigures() },
     });

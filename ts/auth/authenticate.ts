@@ -1,0 +1,159 @@
+/**
+ * Who is calling: turns a request's credentials into an Access (SPEC 5; reference
+ * behaviour in qdrant-notes.md section 2).
+ *
+ * Credentials come from the `api-key` header, else `Authorization: Bearer <token>`.
+ * Order: the api key (manage), the read-only key (global read), then, with
+ * `service.jwt_rbac`, a JWT signed with the api key (HS256 only, 30 s leeway on `exp`).
+ * Keys are compared in constant time. With no key configured nobody is asked for one.
+ *
+ * Failures: no credentials, or something that is neither a key nor a JWT: 401. A JWT
+ * with a bad signature, another algorithm, or past its expiry: 403. A JWT whose claims
+ * are invalid (unknown `access`, malformed `value_exists`): 401. A `value_exists` whose
+ * collection is gone: 403; whose point is gone or changed: 401.
+ *
+ * Owns: that decision. Must never: know routes or requirements (policy.ts, access.ts).
+ */
+
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+import { errors as joseErrors, jwtVerify } from 'jose';
+
+import { MANAGE, READ_ONLY, parseAccessClaim, type Access } from './access';
+
+export interface AuthConfig {
+  apiKey: string | null;
+  readOnlyKey: string | null;
+  jwtRbac: boolean;
+}
+
+export interface ValueExists {
+  collection: string;
+  matches: Array<{ key: string; value: unknown }>;
+}
+
+/** Looks a `value_exists` claim up: whether its collection exists, and a point matches. */
+export type ValueLookup = (claim: ValueExists) => Promise<'found' | 'no-collection' | 'no-match'>;
+
+export interface Caller {
+  access: Access;
+  /** For the audit log: `api_key`, `read_only_api_key`, `jwt:<sub>`, or `anonymous` (auth off). */
+  subject: string;
+}
+
+/** An authentication failure: 401 (no or unknown credentials) or 403 (a token that is not valid). */
+export class AuthError extends Error {
+  constructor(
+    readonly status: 401 | 403,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AuthError';
+  }
+}
+
+const LEEWAY_SECONDS = 30;
+const ANONYMOUS: Caller = { access: MANAGE, subject: 'anonymous' };
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** Constant-time equality (of digests, so lengths do not leak either). */
+function sameSecret(a: Buffer, b: string): boolean {
+  return timingSafeEqual(a, digest(b));
+}
+
+/** Three base64url segments: a JWT's shape (anything else is just a wrong key). */
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export class Authenticator {
+  readonly enabled: boolean;
+  private readonly apiKey: Buffer | null;
+  private readonly readOnlyKey: Buffer | null;
+  private readonly jwtSecret: Uint8Array | null;
+
+  constructor(
+    cfg: AuthConfig,
+    private readonly lookup: ValueLookup,
+  ) {
+    const key = cfg.apiKey || null;
+    const ro = cfg.readOnlyKey || null;
+    this.enabled = key !== null || ro !== null;
+    this.apiKey = key === null ? null : digest(key);
+    this.readOnlyKey = ro === null ? null : digest(ro);
+    this.jwtSecret = cfg.jwtRbac && key !== null ? new TextEncoder().encode(key) : null;
+  }
+
+  /** The caller of a request with these headers, or an AuthError. */
+  async authenticate(headers: Record<string, string | string[] | undefined>): Promise<Caller> {
+    if (!this.enabled) return ANONYMOUS;
+    const credential = credentialOf(headers);
+    if (credential === null) throw new AuthError(401, 'Must provide an API key or an Authorization bearer token');
+    if (this.apiKey !== null && sameSecret(this.apiKey, credential)) return { access: MANAGE, subject: 'api_key' };
+    if (this.readOnlyKey !== null && sameSecret(this.readOnlyKey, credential)) return { access: READ_ONLY, subject: 'read_only_api_key' };
+    if (this.jwtSecret !== null && JWT_SHAPE.test(credential)) return this.fromJwt(credential);
+    throw new AuthError(401, 'Invalid API key or JWT');
+  }
+
+  private async fromJwt(token: string): Promise<Caller> {
+    let claims: Record<string, unknown>;
+    try {
+      ({ payload: claims } = await jwtVerify(token, this.jwtSecret as Uint8Array, { algorithms: ['HS256'], clockTolerance: LEEWAY_SECONDS }));
+    } catch (err) {
+      if (err instanceof joseErrors.JWTExpired) throw new AuthError(403, 'Invalid JWT: the token has expired');
+      if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new AuthError(403, 'Invalid JWT: only HS256 tokens are accepted');
+      if (err instanceof joseErrors.JWSSignatureVerificationFailed) throw new AuthError(403, 'Invalid JWT: the signature does not match');
+      if (err instanceof joseErrors.JWTClaimValidationFailed) throw new AuthError(403, `Invalid JWT: ${err.message}`);
+      // Not a decodable JWS at all: as good as a wrong key.
+      throw new AuthError(401, 'Invalid API key or JWT');
+    }
+    const access = parseAccessClaim(claims.access);
+    if (typeof access === 'string') throw new AuthError(401, `Invalid JWT claims: ${access}`);
+    if (claims.value_exists !== undefined) {
+      const claim = parseValueExists(claims.value_exists);
+      if (typeof claim === 'string') throw new AuthError(401, `Invalid JWT claims: ${claim}`);
+      const found = await this.lookup(claim);
+      if (found === 'no-collection') throw new AuthError(403, 'Invalid JWT, stateful validation failed');
+      if (found === 'no-match') throw new AuthError(401, 'Invalid JWT, stateful validation failed');
+    }
+    const sub = typeof claims.sub === 'string' ? claims.sub : '';
+    return { access, subject: `jwt:${sub}` };
+  }
+}
+
+function header(headers: Record<string, string | string[] | undefined>, name: string): string | null {
+  const v = headers[name];
+  if (v === undefined) return null;
+  return Array.isArray(v) ? (v[0] ?? null) : v;
+}
+
+function credentialOf(headers: Record<string, string | string[] | undefined>): string | null {
+  const key = header(headers, 'api-key');
+  if (key !== null && key !== '') return key;
+  const auth = header(headers, 'authorization');
+  if (auth !== null) {
+    const m = /^Bearer\s+(.+)$/i.exec(auth.trim());
+    if (m) return m[1].trim();
+  }
+  return null;
+}
+
+function parseValueExists(x: unknown): ValueExists | string {
+  if (typeof x !== 'object' || x === null || Array.isArray(x)) return 'value_exists: expected {collection, matches}';
+  const { collection, matches } = x as Record<string, unknown>;
+  if (typeof collection !== 'string' || collection === '') return 'value_exists.collection: expected a collection name';
+  if (!Array.isArray(matches) || matches.length === 0) return 'value_exists.matches: expected a non-empty list of {key, value}';
+  const out: ValueExists = { collection, matches: [] };
+  for (const [i, m] of matches.entries()) {
+    if (typeof m !== 'object' || m === null || typeof (m as { key?: unknown }).key !== 'string' || !('value' in m)) {
+      return `value_exists.matches[${i}]: expected {key, value}`;
+    }
+    const { key, value } = m as { key: string; value: unknown };
+    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
+      return `value_exists.matches[${i}].value: expected a string, number or boolean`;
+    }
+    out.matches.push({ key, value });
+  }
+  return out;
+}
