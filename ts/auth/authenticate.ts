@@ -53,6 +53,8 @@ export class AuthError extends Error {
 }
 
 const LEEWAY_SECONDS = 30;
+/** Verified tokens remembered (oldest forgotten first). */
+const VERIFIED_CACHE_SIZE = 1024;
 const ANONYMOUS: Caller = { access: MANAGE, subject: 'anonymous' };
 
 function digest(s: string): Buffer {
@@ -96,15 +98,41 @@ export class Authenticator {
     throw new AuthError(401, 'Invalid API key or JWT');
   }
 
+  /**
+   * Tokens whose signature was verified, with their claims: a client sends the same
+   * token on every request, and an HMAC check per request costs more than the lookup.
+   * Times (`exp`, `nbf`) are checked again on every use; value_exists too.
+   */
+  private readonly verified = new Map<string, Record<string, unknown>>();
+
+  private async verify(token: string): Promise<Record<string, unknown>> {
+    const cached = this.verified.get(token);
+    if (cached !== undefined) {
+      const now = Date.now() / 1000;
+      if (typeof cached.exp === 'number' && now > cached.exp + LEEWAY_SECONDS) {
+        this.verified.delete(token);
+        throw new AuthError(403, 'Invalid JWT: the token has expired');
+      }
+      if (typeof cached.nbf === 'number' && now < cached.nbf - LEEWAY_SECONDS) throw new AuthError(403, 'Invalid JWT: the token is not valid yet');
+      return cached;
+    }
+    const { payload } = await jwtVerify(token, this.jwtSecret as Uint8Array, { algorithms: ['HS256'], clockTolerance: LEEWAY_SECONDS });
+    if (this.verified.size >= VERIFIED_CACHE_SIZE) this.verified.delete(this.verified.keys().next().value as string);
+    this.verified.set(token, payload);
+    return payload;
+  }
+
   private async fromJwt(token: string): Promise<Caller> {
     let claims: Record<string, unknown>;
     try {
-      ({ payload: claims } = await jwtVerify(token, this.jwtSecret as Uint8Array, { algorithms: ['HS256'], clockTolerance: LEEWAY_SECONDS }));
+      claims = await this.verify(token);
     } catch (err) {
+      if (err instanceof AuthError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw new AuthError(403, 'Invalid JWT: the token has expired');
       if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new AuthError(403, 'Invalid JWT: only HS256 tokens are accepted');
       if (err instanceof joseErrors.JWSSignatureVerificationFailed) throw new AuthError(403, 'Invalid JWT: the signature does not match');
       if (err instanceof joseErrors.JWTClaimValidationFailed) throw new AuthError(403, `Invalid JWT: ${err.message}`);
+      if (err instanceof joseErrors.JWTInvalid) throw new AuthError(401, `Invalid JWT claims: ${err.message}`);
       // Not a decodable JWS at all: as good as a wrong key.
       throw new AuthError(401, 'Invalid API key or JWT');
     }
