@@ -12,12 +12,19 @@ import * as path from 'node:path';
 
 let counter = 0;
 
-export async function writeFileAtomic(file: string, data: Uint8Array | string): Promise<void> {
+/** `data` may be given in pieces, written one after another (no concatenated copy). */
+export async function writeFileAtomic(file: string, data: Uint8Array | string | Uint8Array[]): Promise<void> {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${counter++}.tmp`);
   const fh = await fs.open(tmp, 'w');
   try {
-    await fh.writeFile(data);
+    if (Array.isArray(data)) {
+      for (const piece of data) {
+        for (let at = 0; at < piece.length; ) at += (await fh.write(piece, at, piece.length - at)).bytesWritten;
+      }
+    } else {
+      await fh.writeFile(data);
+    }
     await fh.sync();
   } finally {
     await fh.close();

@@ -153,9 +153,20 @@ const CRC32C_TABLE: Uint32Array = (() => {
 })();
 
 export function crc32c(bytes: Uint8Array, start = 0, end = bytes.length): number {
-  let c = 0xffffffff;
+  return crc32cFinish(crc32cUpdate(CRC32C_INIT, bytes, start, end));
+}
+
+/** Incremental CRC32C: start from CRC32C_INIT, update piece by piece, then finish. */
+export const CRC32C_INIT = 0xffffffff;
+
+export function crc32cUpdate(state: number, bytes: Uint8Array, start = 0, end = bytes.length): number {
+  let c = state;
   for (let i = start; i < end; i++) c = CRC32C_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
+  return c;
+}
+
+export function crc32cFinish(state: number): number {
+  return (state ^ 0xffffffff) >>> 0;
 }
 
 // ---------------------------------------------------------------------------------

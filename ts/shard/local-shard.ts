@@ -28,7 +28,7 @@ import type { Engine, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../api/errors';
 import type { VectorSpec } from '../collection/config';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
-import { IdTracker, PointIdError, crc32c, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { CRC32C_INIT, IdTracker, PointIdError, crc32c, crc32cFinish, crc32cUpdate, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
@@ -791,36 +791,30 @@ async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {
  * lists say which points carry each named vector. Version 1 files (no lengths after
  * the tracker, no label lists) still load.
  */
-function encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<string, VectorStore>): Buffer {
+function encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<string, VectorStore>): Uint8Array[] {
   const t = tracker.toBytes();
   const p = payloads.toBytes();
-  const names = [...vectors.keys()].map((n) => Buffer.from(n, 'utf8'));
-  let len = 12 + t.length + 4 + p.length + 4;
-  const lists = [...vectors.values()].map((v) => BigUint64Array.from(v.present));
-  names.forEach((n, i) => (len += 8 + n.length + lists[i].length * 8));
-  const out = Buffer.alloc(len);
-  out.writeUInt32LE(STATE_MAGIC, 0);
-  out.writeUInt32LE(t.length, 8);
-  out.set(t, 12);
-  let at = 12 + t.length;
-  out.writeUInt32LE(p.length, at);
-  out.set(p, at + 4);
-  at += 4 + p.length;
-  out.writeUInt32LE(names.length, at);
-  at += 4;
-  names.forEach((n, i) => {
-    out.writeUInt32LE(n.length, at);
-    n.copy(out, at + 4);
-    at += 4 + n.length;
-    out.writeUInt32LE(lists[i].length, at);
-    at += 4;
-    for (const l of lists[i]) {
-      out.writeBigUInt64LE(l, at);
-      at += 8;
-    }
-  });
-  out.writeUInt32LE(crc32c(out, 8), 4);
-  return out;
+  const u32 = (n: number) => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(n, 0);
+    return b;
+  };
+  // Pieces, written one after another: the file is never assembled in memory (for a
+  // million points the tracker and payloads are tens of MB each).
+  const head = Buffer.alloc(12);
+  head.writeUInt32LE(STATE_MAGIC, 0);
+  head.writeUInt32LE(t.length, 8);
+  const pieces: Uint8Array[] = [head, t, u32(p.length), p, u32(vectors.size)];
+  for (const [name, v] of vectors) {
+    const n = Buffer.from(name, 'utf8');
+    const labels = BigUint64Array.from(v.present);
+    pieces.push(u32(n.length), n, u32(labels.length), new Uint8Array(labels.buffer, labels.byteOffset, labels.byteLength));
+  }
+  // The checksum covers everything after itself (from byte 8).
+  let crc = crc32cUpdate(CRC32C_INIT, head.subarray(8));
+  for (const piece of pieces.slice(1)) crc = crc32cUpdate(crc, piece);
+  head.writeUInt32LE(crc32cFinish(crc), 4);
+  return pieces;
 }
 
 function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> | null } {
