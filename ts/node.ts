@@ -21,6 +21,7 @@ import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
 import { ApiError } from './api/errors';
+import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { TableOfContent } from './storage/toc';
@@ -56,11 +57,13 @@ export class StartupError extends Error {
 }
 
 export async function startNode(config: Config, logger: Logger, options: NodeOptions = {}): Promise<RunningNode> {
-  if (config.service.enable_tls) {
-    throw new StartupError(
-      'service.enable_tls is true, but TLS for the REST API is not implemented yet: it arrives with the ' +
-        'access-control issue. Set service.enable_tls to false (SERVICE__SERVICE__ENABLE_TLS=false) to start.',
-    );
+  // The HTTPS files are checked before storage opens: a bad certificate fails start-up at once.
+  let restTls: RestTlsMaterial | null;
+  try {
+    restTls = await loadRestTls(config);
+  } catch (err) {
+    if (err instanceof TlsSetupError) throw new StartupError(err.message);
+    throw err;
   }
 
   const prefix = config.service.metrics_prefix;
@@ -91,7 +94,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
   const { app } = buildRestApp(config, { logger, info, toc, snapshots, audit });
-  const server = http.createServer(app.callback());
+  const server = await createRestServer(config, app.callback(), logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
   await new Promise<void>((resolve, reject) => {
