@@ -23,11 +23,12 @@ test('port 0 binds a free port and reports it; close() stops it and is idempoten
   await t.throwsAsync(fetch(`http://127.0.0.1:${node.port}/healthz`));
 });
 
-test('enable_tls is refused until TLS lands', async (t) => {
+test('enable_tls with a certificate file that does not exist stops start-up, naming the file', async (t) => {
   const cfg = config();
   cfg.service.http_port = 0;
   cfg.service.enable_tls = true;
-  await t.throwsAsync(startNode(cfg, silent), { instanceOf: StartupError, message: /access-control issue/ });
+  cfg.tls.cert = '/nonexistent/quiver-cert.pem';
+  await t.throwsAsync(startNode(cfg, silent), { instanceOf: StartupError, message: /\/nonexistent\/quiver-cert\.pem/ });
 });
 
 test('a port already in use fails start-up', async (t) => {

@@ -230,10 +230,10 @@ test('CLI: invalid configuration lists the problem and exits 2', async (t) => {
   t.regex(run.stderr, /SERVICE__LOG_LEVEL/);
 });
 
-test('TLS is refused with a clear message until its issue lands', async (t) => {
+test('TLS without its certificate files: exit 1 with a message naming the missing file', async (t) => {
   const run = await runQuiver([], { SERVICE__SERVICE__ENABLE_TLS: 'true' });
   t.is(run.code, 1);
-  t.regex(run.stderr, /TLS .*not implemented yet/);
+  t.regex(run.stderr, /tls\.cert file .*does not exist/);
 });
 
 test('SIGTERM lets a request in flight finish, refuses new connections, then exits 0', async (t) => {

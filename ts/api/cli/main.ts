@@ -96,7 +96,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exit(EXIT_START_FAILED);
   }
   logger.info(
-    { host: node.host, port: node.port, address: `http://${node.host}:${node.port}` },
+    { host: node.host, port: node.port, address: `${config.service.enable_tls ? 'https' : 'http'}://${node.host}:${node.port}` },
     'REST API listening',
   );
   if (stopSignal !== null) shutDown(node, stopSignal);
