@@ -204,6 +204,8 @@ test('verify_https_client_certificate: only a valid client certificate from tls.
       'an expired client certificate',
     );
     await t.throwsAsync(httpGet(q.port), undefined, 'plain HTTP');
+    // The client can see a refusal before the server has logged it: wait for the lines.
+    for (let i = 0; i < 100 && refusals().length < 4; i++) await new Promise((r) => setTimeout(r, 50));
     const reasons = refusals();
     t.is(reasons.length, 4, reasons.join(' | '));
     t.regex(reasons[0], /peer did not return a certificate/);
