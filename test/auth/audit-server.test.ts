@@ -66,9 +66,8 @@ test('audit log: one line per access decision with subject, address, method, pat
     t.is(await call('GET', '/no/such/route', { 'api-key': API_KEY }, undefined, null), 404);
 
     t.is(await call('GET', '/collections', { 'api-key': API_KEY }, undefined, { subject: 'api_key', collection: null, allowed: true, reason: null }), 200);
-    // NOTE: routes that need global access record collection null even when the path
-    // names one (the path shows it).
-    t.is(await call('PUT', '/collections/au', { 'api-key': API_KEY }, config, { subject: 'api_key', collection: null, allowed: true, reason: null }), 200);
+    // Routes that need global access still record the collection their path names.
+    t.is(await call('PUT', '/collections/au', { 'api-key': API_KEY }, config, { subject: 'api_key', collection: 'au', allowed: true, reason: null }), 200);
     t.is(
       await call('PUT', '/collections/au/points?wait=true', { 'api-key': API_KEY }, { points: [{ id: 1, vector: [1, 0] }] }, { subject: 'api_key', collection: 'au', allowed: true, reason: null }),
       200,
@@ -97,11 +96,11 @@ test('audit log: one line per access decision with subject, address, method, pat
     t.is(await call('GET', '/telemetry', alice, undefined, { subject: 'jwt:alice', collection: null, allowed: true, reason: null }), 200);
     const forged = { authorization: `Bearer ${await jwt({ sub: 'mallory', access: 'm' }, 'not-the-api-key-but-long-enough-000')}` };
     t.is(
-      await call('DELETE', '/collections/au', forged, undefined, { subject: null, collection: null, allowed: false, reason: 'Invalid JWT: the signature does not match' }),
+      await call('DELETE', '/collections/au', forged, undefined, { subject: null, collection: 'au', allowed: false, reason: 'Invalid JWT: the signature does not match' }),
       403,
     );
     // The address is the peer's: X-Forwarded-For is not trusted.
-    t.is(await call('DELETE', '/collections/au', { 'api-key': RO_KEY, 'x-forwarded-for': '10.9.8.7' }, undefined, { subject: 'read_only_api_key', collection: null, allowed: false, reason: 'Global manage access is required' }), 403);
+    t.is(await call('DELETE', '/collections/au', { 'api-key': RO_KEY, 'x-forwarded-for': '10.9.8.7' }, undefined, { subject: 'read_only_api_key', collection: 'au', allowed: false, reason: 'Global manage access is required' }), 403);
     // A token without sub.
     t.is(await call('GET', '/collections/au/exists', { authorization: `Bearer ${await jwt({ access: 'r' })}` }, undefined, { subject: 'jwt:', collection: 'au', allowed: true, reason: null }), 200);
     t.is(await call('GET', '/healthz', {}, undefined, null), 200);

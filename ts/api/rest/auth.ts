@@ -45,9 +45,12 @@ export function routeGuard(authn: Authenticator, audit: AuditLog | null, method:
     };
   }
   return async function guard(ctx: Context, next: Next): Promise<void> {
-    const collection = req.scope === 'collection' ? String((ctx.params as Record<string, string>)[req.param]) : null;
+    const params = ctx.params as Record<string, string | undefined>;
+    const collection = req.scope === 'collection' ? String(params[req.param]) : null;
+    // The audit names the collection a request is about, global-scope ones too (create, delete, recover).
+    const named = collection ?? params.collection_name ?? null;
     const record = (subject: string | null, allowed: boolean, reason: string | null) =>
-      audit?.record({ subject, address: clientAddress(ctx), method: ctx.method, path: ctx.path, collection, allowed, reason });
+      audit?.record({ subject, address: clientAddress(ctx), method: ctx.method, path: ctx.path, collection: named, allowed, reason });
     let caller;
     try {
       caller = await authn.authenticate(ctx.headers);
