@@ -3,7 +3,9 @@
 //! Owns: how an engine file reaches the disk (temp file in the same directory, fsync,
 //! rename over the target, fsync of the directory), the frame every engine file
 //! carries (magic, format version, flags, payload length, payload, CRC-32C), and the
-//! little-endian byte writer/reader used to build payloads.
+//! little-endian byte writer/reader used to build payloads, in memory or streamed
+//! (`Sink`/`Source`: a framed file of any size is written and read through bounded
+//! buffers, never held whole).
 //!
 //! Must never: leave a half-written file under the target name (a crash leaves either
 //! the old file or the new one), trust a length read from disk before checking it
@@ -24,11 +26,11 @@
 //! the length must account for every byte of the file exactly.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::crc32c::crc32c;
+use crate::crc32c::{crc32c, crc32c_append};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Bytes before the payload in a framed file.
@@ -197,38 +199,35 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
 }
 
-/// Checks a framed image and returns its version and payload. `name` (usually the
-/// file path) goes into every error message. Errors: wrong magic, a short image, a
-/// length that does not match, trailing bytes or a checksum mismatch are `Corrupt`;
-/// a version newer than `max_version` or unknown flags are `UnsupportedFormat`.
-pub fn unframe<'a>(bytes: &'a [u8], magic: [u8; 8], max_version: u32, name: &str) -> Result<(u32, &'a [u8])> {
-    if bytes.len() < 8 {
+/// Checks a frame header: `head` is the first `min(24, total_len)` bytes of an image
+/// (or file) of `total_len` bytes. Returns the version and the payload length, which
+/// accounts for every byte of the image exactly. Errors as `unframe`'s.
+fn check_frame_header(head: &[u8], total_len: u64, magic: [u8; 8], max_version: u32, name: &str) -> Result<(u32, u64)> {
+    if total_len < 8 {
         return Err(Error::corrupt(format!(
             "{}: file is {} bytes, too short to hold its header (expected magic {})",
             name,
-            bytes.len(),
+            total_len,
             show_magic(&magic)
         )));
     }
-    if bytes[..8] != magic {
+    if head[..8] != magic {
         return Err(Error::corrupt(format!(
             "{}: wrong magic: expected {}, found {} (not a file of this kind, or damaged)",
             name,
             show_magic(&magic),
-            show_magic(&bytes[..8])
+            show_magic(&head[..8])
         )));
     }
-    if bytes.len() < FRAME_HEADER_BYTES {
+    if total_len < FRAME_HEADER_BYTES as u64 {
         return Err(Error::corrupt(format!(
             "{}: file is {} bytes, too short to hold its {}-byte header",
-            name,
-            bytes.len(),
-            FRAME_HEADER_BYTES
+            name, total_len, FRAME_HEADER_BYTES
         )));
     }
     // The version is checked before anything else in the file is interpreted: a newer
     // format may lay out the rest differently, so its other fields mean nothing to us.
-    let version = le_u32(&bytes[8..12]);
+    let version = le_u32(&head[8..12]);
     if version > max_version {
         return Err(Error::new(
             ErrorKind::UnsupportedFormat,
@@ -238,63 +237,62 @@ pub fn unframe<'a>(bytes: &'a [u8], magic: [u8; 8], max_version: u32, name: &str
             ),
         ));
     }
-    let flags = le_u32(&bytes[12..16]);
+    let flags = le_u32(&head[12..16]);
     if flags != 0 {
         return Err(Error::new(
             ErrorKind::UnsupportedFormat,
             format!("{}: unknown header flags {:#010x} (this build knows none)", name, flags),
         ));
     }
-    let payload_len = le_u64(&bytes[16..24]);
-    let available = (bytes.len() - FRAME_HEADER_BYTES) as u64;
+    let payload_len = le_u64(&head[16..24]);
+    let available = total_len - FRAME_HEADER_BYTES as u64;
     let needed = payload_len.checked_add(FRAME_TRAILER_BYTES as u64);
     match needed {
-        Some(n) if n == available => {}
-        Some(n) if n > available => {
-            return Err(Error::corrupt(format!(
-                "{}: truncated: header declares a {}-byte payload but only {} bytes follow the header",
-                name, payload_len, available
-            )))
-        }
-        Some(_) => {
-            return Err(Error::corrupt(format!(
-                "{}: {} unexpected bytes after the checksum (header declares a {}-byte payload)",
-                name,
-                available - payload_len - FRAME_TRAILER_BYTES as u64,
-                payload_len
-            )))
-        }
-        None => {
-            return Err(Error::corrupt(format!(
-                "{}: impossible payload length {}",
-                name, payload_len
-            )))
-        }
+        Some(n) if n == available => Ok((version, payload_len)),
+        Some(n) if n > available => Err(Error::corrupt(format!(
+            "{}: truncated: header declares a {}-byte payload but only {} bytes follow the header",
+            name, payload_len, available
+        ))),
+        Some(_) => Err(Error::corrupt(format!(
+            "{}: {} unexpected bytes after the checksum (header declares a {}-byte payload)",
+            name,
+            available - payload_len - FRAME_TRAILER_BYTES as u64,
+            payload_len
+        ))),
+        None => Err(Error::corrupt(format!(
+            "{}: impossible payload length {}",
+            name, payload_len
+        ))),
     }
+}
+
+fn checksum_mismatch(name: &str, stored: u32, actual: u32) -> Error {
+    Error::corrupt(format!(
+        "{}: checksum mismatch (stored {:#010x}, computed {:#010x})",
+        name, stored, actual
+    ))
+}
+
+/// Checks a framed image and returns its version and payload. `name` (usually the
+/// file path) goes into every error message. Errors: wrong magic, a short image, a
+/// length that does not match, trailing bytes or a checksum mismatch are `Corrupt`;
+/// a version newer than `max_version` or unknown flags are `UnsupportedFormat`.
+pub fn unframe<'a>(bytes: &'a [u8], magic: [u8; 8], max_version: u32, name: &str) -> Result<(u32, &'a [u8])> {
+    let head = &bytes[..bytes.len().min(FRAME_HEADER_BYTES)];
+    let (version, payload_len) = check_frame_header(head, bytes.len() as u64, magic, max_version, name)?;
     let end = FRAME_HEADER_BYTES + payload_len as usize;
     let payload = &bytes[FRAME_HEADER_BYTES..end];
     let stored = le_u32(&bytes[end..end + 4]);
     let actual = crc32c(payload);
     if stored != actual {
-        return Err(Error::corrupt(format!(
-            "{}: checksum mismatch (stored {:#010x}, computed {:#010x})",
-            name, stored, actual
-        )));
+        return Err(checksum_mismatch(name, stored, actual));
     }
     Ok((version, payload))
 }
 
 /// Writes `payload` framed (see the module header) to `path`, atomically and durably.
 pub fn write_framed(path: &Path, magic: [u8; 8], version: u32, payload: &[u8]) -> Result<()> {
-    atomic_write_with(path, |w| {
-        let mut header = Vec::with_capacity(FRAME_HEADER_BYTES);
-        put_frame_header(&mut header, magic, version, payload.len() as u64);
-        let ctx = || format!("write {}", path.display());
-        w.write_all(&header).map_err(|e| io_error(&ctx(), e))?;
-        w.write_all(payload).map_err(|e| io_error(&ctx(), e))?;
-        w.write_all(&crc32c(payload).to_le_bytes())
-            .map_err(|e| io_error(&ctx(), e))
-    })
+    write_framed_with(path, magic, version, payload.len() as u64, |w| w.write_bytes(payload))
 }
 
 /// Reads a framed file written by `write_framed` and returns its version and payload.
@@ -310,6 +308,507 @@ pub fn read_framed(path: &Path, magic: [u8; 8], max_version: u32) -> Result<(u32
     bytes.truncate(FRAME_HEADER_BYTES + len);
     bytes.drain(..FRAME_HEADER_BYTES);
     Ok((version, bytes))
+}
+
+// ---------------------------------------------------------------------------------
+// Streaming serialisation
+//
+// A payload serialiser written once against `Sink` can build an image in memory
+// (`ByteWriter`), measure it (`CountingSink`, for the length the frame header carries
+// before the payload) or stream it to a file (`FramedWriter`, which checksums what
+// passes through); a parser written against `Source` reads a slice (`ByteReader`)
+// or a file through a bounded buffer (`FramedReader`). Large arrays go through
+// fixed-size chunks, so neither direction holds a second copy of the data.
+
+/// Chunk size for converting arrays to little-endian bytes, and the most a
+/// `FramedReader` reads (and checksums) in one call.
+pub const STREAM_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Buffer size of the reader behind `FramedReader::open`.
+pub const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Converts `v` to little-endian in chunks of `STREAM_CHUNK_BYTES` and writes them.
+fn write_le_chunks<S, T, const N: usize>(s: &mut S, v: &[T], to_le: fn(T) -> [u8; N]) -> Result<()>
+where
+    S: Sink + ?Sized,
+    T: Copy,
+{
+    let per = STREAM_CHUNK_BYTES / N;
+    let mut buf = vec![0u8; per.min(v.len()) * N];
+    for part in v.chunks(per) {
+        let out = &mut buf[..part.len() * N];
+        for (dst, x) in out.chunks_exact_mut(N).zip(part) {
+            dst.copy_from_slice(&to_le(*x));
+        }
+        s.write_bytes(out)?;
+    }
+    Ok(())
+}
+
+/// Destination of a little-endian serialiser. Only `write_bytes` is required; the
+/// array writers convert through a bounded buffer unless an implementation knows
+/// better (`ByteWriter` converts in place, `CountingSink` only counts).
+pub trait Sink {
+    fn write_bytes(&mut self, b: &[u8]) -> Result<()>;
+
+    fn write_u8(&mut self, v: u8) -> Result<()> {
+        self.write_bytes(&[v])
+    }
+    fn write_u32(&mut self, v: u32) -> Result<()> {
+        self.write_bytes(&v.to_le_bytes())
+    }
+    fn write_u64(&mut self, v: u64) -> Result<()> {
+        self.write_bytes(&v.to_le_bytes())
+    }
+    fn write_f32(&mut self, v: f32) -> Result<()> {
+        self.write_bytes(&v.to_le_bytes())
+    }
+    /// The values only, no length prefix.
+    fn write_u32_slice(&mut self, v: &[u32]) -> Result<()> {
+        write_le_chunks(self, v, u32::to_le_bytes)
+    }
+    /// The values only, no length prefix.
+    fn write_u64_slice(&mut self, v: &[u64]) -> Result<()> {
+        write_le_chunks(self, v, u64::to_le_bytes)
+    }
+    /// The values only, no length prefix.
+    fn write_f32_slice(&mut self, v: &[f32]) -> Result<()> {
+        write_le_chunks(self, v, f32::to_le_bytes)
+    }
+}
+
+impl Sink for ByteWriter {
+    fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.put_bytes(b);
+        Ok(())
+    }
+    fn write_u32_slice(&mut self, v: &[u32]) -> Result<()> {
+        self.put_u32_slice(v);
+        Ok(())
+    }
+    fn write_u64_slice(&mut self, v: &[u64]) -> Result<()> {
+        self.put_u64_slice(v);
+        Ok(())
+    }
+    fn write_f32_slice(&mut self, v: &[f32]) -> Result<()> {
+        self.put_f32_slice(v);
+        Ok(())
+    }
+}
+
+/// A sink that only counts: what a serialiser would write, in bytes, without
+/// converting or storing anything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CountingSink {
+    len: u64,
+}
+
+impl CountingSink {
+    pub fn new() -> CountingSink {
+        CountingSink { len: 0 }
+    }
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Sink for CountingSink {
+    fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.len += b.len() as u64;
+        Ok(())
+    }
+    fn write_u32_slice(&mut self, v: &[u32]) -> Result<()> {
+        self.len += v.len() as u64 * 4;
+        Ok(())
+    }
+    fn write_u64_slice(&mut self, v: &[u64]) -> Result<()> {
+        self.len += v.len() as u64 * 8;
+        Ok(())
+    }
+    fn write_f32_slice(&mut self, v: &[f32]) -> Result<()> {
+        self.len += v.len() as u64 * 4;
+        Ok(())
+    }
+}
+
+/// The payload of a framed file on its way to disk: passes bytes on to the file's
+/// buffered stream and keeps the running CRC-32C the trailer needs.
+pub struct FramedWriter<'a> {
+    out: &'a mut (dyn Write + 'a),
+    crc: u32,
+    written: u64,
+    declared: u64,
+    name: &'a str,
+}
+
+impl<'a> Sink for FramedWriter<'a> {
+    fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.crc = crc32c_append(self.crc, b);
+        self.written += b.len() as u64;
+        self.out
+            .write_all(b)
+            .map_err(|e| io_error(&format!("write {}", self.name), e))
+    }
+}
+
+/// Writes a framed file (see the module header) to `path`, atomically and durably,
+/// without holding its image in memory: the header declares `payload_len`, `fill`
+/// streams the payload, and the trailer is the checksum of what `fill` wrote. If
+/// `fill` fails, or writes other than `payload_len` bytes, the target is untouched.
+pub fn write_framed_with<F>(path: &Path, magic: [u8; 8], version: u32, payload_len: u64, fill: F) -> Result<()>
+where
+    F: FnOnce(&mut FramedWriter<'_>) -> Result<()>,
+{
+    let name = path.display().to_string();
+    atomic_write_with(path, |w| {
+        let mut header = Vec::with_capacity(FRAME_HEADER_BYTES);
+        put_frame_header(&mut header, magic, version, payload_len);
+        w.write_all(&header)
+            .map_err(|e| io_error(&format!("write {}", name), e))?;
+        let mut fw = FramedWriter {
+            out: w,
+            crc: 0,
+            written: 0,
+            declared: payload_len,
+            name: &name,
+        };
+        fill(&mut fw)?;
+        if fw.written != fw.declared {
+            // A serialiser that disagrees with its own count: refuse to publish a
+            // file that would fail its length check on the next read.
+            return Err(Error::invalid(format!(
+                "{}: payload of {} bytes written where {} were declared",
+                name, fw.written, fw.declared
+            )));
+        }
+        let crc = fw.crc;
+        w.write_all(&crc.to_le_bytes())
+            .map_err(|e| io_error(&format!("write {}", name), e))
+    })
+}
+
+/// Builds a framed image in memory, the payload produced by `fill` (byte-identical
+/// to `frame` over the same payload). `capacity` is the expected payload size: the
+/// image is reserved once at its full size.
+pub fn frame_with<F>(magic: [u8; 8], version: u32, capacity: usize, fill: F) -> Result<Vec<u8>>
+where
+    F: FnOnce(&mut ByteWriter) -> Result<()>,
+{
+    let mut w = ByteWriter::with_capacity(FRAME_HEADER_BYTES + capacity + FRAME_TRAILER_BYTES);
+    put_frame_header(&mut w.buf, magic, version, 0);
+    fill(&mut w)?;
+    let payload_len = (w.buf.len() - FRAME_HEADER_BYTES) as u64;
+    w.buf[16..24].copy_from_slice(&payload_len.to_le_bytes());
+    let crc = crc32c(&w.buf[FRAME_HEADER_BYTES..]);
+    w.buf.extend_from_slice(&crc.to_le_bytes());
+    Ok(w.buf)
+}
+
+fn truncated_error(name: &str, pos: u64, need: u64, remaining: u64, what: &str) -> Error {
+    Error::corrupt(format!(
+        "{}: truncated at byte {}: reading {} needs {} bytes, {} remain",
+        if name.is_empty() { "data" } else { name },
+        pos,
+        what,
+        need,
+        remaining
+    ))
+}
+
+fn array_error(name: &str, pos: u64, n: usize, remaining: u64, what: &str) -> Error {
+    Error::corrupt(format!(
+        "{}: truncated at byte {}: {} of {} elements does not fit in the {} bytes that remain",
+        if name.is_empty() { "data" } else { name },
+        pos,
+        what,
+        n,
+        remaining
+    ))
+}
+
+/// Plain values that any bit pattern is valid for, read from little-endian bytes.
+trait LeWord: Copy {
+    fn fix_byte_order(&mut self);
+}
+impl LeWord for u32 {
+    #[inline]
+    fn fix_byte_order(&mut self) {
+        *self = u32::from_le(*self);
+    }
+}
+impl LeWord for u64 {
+    #[inline]
+    fn fix_byte_order(&mut self) {
+        *self = u64::from_le(*self);
+    }
+}
+impl LeWord for f32 {
+    #[inline]
+    fn fix_byte_order(&mut self) {
+        *self = f32::from_bits(u32::from_le(self.to_bits()));
+    }
+}
+
+/// Reads `out.len()` little-endian words straight into `out` (no intermediate copy),
+/// then fixes the byte order in place (a no-op on little-endian hosts).
+fn read_words<S: Source + ?Sized, T: LeWord>(s: &mut S, out: &mut [T], what: &str) -> Result<()> {
+    s.check_array(out.len(), std::mem::size_of::<T>(), what)?;
+    let len = std::mem::size_of_val(out);
+    // SAFETY: T is u32, u64 or f32: no padding, every bit pattern valid, alignment at
+    // least that of u8, and `out` is borrowed exclusively for the view's lifetime.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, len) };
+    s.read_into(bytes, what)?;
+    if cfg!(target_endian = "big") {
+        for x in out.iter_mut() {
+            x.fix_byte_order();
+        }
+    }
+    Ok(())
+}
+
+/// Origin of a little-endian parser's input: a byte slice (`ByteReader`) or a file
+/// streamed through a bounded buffer (`FramedReader`). Every read checks what is left
+/// first and fails with a `Corrupt` error naming the source and the position, so a
+/// corrupt count never triggers a huge allocation when callers `check_array` before
+/// allocating. `bytes_left` is measured against the real size of the input (the
+/// file's length), not against anything the input claims.
+pub trait Source {
+    /// Fills `out` from the input; `what` names the field in a truncation error.
+    fn read_into(&mut self, out: &mut [u8], what: &str) -> Result<()>;
+    /// Bytes left in the input (the payload, for a framed file).
+    fn bytes_left(&self) -> u64;
+    /// Bytes consumed so far.
+    fn offset(&self) -> u64;
+    /// The input's name in error messages (usually the file path).
+    fn source_name(&self) -> &str;
+
+    fn read_u8(&mut self) -> Result<u8> {
+        let mut b = [0u8; 1];
+        self.read_into(&mut b, "u8")?;
+        Ok(b[0])
+    }
+    fn read_u32(&mut self) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read_into(&mut b, "u32")?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn read_u64(&mut self) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read_into(&mut b, "u64")?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn read_f32(&mut self) -> Result<f32> {
+        Ok(f32::from_bits(self.read_u32()?))
+    }
+    /// A u64 count or length that must fit this platform's usize.
+    fn read_usize(&mut self) -> Result<usize> {
+        let at = self.offset();
+        let v = self.read_u64()?;
+        if v > usize::MAX as u64 {
+            let name = self.source_name();
+            return Err(Error::corrupt(format!(
+                "{}: length {} at byte {} is too large",
+                if name.is_empty() { "data" } else { name },
+                v,
+                at
+            )));
+        }
+        Ok(v as usize)
+    }
+    /// Checks that `n` elements of `size` bytes fit in what is left: call it before
+    /// allocating room for them.
+    fn check_array(&self, n: usize, size: usize, what: &str) -> Result<()> {
+        match (n as u64).checked_mul(size as u64) {
+            Some(b) if b <= self.bytes_left() => Ok(()),
+            _ => Err(array_error(self.source_name(), self.offset(), n, self.bytes_left(), what)),
+        }
+    }
+    /// Fills `out` completely with little-endian values.
+    fn read_u32s(&mut self, out: &mut [u32], what: &str) -> Result<()> {
+        read_words(self, out, what)
+    }
+    fn read_u64s(&mut self, out: &mut [u64], what: &str) -> Result<()> {
+        read_words(self, out, what)
+    }
+    fn read_f32s(&mut self, out: &mut [f32], what: &str) -> Result<()> {
+        read_words(self, out, what)
+    }
+    /// The next `n` bytes, as a new vector (checked before allocating).
+    fn read_byte_vec(&mut self, n: usize, what: &str) -> Result<Vec<u8>> {
+        self.check_array(n, 1, what)?;
+        let mut v = vec![0u8; n];
+        self.read_into(&mut v, what)?;
+        Ok(v)
+    }
+    /// Errors if any bytes are left: a payload longer than its structure is as
+    /// suspicious as a shorter one.
+    fn expect_end(&self) -> Result<()> {
+        if self.bytes_left() != 0 {
+            let name = self.source_name();
+            return Err(Error::corrupt(format!(
+                "{}: {} unexpected trailing bytes at byte {}",
+                if name.is_empty() { "data" } else { name },
+                self.bytes_left(),
+                self.offset()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Source for ByteReader<'a> {
+    fn read_into(&mut self, out: &mut [u8], what: &str) -> Result<()> {
+        let b = self.take(out.len(), what)?;
+        out.copy_from_slice(b);
+        Ok(())
+    }
+    fn bytes_left(&self) -> u64 {
+        self.remaining() as u64
+    }
+    fn offset(&self) -> u64 {
+        self.pos as u64
+    }
+    fn source_name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The payload of a framed file, read through a buffer while its CRC-32C is kept:
+/// `open` checks the header (against the file's real length), a parser reads the
+/// payload through `Source`, and `finish` checks the trailer. See `read_framed_with`,
+/// which also settles what a parse error means.
+pub struct FramedReader<R: Read> {
+    inner: R,
+    version: u32,
+    crc: u32,
+    pos: u64,
+    len: u64,
+    name: String,
+}
+
+impl FramedReader<BufReader<File>> {
+    /// Opens `path` and checks its header. Errors name the file; a missing file is
+    /// `NotFound`, a short or inconsistent header `Corrupt`, a newer version or
+    /// unknown flags `UnsupportedFormat`.
+    pub fn open(path: &Path, magic: [u8; 8], max_version: u32) -> Result<FramedReader<BufReader<File>>> {
+        let name = path.display().to_string();
+        let ctx = || format!("reading {}", name);
+        let file = File::open(path).map_err(|e| io_error(&ctx(), e))?;
+        let total = file.metadata().map_err(|e| io_error(&ctx(), e))?.len();
+        FramedReader::new(BufReader::with_capacity(READ_BUFFER_BYTES, file), total, magic, max_version, &name)
+    }
+}
+
+impl<R: Read> FramedReader<R> {
+    /// Reads and checks the header of a framed input of `total_len` bytes.
+    pub fn new(mut inner: R, total_len: u64, magic: [u8; 8], max_version: u32, name: &str) -> Result<FramedReader<R>> {
+        let mut head = [0u8; FRAME_HEADER_BYTES];
+        let n = total_len.min(FRAME_HEADER_BYTES as u64) as usize;
+        read_fully(&mut inner, &mut head[..n], name, 0, total_len, "the header")?;
+        let (version, len) = check_frame_header(&head[..n], total_len, magic, max_version, name)?;
+        Ok(FramedReader {
+            inner,
+            version,
+            crc: 0,
+            pos: 0,
+            len,
+            name: name.to_string(),
+        })
+    }
+
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Once the payload has been read whole: reads the trailer and checks the
+    /// checksum.
+    pub fn finish(mut self) -> Result<()> {
+        self.expect_end()?;
+        let mut trailer = [0u8; FRAME_TRAILER_BYTES];
+        let at = FRAME_HEADER_BYTES as u64 + self.len;
+        read_fully(&mut self.inner, &mut trailer, &self.name, at, FRAME_TRAILER_BYTES as u64, "the checksum")?;
+        let stored = u32::from_le_bytes(trailer);
+        if stored != self.crc {
+            return Err(checksum_mismatch(&self.name, stored, self.crc));
+        }
+        Ok(())
+    }
+
+    /// Reads (and discards) the rest of the payload, then checks the checksum. After
+    /// a parse error this tells a damaged file (a checksum mismatch, reported instead)
+    /// from an intact one whose content is wrong (the parse error stands).
+    pub fn verify_rest(mut self) -> Result<()> {
+        let mut buf = vec![0u8; STREAM_CHUNK_BYTES];
+        while self.pos < self.len {
+            let n = (self.len - self.pos).min(STREAM_CHUNK_BYTES as u64) as usize;
+            self.read_into(&mut buf[..n], "the payload")?;
+        }
+        self.finish()
+    }
+}
+
+/// `read_exact`, with the engine's errors: a short read is a truncated file
+/// (`Corrupt`), anything else an I/O error naming the file.
+fn read_fully<R: Read>(r: &mut R, out: &mut [u8], name: &str, at: u64, remaining: u64, what: &str) -> Result<()> {
+    r.read_exact(out).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            // The file was shorter than its length said: it shrank while being read.
+            truncated_error(name, at, out.len() as u64, remaining, what)
+        } else {
+            io_error(&format!("reading {}", name), e)
+        }
+    })
+}
+
+impl<R: Read> Source for FramedReader<R> {
+    fn read_into(&mut self, out: &mut [u8], what: &str) -> Result<()> {
+        if out.len() as u64 > self.bytes_left() {
+            return Err(truncated_error(&self.name, self.pos, out.len() as u64, self.bytes_left(), what));
+        }
+        // In pieces, so each is checksummed while it is still in the cache.
+        for piece in out.chunks_mut(STREAM_CHUNK_BYTES) {
+            let left = self.len - self.pos;
+            read_fully(&mut self.inner, piece, &self.name, self.pos, left, what)?;
+            self.crc = crc32c_append(self.crc, piece);
+            self.pos += piece.len() as u64;
+        }
+        Ok(())
+    }
+    fn bytes_left(&self) -> u64 {
+        self.len - self.pos
+    }
+    fn offset(&self) -> u64 {
+        self.pos
+    }
+    fn source_name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Reads a framed file at `path` with `parse`, which gets the payload as a `Source`
+/// and the file's format version, without holding the file in memory. The result
+/// is the same as parsing the whole image after `unframe`: a damaged payload is a
+/// checksum mismatch even when `parse` fails on it first (the rest of the file is
+/// then read to tell), and a parse error of an intact payload stands.
+pub fn read_framed_with<T, F>(path: &Path, magic: [u8; 8], max_version: u32, parse: F) -> Result<T>
+where
+    F: FnOnce(&mut FramedReader<BufReader<File>>, u32) -> Result<T>,
+{
+    let mut r = FramedReader::open(path, magic, max_version)?;
+    let version = r.version();
+    match parse(&mut r, version) {
+        Ok(v) => {
+            r.finish()?;
+            Ok(v)
+        }
+        Err(e) => {
+            r.verify_rest()?;
+            Err(e)
+        }
+    }
 }
 
 /// Little-endian serialiser over a growable buffer. Infallible; it only appends.
@@ -378,6 +877,14 @@ impl ByteWriter {
         }
     }
     /// The values only, no length prefix.
+    pub fn put_u64_slice(&mut self, v: &[u64]) {
+        let start = self.buf.len();
+        self.buf.resize(start + v.len() * 8, 0);
+        for (dst, x) in self.buf[start..].chunks_exact_mut(8).zip(v) {
+            dst.copy_from_slice(&x.to_le_bytes());
+        }
+    }
+    /// The values only, no length prefix.
     pub fn put_u32_slice(&mut self, v: &[u32]) {
         let start = self.buf.len();
         self.buf.resize(start + v.len() * 4, 0);
@@ -421,19 +928,7 @@ impl<'a> ByteReader<'a> {
     }
 
     fn truncated(&self, need: usize, what: &str) -> Error {
-        let src = if self.name.is_empty() {
-            "data"
-        } else {
-            self.name.as_str()
-        };
-        Error::corrupt(format!(
-            "{}: truncated at byte {}: reading {} needs {} bytes, {} remain",
-            src,
-            self.pos,
-            what,
-            need,
-            self.remaining()
-        ))
+        truncated_error(&self.name, self.pos as u64, need as u64, self.remaining() as u64, what)
     }
 
     #[inline]
@@ -451,21 +946,7 @@ impl<'a> ByteReader<'a> {
     fn array_bytes(&self, n: usize, size: usize, what: &str) -> Result<usize> {
         match n.checked_mul(size) {
             Some(b) if b <= self.remaining() => Ok(b),
-            _ => {
-                let src = if self.name.is_empty() {
-                    "data"
-                } else {
-                    self.name.as_str()
-                };
-                Err(Error::corrupt(format!(
-                    "{}: truncated at byte {}: {} of {} elements does not fit in the {} bytes that remain",
-                    src,
-                    self.pos,
-                    what,
-                    n,
-                    self.remaining()
-                )))
-            }
+            _ => Err(array_error(&self.name, self.pos as u64, n, self.remaining() as u64, what)),
         }
     }
 
@@ -701,6 +1182,149 @@ mod tests {
 
         let e = read_framed(&d.path().join("missing"), MAGIC, 4).unwrap_err();
         assert_eq!(e.kind, ErrorKind::NotFound);
+    }
+
+    /// A sink that takes the default (chunked) array writers and records each write.
+    struct Recording {
+        bytes: Vec<u8>,
+        largest_write: usize,
+    }
+
+    impl Sink for Recording {
+        fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
+            self.largest_write = self.largest_write.max(b.len());
+            self.bytes.extend_from_slice(b);
+            Ok(())
+        }
+    }
+
+    fn mixed_payload<S: Sink>(s: &mut S, words: &[u32], longs: &[u64], floats: &[f32]) -> Result<()> {
+        s.write_u8(0xAB)?;
+        s.write_u32(0xDEAD_BEEF)?;
+        s.write_u64(words.len() as u64)?;
+        s.write_u32_slice(words)?;
+        s.write_u64_slice(longs)?;
+        s.write_bytes(b"xyz")?;
+        s.write_f32(-1.5)?;
+        s.write_f32_slice(floats)?;
+        s.write_u32_slice(&[])
+    }
+
+    #[test]
+    fn sinks_agree_and_stream_in_bounded_chunks() {
+        let words: Vec<u32> = (0..100_003u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let longs: Vec<u64> = (0..20_001u64).map(|i| i << 40 | i).collect();
+        let floats: Vec<f32> = (0..50_000).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let mut w = ByteWriter::new();
+        mixed_payload(&mut w, &words, &longs, &floats).unwrap();
+        let mut rec = Recording { bytes: Vec::new(), largest_write: 0 };
+        mixed_payload(&mut rec, &words, &longs, &floats).unwrap();
+        assert!(rec.bytes == w.as_slice(), "chunked conversion differs from the in-memory writer");
+        assert!(rec.largest_write <= STREAM_CHUNK_BYTES, "a write of {} bytes", rec.largest_write);
+        let mut c = CountingSink::new();
+        mixed_payload(&mut c, &words, &longs, &floats).unwrap();
+        assert_eq!(c.len(), w.len() as u64);
+
+        // In memory and streamed to a file, framed: the bytes `frame` builds.
+        let img = frame(MAGIC, 3, w.as_slice());
+        let built = frame_with(MAGIC, 3, 0, |s| mixed_payload(s, &words, &longs, &floats)).unwrap();
+        assert!(built == img);
+        let d = TempDir::new("stream");
+        let p = d.path().join("s.bin");
+        write_framed_with(&p, MAGIC, 3, c.len(), |s| mixed_payload(s, &words, &longs, &floats)).unwrap();
+        assert!(fs::read(&p).unwrap() == img);
+
+        // A fill that writes other than it declared, or fails, leaves the target as it was.
+        let e = write_framed_with(&p, MAGIC, 3, c.len() + 1, |s| mixed_payload(s, &words, &longs, &floats)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        let e = write_framed_with(&p, MAGIC, 3, c.len(), |s| {
+            s.write_u32(1)?;
+            Err(Error::invalid("producer failed"))
+        })
+        .unwrap_err();
+        assert_eq!(e.message, "producer failed");
+        assert!(fs::read(&p).unwrap() == img);
+        assert_eq!(entries(d.path()), vec!["s.bin".to_string()]);
+    }
+
+    fn parse_mixed<S: Source>(r: &mut S) -> Result<(Vec<u32>, Vec<u64>, Vec<f32>)> {
+        assert_eq!(r.read_u8()?, 0xAB);
+        assert_eq!(r.read_u32()?, 0xDEAD_BEEF);
+        let n = r.read_usize()?;
+        r.check_array(n, 4, "words")?;
+        let mut words = vec![0u32; n];
+        r.read_u32s(&mut words, "words")?;
+        let mut longs = vec![0u64; 20_001];
+        r.read_u64s(&mut longs, "longs")?;
+        assert_eq!(r.read_byte_vec(3, "tag")?, b"xyz");
+        assert_eq!(r.read_f32()?, -1.5);
+        let mut floats = vec![0f32; r.bytes_left() as usize / 4];
+        r.read_f32s(&mut floats, "floats")?;
+        r.expect_end()?;
+        Ok((words, longs, floats))
+    }
+
+    #[test]
+    fn framed_reader_parses_as_the_slice_reader_does() {
+        let words: Vec<u32> = (0..70_001u32).map(|i| i ^ 0x5555_5555).collect();
+        let longs: Vec<u64> = (0..20_001u64).map(|i| !i).collect();
+        let floats: Vec<f32> = (0..33_333).map(|i| i as f32 / 3.0).collect();
+        let mut w = ByteWriter::new();
+        mixed_payload(&mut w, &words, &longs, &floats).unwrap();
+        let img = frame(MAGIC, 2, w.as_slice());
+        let d = TempDir::new("framed-reader");
+        let p = d.path().join("r.bin");
+        fs::write(&p, &img).unwrap();
+
+        let from_slice = parse_mixed(&mut ByteReader::new(w.as_slice())).unwrap();
+        let from_file = read_framed_with(&p, MAGIC, 2, |r, v| {
+            assert_eq!(v, 2);
+            parse_mixed(r)
+        })
+        .unwrap();
+        assert!(from_file == from_slice && from_slice == (words, longs, floats));
+
+        // Header errors as unframe's, measured against the file's real length.
+        let e = read_framed_with(&p, MAGIC, 1, |r, _| parse_mixed(r)).unwrap_err();
+        assert_eq!(e, unframe(&img, MAGIC, 1, &p.display().to_string()).unwrap_err());
+        fs::write(&p, &img[..img.len() - 1]).unwrap();
+        let e = read_framed_with(&p, MAGIC, 2, |r, _| parse_mixed(r)).unwrap_err();
+        assert!(e.kind == ErrorKind::Corrupt && e.message.contains("truncated"), "{}", e);
+        // A damaged payload: the checksum mismatch is reported, not the parser's error.
+        let mut bad = img.clone();
+        bad[FRAME_HEADER_BYTES] ^= 1;
+        fs::write(&p, &bad).unwrap();
+        let e = read_framed_with(&p, MAGIC, 2, |r, _| {
+            r.read_u8()?;
+            Err::<(), _>(Error::invalid("parser gave up"))
+        })
+        .unwrap_err();
+        assert!(e.kind == ErrorKind::Corrupt && e.message.contains("checksum mismatch"), "{}", e);
+        // An intact payload: the parser's error stands.
+        fs::write(&p, &img).unwrap();
+        let e = read_framed_with(&p, MAGIC, 2, |r, _| {
+            r.read_u8()?;
+            Err::<(), _>(Error::invalid("parser gave up"))
+        })
+        .unwrap_err();
+        assert_eq!(e.message, "parser gave up");
+        // A parser that stops short of the payload's end: trailing bytes.
+        let e = read_framed_with(&p, MAGIC, 2, |r, _| r.read_u8()).unwrap_err();
+        assert!(e.kind == ErrorKind::Corrupt && e.message.contains("trailing"), "{}", e);
+        // Reading past the payload, or an array the payload cannot hold, is refused
+        // before anything is read or allocated.
+        let e = read_framed_with(&p, MAGIC, 2, |r, _| r.check_array(usize::MAX / 2, 4, "huge")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Corrupt);
+        let e = read_framed_with(&p, MAGIC, 2, |r, _| {
+            let mut big = vec![0u8; w.len() + 1];
+            r.read_into(&mut big, "too much")
+        })
+        .unwrap_err();
+        assert!(e.kind == ErrorKind::Corrupt && e.message.contains("too much"), "{}", e);
+        assert_eq!(
+            read_framed_with(&d.path().join("missing"), MAGIC, 2, |r, _| r.read_u8()).unwrap_err().kind,
+            ErrorKind::NotFound
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use crate::distance::{kernels_for_dim, Distance};
 use crate::error::{Error, ErrorKind, Result};
-use crate::fileio::{ByteReader, ByteWriter};
+use crate::fileio::{ByteReader, CountingSink, Sink, Source};
 use crate::mapped::MappedF32;
 use crate::quant::{BinaryQuantizer, ScalarQuantizer};
 use crate::rng::SplitMix64;
@@ -1282,83 +1282,94 @@ const INDEX_FLAG_FLAT: u32 = 1;
 const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT;
 
 impl Index {
-    /// Serialises the whole index (config, labels, graph, vectors, quantizer).
+    /// Serialises the whole index (config, labels, graph, vectors, quantizer) as a
+    /// framed image in memory. `save` writes the same bytes without building them.
     pub fn to_bytes(&self) -> Vec<u8> {
+        let len = self.payload_len();
+        crate::fileio::frame_with(INDEX_MAGIC, INDEX_FORMAT_VERSION, len as usize, |w| self.write_payload(w))
+            .expect("serialising into memory cannot fail")
+    }
+
+    /// Bytes `write_payload` writes (measured by running it over a counting sink,
+    /// which converts nothing, so the count cannot disagree with the writer).
+    fn payload_len(&self) -> u64 {
+        let mut c = CountingSink::new();
+        self.write_payload(&mut c).expect("counting cannot fail");
+        c.len()
+    }
+
+    /// The index file's payload. The large arrays (labels, the level-0 arena, upper
+    /// links, originals) go to the sink as slices, which a streaming sink converts
+    /// in bounded chunks.
+    fn write_payload<S: Sink>(&self, w: &mut S) -> Result<()> {
         let c = &self.config;
-        let originals = self.originals_slice();
-        let mut w = ByteWriter::with_capacity(64 + self.n * (self.stride * 4 + 16) + self.upper.len() * 4 + originals.len() * 4);
-        w.put_u32(c.dim as u32);
-        w.put_u8(c.distance.code());
-        w.put_u32(c.m as u32);
-        w.put_u32(c.ef_construct as u32);
-        w.put_u64(c.full_scan_threshold_kb as u64);
-        match c.quantization {
-            Quantization::None => {
-                w.put_u8(0);
-                w.put_f32(0.0);
-            }
-            Quantization::Scalar { quantile } => {
-                w.put_u8(1);
-                w.put_f32(quantile);
-            }
-            Quantization::Binary => {
-                w.put_u8(2);
-                w.put_f32(0.0);
-            }
-        }
-        w.put_u64(c.seed);
-        w.put_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 });
-        w.put_u64(self.rng.state());
-        w.put_u64(self.n as u64);
-        w.put_u64(self.data_words as u64);
-        w.put_u32(self.entry.load(Ordering::Acquire));
-        w.put_u32(self.max_level.load(Ordering::Acquire) as u32);
-        for l in &self.labels[..self.n] {
-            w.put_u64(*l);
-        }
-        w.put_bytes(&self.levels[..self.n]);
-        for word in &self.deleted[..(self.n + 63) / 64] {
-            w.put_u64(*word);
-        }
-        let arena: &[u32] = unsafe { std::slice::from_raw_parts(self.arena.as_ptr() as *const u32, self.n * self.stride) };
-        w.put_u32_slice(arena);
-        w.put_u32_slice(&self.upper_off[..self.n]);
-        w.put_u64(self.upper.len() as u64);
-        let upper: &[u32] = unsafe { std::slice::from_raw_parts(self.upper.as_ptr() as *const u32, self.upper.len()) };
-        w.put_u32_slice(upper);
+        w.write_u32(c.dim as u32)?;
+        w.write_u8(c.distance.code())?;
+        w.write_u32(c.m as u32)?;
+        w.write_u32(c.ef_construct as u32)?;
+        w.write_u64(c.full_scan_threshold_kb as u64)?;
+        let (qkind, quantile) = match c.quantization {
+            Quantization::None => (0, 0.0),
+            Quantization::Scalar { quantile } => (1, quantile),
+            Quantization::Binary => (2, 0.0),
+        };
+        w.write_u8(qkind)?;
+        w.write_f32(quantile)?;
+        w.write_u64(c.seed)?;
+        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 })?;
+        w.write_u64(self.rng.state())?;
+        w.write_u64(self.n as u64)?;
+        w.write_u64(self.data_words as u64)?;
+        w.write_u32(self.entry.load(Ordering::Acquire))?;
+        w.write_u32(self.max_level.load(Ordering::Acquire) as u32)?;
+        w.write_u64_slice(&self.labels[..self.n])?;
+        w.write_bytes(&self.levels[..self.n])?;
+        w.write_u64_slice(&self.deleted[..(self.n + 63) / 64])?;
+        w.write_u32_slice(atomics_as_u32(&self.arena[..self.n * self.stride]))?;
+        w.write_u32_slice(&self.upper_off[..self.n])?;
+        w.write_u64(self.upper.len() as u64)?;
+        w.write_u32_slice(atomics_as_u32(&self.upper))?;
+        // The quantizer is its parameters only (12 + 8 * dim bytes at most; the codes
+        // are in the arena), so building its bytes in memory costs nothing.
         let qbytes = match &self.codes {
             Codes::F32 => Vec::new(),
             Codes::Scalar(q) => q.to_bytes(),
             Codes::Binary(q) => q.to_bytes(),
         };
-        w.put_u64(qbytes.len() as u64);
-        w.put_bytes(&qbytes);
-        w.put_u64(originals.len() as u64);
-        w.put_f32_slice(originals);
-        crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, w.as_slice())
+        w.write_u64(qbytes.len() as u64)?;
+        w.write_bytes(&qbytes)?;
+        let originals = self.originals_slice();
+        w.write_u64(originals.len() as u64)?;
+        w.write_f32_slice(originals)
     }
 
     /// Parses what `to_bytes` wrote. Any inconsistency is a Corrupt error naming `name`.
     pub fn from_bytes_named(bytes: &[u8], name: &str) -> Result<Index> {
         let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
-        let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
         let mut r = ByteReader::new(payload).with_name(name);
-        let dim = r.get_u32()? as usize;
-        let distance = Distance::from_code(r.get_u8()?).ok_or_else(|| bad("unknown distance code"))?;
+        Index::read_payload(&mut r, version, name)
+    }
+
+    /// Parses an index payload of format `version` from a slice or a file stream,
+    /// reading the large arrays straight into the index's own storage.
+    fn read_payload<S: Source>(r: &mut S, version: u32, name: &str) -> Result<Index> {
+        let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
+        let dim = r.read_u32()? as usize;
+        let distance = Distance::from_code(r.read_u8()?).ok_or_else(|| bad("unknown distance code"))?;
         let mut config = IndexConfig::new(dim, distance);
-        config.m = r.get_u32()? as usize;
-        config.ef_construct = r.get_u32()? as usize;
-        config.full_scan_threshold_kb = r.get_u64()? as usize;
-        let qkind = r.get_u8()?;
-        let quantile = r.get_f32()?;
+        config.m = r.read_u32()? as usize;
+        config.ef_construct = r.read_u32()? as usize;
+        config.full_scan_threshold_kb = r.read_u64()? as usize;
+        let qkind = r.read_u8()?;
+        let quantile = r.read_f32()?;
         config.quantization = match qkind {
             0 => Quantization::None,
             1 => Quantization::Scalar { quantile },
             2 => Quantization::Binary,
             _ => return Err(bad("unknown quantization kind")),
         };
-        config.seed = r.get_u64()?;
-        let flags = if version >= 2 { r.get_u32()? } else { 0 };
+        config.seed = r.read_u64()?;
+        let flags = if version >= 2 { r.read_u32()? } else { 0 };
         // An unknown bit is a feature of a newer writer that changes what the rest
         // means, so the file is refused rather than read as something else.
         if flags & !INDEX_KNOWN_FLAGS != 0 {
@@ -1370,42 +1381,49 @@ impl Index {
         config.flat = flags & INDEX_FLAG_FLAT != 0;
         config.validate().map_err(|e| bad(&e.message))?;
         let mut index = Index::new(config)?;
-        index.rng = SplitMix64::new(r.get_u64()?);
-        let n = r.get_u64()? as usize;
-        let data_words = r.get_u64()? as usize;
-        if n >= NONE as usize || data_words > 65_536 * 2 {
+        index.rng = SplitMix64::new(r.read_u64()?);
+        let n = r.read_u64()?;
+        let data_words = r.read_u64()?;
+        if n >= NONE as u64 || data_words > 65_536 * 2 {
             return Err(bad("slot count or slot size out of range"));
         }
-        let entry = r.get_u32()?;
-        let max_level = r.get_u32()? as usize;
+        let (n, data_words) = (n as usize, data_words as usize);
+        let entry = r.read_u32()?;
+        let max_level = r.read_u32()? as usize;
         // Every slot needs at least a label, a level and its arena words: refuse a count
         // the payload cannot hold before reserving memory for it.
-        if r.remaining() / 9 < n {
+        if r.bytes_left() / 9 < n as u64 {
             return Err(bad("slot count larger than the file"));
         }
-        let mut labels = Vec::with_capacity(n);
-        for _ in 0..n {
-            labels.push(r.get_u64()?);
-        }
-        let levels = r.get_bytes(n)?.to_vec();
-        let mut deleted = Vec::with_capacity((n + 63) / 64);
-        for _ in 0..(n + 63) / 64 {
-            deleted.push(r.get_u64()?);
-        }
+        r.check_array(n, 8, "labels")?;
+        let mut labels = vec![0u64; n];
+        r.read_u64s(&mut labels, "labels")?;
+        let levels = r.read_byte_vec(n, "levels")?;
+        let deleted_words = (n + 63) / 64;
+        r.check_array(deleted_words, 8, "deleted bits")?;
+        let mut deleted = vec![0u64; deleted_words];
+        r.read_u64s(&mut deleted, "deleted bits")?;
         index.data_words = data_words;
         index.stride = 1 + index.m0 + data_words;
-        let arena = r.get_u32_vec(n * index.stride)?;
-        let upper_off = r.get_u32_vec(n)?;
-        let upper_len = r.get_u64()? as usize;
-        let upper = r.get_u32_vec(upper_len)?;
-        let qlen = r.get_u64()? as usize;
-        let qbytes = r.get_bytes(qlen)?;
+        let arena_words = n.checked_mul(index.stride).ok_or_else(|| bad("slot count or slot size out of range"))?;
+        r.check_array(arena_words, 4, "u32 array")?;
+        let mut arena = zeroed_atomics(arena_words);
+        r.read_u32s(atomics_as_u32_mut(&mut arena), "u32 array")?;
+        r.check_array(n, 4, "u32 array")?;
+        let mut upper_off = vec![0u32; n];
+        r.read_u32s(&mut upper_off, "u32 array")?;
+        let upper_len = r.read_usize()?;
+        r.check_array(upper_len, 4, "u32 array")?;
+        let mut upper = zeroed_atomics(upper_len);
+        r.read_u32s(atomics_as_u32_mut(&mut upper), "u32 array")?;
+        let qlen = r.read_usize()?;
+        let qbytes = r.read_byte_vec(qlen, "bytes")?;
         // A quantized index saved before its first vector has no trained quantizer yet.
         index.codes = match index.config.quantization {
             _ if qlen == 0 => Codes::F32,
             Quantization::None => return Err(bad("quantizer bytes in an index without quantization")),
-            Quantization::Scalar { .. } => Codes::Scalar(ScalarQuantizer::from_bytes(qbytes)?),
-            Quantization::Binary => Codes::Binary(BinaryQuantizer::from_bytes(qbytes)?),
+            Quantization::Scalar { .. } => Codes::Scalar(ScalarQuantizer::from_bytes(&qbytes)?),
+            Quantization::Binary => Codes::Binary(BinaryQuantizer::from_bytes(&qbytes)?),
         };
         if qlen == 0 && index.config.quantization != Quantization::None && n > 0 {
             return Err(bad("quantized slots without a quantizer"));
@@ -1426,9 +1444,12 @@ impl Index {
         if expect_words != data_words {
             return Err(bad("slot size does not match the vector encoding"));
         }
-        let olen = r.get_u64()? as usize;
-        index.originals = r.get_f32_vec(olen)?;
-        r.finish()?;
+        let olen = r.read_usize()?;
+        r.check_array(olen, 4, "f32 array")?;
+        let mut originals = vec![0f32; olen];
+        r.read_f32s(&mut originals, "f32 array")?;
+        index.originals = originals;
+        r.expect_end()?;
         if index.quantized() && index.originals.len() != n * dim {
             return Err(bad("original vectors missing"));
         }
@@ -1450,13 +1471,9 @@ impl Index {
                 *w &= (1u64 << (n % 64)) - 1;
             }
         }
-        let mut a = zeroed_atomics(n * index.stride);
-        for (dst, src) in a.iter_mut().zip(arena.iter()) {
-            *dst.get_mut() = *src;
-        }
-        index.arena = a;
+        index.arena = arena;
         index.cap = n;
-        index.upper = upper.into_iter().map(AtomicU32::new).collect();
+        index.upper = upper;
         index.upper_off = upper_off;
         index.levels = levels;
         index.labels = labels;
@@ -1484,17 +1501,34 @@ impl Index {
     }
 
     /// Writes the index atomically: temp file, fsync, rename, fsync of the directory.
+    /// The file is streamed (the bytes `to_bytes` returns, never held in memory whole):
+    /// a save costs a few hundred KiB of buffers whatever the index's size.
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
-        crate::fileio::atomic_write(path, &self.to_bytes())
+        let len = self.payload_len();
+        crate::fileio::write_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, len, |w| self.write_payload(w))
     }
 
+    /// Reads an index file through a bounded buffer, straight into the index's own
+    /// storage: a load costs the index plus a few hundred KiB. Errors are those of
+    /// `from_bytes_named` over the file's bytes, naming the file; a missing file is
+    /// `NotFound`.
     pub fn load(path: &std::path::Path) -> Result<Index> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Io };
-            Error::new(kind, format!("reading {}: {}", path.display(), e))
-        })?;
-        Index::from_bytes_named(&bytes, &path.display().to_string())
+        let name = path.display().to_string();
+        crate::fileio::read_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, |r, version| {
+            Index::read_payload(r, version, &name)
+        })
     }
+}
+
+/// The words of an atomic array (no writer may run: `&self` of a save, or a fresh
+/// array). AtomicU32 has the in-memory representation of u32.
+fn atomics_as_u32(v: &[AtomicU32]) -> &[u32] {
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) }
+}
+
+/// The words of an atomic array borrowed exclusively, for filling it in place.
+fn atomics_as_u32_mut(v: &mut [AtomicU32]) -> &mut [u32] {
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u32, v.len()) }
 }
 
 #[cfg(test)]
@@ -2119,6 +2153,231 @@ mod tests {
         let q = gaussian(1, d, 38);
         assert_eq!(v1.search(&q, &SearchParams::new(10), None).unwrap(), idx.search(&q, &SearchParams::new(10), None).unwrap());
     }
+
+    /// The serialiser as it was before saves were streamed (the whole payload in a
+    /// ByteWriter, then framed): the reference the streamed file must equal.
+    fn to_bytes_reference(idx: &Index) -> Vec<u8> {
+        use crate::fileio::ByteWriter;
+        let c = &idx.config;
+        let originals = idx.originals_slice();
+        let mut w = ByteWriter::new();
+        w.put_u32(c.dim as u32);
+        w.put_u8(c.distance.code());
+        w.put_u32(c.m as u32);
+        w.put_u32(c.ef_construct as u32);
+        w.put_u64(c.full_scan_threshold_kb as u64);
+        match c.quantization {
+            Quantization::None => {
+                w.put_u8(0);
+                w.put_f32(0.0);
+            }
+            Quantization::Scalar { quantile } => {
+                w.put_u8(1);
+                w.put_f32(quantile);
+            }
+            Quantization::Binary => {
+                w.put_u8(2);
+                w.put_f32(0.0);
+            }
+        }
+        w.put_u64(c.seed);
+        w.put_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 });
+        w.put_u64(idx.rng.state());
+        w.put_u64(idx.n as u64);
+        w.put_u64(idx.data_words as u64);
+        w.put_u32(idx.entry.load(Ordering::Acquire));
+        w.put_u32(idx.max_level.load(Ordering::Acquire) as u32);
+        for l in &idx.labels[..idx.n] {
+            w.put_u64(*l);
+        }
+        w.put_bytes(&idx.levels[..idx.n]);
+        for word in &idx.deleted[..(idx.n + 63) / 64] {
+            w.put_u64(*word);
+        }
+        let arena: &[u32] = unsafe { std::slice::from_raw_parts(idx.arena.as_ptr() as *const u32, idx.n * idx.stride) };
+        w.put_u32_slice(arena);
+        w.put_u32_slice(&idx.upper_off[..idx.n]);
+        w.put_u64(idx.upper.len() as u64);
+        let upper: &[u32] = unsafe { std::slice::from_raw_parts(idx.upper.as_ptr() as *const u32, idx.upper.len()) };
+        w.put_u32_slice(upper);
+        let qbytes = match &idx.codes {
+            Codes::F32 => Vec::new(),
+            Codes::Scalar(q) => q.to_bytes(),
+            Codes::Binary(q) => q.to_bytes(),
+        };
+        w.put_u64(qbytes.len() as u64);
+        w.put_bytes(&qbytes);
+        w.put_u64(originals.len() as u64);
+        w.put_f32_slice(originals);
+        crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, w.as_slice())
+    }
+
+    /// Flat and linked indexes, unquantized, scalar and binary, with deletions; sizes
+    /// that make the arena and the originals span many stream chunks.
+    fn persistence_cases() -> Vec<(&'static str, Index)> {
+        let d = 24;
+        let mut out = Vec::new();
+        let quants = [
+            ("none", Quantization::None),
+            ("scalar", Quantization::Scalar { quantile: 0.99 }),
+            ("binary", Quantization::Binary),
+        ];
+        for (flat, n) in [(true, 6001usize), (false, 1203usize)] {
+            for (qname, quant) in quants {
+                let mut cfg = IndexConfig::new(d, Distance::Euclid);
+                cfg.flat = flat;
+                cfg.quantization = quant;
+                cfg.seed = 41;
+                let mut idx = Index::new(cfg).unwrap();
+                let data = gaussian(n, d, 42);
+                let labels: Vec<u64> = (0..n as u64).map(|x| x * 3 + 7).collect();
+                idx.add(&labels, &data, 2).unwrap();
+                idx.delete(&[7, 10, 3 * 500 + 7]);
+                // A re-added label deletes its old slot too.
+                idx.add(&[13], &vec![0.25; d], 1).unwrap();
+                let name = match (flat, qname) {
+                    (true, "none") => "flat",
+                    (true, "scalar") => "flat scalar",
+                    (true, _) => "flat binary",
+                    (false, "none") => "hnsw",
+                    (false, "scalar") => "hnsw scalar",
+                    (false, _) => "hnsw binary",
+                };
+                out.push((name, idx));
+            }
+        }
+        let mut empty_q = IndexConfig::new(5, Distance::Cosine);
+        empty_q.quantization = Quantization::Scalar { quantile: 0.99 };
+        out.push(("empty", Index::new(IndexConfig::new(3, Distance::Dot)).unwrap()));
+        out.push(("empty scalar", Index::new(empty_q).unwrap()));
+        out
+    }
+
+    #[test]
+    fn streamed_save_is_byte_identical_to_the_in_memory_image() {
+        let tmp = crate::testutil::TempDir::new("hnsw-stream-save");
+        let q = gaussian(1, 24, 43);
+        for (name, idx) in persistence_cases() {
+            let reference = to_bytes_reference(&idx);
+            assert_eq!(idx.to_bytes(), reference, "{}: to_bytes", name);
+            let path = tmp.path().join(format!("{}.qvi", name.replace(' ', "-")));
+            idx.save(&path).unwrap();
+            assert!(std::fs::read(&path).unwrap() == reference, "{}: saved file differs", name);
+            // Round trip through the streaming reader: the same index, saved the same.
+            let back = Index::load(&path).unwrap();
+            assert_eq!(back.config(), idx.config(), "{}", name);
+            assert_eq!(back.stats(), Index::from_bytes(&reference).unwrap().stats(), "{}", name);
+            assert_eq!(back.live_labels(), idx.live_labels(), "{}", name);
+            assert!(back.to_bytes() == reference, "{}: loaded index serialises differently", name);
+            if idx.dim() == 24 {
+                let p = SearchParams::new(10);
+                assert_eq!(back.search(&q, &p, None).unwrap(), idx.search(&q, &p, None).unwrap(), "{}", name);
+            }
+        }
+        // Originals in a mapped file are streamed from the mapping.
+        let mut cfg = IndexConfig::new(16, Distance::Cosine);
+        cfg.quantization = Quantization::Scalar { quantile: 0.99 };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&(0..2000).collect::<Vec<u64>>(), &gaussian(2000, 16, 44), 2).unwrap();
+        idx.move_originals_to_file(&tmp.path().join("originals.f32")).unwrap();
+        let path = tmp.path().join("mapped.qvi");
+        idx.save(&path).unwrap();
+        assert!(std::fs::read(&path).unwrap() == to_bytes_reference(&idx));
+        assert_eq!(Index::load(&path).unwrap().get_vector(9), idx.get_vector(9));
+    }
+
+    /// `Index::load` of `bytes` written to `path`, next to `from_bytes_named` of the
+    /// same bytes under the same name: they must fail (or succeed) identically.
+    fn load_vs_parse(path: &std::path::Path, bytes: &[u8]) -> (Result<Index>, Result<Index>) {
+        std::fs::write(path, bytes).unwrap();
+        (Index::load(path), Index::from_bytes_named(bytes, &path.display().to_string()))
+    }
+
+    fn same_outcome(what: &str, got: (Result<Index>, Result<Index>)) -> Option<Error> {
+        match got {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.stats(), b.stats(), "{}", what);
+                None
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a, b, "{}", what);
+                Some(a)
+            }
+            (a, b) => panic!("{}: load {:?} but from_bytes {:?}", what, a.err(), b.err()),
+        }
+    }
+
+    #[test]
+    fn load_of_a_damaged_file_fails_as_parsing_its_bytes_does() {
+        let tmp = crate::testutil::TempDir::new("hnsw-stream-load");
+        let path = tmp.path().join("damaged.qvi");
+        let name = path.display().to_string();
+        // Small enough to try every byte, big enough to span chunks in the larger cases.
+        let mut small = Index::new(IndexConfig::new(3, Distance::Euclid)).unwrap();
+        small.add(&[1, 2, 3, 4, 5], &gaussian(5, 3, 45), 1).unwrap();
+        small.delete(&[2]);
+        let mut cases = vec![(true, small.to_bytes())];
+        for (_, idx) in persistence_cases().into_iter().step_by(2) {
+            cases.push((false, idx.to_bytes()));
+        }
+        for (every, bytes) in cases {
+            let step = |len: usize| if every { 1 } else { (len / 150).max(1) };
+            // Truncated anywhere (and extended): Corrupt, the same error, naming the file.
+            let mut cut: Vec<usize> = (0..bytes.len()).step_by(step(bytes.len())).collect();
+            cut.extend([1, 7, 8, 23, 24, 25, bytes.len() - 4, bytes.len() - 1]);
+            for n in cut {
+                let e = same_outcome(&format!("cut at {}", n), load_vs_parse(&path, &bytes[..n])).unwrap();
+                assert_eq!(e.kind, ErrorKind::Corrupt, "cut at {}: {}", n, e);
+                assert!(e.message.contains(&name), "{}", e);
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(same_outcome("extended", load_vs_parse(&path, &longer)).unwrap().kind, ErrorKind::Corrupt);
+            // A bit flipped anywhere: the same error (a checksum mismatch in the payload
+            // even where the parser would stumble first, a header check in the header).
+            let mut at: Vec<usize> = (0..bytes.len()).step_by(step(bytes.len())).collect();
+            at.extend(0..FRAME_HEADER_BYTES_FOR_TESTS);
+            at.extend(bytes.len() - 4..bytes.len());
+            for pos in at {
+                for bit in [0u8, 3, 6] {
+                    let mut bad = bytes.clone();
+                    bad[pos] ^= 1 << bit;
+                    let what = format!("flip of bit {} at {}", bit, pos);
+                    if let Some(e) = same_outcome(&what, load_vs_parse(&path, &bad)) {
+                        assert!(e.kind == ErrorKind::Corrupt || e.kind == ErrorKind::UnsupportedFormat, "{}: {}", what, e);
+                        if pos >= FRAME_HEADER_BYTES_FOR_TESTS {
+                            assert!(e.message.contains("checksum mismatch"), "{}: {}", what, e);
+                        }
+                    }
+                }
+            }
+        }
+        // Payloads with a valid checksum but a wrong content: the parse error stands,
+        // found with the payload read whole.
+        let mut idx = Index::new(IndexConfig::new(4, Distance::Dot)).unwrap();
+        idx.add(&[1, 2, 3], &gaussian(3, 4, 46), 1).unwrap();
+        let bytes = idx.to_bytes();
+        let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
+        for (flags, kind) in [(2u32, ErrorKind::UnsupportedFormat), (INDEX_FLAG_FLAT, ErrorKind::Corrupt)] {
+            let mut p = payload.to_vec();
+            p[FLAGS_OFFSET..FLAGS_OFFSET + 4].copy_from_slice(&flags.to_le_bytes());
+            let forged = crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p);
+            assert_eq!(same_outcome("forged flags", load_vs_parse(&path, &forged)).unwrap().kind, kind);
+        }
+        let mut p = payload.to_vec();
+        p.push(0);
+        let forged = crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p);
+        let e = same_outcome("trailing payload byte", load_vs_parse(&path, &forged)).unwrap();
+        assert!(e.kind == ErrorKind::Corrupt && e.message.contains("trailing"), "{}", e);
+        // A version-1 file loads from disk as from memory.
+        assert!(same_outcome("version 1", load_vs_parse(&path, &INDEX_V1)).is_none());
+        assert_eq!(Index::load(&path).unwrap().live_labels(), vec![10, 12, 14, 11]);
+        // A missing file, and a directory, are not index files.
+        assert_eq!(Index::load(&tmp.path().join("missing")).err().unwrap().kind, ErrorKind::NotFound);
+        assert!(Index::load(tmp.path()).is_err());
+    }
+
+    const FRAME_HEADER_BYTES_FOR_TESTS: usize = crate::fileio::FRAME_HEADER_BYTES;
 
     #[test]
     fn export_live_returns_what_get_vector_returns_and_rebuilds_the_index() {
