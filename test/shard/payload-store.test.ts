@@ -477,3 +477,18 @@ test('seeded random operations match the naive model', (t) => {
   }
   t.is(store.size, model.m.size);
 });
+
+test('toBytes writes entries in offset order even when the map is not (a payload removed and set again), in pieces as large as asked', (t) => {
+  const s = new PayloadStore();
+  for (let i = 1n; i <= 5n; i++) s.set(i, { i: Number(i) });
+  s.remove(2n);
+  s.set(2n, { i: 2, again: true });
+  const bytes = s.toBytes();
+  // The same bytes however the pieces are cut.
+  const pieces = [...s.toChunks(16)];
+  t.true(pieces.length > 3);
+  t.deepEqual(Buffer.concat(pieces), Buffer.from(bytes));
+  const back = PayloadStore.fromBytes(bytes);
+  t.deepEqual([...back.entries()].map(([o]) => o), [1n, 2n, 3n, 4n, 5n]);
+  t.deepEqual(back.get(2n), { i: 2, again: true });
+});

@@ -12,13 +12,16 @@ import * as path from 'node:path';
 
 let counter = 0;
 
-/** `data` may be given in pieces, written one after another (no concatenated copy). */
-export async function writeFileAtomic(file: string, data: Uint8Array | string | Uint8Array[]): Promise<void> {
+/**
+ * `data` may be given in pieces, written one after another (no concatenated copy); a
+ * generator is consumed lazily, one piece per write, so its garbage can go meanwhile.
+ */
+export async function writeFileAtomic(file: string, data: Uint8Array | string | Iterable<Uint8Array>): Promise<void> {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${counter++}.tmp`);
   const fh = await fs.open(tmp, 'w');
   try {
-    if (Array.isArray(data)) {
+    if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
       for (const piece of data) {
         for (let at = 0; at < piece.length; ) at += (await fh.write(piece, at, piece.length - at)).bytesWritten;
       }

@@ -156,6 +156,18 @@ export function crc32c(bytes: Uint8Array, start = 0, end = bytes.length): number
   return crc32cFinish(crc32cUpdate(CRC32C_INIT, bytes, start, end));
 }
 
+/** Joins pieces into one array of `length` bytes. */
+export function concatChunks(chunks: Iterable<Uint8Array>, length?: number): Uint8Array {
+  const parts = [...chunks];
+  const out = new Uint8Array(length ?? parts.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of parts) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
 /** Incremental CRC32C: start from CRC32C_INIT, update piece by piece, then finish. */
 export const CRC32C_INIT = 0xffffffff;
 
@@ -370,35 +382,72 @@ export class IdTracker {
     return this.entriesByOffset()[Symbol.iterator]();
   }
 
-  toBytes(): Uint8Array {
-    const entries = this.entriesByOffset();
-    let len = HEADER_LEN + 4;
-    for (const e of entries) len += e.id.kind === 'num' ? NUM_ENTRY_LEN : UUID_ENTRY_LEN;
-    const bytes = new Uint8Array(len);
-    const view = new DataView(bytes.buffer);
-    bytes.set(MAGIC, 0);
-    view.setUint16(4, FORMAT_VERSION, true);
-    view.setUint16(6, 0, true);
-    view.setBigUint64(8, this.counter, true);
-    view.setBigUint64(16, BigInt(entries.length), true);
-    let p = HEADER_LEN;
-    for (const e of entries) {
+  /** Offsets in ascending order, without building an entry object per point. */
+  private sortedOffsets(): BigUint64Array {
+    const out = new BigUint64Array(this.byOffset.size);
+    let i = 0;
+    let sorted = true;
+    for (const o of this.byOffset.keys()) {
+      if (i > 0 && o < out[i - 1]) sorted = false;
+      out[i++] = o;
+    }
+    if (!sorted) out.sort();
+    return out;
+  }
+
+  /** The serialised tracker (see toBytes) in pieces of about `pieceBytes`: nothing the size of the whole is built. */
+  *toChunks(pieceBytes = 1 << 20): Generator<Uint8Array> {
+    const offsets = this.sortedOffsets();
+    const head = new Uint8Array(HEADER_LEN);
+    const hv = new DataView(head.buffer);
+    head.set(MAGIC, 0);
+    hv.setUint16(4, FORMAT_VERSION, true);
+    hv.setUint16(6, 0, true);
+    hv.setBigUint64(8, this.counter, true);
+    hv.setBigUint64(16, BigInt(offsets.length), true);
+    let crc = crc32cUpdate(CRC32C_INIT, head);
+    yield head;
+    const piece = new Uint8Array(Math.max(pieceBytes, UUID_ENTRY_LEN));
+    const view = new DataView(piece.buffer);
+    let p = 0;
+    const flush = (): Uint8Array => {
+      const out = piece.slice(0, p);
+      crc = crc32cUpdate(crc, out);
+      p = 0;
+      return out;
+    };
+    for (const o of offsets) {
+      if (p + UUID_ENTRY_LEN > piece.length) yield flush();
+      const e = this.byOffset.get(o) as MutableEntry;
       if (e.id.kind === 'num') {
-        bytes[p] = TAG_NUM;
+        piece[p] = TAG_NUM;
         view.setBigUint64(p + 1, e.id.value, true);
         p += 9;
       } else {
-        bytes[p] = TAG_UUID;
+        piece[p] = TAG_UUID;
         const hex = e.id.value.replace(/-/g, '');
-        for (let i = 0; i < 16; i++) bytes[p + 1 + i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+        for (let i = 0; i < 16; i++) piece[p + 1 + i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
         p += 17;
       }
       view.setBigUint64(p, e.offset, true);
       view.setBigUint64(p + 8, e.version, true);
       p += 16;
     }
-    view.setUint32(p, crc32c(bytes, 0, p), true);
-    return bytes;
+    if (p > 0) yield flush();
+    const tail = new Uint8Array(4);
+    new DataView(tail.buffer).setUint32(0, crc32cFinish(crc), true);
+    yield tail;
+  }
+
+  /** Exact byte length of toBytes() (known without serialising). */
+  byteLength(): number {
+    let len = HEADER_LEN + 4;
+    for (const e of this.byOffset.values()) len += e.id.kind === 'num' ? NUM_ENTRY_LEN : UUID_ENTRY_LEN;
+    return len;
+  }
+
+  toBytes(): Uint8Array {
+    return concatChunks(this.toChunks(), this.byteLength());
   }
 
   static fromBytes(input: Uint8Array): IdTracker {

@@ -57,6 +57,7 @@ export interface CheckpointFile {
 
 const STATE_MAGIC_V1 = 0x51535431; // "QST1": tracker + payloads
 const STATE_MAGIC = 0x51535432; // "QST2": tracker + payloads + which labels carry each vector
+const STATE_MAGIC_V3 = 0x51535433; // "QST3": the same, written as a stream with a trailing checksum
 
 /** A point as a read returns it, before the API shapes it. */
 export interface StoredPoint {
@@ -791,34 +792,83 @@ async function readCheckpoint(dir: string): Promise<CheckpointFile | null> {
  * lists say which points carry each named vector. Version 1 files (no lengths after
  * the tracker, no label lists) still load.
  */
-function encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<string, VectorStore>): Uint8Array[] {
-  const t = tracker.toBytes();
-  const p = payloads.toBytes();
+/**
+ * State file, version 3 ("QST3"), written as a stream of pieces (for a million points
+ * the tracker and payloads are tens of MB; nothing that size is built in memory):
+ * `magic u32 | tracker length u32 | tracker | vector count u32 | per vector: name
+ * length u32, name, label count u32, labels u64... | payloads (to the trailer) |
+ * crc32c u32 of everything before it`. The tracker and payloads carry their own
+ * checksums too. Versions 1 and 2 (checksum in the header) still load.
+ */
+function* encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<string, VectorStore>): Generator<Uint8Array> {
+  let crc = CRC32C_INIT;
+  const emit = (b: Uint8Array): Uint8Array => {
+    crc = crc32cUpdate(crc, b);
+    return b;
+  };
   const u32 = (n: number) => {
     const b = Buffer.alloc(4);
     b.writeUInt32LE(n, 0);
     return b;
   };
-  // Pieces, written one after another: the file is never assembled in memory (for a
-  // million points the tracker and payloads are tens of MB each).
-  const head = Buffer.alloc(12);
-  head.writeUInt32LE(STATE_MAGIC, 0);
-  head.writeUInt32LE(t.length, 8);
-  const pieces: Uint8Array[] = [head, t, u32(p.length), p, u32(vectors.size)];
+  yield emit(u32(STATE_MAGIC_V3));
+  yield emit(u32(tracker.byteLength()));
+  for (const c of tracker.toChunks()) yield emit(c);
+  yield emit(u32(vectors.size));
   for (const [name, v] of vectors) {
     const n = Buffer.from(name, 'utf8');
-    const labels = BigUint64Array.from(v.present);
-    pieces.push(u32(n.length), n, u32(labels.length), new Uint8Array(labels.buffer, labels.byteOffset, labels.byteLength));
+    yield emit(u32(n.length));
+    yield emit(n);
+    yield emit(u32(v.present.size));
+    const labels = new BigUint64Array(Math.min(v.present.size, 65536));
+    let k = 0;
+    for (const l of v.present) {
+      labels[k++] = l;
+      if (k === labels.length) {
+        yield emit(new Uint8Array(labels.buffer.slice(0)));
+        k = 0;
+      }
+    }
+    if (k > 0) yield emit(new Uint8Array(labels.buffer.slice(0, k * 8)));
   }
-  // The checksum covers everything after itself (from byte 8).
-  let crc = crc32cUpdate(CRC32C_INIT, head.subarray(8));
-  for (const piece of pieces.slice(1)) crc = crc32cUpdate(crc, piece);
-  head.writeUInt32LE(crc32cFinish(crc), 4);
-  return pieces;
+  for (const c of payloads.toChunks()) yield emit(c);
+  yield u32(crc32cFinish(crc));
+}
+
+function decodeStateV3(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> } {
+  const truncated = () => new Error(`${name}: truncated`);
+  const end = buf.length - 4;
+  if (crc32c(buf, 0, end) !== buf.readUInt32LE(end)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  let at = 4;
+  const tlen = buf.readUInt32LE(at);
+  at += 4;
+  if (at + tlen + 4 > end) throw truncated();
+  const tracker = IdTracker.fromBytes(buf.subarray(at, at + tlen));
+  at += tlen;
+  const count = buf.readUInt32LE(at);
+  at += 4;
+  const present = new Map<string, Set<bigint>>();
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > end) throw truncated();
+    const nlen = buf.readUInt32LE(at);
+    if (at + 4 + nlen + 4 > end) throw truncated();
+    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
+    at += 4 + nlen;
+    const n = buf.readUInt32LE(at);
+    at += 4;
+    if (at + n * 8 > end) throw truncated();
+    const set = new Set<bigint>();
+    for (let j = 0; j < n; j++) set.add(buf.readBigUInt64LE(at + j * 8));
+    at += n * 8;
+    present.set(vname, set);
+  }
+  const payloads = PayloadStore.fromBytes(buf.subarray(at, end));
+  return { tracker, payloads, present };
 }
 
 function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> | null } {
   const magic = buf.length >= 12 ? buf.readUInt32LE(0) : 0;
+  if (magic === STATE_MAGIC_V3) return decodeStateV3(buf, name);
   if (magic !== STATE_MAGIC && magic !== STATE_MAGIC_V1) throw new Error(`${name}: not a Quiver shard state file`);
   if (crc32c(buf, 8) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
   const truncated = () => new Error(`${name}: truncated`);

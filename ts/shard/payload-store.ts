@@ -59,7 +59,7 @@
  * PayloadFormatError and never returns a partially filled store.
  */
 
-import { crc32c } from './id-tracker';
+import { CRC32C_INIT, concatChunks, crc32c, crc32cFinish, crc32cUpdate } from './id-tracker';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 export interface JsonObject {
@@ -390,27 +390,52 @@ export class PayloadStore {
     return this.map.entries();
   }
 
-  toBytes(): Uint8Array {
-    const offsets = [...this.map.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    const enc = new TextEncoder();
-    const bodies = offsets.map((o) => enc.encode(JSON.stringify(this.map.get(o))));
-    let len = HEADER_LEN + 4;
-    for (const b of bodies) len += 12 + b.length;
-    const bytes = new Uint8Array(len);
-    const view = new DataView(bytes.buffer);
-    bytes.set(MAGIC, 0);
-    view.setUint16(4, FORMAT_VERSION, true);
-    view.setUint16(6, 0, true);
-    view.setBigUint64(8, BigInt(offsets.length), true);
-    let p = HEADER_LEN;
-    for (let i = 0; i < offsets.length; i++) {
-      view.setBigUint64(p, offsets[i], true);
-      view.setUint32(p + 8, bodies[i].length, true);
-      bytes.set(bodies[i], p + 12);
-      p += 12 + bodies[i].length;
+  /** The serialised payloads (see toBytes) in pieces of about `pieceBytes`: nothing the size of the whole is built. */
+  *toChunks(pieceBytes = 1 << 20): Generator<Uint8Array> {
+    const offsets = new BigUint64Array(this.map.size);
+    let n = 0;
+    let sorted = true;
+    for (const o of this.map.keys()) {
+      if (n > 0 && o < offsets[n - 1]) sorted = false;
+      offsets[n++] = o;
     }
-    view.setUint32(p, crc32c(bytes, 0, p), true);
-    return bytes;
+    if (!sorted) offsets.sort();
+    const head = new Uint8Array(HEADER_LEN);
+    const hv = new DataView(head.buffer);
+    head.set(MAGIC, 0);
+    hv.setUint16(4, FORMAT_VERSION, true);
+    hv.setUint16(6, 0, true);
+    hv.setBigUint64(8, BigInt(offsets.length), true);
+    let crc = crc32cUpdate(CRC32C_INIT, head);
+    yield head;
+    let piece = Buffer.allocUnsafe(pieceBytes);
+    let p = 0;
+    const flush = (): Uint8Array => {
+      const out = Uint8Array.prototype.slice.call(piece, 0, p) as Uint8Array;
+      crc = crc32cUpdate(crc, out);
+      p = 0;
+      return out;
+    };
+    for (const o of offsets) {
+      const body = JSON.stringify(this.map.get(o));
+      const len = Buffer.byteLength(body, 'utf8');
+      if (p + 12 + len > piece.length) {
+        if (p > 0) yield flush();
+        if (12 + len > piece.length) piece = Buffer.allocUnsafe(12 + len);
+      }
+      piece.writeBigUInt64LE(o, p);
+      piece.writeUInt32LE(len, p + 8);
+      piece.write(body, p + 12, 'utf8');
+      p += 12 + len;
+    }
+    if (p > 0) yield flush();
+    const tail = new Uint8Array(4);
+    new DataView(tail.buffer).setUint32(0, crc32cFinish(crc), true);
+    yield tail;
+  }
+
+  toBytes(): Uint8Array {
+    return concatChunks(this.toChunks());
   }
 
   static fromBytes(input: Uint8Array): PayloadStore {
