@@ -496,7 +496,23 @@ export class LocalShard {
         await this.closeWal();
       });
       for (const s of this.vectors.values()) s.closeIndexes();
+      this.releaseMemory();
     }
+  }
+
+  /**
+   * Lets go of the in-memory state once the shard is closed (everything is on disk):
+   * a snapshot recovery opens the new data next, and the old one must not stay
+   * reachable meanwhile (for a million points that is hundreds of MB). Reads of a
+   * closed shard answer ShardClosedError (503), never this empty state.
+   */
+  private releaseMemory(): void {
+    this.tracker = new IdTracker();
+    this.payloads = new PayloadStore();
+  }
+
+  private readable(): void {
+    if (this.closed) throw new ShardClosedError();
   }
 
   /** Closes without a checkpoint (the directory is about to be removed). */
@@ -509,6 +525,7 @@ export class LocalShard {
       await this.closeWal();
     });
     for (const s of this.vectors.values()) s.closeIndexes();
+    this.releaseMemory();
   }
 
   // -- payload indexes ------------------------------------------------------------------
@@ -536,10 +553,12 @@ export class LocalShard {
   }
 
   has(key: PointKey): boolean {
+    this.readable();
     return this.tracker.has(key);
   }
 
   entry(key: PointKey): StoredPoint | null {
+    this.readable();
     const offset = this.tracker.offsetOf(key);
     if (offset === null) return null;
     const e = this.tracker.at(offset)!;
@@ -579,6 +598,7 @@ export class LocalShard {
 
   /** Offsets of the points matching `filter` (all points when null), in no particular order. */
   matching(filter: Filter | null): bigint[] {
+    this.readable();
     const out: bigint[] = [];
     if (filter === null) {
       for (const e of this.tracker.unordered()) out.push(e.offset);
@@ -599,6 +619,7 @@ export class LocalShard {
 
   /** Resolves explicit ids or a filter to the point keys present in this shard. */
   resolve(ids: PointKey[] | null, filter: Filter | null): PointKey[] {
+    this.readable();
     if (ids !== null) {
       let keys = ids.filter((k) => this.tracker.has(k));
       if (filter !== null) {
@@ -616,6 +637,7 @@ export class LocalShard {
    * reference. Throws OrderByError when the field has no range index.
    */
   ordered(key: string, opts: OrderOptions, filter: Filter | null, limit: number): Array<StoredPoint & { value: number }> {
+    this.readable();
     const test = filter ? this.predicate(filter) : null;
     const out: Array<StoredPoint & { value: number }> = [];
     for (const { offset, value } of this.payloadIndex.orderValues(key, opts)) {
@@ -628,6 +650,7 @@ export class LocalShard {
   }
 
   count(filter: Filter | null): number {
+    this.readable();
     return filter === null ? this.tracker.size : this.matching(filter).length;
   }
 
@@ -636,6 +659,7 @@ export class LocalShard {
    * extra one is the next page offset).
    */
   scroll(from: PointKey | null, limit: number, filter: Filter | null, cmp: (a: PointKey, b: PointKey) => number): StoredPoint[] {
+    this.readable();
     const sorted = this.tracker.sortedById();
     let lo = 0;
     if (from) {
