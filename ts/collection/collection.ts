@@ -421,6 +421,11 @@ export class Collection {
     return { points, next_page_offset: null };
   }
 
+  /** Whether any point matches `filter` (stops at the first). */
+  anyMatch(filter: Filter | null): boolean {
+    return this.locals().some((s) => s.anyMatch(filter));
+  }
+
   count(filter: Filter | null): number {
     let n = 0;
     for (const s of this.locals()) n += s.count(filter);

@@ -598,23 +598,38 @@ export class LocalShard {
 
   /** Offsets of the points matching `filter` (all points when null), in no particular order. */
   matching(filter: Filter | null): bigint[] {
-    this.readable();
     const out: bigint[] = [];
+    this.scan(filter, (off) => {
+      out.push(off);
+      return false;
+    });
+    return out;
+  }
+
+  /** Whether any point matches (stops at the first: a token's value_exists check on every request). */
+  anyMatch(filter: Filter | null): boolean {
+    let found = false;
+    this.scan(filter, () => (found = true));
+    return found;
+  }
+
+  /** Calls `visit` with the offset of each matching point until it returns true: payload indexes narrow the candidates, the predicate decides. */
+  private scan(filter: Filter | null, visit: (offset: bigint) => boolean): void {
+    this.readable();
     if (filter === null) {
-      for (const e of this.tracker.unordered()) out.push(e.offset);
-      return out;
+      for (const e of this.tracker.unordered()) if (visit(e.offset)) return;
+      return;
     }
     const test = this.predicate(filter);
     const cands = this.payloadIndex.candidates(filter);
     if (cands !== null) {
       for (const off of cands) {
         const e = this.tracker.at(off);
-        if (e && test(e)) out.push(off);
+        if (e && test(e) && visit(off)) return;
       }
     } else {
-      for (const e of this.tracker.unordered()) if (test(e)) out.push(e.offset);
+      for (const e of this.tracker.unordered()) if (test(e) && visit(e.offset)) return;
     }
-    return out;
   }
 
   /** Resolves explicit ids or a filter to the point keys present in this shard. */
