@@ -20,7 +20,8 @@ export interface Reply {
 
 export interface RestClient {
   readonly kind: 'http' | 'raw';
-  request(method: string, path: string, body?: Buffer): Promise<Reply>;
+  /** `headers`: extra request headers (e.g. `api-key`, `authorization`), lower-case names. */
+  request(method: string, path: string, body?: Buffer, headers?: Record<string, string>): Promise<Reply>;
   json<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
   close(): void;
 }
@@ -48,9 +49,9 @@ export class HttpClient implements RestClient {
     this.agent = new http.Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets, scheduling: 'lifo' });
   }
 
-  request(method: string, path: string, body?: Buffer): Promise<Reply> {
+  request(method: string, path: string, body?: Buffer, extra?: Record<string, string>): Promise<Reply> {
     return new Promise((resolve, reject) => {
-      const headers: http.OutgoingHttpHeaders = { accept: 'application/json' };
+      const headers: http.OutgoingHttpHeaders = { accept: 'application/json', ...extra };
       if (body) {
         headers['content-type'] = 'application/json';
         headers['content-length'] = body.length;
@@ -200,7 +201,7 @@ export class RawClient implements RestClient {
     });
   }
 
-  async request(method: string, path: string, body?: Buffer): Promise<Reply> {
+  async request(method: string, path: string, body?: Buffer, headers?: Record<string, string>): Promise<Reply> {
     let conn = this.idle.pop();
     // The server closes keep-alive connections idle for 5 s (http_keep_alive_timeout_sec):
     // don't race it, open a new one instead.
@@ -210,8 +211,10 @@ export class RawClient implements RestClient {
       conn = this.idle.pop();
     }
     if (!conn) conn = await this.connect();
+    let extra = '';
+    if (headers) for (const k in headers) extra += `${k}: ${headers[k]}\r\n`;
     const head =
-      `${method} ${path} HTTP/1.1\r\nHost: ${this.host}:${this.port}\r\nAccept: application/json\r\n` +
+      `${method} ${path} HTTP/1.1\r\nHost: ${this.host}:${this.port}\r\nAccept: application/json\r\n${extra}` +
       (body ? `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n` : method === 'GET' ? '' : 'Content-Length: 0\r\n') +
       '\r\n';
     try {

@@ -47,7 +47,8 @@ export interface RestOptions {
 export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000] [--queries 1000] [--efs 64,128]
          [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
-         [--client raw|http] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]`;
+         [--client raw|http] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
+       npm run bench:rest -- --auth [...]   (authentication cost per request: bench/rest/auth.ts, --auth --help)`;
 
 export function parseRestArgs(argv: string[]): RestOptions {
   const o: RestOptions = {

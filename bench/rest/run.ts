@@ -17,6 +17,8 @@
  *
  * and prints the ratios REST(c=8) / engine(2 outstanding) and REST(c=1) / engine(1).
  * Results go to bench/results/rest-<tag>.{json,md}.
+ *
+ * With `--auth`, runs the authentication-cost benchmark instead (bench/rest/auth.ts).
  */
 import * as fs from 'fs';
 import * as os from 'os';
@@ -27,6 +29,7 @@ import { loadDataset } from '../engine/datasets';
 import { groundTruth, metricSpace, recallAtK, MetricSpace } from '../engine/groundtruth';
 import { coresAvailable, forceGc, percentile } from '../engine/measure';
 import { loadQuiver } from '../engine/quiver';
+import { runAuth } from './auth';
 import { RestClient, makeClient, runConcurrent } from './client';
 import { FloatFormat, RestOptions, parseRestArgs } from './options';
 import { ProfileSummary, Window, newestProfile, summarizeProfile } from './profile';
@@ -250,7 +253,10 @@ async function enginePass(index: VectorIndex, rows: Float32Array[], ef: number, 
 // -- main ---------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const opts = parseRestArgs(process.argv.slice(2));
+  const argv = process.argv.slice(2);
+  // `--auth`: the authentication-cost benchmark (bench/rest/auth.ts), with its own flags.
+  if (argv.includes('--auth')) return runAuth(argv.filter((a) => a !== '--auth'), 'npm run bench:rest -- --auth');
+  const opts = parseRestArgs(argv);
   const started = new Date();
   console.log(`REST benchmark${opts.quick ? ' (quick)' : ''}: ${opts.n.toLocaleString('en-US')} points x 128-d, ${opts.queries} queries, ef ${opts.efs.join(',')}`);
   const machine = {

@@ -17,6 +17,8 @@ export interface ServerOptions {
   keepStorage: boolean;
   /** Extra environment variables (SERVICE__... overrides). */
   env: Record<string, string>;
+  /** Start on a copy of this storage directory (a stopped server's `<dir>/storage`) instead of an empty one. */
+  storageFrom?: string;
 }
 
 export interface ServerCpu {
@@ -89,6 +91,7 @@ export class QuiverServer {
     const entry = path.join(REPO_ROOT, 'dist', 'ts', 'api', 'cli', 'main.js');
     if (!fs.existsSync(entry)) throw new Error(`${path.relative(REPO_ROOT, entry)} is missing: build the server first (npm run build:ts or make build)`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-bench-rest-'));
+    if (opts.storageFrom) fs.cpSync(opts.storageFrom, path.join(dir, 'storage'), { recursive: true });
     const port = await freePort();
     const env: NodeJS.ProcessEnv = {
       ...process.env,
