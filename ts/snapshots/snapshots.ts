@@ -424,11 +424,14 @@ export class Snapshots {
     return got;
   }
 
-  /** Recovers collection `name` (created when absent) from a collection snapshot. */
-  async recoverCollection(name: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
-    const target = this.toc.resolveName(name);
+  /**
+   * The steps every recovery shares: `precheck` (an owned upload is removed when it
+   * throws), the archive as a local file with its checksum checked, unpacked and
+   * validated, then `apply`; temp files and the staging folder go whatever happens.
+   */
+  private async recover(kind: SnapshotKind, source: RecoverySource, checksum: string | null, precheck: () => void, apply: (snap: UnpackedSnapshot) => Promise<void>): Promise<void> {
     try {
-      validateCollectionName(target);
+      precheck();
     } catch (err) {
       await discard(source);
       throw err;
@@ -436,40 +439,37 @@ export class Snapshots {
     const archive = await this.archiveOf(source, checksum);
     let unpacked: UnpackedSnapshot | null = null;
     try {
-      unpacked = await this.unpack(archive.file, 'collection');
+      unpacked = await this.unpack(archive.file, kind);
       await archive.cleanup();
-      const existing = this.toc.has(target) ? this.toc.get(target) : null;
-      if (existing) {
-        const why = incompatibility(existing.config, unpacked.meta.config);
-        if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
-      }
-      if (priority === 'replica') {
-        // The data already here wins. A new collection gets the configuration only.
-        if (!existing) await this.toc.create(target, unpacked.meta.config, unpacked.meta.payload_schema);
-        this.logger.info({ collection: target, priority }, existing ? 'snapshot checked; replica priority keeps the existing data' : 'collection created empty from the snapshot configuration (replica priority)');
-        return;
-      }
-      await this.toc.replaceCollection(target, unpacked.dir);
+      await apply(unpacked);
     } finally {
       await archive.cleanup();
       if (unpacked) await fs.rm(unpacked.dir, { recursive: true, force: true });
     }
   }
 
+  /** Recovers collection `name` (created when absent) from a collection snapshot. */
+  async recoverCollection(name: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
+    const target = this.toc.resolveName(name);
+    await this.recover('collection', source, checksum, () => validateCollectionName(target), async (snap) => {
+      const existing = this.toc.has(target) ? this.toc.get(target) : null;
+      if (existing) {
+        const why = incompatibility(existing.config, snap.meta.config);
+        if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
+      }
+      if (priority === 'replica') {
+        // The data already here wins. A new collection gets the configuration only.
+        if (!existing) await this.toc.create(target, snap.meta.config, snap.meta.payload_schema);
+        this.logger.info({ collection: target, priority }, existing ? 'snapshot checked; replica priority keeps the existing data' : 'collection created empty from the snapshot configuration (replica priority)');
+        return;
+      }
+      await this.toc.replaceCollection(target, snap.dir);
+    });
+  }
+
   /** Recovers shard `shardId` of an existing collection from a shard snapshot of the same shard. */
   async recoverShard(name: string, shardId: number, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
-    try {
-      this.toc.get(name).localShard(shardId);
-    } catch (err) {
-      await discard(source);
-      throw err;
-    }
-    const archive = await this.archiveOf(source, checksum);
-    let unpacked: UnpackedSnapshot | null = null;
-    try {
-      unpacked = await this.unpack(archive.file, 'shard');
-      await archive.cleanup();
-      const snap = unpacked;
+    await this.recover('shard', source, checksum, () => this.toc.get(name).localShard(shardId), async (snap) => {
       if (snap.manifest.shards[0] !== shardId) {
         throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
       }
@@ -480,10 +480,7 @@ export class Snapshots {
         if (priority === 'replica') return;
         await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
       });
-    } finally {
-      await archive.cleanup();
-      if (unpacked) await fs.rm(unpacked.dir, { recursive: true, force: true });
-    }
+    });
   }
 
   /**
