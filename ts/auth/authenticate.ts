@@ -109,7 +109,7 @@ export class Authenticator {
     const cached = this.verified.get(token);
     if (cached !== undefined) {
       const now = Date.now() / 1000;
-      if (typeof cached.exp === 'number' && now > cached.exp + LEEWAY_SECONDS) {
+      if (typeof cached.exp === 'number' && now >= cached.exp + LEEWAY_SECONDS) {
         this.verified.delete(token);
         throw new AuthError(403, 'Invalid JWT: the token has expired');
       }
@@ -141,7 +141,13 @@ export class Authenticator {
     if (claims.value_exists !== undefined) {
       const claim = parseValueExists(claims.value_exists);
       if (typeof claim === 'string') throw new AuthError(401, `Invalid JWT claims: ${claim}`);
-      const found = await this.lookup(claim);
+      let found: 'found' | 'no-collection' | 'no-match';
+      try {
+        found = await this.lookup(claim);
+      } catch (err) {
+        // A key the filter language refuses (e.g. "a[" or ""): the claim is invalid.
+        throw new AuthError(401, `Invalid JWT claims: value_exists: ${(err as Error).message}`);
+      }
       if (found === 'no-collection') throw new AuthError(403, 'Invalid JWT, stateful validation failed');
       if (found === 'no-match') throw new AuthError(401, 'Invalid JWT, stateful validation failed');
     }

@@ -57,7 +57,8 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
         number_of_collections: visible(ctx).length,
         collections: visible(ctx).map((c) => ({ id: c.name, points: c.pointsCount(), status: c.status() })),
       },
-      requests: { rest: stats.restFigures() },
+      // Request figures span every collection: for global callers only.
+      ...(accessOf(ctx).kind === 'global' ? { requests: { rest: stats.restFigures() } } : {}),
     });
   });
 }
