@@ -18,8 +18,9 @@
  *   - state-machine safety: no two peers apply different entries at one index, a peer
  *     never applies a different entry at an index it applied before (across restarts),
  *     entries are applied in order without gaps, and snapshots agree with both.
- * At the end, liveness: the network heals, crashed peers restart, and within a bound a
- * leader is elected and one more proposal is applied by every member.
+ * At the end, liveness: the network heals (no loss, links deliver in order), crashed peers
+ * restart, and within a bound a leader is elected and one more proposal is applied by
+ * every member.
  *
  * Everything random comes from the seed: runSeed(seed) replays exactly.
  */
@@ -50,6 +51,10 @@ export interface SimParams {
   tickSkipRate: number;
   maxPeers: number;
   ticks: number;
+  /**
+   * Liveness bound in ticks after healing: this, plus one tick per append message's
+   * worth of the longest log (a follower far behind must be sent all of it).
+   */
   livenessBound: number;
 }
 
@@ -189,6 +194,7 @@ interface SimPeer {
 
 interface InFlight {
   at: number;
+  seq: number;
   msg: Message;
 }
 
@@ -214,6 +220,10 @@ class Simulation {
   private readonly peers = new Map<PeerId, SimPeer>();
   private nextPeerNumber = 1;
   private inflight: InFlight[] = [];
+  private sendSeq = 0;
+  /** Healed network: every link delivers in order (as a stream between two peers does). */
+  private fifo = false;
+  private readonly linkLastAt = new Map<string, number>();
   private groups = new Map<PeerId, number>();
   private proposalCounter = 0;
   private chaos = true;
@@ -429,7 +439,13 @@ class Simulation {
     const copies = this.chaos && this.rng() < this.p.duplicateRate ? 2 : 1;
     for (let c = 0; c < copies; c++) {
       const delay = this.p.maxDelay === 0 ? 0 : Math.floor(this.rng() * (this.p.maxDelay + 1));
-      this.inflight.push({ at: this.now + delay, msg: m });
+      let at = this.now + delay;
+      if (this.fifo) {
+        const link = `${m.from}>${m.to}`;
+        at = Math.max(at, this.linkLastAt.get(link) ?? 0);
+        this.linkLastAt.set(link, at);
+      }
+      this.inflight.push({ at, seq: this.sendSeq++, msg: m });
     }
   }
 
@@ -438,7 +454,8 @@ class Simulation {
     const rest: InFlight[] = [];
     for (const f of this.inflight) (f.at <= this.now ? due : rest).push(f);
     this.inflight = rest;
-    for (const f of this.shuffled(due)) {
+    const order = this.fifo ? due.sort((a, b) => a.seq - b.seq) : this.shuffled(due);
+    for (const f of order) {
       const m = f.msg;
       const to = this.peers.get(m.to);
       if (to === undefined || to.node === null) continue;
@@ -584,16 +601,20 @@ class Simulation {
 
   private liveness(): void {
     this.chaos = false;
+    this.fifo = true;
     this.heal();
     this.p.maxDelay = Math.min(this.p.maxDelay, 2);
     for (const peer of this.peers.values()) if (peer.node === null) this.start(peer);
     this.log('--- liveness: network healed, every peer up');
     const start = this.now;
+    let longest = 0;
+    for (const peer of this.peers.values()) longest = Math.max(longest, peer.disk.lastIndex());
+    const bound = this.p.livenessBound + Math.ceil(longest / this.p.maxEntriesPerAppend);
     let final: { index: number; term: number; key: string } | null = null;
     for (;;) {
-      if (this.now - start > this.p.livenessBound) {
+      if (this.now - start > bound) {
         const st = this.live().map((p) => JSON.stringify({ ...p.node!.status(), progress: undefined }));
-        this.fail(`liveness: no committed final proposal on every member within ${this.p.livenessBound} ticks after healing; final ${JSON.stringify(final)}\n${st.join('\n')}`);
+        this.fail(`liveness: no committed final proposal on every member within ${bound} ticks after healing; final ${JSON.stringify(final)}\n${st.join('\n')}`);
       }
       this.now++;
       for (const peer of this.shuffled(this.live())) {

@@ -805,14 +805,7 @@ export class RaftNode {
     if (pr === undefined) return;
     pr.recentActive = true;
     if (m.success) {
-      const advanced = m.matchIndex > pr.match;
-      if (advanced) {
-        pr.match = m.matchIndex;
-        pr.waitingSince = this.ticks;
-        let acked = 0;
-        while (acked < pr.inflight.length && pr.inflight[acked] <= pr.match) acked++;
-        if (acked > 0) pr.inflight.splice(0, acked);
-      }
+      const advanced = this.acknowledge(pr, m.matchIndex);
       if (pr.next < pr.match + 1) pr.next = pr.match + 1;
       if (pr.state === 'snapshot') {
         if (pr.match >= pr.pendingSnapshot) this.toReplicate(pr);
@@ -823,8 +816,21 @@ export class RaftNode {
       this.sendAppend(m.from, false);
       return;
     }
+    // A rejection still tells how far the follower's log equals ours: up to the hint, when
+    // we hold that very entry (same index and term, hence the same log before it).
+    const hintMatches = m.hintIndex <= this.log.lastIndex() && this.log.term(m.hintIndex) === m.hintTerm;
+    if (hintMatches && this.acknowledge(pr, m.hintIndex)) {
+      if (pr.next < pr.match + 1) pr.next = pr.match + 1;
+      if (this.maybeCommit()) this.broadcastHeartbeat();
+    }
     if (pr.state === 'snapshot') return;
-    if (pr.state === 'replicate' && m.rejectedIndex <= pr.match) return; // stale
+    if (pr.state === 'replicate') {
+      if (m.rejectedIndex <= pr.match) return; // stale
+      // The follower lacks entries we already sent: they are still on their way (a
+      // reordered network), or lost, in which case the heartbeat answers resend them
+      // once nothing has progressed for resendTicks.
+      if (hintMatches && pr.next - 1 >= m.rejectedIndex) return;
+    }
     if (pr.state === 'probe' && m.rejectedIndex !== pr.next - 1) return; // stale
     const k = this.lastIndexWithTermAtMost(m.hintIndex, m.hintTerm);
     pr.next = Math.max(pr.match + 1, Math.min(m.rejectedIndex, k + 1));
@@ -860,6 +866,17 @@ export class RaftNode {
 
   private newProgress(next: number): Progress {
     return { match: 0, next, state: 'probe', paused: false, pendingSnapshot: 0, snapshotSentAt: 0, waitingSince: this.ticks, inflight: [], recentActive: false };
+  }
+
+  /** The follower holds our log up to `index` (persisted): returns whether that is news. */
+  private acknowledge(pr: Progress, index: number): boolean {
+    if (index <= pr.match) return false;
+    pr.match = index;
+    pr.waitingSince = this.ticks;
+    let acked = 0;
+    while (acked < pr.inflight.length && pr.inflight[acked] <= pr.match) acked++;
+    if (acked > 0) pr.inflight.splice(0, acked);
+    return true;
   }
 
   private toProbe(pr: Progress): void {
