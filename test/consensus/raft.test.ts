@@ -286,13 +286,42 @@ test('a peer restarts from what it persisted: term, vote, log and snapshot', (t)
   t.is(c.get('b').applied.at(-1), 'durable', 'committed entries are applied again after the restart');
 });
 
-test('entries persisted without the hard state that followed them: the restarted peer takes the term of its log', (t) => {
+test('entries persisted without the hard state that followed them: the restarted peer takes the term of its log and does not vote in it', (t) => {
   const disk = MemoryRaftStorage.bootstrap({ voters: ['a', 'b', 'c'], learners: [] });
   disk.append([{ index: 2, term: 7, type: 'noop' }]); // hard state still says term 1
   const node = new RaftNode({ id: 'b', storage: disk, random: mulberry32(3) });
   t.is(node.status().term, 7);
-  t.is(node.status().vote, null);
-  t.deepEqual(node.ready().hardState, { term: 7, vote: null, commit: 1 });
+  t.is(node.status().vote, 'b', 'it may have led term 7: its vote there counts as cast for itself');
+  const rd = node.ready();
+  t.deepEqual(rd.hardState, { term: 7, vote: 'b', commit: 1 });
+  disk.setHardState(rd.hardState!);
+  node.advance(rd);
+  node.step({ type: 'vote', from: 'c', to: 'b', term: 7, lastLogIndex: 5, lastLogTerm: 7 });
+  const refused = node.ready();
+  t.like(refused.messages[0], { type: 'voteResponse', to: 'c', term: 7, granted: false });
+  node.advance(refused);
+  node.step({ type: 'vote', from: 'c', to: 'b', term: 8, lastLogIndex: 5, lastLogTerm: 7 });
+  const granted = node.ready();
+  t.like(granted.messages[0], { type: 'voteResponse', to: 'c', term: 8, granted: true });
+});
+
+test('a sole voter that becomes leader and crashes before persisting its vote does not help elect a second leader of that term', (t) => {
+  // a applied its own membership {a} (b's removal); b has not, and still counts {a, b}.
+  const disk = MemoryRaftStorage.bootstrap({ voters: ['a'], learners: [] });
+  const a = new RaftNode({ id: 'a', storage: disk, random: mulberry32(5) });
+  a.campaign();
+  t.is(a.status().role, 'leader');
+  const term = a.status().term;
+  const rd = a.ready();
+  disk.append(rd.entries); // the crash comes before the hard state
+  const restarted = new RaftNode({ id: 'a', storage: disk, random: mulberry32(6) });
+  const rd2 = restarted.ready();
+  disk.append(rd2.entries);
+  if (rd2.hardState) disk.setHardState(rd2.hardState);
+  restarted.advance(rd2);
+  restarted.step({ type: 'vote', from: 'b', to: 'a', term, lastLogIndex: 99, lastLogTerm: term });
+  const answer = restarted.ready().messages.find((m) => m.type === 'voteResponse');
+  t.like(answer, { granted: false, term });
 });
 
 test('the driver order is asserted: advance() before persisting is refused, and so is a second ready()', (t) => {

@@ -8,7 +8,9 @@
  *
  * After every step (a tick, a delivered message or a proposal, and the Ready it causes)
  * the checker verifies:
- *   - election safety: at most one leader per term, over the whole run;
+ *   - election safety: at most one leader per term, over the whole run (a leader counts
+ *     from the moment something of its term is durable: one that crashes before that has
+ *     sent nothing and persisted nothing);
  *   - log matching: every persisted entry (index, term) has one content and one
  *     predecessor term across all peers (so logs agreeing on an entry agree on the
  *     prefix); at the end of a run, every pair of logs is also compared in full;
@@ -368,7 +370,7 @@ class Simulation {
   private processReady(peer: SimPeer, node: RaftNode): void {
     const rd = node.ready();
     this.steps++;
-    this.observeRole(peer, rd);
+    if (rd.term > this.report.maxTerm) this.report.maxTerm = rd.term;
     const crashAt = this.chaos && this.rng() < this.p.midReadyCrashRate ? Math.floor(this.rng() * 5) : -1;
     if (crashAt >= 0) this.report.midReadyCrashes++;
     if (this.sendFirst) for (const m of rd.messages) this.send(m);
@@ -388,6 +390,9 @@ class Simulation {
       peer.disk.append(rd.entries);
       this.registerEntries(peer, rd.entries);
     }
+    // A leader counts from the moment something of its term is durable (its first Ready
+    // holds its first entry): one that crashes before that has left no trace anywhere.
+    this.observeRole(peer, rd);
     if (crashAt === 1) return this.crash(peer, 'after persisting entries, before the hard state');
     // 3. hard state
     if (rd.hardState !== null) {
@@ -655,7 +660,6 @@ class Simulation {
   // Invariants
 
   private observeRole(peer: SimPeer, rd: Ready): void {
-    if (rd.term > this.report.maxTerm) this.report.maxTerm = rd.term;
     if (rd.role !== 'leader') return;
     const known = this.leaderOfTerm.get(rd.term);
     if (known === undefined) {

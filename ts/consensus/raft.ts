@@ -249,11 +249,15 @@ export class RaftNode {
     this.term = hardState.term;
     this.vote = hardState.vote;
     // Entries persisted without the hard state that followed them (a crash in between):
-    // the term must never be behind the log, and no vote was sent from the lost state.
+    // the term must never be behind the log. This peer may have led that term (a sole
+    // voter becomes leader before its vote for itself is persisted), so it counts its
+    // vote in it as cast for itself: voting for another candidate in that term could
+    // make two leaders of one term. No vote of the lost state was sent (votes go out
+    // only once the hard state is persisted), so abstaining is always safe.
     const lastTerm = this.log.lastTerm();
     if (lastTerm > this.term) {
       this.term = lastTerm;
-      this.vote = null;
+      this.vote = this.id;
     }
     this.persistedHardState = hardState;
     this.resetTimers();
