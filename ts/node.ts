@@ -1,6 +1,6 @@
 /**
- * A single Quiver node: the REST service over the storage (TableOfContent);
- * consensus joins it in its own issue.
+ * A Quiver node: the REST service over the storage (TableOfContent), and in cluster mode
+ * (`cluster.enabled`) the consensus driver with its internal API on `cluster.p2p.port`.
  *
  * Owns: binding the HTTP server to `service.host`:`service.http_port`, the facts the
  * service reports about itself (version, commit, start time), and the ordered
@@ -25,6 +25,7 @@ import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } fr
 import { AuditLog } from './auth/audit';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { TableOfContent } from './storage/toc';
+import { Consensus, ConsensusStartError } from './cluster/consensus';
 
 /** How long shutdown waits for requests in flight before cutting their connections. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
@@ -37,6 +38,9 @@ export interface NodeOptions {
   engine?: Engine;
   /** Snapshots to recover before the API serves (`--snapshot`, `--storage-snapshot`). */
   restore?: StartupRestore;
+  /** Cluster mode: this peer's URI (`--uri`) and a running peer to join (`--bootstrap`). */
+  uri?: string | null;
+  bootstrap?: string | null;
 }
 
 export interface RunningNode {
@@ -44,6 +48,8 @@ export interface RunningNode {
   port: number;
   host: string;
   toc: TableOfContent;
+  /** The consensus driver (cluster mode), else null. */
+  consensus: Consensus | null;
   /** Stops accepting, waits for requests in flight (bounded), closes. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -91,15 +97,37 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     if (err instanceof ApiError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
     throw err;
   }
+  const uri = options.uri ?? null;
+  const bootstrap = options.bootstrap ?? null;
+  if (!config.cluster.enabled && (uri !== null || bootstrap !== null)) {
+    await toc.close();
+    throw new StartupError('--uri and --bootstrap need cluster mode: set cluster.enabled: true (or SERVICE__CLUSTER__ENABLED=true)');
+  }
+  if (config.cluster.enabled && (options.restore?.snapshots.length || options.restore?.storageSnapshot)) {
+    await toc.close();
+    throw new StartupError('--snapshot and --storage-snapshot recover on a single node only; in cluster mode recover a collection through its snapshot API');
+  }
+  let consensus: Consensus | null = null;
+  if (config.cluster.enabled) {
+    try {
+      consensus = await Consensus.start({ config, logger, toc, uri, bootstrap });
+    } catch (err) {
+      await toc.close();
+      if (err instanceof ConsensusStartError) throw new StartupError(err.message);
+      throw err;
+    }
+  }
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
-  const { app } = buildRestApp(config, { logger, info, toc, snapshots, audit });
+  const { app } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus });
   const server = await createRestServer(config, app.callback(), logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => {
-      toc.close().finally(() => reject(err));
+      Promise.resolve(consensus?.close())
+        .then(() => toc.close())
+        .finally(() => reject(err));
     };
     server.once('error', onError);
     server.listen(config.service.http_port, config.service.host, () => {
@@ -117,9 +145,12 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     port: address.port,
     host: address.address,
     toc,
+    consensus,
     close() {
       closing ??= drain(server, drainTimeoutMs, logger).then(async () => {
-        // Requests are done: write a last checkpoint of every shard, close the WALs.
+        // Requests are done: stop consensus (its log is durable at every step), then
+        // write a last checkpoint of every shard and close the WALs.
+        await consensus?.close();
         await toc.close();
         await audit.close();
         logger.info('storage flushed and closed');

@@ -106,7 +106,8 @@ test('a Qdrant route that is not implemented yet answers 501 with the error enve
   t.is(typeof body.time, 'number');
   for (const [method, url] of [
     ['GET', '/collections/books/shards'],
-    ['GET', '/cluster'],
+    ['GET', '/cluster/telemetry'],
+    ['POST', '/collections/books/cluster'],
     ['GET', '/issues'],
   ]) {
     t.is((await fetch(node.url + url, { method })).status, 501, `${method} ${url}`);
@@ -216,11 +217,17 @@ test('CLI: --snapshot with a file that does not exist stops start-up with exit 1
   t.notRegex(run.stderr, /Usage/);
 });
 
-test('CLI: cluster flags say they are not implemented yet, exit 2', async (t) => {
-  const run = await runQuiver(['--uri', 'http://10.0.0.1:6335', '--bootstrap', 'http://10.0.0.2:6335']);
+test('CLI: a peer URI that is not http(s)://host:port is a usage error, exit 2', async (t) => {
+  const run = await runQuiver(['--uri', '10.0.0.1', '--bootstrap', 'ftp://10.0.0.2:6335']);
   t.is(run.code, 2);
-  t.regex(run.stderr, /--uri is not implemented yet/);
-  t.regex(run.stderr, /--bootstrap is not implemented yet/);
+  t.regex(run.stderr, /--uri expects a peer URI/);
+  t.regex(run.stderr, /--bootstrap expects a peer URI/);
+});
+
+test('CLI: cluster flags without cluster.enabled stop start-up with exit 1 and say what to set', async (t) => {
+  const run = await runQuiver(['--uri', 'http://127.0.0.1:6335']);
+  t.is(run.code, 1);
+  t.regex(run.stderr, /--uri and --bootstrap need cluster mode: set cluster\.enabled/);
 });
 
 test('CLI: invalid configuration lists the problem and exits 2', async (t) => {

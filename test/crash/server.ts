@@ -25,8 +25,8 @@ export interface Server {
 }
 
 /** Starts bin/quiver with `storageDir` and waits for its "REST API listening" line. */
-export async function startServer(storageDir: string, extraEnv: Record<string, string> = {}, timeoutMs = 20_000): Promise<Server> {
-  const port = await freePort();
+export async function startServer(storageDir: string, extraEnv: Record<string, string> = {}, timeoutMs = 20_000, args: string[] = []): Promise<Server> {
+  const port = extraEnv.SERVICE__SERVICE__HTTP_PORT !== undefined ? Number(extraEnv.SERVICE__SERVICE__HTTP_PORT) : await freePort();
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE__')) env[k] = v;
   Object.assign(env, {
@@ -37,7 +37,7 @@ export async function startServer(storageDir: string, extraEnv: Record<string, s
     SERVICE__LOG_LEVEL: 'DEBUG',
     ...extraEnv,
   });
-  const child = spawn(process.execPath, [BIN], { cwd: storageDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: storageDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));

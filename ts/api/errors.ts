@@ -31,7 +31,8 @@ export type ApiErrorId =
   | 'format'
   | 'query_format'
   | 'payload_too_large'
-  | 'not_implemented';
+  | 'not_implemented'
+  | 'cluster_unavailable';
 
 interface CatalogueEntry {
   status: number;
@@ -60,6 +61,9 @@ export const ERROR_CATALOGUE: Readonly<Record<ApiErrorId, CatalogueEntry>> = {
   payload_too_large: { status: 413, prefix: 'Payload too large: ' },
   // Ours: routes of the reference API that this version does not serve yet.
   not_implemented: { status: 501, prefix: 'Not implemented: ' },
+  // Ours: a cluster peer that cannot take a metadata change now (no leader elected yet,
+  // starting up, or its consensus stopped); the caller may retry.
+  cluster_unavailable: { status: 503, prefix: 'Service unavailable: ' },
 };
 
 /** An error the API answers with its catalogue status and `<prefix><detail>` as message. */
@@ -160,6 +164,12 @@ export class QueryFormatError extends ApiError {
 export class PayloadTooLargeError extends ApiError {
   constructor(detail: string) {
     super('payload_too_large', detail);
+  }
+}
+
+export class ClusterUnavailableError extends ApiError {
+  constructor(detail: string) {
+    super('cluster_unavailable', detail);
   }
 }
 

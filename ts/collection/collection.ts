@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { BadInputError, BadRequestError, NotFoundError, snapshotLoadError } from '../api/errors';
+import { BadInputError, BadRequestError, NotFoundError, NotImplementedError, snapshotLoadError } from '../api/errors';
 import { type Filter } from '../shard/filter';
 import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
 import { swapDirectory } from '../shard/files';
@@ -80,19 +80,44 @@ export interface OrderBy {
   start_from: number | string | null;
 }
 
+/** Replica states (SPEC 3.1). */
+export type ReplicaState = 'Active' | 'Dead' | 'Partial' | 'Initializing' | 'Listener';
+
+/** Where a collection's shards live in a cluster (absent on a single node: every shard is local). */
+export interface ClusterPlacement {
+  /** Chosen at creation through consensus: tells a re-created collection of the same name from the old one. */
+  uuid: string;
+  /** This peer's id. */
+  peer: string;
+  /** Per shard: peer id → replica state. */
+  shards: Array<{ id: number; replicas: Record<string, ReplicaState> }>;
+}
+
 export interface CollectionMeta {
   config: CollectionConfig;
   /** Payload indexes by field. */
   payload_schema: Record<string, FieldSchema>;
+  cluster?: ClusterPlacement;
 }
 
-/** One replica set per shard; today it holds the local replica only. */
+/**
+ * One replica set per shard: the local replica when this peer holds one, and (in a
+ * cluster) every replica's peer and state. Routing to replicas on other peers arrives
+ * with the distributed issue's part 2; until then a point operation that needs one
+ * answers 501 naming the shard and its peers.
+ */
 export class ReplicaSet {
   constructor(
     readonly shardId: number,
-    /** Replaced when a shard snapshot is recovered (Collection.replaceShard). */
-    public local: LocalShard,
+    /** Replaced when a shard snapshot is recovered (Collection.replaceShard); null when this peer holds no replica. */
+    public local: LocalShard | null,
+    /** Peer id → replica state (null on a single node). */
+    public replicas: Record<string, ReplicaState> | null = null,
   ) {}
+
+  remotePeers(localPeer: string | undefined): string[] {
+    return this.replicas === null ? [] : Object.keys(this.replicas).filter((p) => p !== localPeer);
+  }
 }
 
 export class Collection {
@@ -113,14 +138,20 @@ export class Collection {
 
   static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger): Promise<Collection> {
     const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }));
-    const opened = await Promise.allSettled(Array.from({ length: meta.config.params.shard_number }, (_, id) => c.openShard(id)));
+    const placement = meta.cluster;
+    const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(placement.shards[id]?.replicas ?? {}, placement.peer);
+    const opened = await Promise.allSettled(
+      Array.from({ length: meta.config.params.shard_number }, (_, id) => (isLocal(id) ? c.openShard(id) : Promise.resolve(null))),
+    );
     const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       // Close what did open, so a caller can move the directory back (snapshot recovery).
-      await Promise.all(opened.map((r) => (r.status === 'fulfilled' ? r.value.drop() : undefined)));
+      await Promise.all(opened.map((r) => (r.status === 'fulfilled' ? r.value?.drop() : undefined)));
       throw failed.reason;
     }
-    opened.forEach((r, id) => c.shards.push(new ReplicaSet(id, (r as PromiseFulfilledResult<LocalShard>).value)));
+    opened.forEach((r, id) =>
+      c.shards.push(new ReplicaSet(id, (r as PromiseFulfilledResult<LocalShard | null>).value, placement ? { ...placement.shards[id].replicas } : null)),
+    );
     return c;
   }
 
@@ -141,11 +172,53 @@ export class Collection {
     return this.shards.map((r) => r.shardId);
   }
 
-  /** The local replica of shard `id`, or a 404 naming it. */
+  /** The local replica of shard `id`, or a 404 naming it (501 when it lives on other peers only). */
   localShard(id: number): LocalShard {
     const r = this.shards[id];
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    return r.local;
+    return this.requireLocal(r, false);
+  }
+
+  /** The replica sets, for cluster views. */
+  replicaSets(): readonly ReplicaSet[] {
+    return this.shards;
+  }
+
+  /**
+   * Opens or drops local replicas and records replica states to match a new placement
+   * (applied from consensus). Data of a replica this peer no longer holds is deleted.
+   */
+  async applyPlacement(placement: ClusterPlacement): Promise<void> {
+    this.meta.cluster = placement;
+    for (const r of this.shards) {
+      const replicas = placement.shards[r.shardId]?.replicas ?? {};
+      r.replicas = { ...replicas };
+      const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
+      if (wantLocal && r.local === null) {
+        r.local = await this.openShard(r.shardId);
+      } else if (!wantLocal && r.local !== null) {
+        const local = r.local;
+        r.local = null;
+        await local.drop();
+        const fs = await import('node:fs/promises');
+        await fs.rm(path.join(this.dir, String(r.shardId)), { recursive: true, force: true });
+      }
+    }
+  }
+
+  /**
+   * The local replica of a replica set, for a read (`write` false) or a write. A write
+   * needs every replica to be local (replicating to other peers is part 2 of the
+   * distributed issue); a read needs a local replica.
+   */
+  private requireLocal(r: ReplicaSet, write: boolean): LocalShard {
+    const remote = r.remotePeers(this.meta.cluster?.peer);
+    if (r.local !== null && (!write || remote.length === 0)) return r.local;
+    const where = remote.length > 0 ? `peer${remote.length > 1 ? 's' : ''} ${remote.join(', ')}` : 'no peer';
+    throw new NotImplementedError(
+      `shard ${r.shardId} of collection \`${this.name}\` has ${r.local === null ? 'no replica on this peer' : 'replicas on other peers'} ` +
+        `(${where}); ${write ? 'writing to' : 'reading from'} replicas on other peers is not available in this version (distributed mode part 2)`,
+    );
   }
 
   /**
@@ -157,7 +230,7 @@ export class Collection {
   async replaceShard(id: number, source: string): Promise<void> {
     const r = this.shards[id];
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    await r.local.close();
+    await this.requireLocal(r, true).close();
     try {
       await swapDirectory(this.dir, String(id), source, true, async () => {
         r.local = await this.openShard(id);
@@ -187,27 +260,35 @@ export class Collection {
         before !== undefined &&
         (before.m !== spec.m || before.efConstruct !== spec.efConstruct || JSON.stringify(before.quantization) !== JSON.stringify(spec.quantization));
       this.specs.set(spec.name, spec);
-      for (const s of this.locals()) {
+      for (const s of this.present()) {
         const store = s.vectors.get(spec.name);
         if (!store) continue;
         Object.assign(store.spec, spec);
         if (graphChanged) store.requestRebuild();
       }
     }
-    for (const s of this.locals()) {
+    for (const s of this.present()) {
       s.setFlushInterval(next.optimizer_config.flush_interval_sec * 1000);
       s.kick();
     }
   }
 
+  /** Local replicas of every shard, for a read over the whole collection (501 when a shard lives elsewhere only). */
   private locals(): LocalShard[] {
-    return this.shards.map((r) => r.local);
+    return this.shards.map((r) => this.requireLocal(r, false));
   }
 
-  private shardOf(key: PointKey): LocalShard {
+  /** The local replicas this peer holds (collection info, config changes, checkpoints, close). */
+  private present(): LocalShard[] {
+    const out: LocalShard[] = [];
+    for (const r of this.shards) if (r.local !== null) out.push(r.local);
+    return out;
+  }
+
+  private shardOf(key: PointKey, write = true): LocalShard {
     const n = this.shards.length;
-    if (n === 1) return this.shards[0].local;
-    return this.shards[crc32c(Buffer.from(key.key, 'utf8')) % n].local;
+    const r = n === 1 ? this.shards[0] : this.shards[crc32c(Buffer.from(key.key, 'utf8')) % n];
+    return this.requireLocal(r, write);
   }
 
   vectorSpec(name: string): VectorSpec {
@@ -259,7 +340,7 @@ export class Collection {
       if (!l) groups.set(s, (l = []));
       l.push(item);
     }
-    if (groups.size === 0) groups.set(this.shards[0].local, []);
+    if (groups.size === 0) groups.set(this.requireLocal(this.shards[0], true), []);
     const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
     for (const [s, group] of groups) ops.set(s, make(group));
     return ops;
@@ -284,7 +365,7 @@ export class Collection {
   private selected(sel: Selector, make: (ids: PointKey[]) => ShardOperation): Map<LocalShard, (s: LocalShard) => ShardOperation> {
     if (sel.ids !== null) return this.perShard(sel.ids, (id) => id, (ids) => (sh) => make(sh.resolve(ids, sel.filter)));
     const out = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
-    for (const s of this.locals()) out.set(s, (sh) => make(sh.resolve(null, sel.filter)));
+    for (const s of this.shards.map((r) => this.requireLocal(r, true))) out.set(s, (sh) => make(sh.resolve(null, sel.filter)));
     return out;
   }
 
@@ -331,13 +412,13 @@ export class Collection {
     const existing = this.meta.payload_schema[field];
     // The reference does nothing when the same index is created again.
     if (existing && sameFieldSchema(existing, schema)) return;
-    await Promise.all(this.locals().map((s) => s.createPayloadIndex(field, schema)));
+    await Promise.all(this.present().map((s) => s.createPayloadIndex(field, schema)));
     this.meta.payload_schema[field] = schema;
   }
 
   async dropPayloadIndex(field: string): Promise<boolean> {
     const had = field in this.meta.payload_schema;
-    await Promise.all(this.locals().map((s) => s.dropPayloadIndex(field)));
+    await Promise.all(this.present().map((s) => s.dropPayloadIndex(field)));
     delete this.meta.payload_schema[field];
     return had;
   }
@@ -383,7 +464,7 @@ export class Collection {
     for (const id of ids) {
       if (seen.has(id.key)) continue;
       seen.add(id.key);
-      const shard = this.shardOf(id);
+      const shard = this.shardOf(id, false);
       const p = shard.entry(id);
       if (p) out.push(await this.shape(shard, p, withPayload, names));
     }
@@ -435,7 +516,7 @@ export class Collection {
   /** The stored vector of a point (for queries by id and recommendations), or a 404. */
   async pointVector(id: PointKey, using: string): Promise<Float32Array> {
     this.vectorSpec(using);
-    const shard = this.shardOf(id);
+    const shard = this.shardOf(id, false);
     const p = shard.entry(id);
     const idText = id.kind === 'num' ? id.value.toString() : id.value;
     if (!p) throw new NotFoundError(`No point with id ${idText} found`);
@@ -498,19 +579,19 @@ export class Collection {
 
   pointsCount(): number {
     let n = 0;
-    for (const s of this.locals()) n += s.pointCount;
+    for (const s of this.present()) n += s.pointCount;
     return n;
   }
 
   indexedVectorsCount(): number {
     let n = 0;
-    for (const s of this.locals()) for (const v of s.vectors.values()) n += v.indexedCount();
+    for (const s of this.present()) for (const v of s.vectors.values()) n += v.indexedCount();
     return n;
   }
 
   segmentsCount(): number {
     let n = 0;
-    for (const s of this.locals()) {
+    for (const s of this.present()) {
       let most = 0;
       for (const v of s.vectors.values()) most = Math.max(most, v.segmentCount());
       n += most;
@@ -519,12 +600,12 @@ export class Collection {
   }
 
   status(): 'green' | 'yellow' {
-    return this.locals().some((s) => s.optimizing()) ? 'yellow' : 'green';
+    return this.present().some((s) => s.optimizing()) ? 'yellow' : 'green';
   }
 
   payloadSchemaInfo(): Record<string, { data_type: string; params?: object; points: number }> {
     const out: Record<string, { data_type: string; params?: object; points: number }> = {};
-    for (const s of this.locals()) {
+    for (const s of this.present()) {
       for (const [field, info] of Object.entries(s.payloadIndex.schemaInfo())) {
         const prev = out[field];
         out[field] = prev ? { ...prev, points: prev.points + info.points } : { ...info };
@@ -534,19 +615,19 @@ export class Collection {
   }
 
   async waitOptimized(): Promise<void> {
-    await Promise.all(this.locals().map((s) => s.waitOptimized()));
+    await Promise.all(this.present().map((s) => s.waitOptimized()));
   }
 
   async checkpoint(): Promise<void> {
-    await Promise.all(this.locals().map((s) => s.checkpoint()));
+    await Promise.all(this.present().map((s) => s.checkpoint()));
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.locals().map((s) => s.close()));
+    await Promise.all(this.present().map((s) => s.close()));
   }
 
   async drop(): Promise<void> {
-    await Promise.all(this.locals().map((s) => s.drop()));
+    await Promise.all(this.present().map((s) => s.drop()));
   }
 }
 

@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
 import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../api/errors';
-import { Collection, type CollectionMeta } from '../collection/collection';
+import { Collection, type ClusterPlacement, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
 import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../shard/files';
 import type { FieldSchema } from '../shard/payload-index';
@@ -127,6 +127,11 @@ export class TableOfContent {
     return c;
   }
 
+  /** The collection of exactly this name (no alias), even while it is being replaced. */
+  peek(name: string): Collection | undefined {
+    return this.collections.get(name);
+  }
+
   all(): Collection[] {
     return [...this.collections.values()];
   }
@@ -135,17 +140,21 @@ export class TableOfContent {
     await writeFileAtomic(path.join(c.dir, 'config.json'), JSON.stringify(c.meta, null, 2));
   }
 
-  create(name: string, config: CollectionConfig, payloadSchema: Record<string, FieldSchema> = {}): Promise<void> {
+  /**
+   * Creates a collection. With `cluster` (applied from consensus, which already checked
+   * names, aliases and limits cluster-wide) only this peer's replicas are created.
+   */
+  create(name: string, config: CollectionConfig, payloadSchema: Record<string, FieldSchema> = {}, cluster?: ClusterPlacement): Promise<void> {
     validateCollectionName(name);
     return this.serial(async () => {
       if (this.collections.has(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
-      if (this.aliases.has(name)) throw new BadInputError(`Can't create collection with name ${name}. Alias with the same name already exists`);
-      if (this.maxCollections !== null && this.collections.size >= this.maxCollections) {
+      if (cluster === undefined && this.aliases.has(name)) throw new BadInputError(`Can't create collection with name ${name}. Alias with the same name already exists`);
+      if (cluster === undefined && this.maxCollections !== null && this.collections.size >= this.maxCollections) {
         throw new BadInputError(`cannot create more than ${this.maxCollections} collections (storage.max_collections)`);
       }
       const dir = path.join(this.collectionsDir, name);
       const tmp = path.join(this.collectionsDir, `.creating-${process.pid}-${Date.now()}`);
-      const meta: CollectionMeta = { config, payload_schema: { ...payloadSchema } };
+      const meta: CollectionMeta = { config, payload_schema: { ...payloadSchema }, ...(cluster ? { cluster } : {}) };
       await fs.mkdir(tmp, { recursive: true });
       try {
         await this.writeMeta({ dir: tmp, meta });
@@ -269,6 +278,17 @@ export class TableOfContent {
           next.set(new_alias_name, target);
         }
       }
+      this.aliases = next;
+      await this.saveAliases();
+    });
+  }
+
+  /** Makes the aliases exactly `aliases` (those whose collection exists here): applied from consensus. */
+  replaceAliases(aliases: Record<string, string>): Promise<void> {
+    return this.serial(async () => {
+      const next = new Map(Object.entries(aliases).filter(([alias, target]) => this.collections.has(target) && !this.collections.has(alias)));
+      const same = next.size === this.aliases.size && [...next].every(([a, t]) => this.aliases.get(a) === t);
+      if (same) return;
       this.aliases = next;
       await this.saveAliases();
     });

@@ -35,8 +35,7 @@ Options:
   --force_snapshot               let --snapshot replace a collection that already exists
   --storage-snapshot <path>      recover the whole storage from a full snapshot at start
   --help                         print this text and exit
-
-Not implemented yet in this version: --uri and --bootstrap (cluster issue).`;
+`;
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -116,11 +115,17 @@ function parseSnapshot(value: string): SnapshotToRecover {
   return { path, collection };
 }
 
-/** Flags that were given but whose features arrive in later issues, each with the reason. */
+/** Problems with flag values that parsing alone does not catch (peer URIs), one line each. */
 export function unavailableFlags(args: CliArgs): string[] {
   const out: string[] = [];
-  const cluster = 'running as a cluster peer arrives with the cluster issue';
-  if (args.uri !== null) out.push(`--uri is not implemented yet: ${cluster}`);
-  if (args.bootstrap !== null) out.push(`--bootstrap is not implemented yet: ${cluster}`);
+  for (const [flag, value] of [['--uri', args.uri], ['--bootstrap', args.bootstrap]] as const) {
+    if (value === null) continue;
+    try {
+      const u = new URL(value);
+      if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.port === '') throw new Error('bad');
+    } catch {
+      out.push(`${flag} expects a peer URI such as http://10.0.0.1:6335 (scheme, host and the p2p port), got ${JSON.stringify(value)}`);
+    }
+  }
   return out;
 }

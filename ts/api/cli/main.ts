@@ -89,6 +89,8 @@ export async function main(argv: readonly string[]): Promise<void> {
   try {
     node = await startNode(config, logger, {
       restore: { snapshots: args.snapshots, force: args.forceSnapshot, storageSnapshot: args.storageSnapshot },
+      uri: args.uri,
+      bootstrap: args.bootstrap,
     });
   } catch (err) {
     logger.fatal({ err }, 'the node could not start');

@@ -19,7 +19,10 @@ import { markRequestStart, elapsedSeconds } from '../envelope';
 import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
 import type { TableOfContent } from '../../storage/toc';
+import { addClusterRoutes } from './cluster';
 import { addCollectionRoutes } from './collections';
+import type { Consensus } from '../../cluster/consensus';
+import { Dispatcher } from '../../storage/dispatcher';
 import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
 import { addPointRoutes } from './points';
@@ -55,6 +58,8 @@ export interface RestDeps {
   /** Who is calling (keys, JWT); built from the config when absent. */
   authenticator?: Authenticator;
   audit?: AuditLog;
+  /** The consensus driver in cluster mode; null or absent on a single node. */
+  consensus?: Consensus | null;
 }
 
 export interface RestApp {
@@ -91,8 +96,10 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const routes = new RouteTable(router, config.service.max_request_size_mb * 1024 * 1024, (method, pattern) =>
     routeGuard(authn, deps.audit ?? null, method, pattern),
   );
-  addServiceRoutes(routes, info, stats, toc);
-  addCollectionRoutes(routes, toc, config);
+  const consensus = deps.consensus ?? null;
+  addServiceRoutes(routes, info, stats, toc, consensus);
+  addCollectionRoutes(routes, new Dispatcher(toc, consensus, config));
+  addClusterRoutes(routes, toc, consensus);
   addPointRoutes(routes, toc);
   addSnapshotRoutes(routes, toc, snapshots, logger);
   addDashboardRoutes(routes);

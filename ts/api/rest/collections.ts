@@ -10,11 +10,11 @@
 import type { Context } from 'koa';
 
 import type { Collection } from '../../collection/collection';
-import { applyCollectionUpdate, parseCreateCollection } from '../../collection/config';
 import type { Config } from '../../config/types';
 import { FieldSchemaError, parseFieldSchema } from '../../shard/payload-index';
 import { parseKey } from '../../shard/filter';
-import type { AliasAction, TableOfContent } from '../../storage/toc';
+import type { Dispatcher } from '../../storage/dispatcher';
+import type { AliasAction } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError } from '../errors';
 import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from './parse';
@@ -59,7 +59,8 @@ function aliasActions(b: Obj): AliasAction[] {
   });
 }
 
-export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, config: Config): void {
+export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher): void {
+  const toc = dispatcher.toc;
   routes.add('GET', '/collections', (ctx: Context) => {
     const access = accessOf(ctx);
     ok(ctx, { collections: toc.names().filter((name) => canSee(access, name)).map((name) => ({ name })) });
@@ -74,31 +75,25 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
   });
 
   routes.add('PUT', '/collections/{collection_name}', async (ctx: Context) => {
-    readTimeout(ctx);
-    const cfg = parseCreateCollection(optionalBody(ctx), config);
-    await toc.create(param(ctx, 'collection_name'), cfg);
-    ok(ctx, true);
+    const timeout = readTimeout(ctx);
+    ok(ctx, await dispatcher.createCollection(param(ctx, 'collection_name'), optionalBody(ctx), timeout));
   });
 
   routes.add('PATCH', '/collections/{collection_name}', async (ctx: Context) => {
-    readTimeout(ctx);
-    const name = param(ctx, 'collection_name');
-    const b = optionalBody(ctx);
-    await toc.updateMeta(name, async (c) => {
-      c.updateConfig(applyCollectionUpdate(c.config, b).config);
-    });
+    const timeout = readTimeout(ctx);
+    await dispatcher.updateCollection(param(ctx, 'collection_name'), optionalBody(ctx), timeout);
     ok(ctx, true);
   });
 
   routes.add('DELETE', '/collections/{collection_name}', async (ctx: Context) => {
-    readTimeout(ctx);
-    ok(ctx, await toc.delete(param(ctx, 'collection_name')));
+    const timeout = readTimeout(ctx);
+    ok(ctx, await dispatcher.deleteCollection(param(ctx, 'collection_name'), timeout));
   });
 
   // -- aliases --------------------------------------------------------------------------
   routes.add('POST', '/collections/aliases', async (ctx: Context) => {
-    readTimeout(ctx);
-    await toc.updateAliases(aliasActions(body(ctx)));
+    const timeout = readTimeout(ctx);
+    await dispatcher.changeAliases(aliasActions(body(ctx)), timeout);
     ok(ctx, true);
   });
 
@@ -133,18 +128,13 @@ export function addCollectionRoutes(routes: RouteTable, toc: TableOfContent, con
       if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);
       throw err;
     }
-    const name = param(ctx, 'collection_name');
-    await toc.updateMeta(name, (c) => c.createPayloadIndex(field, schema));
+    await dispatcher.createPayloadIndex(param(ctx, 'collection_name'), field, schema, readTimeout(ctx));
     ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
   });
 
   routes.add('DELETE', '/collections/{collection_name}/index/{field_name}', async (ctx: Context) => {
     const { wait } = writeParams(ctx);
-    const name = param(ctx, 'collection_name');
-    const field = param(ctx, 'field_name');
-    await toc.updateMeta(name, async (c) => {
-      await c.dropPayloadIndex(field);
-    });
+    await dispatcher.dropPayloadIndex(param(ctx, 'collection_name'), param(ctx, 'field_name'), readTimeout(ctx));
     ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
   });
 }

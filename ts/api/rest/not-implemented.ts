@@ -31,13 +31,9 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['GET', '/collections/{collection_name}/shards'],
   ['PUT', '/collections/{collection_name}/shards'],
   ['POST', '/collections/{collection_name}/shards/delete'],
-  // collection cluster
-  ['GET', '/collections/{collection_name}/cluster'],
+  // collection cluster: shard transfers (distributed mode part 2)
   ['POST', '/collections/{collection_name}/cluster'],
   // cluster
-  ['GET', '/cluster'],
-  ['POST', '/cluster/recover'],
-  ['DELETE', '/cluster/peer/{peer_id}'],
   ['GET', '/cluster/telemetry'],
   ['GET', '/cluster/metadata/keys'],
   ['GET', '/cluster/metadata/keys/{key}'],

@@ -66,9 +66,13 @@ export function readParams(ctx: Context): void {
 }
 
 /** Checks `?timeout=` (seconds); every route that takes one accepts any value here. */
-export function readTimeout(ctx: Context): void {
+export function readTimeout(ctx: Context): number | null {
   const t = ctx.query.timeout;
   if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw new QueryFormatError(`timeout: invalid digit found in string`);
+  if (t === undefined) return null;
+  const n = Number(t);
+  // 0 means "the default" rather than an immediate timeout.
+  return n > 0 ? Math.min(n, 3600) : null;
 }
 
 export function pointId(x: unknown, field: string): PointKey {

@@ -14,6 +14,7 @@ import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
 import type { RequestStats } from './stats';
 import type { TableOfContent } from '../../storage/toc';
+import type { Consensus } from '../../cluster/consensus';
 
 /** Facts about this running process, fixed at start. */
 export interface ServiceInfo {
@@ -25,7 +26,7 @@ export interface ServiceInfo {
   startedAt: Date;
 }
 
-export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent): void {
+export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent, consensus: Consensus | null = null): void {
   routes.add('GET', '/', (ctx: Context) => {
     ctx.body = { title: 'quiver - vector search engine', version: info.version, commit: info.commit };
   });
@@ -37,7 +38,16 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
   routes.add('GET', '/healthz', text('healthz check passed'));
   routes.add('GET', '/livez', text('healthz check passed'));
   // A single node is ready once it listens: its shards are loaded and replayed before.
-  routes.add('GET', '/readyz', text('all shards are ready'));
+  // A cluster peer is ready once it applied everything its leader committed.
+  routes.add('GET', '/readyz', (ctx: Context) => {
+    ctx.type = 'text/plain';
+    if (consensus === null || consensus.ready()) {
+      ctx.body = 'all shards are ready';
+    } else {
+      ctx.status = 503;
+      ctx.body = 'some shards are not ready: consensus has not caught up with the leader';
+    }
+  });
 
   routes.add('GET', '/metrics', async (ctx: Context) => {
     ctx.type = stats.registry.contentType;

@@ -1,0 +1,181 @@
+/**
+ * Real clusters for tests: several bin/quiver processes on 127.0.0.1, each with its own
+ * storage directory and fixed REST and p2p ports (kept across restarts), started with
+ * --uri (the first) or --bootstrap (the others), killed with any signal, restarted.
+ */
+
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import { freePort, startServer, type Server } from '../crash/server';
+
+export interface ClusterInfo {
+  status: string;
+  peer_id: number;
+  peers: Record<string, { uri: string }>;
+  raft_info: { term: number; commit: number; pending_operations: number; leader: number | null; role: string; is_voter: boolean };
+  consensus_thread_status: { consensus_thread_status: string };
+  message_send_failures: Record<string, { count: number }>;
+}
+
+export interface Peer {
+  index: number;
+  dir: string;
+  httpPort: number;
+  p2pPort: number;
+  uri: string;
+  url: string;
+  server: Server | null;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown = null;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== null && v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await sleep(everyMs);
+  }
+}
+
+export async function api(url: string, method: string, route: string, body?: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+  const res = await fetch(url + route, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // plain text (health probes)
+  }
+  return { status: res.status, body: parsed };
+}
+
+export class Cluster {
+  readonly peers: Peer[] = [];
+
+  private constructor(
+    readonly root: string,
+    private readonly env: Record<string, string>,
+  ) {}
+
+  /** Prepares `n` peers (ports, directories) without starting them. */
+  static async prepare(n: number, env: Record<string, string> = {}): Promise<Cluster> {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-cluster-'));
+    const c = new Cluster(root, env);
+    for (let i = 0; i < n; i++) await c.addPeerSlot();
+    return c;
+  }
+
+  /** Starts peer 0 with --uri, then the others with --bootstrap to peer 0, and waits until all are voters. */
+  static async start(n: number, env: Record<string, string> = {}): Promise<Cluster> {
+    const c = await Cluster.prepare(n, env);
+    await c.startPeer(0);
+    for (let i = 1; i < n; i++) await c.startPeer(i, 0);
+    await c.waitVoters(n);
+    return c;
+  }
+
+  async addPeerSlot(): Promise<Peer> {
+    const index = this.peers.length;
+    const dir = path.join(this.root, `peer-${index}`);
+    await fs.mkdir(dir, { recursive: true });
+    const httpPort = await freePort();
+    let p2pPort = await freePort();
+    while (p2pPort === httpPort) p2pPort = await freePort();
+    const peer: Peer = { index, dir, httpPort, p2pPort, uri: `http://127.0.0.1:${p2pPort}`, url: `http://127.0.0.1:${httpPort}`, server: null };
+    this.peers.push(peer);
+    return peer;
+  }
+
+  /** Starts (or restarts) peer `i`; with `bootstrapFrom` it joins through that peer. */
+  async startPeer(i: number, bootstrapFrom: number | null = null, extraEnv: Record<string, string> = {}): Promise<Peer> {
+    const p = this.peers[i];
+    const args = ['--uri', p.uri];
+    if (bootstrapFrom !== null) args.push('--bootstrap', this.peers[bootstrapFrom].uri);
+    p.server = await startServer(
+      p.dir,
+      {
+        SERVICE__CLUSTER__ENABLED: 'true',
+        SERVICE__CLUSTER__P2P__PORT: String(p.p2pPort),
+        SERVICE__SERVICE__HTTP_PORT: String(p.httpPort),
+        SERVICE__LOG_LEVEL: 'INFO',
+        ...this.env,
+        ...extraEnv,
+      },
+      30_000,
+      args,
+    );
+    return p;
+  }
+
+  async kill(i: number, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const s = this.peers[i].server;
+    if (!s) return;
+    await s.stop(signal);
+    this.peers[i].server = null;
+  }
+
+  signal(i: number, signal: NodeJS.Signals): void {
+    const s = this.peers[i].server;
+    if (s) process.kill(s.pid, signal);
+  }
+
+  running(): Peer[] {
+    return this.peers.filter((p) => p.server !== null);
+  }
+
+  async info(i: number, timeoutMs = 2000): Promise<ClusterInfo> {
+    const r = await api(this.peers[i].url, 'GET', '/cluster', undefined, timeoutMs);
+    if (r.status !== 200) throw new Error(`GET /cluster on peer ${i}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.result as ClusterInfo;
+  }
+
+  /** Index of the peer that says it leads (and that the others running agree on), or null. */
+  async leader(among: Peer[] = this.running()): Promise<number | null> {
+    const infos = await Promise.all(among.map((p) => this.info(p.index, 1000).catch(() => null)));
+    const leaders = infos.filter((x): x is ClusterInfo => x !== null && x.raft_info.role === 'Leader');
+    if (leaders.length !== 1) return null;
+    return among[infos.indexOf(leaders[0])].index;
+  }
+
+  async waitLeader(timeoutMs = 20_000, among?: Peer[]): Promise<number> {
+    return waitFor('a leader', () => this.leader(among), timeoutMs);
+  }
+
+  /** Waits until every running peer sees `n` voters and is ready. */
+  async waitVoters(n: number, timeoutMs = 30_000): Promise<void> {
+    await waitFor(
+      `${n} voters, every peer ready`,
+      async () => {
+        for (const p of this.running()) {
+          const info = await this.info(p.index);
+          if (Object.keys(info.peers).length !== n) return false;
+          if (!info.raft_info.is_voter) return false;
+          if ((await api(p.url, 'GET', '/readyz')).status !== 200) return false;
+        }
+        return true;
+      },
+      timeoutMs,
+      100,
+    );
+  }
+
+  /** Stops every running peer (SIGKILL) and removes the directories. */
+  async destroy(): Promise<void> {
+    await Promise.all(this.running().map((p) => this.kill(p.index)));
+    await fs.rm(this.root, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,115 @@
+/**
+ * The cluster metadata state machine alone: every operation, its validation at apply time
+ * (a refused operation changes nothing), determinism (two replicas fed the same operations
+ * agree, also through a snapshot), membership changes, and shard placement.
+ */
+
+import test from 'ava';
+
+import { parseCreateCollection } from '../../ts/collection/config';
+import { loadConfig } from '../../ts/config';
+import { ClusterState, placeShards, type MetaOp } from '../../ts/cluster/state';
+
+const config = loadConfig({ configPath: null, env: {}, cwd: process.cwd() });
+const cfg = (body: object = {}) => parseCreateCollection({ vectors: { size: 4, distance: 'Dot' }, ...body }, config);
+
+function create(name: string, uuid = `u-${name}`): MetaOp {
+  return { op: 'createCollection', name, uuid, config: cfg(), shards: placeShards(['1', '2', '3'], 3, 2, 0) };
+}
+
+test('create, alias, index, update and delete; refused operations change nothing', (t) => {
+  const s = new ClusterState();
+  t.deepEqual(s.apply(create('a'), null), { ok: true, value: true, collections: ['a'], aliases: false });
+  const before = Buffer.from(s.encode()).toString();
+  const dup = s.apply(create('a', 'other'), null);
+  t.false(dup.ok);
+  if (!dup.ok) t.is(dup.error.status, 409);
+  t.is(Buffer.from(s.encode()).toString(), before);
+
+  t.true(s.apply({ op: 'changeAliases', actions: [{ create_alias: { collection_name: 'a', alias_name: 'x' } }] }, null).ok);
+  const clash = s.apply(create('x'), null);
+  t.false(clash.ok);
+  if (!clash.ok) t.is(clash.error.status, 400);
+  // All or nothing: the second action fails, the first is not kept.
+  const partial = s.apply({ op: 'changeAliases', actions: [{ create_alias: { collection_name: 'a', alias_name: 'y' } }, { rename_alias: { old_alias_name: 'nope', new_alias_name: 'z' } }] }, null);
+  t.false(partial.ok);
+  t.deepEqual({ ...s.aliases }, { x: 'a' });
+
+  t.true(s.apply({ op: 'createPayloadIndex', collection: 'x', field: 'genre', schema: { type: 'keyword' } as never }, null).ok);
+  t.deepEqual(Object.keys(s.collection('a')!.payload_schema), ['genre']);
+  const upd = s.apply({ op: 'updateCollection', name: 'a', patch: { optimizers_config: { indexing_threshold: 77 } } }, null);
+  t.true(upd.ok);
+  t.is(s.collection('a')!.config.optimizer_config.indexing_threshold, 77);
+  const badUpd = s.apply({ op: 'updateCollection', name: 'a', patch: { optimizers_config: { indexing_threshold: -1 } } }, null);
+  t.false(badUpd.ok);
+  t.is(s.collection('a')!.config.optimizer_config.indexing_threshold, 77);
+
+  const del = s.apply({ op: 'deleteCollection', name: 'a' }, null);
+  t.deepEqual(del, { ok: true, value: true, collections: ['a'], aliases: true });
+  t.deepEqual({ ...s.aliases }, {});
+  t.deepEqual(s.apply({ op: 'deleteCollection', name: 'a' }, null), { ok: true, value: false, collections: [], aliases: false });
+  const missing = s.apply({ op: 'createPayloadIndex', collection: 'a', field: 'f', schema: { type: 'keyword' } as never }, null);
+  t.false(missing.ok);
+  if (!missing.ok) t.is(missing.error.status, 404);
+});
+
+test('max_collections is enforced when applied', (t) => {
+  const s = new ClusterState();
+  t.true(s.apply(create('a'), 1).ok);
+  const r = s.apply(create('b'), 1);
+  t.false(r.ok);
+  t.deepEqual(s.collectionNames(), ['a']);
+});
+
+test('replica states: the last active replica of a shard cannot be deactivated', (t) => {
+  const s = new ClusterState();
+  s.apply(create('a'), null);
+  const peers = Object.keys(s.collection('a')!.shards[0].replicas);
+  t.true(s.apply({ op: 'setReplicaState', collection: 'a', shard: 0, peer: peers[0], state: 'Dead' }, null).ok);
+  const last = s.apply({ op: 'setReplicaState', collection: 'a', shard: 0, peer: peers[1], state: 'Dead' }, null);
+  t.false(last.ok);
+  t.is(s.collection('a')!.shards[0].replicas[peers[1]], 'Active');
+  const wrongFrom = s.apply({ op: 'setReplicaState', collection: 'a', shard: 0, peer: peers[0], state: 'Active', from: 'Partial' }, null);
+  t.false(wrongFrom.ok);
+});
+
+test('membership: a learner\'s URI is recorded; a removed peer loses its replicas', (t) => {
+  const s = new ClusterState();
+  s.setPeerUri('1', 'http://a:6335');
+  s.applyConfChange({ type: 'addLearner', peer: '2', context: 'http://b:6335' });
+  s.applyConfChange({ type: 'addLearner', peer: '3', context: 'http://c:6335' });
+  s.apply(create('a'), null);
+  t.deepEqual(s.shardsOn('2').length > 0, true);
+  t.deepEqual(s.applyConfChange({ type: 'removePeer', peer: '2' }), ['a']);
+  t.deepEqual(Object.keys(s.peers).sort(), ['1', '3']);
+  t.deepEqual(s.shardsOn('2'), []);
+});
+
+test('two replicas fed the same operations agree, also when one restarts from a snapshot midway', (t) => {
+  const ops: MetaOp[] = [];
+  for (let i = 0; i < 30; i++) {
+    ops.push(create(`c${i % 7}`, `u${i}`));
+    if (i % 3 === 0) ops.push({ op: 'deleteCollection', name: `c${(i + 2) % 7}` });
+    if (i % 4 === 0) ops.push({ op: 'changeAliases', actions: [{ create_alias: { collection_name: `c${i % 7}`, alias_name: `al${i % 5}` } }] });
+  }
+  const a = new ClusterState();
+  let b = new ClusterState();
+  const ra = ops.map((op) => a.apply(structuredClone(op), 5));
+  const rb = ops.map((op, i) => {
+    if (i === 17) b = ClusterState.decode(b.encode());
+    return b.apply(structuredClone(op), 5);
+  });
+  t.deepEqual(
+    ra.map((r) => (r.ok ? ['ok', r.value] : ['err', r.error.message])),
+    rb.map((r) => (r.ok ? ['ok', r.value] : ['err', r.error.message])),
+  );
+  t.is(Buffer.from(a.encode()).toString(), Buffer.from(b.encode()).toString());
+});
+
+test('placement: replicas on distinct peers, round robin from the offset, capped by the number of peers', (t) => {
+  const p = placeShards(['1', '2', '3'], 4, 2, 1);
+  t.deepEqual(p.map((s) => Object.keys(s.replicas).sort()), [['2', '3'], ['1', '3'], ['1', '2'], ['2', '3']]);
+  const capped = placeShards(['1', '2'], 1, 5, 0);
+  t.deepEqual(Object.keys(capped[0].replicas).sort(), ['1', '2']);
+  t.throws(() => placeShards([], 1, 1, 0));
+});

@@ -1,0 +1,717 @@
+/**
+ * The consensus driver of one cluster peer: runs the pure Raft core (ts/consensus) on
+ * a timer, persists what it asks with fsync before sending its messages, applies
+ * committed entries to the cluster metadata (ts/cluster/state.ts) and brings the local
+ * storage (TableOfContent) in line with it, and lets REST calls propose metadata
+ * changes and wait until they are applied here.
+ *
+ * Owns: the tick timer (`cluster.consensus.tick_period_ms`), the ready loop (persist →
+ * send → apply → advance; inputs that arrive meanwhile wait in an inbox), joining a
+ * running cluster (`--bootstrap`) and founding one (`--uri`), promoting learners once
+ * they caught up, forwarding proposals to the leader, waiting for an applied index
+ * (with a timeout), compaction every `compact_wal_entries` applied entries, recovery
+ * from the leader's snapshot (POST /cluster/recover), and stopping for good on a
+ * storage error (no more votes, acknowledgements or proposals).
+ * Must never: block the event loop (all file I/O is asynchronous), send a message
+ * before what it acknowledges is durable, or apply local changes out of log order.
+ */
+
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+
+import { ApiError, BadInputError, ClusterUnavailableError, NotFoundError, ServiceError, TimeoutError } from '../api/errors';
+import type { Config } from '../config/types';
+import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from '../consensus/codec';
+import { FileRaftStorage } from '../consensus/file-storage';
+import { RaftNode, type Ready, type Role } from '../consensus/raft';
+import type { ConfChange, Entry, PeerId, Snapshot } from '../consensus/types';
+import type { TableOfContent } from '../storage/toc';
+import { LocalApplier } from './apply';
+import { P2PError, P2PServer, PeerClients, type JoinRequest, type JoinResponse, type P2PTls, type SendFailures } from './p2p';
+import { ClusterState, type MetaOp } from './state';
+
+/** An entry's payload: a metadata operation (JSON). */
+interface EntryData {
+  meta: MetaOp;
+}
+
+interface Waiter {
+  term: number;
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+/** Outcome of an applied entry, kept for a while for callers that learn the index late. */
+interface Applied {
+  term: number;
+  outcome: Promise<unknown>;
+}
+
+const RECENT_APPLIED = 4096;
+/** How long a proposer waits for the other peers to apply its change (the call answers either way). */
+const PEER_SYNC_MS = 1000;
+/** Entries kept in the log behind a compaction snapshot. */
+const COMPACTION_MARGIN = 32;
+
+export interface ConsensusOptions {
+  config: Config;
+  logger: Logger;
+  toc: TableOfContent;
+  /** This peer's URI for the others (`--uri`); required for the first peer. */
+  uri: string | null;
+  /** URI of a running peer to join (`--bootstrap`). */
+  bootstrap: string | null;
+}
+
+export type ThreadStatus =
+  | { consensus_thread_status: 'working'; last_update: string }
+  | { consensus_thread_status: 'stopped' }
+  | { consensus_thread_status: 'stopped_with_err'; err: string };
+
+export class Consensus {
+  private node!: RaftNode;
+  private state = new ClusterState();
+  private readonly clients: PeerClients;
+  private server: P2PServer | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private busy = false;
+  private pendingTicks = 0;
+  private readonly inbox: Array<() => void | Promise<void>> = [];
+  private readonly waiters = new Map<number, Waiter>();
+  private readonly recent = new Map<number, Applied>();
+  /** URIs known before the cluster state names them (a joiner's bootstrap answer). */
+  private readonly knownUris = new Map<PeerId, string>();
+  private appliedSinceSnapshot = 0;
+  /** Highest entry applied here (its local changes may still be queued: see LocalApplier). */
+  private appliedIndex = 0;
+  private appliedListeners: Array<{ index: number; resolve(): void }> = [];
+  private fault: Error | null = null;
+  private stopped = false;
+  private lastUpdate = new Date();
+  private ownUri: string | null;
+  private readonly applier: LocalApplier;
+  private readonly log: Logger;
+
+  private constructor(
+    private readonly opts: ConsensusOptions,
+    readonly peerId: PeerId,
+    private readonly storage: FileRaftStorage,
+    private readonly tls: P2PTls | null,
+  ) {
+    const c = opts.config.cluster;
+    this.log = opts.logger.child({ component: 'consensus' });
+    this.ownUri = opts.uri;
+    this.clients = new PeerClients({
+      callTimeoutMs: c.grpc_timeout_ms,
+      connectTimeoutMs: c.connection_timeout_ms,
+      messageTimeoutMs: Math.max(1000, c.consensus.tick_period_ms * 10),
+      maxInFlight: c.consensus.max_message_queue_size,
+      tls,
+    });
+    this.applier = new LocalApplier(opts.toc, peerId, this.log, () => this.state);
+  }
+
+  /**
+   * Opens the consensus state in `storage/raft` and starts the peer: founds a cluster
+   * (empty state, no --bootstrap), joins one (empty state, --bootstrap), or restarts
+   * from the persisted state (--bootstrap is then ignored).
+   */
+  static async start(opts: ConsensusOptions): Promise<Consensus> {
+    const { config, toc } = opts;
+    const peerId = config.cluster.peer_id ?? toc.peerId.toString();
+    let tls: P2PTls | null = null;
+    if (config.cluster.p2p.enable_tls) {
+      try {
+        const [cert, key, ca] = await Promise.all([config.tls.cert, config.tls.key, config.tls.ca_cert].map((f) => fs.readFile(f)));
+        tls = { cert, key, ca };
+      } catch (err) {
+        throw new ConsensusStartError(`cluster.p2p.enable_tls: cannot read tls.cert, tls.key or tls.ca_cert: ${(err as Error).message}`);
+      }
+    }
+    const storage = await FileRaftStorage.open(path.join(toc.storagePath, 'raft'));
+    const c = new Consensus(opts, peerId, storage, tls);
+    const fresh = storage.isEmpty();
+    if (fresh && opts.bootstrap === null) {
+      if (opts.uri === null) {
+        await storage.close();
+        throw new ConsensusStartError('the first peer of a cluster needs --uri (its own address for the other peers, e.g. http://10.0.0.1:6335); later peers are started with --bootstrap <uri of a running peer>');
+      }
+      const state = new ClusterState();
+      state.setPeerUri(peerId, opts.uri);
+      await storage.bootstrap({ voters: [peerId], learners: [] }, state.encode());
+      c.log.info({ peerId, uri: opts.uri }, 'founded a new cluster');
+    } else if (!fresh && opts.bootstrap !== null) {
+      c.log.info({ bootstrap: opts.bootstrap }, 'consensus state found on disk: restarting with it, --bootstrap ignored');
+    }
+    c.state = ClusterState.decode(storage.snapshot().data);
+    c.node = c.newNode();
+    const known = c.state.peers[peerId];
+    if (known !== undefined) {
+      if (opts.uri !== null && opts.uri !== known) c.log.warn({ uri: opts.uri, known }, '--uri differs from the URI the cluster knows this peer by; the known one stays');
+      c.ownUri = known;
+    }
+    // Local storage in line with the snapshot; the entries after it are applied again as the node replays them.
+    await c.applier.enqueueAll();
+    const host = config.service.host;
+    try {
+      c.server = await P2PServer.start(host, config.cluster.p2p.port, c.handlers(), c.log, tls);
+    } catch (err) {
+      await storage.close();
+      throw new ConsensusStartError(`cannot listen on ${host}:${config.cluster.p2p.port} (cluster.p2p.port): ${(err as Error).message}`);
+    }
+    c.timer = setInterval(() => c.onTick(), config.cluster.consensus.tick_period_ms);
+    c.timer.unref?.();
+    c.kick();
+    if (fresh && opts.bootstrap !== null) {
+      try {
+        await c.join(opts.bootstrap);
+      } catch (err) {
+        await c.close();
+        throw err;
+      }
+    }
+    return c;
+  }
+
+  private newNode(): RaftNode {
+    return new RaftNode({ id: this.peerId, storage: this.storage, random: Math.random, electionTicks: 10, heartbeatTicks: 2 });
+  }
+
+  // -- joining -----------------------------------------------------------------------------
+
+  private async join(bootstrap: string): Promise<void> {
+    const deadline = Date.now() + this.opts.config.cluster.consensus.bootstrap_timeout_sec * 1000;
+    const req: JoinRequest = { peerId: this.peerId, uri: this.ownUri ?? '', port: this.server!.port };
+    let last: unknown = null;
+    for (;;) {
+      try {
+        const res = await this.clients.join(bootstrap, req, Math.max(1000, deadline - Date.now()));
+        for (const [id, uri] of Object.entries(res.peers)) this.knownUris.set(id, uri);
+        this.ownUri = res.uri;
+        this.log.info({ bootstrap, uri: res.uri, peers: Object.keys(res.peers).length, leader: res.leaderId }, 'joined the cluster as a learner');
+        return;
+      } catch (err) {
+        last = err;
+      }
+      if (Date.now() >= deadline) break;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    throw new ConsensusStartError(
+      `could not join the cluster through ${bootstrap} within cluster.consensus.bootstrap_timeout_sec (${this.opts.config.cluster.consensus.bootstrap_timeout_sec} s): ${last instanceof Error ? last.message : String(last)}`,
+    );
+  }
+
+  /** A peer asks to join (through this peer): the leader adds it as a learner. */
+  private async onJoin(req: JoinRequest, callerHost: string | null): Promise<JoinResponse> {
+    if (!/^[1-9][0-9]{0,19}$/.test(req.peerId)) throw new P2PError(grpc.status.INVALID_ARGUMENT, `peer id ${JSON.stringify(req.peerId)} is not an unsigned 64-bit number`);
+    const st = this.node.status();
+    if (st.role !== 'leader') {
+      if (st.leader === null) throw new P2PError(grpc.status.UNAVAILABLE, 'no leader elected yet; retry');
+      return this.clients.join(this.uriOf(st.leader), req);
+    }
+    let uri = req.uri;
+    if (uri === '') {
+      if (callerHost === null || req.port === 0) throw new P2PError(grpc.status.INVALID_ARGUMENT, 'the joiner sent no URI and its address cannot be derived');
+      uri = `http://${callerHost.includes(':') ? `[${callerHost}]` : callerHost}:${req.port}`;
+    }
+    const members = [...st.conf.voters, ...st.conf.learners];
+    if (!members.includes(req.peerId)) {
+      const timeoutMs = this.opts.config.cluster.consensus.bootstrap_timeout_sec * 1000;
+      await this.proposeConfChangeLocal({ type: 'addLearner', peer: req.peerId, context: uri }, timeoutMs);
+    }
+    return { peers: { ...this.state.peers, [req.peerId]: this.state.peers[req.peerId] ?? uri }, leaderId: this.peerId, uri: this.state.peers[req.peerId] ?? uri };
+  }
+
+  // -- the loop ------------------------------------------------------------------------------
+
+  private onTick(): void {
+    if (this.stopped) return;
+    this.pendingTicks = Math.min(this.pendingTicks + 1, 5);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.busy || this.stopped) return;
+    void this.run();
+  }
+
+  private async run(): Promise<void> {
+    this.busy = true;
+    try {
+      for (;;) {
+        if (this.stopped) return;
+        while (this.pendingTicks > 0) {
+          this.pendingTicks--;
+          this.node.tick();
+        }
+        for (let fn = this.inbox.shift(); fn !== undefined; fn = this.inbox.shift()) {
+          const pending = fn();
+          if (pending) await pending;
+        }
+        if (this.node.status().role === 'leader') this.promoteLearners();
+        if (!this.node.hasReady()) break;
+        const rd = this.node.ready();
+        await this.handleReady(rd);
+        this.node.advance(rd);
+        this.lastUpdate = new Date();
+        await this.maybeCompact();
+      }
+    } catch (err) {
+      this.halt(err as Error);
+    } finally {
+      this.busy = false;
+    }
+    if (this.pendingTicks > 0 || this.inbox.length > 0) this.kick();
+  }
+
+  private async handleReady(rd: Ready): Promise<void> {
+    await this.storage.persist({ snapshot: rd.snapshot, entries: rd.entries, hardState: rd.hardState });
+    if (rd.snapshot) this.installSnapshot(rd.snapshot);
+    for (const m of rd.messages) this.sendTo(m.to, encodeMessage(m));
+    for (const e of rd.committedEntries) this.applyEntry(e);
+  }
+
+  /** Stops for good: a storage error means this peer's votes and acknowledgements can no longer be trusted. */
+  private halt(err: Error): void {
+    if (this.fault !== null) return;
+    this.fault = err;
+    this.log.error({ err }, 'consensus stopped: this peer no longer votes, acknowledges or proposes');
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    for (const [, w] of this.waiters) w.reject(new ServiceError(`consensus stopped on this peer: ${err.message}`));
+    this.waiters.clear();
+  }
+
+  private sendTo(peer: PeerId, bytes: Uint8Array): void {
+    const uri = this.state.peers[peer] ?? this.knownUris.get(peer);
+    if (uri === undefined) {
+      this.log.debug({ peer }, 'message for a peer without a known URI dropped');
+      return;
+    }
+    this.clients.send(uri, bytes);
+  }
+
+  private uriOf(peer: PeerId): string {
+    const uri = this.state.peers[peer] ?? this.knownUris.get(peer);
+    if (uri === undefined) throw new ClusterUnavailableError(`the URI of peer ${peer} is not known yet; retry`);
+    return uri;
+  }
+
+  private promoteLearners(): void {
+    const st = this.node.status();
+    if (st.conf.learners.length === 0 || st.progress === null) return;
+    for (const learner of st.conf.learners) {
+      const pr = st.progress.get(learner);
+      if (pr === undefined || pr.match < st.commit) continue;
+      const r = this.node.proposeConfChange({ type: 'promoteLearner', peer: learner });
+      if (r.ok) this.log.info({ peer: learner, index: r.index }, 'learner caught up: promoting it to voter');
+      return; // one change at a time
+    }
+  }
+
+  // -- applying ------------------------------------------------------------------------------
+
+  private installSnapshot(snap: Snapshot): void {
+    this.state = ClusterState.decode(snap.data);
+    this.appliedSinceSnapshot = 0;
+    for (const [index, w] of this.waiters) {
+      if (index <= snap.meta.index) {
+        w.reject(new ServiceError(`the operation's entry ${index} was replaced by a consensus snapshot at ${snap.meta.index}: its outcome is in the state, check it`));
+        this.waiters.delete(index);
+      }
+    }
+    this.log.info({ index: snap.meta.index, term: snap.meta.term }, 'installed a consensus snapshot');
+    this.track(snap.meta.index, snap.meta.term, this.applier.enqueueAll());
+  }
+
+  private applyEntry(e: Entry): void {
+    let outcome: Promise<unknown>;
+    if (e.type === 'normal') {
+      outcome = this.applyNormal(e.data);
+    } else if (e.type === 'confChange') {
+      const touched = this.state.applyConfChange(e.change);
+      if (e.change.type === 'removePeer') {
+        const uri = this.knownUris.get(e.change.peer);
+        if (uri !== undefined) this.clients.forget(uri);
+        if (e.change.peer === this.peerId) this.log.warn('this peer was removed from the cluster: it can be shut down');
+      }
+      // This peer's own admission: collections applied before it (while it was not yet a member) are made now.
+      const self = e.change.type === 'addLearner' && e.change.peer === this.peerId;
+      outcome = (self ? this.applier.enqueueAll() : this.applier.enqueue(touched, false)).then(() => true);
+    } else {
+      outcome = Promise.resolve(true);
+    }
+    this.track(e.index, e.term, outcome);
+    this.appliedSinceSnapshot++;
+  }
+
+  private applyNormal(data: Uint8Array): Promise<unknown> {
+    let parsed: EntryData;
+    try {
+      parsed = JSON.parse(Buffer.from(data).toString('utf8')) as EntryData;
+    } catch (err) {
+      this.log.error({ err }, 'committed entry is not valid JSON: skipped');
+      return Promise.reject(new ServiceError('committed entry is not valid JSON'));
+    }
+    const result = this.state.apply(parsed.meta, this.opts.config.storage.max_collections);
+    if (!result.ok) return Promise.reject(result.error);
+    return this.applier.enqueue(result.collections, result.aliases).then(() => result.value);
+  }
+
+  private track(index: number, term: number, outcome: Promise<unknown>): void {
+    outcome.catch(() => undefined); // observed by waiters; never an unhandled rejection
+    if (index > this.appliedIndex) {
+      this.appliedIndex = index;
+      if (this.appliedListeners.length > 0) {
+        const due = this.appliedListeners.filter((l) => l.index <= index);
+        this.appliedListeners = this.appliedListeners.filter((l) => l.index > index);
+        for (const l of due) l.resolve();
+      }
+    }
+    this.recent.set(index, { term, outcome });
+    if (this.recent.size > RECENT_APPLIED) {
+      const first = this.recent.keys().next().value as number;
+      this.recent.delete(first);
+    }
+    const w = this.waiters.get(index);
+    if (w) {
+      this.waiters.delete(index);
+      if (w.term !== term) w.reject(new ClusterUnavailableError('the operation was lost in a leader change; retry'));
+      else outcome.then(w.resolve, w.reject);
+    }
+    for (const [i, other] of this.waiters) {
+      // A later entry applied while an earlier index still waits: that index was already applied (from a snapshot).
+      if (i < index) {
+        this.waiters.delete(i);
+        other.reject(new ServiceError(`entry ${i} was applied before its caller waited; check the state`));
+      }
+    }
+  }
+
+  private async maybeCompact(): Promise<void> {
+    const every = this.opts.config.cluster.consensus.compact_wal_entries;
+    if (this.appliedSinceSnapshot < every) return;
+    const st = this.node.status();
+    const snapIndex = this.storage.snapshot().meta.index;
+    if (st.applied <= snapIndex) return;
+    await this.storage.createSnapshot(st.applied, this.node.appliedConfState(), this.state.encode());
+    // Keep a few entries behind the snapshot: a follower a little behind gets entries, not the snapshot.
+    const keep = Math.min(COMPACTION_MARGIN, every);
+    if (st.applied - keep > this.storage.firstIndex() - 1) await this.storage.compact(st.applied - keep);
+    this.appliedSinceSnapshot = 0;
+    this.log.debug({ index: st.applied }, 'consensus log compacted into a snapshot');
+  }
+
+  // -- proposing -----------------------------------------------------------------------------
+
+  private requireRunning(): void {
+    if (this.fault !== null) throw new ServiceError(`consensus stopped on this peer after a storage error: ${this.fault.message}`);
+    if (this.stopped) throw new ClusterUnavailableError('consensus is shutting down on this peer');
+  }
+
+  /** Runs `fn` on the node between two ready cycles. */
+  private onNode<T>(fn: (node: RaftNode) => T): Promise<T> {
+    return new Promise((resolve, reject) => {
+      this.inbox.push(() => {
+        try {
+          resolve(fn(this.node));
+        } catch (err) {
+          reject(err);
+        }
+      });
+      this.kick();
+    });
+  }
+
+  private async proposeLocal(data: Uint8Array, confChange: ConfChange | null): Promise<{ index: number; term: number }> {
+    const r = await this.onNode((n) => (confChange ? n.proposeConfChange(confChange) : n.propose(data)));
+    if (r.ok) return { index: r.index, term: r.term };
+    if (r.reason === 'notLeader') throw new P2PError(grpc.status.FAILED_PRECONDITION, `not the leader${r.leader ? ` (the leader is ${r.leader})` : ''}`);
+    if (r.reason === 'storageFault') throw new P2PError(grpc.status.INTERNAL, r.message);
+    throw new P2PError(grpc.status.UNAVAILABLE, r.message);
+  }
+
+  private async proposeConfChangeLocal(change: ConfChange, timeoutMs: number): Promise<unknown> {
+    const r = await this.proposeLocal(new Uint8Array(0), change);
+    return this.waitApplied(r.index, r.term, timeoutMs);
+  }
+
+  /** Proposes on the leader (forwarding when this peer is not it) and answers the index and term given. */
+  private async submit(data: Uint8Array, confChange: ConfChange | null, timeoutMs: number): Promise<{ index: number; term: number }> {
+    this.requireRunning();
+    const st = this.node.status();
+    try {
+      if (st.role === 'leader') return await this.proposeLocal(data, confChange);
+      if (st.leader === null) {
+        throw new ClusterUnavailableError('the cluster has no leader right now (it is starting, or electing one after a failure); metadata changes are refused until one is elected: retry');
+      }
+      const op = confChange ? Buffer.from(JSON.stringify(confChange)) : data;
+      return await this.clients.propose(this.uriOf(st.leader), op, confChange !== null, timeoutMs);
+    } catch (err) {
+      if (err instanceof P2PError) {
+        if (err.code === grpc.status.DEADLINE_EXCEEDED) throw new TimeoutError(`the leader did not answer within ${timeoutMs / 1000} s`);
+        throw new ClusterUnavailableError(`the leader refused or could not take the change: ${err.message}`);
+      }
+      throw err;
+    }
+  }
+
+  private waitApplied(index: number, term: number, timeoutMs: number): Promise<unknown> {
+    const done = this.recent.get(index);
+    if (done) {
+      if (done.term !== term) return Promise.reject(new ClusterUnavailableError('the operation was lost in a leader change; retry'));
+      return done.outcome;
+    }
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (this.waiters.get(index)?.term === term) this.waiters.delete(index);
+        reject(
+          new TimeoutError(
+            `the change (consensus entry ${index}) was not applied on this peer within ${timeoutMs / 1000} s: a majority of peers may be unreachable; it may still be applied later`,
+          ),
+        );
+      }, timeoutMs);
+      this.waiters.set(index, {
+        term,
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+    });
+  }
+
+  /**
+   * Proposes a metadata operation and waits until this peer applied it, then (briefly)
+   * until the other peers did too, so the change is visible on every reachable peer when
+   * the call answers. Answers the operation's result.
+   */
+  async propose(op: MetaOp, timeoutMs: number): Promise<unknown> {
+    const data = Buffer.from(JSON.stringify({ meta: op } satisfies EntryData), 'utf8');
+    const r = await this.submit(data, null, timeoutMs);
+    const result = await this.waitApplied(r.index, r.term, timeoutMs);
+    await this.awaitPeers(r.index, Math.min(PEER_SYNC_MS, timeoutMs));
+    return result;
+  }
+
+  /** Waits (at most `timeoutMs`) for every other peer to apply `index`; a peer that is down or slow is not waited for longer. */
+  private async awaitPeers(index: number, timeoutMs: number): Promise<void> {
+    const others = Object.entries(this.state.peers).filter(([id]) => id !== this.peerId);
+    await Promise.all(others.map(([, uri]) => this.clients.waitApplied(uri, index, timeoutMs)));
+  }
+
+  /** The p2p side of awaitPeers: resolves true once entry `index` is applied here with its local changes. */
+  private async waitLocalApplied(index: number, timeoutMs: number): Promise<boolean> {
+    if (this.appliedIndex < index) {
+      let timer: NodeJS.Timeout | undefined;
+      const reached = await new Promise<boolean>((resolve) => {
+        const listener = { index, resolve: () => resolve(true) };
+        this.appliedListeners.push(listener);
+        timer = setTimeout(() => {
+          this.appliedListeners = this.appliedListeners.filter((l) => l !== listener);
+          resolve(false);
+        }, timeoutMs);
+      });
+      clearTimeout(timer);
+      if (!reached) return false;
+    }
+    await this.applier.idle();
+    return true;
+  }
+
+  /** DELETE /cluster/peer/{id}: refuses while the peer holds shards, unless forced. */
+  async removePeer(peer: PeerId, force: boolean, timeoutMs: number): Promise<boolean> {
+    this.requireRunning();
+    const conf = this.node.appliedConfState();
+    if (!conf.voters.includes(peer) && !conf.learners.includes(peer)) throw new NotFoundError(`Peer ${peer} doesn't exist`);
+    const shards = this.state.shardsOn(peer);
+    if (shards.length > 0 && !force) {
+      throw new BadInputError(`Cannot remove peer ${peer} as there are shards on it (${shards.length}); move them first or use force=true`);
+    }
+    const r = await this.submit(new Uint8Array(0), { type: 'removePeer', peer }, timeoutMs);
+    await this.waitApplied(r.index, r.term, timeoutMs);
+    return true;
+  }
+
+  /** POST /cluster/recover: replaces this follower's consensus state with the leader's snapshot. */
+  async recover(): Promise<boolean> {
+    this.requireRunning();
+    // A peer that just started may not have heard from the leader yet: give it two election timeouts.
+    const deadline = Date.now() + 2 * 20 * this.opts.config.cluster.consensus.tick_period_ms;
+    let st = this.node.status();
+    while (st.leader === null && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      st = this.node.status();
+    }
+    if (st.role === 'leader') throw new BadInputError('this peer is the leader: /cluster/recover is called on a peer that lags behind it');
+    if (st.leader === null) throw new ClusterUnavailableError('the cluster has no leader right now; retry');
+    let snap: Snapshot;
+    try {
+      snap = decodeSnapshot((await this.clients.snapshot(this.uriOf(st.leader))).snapshot);
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      throw new ClusterUnavailableError(`could not get the leader's consensus snapshot: ${(err as Error).message}`);
+    }
+    await this.exclusive(async () => {
+      const now = this.node.status();
+      if (snap.meta.index <= now.commit) {
+        this.log.info({ snapshot: snap.meta.index, commit: now.commit }, 'recover: this peer already holds the leader snapshot\'s entries');
+        return;
+      }
+      const hs = this.storage.initialState().hardState;
+      const term = Math.max(hs.term, snap.meta.term);
+      await this.storage.persist({ snapshot: snap, entries: [], hardState: { term, vote: term === hs.term ? hs.vote : null, commit: snap.meta.index } });
+      this.node = this.newNode();
+      this.installSnapshot(snap);
+      this.log.info({ index: snap.meta.index }, 'recover: consensus state replaced by the leader\'s snapshot');
+    });
+    return true;
+  }
+
+  /** Runs `fn` while no ready cycle is in progress (the node is not between ready and advance). */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      // Runs inside run(), which awaits it before the next ready cycle.
+      this.inbox.push(() => fn().then(resolve, reject));
+      this.kick();
+    });
+  }
+
+  /** The leader's side of /cluster/recover: a snapshot of its applied state. */
+  private async leaderSnapshot(): Promise<{ snapshot: Uint8Array; leaderId: string }> {
+    this.requireRunning();
+    return this.exclusive(async () => {
+      const st = this.node.status();
+      if (st.role !== 'leader') throw new P2PError(grpc.status.FAILED_PRECONDITION, 'not the leader');
+      let snap = this.storage.snapshot();
+      if (st.applied > snap.meta.index) {
+        snap = await this.storage.createSnapshot(st.applied, this.node.appliedConfState(), this.state.encode());
+        this.appliedSinceSnapshot = 0;
+      }
+      return { snapshot: encodeSnapshot(snap), leaderId: this.peerId };
+    });
+  }
+
+  // -- p2p handlers --------------------------------------------------------------------------
+
+  private handlers() {
+    return {
+      onMessage: (bytes: Uint8Array) => {
+        if (this.stopped || this.fault !== null) return;
+        let m;
+        try {
+          m = decodeMessage(bytes);
+        } catch (err) {
+          this.log.warn({ err }, 'malformed consensus message dropped');
+          return;
+        }
+        if (m.to !== this.peerId) return;
+        if (this.inbox.length > 10_000) return; // overloaded: Raft retries
+        this.inbox.push(() => {
+          try {
+            this.node.step(m);
+          } catch (err) {
+            // A message the core refuses (say, from a peer with a broken log) must not stop this peer.
+            this.log.warn({ err, from: m.from, type: m.type }, 'consensus message refused');
+          }
+        });
+        this.kick();
+      },
+      join: (req: JoinRequest, host: string | null) => this.onJoin(req, host),
+      propose: async (operation: Uint8Array, confChange: boolean) => {
+        this.requireRunning();
+        if (confChange) return this.proposeLocal(new Uint8Array(0), JSON.parse(Buffer.from(operation).toString('utf8')) as ConfChange);
+        return this.proposeLocal(operation, null);
+      },
+      snapshot: () => this.leaderSnapshot(),
+      whoIs: () => ({ peerId: this.peerId, uri: this.ownUri ?? '' }),
+      waitApplied: (index: number, timeoutMs: number) => this.waitLocalApplied(index, timeoutMs),
+    };
+  }
+
+  // -- views -----------------------------------------------------------------------------------
+
+  get clusterState(): ClusterState {
+    return this.state;
+  }
+
+  /** /readyz: this peer applied everything its leader committed (and consensus runs). */
+  ready(): boolean {
+    return this.fault === null && !this.stopped && this.node.status().caughtUp;
+  }
+
+  status(): {
+    peerId: PeerId;
+    uri: string | null;
+    peers: Record<PeerId, string>;
+    role: Role;
+    term: number;
+    commit: number;
+    applied: number;
+    leader: PeerId | null;
+    isVoter: boolean;
+    thread: ThreadStatus;
+    sendFailures: Record<string, SendFailures>;
+  } {
+    const st = this.node.status();
+    const thread: ThreadStatus =
+      this.fault !== null
+        ? { consensus_thread_status: 'stopped_with_err', err: this.fault.message }
+        : this.stopped
+          ? { consensus_thread_status: 'stopped' }
+          : { consensus_thread_status: 'working', last_update: this.lastUpdate.toISOString() };
+    return {
+      peerId: this.peerId,
+      uri: this.ownUri,
+      peers: { ...this.state.peers },
+      role: st.role,
+      term: st.term,
+      commit: st.commit,
+      applied: st.applied,
+      leader: st.leader,
+      isVoter: st.isVoter,
+      thread,
+      sendFailures: this.clients.sendFailures(),
+    };
+  }
+
+  /** Entries committed but not applied here, plus calls waiting for theirs. */
+  pendingOperations(): number {
+    const st = this.node.status();
+    return Math.max(0, st.commit - st.applied) + this.waiters.size;
+  }
+
+  /** A new collection's uuid (the proposer chooses it). */
+  static newUuid(): string {
+    return randomUUID();
+  }
+
+  async close(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    for (const [, w] of this.waiters) w.reject(new ClusterUnavailableError('consensus is shutting down on this peer'));
+    this.waiters.clear();
+    await this.server?.close();
+    this.clients.close();
+    // Let a ready cycle in flight finish its writes before the file closes.
+    for (let i = 0; i < 500 && this.busy; i++) await new Promise((r) => setTimeout(r, 10));
+    await this.applier.idle();
+    await this.storage.close();
+  }
+}
+
+export class ConsensusStartError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConsensusStartError';
+  }
+}

@@ -1,0 +1,269 @@
+/**
+ * The cluster's metadata as a deterministic state machine: the peers and their URIs,
+ * every collection (configuration, payload index definitions, shard placement with
+ * replica states), and the aliases. Every peer applies the same committed consensus
+ * operations in the same order and so holds the same state.
+ *
+ * Owns: the consensus operations (`MetaOp`) and their validation at apply time (a
+ * refused operation changes nothing and yields the same error on every peer), the
+ * snapshot encoding of the state, and shard placement (which peers hold which shard).
+ * Must never: touch disk, shards or the network; read a clock or a random source
+ * (placement and uuids are chosen by the proposer and travel in the operation).
+ */
+
+import { AlreadyExistsError, ApiError, BadInputError, NotFoundError } from '../api/errors';
+import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
+import { sameFieldSchema, type FieldSchema } from '../shard/payload-index';
+import { validateCollectionName, type AliasAction } from '../storage/toc';
+import type { ConfChange, PeerId } from '../consensus/types';
+
+/** Replica states (SPEC 3.1): only Active is used until shard transfers land. */
+export type ReplicaState = 'Active' | 'Dead' | 'Partial' | 'Initializing' | 'Listener';
+export const REPLICA_STATES: readonly ReplicaState[] = ['Active', 'Dead', 'Partial', 'Initializing', 'Listener'];
+
+export interface ShardPlacement {
+  id: number;
+  /** Peer id → state of that peer's replica. */
+  replicas: Record<PeerId, ReplicaState>;
+}
+
+export interface ClusterCollection {
+  /** Chosen at creation: tells a re-created collection of the same name from the old one. */
+  uuid: string;
+  config: CollectionConfig;
+  payload_schema: Record<string, FieldSchema>;
+  shards: ShardPlacement[];
+}
+
+export interface ClusterStateData {
+  peers: Record<PeerId, string>;
+  collections: Record<string, ClusterCollection>;
+  aliases: Record<string, string>;
+}
+
+export type MetaOp =
+  | { op: 'createCollection'; name: string; uuid: string; config: CollectionConfig; shards: ShardPlacement[] }
+  | { op: 'updateCollection'; name: string; patch: unknown }
+  | { op: 'deleteCollection'; name: string }
+  | { op: 'changeAliases'; actions: AliasAction[] }
+  | { op: 'createPayloadIndex'; collection: string; field: string; schema: FieldSchema }
+  | { op: 'dropPayloadIndex'; collection: string; field: string }
+  | { op: 'setReplicaState'; collection: string; shard: number; peer: PeerId; state: ReplicaState; from?: ReplicaState };
+
+/** What applying an operation did: its answer, and which local things to bring in line. */
+export type ApplyResult =
+  | { ok: true; value: unknown; collections: string[]; aliases: boolean }
+  | { ok: false; error: ApiError };
+
+export function emptyState(): ClusterStateData {
+  return { peers: {}, collections: {}, aliases: {} };
+}
+
+export class ClusterState {
+  private data: ClusterStateData;
+
+  constructor(data: ClusterStateData = emptyState()) {
+    this.data = data;
+  }
+
+  // -- reads -----------------------------------------------------------------------------
+
+  get peers(): Readonly<Record<PeerId, string>> {
+    return this.data.peers;
+  }
+
+  collection(name: string): ClusterCollection | undefined {
+    return Object.prototype.hasOwnProperty.call(this.data.collections, name) ? this.data.collections[name] : undefined;
+  }
+
+  collectionNames(): string[] {
+    return Object.keys(this.data.collections).sort();
+  }
+
+  get aliases(): Readonly<Record<string, string>> {
+    return this.data.aliases;
+  }
+
+  /** The collection a name or alias stands for. */
+  resolve(nameOrAlias: string): string | undefined {
+    if (this.collection(nameOrAlias)) return nameOrAlias;
+    const target = Object.prototype.hasOwnProperty.call(this.data.aliases, nameOrAlias) ? this.data.aliases[nameOrAlias] : undefined;
+    return target !== undefined && this.collection(target) ? target : undefined;
+  }
+
+  /** Shards (collection, shard id) that have a replica on `peer`. */
+  shardsOn(peer: PeerId): Array<{ collection: string; shard: number }> {
+    const out: Array<{ collection: string; shard: number }> = [];
+    for (const [name, c] of Object.entries(this.data.collections)) {
+      for (const s of c.shards) if (Object.prototype.hasOwnProperty.call(s.replicas, peer)) out.push({ collection: name, shard: s.id });
+    }
+    return out;
+  }
+
+  // -- snapshots -------------------------------------------------------------------------
+
+  encode(): Uint8Array {
+    return Buffer.from(JSON.stringify(this.data), 'utf8');
+  }
+
+  static decode(bytes: Uint8Array): ClusterState {
+    if (bytes.length === 0) return new ClusterState();
+    const data = JSON.parse(Buffer.from(bytes).toString('utf8')) as ClusterStateData;
+    if (typeof data !== 'object' || data === null || typeof data.peers !== 'object' || typeof data.collections !== 'object' || typeof data.aliases !== 'object') {
+      throw new Error('consensus snapshot: not a cluster state');
+    }
+    return new ClusterState(data);
+  }
+
+  // -- transitions -----------------------------------------------------------------------
+
+  /** A committed membership change: peers' URIs follow it; a removed peer's replicas go. */
+  applyConfChange(change: ConfChange): string[] {
+    const touched: string[] = [];
+    if (change.type === 'addLearner' && change.context) {
+      this.data.peers[change.peer] = change.context;
+    } else if (change.type === 'removePeer') {
+      delete this.data.peers[change.peer];
+      for (const [name, c] of Object.entries(this.data.collections)) {
+        for (const s of c.shards) {
+          if (Object.prototype.hasOwnProperty.call(s.replicas, change.peer)) {
+            delete s.replicas[change.peer];
+            if (!touched.includes(name)) touched.push(name);
+          }
+        }
+      }
+    }
+    return touched;
+  }
+
+  /** Records a peer's URI (the founding peer, which is not added by a membership change). */
+  setPeerUri(peer: PeerId, uri: string): void {
+    this.data.peers[peer] = uri;
+  }
+
+  apply(op: MetaOp, maxCollections: number | null): ApplyResult {
+    try {
+      return this.applyOrThrow(op, maxCollections);
+    } catch (err) {
+      if (err instanceof ApiError) return { ok: false, error: err };
+      throw err;
+    }
+  }
+
+  private requireCollection(nameOrAlias: string): [string, ClusterCollection] {
+    const name = this.resolve(nameOrAlias);
+    if (name === undefined) throw new NotFoundError(`Collection \`${nameOrAlias}\` doesn't exist!`);
+    return [name, this.data.collections[name]];
+  }
+
+  private applyOrThrow(op: MetaOp, maxCollections: number | null): ApplyResult {
+    const done = (value: unknown, collections: string[], aliases = false): ApplyResult => ({ ok: true, value, collections, aliases });
+    switch (op.op) {
+      case 'createCollection': {
+        validateCollectionName(op.name);
+        if (this.collection(op.name)) throw new AlreadyExistsError(`Collection \`${op.name}\` already exists!`);
+        if (Object.prototype.hasOwnProperty.call(this.data.aliases, op.name)) {
+          throw new BadInputError(`Can't create collection with name ${op.name}. Alias with the same name already exists`);
+        }
+        if (maxCollections !== null && Object.keys(this.data.collections).length >= maxCollections) {
+          throw new BadInputError(`cannot create more than ${maxCollections} collections (storage.max_collections)`);
+        }
+        this.data.collections[op.name] = { uuid: op.uuid, config: op.config, payload_schema: {}, shards: op.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })) };
+        return done(true, [op.name]);
+      }
+      case 'updateCollection': {
+        const [name, c] = this.requireCollection(op.name);
+        c.config = applyCollectionUpdate(c.config, op.patch).config;
+        return done(true, [name]);
+      }
+      case 'deleteCollection': {
+        if (!this.collection(op.name)) return done(false, []);
+        delete this.data.collections[op.name];
+        let aliases = false;
+        for (const [a, target] of Object.entries(this.data.aliases)) {
+          if (target === op.name) {
+            delete this.data.aliases[a];
+            aliases = true;
+          }
+        }
+        return done(true, [op.name], aliases);
+      }
+      case 'changeAliases': {
+        const next: Record<string, string> = { ...this.data.aliases };
+        for (const a of op.actions) {
+          if ('create_alias' in a) {
+            const { collection_name, alias_name } = a.create_alias;
+            validateCollectionName(alias_name, 'alias name');
+            if (!this.collection(collection_name)) throw new NotFoundError(`Collection \`${collection_name}\` doesn't exist!`);
+            if (this.collection(alias_name)) throw new AlreadyExistsError(`Collection \`${alias_name}\` already exists!`);
+            next[alias_name] = collection_name;
+          } else if ('delete_alias' in a) {
+            delete next[a.delete_alias.alias_name];
+          } else {
+            const { old_alias_name, new_alias_name } = a.rename_alias;
+            if (!Object.prototype.hasOwnProperty.call(next, old_alias_name)) throw new NotFoundError(`Alias ${old_alias_name} does not exists!`);
+            validateCollectionName(new_alias_name, 'alias name');
+            if (this.collection(new_alias_name)) throw new AlreadyExistsError(`Collection \`${new_alias_name}\` already exists!`);
+            const target = next[old_alias_name];
+            delete next[old_alias_name];
+            next[new_alias_name] = target;
+          }
+        }
+        this.data.aliases = next;
+        return done(true, [], true);
+      }
+      case 'createPayloadIndex': {
+        const [name, c] = this.requireCollection(op.collection);
+        // As on a single node, a different schema for an indexed field replaces its index.
+        c.payload_schema[op.field] = op.schema;
+        return done(true, [name]);
+      }
+      case 'dropPayloadIndex': {
+        const [name, c] = this.requireCollection(op.collection);
+        const had = Object.prototype.hasOwnProperty.call(c.payload_schema, op.field);
+        delete c.payload_schema[op.field];
+        return done(had, [name]);
+      }
+      case 'setReplicaState': {
+        const [name, c] = this.requireCollection(op.collection);
+        const shard = c.shards.find((s) => s.id === op.shard);
+        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        const current = shard.replicas[op.peer];
+        if (current === undefined) throw new NotFoundError(`Shard ${op.shard} of ${name} has no replica on peer ${op.peer}`);
+        if (op.from !== undefined && current !== op.from) {
+          throw new BadInputError(`replica of shard ${op.shard} on peer ${op.peer} is ${current}, not ${op.from}`);
+        }
+        if (op.state !== 'Active' && !Object.entries(shard.replicas).some(([p, s]) => p !== op.peer && s === 'Active')) {
+          throw new BadInputError(`shard ${op.shard} of ${name} must keep at least one active replica`);
+        }
+        shard.replicas[op.peer] = op.state;
+        return done(true, [name]);
+      }
+    }
+  }
+}
+
+/**
+ * Placement of a new collection: `shardNumber` shards, each with `replicationFactor`
+ * replicas on distinct peers (fewer when there are fewer peers), spread round-robin
+ * from a starting offset so that successive collections do not all start on the same
+ * peer. `peers` in a fixed order (sorted ids) and `offset` come from the proposer.
+ */
+export function placeShards(peers: readonly PeerId[], shardNumber: number, replicationFactor: number, offset: number): ShardPlacement[] {
+  if (peers.length === 0) throw new Error('no peers to place shards on');
+  const copies = Math.min(replicationFactor, peers.length);
+  const out: ShardPlacement[] = [];
+  for (let id = 0; id < shardNumber; id++) {
+    const replicas: Record<PeerId, ReplicaState> = {};
+    for (let r = 0; r < copies; r++) replicas[peers[(offset + id + r) % peers.length]] = 'Active';
+    out.push({ id, replicas });
+  }
+  return out;
+}
+
+/** Equal payload schemas (same fields, same definitions). */
+export function samePayloadSchema(a: Record<string, FieldSchema>, b: Record<string, FieldSchema>): boolean {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => b[k] !== undefined && sameFieldSchema(a[k], b[k]));
+}
