@@ -21,6 +21,8 @@ import { samePayloadSchema, type ClusterState } from './state';
 
 export class LocalApplier {
   private queue: Promise<void> = Promise.resolve();
+  /** Changes queued and not finished. */
+  private queued = 0;
   private readonly warned = new Set<string>();
 
   constructor(
@@ -54,8 +56,14 @@ export class LocalApplier {
     return this.queue;
   }
 
+  /** Whether every queued local change is done (part of readiness). */
+  get idleNow(): boolean {
+    return this.queued === 0;
+  }
+
   private chain(fn: () => Promise<void>): Promise<void> {
-    const run = this.queue.then(fn);
+    this.queued++;
+    const run = this.queue.then(fn).finally(() => this.queued--);
     this.queue = run.catch((err: unknown) => {
       this.log.error({ err }, 'a local change from consensus failed; it is retried at the next start');
     });

@@ -642,9 +642,9 @@ export class Consensus {
     return this.state;
   }
 
-  /** /readyz: this peer applied everything its leader committed (and consensus runs). */
+  /** /readyz: this peer applied everything its leader committed, with its local changes (and consensus runs). */
   ready(): boolean {
-    return this.fault === null && !this.stopped && this.node.status().caughtUp;
+    return this.fault === null && !this.stopped && this.node.status().caughtUp && this.applier.idleNow;
   }
 
   status(): {
