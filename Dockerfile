@@ -29,10 +29,12 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/bin ./bin
 COPY --from=build /src/config ./config
+COPY --from=build /src/proto ./proto
 COPY --from=build /src/crates/quiver-node/*.node ./crates/quiver-node/
 ENV SERVICE__STORAGE__STORAGE_PATH=/quiver/storage \
     SERVICE__STORAGE__SNAPSHOTS_PATH=/quiver/snapshots
-EXPOSE 6333
-VOLUME ["/quiver/storage"]
+# 6333: REST API; 6335: internal API between cluster peers (cluster.enabled).
+EXPOSE 6333 6335
+VOLUME ["/quiver/storage", "/quiver/snapshots"]
 STOPSIGNAL SIGTERM
 CMD ["node", "bin/quiver"]

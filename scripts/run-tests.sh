@@ -5,7 +5,8 @@
 # and a wasm32 build on Debian's Rust 1.63 (scripts/check-msrv.sh), then the ava suites on the
 # compiled TypeScript (TAP output), then the official Python client's workflow against a
 # real server (test/clients/python_client_workflow.py, TAP-like; needs qdrant-client, which
-# .ci/run installs with pip). Exits non-zero when any suite fails or when a suite's output
+# .ci/run installs with pip), then the Helm chart check (test/helm/check.sh: helm lint,
+# helm template, kubeconform; tools from scripts/install-helm-tools.sh). Exits non-zero when any suite fails or when a suite's output
 # cannot be read (a crashed runner must not count as zero failures).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,9 +79,25 @@ run_python_clients() {
   [ "$rc" -ne 0 ] && status=1
 }
 
+run_helm() {
+  local log="$LOG_DIR/helm.log"
+  echo "== Helm chart (helm lint, helm template, kubeconform)"
+  timeout 300 ./test/helm/check.sh 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -cE '^ok [0-9]+' "$log")
+  f=$(grep -cE '^not ok [0-9]+' "$log")
+  p=${p:-0}; f=${f:-0}
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "the Helm chart check exited $rc without a failing step: counted as one failure"; fi
+  if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ]; then f=1; rc=1; echo "the Helm chart check ran no step: counted as one failure"; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$rc" -ne 0 ] && status=1
+}
+
 run_cargo
 run_msrv
 run_ava
 run_python_clients
+run_helm
 echo "$passed passed, $failed failed"
 exit $status

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Reads manifests rendered by `helm template`.
+
+inspect.py <file> <value set>   checks what the deployment needs; prints problems, exits 1 on any
+inspect.py <file> start.sh      prints the ConfigMap's start script
+inspect.py <file> config.yaml   prints the ConfigMap's config.yaml
+"""
+import sys
+
+import yaml
+
+
+def main():
+    path, what = sys.argv[1], sys.argv[2]
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    if what in ("start.sh", "config.yaml"):
+        sys.stdout.write(by_kind["ConfigMap"][0]["data"][what])
+        return 0
+    problems = []
+
+    def need(cond, msg):
+        if not cond:
+            problems.append(msg)
+
+    sts = by_kind.get("StatefulSet", [None])[0]
+    need(sts is not None, "no StatefulSet")
+    services = by_kind.get("Service", [])
+    headless = [s for s in services if s["spec"].get("clusterIP") == "None"]
+    need(len(headless) == 1, "exactly one headless Service")
+    if sts and headless:
+        spec = sts["spec"]
+        need(spec["serviceName"] == headless[0]["metadata"]["name"], "StatefulSet serviceName is the headless Service")
+        need(headless[0]["spec"].get("publishNotReadyAddresses") is True, "headless Service publishes not-ready peers")
+        need({p["port"] for p in headless[0]["spec"]["ports"]} == {6333, 6335}, "headless Service has the REST and p2p ports")
+        want_replicas = 5 if what == "five" else 3
+        need(spec["replicas"] == want_replicas, f"replicas {want_replicas}")
+        pod = spec["template"]["spec"]
+        c = pod["containers"][0]
+        need(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness on /readyz")
+        need(c["livenessProbe"]["httpGet"]["path"] == "/livez", "liveness on /livez")
+        claims = {t["metadata"]["name"] for t in spec["volumeClaimTemplates"]}
+        need(claims == {"storage", "snapshots"}, "volume claims for storage and snapshots")
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        need(mounts.get("storage") == "/quiver/storage" and mounts.get("snapshots") == "/quiver/snapshots", "volumes mounted where config.yaml points")
+        env = {e["name"]: e for e in c["env"]}
+        secret_name = "mine" if what == "five" else "rel-quiver"
+        for key, var in (("api-key", "SERVICE__SERVICE__API_KEY"), ("read-only-api-key", "SERVICE__SERVICE__READ_ONLY_API_KEY")):
+            ref = env.get(var, {}).get("valueFrom", {}).get("secretKeyRef", {})
+            need(ref.get("name") == secret_name and ref.get("key") == key, f"{var} from Secret {secret_name} key {key}")
+        need(c["command"] == ["/bin/sh", "/quiver/etc/start.sh"], "started through the start script")
+        need(spec.get("podManagementPolicy") == "Parallel", "pods start in parallel")
+    pdb = by_kind.get("PodDisruptionBudget", [None])[0]
+    need(pdb is not None and pdb["spec"].get("maxUnavailable") == 1, "PodDisruptionBudget with maxUnavailable 1")
+    secrets = by_kind.get("Secret", [])
+    if what == "keys":
+        need(len(secrets) == 1 and set(secrets[0]["data"]) == {"api-key", "read-only-api-key"}, "Secret holds both keys")
+    if what == "five":
+        need(secrets == [], "no Secret rendered when existingSecret is given")
+        cfg = yaml.safe_load(by_kind["ConfigMap"][0]["data"]["config.yaml"])
+        need(cfg.get("log_level") == "DEBUG" and cfg["storage"]["collection"]["replication_factor"] == 2 and cfg["cluster"]["enabled"] is True, "values.config merged over the chart's settings")
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
