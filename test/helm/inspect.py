@@ -41,6 +41,9 @@ def main():
         c = pod["containers"][0]
         need(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness on /readyz")
         need(c["livenessProbe"]["httpGet"]["path"] == "/livez", "liveness on /livez")
+        sp = c.get("startupProbe", {})
+        need(sp.get("httpGet", {}).get("path") == "/livez", "startup probe on /livez")
+        need(sp.get("periodSeconds", 0) * sp.get("failureThreshold", 0) >= 120 + 60, "startup probe allows the bootstrap timeout (120 s) plus loading time")
         claims = {t["metadata"]["name"] for t in spec["volumeClaimTemplates"]}
         need(claims == {"storage", "snapshots"}, "volume claims for storage and snapshots")
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
