@@ -58,7 +58,9 @@ test.serial('three peers: a collection created on a follower appears on every pe
   const created = await api(c.peers[follower].url, 'PUT', '/collections/books', { vectors, replication_factor: 2 });
   t.is(created.status, 200, JSON.stringify(created.body));
   t.is(created.body.result, true);
-  for (let i = 0; i < 3; i++) t.deepEqual(await collectionsOn(c, i), ['books'], `peer ${i} lists the collection right after the answer or soon`);
+  // The proposer lists it as soon as it answers; the others once they applied it (the proposer waits up to 1 s for them).
+  t.deepEqual(await collectionsOn(c, follower), ['books']);
+  await waitFor('every peer lists the collection', async () => (await Promise.all([0, 1, 2].map((i) => collectionsOn(c, i)))).every((l) => l.join() === 'books'));
 
   // One placement, seen the same from every peer: 3 shards (one per peer), 2 replicas each on distinct peers.
   t.deepEqual(contract('GET', '/collections/{collection_name}/cluster', await api(c.peers[follower].url, 'GET', '/collections/books/cluster')), []);
@@ -97,8 +99,9 @@ test.serial('three peers: a collection created on a follower appears on every pe
 
   // Delete through a follower: gone everywhere, alias too.
   t.is((await api(c.peers[follower].url, 'DELETE', '/collections/books')).body.result, true);
-  for (let i = 0; i < 3; i++) t.deepEqual(await collectionsOn(c, i), []);
-  t.is((await api(c.peers[leader].url, 'GET', '/aliases')).body.result.aliases.length, 0);
+  t.deepEqual(await collectionsOn(c, follower), []);
+  await waitFor('every peer lists none', async () => (await Promise.all([0, 1, 2].map((i) => collectionsOn(c, i)))).every((l) => l.length === 0));
+  await waitFor('the alias gone with its collection', async () => (await api(c.peers[leader].url, 'GET', '/aliases')).body.result.aliases.length === 0);
   t.is((await api(c.peers[leader].url, 'DELETE', '/collections/books')).body.result, false);
 
   // A single-shard, single-replica collection on the peer that holds it serves points.
@@ -267,7 +270,7 @@ test.serial('five peers: all join as voters; kill -9 of the leader; a new leader
   }, 10_000, 20);
   t.not(next, old);
   t.is((await api(c.peers[next].url, 'PUT', '/collections/five', { vectors })).status, 200);
-  for (const p of c.running()) t.true((await collectionsOn(c, p.index)).includes('five'));
+  await waitFor('every running peer lists it', async () => (await Promise.all(c.running().map((p) => collectionsOn(c, p.index)))).every((l) => l.includes('five')));
   const view = (await api(c.peers[next].url, 'GET', '/collections/five/cluster')).body.result;
   t.is(view.shard_count, 5, 'shard_number defaults to the number of peers');
   await leaders.sample(c);
