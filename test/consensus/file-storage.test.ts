@@ -159,8 +159,53 @@ test('a bad record followed by more records is corruption: open fails naming the
   bad[20] ^= 0x40; // inside the first record's payload
   await fs.writeFile(file, bad);
   const err = await t.throwsAsync(FileRaftStorage.open(dir));
-  t.regex(err!.message, /record at byte 0 has a bad checksum and more records follow/);
+  t.regex(err!.message, /raft\.log: record at byte 0 is damaged .* a valid record follows at byte \d+/);
   t.deepEqual(await fs.readFile(file), bad, 'the file is left as it was');
+});
+
+test('a bit flipped anywhere in a middle record (header included) makes open fail, never drop data', async (t) => {
+  const dir = await tmp(t);
+  const s = await FileRaftStorage.open(dir);
+  await s.bootstrap({ voters: ['a'], learners: [] }, new Uint8Array());
+  const start = (await fs.stat(s.file)).size;
+  await s.persist({ snapshot: null, entries: [normal(2, 1), normal(3, 1)], hardState: null });
+  const end = (await fs.stat(s.file)).size;
+  await s.persist({ snapshot: null, entries: [], hardState: { term: 1, vote: 'a', commit: 3 } });
+  await s.close();
+  const full = await fs.readFile(path.join(dir, 'raft.log'));
+  for (let i = start; i < end; i++) {
+    for (const bit of [i % 8, 7 - (i % 8)]) {
+      const bad = Buffer.from(full);
+      bad[i] ^= 1 << bit;
+      const d = path.join(dir, `flip-${i}-${bit}`);
+      await fs.mkdir(d);
+      await fs.writeFile(path.join(d, 'raft.log'), bad);
+      const err = await t.throwsAsync(FileRaftStorage.open(d), undefined, `byte ${i} bit ${bit}`);
+      t.regex(err!.message, new RegExp(`record at byte ${start} `), `byte ${i} bit ${bit}`);
+      t.deepEqual(await fs.readFile(path.join(d, 'raft.log')), bad, 'nothing truncated');
+    }
+  }
+});
+
+test('a tail of zeros or of garbage without a valid record (a crash mid-write) is cut', async (t) => {
+  const dir = await tmp(t);
+  const s = await FileRaftStorage.open(path.join(dir, 'a', 'b')); // nested directories are created
+  await s.bootstrap({ voters: ['a'], learners: [] }, new Uint8Array());
+  await s.persist({ snapshot: null, entries: [normal(2, 1)], hardState: { term: 1, vote: 'a', commit: 2 } });
+  const before = dump(s);
+  await s.close();
+  const full = await fs.readFile(path.join(dir, 'a', 'b', 'raft.log'));
+  const r = rng(7);
+  const garbage = Buffer.from(Array.from({ length: 3000 }, () => Math.floor(r() * 256)));
+  for (const [name, tail] of [['zeros', Buffer.alloc(4096)], ['garbage', garbage], ['header only', Buffer.from([5, 0, 0, 0, 1, 2, 3, 4])]] as const) {
+    const d = path.join(dir, name.replace(' ', '-'));
+    await fs.mkdir(d);
+    await fs.writeFile(path.join(d, 'raft.log'), Buffer.concat([full, tail]));
+    const o = await FileRaftStorage.open(d);
+    t.deepEqual(dump(o), before, name);
+    await o.close();
+    t.is((await fs.stat(path.join(d, 'raft.log'))).size, full.length, `${name}: truncated`);
+  }
 });
 
 test('a crash between the entries record and the hard state record of one persist is a valid state', async (t) => {
@@ -180,6 +225,39 @@ test('a crash between the entries record and the hard state record of one persis
   const node = new RaftNode({ id: 'a', storage: r, random: rng(1) });
   t.is(node.status().term, 2);
   await r.close();
+});
+
+test('the rewrite keeps entries the snapshot covers that compaction kept (for slow followers)', async (t) => {
+  const dir = await tmp(t);
+  let s = await FileRaftStorage.open(dir);
+  const mem = MemoryRaftStorage.bootstrap({ voters: ['a'], learners: [] }, new Uint8Array([9]));
+  await s.bootstrap({ voters: ['a'], learners: [] }, new Uint8Array([9]));
+  let idx = 2;
+  for (let round = 0; round < 3; round++) {
+    for (let i = 0; i < REWRITE_RECORDS; i++, idx++) {
+      const e = [normal(idx, 2 + round)];
+      const hs = { term: 2 + round, vote: 'a', commit: idx - 1 };
+      mem.append(e);
+      mem.setHardState(hs);
+      await s.persist({ snapshot: null, entries: e, hardState: hs });
+    }
+    const at = idx - 10;
+    const conf = { voters: ['a'], learners: ['b'] };
+    const data = new Uint8Array(Buffer.from(`state@${at}`));
+    mem.createSnapshot(at, conf, data);
+    await s.createSnapshot(at, conf, data);
+    const sizeBefore = (await fs.stat(s.file)).size;
+    mem.compact(at - 20);
+    await s.compact(at - 20);
+    t.true((await fs.stat(s.file)).size < sizeBefore / 5, 'rewritten');
+    t.is(s.firstIndex(), at - 19, 'entries behind the snapshot kept');
+    t.deepEqual(dump(s), dump(mem));
+    await s.close();
+    const r = await FileRaftStorage.open(dir);
+    t.deepEqual(dump(r), dump(mem), `round ${round} after reopen`);
+    s = r; // go on writing to the reopened storage
+  }
+  await s.close();
 });
 
 test('compaction rewrites the file: smaller, same state', async (t) => {
@@ -266,6 +344,9 @@ test('codec: every message kind round-trips; malformed input is a CodecError', (
     '{"type":"append","from":"a","to":"b","term":1,"prevLogIndex":0,"prevLogTerm":0,"commit":0,"entries":[{"index":1,"term":1,"type":"normal","data":"!!"}]}',
     '{"type":"append","from":"a","to":"b","term":1,"prevLogIndex":0,"prevLogTerm":0,"commit":0,"entries":[{"index":1,"term":1,"type":"confChange","change":{"type":"grow","peer":"x"}}]}',
     '{"type":"voteResponse","from":"a","to":"b","term":1,"granted":"yes"}',
+    '{"type":"installSnapshot","from":"a","to":"b","term":1,"snapshot":{"meta":{"index":1,"term":1,"conf":{"voters":[],"learners":[]}},"data":"QUJDR"}}', // base64 of a wrong length
+    '{"type":"heartbeat","from":"a","to":"b","term":1,"commit":1}',
+    '{"type":"appendResponse","from":"a","to":"b","term":1,"success":true}',
     '{"type":"installSnapshot","from":"a","to":"b","term":1,"snapshot":{"meta":{"index":1,"term":1,"conf":{"voters":[1],"learners":[]}},"data":""}}',
   ];
   for (const b of bad) t.throws(() => decodeMessage(Buffer.from(b)), { instanceOf: CodecError }, b);

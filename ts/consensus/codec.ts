@@ -42,9 +42,12 @@ function bool(o: Obj, k: string, what: string): boolean {
   return v;
 }
 
+/** Padded base64 (what Buffer#toString('base64') writes): whole groups of four. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 function bytes(o: Obj, k: string, what: string): Uint8Array {
   const v = o[k];
-  if (typeof v !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(v)) throw new CodecError(`${what}.${k}: expected base64`);
+  if (typeof v !== 'string' || !BASE64.test(v)) throw new CodecError(`${what}.${k}: expected base64`);
   return new Uint8Array(Buffer.from(v, 'base64'));
 }
 

@@ -14,13 +14,24 @@
  * prefix of records is a state the Raft rules allow (entries are persisted before the
  * hard state that commits them), so a crash between records is harmless.
  *
- * Torn tail: a record cut short at the end of the file (a crash mid-append), or the last
- * record with a bad checksum, is truncated away on open. A bad record followed by more
- * data is corruption: open fails naming the file and offset, and nothing is dropped.
+ * Torn tail: a record is valid when its length is non-zero, it fits in the file, its
+ * payload starts with `{` and its checksum matches. At the first record that is not
+ * valid, open looks for any valid record after it (at every byte offset): if there is
+ * none, the rest of the file is a write a crash interrupted (cut short, half-written, or
+ * zero-filled) and is truncated away; if there is one, the log is corrupt (a damaged
+ * record, or a damaged length, with acknowledged records after it) and open fails naming
+ * the file and both offsets, leaving the file untouched. A valid record that does not
+ * replay (bad JSON, a broken log rule) is corruption too.
  *
  * Compaction rewrite: after `compact()`, once more than REWRITE_RECORDS records were
- * appended since the last rewrite, the live state (snapshot, entries, hard state) is
- * written to `raft.log.tmp`, fsynced, renamed over `raft.log`, and the directory fsynced.
+ * appended since the last rewrite, the live state is written to `raft.log.tmp`, fsynced,
+ * renamed over `raft.log`, and the directory fsynced. The rewritten file replays to
+ * exactly the state before it (entries the snapshot covers but compaction kept, for slow
+ * followers, stay). Counting records, not bytes, bounds the file to about
+ * REWRITE_RECORDS records beyond the live state between compactions.
+ *
+ * Creation: when open creates `raft.log` (or the directory), the directory holding it is
+ * fsynced, so the file's existence is durable before anything is acknowledged.
  *
  * Failure: a failed write or fsync makes the storage failed for good: every read throws
  * StorageError('failure') (the core then stops voting and acknowledging) and every write
@@ -73,6 +84,35 @@ function frame(payload: RecordPayload): Buffer {
   return Buffer.concat([head, body]);
 }
 
+/** End of the valid record starting at `off`, or -1 (see "Torn tail" above). */
+function validRecordEnd(buf: Buffer, off: number): number {
+  if (buf.length - off < HEADER + 1) return -1;
+  const len = buf.readUInt32LE(off);
+  if (len === 0 || len > buf.length - off - HEADER) return -1;
+  if (buf[off + HEADER] !== 0x7b /* '{' */) return -1;
+  if (crc32(buf.subarray(off + HEADER, off + HEADER + len)) !== buf.readUInt32LE(off + 4)) return -1;
+  return off + HEADER + len;
+}
+
+/**
+ * The first offset at or after `from` where a valid record starts, or -1. Payloads are
+ * JSON text (no zero bytes), so a torn record's payload cannot pass for a record header
+ * of a plausible length: this finds only records written as such.
+ */
+function nextValidRecord(buf: Buffer, from: number): number {
+  for (let p = from; p + HEADER < buf.length; p++) if (validRecordEnd(buf, p) >= 0) return p;
+  return -1;
+}
+
+async function syncDir(fsys: Pick<typeof fs, 'open'>, dir: string): Promise<void> {
+  const d = await fsys.open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
+  }
+}
+
 function replay(mem: MemoryRaftStorage, p: RecordPayload): void {
   switch (p.t) {
     case 'snapshot':
@@ -95,9 +135,19 @@ function replay(mem: MemoryRaftStorage, p: RecordPayload): void {
   }
 }
 
+/** Writes the whole buffer (a file write may be short). */
+async function writeAll(h: fs.FileHandle, buf: Buffer): Promise<void> {
+  let off = 0;
+  while (off < buf.length) {
+    const { bytesWritten } = await h.write(buf, off, buf.length - off);
+    if (bytesWritten <= 0) throw new Error('consensus storage: write made no progress');
+    off += bytesWritten;
+  }
+}
+
 export interface FileRaftStorageOptions {
   /** File system calls (tests inject failures). */
-  fs?: Pick<typeof fs, 'open' | 'rename' | 'mkdir' | 'readFile' | 'truncate'>;
+  fs?: Pick<typeof fs, 'open' | 'rename' | 'mkdir' | 'readFile' | 'truncate' | 'rm'>;
 }
 
 export class FileRaftStorage implements RaftStorage {
@@ -122,34 +172,45 @@ export class FileRaftStorage implements RaftStorage {
 
   static async open(dir: string, opts: FileRaftStorageOptions = {}): Promise<FileRaftStorage> {
     const s = new FileRaftStorage(dir, opts);
-    await s.fsys.mkdir(dir, { recursive: true });
-    await fs.rm(path.join(dir, `${FILE}.tmp`), { force: true });
+    const made = await s.fsys.mkdir(dir, { recursive: true });
+    if (made !== undefined) {
+      // New directories: make each one's entry in its parent durable.
+      const top = path.resolve(made);
+      for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+        await syncDir(s.fsys, path.dirname(d));
+        if (d === top || d === path.dirname(d)) break;
+      }
+    }
+    await s.fsys.rm(path.join(dir, `${FILE}.tmp`), { force: true });
     let buf: Buffer;
+    let existed = true;
     try {
       buf = await s.fsys.readFile(s.file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
       buf = Buffer.alloc(0);
+      existed = false;
     }
     let off = 0;
     let records = 0;
     while (off < buf.length) {
-      const rest = buf.length - off;
-      const len = rest >= HEADER ? buf.readUInt32LE(off) : -1;
-      if (len < 0 || HEADER + len > rest) break; // torn tail: cut short
-      const body = buf.subarray(off + HEADER, off + HEADER + len);
-      if (crc32(body) !== buf.readUInt32LE(off + 4)) {
-        if (off + HEADER + len === buf.length) break; // torn tail: the last record half written
-        throw new Error(`${s.file}: record at byte ${off} has a bad checksum and more records follow: the consensus log is corrupt`);
+      const end = validRecordEnd(buf, off);
+      if (end < 0) {
+        const next = nextValidRecord(buf, off + 1);
+        if (next >= 0) {
+          throw new Error(
+            `${s.file}: record at byte ${off} is damaged (bad length or checksum) but a valid record follows at byte ${next}: ` +
+              'the consensus log is corrupt (nothing was truncated)',
+          );
+        }
+        break; // torn tail: a write a crash interrupted
       }
-      let payload: RecordPayload;
       try {
-        payload = JSON.parse(body.toString('utf8')) as RecordPayload;
-        replay(s.mem, payload);
+        replay(s.mem, JSON.parse(buf.subarray(off + HEADER, end).toString('utf8')) as RecordPayload);
       } catch (err) {
-        throw new Error(`${s.file}: record at byte ${off} cannot be replayed: ${(err as Error).message}`);
+        throw new Error(`${s.file}: record at byte ${off} cannot be replayed (the consensus log is corrupt): ${(err as Error).message}`);
       }
-      off += HEADER + len;
+      off = end;
       records++;
     }
     if (off < buf.length) await s.fsys.truncate(s.file, off);
@@ -157,6 +218,7 @@ export class FileRaftStorage implements RaftStorage {
     s.recordsSinceRewrite = records;
     s.handle = await s.fsys.open(s.file, 'a');
     if (off < buf.length) await s.handle.sync();
+    if (!existed) await syncDir(s.fsys, dir);
     return s;
   }
 
@@ -222,7 +284,7 @@ export class FileRaftStorage implements RaftStorage {
     if (records.length === 0) return;
     const h = this.handle;
     if (!h) throw new Error('consensus storage is closed');
-    await h.write(Buffer.concat(records.map(frame)));
+    await writeAll(h, Buffer.concat(records.map(frame)));
     await h.sync();
     this.recordsSinceRewrite += records.length;
     this.empty = false;
@@ -280,38 +342,49 @@ export class FileRaftStorage implements RaftStorage {
     });
   }
 
-  /** The live state alone in a new file, renamed over the old one. */
+  /**
+   * The live state alone in a new file, renamed over the old one; it replays to exactly
+   * the current state. When compaction kept entries the snapshot covers (the log starts
+   * before the snapshot), the file starts with a placeholder snapshot at the compaction
+   * point (index and term of the entry before the first kept one, no data), then the
+   * entries, a hard state committing up to the snapshot, the real snapshot as an
+   * `appSnapshot`, and the real hard state. The file only replaces the old one once
+   * complete, so its intermediate states are never seen.
+   */
   private async rewrite(): Promise<void> {
     const tmp = `${this.file}.tmp`;
     const first = this.mem.firstIndex();
     const last = this.mem.lastIndex();
     const snap = this.mem.snapshot();
-    const records: RecordPayload[] = [{ t: 'snapshot', snapshot: snapshotToJson(snap) }];
-    // A snapshot record replaces the log; entries after it follow (compaction may keep
-    // a few entries the snapshot covers: those are re-created by replaying them too).
+    const hs = this.mem.initialState().hardState;
     const kept = first <= last ? this.mem.entries(first, last + 1) : [];
-    const after = kept.filter((e) => e.index > snap.meta.index);
-    if (after.length > 0) records.push({ t: 'entries', entries: after.map(entryToJson) });
-    records.push({ t: 'hardState', hardState: { ...this.mem.initialState().hardState } });
+    const records: RecordPayload[] = [];
+    const behind = first - 1 < snap.meta.index;
+    if (behind) {
+      const placeholder = { meta: { index: first - 1, term: this.mem.term(first - 1), conf: snap.meta.conf }, data: new Uint8Array(0) };
+      records.push({ t: 'snapshot', snapshot: snapshotToJson(placeholder) });
+    } else {
+      records.push({ t: 'snapshot', snapshot: snapshotToJson(snap) });
+    }
+    if (kept.length > 0) records.push({ t: 'entries', entries: kept.map(entryToJson) });
+    if (behind) {
+      records.push({ t: 'hardState', hardState: { term: hs.term, vote: hs.vote, commit: Math.max(hs.commit, snap.meta.index) } });
+      const conf = { voters: [...snap.meta.conf.voters], learners: [...snap.meta.conf.learners] };
+      records.push({ t: 'appSnapshot', index: snap.meta.index, conf, data: Buffer.from(snap.data.buffer, snap.data.byteOffset, snap.data.byteLength).toString('base64') });
+    }
+    records.push({ t: 'hardState', hardState: { term: hs.term, vote: hs.vote, commit: hs.commit } });
     const h = await this.fsys.open(tmp, 'w');
     try {
-      await h.write(Buffer.concat(records.map(frame)));
+      await writeAll(h, Buffer.concat(records.map(frame)));
       await h.sync();
     } finally {
       await h.close();
     }
     await this.fsys.rename(tmp, this.file);
-    const d = await this.fsys.open(this.dir, 'r');
-    try {
-      await d.sync();
-    } finally {
-      await d.close();
-    }
+    await syncDir(this.fsys, this.dir);
     await this.handle?.close();
     this.handle = await this.fsys.open(this.file, 'a');
     this.recordsSinceRewrite = records.length;
-    // The in-memory log now matches the file: entries the snapshot covers are gone.
-    if (kept.length !== after.length) this.mem.compact(snap.meta.index);
   }
 
   async close(): Promise<void> {
