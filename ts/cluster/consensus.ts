@@ -561,10 +561,14 @@ export class Consensus {
     }
     await this.exclusive(async () => {
       const now = this.node.status();
-      if (snap.meta.index <= now.commit) {
-        this.log.info({ snapshot: snap.meta.index, commit: now.commit }, 'recover: this peer already holds the leader snapshot\'s entries');
+      if (snap.meta.index < now.applied) {
+        // Never step the state back: this peer applied more than the leader's snapshot holds.
+        this.log.info({ snapshot: snap.meta.index, applied: now.applied }, 'recover: this peer is ahead of the leader\'s snapshot: nothing replaced');
         return;
       }
+      // The snapshot replaces the whole log (entries after it come again from the leader).
+      // The persisted commit becomes the snapshot's index: it may go down when this peer had
+      // committed entries past it, which only forgets what the leader will resend.
       const hs = this.storage.initialState().hardState;
       const term = Math.max(hs.term, snap.meta.term);
       await this.storage.persist({ snapshot: snap, entries: [], hardState: { term, vote: term === hs.term ? hs.vote : null, commit: snap.meta.index } });
