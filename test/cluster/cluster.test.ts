@@ -52,6 +52,11 @@ test.serial('three peers: a collection created on a follower appears on every pe
   const infos = await Promise.all([0, 1, 2].map((i) => c.info(i)));
   infos.forEach((i) => leaders.see(i));
   t.deepEqual(contract('GET', '/cluster', await api(c.peers[follower].url, 'GET', '/cluster')), []);
+  const metrics = String((await api(c.peers[leader].url, 'GET', '/metrics')).body);
+  t.regex(metrics, /^cluster_enabled 1$/m);
+  t.regex(metrics, /^cluster_peers_total 3$/m);
+  t.regex(metrics, /^cluster_leader 1$/m);
+  t.regex(metrics, /^cluster_term \d+$/m);
   t.deepEqual(new Set(infos.map((i) => Object.keys(i.peers).sort().join())).size, 1, 'every peer lists the same peers');
   t.true(infos.every((i) => i.status === 'enabled' && i.consensus_thread_status.consensus_thread_status === 'working'));
 
@@ -296,6 +301,7 @@ test.serial('standalone node: /cluster says disabled; cluster changes answer 405
     await s.stop('SIGKILL');
     await fs.rm(dir, { recursive: true, force: true });
   });
+  t.regex(String((await api(s.url, 'GET', '/metrics')).body), /^cluster_enabled 0$/m);
   const cluster = await api(s.url, 'GET', '/cluster');
   t.deepEqual(cluster.body.result, { status: 'disabled' });
   t.deepEqual(contract('GET', '/cluster', cluster), []);

@@ -97,6 +97,14 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
     routeGuard(authn, deps.audit ?? null, method, pattern),
   );
   const consensus = deps.consensus ?? null;
+  stats.addClusterGauges(
+    consensus === null
+      ? null
+      : () => {
+          const st = consensus.status();
+          return { peers: Object.keys(st.peers).length, term: st.term, commit: st.commit, pending: consensus.pendingOperations(), voter: st.isVoter, leader: st.role === 'leader' };
+        },
+  );
   addServiceRoutes(routes, info, stats, toc, consensus);
   addCollectionRoutes(routes, new Dispatcher(toc, consensus, config));
   addClusterRoutes(routes, toc, consensus);

@@ -80,6 +80,36 @@ export class RequestStats {
     perCollection('collection_optimizing', '1 while an optimizer job (index build, vacuum) is due or running (status yellow)', (c) => (c.optimizing ? 1 : 0));
   }
 
+  /** Consensus figures read at each scrape (as the reference names them); cluster_enabled 0 on a single node. */
+  addClusterGauges(cluster: (() => { peers: number; term: number; commit: number; pending: number; voter: boolean; leader: boolean }) | null): void {
+    const prefix = this.prefix;
+    const reg = [this.registry];
+    const gauge = (name: string, help: string, value: (f: NonNullable<ReturnType<NonNullable<typeof cluster>>>) => number) =>
+      new Gauge({
+        name: `${prefix}${name}`,
+        help,
+        registers: reg,
+        collect() {
+          if (cluster !== null) this.set(value(cluster()));
+        },
+      });
+    new Gauge({
+      name: `${prefix}cluster_enabled`,
+      help: '1 when this node runs in cluster mode',
+      registers: reg,
+      collect() {
+        this.set(cluster === null ? 0 : 1);
+      },
+    });
+    if (cluster === null) return;
+    gauge('cluster_peers_total', 'Peers in the cluster', (f) => f.peers);
+    gauge('cluster_term', 'Current consensus term', (f) => f.term);
+    gauge('cluster_commit', 'Index of the last committed consensus entry this peer knows', (f) => f.commit);
+    gauge('cluster_pending_operations_total', 'Consensus entries committed but not applied here, plus calls waiting for theirs', (f) => f.pending);
+    gauge('cluster_voter', '1 when this peer votes (0 while it is a learner)', (f) => (f.voter ? 1 : 0));
+    gauge('cluster_leader', '1 when this peer is the leader', (f) => (f.leader ? 1 : 0));
+  }
+
   /** Counts one answered request; `route` is its pattern, or null when none matched. */
   record(method: string, route: string | null, status: number, seconds: number): void {
     const labels = { method, endpoint: route ?? UNMATCHED_ROUTE, status: String(status) };
