@@ -67,31 +67,30 @@ run_python_clients() {
     return
   fi
   # Bounded: a hung server must not hold the whole run (each client call also times out).
-  timeout 600 "$py" test/clients/python_client_workflow.py 2>&1 | tee "$log"
+  run_tap "$log" "python client workflow" timeout 600 "$py" test/clients/python_client_workflow.py
+}
+
+# Runs a command whose output has TAP-like "ok N" / "not ok N" lines, and counts them.
+# A command that exits non-zero without a failing line counts one failure; one that
+# exits 0 without any line also counts one (it ran nothing).
+run_tap() {
+  local log=$1 what=$2
+  shift 2
+  "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local p f
   p=$(grep -cE '^ok [0-9]+' "$log")
   f=$(grep -cE '^not ok [0-9]+' "$log")
   p=${p:-0}; f=${f:-0}
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "python client workflow exited $rc without a failing step: counted as one failure"; fi
-  if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ]; then f=1; rc=1; echo "python client workflow ran no step: counted as one failure"; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$what exited $rc without a failing step: counted as one failure"; fi
+  if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ]; then f=1; rc=1; echo "$what ran no step: counted as one failure"; fi
   passed=$((passed + p)); failed=$((failed + f))
   [ "$rc" -ne 0 ] && status=1
 }
 
 run_helm() {
-  local log="$LOG_DIR/helm.log"
   echo "== Helm chart (helm lint, helm template, kubeconform)"
-  timeout 300 ./test/helm/check.sh 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]}
-  local p f
-  p=$(grep -cE '^ok [0-9]+' "$log")
-  f=$(grep -cE '^not ok [0-9]+' "$log")
-  p=${p:-0}; f=${f:-0}
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "the Helm chart check exited $rc without a failing step: counted as one failure"; fi
-  if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ]; then f=1; rc=1; echo "the Helm chart check ran no step: counted as one failure"; fi
-  passed=$((passed + p)); failed=$((failed + f))
-  [ "$rc" -ne 0 ] && status=1
+  run_tap "$LOG_DIR/helm.log" "the Helm chart check" timeout 300 ./test/helm/check.sh
 }
 
 run_cargo

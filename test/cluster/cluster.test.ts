@@ -14,22 +14,8 @@ import * as path from 'node:path';
 
 import { startServer } from '../crash/server';
 import { spec } from '../support/contract';
-import { Cluster, api, waitFor, type ClusterInfo } from './harness';
+import { Cluster, LeaderLog, api, waitFor } from './harness';
 
-/** Records (term → leader peer id) from every /cluster answer seen, and fails on a second leader in a term. */
-class LeaderLog {
-  private readonly byTerm = new Map<number, number>();
-  readonly problems: string[] = [];
-  see(info: ClusterInfo): void {
-    if (info.raft_info.role !== 'Leader') return;
-    const seen = this.byTerm.get(info.raft_info.term);
-    if (seen !== undefined && seen !== info.peer_id) this.problems.push(`term ${info.raft_info.term}: leaders ${seen} and ${info.peer_id}`);
-    this.byTerm.set(info.raft_info.term, info.peer_id);
-  }
-  async sample(c: Cluster): Promise<void> {
-    await Promise.all(c.running().map((p) => c.info(p.index, 1000).then((i) => this.see(i), () => undefined)));
-  }
-}
 
 const vectors = { size: 4, distance: 'Cosine' };
 

@@ -14,39 +14,17 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 
 import { mountTmpfs, umount } from '../snapshots/faults-support';
-import { Cluster, api, sleep, waitFor, type ClusterInfo } from './harness';
+import { mulberry32 } from '../support/rng';
+import { Cluster, LeaderLog, api, sleep, waitFor } from './harness';
 
 const vectors = { size: 4, distance: 'Dot' };
 
-class LeaderLog {
-  private readonly byTerm = new Map<number, number>();
-  readonly problems: string[] = [];
-  see(info: ClusterInfo): void {
-    if (info.raft_info.role !== 'Leader') return;
-    const seen = this.byTerm.get(info.raft_info.term);
-    if (seen !== undefined && seen !== info.peer_id) this.problems.push(`term ${info.raft_info.term}: leaders ${seen} and ${info.peer_id}`);
-    this.byTerm.set(info.raft_info.term, info.peer_id);
-  }
-  async sample(c: Cluster): Promise<void> {
-    await Promise.all(c.running().map((p) => c.info(p.index, 1000).then((i) => this.see(i), () => undefined)));
-  }
-}
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test.serial('chaos: creates through random peers while peers (often the leader) are killed -9 and restarted lose nothing acknowledged', async (t) => {
   const seed = Number(process.env.CLUSTER_CHAOS_SEED ?? 7);
   const rounds = Number(process.env.CLUSTER_CHAOS_ROUNDS ?? 8);
-  const random = rng(seed);
+  const random = mulberry32(seed);
   t.log(`seed ${seed}, ${rounds} rounds`);
   const c = await Cluster.start(3);
   t.teardown(() => c.destroy());

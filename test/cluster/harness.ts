@@ -179,3 +179,18 @@ export class Cluster {
     await fs.rm(this.root, { recursive: true, force: true });
   }
 }
+
+/** Records (term → leader peer id) from every /cluster answer seen; a second leader in a term is a problem. */
+export class LeaderLog {
+  private readonly byTerm = new Map<number, number>();
+  readonly problems: string[] = [];
+  see(info: ClusterInfo): void {
+    if (info.raft_info.role !== 'Leader') return;
+    const seen = this.byTerm.get(info.raft_info.term);
+    if (seen !== undefined && seen !== info.peer_id) this.problems.push(`term ${info.raft_info.term}: leaders ${seen} and ${info.peer_id}`);
+    this.byTerm.set(info.raft_info.term, info.peer_id);
+  }
+  async sample(c: Cluster): Promise<void> {
+    await Promise.all(c.running().map((p) => c.info(p.index, 1000).then((i) => this.see(i), () => undefined)));
+  }
+}

@@ -13,6 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 import { CodecError, decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from '../../ts/consensus/codec';
+import { mulberry32 } from '../support/rng';
 import { FileRaftStorage, REWRITE_RECORDS, crc32 } from '../../ts/consensus/file-storage';
 import { RaftNode } from '../../ts/consensus/raft';
 import { MemoryRaftStorage, type RaftStorage } from '../../ts/consensus/storage';
@@ -24,16 +25,6 @@ async function tmp(t: { teardown(fn: () => Promise<void>): void }): Promise<stri
   return dir;
 }
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function dump(s: RaftStorage): unknown {
   const { hardState, snapshotMeta } = s.initialState();
@@ -46,7 +37,7 @@ const normal = (index: number, term: number, text = `e${index}`): Entry => ({ in
 
 /** Random valid operations applied to both storages. */
 async function randomOps(seed: number, file: FileRaftStorage, mem: MemoryRaftStorage, steps: number): Promise<void> {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   let term = 1;
   await file.bootstrap({ voters: ['a', 'b'], learners: [] }, new Uint8Array([1, 2]));
   const boot = MemoryRaftStorage.bootstrap({ voters: ['a', 'b'], learners: [] }, new Uint8Array([1, 2]));
@@ -195,7 +186,7 @@ test('a tail of zeros or of garbage without a valid record (a crash mid-write) i
   const before = dump(s);
   await s.close();
   const full = await fs.readFile(path.join(dir, 'a', 'b', 'raft.log'));
-  const r = rng(7);
+  const r = mulberry32(7);
   const garbage = Buffer.from(Array.from({ length: 3000 }, () => Math.floor(r() * 256)));
   for (const [name, tail] of [['zeros', Buffer.alloc(4096)], ['garbage', garbage], ['header only', Buffer.from([5, 0, 0, 0, 1, 2, 3, 4])]] as const) {
     const d = path.join(dir, name.replace(' ', '-'));
@@ -222,7 +213,7 @@ test('a crash between the entries record and the hard state record of one persis
   t.is(r.lastIndex(), 3, 'the entries are there');
   t.deepEqual(r.initialState().hardState, { term: 1, vote: null, commit: 1 }, 'the hard state is the earlier one');
   // The core accepts it (its restart rule covers entries of a later term than the hard state).
-  const node = new RaftNode({ id: 'a', storage: r, random: rng(1) });
+  const node = new RaftNode({ id: 'a', storage: r, random: mulberry32(1) });
   t.is(node.status().term, 2);
   await r.close();
 });
@@ -306,7 +297,7 @@ test('a failed write fails the storage for good: reads throw StorageError failur
   failWrites = false;
   await t.throwsAsync(s.persist({ snapshot: null, entries: [], hardState: { term: 1, vote: null, commit: 1 } }));
   // No Raft node can be built on it (it never guesses a term it cannot read): the peer stays down.
-  const built = t.throws(() => new RaftNode({ id: 'a', storage: s, random: rng(2) }));
+  const built = t.throws(() => new RaftNode({ id: 'a', storage: s, random: mulberry32(2) }));
   t.true(built instanceof StorageError && built.kind === 'failure');
   await s.close();
 });
@@ -361,7 +352,7 @@ test('three Raft peers on FileRaftStorage: 50 entries commit; a peer reopened fr
     const s = await FileRaftStorage.open(path.join(dir, id));
     await s.bootstrap({ voters: ids, learners: [] }, new Uint8Array());
     storages.set(id, s);
-    nodes.set(id, new RaftNode({ id, storage: s, random: rng(id.charCodeAt(0)) }));
+    nodes.set(id, new RaftNode({ id, storage: s, random: mulberry32(id.charCodeAt(0)) }));
   }
   const applied = new Map<string, string[]>(ids.map((id) => [id, []]));
   let inflight: Message[] = [];
@@ -407,7 +398,7 @@ test('three Raft peers on FileRaftStorage: 50 entries commit; a peer reopened fr
   const reopened = await FileRaftStorage.open(path.join(dir, victim));
   t.true(reopened.lastIndex() >= 25, 'the crashed peer kept its log');
   storages.set(victim, reopened);
-  nodes.set(victim, new RaftNode({ id: victim, storage: reopened, random: rng(99) }));
+  nodes.set(victim, new RaftNode({ id: victim, storage: reopened, random: mulberry32(99) }));
   applied.set(victim, []); // its application state restarts from the snapshot: entries are applied again
   down.delete(victim);
   for (let i = 0; i < 200; i++) await cycle();
