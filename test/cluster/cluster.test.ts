@@ -83,6 +83,12 @@ test.serial('three peers: a collection created on a follower appears on every pe
     return true;
   });
 
+  // Snapshot recovery would bypass consensus: refused with a clear 501 before reading anything.
+  const recover = await api(c.peers[0].url, 'PUT', '/collections/books/snapshots/recover', { location: 'file:///nowhere.snapshot' });
+  t.is(recover.status, 501);
+  t.regex(recover.body.status.error, /snapshot recovery in cluster mode is not available/);
+  t.is((await api(c.peers[0].url, 'PUT', '/collections/books/shards/0/snapshots/recover', { location: 'file:///nowhere.snapshot' })).status, 501);
+
   // A point operation that needs another peer's shard answers a clear 501.
   const upsert = await api(c.peers[0].url, 'PUT', '/collections/books/points?wait=true', { points: [{ id: 1, vector: [1, 0, 0, 0] }] });
   t.is(upsert.status, 501);

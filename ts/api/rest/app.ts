@@ -109,7 +109,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   addCollectionRoutes(routes, new Dispatcher(toc, consensus, config));
   addClusterRoutes(routes, toc, consensus);
   addPointRoutes(routes, toc);
-  addSnapshotRoutes(routes, toc, snapshots, logger);
+  addSnapshotRoutes(routes, toc, snapshots, logger, consensus !== null);
   addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());

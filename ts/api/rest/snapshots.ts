@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
 import { validateCollectionName, type TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
-import { BadRequestError, FormatError, NotFoundError, QueryFormatError } from '../errors';
+import { BadRequestError, FormatError, NotFoundError, NotImplementedError, QueryFormatError } from '../errors';
 import { body, param, queryBool, readTimeout } from './parse';
 import type { RouteTable } from './route';
 
@@ -106,7 +106,15 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
   ctx.length = size;
 }
 
-export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger): void {
+export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, clustered = false): void {
+  // Recovery replaces a collection or shard on this peer alone; in a cluster it must go
+  // through consensus and the other replicas (distributed mode part 2). Refused before
+  // any body is read.
+  const refuseInCluster = () => {
+    if (clustered) {
+      throw new NotImplementedError('snapshot recovery in cluster mode is not available in this version (distributed mode part 2); create, list and download work');
+    }
+  };
   /**
    * The store folder of a collection's snapshots. The name must be a valid collection
    * name (no separators, no leading dot): snapshots of a deleted collection stay
@@ -153,6 +161,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   });
   routes.add('PUT', '/collections/{collection_name}/snapshots/recover', async (ctx: Context) => {
+    refuseInCluster();
     const b = body(ctx);
     if (typeof b.location !== 'string') throw new FormatError('missing field `location`');
     const priority = priorityOf(b.priority, 'priority', FormatError);
@@ -164,6 +173,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   });
   routes.addStreaming('POST', '/collections/{collection_name}/snapshots/upload', async (ctx: Context) => {
+    refuseInCluster();
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
     // Every query parameter is checked before the upload is read: a bad one must not
@@ -212,6 +222,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   });
   routes.add('PUT', '/collections/{collection_name}/shards/{shard_id}/snapshots/recover', async (ctx: Context) => {
+    refuseInCluster();
     const { c, id } = shardDir(ctx);
     const b = body(ctx);
     if (typeof b.location !== 'string') throw new FormatError('missing field `location`');
@@ -225,6 +236,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   });
   routes.addStreaming('POST', '/collections/{collection_name}/shards/{shard_id}/snapshots/upload', async (ctx: Context) => {
+    refuseInCluster();
     const { c, id } = shardDir(ctx);
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
