@@ -8,7 +8,9 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-import { freePort, startServer, type Server } from '../crash/server';
+import * as net from 'node:net';
+
+import { startServer, type Server } from '../crash/server';
 
 export interface ClusterInfo {
   status: string;
@@ -30,6 +32,29 @@ export interface Peer {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const taken = new Set<number>();
+
+/**
+ * A free port below the kernel's ephemeral range (32768-60999 here), for a peer that is
+ * restarted on the same port: a port from the ephemeral range can be taken meanwhile as
+ * the local port of some outgoing connection (seen: EADDRINUSE on restart).
+ */
+async function stablePort(): Promise<number> {
+  for (;;) {
+    const port = 15_000 + Math.floor(Math.random() * 17_000);
+    if (taken.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (free) {
+      taken.add(port);
+      return port;
+    }
+  }
+}
 
 export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, everyMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -92,9 +117,8 @@ export class Cluster {
     const index = this.peers.length;
     const dir = path.join(this.root, `peer-${index}`);
     await fs.mkdir(dir, { recursive: true });
-    const httpPort = await freePort();
-    let p2pPort = await freePort();
-    while (p2pPort === httpPort) p2pPort = await freePort();
+    const httpPort = await stablePort();
+    const p2pPort = await stablePort();
     const peer: Peer = { index, dir, httpPort, p2pPort, uri: `http://127.0.0.1:${p2pPort}`, url: `http://127.0.0.1:${httpPort}`, server: null };
     this.peers.push(peer);
     return peer;
