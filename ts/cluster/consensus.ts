@@ -85,6 +85,8 @@ export class Consensus {
   /** URIs known before the cluster state names them (a joiner's bootstrap answer). */
   private readonly knownUris = new Map<PeerId, string>();
   private appliedSinceSnapshot = 0;
+  /** Committed index at start-up while the entries up to it are replayed (their local changes are made at once at the end); 0 after. */
+  private replayUntil = 0;
   /** Highest entry applied here (its local changes may still be queued: see LocalApplier). */
   private appliedIndex = 0;
   private appliedListeners: Array<{ index: number; resolve(): void }> = [];
@@ -153,8 +155,14 @@ export class Consensus {
       if (opts.uri !== null && opts.uri !== known) c.log.warn({ uri: opts.uri, known }, '--uri differs from the URI the cluster knows this peer by; the known one stays');
       c.ownUri = known;
     }
-    // Local storage in line with the snapshot; the entries after it are applied again as the node replays them.
-    await c.applier.enqueueAll();
+    // Local storage in line with the state. When committed entries follow the snapshot, local
+    // storage may already reflect them (it is as new as anything applied before the restart):
+    // bringing it back to the snapshot's older state would delete collections created after it
+    // with their points, so the node replays those entries into the state first and local
+    // storage is brought in line once, at the persisted commit.
+    const commit = storage.initialState().hardState.commit;
+    if (commit > storage.snapshot().meta.index) c.replayUntil = commit;
+    else await c.applier.enqueueAll();
     const host = config.service.host;
     try {
       c.server = await P2PServer.start(host, config.cluster.p2p.port, c.handlers(), c.log, tls);
@@ -324,13 +332,23 @@ export class Consensus {
       }
     }
     this.log.info({ index: snap.meta.index, term: snap.meta.term }, 'installed a consensus snapshot');
-    this.track(snap.meta.index, snap.meta.term, this.applier.enqueueAll());
+    this.track(snap.meta.index, snap.meta.term, this.syncLocal(snap.meta.index, [], false, true));
+  }
+
+  /** Queues the local changes of the entry at `index`; during the start-up replay, one full sync at its end instead. */
+  private syncLocal(index: number, collections: readonly string[], aliases: boolean, all = false): Promise<void> {
+    if (this.replayUntil > 0) {
+      if (index < this.replayUntil) return Promise.resolve();
+      this.replayUntil = 0;
+      all = true;
+    }
+    return all ? this.applier.enqueueAll() : this.applier.enqueue(collections, aliases);
   }
 
   private applyEntry(e: Entry): void {
     let outcome: Promise<unknown>;
     if (e.type === 'normal') {
-      outcome = this.applyNormal(e.data);
+      outcome = this.applyNormal(e.index, e.data);
     } else if (e.type === 'confChange') {
       const touched = this.state.applyConfChange(e.change);
       if (e.change.type === 'removePeer') {
@@ -340,25 +358,25 @@ export class Consensus {
       }
       // This peer's own admission: collections applied before it (while it was not yet a member) are made now.
       const self = e.change.type === 'addLearner' && e.change.peer === this.peerId;
-      outcome = (self ? this.applier.enqueueAll() : this.applier.enqueue(touched, false)).then(() => true);
+      outcome = this.syncLocal(e.index, touched, false, self).then(() => true);
     } else {
-      outcome = Promise.resolve(true);
+      outcome = this.syncLocal(e.index, [], false).then(() => true);
     }
     this.track(e.index, e.term, outcome);
     this.appliedSinceSnapshot++;
   }
 
-  private applyNormal(data: Uint8Array): Promise<unknown> {
+  private applyNormal(index: number, data: Uint8Array): Promise<unknown> {
     let parsed: EntryData;
     try {
       parsed = JSON.parse(Buffer.from(data).toString('utf8')) as EntryData;
     } catch (err) {
       this.log.error({ err }, 'committed entry is not valid JSON: skipped');
-      return Promise.reject(new ServiceError('committed entry is not valid JSON'));
+      return this.syncLocal(index, [], false).then(() => Promise.reject(new ServiceError('committed entry is not valid JSON')));
     }
     const result = this.state.apply(parsed.meta, this.opts.config.storage.max_collections);
-    if (!result.ok) return Promise.reject(result.error);
-    return this.applier.enqueue(result.collections, result.aliases).then(() => result.value);
+    if (!result.ok) return this.syncLocal(index, [], false).then(() => Promise.reject(result.error));
+    return this.syncLocal(index, result.collections, result.aliases).then(() => result.value);
   }
 
   private track(index: number, term: number, outcome: Promise<unknown>): void {
