@@ -59,6 +59,12 @@ test('max_collections is enforced when applied', (t) => {
   const r = s.apply(create('b'), 1);
   t.false(r.ok);
   t.deepEqual(s.collectionNames(), ['a']);
+  // The limit in the operation (the proposer's) decides, whatever the applying peer passes.
+  const limited = new ClusterState();
+  t.true(limited.apply({ ...create('a'), max_collections: 1 } as MetaOp, null).ok);
+  t.false(limited.apply({ ...create('b'), max_collections: 1 } as MetaOp, 5).ok);
+  t.true(limited.apply({ ...create('c'), max_collections: null } as MetaOp, 1).ok);
+  t.deepEqual(limited.collectionNames(), ['a', 'c']);
 });
 
 test('replica states: the last active replica of a shard cannot be deactivated', (t) => {

@@ -374,7 +374,8 @@ export class Consensus {
       this.log.error({ err }, 'committed entry is not valid JSON: skipped');
       return this.syncLocal(index, [], false).then(() => Promise.reject(new ServiceError('committed entry is not valid JSON')));
     }
-    const result = this.state.apply(parsed.meta, this.opts.config.storage.max_collections);
+    // Never this peer's own settings: the limit travels in the operation, so every peer decides alike.
+    const result = this.state.apply(parsed.meta, null);
     if (!result.ok) return this.syncLocal(index, [], false).then(() => Promise.reject(result.error));
     return this.syncLocal(index, result.collections, result.aliases).then(() => result.value);
   }

@@ -42,7 +42,15 @@ export interface ClusterStateData {
 }
 
 export type MetaOp =
-  | { op: 'createCollection'; name: string; uuid: string; config: CollectionConfig; shards: ShardPlacement[] }
+  | {
+      op: 'createCollection';
+      name: string;
+      uuid: string;
+      config: CollectionConfig;
+      shards: ShardPlacement[];
+      /** The proposer's `storage.max_collections`: every peer applies the same limit (a local setting would make peers disagree). */
+      max_collections?: number | null;
+    }
   | { op: 'updateCollection'; name: string; patch: unknown }
   | { op: 'deleteCollection'; name: string }
   | { op: 'changeAliases'; actions: AliasAction[] }
@@ -165,8 +173,9 @@ export class ClusterState {
         if (Object.prototype.hasOwnProperty.call(this.data.aliases, op.name)) {
           throw new BadInputError(`Can't create collection with name ${op.name}. Alias with the same name already exists`);
         }
-        if (maxCollections !== null && Object.keys(this.data.collections).length >= maxCollections) {
-          throw new BadInputError(`cannot create more than ${maxCollections} collections (storage.max_collections)`);
+        const limit = op.max_collections !== undefined ? op.max_collections : maxCollections;
+        if (limit !== null && Object.keys(this.data.collections).length >= limit) {
+          throw new BadInputError(`cannot create more than ${limit} collections (storage.max_collections)`);
         }
         this.data.collections[op.name] = { uuid: op.uuid, config: op.config, payload_schema: {}, shards: op.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })) };
         return done(true, [op.name]);

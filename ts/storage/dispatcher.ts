@@ -47,7 +47,7 @@ export class Dispatcher {
     if (state.collection(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
     if (Object.prototype.hasOwnProperty.call(state.aliases, name)) throw new BadInputError(`Can't create collection with name ${name}. Alias with the same name already exists`);
     const shards = placeShards(peers, config.params.shard_number, config.params.replication_factor, peers.length > 1 ? randomInt(peers.length) : 0);
-    return (await this.consensus.propose({ op: 'createCollection', name, uuid: randomUUID(), config, shards }, this.ms(timeoutS))) as boolean;
+    return (await this.consensus.propose({ op: 'createCollection', name, uuid: randomUUID(), config, shards, max_collections: this.config.storage.max_collections }, this.ms(timeoutS))) as boolean;
   }
 
   async updateCollection(name: string, patch: unknown, timeoutS: number | null): Promise<void> {
