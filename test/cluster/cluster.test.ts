@@ -132,7 +132,11 @@ test.serial('three peers: kill -9 of the leader elects a new one; changes work a
   // Speed is measured by bench/cluster (npm run bench:cluster); here only that a leader comes, with the time logged.
   t.log(`new leader after ${elapsed} ms`);
   t.not(next, old);
-  const created = await api(c.peers[survivors.find((p) => p.index !== next)!.index].url, 'PUT', '/collections/after', { vectors });
+  // The other survivor answers 503 (no leader) until it heard from the new one: wait for that, as a client would retry.
+  const via = survivors.find((p) => p.index !== next)!.index;
+  const nextId = (await c.info(next)).peer_id;
+  await waitFor('the other survivor knows the new leader', async () => (await c.info(via)).raft_info.leader === nextId, 5000);
+  const created = await api(c.peers[via].url, 'PUT', '/collections/after', { vectors });
   t.is(created.status, 200, JSON.stringify(created.body));
 
   await c.startPeer(old);

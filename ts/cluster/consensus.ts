@@ -27,7 +27,8 @@ import type { Config } from '../config/types';
 import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from '../consensus/codec';
 import { FileRaftStorage } from '../consensus/file-storage';
 import { RaftNode, type Ready, type Role } from '../consensus/raft';
-import type { ConfChange, Entry, PeerId, Snapshot } from '../consensus/types';
+import type { RaftStorage } from '../consensus/storage';
+import type { ConfChange, Entry, HardState, PeerId, Snapshot } from '../consensus/types';
 import type { TableOfContent } from '../storage/toc';
 import { LocalApplier } from './apply';
 import { P2PError, P2PServer, PeerClients, type JoinRequest, type JoinResponse, type P2PTls, type SendFailures } from './p2p';
@@ -580,17 +581,13 @@ export class Consensus {
     }
     await this.exclusive(async () => {
       const now = this.node.status();
-      if (snap.meta.index < now.applied) {
-        // Never step the state back: this peer applied more than the leader's snapshot holds.
-        this.log.info({ snapshot: snap.meta.index, applied: now.applied }, 'recover: this peer is ahead of the leader\'s snapshot: nothing replaced');
+      if (now.role === 'leader') throw new BadInputError('this peer became the leader meanwhile: /cluster/recover is called on a peer that lags behind it');
+      const plan = recoveryWrite(this.storage, now.applied, now.commit, snap);
+      if ('skip' in plan) {
+        this.log.info({ snapshot: snap.meta.index, applied: now.applied, commit: now.commit }, `recover: ${plan.skip}: nothing replaced`);
         return;
       }
-      // The snapshot replaces the whole log (entries after it come again from the leader).
-      // The persisted commit becomes the snapshot's index: it may go down when this peer had
-      // committed entries past it, which only forgets what the leader will resend.
-      const hs = this.storage.initialState().hardState;
-      const term = Math.max(hs.term, snap.meta.term);
-      await this.storage.persist({ snapshot: snap, entries: [], hardState: { term, vote: term === hs.term ? hs.vote : null, commit: snap.meta.index } });
+      await this.storage.persist({ snapshot: snap, entries: plan.entries, hardState: plan.hardState });
       this.node = this.newNode();
       this.installSnapshot(snap);
       this.log.info({ index: snap.meta.index }, 'recover: consensus state replaced by the leader\'s snapshot');
@@ -730,6 +727,36 @@ export class Consensus {
     await this.applier.idle();
     await this.storage.close();
   }
+}
+
+/**
+ * What POST /cluster/recover persists in place of a follower's log: the leader's snapshot,
+ * then the follower's own entries after it when its log holds the snapshot's last entry
+ * (same index and term). Those entries may have been acknowledged to the leader and
+ * counted for a commit: dropping them (as the whole log once was) could lose a committed
+ * entry if the leader failed next. A log that does not hold that entry diverged there, and
+ * what follows can never commit. `skip` when nothing may be replaced: this peer applied, or
+ * knows as committed, more than the snapshot holds (never step back; ask again later).
+ */
+export function recoveryWrite(
+  storage: RaftStorage,
+  applied: number,
+  committed: number,
+  snap: Snapshot,
+): { entries: Entry[]; hardState: HardState } | { skip: string } {
+  const hs = storage.initialState().hardState;
+  const at = snap.meta.index;
+  if (at < applied) return { skip: `this peer applied ${applied}, past the leader's snapshot at ${at}` };
+  if (at < Math.max(committed, hs.commit)) return { skip: `this peer committed ${Math.max(committed, hs.commit)}, past the leader's snapshot at ${at}` };
+  let holds = false;
+  try {
+    holds = at <= storage.lastIndex() && storage.term(at) === snap.meta.term;
+  } catch {
+    holds = false;
+  }
+  const entries = holds && storage.lastIndex() > at ? storage.entries(at + 1, storage.lastIndex() + 1) : [];
+  const term = Math.max(hs.term, snap.meta.term);
+  return { entries, hardState: { term, vote: term === hs.term ? hs.vote : null, commit: at } };
 }
 
 export class ConsensusStartError extends Error {
