@@ -119,8 +119,8 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   }
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
-  const { app } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus });
-  const server = await createRestServer(config, app.callback(), logger, restTls);
+  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus });
+  const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
   await new Promise<void>((resolve, reject) => {

@@ -201,12 +201,19 @@ export function errorMiddleware(logger: Logger) {
     try {
       await next();
     } catch (err) {
-      if (err instanceof ApiError) {
-        sendError(ctx, err.status, err.message);
-        return;
-      }
-      logger.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error while serving a request');
-      sendError(ctx, 500, `${ERROR_CATALOGUE.service_error.prefix}unexpected error, see the server log`);
+      const { status, message } = errorAnswer(err, logger, ctx.method, ctx.path);
+      sendError(ctx, status, message);
     }
   };
+}
+
+/**
+ * The status and message an error answers with: an ApiError's own; anything else is
+ * logged with its stack and answers 500 with a generic message. The one mapping of
+ * errors to answers (the Koa middleware and the direct lane both use it).
+ */
+export function errorAnswer(err: unknown, logger: Logger, method: string, path: string): { status: number; message: string } {
+  if (err instanceof ApiError) return { status: err.status, message: err.message };
+  logger.error({ err, method, path }, 'unhandled error while serving a request');
+  return { status: 500, message: `${ERROR_CATALOGUE.service_error.prefix}unexpected error, see the server log` };
 }

@@ -2,6 +2,7 @@
  * The Koa application of the REST API, built from the configuration and the services
  * it answers for.
  *
+ * The direct lane (direct.ts) serves the hot read routes before Koa sees them.
  * Order of the middleware, outermost first: request clock, log line and counters ->
  * error envelope -> CORS -> path normalisation -> routes -> 404 for anything else.
  *
@@ -9,6 +10,7 @@
  * node does), or read configuration sources (it is handed a validated Config).
  */
 
+import type { RequestListener } from 'node:http';
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
 import { Router } from '@koa/router';
@@ -18,6 +20,7 @@ import type { Config } from '../../config/types';
 import { markRequestStart, elapsedSeconds } from '../envelope';
 import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
+import { DirectLane } from './direct';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes } from './cluster';
 import { addCollectionRoutes } from './collections';
@@ -34,7 +37,7 @@ import { Authenticator } from '../../auth/authenticate';
 import type { AuditLog } from '../../auth/audit';
 import { validateFilter } from '../../shard/filter';
 import type { Snapshots } from '../../snapshots/snapshots';
-import { RequestStats } from './stats';
+import { RequestStats, requestDone } from './stats';
 
 export type { ServiceInfo } from './service';
 
@@ -65,6 +68,8 @@ export interface RestDeps {
 export interface RestApp {
   app: Koa;
   stats: RequestStats;
+  /** What the HTTP server runs: the direct lane (direct.ts) in front of `app`. */
+  listener: RequestListener;
 }
 
 export function buildRestApp(config: Config, deps: RestDeps): RestApp {
@@ -92,10 +97,10 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   app.use(normalisePath);
 
   const authn = deps.authenticator ?? makeAuthenticator(config, toc);
+  const bodyLimitBytes = config.service.max_request_size_mb * 1024 * 1024;
+  const lane = new DirectLane({ logger, stats, bodyLimitBytes, authn, audit: deps.audit ?? null, cors: config.service.enable_cors });
   const router = new Router();
-  const routes = new RouteTable(router, config.service.max_request_size_mb * 1024 * 1024, (method, pattern) =>
-    routeGuard(authn, deps.audit ?? null, method, pattern),
-  );
+  const routes = new RouteTable(router, bodyLimitBytes, (method, pattern) => routeGuard(authn, deps.audit ?? null, method, pattern), lane);
   const consensus = deps.consensus ?? null;
   stats.addClusterGauges(
     consensus === null
@@ -115,7 +120,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   app.use(router.routes());
 
   app.use(unknownRoute);
-  return { app, stats };
+  return { app, stats, listener: lane.listener(app.callback()) };
 }
 
 /** One log line and one count per request, with its route pattern, status and duration. */
@@ -125,13 +130,7 @@ function requestLog(logger: Logger, stats: RequestStats) {
     try {
       await next();
     } finally {
-      const seconds = elapsedSeconds(ctx);
-      const route = matchedRoute(ctx);
-      stats.record(ctx.method, route, ctx.status, seconds);
-      logger.info(
-        { method: ctx.method, path: ctx.path, route, status: ctx.status, ms: Math.round(seconds * 1e6) / 1000 },
-        'request',
-      );
+      requestDone(logger, stats, ctx.method, ctx.path, matchedRoute(ctx), ctx.status, elapsedSeconds(ctx));
     }
   };
 }

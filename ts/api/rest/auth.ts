@@ -12,7 +12,7 @@
 
 import type { Context, Middleware, Next } from 'koa';
 
-import { MANAGE, check, type Access } from '../../auth/access';
+import { MANAGE, check, type Access, type Requirement } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
 import { AuthError, type Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
@@ -34,6 +34,53 @@ function clientAddress(ctx: Context): string | null {
   return ctx.req.socket.remoteAddress ?? null;
 }
 
+/** What a guard needs of a request (a Koa context or the direct lane's request). */
+export interface GuardInput {
+  headers: Record<string, string | string[] | undefined>;
+  method: string;
+  path: string;
+  params: Record<string, string | undefined>;
+  address: string | null;
+}
+
+/** A caller refused before any access check: the plain-text answer (401, or 403 for a bad token). */
+export interface Unauthenticated {
+  status: number;
+  message: string;
+}
+
+/**
+ * The access decision for one request to a route that needs `req`: the caller's access,
+ * or an Unauthenticated answer; throws ForbiddenError when the caller lacks access.
+ * Every decision is written to the audit log. The one implementation of the guard: the
+ * Koa middleware below and the direct lane (direct.ts) both call it.
+ */
+export async function decide(authn: Authenticator, audit: AuditLog | null, req: Exclude<Requirement, { scope: 'open' }>, r: GuardInput): Promise<{ access: Access } | Unauthenticated> {
+  const collection = req.scope === 'collection' ? String(r.params[req.param]) : null;
+  // The audit names the collection a request is about, global-scope ones too (create, delete, recover).
+  const named = collection ?? r.params.collection_name ?? null;
+  const record = (subject: string | null, allowed: boolean, reason: string | null) =>
+    audit?.record({ subject, address: r.address, method: r.method, path: r.path, collection: named, allowed, reason });
+  let caller;
+  try {
+    caller = await authn.authenticate(r.headers);
+  } catch (err) {
+    if (!(err instanceof AuthError)) throw err;
+    record(null, false, err.message);
+    return { status: err.status, message: err.message };
+  }
+  if (req.scope !== 'listing') {
+    try {
+      check(caller.access, collection, req);
+    } catch (err) {
+      if (err instanceof ForbiddenError) record(caller.subject, false, err.detail);
+      throw err;
+    }
+  }
+  record(caller.subject, true, null);
+  return { access: caller.access };
+}
+
 /** The guard middleware of one route, or null when the route is open to everyone. */
 export function routeGuard(authn: Authenticator, audit: AuditLog | null, method: string, pattern: string): Middleware | null {
   const req = requirementOf(method, pattern);
@@ -45,33 +92,20 @@ export function routeGuard(authn: Authenticator, audit: AuditLog | null, method:
     };
   }
   return async function guard(ctx: Context, next: Next): Promise<void> {
-    const params = ctx.params as Record<string, string | undefined>;
-    const collection = req.scope === 'collection' ? String(params[req.param]) : null;
-    // The audit names the collection a request is about, global-scope ones too (create, delete, recover).
-    const named = collection ?? params.collection_name ?? null;
-    const record = (subject: string | null, allowed: boolean, reason: string | null) =>
-      audit?.record({ subject, address: clientAddress(ctx), method: ctx.method, path: ctx.path, collection: named, allowed, reason });
-    let caller;
-    try {
-      caller = await authn.authenticate(ctx.headers);
-    } catch (err) {
-      if (!(err instanceof AuthError)) throw err;
-      record(null, false, err.message);
-      ctx.status = err.status;
+    const decision = await decide(authn, audit, req, {
+      headers: ctx.headers,
+      method: ctx.method,
+      path: ctx.path,
+      params: ctx.params as Record<string, string | undefined>,
+      address: clientAddress(ctx),
+    });
+    if (!('access' in decision)) {
+      ctx.status = decision.status;
       ctx.type = 'text/plain';
-      ctx.body = err.message;
+      ctx.body = decision.message;
       return;
     }
-    if (req.scope !== 'listing') {
-      try {
-        check(caller.access, collection, req);
-      } catch (err) {
-        if (err instanceof ForbiddenError) record(caller.subject, false, err.detail);
-        throw err;
-      }
-    }
-    record(caller.subject, true, null);
-    (ctx.state as { access?: Access }).access = caller.access;
+    (ctx.state as { access?: Access }).access = decision.access;
     await next();
   };
 }

@@ -8,7 +8,7 @@
  * what does but breaks a rule). Must never: look at stored data.
  */
 
-import type { Context } from 'koa';
+import type { ParsedUrlQuery } from 'node:querystring';
 
 import { FormatError, QueryFormatError, ValidationError } from '../errors';
 import { FilterError, validateFilter, type Filter } from '../../shard/filter';
@@ -19,11 +19,23 @@ import type { WithVector } from '../../collection/collection';
 
 export type Obj = Record<string, unknown>;
 
+/**
+ * What a route handler reads of a request: path parameters (percent-decoded), query
+ * parameters and the parsed JSON body. A Koa context is one; so is what the direct
+ * lane (direct.ts) builds, so a handler written against this serves both.
+ */
+export interface RequestInput {
+  /** Optional in the type only because Koa's Context does not declare the router's params. */
+  params?: Record<string, string>;
+  query: ParsedUrlQuery;
+  request: { body?: unknown };
+}
+
 export function isObj(x: unknown): x is Obj {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
 }
 
-export function body(ctx: Context): Obj {
+export function body(ctx: RequestInput): Obj {
   const b = ctx.request.body;
   if (b === undefined) throw new FormatError('EOF while parsing a value at line 1 column 0');
   if (!isObj(b)) throw new FormatError('expected a JSON object');
@@ -31,14 +43,14 @@ export function body(ctx: Context): Obj {
 }
 
 /** A body that may be absent (then `{}`). */
-export function optionalBody(ctx: Context): Obj {
+export function optionalBody(ctx: RequestInput): Obj {
   const b = ctx.request.body;
   if (b === undefined || b === null) return {};
   if (!isObj(b)) throw new FormatError('expected a JSON object');
   return b;
 }
 
-export function queryBool(ctx: Context, name: string, dflt: boolean): boolean {
+export function queryBool(ctx: Pick<RequestInput, 'query'>, name: string, dflt: boolean): boolean {
   const v = ctx.query[name];
   if (v === undefined) return dflt;
   if (v === 'true') return true;
@@ -47,7 +59,7 @@ export function queryBool(ctx: Context, name: string, dflt: boolean): boolean {
 }
 
 /** `?wait=` (default false) after checking `ordering` and `timeout`. */
-export function writeParams(ctx: Context): { wait: boolean } {
+export function writeParams(ctx: Pick<RequestInput, 'query'>): { wait: boolean } {
   const ordering = ctx.query.ordering;
   if (ordering !== undefined && ordering !== 'weak' && ordering !== 'medium' && ordering !== 'strong') {
     throw new QueryFormatError(`ordering: unknown variant \`${String(ordering)}\`, expected one of \`weak\`, \`medium\`, \`strong\``);
@@ -57,7 +69,7 @@ export function writeParams(ctx: Context): { wait: boolean } {
 }
 
 /** Checks `consistency` and `timeout` of a read (one node holds every replica, so any level is met). */
-export function readParams(ctx: Context): void {
+export function readParams(ctx: Pick<RequestInput, 'query'>): void {
   const c = ctx.query.consistency;
   if (c !== undefined && !['majority', 'quorum', 'all'].includes(String(c)) && !/^[1-9][0-9]*$/.test(String(c))) {
     throw new QueryFormatError(`consistency: expected a positive integer, \`majority\`, \`quorum\` or \`all\`, got \`${String(c)}\``);
@@ -66,7 +78,7 @@ export function readParams(ctx: Context): void {
 }
 
 /** Checks `?timeout=` (seconds); every route that takes one accepts any value here. */
-export function readTimeout(ctx: Context): number | null {
+export function readTimeout(ctx: Pick<RequestInput, 'query'>): number | null {
   const t = ctx.query.timeout;
   if (t !== undefined && !/^[0-9]+$/.test(String(t))) throw new QueryFormatError(`timeout: invalid digit found in string`);
   if (t === undefined) return null;
@@ -190,7 +202,7 @@ export function refuse(o: Obj, keys: Record<string, string>): void {
   }
 }
 
-export function param(ctx: Context, name: string): string {
-  // The router has already percent-decoded path parameters.
-  return String((ctx.params as Record<string, string>)[name]);
+export function param(ctx: RequestInput, name: string): string {
+  // The router (or the direct lane) has already percent-decoded path parameters.
+  return String(ctx.params?.[name]);
 }

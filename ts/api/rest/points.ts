@@ -35,6 +35,7 @@ import {
   withVector,
   writeParams,
   type Obj,
+  type RequestInput,
 } from './parse';
 import type { RouteTable } from './route';
 
@@ -413,7 +414,7 @@ function pathId(raw: string): PointKey {
 }
 
 export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
-  const collection = (ctx: Context) => toc.get(param(ctx, 'collection_name'));
+  const collection = (r: RequestInput) => toc.get(param(r, 'collection_name'));
   const writeRoute = (method: 'PUT' | 'POST', pattern: string, parse: (b: Obj, c: Collection) => WriteOp) => {
     routes.add(method, pattern, async (ctx: Context) => {
       const { wait } = writeParams(ctx);
@@ -456,14 +457,14 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     ok(ctx, results);
   });
 
-  routes.add('POST', '/collections/{collection_name}/points', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    const b = body(ctx);
+  routes.addDirect('POST', '/collections/{collection_name}/points', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    const b = body(r);
     refuse(b, NO_SHARD_KEY);
     if (b.ids === undefined) throw new FormatError('missing field `ids`');
     const ids = pointIds(b.ids, 'ids');
-    ok(ctx, await c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false)));
+    return c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false));
   });
 
   routes.add('GET', '/collections/{collection_name}/points/{id}', async (ctx: Context) => {
@@ -476,78 +477,73 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     ok(ctx, rec);
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/scroll', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    const b = body(ctx);
+  routes.addDirect('POST', '/collections/{collection_name}/points/scroll', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    const b = body(r);
     refuse(b, NO_SHARD_KEY);
     if (b.order_by !== undefined && b.order_by !== null) {
-      ok(ctx, await c.scrollOrdered(orderBy(b.order_by, 'order_by'), {
+      return c.scrollOrdered(orderBy(b.order_by, 'order_by'), {
         limit: uint(b.limit, 'limit', 10, 1),
         filter: filter(b.filter),
         withPayload: withPayload(b.with_payload, true),
         withVector: withVector(b.with_vector, false),
-      }));
-      return;
+      });
     }
-    ok(
-      ctx,
-      await c.scroll({
-        offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
-        limit: uint(b.limit, 'limit', 10, 1),
-        filter: filter(b.filter),
-        withPayload: withPayload(b.with_payload, true),
-        withVector: withVector(b.with_vector, false),
-      }),
-    );
+    return c.scroll({
+      offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
+      limit: uint(b.limit, 'limit', 10, 1),
+      filter: filter(b.filter),
+      withPayload: withPayload(b.with_payload, true),
+      withVector: withVector(b.with_vector, false),
+    });
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/count', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    const b = ctx.request.body === undefined ? {} : body(ctx);
+  routes.addDirect('POST', '/collections/{collection_name}/points/count', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    const b = r.request.body === undefined ? {} : body(r);
     refuse(b, NO_SHARD_KEY);
     if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
-    ok(ctx, { count: c.count(filter(b.filter)) });
+    return { count: c.count(filter(b.filter)) };
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/query', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    ok(ctx, { points: await runQuery(c, body(ctx)) });
+  routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    return { points: await runQuery(c, body(r)) };
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/query/batch', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    const reqs = batchOf(body(ctx), 'searches');
-    const out = await Promise.all(reqs.map(async (r) => ({ points: await runQuery(c, r) })));
-    ok(ctx, out);
+  routes.addDirect('POST', '/collections/{collection_name}/points/query/batch', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    const reqs = batchOf(body(r), 'searches');
+    return Promise.all(reqs.map(async (q) => ({ points: await runQuery(c, q) })));
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/search', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    ok(ctx, await runSearch(c, body(ctx)));
+  routes.addDirect('POST', '/collections/{collection_name}/points/search', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    return runSearch(c, body(r));
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/search/batch', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    const reqs = batchOf(body(ctx), 'searches');
-    ok(ctx, await Promise.all(reqs.map((r) => runSearch(c, r))));
+  routes.addDirect('POST', '/collections/{collection_name}/points/search/batch', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    const reqs = batchOf(body(r), 'searches');
+    return Promise.all(reqs.map((q) => runSearch(c, q)));
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/recommend', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    ok(ctx, await runRecommend(c, body(ctx)));
+  routes.addDirect('POST', '/collections/{collection_name}/points/recommend', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    return runRecommend(c, body(r));
   });
 
-  routes.add('POST', '/collections/{collection_name}/points/recommend/batch', async (ctx: Context) => {
-    readParams(ctx);
-    const c = collection(ctx);
-    const reqs = batchOf(body(ctx), 'searches');
-    ok(ctx, await Promise.all(reqs.map((r) => runRecommend(c, r))));
+  routes.addDirect('POST', '/collections/{collection_name}/points/recommend/batch', async (r) => {
+    readParams(r);
+    const c = collection(r);
+    const reqs = batchOf(body(r), 'searches');
+    return Promise.all(reqs.map((q) => runRecommend(c, q)));
   });
 }

@@ -10,7 +10,10 @@
 import type { Context, Middleware, Next } from 'koa';
 import type { Router } from '@koa/router';
 
+import { ok } from '../envelope';
 import { jsonBody } from './body';
+import type { DirectHandler, DirectLane } from './direct';
+import type { RequestInput } from './parse';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -36,10 +39,22 @@ export class RouteTable {
     private readonly router: Router,
     private readonly bodyLimitBytes: number,
     private readonly guard: Guard,
+    /** Where addDirect also puts its routes (ts/api/rest/direct.ts); null: Koa serves them alone. */
+    private readonly lane: DirectLane | null = null,
   ) {}
 
   add(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
     this.register(method, pattern, method !== 'GET', handlers);
+  }
+
+  /**
+   * A JSON route whose handler reads only params, query and body and returns the
+   * `result` of its 200 envelope: served by the direct lane, and by Koa when the lane
+   * passes a request on (both call `handler`).
+   */
+  addDirect(method: HttpMethod, pattern: string, handler: DirectHandler): void {
+    this.register(method, pattern, true, [async (ctx: Context) => ok(ctx, await handler(ctx as unknown as RequestInput))]);
+    this.lane?.add(method, pattern, handler);
   }
 
   /** A route whose handler reads the request body itself, as a stream (uploads). */

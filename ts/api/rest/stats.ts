@@ -8,6 +8,7 @@
  * route share one label.
  */
 
+import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** What the storage gauges read at scrape time. */
@@ -29,6 +30,8 @@ export class RequestStats {
   private readonly durations: Histogram<'method' | 'endpoint' | 'status'>;
   /** Keyed by "METHOD /route/{pattern}": count and total duration. */
   private readonly perRoute = new Map<string, { count: number; totalMicros: number }>();
+  /** The metric children of each "METHOD route status" seen. */
+  private readonly series = new Map<string, { responses: { inc(): void }; durations: { observe(v: number): void } }>();
 
   private readonly prefix: string;
 
@@ -112,15 +115,23 @@ export class RequestStats {
 
   /** Counts one answered request; `route` is its pattern, or null when none matched. */
   record(method: string, route: string | null, status: number, seconds: number): void {
-    const labels = { method, endpoint: route ?? UNMATCHED_ROUTE, status: String(status) };
-    this.responses.inc(labels);
-    this.durations.observe(labels, seconds);
+    // prom-client hashes the labels on every inc/observe; the children of one
+    // (method, route, status) are made once and kept (a bounded set: routes are patterns).
+    const key = `${method} ${route ?? UNMATCHED_ROUTE} ${status}`;
+    let series = this.series.get(key);
+    if (series === undefined) {
+      const labels = { method, endpoint: route ?? UNMATCHED_ROUTE, status: String(status) };
+      series = { responses: this.responses.labels(labels), durations: this.durations.labels(labels) };
+      this.series.set(key, series);
+    }
+    series.responses.inc();
+    series.durations.observe(seconds);
     if (route === null) return;
-    const key = `${method} ${route}`;
-    const figures = this.perRoute.get(key) ?? { count: 0, totalMicros: 0 };
+    const routeKey = `${method} ${route}`;
+    const figures = this.perRoute.get(routeKey) ?? { count: 0, totalMicros: 0 };
     figures.count += 1;
     figures.totalMicros += seconds * 1e6;
-    this.perRoute.set(key, figures);
+    this.perRoute.set(routeKey, figures);
   }
 
   /** Per-route request counts and mean durations, for /telemetry. */
@@ -131,4 +142,10 @@ export class RequestStats {
     }
     return out;
   }
+}
+
+/** What every answered request leaves: its metrics and one log line (Koa's request log and the direct lane both call this). */
+export function requestDone(logger: Logger, stats: RequestStats, method: string, path: string, route: string | null, status: number, seconds: number): void {
+  stats.record(method, route, status, seconds);
+  logger.info({ method, path, route, status, ms: Math.round(seconds * 1e6) / 1000 }, 'request');
 }

@@ -1,0 +1,165 @@
+/**
+ * The direct lane: the hot read routes (query, search, recommend and their batch forms)
+ * served straight from node:http, in front of Koa.
+ *
+ * Why: on the two-core machines we measure on, Koa's per-request machinery (context
+ * objects, the middleware chain, the router, on-finished, the response delegation)
+ * cost about as much main-thread time as the rest of a 100k-point query put together
+ * (bench/results/rest-*.md). Similarity queries are what an application sends most, so
+ * those routes skip it; everything else still goes through Koa.
+ *
+ * The answers are the same: a route is declared once (RouteTable.addDirect) with one
+ * handler that both paths call, and the guard (auth.ts `decide`), the body reader
+ * (body.ts), the error mapping (errors.ts `errorAnswer`), the envelope and the request
+ * log and metrics (stats.ts `requestDone`) are the same functions. test/api/direct.test.ts
+ * sends the same requests both ways and compares status, headers and bodies.
+ *
+ * A request goes to Koa instead when anything would need its other middleware: a
+ * method or path that is not exactly a direct route's (a trailing slash, a path
+ * parameter that does not percent-decode), or an `Origin` header while CORS is on.
+ *
+ * Owns: matching those requests and writing their answers. Must never: decide access,
+ * parse a route's body fields or map errors itself (the shared functions do).
+ */
+
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { parse as parseQuery } from 'node:querystring';
+import type { Logger } from 'pino';
+
+import type { Requirement } from '../../auth/access';
+import type { AuditLog } from '../../auth/audit';
+import type { Authenticator } from '../../auth/authenticate';
+import { requirementOf } from '../../auth/policy';
+import { errorAnswer } from '../errors';
+import { decide } from './auth';
+import { readJsonBody } from './body';
+import type { RequestInput } from './parse';
+import type { HttpMethod } from './route';
+import { requestDone, type RequestStats } from './stats';
+
+/** A route handler that both paths call: the `result` of the 200 envelope, or a throw. */
+export type DirectHandler = (r: RequestInput) => Promise<unknown>;
+
+interface DirectRoute {
+  method: HttpMethod;
+  pattern: string;
+  /** Path segments: a literal, or the name of a parameter (`{name}` in the pattern). */
+  segments: Array<{ literal: string } | { param: string }>;
+  /** Its access requirement, or null when the route is open or authentication is off. */
+  need: Exclude<Requirement, { scope: 'open' }> | null;
+  handler: DirectHandler;
+}
+
+export interface DirectLaneOptions {
+  logger: Logger;
+  stats: RequestStats;
+  bodyLimitBytes: number;
+  authn: Authenticator;
+  audit: AuditLog | null;
+  /** service.enable_cors: requests with an Origin header then go through Koa's CORS middleware. */
+  cors: boolean;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+const TEXT_TYPE = 'text/plain; charset=utf-8';
+
+export class DirectLane {
+  private readonly routes: DirectRoute[] = [];
+
+  constructor(private readonly opts: DirectLaneOptions) {}
+
+  add(method: HttpMethod, pattern: string, handler: DirectHandler): void {
+    const segments = pattern
+      .split('/')
+      .slice(1)
+      .map((s) => {
+        const m = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(s);
+        return m ? { param: m[1] } : { literal: s };
+      });
+    const need = requirementOf(method, pattern);
+    this.routes.push({ method, pattern, segments, need: need.scope === 'open' || !this.opts.authn.enabled ? null : need, handler });
+  }
+
+  /** A request listener that serves the direct routes and hands everything else to `fallback` (Koa). */
+  listener(fallback: RequestListener): RequestListener {
+    return (req, res) => {
+      const hit = this.match(req);
+      if (hit === null) fallback(req, res);
+      else void this.serve(hit.route, hit.params, hit.path, hit.query, req, res);
+    };
+  }
+
+  private match(req: IncomingMessage): { route: DirectRoute; params: Record<string, string>; path: string; query: string } | null {
+    if (this.opts.cors && req.headers.origin !== undefined) return null;
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    if (path.charCodeAt(0) !== 47 /* '/' */) return null;
+    const parts = path.split('/');
+    for (const route of this.routes) {
+      if (route.method !== req.method || route.segments.length !== parts.length - 1) continue;
+      const params: Record<string, string> = {};
+      let ok = true;
+      for (let i = 0; i < route.segments.length && ok; i++) {
+        const seg = route.segments[i];
+        const part = parts[i + 1];
+        if ('literal' in seg) ok = seg.literal === part;
+        else if (part === '') ok = false;
+        else {
+          try {
+            params[seg.param] = decodeURIComponent(part);
+          } catch {
+            return null; // Koa's router decides what a malformed escape means.
+          }
+        }
+      }
+      if (ok) return { route, params, path, query: q < 0 ? '' : url.slice(q + 1) };
+    }
+    return null;
+  }
+
+  private async serve(route: DirectRoute, params: Record<string, string>, path: string, query: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = process.hrtime.bigint();
+    const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+    const { logger, stats } = this.opts;
+    const method = route.method;
+    let status: number;
+    let type = JSON_TYPE;
+    let text: string;
+    try {
+      const denied = route.need === null ? null : await this.guard(route.need, method, params, path, req);
+      if (denied !== null) {
+        status = denied.status;
+        type = TEXT_TYPE;
+        text = denied.message;
+      } else {
+        const body = await readJsonBody(req, this.opts.bodyLimitBytes);
+        const result = await route.handler({ params, query: parseQuery(query), request: { body } });
+        status = 200;
+        text = JSON.stringify({ result, status: 'ok', time: seconds() });
+      }
+    } catch (err) {
+      const answer = errorAnswer(err, logger, method, path);
+      status = answer.status;
+      text = JSON.stringify({ status: { error: answer.message }, time: seconds() });
+    }
+    if (!res.destroyed && !res.headersSent) {
+      res.on('error', (err) => logger.warn({ err }, 'error while sending a response'));
+      res.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+    }
+    requestDone(logger, stats, method, path, route.pattern, status, seconds());
+  }
+
+  /** null when the caller may go on; else the plain-text answer. Throws ForbiddenError (403 envelope). */
+  private async guard(
+    need: Exclude<Requirement, { scope: 'open' }>,
+    method: string,
+    params: Record<string, string>,
+    path: string,
+    req: IncomingMessage,
+  ): Promise<{ status: number; message: string } | null> {
+    const decision = await decide(this.opts.authn, this.opts.audit, need, { headers: req.headers, method, path, params, address: req.socket.remoteAddress ?? null });
+    return 'access' in decision ? null : decision;
+  }
+}
