@@ -70,6 +70,7 @@ export interface RestApp {
   stats: RequestStats;
   /** What the HTTP server runs: the direct lane (direct.ts) in front of `app`. */
   listener: RequestListener;
+  lane: DirectLane;
 }
 
 export function buildRestApp(config: Config, deps: RestDeps): RestApp {
@@ -120,7 +121,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   app.use(router.routes());
 
   app.use(unknownRoute);
-  return { app, stats, listener: lane.listener(app.callback()) };
+  return { app, stats, listener: lane.listener(app.callback()), lane };
 }
 
 /** One log line and one count per request, with its route pattern, status and duration. */
