@@ -42,12 +42,16 @@ export interface RestOptions {
   /** HTTP client: `raw` (keep-alive sockets, minimal parsing) or `http` (node:http agent). */
   client: 'raw' | 'http';
   keepStorage: boolean;
+  /** Also drive the query runs with wrk (bench/rest/wrk.ts) when it is installed. */
+  wrk: boolean;
+  /** Length of each wrk pass. */
+  wrkSeconds: number;
 }
 
 export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000] [--queries 1000] [--efs 64,128]
          [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
-         [--client raw|http] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
+         [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
        npm run bench:rest -- --auth [...]   (authentication cost per request: bench/rest/auth.ts, --auth --help)`;
 
 export function parseRestArgs(argv: string[]): RestOptions {
@@ -73,6 +77,8 @@ export function parseRestArgs(argv: string[]): RestOptions {
     cpuProfIntervalUs: 250,
     client: 'raw',
     keepStorage: false,
+    wrk: true,
+    wrkSeconds: 2,
   };
   const set = new Set<string>();
   const ints = (v: string | undefined, flag: string, min = 1): number[] => {
@@ -150,6 +156,12 @@ export function parseRestArgs(argv: string[]): RestOptions {
       }
       case '--keep-storage':
         o.keepStorage = true;
+        break;
+      case '--no-wrk':
+        o.wrk = false;
+        break;
+      case '--wrk-seconds':
+        o.wrkSeconds = ints(val(), flag)[0];
         break;
       case '--loader':
         o.loader = path.resolve(String(val()));

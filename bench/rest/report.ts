@@ -35,8 +35,8 @@ export interface UpsertRow {
 }
 
 export interface QueryRow {
-  /** baseline: GET /readyz through the same server stack (ef and recall do not apply). */
-  via: 'baseline' | 'rest' | 'engine';
+  /** baseline: GET /readyz through the same server stack (ef and recall do not apply); wrk: REST query driven by wrk (bench/rest/wrk.ts; recall not read). */
+  via: 'baseline' | 'rest' | 'wrk' | 'engine';
   /** REST: requests in flight; engine: outstanding async search calls. */
   concurrency: number;
   ef: number;
@@ -92,6 +92,9 @@ export interface RestResults {
     indexingThresholdKb: number | null;
     engineThreads: number;
     client: string;
+    /** Seconds per wrk pass, or null when wrk did not run (wrkSkip says why). */
+    wrkSeconds: number | null;
+    wrkSkip: string | null;
   };
   dataset: { key: string; name: string; description: string; distance: string; groundTruthCached: boolean };
   server: {
@@ -117,9 +120,12 @@ export const QUERY_RATIO_TARGET = 0.6;
 
 const int = (x: number | null | undefined) => (x === null || x === undefined || !Number.isFinite(x) ? '–' : Math.round(x).toLocaleString('en-US'));
 const num = (x: number | null | undefined, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(d));
+const clientName = (c: 'rest' | 'wrk') => (c === 'wrk' ? 'wrk' : 'JavaScript client');
 const pass = (ok: boolean) => (ok ? '**met**' : '**not met**');
 
 export interface Ratio {
+  /** Who drove the REST requests: the JavaScript client of run.ts, or wrk. */
+  client: 'rest' | 'wrk';
   ef: number;
   restConcurrency: number;
   engineConcurrency: number;
@@ -130,17 +136,19 @@ export interface Ratio {
 
 export function ratios(r: RestResults): Ratio[] {
   const out: Ratio[] = [];
-  const find = (via: 'rest' | 'engine', c: number, ef: number) => r.queries.find((q) => q.via === via && q.concurrency === c && q.ef === ef);
+  const find = (via: 'rest' | 'wrk' | 'engine', c: number, ef: number) => r.queries.find((q) => q.via === via && q.concurrency === c && q.ef === ef);
   const restMax = Math.max(...r.params.concurrency);
   const engMax = Math.max(...r.params.engineConcurrency);
   const pairs: Array<[number, number]> = [];
   if (r.params.concurrency.includes(1) && r.params.engineConcurrency.includes(1)) pairs.push([1, 1]);
   if (restMax !== 1 || engMax !== 1) pairs.push([restMax, engMax]);
   for (const ef of r.params.efs) {
-    for (const [rc, ec] of pairs) {
-      const a = find('rest', rc, ef);
-      const b = find('engine', ec, ef);
-      if (a && b) out.push({ ef, restConcurrency: rc, engineConcurrency: ec, restQps: a.qps, engineQps: b.qps, ratio: a.qps / b.qps });
+    for (const client of ['rest', 'wrk'] as const) {
+      for (const [rc, ec] of pairs) {
+        const a = find(client, rc, ef);
+        const b = find('engine', ec, ef);
+        if (a && b) out.push({ client, ef, restConcurrency: rc, engineConcurrency: ec, restQps: a.qps, engineQps: b.qps, ratio: a.qps / b.qps });
+      }
     }
   }
   return out;
@@ -180,7 +188,7 @@ export function markdown(r: RestResults): string {
   const top = rs.filter((x) => x.restConcurrency === Math.max(...p.concurrency));
   for (const x of top) {
     L.push(
-      `- (b) REST queries/s at concurrency ${x.restConcurrency} ≥ ${QUERY_RATIO_TARGET * 100}% of the in-process engine with ${x.engineConcurrency} outstanding searches, ef=${x.ef}: ` +
+      `- (b) REST queries/s at concurrency ${x.restConcurrency} (${clientName(x.client)}) ≥ ${QUERY_RATIO_TARGET * 100}% of the in-process engine with ${x.engineConcurrency} outstanding searches, ef=${x.ef}: ` +
         `${int(x.restQps)} / ${int(x.engineQps)} = ${(x.ratio * 100).toFixed(0)}% ${pass(x.ratio >= QUERY_RATIO_TARGET)}`,
     );
   }
@@ -223,14 +231,22 @@ export function markdown(r: RestResults): string {
     L.push(
       `REST: \`POST /collections/{c}/points/query\` with \`{"query": [...], "limit": ${p.k}, "params": {"hnsw_ef": ef}}\`, c requests in flight over keep-alive connections. ` +
         `Engine: \`index.search(q, { k: ${p.k}, ef })\` in this process on an index built from the same data, c async calls outstanding (the libuv pool runs them in parallel). ` +
-        `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process). ` +
+        `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up of 3 passes through each path. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process). ` +
         '`GET /readyz` runs through the same HTTP server and Koa middleware with no body, storage or engine: the floor of any REST request.',
+    );
+    L.push('');
+    L.push(
+      p.wrkSeconds !== null
+        ? `Rows "REST query, wrk": the same requests (same bodies, in order, c keep-alive connections with one request in flight each) driven by wrk, a load generator in C, for ${p.wrkSeconds} s per pass, interleaved with the others. ` +
+            'The JavaScript client spends 30-40 µs of CPU per request on the same two cores the server and its search threads use; wrk spends less, so these rows show more of what the server itself answers. ' +
+            'wrk does not read the answers (recall is checked on the JavaScript client\'s rows, same server, same bodies) but every answer must be a 200; its latency percentiles are its own; client CPU is wrk\'s.'
+        : `wrk rows: not measured (${p.wrkSkip ?? 'disabled'}).`,
     );
     L.push('');
     L.push('| via | in flight | ef | QPS | recall@10 | p50 µs | p99 µs | server CPU µs/request main / other | client CPU µs/request | QPS of each pass |');
     L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
     for (const q of r.queries) {
-      const via = q.via === 'baseline' ? 'REST `GET /readyz` (floor)' : q.via === 'rest' ? 'REST query' : 'engine';
+      const via = q.via === 'baseline' ? 'REST `GET /readyz` (floor)' : q.via === 'rest' ? 'REST query' : q.via === 'wrk' ? 'REST query, wrk' : 'engine';
       L.push(
         `| ${via} | ${q.concurrency} | ${q.via === 'baseline' ? '–' : q.ef} | ${int(q.qps)} | ${q.recall === null ? '–' : q.recall.toFixed(4)} | ${int(q.p50Us)} | ${int(q.p99Us)} | ` +
           `${q.via !== 'engine' ? `${int(q.serverMainCpuUsPerQuery)} / ${int(q.serverOtherCpuUsPerQuery)}` : '–'} | ${int(q.clientCpuUsPerQuery)} | ${q.passes.map((x) => int(x)).join(', ')} |`,
@@ -240,9 +256,9 @@ export function markdown(r: RestResults): string {
     if (rs.length) {
       L.push('### REST / in-process ratios');
       L.push('');
-      L.push('| ef | REST in flight | engine outstanding | REST QPS | engine QPS | ratio |');
-      L.push('|---:|---:|---:|---:|---:|---:|');
-      for (const x of rs) L.push(`| ${x.ef} | ${x.restConcurrency} | ${x.engineConcurrency} | ${int(x.restQps)} | ${int(x.engineQps)} | ${x.ratio.toFixed(2)} |`);
+      L.push('| ef | REST client | REST in flight | engine outstanding | REST QPS | engine QPS | ratio |');
+      L.push('|---:|---|---:|---:|---:|---:|---:|');
+      for (const x of rs) L.push(`| ${x.ef} | ${clientName(x.client)} | ${x.restConcurrency} | ${x.engineConcurrency} | ${int(x.restQps)} | ${int(x.engineQps)} | ${x.ratio.toFixed(2)} |`);
       L.push('');
     }
     const mainRow = r.upserts.find((u) => u.green);
