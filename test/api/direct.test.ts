@@ -18,10 +18,9 @@
  * connection, and /metrics and /telemetry, which must count lane-served requests under
  * their route pattern.
  *
- * Cases marked `failing` are known differences of the lane (its query string is parsed
- * with node:querystring, Koa 3's with URLSearchParams from parseurl's split): they are
- * expected to fail until ts/api/rest/direct.ts parses the query as Koa does and leaves
- * URLs holding a "#" to Koa; then ava reports them and `failing` comes off.
+ * The query-string cases (a doubled `?`, over 1000 keys, a `#fragment`, a `#` in the
+ * path) are the differences this test first found: the lane parsed with node:querystring
+ * and served URLs holding `#`; it now parses as Koa does and leaves `#` to Koa.
  */
 
 import * as fs from 'node:fs';
@@ -209,8 +208,6 @@ interface Case {
   status: number;
   /** More checks of Koa's answer (that the case tests what it says). */
   check?: (t: ExecutionContext, body: any, reply: Reply) => void;
-  /** A known difference of the lane: the case is expected to fail until direct.ts is fixed. */
-  failing?: string;
 }
 
 async function compare(t: ExecutionContext, s: Served, c: Case): Promise<void> {
@@ -266,8 +263,7 @@ async function compare(t: ExecutionContext, s: Served, c: Case): Promise<void> {
 function cases(group: string, served: () => Served, list: Case[]): void {
   for (const c of list) {
     const title = `${group}: ${c.name}`;
-    if (c.failing !== undefined) test.serial.failing(`${title} [known lane difference: ${c.failing}]`, (t) => compare(t, served(), c));
-    else test.serial(title, (t) => compare(t, served(), c));
+    test.serial(title, (t) => compare(t, served(), c));
   }
 }
 
@@ -476,28 +472,24 @@ cases('main', () => main, [
     req: post(P(C, '/query', '??consistency=bogus'), { query: Q, limit: 2 }),
     lane: null,
     status: 400,
-    failing: 'querystring keeps the leading "?" in the key, URLSearchParams drops it',
   },
   {
     name: 'a bad parameter after 1000 others',
     req: post(P(C, '/query', `?${Array.from({ length: 1000 }, (_, i) => `p${i}=1`).join('&')}&consistency=bogus`), { query: Q, limit: 2 }),
     lane: null,
     status: 400,
-    failing: 'querystring.parse stops at 1000 keys (maxKeys), URLSearchParams does not',
   },
   {
     name: 'a fragment after the query',
     req: post(P(C, '/query', '?timeout=5#frag'), { query: Q, limit: 2 }),
     lane: null,
     status: 200,
-    failing: 'parseurl drops "#frag" from the query, the lane reads timeout "5#frag"',
   },
   {
     name: 'a "#" in the collection segment',
     req: post('/collections/co#ll/points/query', { query: Q, limit: 2 }),
     lane: null,
     status: 404,
-    failing: 'Koa sees the path /collections/co (no route: empty 404), the lane serves collection "co#ll" (404 envelope)',
   },
   { name: 'a fragment after the path', req: post(`${P(C, '/query')}#frag`, { query: Q, limit: 2 }), lane: false, status: 200 },
 ]);

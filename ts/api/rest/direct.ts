@@ -16,14 +16,14 @@
  *
  * A request goes to Koa instead when anything would need its other middleware: a
  * method or path that is not exactly a direct route's (a trailing slash, a path
- * parameter that does not percent-decode), or an `Origin` header while CORS is on.
+ * parameter that does not percent-decode, a `#` anywhere in the URL), or an `Origin`
+ * header while CORS is on. Query parameters are parsed as Koa parses them.
  *
  * Owns: matching those requests and writing their answers. Must never: decide access,
  * parse a route's body fields or map errors itself (the shared functions do).
  */
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { parse as parseQuery } from 'node:querystring';
 import type { Logger } from 'pino';
 
 import type { Requirement } from '../../auth/access';
@@ -33,7 +33,7 @@ import { requirementOf } from '../../auth/policy';
 import { errorAnswer } from '../errors';
 import { decide } from './auth';
 import { readJsonBody } from './body';
-import type { RequestInput } from './parse';
+import { parseQueryString, type RequestInput } from './parse';
 import type { HttpMethod } from './route';
 import { requestDone, type RequestStats } from './stats';
 
@@ -92,6 +92,8 @@ export class DirectLane {
   private match(req: IncomingMessage): { route: DirectRoute; params: Record<string, string>; path: string; query: string } | null {
     if (this.opts.cors && req.headers.origin !== undefined) return null;
     const url = req.url ?? '';
+    // A fragment (never sent by a browser, but a raw client can): Koa's URL parsing decides.
+    if (url.includes('#')) return null;
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     if (path.charCodeAt(0) !== 47 /* '/' */) return null;
@@ -134,7 +136,7 @@ export class DirectLane {
         text = denied.message;
       } else {
         const body = await readJsonBody(req, this.opts.bodyLimitBytes);
-        const result = await route.handler({ params, query: parseQuery(query), request: { body } });
+        const result = await route.handler({ params, query: parseQueryString(query), request: { body } });
         status = 200;
         text = JSON.stringify({ result, status: 'ok', time: seconds() });
       }

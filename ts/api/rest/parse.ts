@@ -31,6 +31,24 @@ export interface RequestInput {
   request: { body?: unknown };
 }
 
+/**
+ * A query string (without `?`) as Koa's `ctx.query` holds it: URLSearchParams rules, a
+ * repeated key as an array. The direct lane parses with this so both paths read the
+ * same parameters (node:querystring differs: it keeps a second leading `?` in the key
+ * and stops after 1000 keys).
+ */
+export function parseQueryString(text: string): ParsedUrlQuery {
+  const out: ParsedUrlQuery = {};
+  if (text === '') return out;
+  const sp = new URLSearchParams(text);
+  for (const key of sp.keys()) {
+    const values = sp.getAll(key);
+    // defineProperty: a key such as `__proto__` is a plain property, as in Koa.
+    Object.defineProperty(out, key, { value: values.length <= 1 ? values[0] : values, writable: true, enumerable: true, configurable: true });
+  }
+  return out;
+}
+
 export function isObj(x: unknown): x is Obj {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
 }
