@@ -1,0 +1,84 @@
+/**
+ * Review of bindings/native.ts `call()` (commit 4d77fc6: a plain `.then` instead of an
+ * async function). Through NativeEngine with a fake addon, it must still behave as the
+ * async version did: never throw synchronously; a synchronous throw and a rejection of
+ * the addon both become rejections; napi argument errors become QUIVER_INVALID_ARGUMENT;
+ * anything else passes through as the same object; a resolved value is unchanged.
+ */
+
+import test from 'ava';
+
+import type { Addon } from '../../bindings/native';
+import { NativeEngine } from '../../bindings/native';
+import { EngineError } from '../../bindings/errors';
+
+function napiError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+type Behaviour = () => Promise<unknown>;
+
+function engineWith(search: Behaviour) {
+  class FakeIndex {
+    readonly dim = 2;
+    readonly distance = 'Dot';
+    readonly closed = false;
+    search(): Promise<unknown> {
+      return search();
+    }
+    searchBatch(): Promise<unknown> {
+      return search();
+    }
+    close(): void {}
+  }
+  const addon = { NativeIndex: FakeIndex, kernelName: () => 'fake', loadIndex: async () => new FakeIndex(), openWal: async () => ({}) } as unknown as Addon;
+  return new NativeEngine(addon).createIndex({ dim: 2, distance: 'Dot' });
+}
+
+const q = Float32Array.of(1, 2);
+
+test('a synchronous napi argument error becomes a QUIVER_INVALID_ARGUMENT rejection, not a throw', async (t) => {
+  const ix = engineWith(() => {
+    throw napiError('InvalidArg', 'bad k');
+  });
+  let p: Promise<unknown> | undefined;
+  t.notThrows(() => {
+    p = ix.search(q, { k: 1 });
+  });
+  const err = await t.throwsAsync(p!);
+  t.true(err instanceof EngineError);
+  t.is((err as EngineError).code, 'QUIVER_INVALID_ARGUMENT');
+  t.is(err!.message, 'bad k');
+});
+
+test('an asynchronous napi argument error is normalised too', async (t) => {
+  const ix = engineWith(() => Promise.reject(napiError('NumberExpected', 'k: number expected')));
+  const err = await t.throwsAsync(ix.searchBatch(Float32Array.of(1, 2, 3, 4), { k: 1 }));
+  t.is((err as EngineError).code, 'QUIVER_INVALID_ARGUMENT');
+});
+
+test('other errors, thrown or rejected, pass through as the same object; non-Errors too', async (t) => {
+  const closed = Object.assign(new Error('index is closed'), { code: 'QUIVER_CLOSED' });
+  t.is(await t.throwsAsync(engineWith(() => Promise.reject(closed)).search(q, { k: 1 })), closed);
+  t.is(await t.throwsAsync(engineWith(() => { throw closed; }).search(q, { k: 1 })), closed);
+  const thrown: unknown = await engineWith(() => { throw 'a string'; }).search(q, { k: 1 }).then(
+    () => 'resolved',
+    (e: unknown) => e,
+  );
+  t.is(thrown, 'a string');
+});
+
+test('validation in the wrapper (before the addon) still rejects rather than throws', async (t) => {
+  const ix = engineWith(async () => ({ labels: new BigUint64Array(), scores: new Float32Array() }));
+  let p: Promise<unknown> | undefined;
+  t.notThrows(() => {
+    p = ix.search([1, 2] as unknown as Float32Array, { k: 1 });
+  });
+  const err = await t.throwsAsync(p!);
+  t.is((err as EngineError).code, 'QUIVER_INVALID_ARGUMENT');
+});
+
+test('a resolved value comes back unchanged', async (t) => {
+  const r = { labels: BigUint64Array.of(3n), scores: Float32Array.of(0.5) };
+  t.is(await engineWith(async () => r).search(q, { k: 1 }), r);
+});
