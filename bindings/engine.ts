@@ -60,6 +60,12 @@ export interface SearchResult {
   labels: BigUint64Array;
   /** Reference score semantics: Cosine/Dot larger is better, Euclid/Manhattan are distances. */
   scores: Float32Array;
+  /**
+   * Microseconds the engine spent on this query, measured where it ran (without the
+   * hop to the worker thread and back, or the wait for a free one). Both backends set
+   * it; the shard's search batcher sizes its batches by it.
+   */
+  computeUs?: number;
 }
 
 export interface IndexStats {

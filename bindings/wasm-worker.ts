@@ -31,7 +31,7 @@ export type WorkerResponse =
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; error: { code?: string; message: string } };
 
-type SearchOut = { labels: BigUint64Array; scores: Float32Array };
+type SearchOut = { labels: BigUint64Array; scores: Float32Array; computeUs?: number };
 
 function main(): void {
   const port = parentPort;
@@ -58,8 +58,13 @@ function main(): void {
         const { handle: h, queries, batch, options } = req.args;
         const stats: IndexStats = wasm.stats(h);
         const results: SearchOut[] = [];
+        const timed = (q: Float32Array): SearchOut => {
+          const started = performance.now();
+          const r = wasm.search(h, q, options, stats.count);
+          return { ...r, computeUs: (performance.now() - started) * 1000 };
+        };
         if (!batch) {
-          results.push(wasm.search(h, queries, options, stats.count));
+          results.push(timed(queries));
         } else {
           if (queries.length % stats.dim !== 0) {
             throw new EngineError(
@@ -68,7 +73,7 @@ function main(): void {
             );
           }
           for (let off = 0; off < queries.length; off += stats.dim) {
-            results.push(wasm.search(h, queries.subarray(off, off + stats.dim), options, stats.count));
+            results.push(timed(queries.subarray(off, off + stats.dim)));
           }
         }
         const transfer = results.flatMap((r) => [r.labels.buffer as ArrayBuffer, r.scores.buffer as ArrayBuffer]);

@@ -8,18 +8,16 @@
  * requests in one write, a client aborting mid-body, a client going away mid-handler,
  * a handler throwing synchronously, HEAD and GET on a direct path.
  *
- * Failing cases (test.failing, each names its bug):
- *  - BUG (both paths, body.ts readLimited): a client that goes away while the guard is
- *    still deciding (an async authenticator: JWT verify, a value_exists lookup) leaves
- *    a request that never ends: readLimited attaches its listeners to a request stream
- *    already destroyed, so neither 'end', 'error' nor 'aborted' ever fires. No log line,
- *    no metrics (the audit already said "allowed"); the pending chain is unrooted once
- *    the socket is gone, so GC should reclaim it: the loss is the record, not memory.
- *  - BUG (Koa path, kept as is by the lane change): an answer that JSON.stringify
- *    cannot encode (here a BigInt; in production a result over V8's string limit,
- *    ~512M characters) answers 500 text/plain "Internal Server Error" through Koa with a
- *    request log line and metrics saying 200; the lane answers a 500 envelope and logs
- *    500. The two paths differ.
+ * Two cases are bugs this review found, now fixed and kept as tests:
+ *  - (both paths, body.ts readLimited) a client that went away while the guard was
+ *    still deciding (an async authenticator: JWT verify, a value_exists lookup) left a
+ *    request that never ended: readLimited attached its listeners to a request stream
+ *    already destroyed. No log line, no metrics. readLimited now refuses a destroyed
+ *    request at once.
+ *  - (Koa path) an answer that JSON.stringify cannot encode (here a BigInt; in
+ *    production a result over V8's string limit) answered Koa's 500 text/plain while
+ *    the request log and metrics said 200. envelope.ts ok() now encodes inside the
+ *    request, so both paths answer a 500 envelope and log 500.
  */
 
 import * as fs from 'node:fs';
@@ -296,14 +294,11 @@ function valueExistsToken(): Promise<string> {
 
 // ---- bugs ----------------------------------------------------------------------------
 
-// BUG (body.ts readLimited, both paths): the guard awaits the authenticator before the
-// body is read. A client that goes away meanwhile destroys the request stream ('aborted'
-// and 'close' fire with no one listening); readLimited then waits for events that never
-// come. The request never ends: no log line, no metric.
-// Fix (ts/api/rest/body.ts, readLimited, before adding the listeners):
-//   if (req.destroyed || req.aborted) return Promise.reject(new Error('request aborted by the client while its body was being read'));
-// (and `req.readableEnded` with no data: resolve(Buffer.alloc(0))).
-test.serial.failing('BUG: a client gone while an async guard decides leaves a request that never ends (lane and Koa)', async (t) => {
+// Was a bug (body.ts readLimited, both paths): the guard awaits the authenticator before
+// the body is read. A client that goes away meanwhile destroys the request stream
+// ('aborted' and 'close' fire with no one listening); readLimited then waited for events
+// that never came: no log line, no metric. It now refuses a destroyed request at once.
+test.serial('a client gone while an async guard decides still ends its request: a log line and metrics (lane and Koa)', async (t) => {
   const token = await valueExistsToken();
   const req = post('/collections/c/points/query', Q, `Authorization: Bearer ${token}\r\n`);
   for (const [name, port] of [
@@ -319,18 +314,13 @@ test.serial.failing('BUG: a client gone while an async guard decides leaves a re
   }
 });
 
-// BUG (Koa path): an answer JSON.stringify cannot encode. Koa stringifies in its
-// respond() after the middleware, so the request log (requestLog) has already written
-// status 200 and counted a 200; the client gets Koa's default 500 "Internal Server
-// Error" as text/plain. The lane stringifies inside its try: a 500 envelope, logged as
-// 500. In production the realistic trigger is a result over V8's string limit (a
-// scroll or retrieve of many large vectors or payloads: RangeError: Invalid string length).
-// Fix (ts/api/rest/route.ts, addDirect's Koa adapter, and envelope.ts ok()): serialise
-// inside the middleware chain, e.g.
-//   async (ctx) => { const result = await handler(ctx); ctx.status = 200; ctx.type = 'application/json';
-//                    ctx.body = JSON.stringify({ result, status: 'ok', time: elapsedSeconds(ctx) }); }
-// so the error middleware maps the throw and the log sees the real status.
-test.serial.failing('BUG: an unencodable answer: Koa logs 200 and answers text 500, the lane a logged 500 envelope', async (t) => {
+// Was a bug (Koa path): an answer JSON.stringify cannot encode. Koa stringified in its
+// respond() after the middleware, so the request log had already written and counted a
+// 200 while the client got Koa's default 500 "Internal Server Error" as text/plain. In
+// production the trigger is a result over V8's string limit (a scroll or retrieve of
+// many large vectors or payloads: RangeError: Invalid string length). envelope.ts ok()
+// now encodes inside the middleware chain, as the lane does.
+test.serial('an unencodable answer is a logged 500 envelope on both paths', async (t) => {
   const log0 = logLines.length;
   const a = normalise(await rawExchange(plain.portA, post(BIGINT, '{}', 'Connection: close\r\n')));
   const logA = requestLogSince(log0, BIGINT);

@@ -26,8 +26,13 @@ export function elapsedSeconds(ctx: Context): number {
 
 /** 200 with `{"result": result, "status": "ok", "time": seconds}`. */
 export function ok(ctx: Context, result: unknown): void {
+  // Encoded here rather than by Koa after the middleware returned: a result that does
+  // not encode (over V8's string limit) then fails inside the request, and the error
+  // envelope and the request log say 500, as the direct lane does.
+  const text = JSON.stringify({ result, status: 'ok', time: elapsedSeconds(ctx) });
   ctx.status = 200;
-  ctx.body = { result, status: 'ok', time: elapsedSeconds(ctx) };
+  ctx.type = 'application/json';
+  ctx.body = text;
 }
 
 /** 202 with `{"status": "accepted", "time": seconds}` (work continues after the answer). */

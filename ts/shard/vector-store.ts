@@ -595,39 +595,50 @@ interface BatchItem {
   reject: (e: unknown) => void;
 }
 
-/** What the batcher knows of one index: an id for the grouping key, and a running mean of the time per query of its calls. */
-interface IndexCost {
-  id: number;
+/** A running mean of the engine time per query of one index in one mode (graph or exact); 0 before the first measure. */
+interface Cost {
   perQueryUs: number;
+}
+
+/** What the batcher knows of one index: an id for the grouping key, and the cost of its graph and exact searches. */
+interface IndexCosts {
+  id: number;
+  graph: Cost;
+  exact: Cost;
 }
 
 /**
  * Sends unfiltered searches to the engine, batching them only when it pays.
  *
- * Each engine call is a hop to a worker thread and back (tens of microseconds of
- * queueing and wake-ups on a small VM). For a small index that is more than the search
+ * Each engine call is a hop to a worker thread and back (10-20 µs of the event loop and
+ * tens of µs of latency on a small VM). For a small index that is more than the search
  * itself, so searches of one index that arrive in the same event-loop turn go out
  * together as `searchBatch` calls. For a larger index, a batch makes its queries wait
- * for each other on one thread, and the requests then move in lock step (the main thread
+ * for each other on one thread, and the requests then move in lock step (the event loop
  * idles while the batch runs, the workers idle while it answers them) instead of
  * overlapping: 100k points at 8 requests in flight answered 5,764 queries/s batched and
- * 6,909 one by one (bench/rest, same run conditions). So each index's calls are timed
- * (a running mean of wall time per query) and batches hold about BATCH_TARGET_US of it:
- * a query that costs that much on its own goes straight to `search`, without waiting
- * for the turn to end.
+ * 6,909 one by one (bench/rest, same run conditions).
+ *
+ * So batches hold about BATCH_TARGET_US of engine work, judged by the time the engine
+ * reports for each query (`computeUs`, measured on the worker: the hop and the wait for
+ * a free thread are not in it, so the estimate does not drift with load). A query that
+ * costs that much alone goes straight to `search`, without waiting for the turn to end.
+ * Graph and exact searches of one index are costed apart. An engine that reports no
+ * time is batched as before.
  */
 class SearchBatcher {
-  private readonly pending = new Map<string, { index: VectorIndex; cost: IndexCost; opts: SearchOptions; items: BatchItem[] }>();
-  private readonly costs = new WeakMap<VectorIndex, IndexCost>();
+  private readonly pending = new Map<string, { index: VectorIndex; cost: Cost; opts: SearchOptions; items: BatchItem[] }>();
+  private readonly costs = new WeakMap<VectorIndex, IndexCosts>();
   private nextId = 1;
   private scheduled = false;
 
   search(index: VectorIndex, q: Float32Array, opts: SearchOptions): Promise<SearchResult> {
     if (opts.allow !== undefined) return index.search(q, opts);
-    let cost = this.costs.get(index);
-    if (cost === undefined) this.costs.set(index, (cost = { id: this.nextId++, perQueryUs: 0 }));
-    if (batchSize(cost) <= 1) return timed(cost, 1, index.search(q, opts));
-    const key = `${cost.id}|${opts.k}|${opts.ef}|${opts.exact}|${opts.oversampling}|${opts.rescore}|${opts.ignoreQuantization}`;
+    let costs = this.costs.get(index);
+    if (costs === undefined) this.costs.set(index, (costs = { id: this.nextId++, graph: { perQueryUs: 0 }, exact: { perQueryUs: 0 } }));
+    const cost = opts.exact ? costs.exact : costs.graph;
+    if (batchSize(cost) <= 1) return index.search(q, opts).then((r) => observe(cost, [r]));
+    const key = `${costs.id}|${opts.k}|${opts.ef}|${opts.exact}|${opts.oversampling}|${opts.rescore}|${opts.ignoreQuantization}`;
     let group = this.pending.get(key);
     if (!group) this.pending.set(key, (group = { index, cost, opts, items: [] }));
     return new Promise((resolve, reject) => {
@@ -648,14 +659,17 @@ class SearchBatcher {
       for (let at = 0; at < items.length; at += size) {
         const chunk = items.slice(at, at + size);
         if (chunk.length === 1) {
-          timed(cost, 1, index.search(chunk[0].q, opts)).then(chunk[0].resolve, chunk[0].reject);
+          index.search(chunk[0].q, opts).then((r) => observe(cost, [r])).then(chunk[0].resolve, chunk[0].reject);
           continue;
         }
         const dim = chunk[0].q.length;
         const flat = new Float32Array(chunk.length * dim);
         chunk.forEach((it, i) => flat.set(it.q, i * dim));
-        timed(cost, chunk.length, index.searchBatch(flat, opts)).then(
-          (rs) => chunk.forEach((it, i) => it.resolve(rs[i])),
+        index.searchBatch(flat, opts).then(
+          (rs) => {
+            observe(cost, rs);
+            chunk.forEach((it, i) => it.resolve(rs[i]));
+          },
           (err) => chunk.forEach((it) => it.reject(err)),
         );
       }
@@ -663,20 +677,20 @@ class SearchBatcher {
   }
 }
 
-/** Queries per engine call for an index whose queries cost `perQueryUs` each (0 before the first call: batch). */
-function batchSize(cost: IndexCost): number {
-  if (cost.perQueryUs <= 0) return BATCH_MAX;
+/** Queries per engine call for a cost of `perQueryUs` per query (unknown: batch fully). */
+function batchSize(cost: Cost): number {
+  if (!(cost.perQueryUs > 0)) return BATCH_MAX;
   return Math.max(1, Math.min(BATCH_MAX, Math.floor(BATCH_TARGET_US / cost.perQueryUs)));
 }
 
-/** `call` (n queries), folding its wall time per query into the index's running mean. */
-function timed<T>(cost: IndexCost, n: number, call: Promise<T>): Promise<T> {
-  const started = performance.now();
-  return call.then((r) => {
-    const us = ((performance.now() - started) * 1000) / n;
-    cost.perQueryUs = cost.perQueryUs <= 0 ? us : cost.perQueryUs + (us - cost.perQueryUs) * 0.1;
-    return r;
-  });
+/** Folds the engine times the results report into the running mean; returns the first result. */
+function observe(cost: Cost, results: SearchResult[]): SearchResult {
+  for (const r of results) {
+    const us = r.computeUs;
+    if (us === undefined || !Number.isFinite(us) || us < 0) continue;
+    cost.perQueryUs = cost.perQueryUs > 0 ? cost.perQueryUs + (us - cost.perQueryUs) * 0.1 : Math.max(us, 0.001);
+  }
+  return results[0];
 }
 
 const batcher = new SearchBatcher();

@@ -260,6 +260,9 @@ pub struct NativeSearchOptions {
 pub struct NativeSearchResult {
     pub labels: BigUint64Array,
     pub scores: Float32Array,
+    /// Time the engine spent on this query, in microseconds, measured on the worker
+    /// thread (without the hop to it and back, or the wait for a free thread).
+    pub compute_us: f64,
 }
 
 /// Every live label and its stored vector (`labels.length * dim` values), in slot order.
@@ -336,10 +339,11 @@ fn threads_from(threads: Option<f64>) -> CoreResult<usize> {
     }
 }
 
-fn search_result((labels, scores): (Vec<u64>, Vec<f32>)) -> NativeSearchResult {
+fn search_result((labels, scores, compute_us): (Vec<u64>, Vec<f32>, f64)) -> NativeSearchResult {
     NativeSearchResult {
         labels: BigUint64Array::new(labels),
         scores: Float32Array::new(scores),
+        compute_us,
     }
 }
 
@@ -352,6 +356,20 @@ fn live_vectors((labels, vectors): (Vec<u64>, Vec<f32>)) -> NativeLiveVectors {
 
 fn split(hits: Vec<(u64, f32)>) -> (Vec<u64>, Vec<f32>) {
     hits.into_iter().unzip()
+}
+
+/// One search, timed: its hits split into labels and scores, and the microseconds it took.
+fn timed_search(
+    index: &Index,
+    query: &[f32],
+    params: &SearchParams,
+    allow: Option<&[u64]>,
+) -> CoreResult<(Vec<u64>, Vec<f32>, f64)> {
+    let started = std::time::Instant::now();
+    let hits = index.search(query, params, allow)?;
+    let us = started.elapsed().as_secs_f64() * 1e6;
+    let (labels, scores) = split(hits);
+    Ok((labels, scores, us))
 }
 
 fn unit(_: ()) {}
@@ -477,7 +495,7 @@ impl NativeIndex {
         &self,
         query: Float32Array,
         options: NativeSearchOptions,
-    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>), NativeSearchResult>> {
+    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, f64), NativeSearchResult>> {
         let prepared = self.shared().and_then(|i| Ok((i, params_from(&options)?)));
         let (index, params) = match prepared {
             Ok(v) => v,
@@ -488,7 +506,7 @@ impl NativeIndex {
         Job::new(
             move || {
                 let index = read(&index)?;
-                Ok(split(index.search(&query, &params, allow.as_deref())?))
+                timed_search(&index, &query, &params, allow.as_deref())
             },
             search_result,
         )
@@ -500,8 +518,8 @@ impl NativeIndex {
         &self,
         queries: Float32Array,
         options: NativeSearchOptions,
-    ) -> AsyncTask<Job<Vec<(Vec<u64>, Vec<f32>)>, Vec<NativeSearchResult>>> {
-        fn finish(all: Vec<(Vec<u64>, Vec<f32>)>) -> Vec<NativeSearchResult> {
+    ) -> AsyncTask<Job<Vec<(Vec<u64>, Vec<f32>, f64)>, Vec<NativeSearchResult>>> {
+        fn finish(all: Vec<(Vec<u64>, Vec<f32>, f64)>) -> Vec<NativeSearchResult> {
             all.into_iter().map(search_result).collect()
         }
         let prepared = self.shared().and_then(|i| Ok((i, params_from(&options)?)));
@@ -528,7 +546,7 @@ impl NativeIndex {
                 let index = read(&index)?;
                 queries
                     .chunks(dim)
-                    .map(|q| Ok(split(index.search(q, &params, allow.as_deref())?)))
+                    .map(|q| timed_search(&index, q, &params, allow.as_deref()))
                     .collect()
             },
             finish,

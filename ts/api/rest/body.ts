@@ -55,6 +55,9 @@ function readLimited(req: IncomingMessage, limitBytes: number): Promise<Buffer> 
     discard(req);
     return Promise.reject(tooLarge(limitBytes));
   }
+  // The client left before the body was read (while an async guard decided): no
+  // stream event will ever come, so answer now instead of waiting forever.
+  if (req.destroyed) return Promise.reject(new Error('request aborted by the client before its body was read'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
