@@ -535,24 +535,20 @@ export class Collection {
     if (want === 0) return [];
     const names = this.withVectorNames(req.withVector);
     const higher = higherIsBetter(spec.distance);
-    const perShard = await Promise.all(
-      this.locals().map(async (s) => {
-        const hits = await s.search(
-          req.using,
-          {
-            vector: req.vector,
-            k: want,
-            ef: req.hnswEf,
-            exact: req.exact,
-            oversampling: req.quantization?.oversampling,
-            rescore: req.quantization?.rescore,
-            ignoreQuantization: req.quantization?.ignore,
-          },
-          req.filter,
-        );
-        return hits.map((h) => ({ s, h }));
-      }),
-    );
+    const vs = {
+      vector: req.vector,
+      k: want,
+      ef: req.hnswEf,
+      exact: req.exact,
+      oversampling: req.quantization?.oversampling,
+      rescore: req.quantization?.rescore,
+      ignoreQuantization: req.quantization?.ignore,
+    };
+    const locals = this.locals();
+    const perShard =
+      locals.length === 1
+        ? [(await locals[0].search(req.using, vs, req.filter)).map((h) => ({ s: locals[0], h }))]
+        : await Promise.all(locals.map(async (s) => (await s.search(req.using, vs, req.filter)).map((h) => ({ s, h }))));
     let merged: Array<{ s: LocalShard; h: Hit }> = perShard.flat();
     if (perShard.length > 1) merged.sort(higher ? (a, b) => b.h.score - a.h.score : (a, b) => a.h.score - b.h.score);
     const t = req.scoreThreshold;

@@ -699,23 +699,19 @@ export class LocalShard {
   async search(name: string, req: Omit<VectorSearch, 'allow'>, filter: Filter | null): Promise<Hit[]> {
     if (this.closed) throw new ShardClosedError();
     try {
-      return await this.searchOpen(name, req, filter);
+      const store = this.vectors.get(name);
+      if (!store) return [];
+      let allow: BigUint64Array | undefined;
+      if (filter !== null) {
+        const offs = this.matching(filter);
+        if (offs.length === 0) return [];
+        allow = BigUint64Array.from(offs);
+      }
+      return await store.search({ ...req, allow });
     } catch (err) {
       // The shard closed under the search (shutdown, delete, snapshot swap): retry later.
       throw this.closed ? new ShardClosedError() : err;
     }
-  }
-
-  private async searchOpen(name: string, req: Omit<VectorSearch, 'allow'>, filter: Filter | null): Promise<Hit[]> {
-    const store = this.vectors.get(name);
-    if (!store) return [];
-    let allow: BigUint64Array | undefined;
-    if (filter !== null) {
-      const offs = this.matching(filter);
-      if (offs.length === 0) return [];
-      allow = BigUint64Array.from(offs);
-    }
-    return store.search({ ...req, allow });
   }
 }
 

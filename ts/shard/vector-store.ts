@@ -225,12 +225,13 @@ export class VectorStore {
       ignoreQuantization: req.ignoreQuantization,
     };
     const parts: Array<Promise<Hit[]>> = [];
-    for (const t of this.all()) {
-      if (t.labels.size === 0) continue;
+    for (const t of [this.appendable, this.frozen, this.indexed]) {
+      if (t === null || t.labels.size === 0) continue;
       parts.push(this.searchOne(t, req.vector, opts, t === this.indexed ? extra : 0));
     }
+    // One index (a green collection): no Promise.all on the hot path.
+    if (parts.length === 1) return parts[0];
     const lists = await Promise.all(parts);
-    if (lists.length === 1) return lists[0].slice(0, req.k);
     return mergeHits(lists, higherIsBetter(this.spec.distance), req.k);
   }
 

@@ -354,7 +354,10 @@ async function runQuery(c: Collection, b: Obj): Promise<ScoredOut[]> {
   let vector: Float32Array;
   let exclude: PointKey[] = [];
   if ('nearest' in kind) {
-    vector = await exampleVector(c, kind.nearest, using);
+    if ('vector' in kind.nearest) {
+      c.checkVector(using, kind.nearest.vector);
+      vector = kind.nearest.vector;
+    } else vector = await exampleVector(c, kind.nearest, using);
     if ('id' in kind.nearest) exclude = [kind.nearest.id];
   } else {
     vector = await recommendVector(c, kind.recommend, using);
