@@ -243,6 +243,7 @@ test.serial('a client aborting mid-body: same answer (none) and same log line', 
   const logB = requestLogSince(log1, '/collections/c/points/query');
   t.is(logB.length, 1);
   t.deepEqual(logA, logB);
+  t.is(logB[0].status, 499, 'a client gone mid-body is logged as 499 (client closed), not a 500');
   t.log(`both log ${JSON.stringify(logB[0])}`);
 });
 
@@ -311,6 +312,7 @@ test.serial('a client gone while an async guard decides still ends its request: 
     await sleep(600);
     const lines = requestLogSince(log0, '/collections/c/points/query');
     t.is(lines.length, 1, `${name}: the request should end (a log line, metrics), got none`);
+    t.is(lines[0]?.status, 499, `${name}: logged as 499 (client closed)`);
   }
 });
 

@@ -32,7 +32,8 @@ export type ApiErrorId =
   | 'query_format'
   | 'payload_too_large'
   | 'not_implemented'
-  | 'cluster_unavailable';
+  | 'cluster_unavailable'
+  | 'client_closed';
 
 interface CatalogueEntry {
   status: number;
@@ -64,6 +65,9 @@ export const ERROR_CATALOGUE: Readonly<Record<ApiErrorId, CatalogueEntry>> = {
   // Ours: a cluster peer that cannot take a metadata change now (no leader elected yet,
   // starting up, or its consensus stopped); the caller may retry.
   cluster_unavailable: { status: 503, prefix: 'Service unavailable: ' },
+  // Ours (nginx's 499): the client went away before its request was read. Nobody reads
+  // the answer; the status keeps these out of the 5xx counts and the error log.
+  client_closed: { status: 499, prefix: 'Client closed request: ' },
 };
 
 /** An error the API answers with its catalogue status and `<prefix><detail>` as message. */
@@ -170,6 +174,12 @@ export class PayloadTooLargeError extends ApiError {
 export class ClusterUnavailableError extends ApiError {
   constructor(detail: string) {
     super('cluster_unavailable', detail);
+  }
+}
+
+export class ClientClosedError extends ApiError {
+  constructor(detail: string) {
+    super('client_closed', detail);
   }
 }
 

@@ -10,7 +10,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 
-import { FormatError, PayloadTooLargeError } from '../errors';
+import { ClientClosedError, FormatError, PayloadTooLargeError } from '../errors';
 
 declare module 'koa' {
   interface Request {
@@ -57,7 +57,7 @@ function readLimited(req: IncomingMessage, limitBytes: number): Promise<Buffer> 
   }
   // The client left before the body was read (while an async guard decided): no
   // stream event will ever come, so answer now instead of waiting forever.
-  if (req.destroyed) return Promise.reject(new Error('request aborted by the client before its body was read'));
+  if (req.destroyed) return Promise.reject(new ClientClosedError('the client went away before its body was read'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -87,7 +87,7 @@ function readLimited(req: IncomingMessage, limitBytes: number): Promise<Buffer> 
     };
     const onAborted = () => {
       cleanup();
-      reject(new Error('request aborted by the client while its body was being read'));
+      reject(new ClientClosedError('the client went away while its body was being read'));
     };
     req.on('data', onData);
     req.on('end', onEnd);
