@@ -20,66 +20,24 @@
  *    request, so both paths answer a 500 envelope and log 500.
  */
 
-import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as net from 'node:net';
-import type { AddressInfo } from 'node:net';
-import * as os from 'node:os';
-import * as path from 'node:path';
 
 import test from 'ava';
 import { Router } from '@koa/router';
 import { SignJWT } from 'jose';
-import pino from 'pino';
 
-import { loadEngine } from '../../bindings';
-import { buildRestApp, type RestApp } from '../../ts/api/rest/app';
+import type { RestApp } from '../../ts/api/rest/app';
 import { RouteTable } from '../../ts/api/rest/route';
 import { Authenticator } from '../../ts/auth/authenticate';
-import { loadConfig } from '../../ts/config';
 import type { Config } from '../../ts/config/types';
-import { Snapshots } from '../../ts/snapshots/snapshots';
-import { TableOfContent } from '../../ts/storage/toc';
+import { LaneHarness, type LanePair } from './lane-pair';
 
 const KEY = 'direct-review-api-key-0123456789abcdef0123';
-const logLines: Array<Record<string, unknown>> = [];
-const logger = pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) });
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-let dir: string;
-let toc: TableOfContent;
-let snapshots: Snapshots;
-const servers: http.Server[] = [];
-
-interface Pair {
-  rest: RestApp;
-  portA: number;
-  portB: number;
-  koaHits: number;
-}
-let plain: Pair;
-let slowAuth: Pair;
-
-function config(env: Record<string, string> = {}): Config {
-  return loadConfig({
-    cwd: dir,
-    env: {
-      SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
-      SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
-      SERVICE__SERVICE__MAX_REQUEST_SIZE_MB: '1',
-      ...env,
-    },
-  });
-}
-
-function listen(listener: http.RequestListener): Promise<number> {
-  const server = http.createServer(listener);
-  servers.push(server);
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port));
-  });
-}
+let h: LaneHarness;
+let plain: LanePair;
+let slowAuth: LanePair;
 
 /**
  * Extra direct routes for the review, declared with RouteTable.addDirect exactly as
@@ -106,34 +64,14 @@ function addReviewRoutes(rest: RestApp, cfg: Config): void {
   mw.splice(mw.length - 2, 0, router.routes());
 }
 
-async function pair(cfg: Config, authenticator?: Authenticator): Promise<Pair> {
-  const rest = buildRestApp(cfg, {
-    logger,
-    info: { version: '0.0.0-test', commit: null, instanceId: 'direct-review', startedAt: new Date() },
-    toc,
-    snapshots,
-    ...(authenticator ? { authenticator } : {}),
-  });
-  addReviewRoutes(rest, cfg);
-  const koa = rest.app.callback();
-  const p = { rest, koaHits: 0 } as Pair;
-  p.portA = await listen(
-    rest.lane.listener((req, res) => {
-      p.koaHits++;
-      void koa(req, res);
-    }),
-  );
-  p.portB = await listen(koa);
-  return p;
+function pair(cfg: Config, authenticator?: Authenticator): Promise<LanePair> {
+  return h.pair(cfg, authenticator ? { authenticator } : {}, (rest) => addReviewRoutes(rest, cfg));
 }
 
 test.before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-direct-review-'));
-  const base = config();
-  toc = await TableOfContent.open(path.resolve(base.storage.storage_path), loadEngine({ logger }), logger, base.storage.max_collections);
-  snapshots = await Snapshots.open(base, toc, logger, '0.0.0-test');
-  plain = await pair(base);
-  const secured = config({ SERVICE__SERVICE__API_KEY: KEY, SERVICE__SERVICE__JWT_RBAC: 'true' });
+  h = await LaneHarness.open('quiver-direct-review-');
+  plain = await pair(h.config());
+  const secured = h.config({ SERVICE__SERVICE__API_KEY: KEY, SERVICE__SERVICE__JWT_RBAC: 'true' });
   // A value_exists claim is looked up in storage; here the lookup takes 200 ms.
   slowAuth = await pair(
     secured,
@@ -149,17 +87,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  await Promise.all(
-    servers.map(
-      (s) =>
-        new Promise<void>((resolve) => {
-          s.closeAllConnections();
-          s.close(() => resolve());
-        }),
-    ),
-  );
-  await toc?.close();
-  if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
+  await h?.close();
 });
 
 /** Writes `text` on a fresh connection and returns all the server sends until it closes (or `waitMs`). */
@@ -198,13 +126,13 @@ function normalise(raw: string): string {
 }
 
 function requestLogSince(from: number, p: string): Array<Record<string, unknown>> {
-  return logLines.slice(from).filter((l) => l.msg === 'request' && l.path === p).map(({ method, path: lp, route, status }) => ({ method, path: lp, route, status }));
+  return h.logLines.slice(from).filter((l) => l.msg === 'request' && l.path === p).map(({ method, path: lp, route, status }) => ({ method, path: lp, route, status }));
 }
 
 const Q = '{"query":[1,2,3,4],"limit":2}';
 const post = (p: string, body: string, extra = '') => `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
-async function bothRaw(p: Pair, text: string | string[], waitMs = 1500): Promise<[string, string]> {
+async function bothRaw(p: LanePair, text: string | string[], waitMs = 1500): Promise<[string, string]> {
   const a = await rawExchange(p.portA, text, waitMs);
   const b = await rawExchange(p.portB, text, waitMs);
   return [normalise(a), normalise(b)];
@@ -233,11 +161,11 @@ test.serial('three pipelined requests in one write answer alike and in order', a
 
 test.serial('a client aborting mid-body: same answer (none) and same log line', async (t) => {
   const partial = `POST /collections/c/points/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"query":`;
-  const log0 = logLines.length;
+  const log0 = h.logLines.length;
   await rawExchange(plain.portA, partial, 100);
   await sleep(100);
   const logA = requestLogSince(log0, '/collections/c/points/query');
-  const log1 = logLines.length;
+  const log1 = h.logLines.length;
   await rawExchange(plain.portB, partial, 100);
   await sleep(100);
   const logB = requestLogSince(log1, '/collections/c/points/query');
@@ -248,11 +176,11 @@ test.serial('a client aborting mid-body: same answer (none) and same log line', 
 });
 
 test.serial('a client going away while the handler runs: same log line on both paths', async (t) => {
-  const log0 = logLines.length;
+  const log0 = h.logLines.length;
   await rawExchange(plain.portA, post(SLOW, '{}'), 50);
   await sleep(250);
   const logA = requestLogSince(log0, SLOW);
-  const log1 = logLines.length;
+  const log1 = h.logLines.length;
   await rawExchange(plain.portB, post(SLOW, '{}'), 50);
   await sleep(250);
   const logB = requestLogSince(log1, SLOW);
@@ -278,7 +206,7 @@ test.serial('control for the next case: the same request with a slow guard, clie
   const token = await valueExistsToken();
   const req = post('/collections/c/points/query', Q, `Authorization: Bearer ${token}\r\nConnection: close\r\n`);
   for (const port of [slowAuth.portA, slowAuth.portB]) {
-    const log0 = logLines.length;
+    const log0 = h.logLines.length;
     const raw = await rawExchange(port, req, 2000);
     t.regex(raw, /^HTTP\/1\.1 200/);
     t.is(requestLogSince(log0, '/collections/c/points/query').length, 1);
@@ -306,7 +234,7 @@ test.serial('a client gone while an async guard decides still ends its request: 
     ['lane', slowAuth.portA],
     ['koa', slowAuth.portB],
   ] as const) {
-    const log0 = logLines.length;
+    const log0 = h.logLines.length;
     // The whole request is sent; the client gives up after 50 ms (the lookup takes 200).
     await rawExchange(port, req, 50);
     await sleep(600);
@@ -323,10 +251,10 @@ test.serial('a client gone while an async guard decides still ends its request: 
 // many large vectors or payloads: RangeError: Invalid string length). envelope.ts ok()
 // now encodes inside the middleware chain, as the lane does.
 test.serial('an unencodable answer is a logged 500 envelope on both paths', async (t) => {
-  const log0 = logLines.length;
+  const log0 = h.logLines.length;
   const a = normalise(await rawExchange(plain.portA, post(BIGINT, '{}', 'Connection: close\r\n')));
   const logA = requestLogSince(log0, BIGINT);
-  const log1 = logLines.length;
+  const log1 = h.logLines.length;
   const b = normalise(await rawExchange(plain.portB, post(BIGINT, '{}', 'Connection: close\r\n')));
   const logB = requestLogSince(log1, BIGINT);
   t.log(`lane: ${a.replace(/\r\n/g, ' | ')} log ${JSON.stringify(logA)}`);

@@ -23,23 +23,15 @@
  * and served URLs holding `#`; it now parses as Koa does and leaves `#` to Koa.
  */
 
-import * as fs from 'node:fs';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import * as os from 'node:os';
-import * as path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 import { SignJWT } from 'jose';
-import pino from 'pino';
 
-import { loadEngine } from '../../bindings';
-import { buildRestApp, type RestApp } from '../../ts/api/rest/app';
 import type { AuditEvent, AuditLog } from '../../ts/auth/audit';
-import { loadConfig } from '../../ts/config';
 import type { Config } from '../../ts/config/types';
-import { Snapshots } from '../../ts/snapshots/snapshots';
-import { TableOfContent } from '../../ts/storage/toc';
+import { mulberry32 } from '../support/rng';
+import { LaneHarness, type LanePair } from './lane-pair';
 
 const API_KEY = 'direct-lane-test-api-key-7c1e5b9a3d2f4e6a8b0c';
 const RO_KEY = 'direct-lane-test-read-only-key-1a2b3c4d';
@@ -53,71 +45,22 @@ const DIM = 8;
 
 // ---- the apps -------------------------------------------------------------------------
 
-/** Every log line of every app, parsed (the apps share one logger). */
-const logLines: Array<Record<string, unknown>> = [];
-const logger = pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) });
+let h: LaneHarness;
 
-interface Served {
-  rest: RestApp;
-  /** The lane in front of Koa. */
-  a: http.Server;
-  /** Koa alone. */
-  b: http.Server;
-  portA: number;
-  portB: number;
-  /** Requests A passed on to Koa. */
-  koaHits: number;
+interface Served extends LanePair {
   /** The audit decisions (both servers share the app, so one list). */
   audit: AuditEvent[];
 }
 
-let dir: string;
-let toc: TableOfContent;
-let snapshots: Snapshots;
 let main: Served;
 let secured: Served;
 let cors: Served;
-const servers: http.Server[] = [];
-
-function config(env: Record<string, string>): Config {
-  return loadConfig({
-    cwd: dir,
-    env: {
-      SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
-      SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
-      SERVICE__SERVICE__MAX_REQUEST_SIZE_MB: '1',
-      SERVICE__SERVICE__ENABLE_CORS: 'false',
-      ...env,
-    },
-  });
-}
-
-function listen(listener: http.RequestListener): Promise<{ server: http.Server; port: number }> {
-  const server = http.createServer(listener);
-  servers.push(server);
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as AddressInfo).port }));
-  });
-}
 
 async function serve(cfg: Config): Promise<Served> {
   const audit: AuditEvent[] = [];
   // decide() only calls record(); a list lets each case compare what both paths wrote.
   const auditLog = { enabled: true, record: (e: AuditEvent) => void audit.push(e) } as unknown as AuditLog;
-  const info = { version: '0.0.0-test', commit: null, instanceId: 'direct-test', startedAt: new Date() };
-  const rest = buildRestApp(cfg, { logger, info, toc, snapshots, audit: auditLog });
-  const koa = rest.app.callback();
-  const served = { rest, audit, koaHits: 0 } as Served;
-  const a = await listen(
-    rest.lane.listener((req, res) => {
-      served.koaHits++;
-      void koa(req, res);
-    }),
-  );
-  const b = await listen(koa);
-  Object.assign(served, { a: a.server, b: b.server, portA: a.port, portB: b.port });
-  return served;
+  return Object.assign(await h.pair(cfg, { audit: auditLog }), { audit });
 }
 
 // ---- requests -------------------------------------------------------------------------
@@ -190,7 +133,7 @@ const VOLATILE_HEADERS = new Set(['date', 'connection', 'keep-alive']);
  * (clock, duration, process). Background lines (optimizer, flushes) are left out.
  */
 function requestLines(from: number): Array<Record<string, unknown>> {
-  return logLines
+  return h.logLines
     .slice(from)
     .filter((l) => 'method' in l && 'path' in l)
     .map(({ time: _t, pid: _p, hostname: _h, ms: _ms, ...rest }) => rest);
@@ -212,11 +155,11 @@ interface Case {
 
 async function compare(t: ExecutionContext, s: Served, c: Case): Promise<void> {
   const hits = s.koaHits;
-  const [log0, audit0] = [logLines.length, s.audit.length];
+  const [log0, audit0] = [h.logLines.length, s.audit.length];
   const a = await send(s.portA, c.req);
   const viaKoa = s.koaHits !== hits;
   const [logA, auditA] = [requestLines(log0), s.audit.slice(audit0)];
-  const [log1, audit1] = [logLines.length, s.audit.length];
+  const [log1, audit1] = [h.logLines.length, s.audit.length];
   const b = await send(s.portB, c.req);
   const [logB, auditB] = [requestLines(log1), s.audit.slice(audit1)];
   const bText = b.raw.toString();
@@ -269,19 +212,7 @@ function cases(group: string, served: () => Served, list: Case[]): void {
 
 // ---- data -----------------------------------------------------------------------------
 
-/** A small deterministic generator (mulberry32), so the data is the same on every run. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const random = rng(20240611);
+const random = mulberry32(20240611);
 const vec = (n: number) => Array.from({ length: n }, () => Math.round((random() * 2 - 1) * 1000) / 1000);
 const GROUPS = ['red', 'green', 'blue'];
 const UUID = '5c56c793-69f3-4fbf-87e6-c4bf54c28c26';
@@ -289,14 +220,10 @@ const Q = vec(DIM);
 const Q2 = vec(DIM);
 
 test.before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-direct-'));
-  const base = config({});
-  const engine = loadEngine({ logger });
-  toc = await TableOfContent.open(path.resolve(base.storage.storage_path), engine, logger, base.storage.max_collections);
-  snapshots = await Snapshots.open(base, toc, logger, '0.0.0-test');
-  main = await serve(base);
-  secured = await serve(config({ SERVICE__SERVICE__API_KEY: API_KEY, SERVICE__SERVICE__READ_ONLY_API_KEY: RO_KEY, SERVICE__SERVICE__JWT_RBAC: 'true' }));
-  cors = await serve(config({ SERVICE__SERVICE__ENABLE_CORS: 'true' }));
+  h = await LaneHarness.open('quiver-direct-');
+  main = await serve(h.config());
+  secured = await serve(h.config({ SERVICE__SERVICE__API_KEY: API_KEY, SERVICE__SERVICE__READ_ONLY_API_KEY: RO_KEY, SERVICE__SERVICE__JWT_RBAC: 'true' }));
+  cors = await serve(h.config({ SERVICE__SERVICE__ENABLE_CORS: 'true' }));
 
   await admin('PUT', `/collections/${C}`, { vectors: { size: DIM, distance: 'Cosine' } });
   const points = Array.from({ length: 50 }, (_, i) => ({
@@ -324,17 +251,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  await Promise.all(
-    servers.map(
-      (s) =>
-        new Promise<void>((resolve) => {
-          s.closeAllConnections();
-          s.close(() => resolve());
-        }),
-    ),
-  );
-  await toc?.close();
-  if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
+  await h?.close();
 });
 
 // ---- the main app: auth off, CORS off ---------------------------------------------------

@@ -17,27 +17,13 @@ import { LocalShard } from '../../ts/shard/local-shard';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { parseFieldSchema } from '../../ts/shard/payload-index';
 import { mulberry32 } from '../support/rng';
+import { testSpec } from './spec';
 
 const logger = pino({ level: 'silent' });
 const engine = loadEngine({ logger });
 const DIM = 8;
 
-function spec(over: Partial<VectorSpec> = {}): VectorSpec {
-  return {
-    name: '',
-    dim: DIM,
-    distance: 'Euclid',
-    m: 8,
-    efConstruct: 64,
-    fullScanThresholdKb: 1,
-    quantization: { kind: 'none' },
-    indexingThresholdKb: 0,
-    maxIndexingThreads: 1,
-    deletedThreshold: 0.2,
-    vacuumMinVectorNumber: 100,
-    ...over,
-  };
-}
+const spec = (over: Partial<VectorSpec> = {}): VectorSpec => testSpec(DIM, over);
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-shard-'));

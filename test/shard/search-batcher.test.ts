@@ -25,25 +25,13 @@ import { loadEngine } from '../../bindings';
 import type { Engine, IndexOptions, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 import type { VectorSpec } from '../../ts/collection/config';
 import { VectorStore } from '../../ts/shard/vector-store';
+import { testSpec } from './spec';
 
 const logger = pino({ level: 'silent' });
 const DIM = 4;
 
-function spec(): VectorSpec {
-  return {
-    name: '',
-    dim: DIM,
-    distance: 'Euclid',
-    m: 8,
-    efConstruct: 64,
-    fullScanThresholdKb: 1,
-    quantization: { kind: 'none' },
-    indexingThresholdKb: 0, // never build a graph: one (flat) index per store
-    maxIndexingThreads: 1,
-    deletedThreshold: 0.2,
-    vacuumMinVectorNumber: 100,
-  };
-}
+// Never build a graph: one (flat) index per store.
+const spec = (): VectorSpec => testSpec(DIM);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

@@ -256,13 +256,6 @@ pub struct NativeSearchOptions {
     pub ignore_quantization: Option<bool>,
 }
 
-/// Search hits copied into an ArrayBuffer V8 owns. napi-rs hands a `Vec` to JavaScript
-/// as an external ArrayBuffer with a finalizer; for the few dozen bytes of one query's
-/// hits, at thousands of queries a second, the finalizers (run on the event loop after
-/// each GC) cost more than the copy.
-pub struct CopiedU64s(Vec<u64>);
-pub struct CopiedF32s(Vec<f32>);
-
 /// `len` elements of `bytes_per` bytes from `data`, as a new V8-owned typed array of `kind`.
 unsafe fn copied_typed_array(
     env: sys::napi_env,
@@ -275,7 +268,10 @@ unsafe fn copied_typed_array(
     let mut underlying: *mut std::ffi::c_void = std::ptr::null_mut();
     let status = sys::napi_create_arraybuffer(env, len * bytes_per, &mut underlying, &mut buffer);
     if status != sys::Status::napi_ok {
-        return Err(napi::Error::new(Status::GenericFailure, "could not allocate an ArrayBuffer"));
+        return Err(napi::Error::new(
+            Status::GenericFailure,
+            "could not allocate an ArrayBuffer",
+        ));
     }
     if len > 0 {
         std::ptr::copy_nonoverlapping(data, underlying.cast::<u8>(), len * bytes_per);
@@ -283,40 +279,60 @@ unsafe fn copied_typed_array(
     let mut out = std::ptr::null_mut();
     let status = sys::napi_create_typedarray(env, kind, len, buffer, 0, &mut out);
     if status != sys::Status::napi_ok {
-        return Err(napi::Error::new(Status::GenericFailure, "could not create a typed array"));
+        return Err(napi::Error::new(
+            Status::GenericFailure,
+            "could not create a typed array",
+        ));
     }
     Ok(out)
 }
 
-impl ToNapiValue for CopiedU64s {
-    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
-        copied_typed_array(env, sys::TypedarrayType::biguint64_array, val.0.as_ptr().cast(), val.0.len(), 8)
-    }
+/// A `Vec` handed to JavaScript as a typed array in an ArrayBuffer V8 owns (a copy), for
+/// search hits. napi-rs hands a `Vec` over as an external ArrayBuffer with a finalizer;
+/// for the few dozen bytes of one query's hits, at thousands of queries a second, the
+/// finalizers (run on the event loop after each GC) cost more than the copy.
+macro_rules! copied_typed_array_type {
+    ($name:ident, $elem:ty, $kind:expr, $js:literal) => {
+        pub struct $name(Vec<$elem>);
+
+        impl ToNapiValue for $name {
+            unsafe fn to_napi_value(
+                env: sys::napi_env,
+                val: Self,
+            ) -> napi::Result<sys::napi_value> {
+                copied_typed_array(
+                    env,
+                    $kind,
+                    val.0.as_ptr().cast(),
+                    val.0.len(),
+                    std::mem::size_of::<$elem>(),
+                )
+            }
+        }
+
+        impl TypeName for $name {
+            fn type_name() -> &'static str {
+                $js
+            }
+            fn value_type() -> napi::ValueType {
+                napi::ValueType::Object
+            }
+        }
+    };
 }
 
-impl TypeName for CopiedU64s {
-    fn type_name() -> &'static str {
-        "BigUint64Array"
-    }
-    fn value_type() -> napi::ValueType {
-        napi::ValueType::Object
-    }
-}
-
-impl ToNapiValue for CopiedF32s {
-    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
-        copied_typed_array(env, sys::TypedarrayType::float32_array, val.0.as_ptr().cast(), val.0.len(), 4)
-    }
-}
-
-impl TypeName for CopiedF32s {
-    fn type_name() -> &'static str {
-        "Float32Array"
-    }
-    fn value_type() -> napi::ValueType {
-        napi::ValueType::Object
-    }
-}
+copied_typed_array_type!(
+    CopiedU64s,
+    u64,
+    sys::TypedarrayType::biguint64_array,
+    "BigUint64Array"
+);
+copied_typed_array_type!(
+    CopiedF32s,
+    f32,
+    sys::TypedarrayType::float32_array,
+    "Float32Array"
+);
 
 #[napi(object, object_from_js = false)]
 pub struct NativeSearchResult {
