@@ -8,15 +8,17 @@ DEBIAN_RUSTC ?= /usr/bin/rustc
 DEBIAN_CARGO ?= /usr/bin/cargo
 WASM_OUT := crates/quiver-wasm/target/wasm32-unknown-unknown/release/quiver_wasm.wasm
 
-.PHONY: all install build addon wasm ts test bench bench-full run clean
+.PHONY: all install setup-test build addon wasm ts test bench bench-full run clean
 
 all: build
 
-install: node_modules/.installed
+# scripts/setup.sh installs what the machine lacks (and nothing the second time);
+# `make test` and .ci/run use its test profile, everything else its build profile.
+install:
+	./scripts/setup.sh build
 
-node_modules/.installed: package.json
-	npm install --no-audit --no-fund
-	touch $@
+setup-test:
+	./scripts/setup.sh test
 
 build: install addon wasm ts
 
@@ -24,13 +26,13 @@ addon: install
 	npx napi build --release --platform --manifest-path crates/quiver-node/Cargo.toml \
 	  --config-path crates/quiver-node/napi.json --output-dir crates/quiver-node --no-js --dts index.d.ts
 
-wasm:
+wasm: install
 	cd crates/quiver-wasm && RUSTC=$(DEBIAN_RUSTC) $(DEBIAN_CARGO) build --target wasm32-unknown-unknown --release
 
 ts: install
 	npx tsc -p tsconfig.json
 
-test: build
+test: setup-test build
 	./scripts/run-tests.sh
 
 bench: build

@@ -30,7 +30,7 @@ test.after.always(async () => {
 test('GET / names the service, its version and its commit, without an envelope', async (t) => {
   const res = await fetch(`${node.url}/`);
   t.is(res.status, 200);
-  t.deepEqual(await res.json(), { title: 'quiver - vector search engine', version: VERSION, commit: COMMIT });
+  t.deepEqual(await res.json(), { title: 'quiver - vector search engine', version: '1.18.0', quiver_version: VERSION, commit: COMMIT });
 });
 
 test('the health probes answer in plain text', async (t) => {
@@ -74,7 +74,7 @@ test('/telemetry reports this process and its request counts in the envelope', a
   const body = (await res.json()) as {
     result: {
       id: string;
-      app: { name: string; version: string; startup: string };
+      app: { name: string; version: string; quiver_version: string; startup: string };
       requests: { rest: Record<string, { count: number; avg_duration_micros: number }> };
     };
     status: string;
@@ -84,7 +84,8 @@ test('/telemetry reports this process and its request counts in the envelope', a
   t.is(typeof body.time, 'number');
   t.regex(body.result.id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   t.is(body.result.app.name, 'quiver');
-  t.is(body.result.app.version, VERSION);
+  t.is(body.result.app.version, '1.18.0', 'the Qdrant API version, which the clients check');
+  t.is(body.result.app.quiver_version, VERSION);
   t.false(Number.isNaN(Date.parse(body.result.app.startup)));
   const readyz = body.result.requests.rest['GET /readyz'];
   t.true(readyz.count >= 1);

@@ -6,10 +6,12 @@
  * Each step is one serial test that checks what the client hands back, not just that
  * it did not throw.
  *
- * The client is built with `checkCompatibility: false`: its version check compares
- * the server's version (Quiver's own, 0.x) with its own 1.18 and would only print a
- * warning.
+ * The client is built with its default options, as a user builds it: its version check
+ * reads `GET /` (the Qdrant API version Quiver implements) and must pass without a
+ * warning. Everything the client prints with console.warn is collected and checked.
  */
+
+import * as http from 'node:http';
 
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
@@ -46,13 +48,57 @@ function near(t: ExecutionContext, actual: number | undefined, expected: number,
   t.true(typeof actual === 'number' && Math.abs(actual - expected) <= eps, `${what}: ${String(actual)} is not ≈ ${expected}`);
 }
 
+/** What the client printed with console.warn (its compatibility check warns there). */
+const warnings: string[] = [];
+const consoleWarn = console.warn;
+
 test.before(async () => {
   node = await startQuiver();
-  client = new QdrantClient({ url: node.url, checkCompatibility: false });
+  console.warn = (...args: unknown[]) => {
+    warnings.push(args.map(String).join(' '));
+  };
+  // The constructor starts its version check in the background (GET /, then compare);
+  // the after hook checks that nothing was printed by the end of the workflow.
+  client = new QdrantClient({ url: node.url });
+});
+
+/** Resolves once `cond()` holds; rejects after `ms` (a condition, not a fixed wait). */
+async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+test.serial('the client with default options checks the server version and does not warn', async (t) => {
+  // The check is real: against a server that reports another major version, it warns.
+  const other = http.createServer((_req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ title: 'other', version: '0.1.0' }));
+  });
+  await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+  const port = (other.address() as { port: number }).port;
+  new QdrantClient({ url: `http://127.0.0.1:${port}` });
+  const aboutOther = (w: string) => /incompatible with server version 0\.1\.0/.test(w);
+  await until(() => warnings.some(aboutOther), 10_000, 'the warning about server version 0.1.0');
+  // Keep any other warning (one about Quiver would fail the after hook).
+  const rest = warnings.filter((w) => !aboutOther(w));
+  warnings.splice(0, warnings.length, ...rest);
+  other.closeAllConnections();
+  await new Promise<void>((r) => other.close(() => r()));
+
+  // Quiver reports the API version it implements.
+  t.is((await client.versionInfo()).version, '1.18.0');
 });
 
 test.after.always(async () => {
+  console.warn = consoleWarn;
   if (node !== undefined) await node.stop();
+});
+
+test.after('the client printed no warning during the whole workflow', (t) => {
+  t.deepEqual(warnings, []);
 });
 
 // -- collections --------------------------------------------------------------------------------

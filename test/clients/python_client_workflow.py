@@ -12,8 +12,9 @@ step (`ok N - name` / `not ok N - name`, with the reason as `#` lines), then the
 The client parses every answer into its pydantic models, so a response that lacks a
 field or has the wrong shape fails the step that got it.
 
-The client is built with check_compatibility=False: its version check compares the
-server's version (Quiver's own, 0.x) with its own 1.x and would only warn.
+The client is built with its default options, as a user builds it: its version check
+reads GET / (the Qdrant API version Quiver implements) and must not warn. Every warning
+the client raises during the workflow is recorded, and a last step checks there was none.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ import tarfile
 import tempfile
 import time
 import traceback
+import threading
 import urllib.request
+import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(REPO_ROOT, "bin", "quiver")
@@ -704,6 +708,38 @@ def workflow(client: QdrantClient, url: str) -> None:
         eq(client.collection_exists(PLAIN), False, "exists")
 
 
+def version_check_is_real(caught: list) -> None:
+    """Against a server that reports another major version, the client's default check
+    warns: so the absence of a warning against Quiver means something."""
+
+    class Other(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the handler's API
+            body = json.dumps({"title": "other", "version": "0.1.0"}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    @step("version check: a server reporting 0.1.0 makes the default client warn")
+    def _():
+        other = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        try:
+            QdrantClient(url=f"http://127.0.0.1:{other.server_address[1]}", timeout=10).close()
+        finally:
+            other.shutdown()
+            other.server_close()
+        mine = [w for w in caught if "0.1.0" in str(w.message)]
+        if not mine:
+            raise AssertionError(f"no warning about version 0.1.0; recorded: {[str(w.message) for w in caught]}")
+        for w in mine:
+            caught.remove(w)
+
+
 def main() -> int:
     started = time.monotonic()
     print(f"# qdrant-client {getattr(qdrant_client, '__version__', None) or _dist_version()} on Python {sys.version.split()[0]}")
@@ -717,11 +753,18 @@ def main() -> int:
             for line in str(err).splitlines():
                 print(f"#   {line}")
         else:
-            client = QdrantClient(url=server.url, prefer_grpc=False, check_compatibility=False, timeout=30)
-            try:
-                workflow(client, server.url)
-            finally:
-                client.close()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                version_check_is_real(caught)
+                client = QdrantClient(url=server.url, timeout=30)
+                try:
+                    workflow(client, server.url)
+                finally:
+                    client.close()
+
+                @step("the client raised no warning (version check included) during the workflow")
+                def _():
+                    eq([f"{w.category.__name__}: {w.message}" for w in caught], [], "warnings")
     finally:
         server.stop()
     passed = sum(results)

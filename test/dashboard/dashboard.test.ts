@@ -266,7 +266,10 @@ test('a wrong key is reported on the page; the key is forgotten on request', asy
   const s = await openDashboard();
   const { page } = s;
   await enterKey(page, 'not-the-key');
+  // The page first loads without a key (also a 401), so wait for the state the assertion
+  // reads: this load's failure, with its message shown.
   await page.waitForSelector('#collections-list[data-loaded="error"]', ATTACHED);
+  await page.getByTestId('status').waitFor({ state: 'visible' });
   t.regex((await page.getByTestId('status').textContent()) ?? '', /401/);
   await page.getByTestId('api-key-clear').click();
   t.is(await page.evaluate(() => sessionStorage.getItem('quiver.dashboard.apiKey')), null);

@@ -172,6 +172,9 @@
     var mine = generation;
     var list = $('collections-list');
     $('collections-empty').hidden = true;
+    // The state marker describes this load only: a previous load's answer must not pass
+    // for this one's (tests and assistive tools wait on it).
+    list.removeAttribute('data-loaded');
     list.setAttribute('aria-busy', 'true');
     return api('GET', '/collections').then(
       function (result) {

@@ -16,8 +16,16 @@ import type { RequestStats } from './stats';
 import type { TableOfContent } from '../../storage/toc';
 import type { Consensus } from '../../cluster/consensus';
 
+/**
+ * The version of the Qdrant API this server implements, reported as `version` by `/`
+ * and `/telemetry`: the official clients compare it with their own (major.minor) and
+ * warn when they differ. Quiver's own release is `quiver_version` beside it.
+ */
+export const QDRANT_API_VERSION = '1.18.0';
+
 /** Facts about this running process, fixed at start. */
 export interface ServiceInfo {
+  /** Quiver's own version (package.json). */
   version: string;
   /** Git commit of the build, null when unknown. */
   commit: string | null;
@@ -28,7 +36,7 @@ export interface ServiceInfo {
 
 export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent, consensus: Consensus | null = null): void {
   routes.add('GET', '/', (ctx: Context) => {
-    ctx.body = { title: 'quiver - vector search engine', version: info.version, commit: info.commit };
+    ctx.body = { title: 'quiver - vector search engine', version: QDRANT_API_VERSION, quiver_version: info.version, commit: info.commit };
   });
 
   const text = (body: string) => (ctx: Context) => {
@@ -61,7 +69,7 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
   routes.add('GET', '/telemetry', (ctx: Context) => {
     ok(ctx, {
       id: info.instanceId,
-      app: { name: 'quiver', version: info.version, startup: info.startedAt.toISOString() },
+      app: { name: 'quiver', version: QDRANT_API_VERSION, quiver_version: info.version, startup: info.startedAt.toISOString() },
       // A collection-scoped caller sees its collections only.
       collections: {
         number_of_collections: visible(ctx).length,
