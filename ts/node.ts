@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
-import { ApiError } from './api/errors';
+import { QuiverError } from './common/errors';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
@@ -94,7 +94,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     if (options.restore) await snapshots.restoreAtStartup(options.restore);
   } catch (err) {
     await toc.close();
-    if (err instanceof ApiError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
+    if (err instanceof QuiverError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
     throw err;
   }
   const uri = options.uri ?? null;

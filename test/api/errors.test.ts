@@ -1,5 +1,5 @@
 /**
- * The error catalogue and the error middleware, in process: every id answers with the
+ * The error kinds, their HTTP status table and the error middleware, in process: every kind answers with the
  * reference's status and prefix, and an unexpected error never shows its internals.
  */
 
@@ -11,27 +11,11 @@ import pino from 'pino';
 import { Writable } from 'node:stream';
 
 import { accepted, markRequestStart, ok } from '../../ts/api/envelope';
-import {
-  AlreadyExistsError,
-  ApiError,
-  BadInputError,
-  BadRequestError,
-  ChecksumMismatchError,
-  ERROR_CATALOGUE,
-  ForbiddenError,
-  FormatError,
-  NotFoundError,
-  NotImplementedError,
-  ServiceError,
-  ShardUnavailableError,
-  StandaloneModeError,
-  TimeoutError,
-  ValidationError,
-  errorMiddleware,
-} from '../../ts/api/errors';
+import { AlreadyExistsError, BadInputError, BadRequestError, ChecksumMismatchError, ERROR_PREFIX, ForbiddenError, FormatError, NotFoundError, NotImplementedError, QuiverError, ServiceError, ShardUnavailableError, StandaloneModeError, TimeoutError, ValidationError } from '../../ts/common/errors';
+import { ClientClosedError, HTTP_STATUS, PayloadTooLargeError, QueryFormatError, errorMiddleware, httpStatusOf } from '../../ts/api/errors';
 
-test('each error carries the status and message prefix the reference uses', (t) => {
-  const cases: Array<[ApiError, number, string]> = [
+test('each error kind answers with the status and message prefix the reference uses', (t) => {
+  const cases: Array<[QuiverError, number, string]> = [
     [new BadInputError('x'), 400, 'Wrong input: x'],
     [new AlreadyExistsError('Collection `c` already exists!'), 409, 'Wrong input: Collection `c` already exists!'],
     [new NotFoundError("Collection `c` doesn't exist!"), 404, "Not found: Collection `c` doesn't exist!"],
@@ -47,9 +31,20 @@ test('each error carries the status and message prefix the reference uses', (t) 
     [new NotImplementedError('x'), 501, 'Not implemented: x'],
   ];
   for (const [err, status, message] of cases) {
-    t.is(err.status, status, err.id);
-    t.is(err.message, message, err.id);
-    t.is(ERROR_CATALOGUE[err.id].status, status, err.id);
+    t.is(httpStatusOf(err), status, err.kind);
+    t.is(HTTP_STATUS[err.kind], status, err.kind);
+    t.is(err.message, message, err.kind);
+    t.is(err.message.startsWith(ERROR_PREFIX[err.kind]), true, err.kind);
+  }
+  // The kinds only HTTP has.
+  const http: Array<[QuiverError<string>, number, string]> = [
+    [new QueryFormatError('x'), 400, 'Deserialize error in query parameters: x'],
+    [new PayloadTooLargeError('x'), 413, 'Payload too large: x'],
+    [new ClientClosedError('x'), 499, 'Client closed request: x'],
+  ];
+  for (const [err, status, message] of http) {
+    t.is(httpStatusOf(err), status, err.kind);
+    t.is(err.message, message, err.kind);
   }
 });
 
@@ -96,7 +91,7 @@ test('an unexpected error answers 500 without its message or stack, and is logge
   }
 });
 
-test('an ApiError answers its envelope', async (t) => {
+test('an QuiverError answers its envelope', async (t) => {
   const server = await serve(appThatThrows(new NotFoundError('No point with id 7 found'), []));
   try {
     const res = await fetch(server.url);

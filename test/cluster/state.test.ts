@@ -23,13 +23,13 @@ test('create, alias, index, update and delete; refused operations change nothing
   const before = Buffer.from(s.encode()).toString();
   const dup = s.apply(create('a', 'other'), null);
   t.false(dup.ok);
-  if (!dup.ok) t.is(dup.error.status, 409);
+  if (!dup.ok) t.is(dup.error.kind, 'already_exists');
   t.is(Buffer.from(s.encode()).toString(), before);
 
   t.true(s.apply({ op: 'changeAliases', actions: [{ create_alias: { collection_name: 'a', alias_name: 'x' } }] }, null).ok);
   const clash = s.apply(create('x'), null);
   t.false(clash.ok);
-  if (!clash.ok) t.is(clash.error.status, 400);
+  if (!clash.ok) t.is(clash.error.kind, 'bad_input');
   // All or nothing: the second action fails, the first is not kept.
   const partial = s.apply({ op: 'changeAliases', actions: [{ create_alias: { collection_name: 'a', alias_name: 'y' } }, { rename_alias: { old_alias_name: 'nope', new_alias_name: 'z' } }] }, null);
   t.false(partial.ok);
@@ -50,7 +50,7 @@ test('create, alias, index, update and delete; refused operations change nothing
   t.deepEqual(s.apply({ op: 'deleteCollection', name: 'a' }, null), { ok: true, value: false, collections: [], aliases: false });
   const missing = s.apply({ op: 'createPayloadIndex', collection: 'a', field: 'f', schema: { type: 'keyword' } as never }, null);
   t.false(missing.ok);
-  if (!missing.ok) t.is(missing.error.status, 404);
+  if (!missing.ok) t.is(missing.error.kind, 'not_found');
 });
 
 test('max_collections is enforced when applied', (t) => {

@@ -13,7 +13,7 @@ import * as path from 'node:path';
 
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 
-import { NotFoundError } from '../../ts/api/errors';
+import { NotFoundError } from '../../ts/common/errors';
 import { S3SnapshotStore } from '../../ts/snapshots/s3-store';
 import { createBucket, s3Client, startMotoServer, S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, type MotoServer } from '../support/s3';
 

@@ -12,7 +12,7 @@
  * or tokens (authenticate.ts), or know routes (policy.ts).
  */
 
-import { ForbiddenError } from '../api/errors';
+import { ForbiddenError } from '../common/errors';
 
 export type CollectionMode = 'r' | 'rw' | 'prw';
 

@@ -41,10 +41,13 @@ export interface Caller {
   subject: string;
 }
 
-/** An authentication failure: 401 (no or unknown credentials) or 403 (a token that is not valid). */
+/**
+ * An authentication failure: `unauthenticated` (no or unknown credentials) or `forbidden`
+ * (a token that is not valid). The API layers decide the status (HTTP 401 / 403).
+ */
 export class AuthError extends Error {
   constructor(
-    readonly status: 401 | 403,
+    readonly reason: 'unauthenticated' | 'forbidden',
     message: string,
   ) {
     super(message);
@@ -91,11 +94,11 @@ export class Authenticator {
   async authenticate(headers: Record<string, string | string[] | undefined>): Promise<Caller> {
     if (!this.enabled) return ANONYMOUS;
     const credential = credentialOf(headers);
-    if (credential === null) throw new AuthError(401, 'Must provide an API key or an Authorization bearer token');
+    if (credential === null) throw new AuthError('unauthenticated', 'Must provide an API key or an Authorization bearer token');
     if (this.apiKey !== null && sameSecret(this.apiKey, credential)) return { access: MANAGE, subject: 'api_key' };
     if (this.readOnlyKey !== null && sameSecret(this.readOnlyKey, credential)) return { access: READ_ONLY, subject: 'read_only_api_key' };
     if (this.jwtSecret !== null && JWT_SHAPE.test(credential)) return this.fromJwt(credential);
-    throw new AuthError(401, 'Invalid API key or JWT');
+    throw new AuthError('unauthenticated', 'Invalid API key or JWT');
   }
 
   /**
@@ -111,9 +114,9 @@ export class Authenticator {
       const now = Date.now() / 1000;
       if (typeof cached.exp === 'number' && now >= cached.exp + LEEWAY_SECONDS) {
         this.verified.delete(token);
-        throw new AuthError(403, 'Invalid JWT: the token has expired');
+        throw new AuthError('forbidden', 'Invalid JWT: the token has expired');
       }
-      if (typeof cached.nbf === 'number' && now < cached.nbf - LEEWAY_SECONDS) throw new AuthError(403, 'Invalid JWT: the token is not valid yet');
+      if (typeof cached.nbf === 'number' && now < cached.nbf - LEEWAY_SECONDS) throw new AuthError('forbidden', 'Invalid JWT: the token is not valid yet');
       return cached;
     }
     const { payload } = await jwtVerify(token, this.jwtSecret as Uint8Array, { algorithms: ['HS256'], clockTolerance: LEEWAY_SECONDS });
@@ -128,28 +131,28 @@ export class Authenticator {
       claims = await this.verify(token);
     } catch (err) {
       if (err instanceof AuthError) throw err;
-      if (err instanceof joseErrors.JWTExpired) throw new AuthError(403, 'Invalid JWT: the token has expired');
-      if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new AuthError(403, 'Invalid JWT: only HS256 tokens are accepted');
-      if (err instanceof joseErrors.JWSSignatureVerificationFailed) throw new AuthError(403, 'Invalid JWT: the signature does not match');
-      if (err instanceof joseErrors.JWTClaimValidationFailed) throw new AuthError(403, `Invalid JWT: ${err.message}`);
-      if (err instanceof joseErrors.JWTInvalid) throw new AuthError(401, `Invalid JWT claims: ${err.message}`);
+      if (err instanceof joseErrors.JWTExpired) throw new AuthError('forbidden', 'Invalid JWT: the token has expired');
+      if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new AuthError('forbidden', 'Invalid JWT: only HS256 tokens are accepted');
+      if (err instanceof joseErrors.JWSSignatureVerificationFailed) throw new AuthError('forbidden', 'Invalid JWT: the signature does not match');
+      if (err instanceof joseErrors.JWTClaimValidationFailed) throw new AuthError('forbidden', `Invalid JWT: ${err.message}`);
+      if (err instanceof joseErrors.JWTInvalid) throw new AuthError('unauthenticated', `Invalid JWT claims: ${err.message}`);
       // Not a decodable JWS at all: as good as a wrong key.
-      throw new AuthError(401, 'Invalid API key or JWT');
+      throw new AuthError('unauthenticated', 'Invalid API key or JWT');
     }
     const access = parseAccessClaim(claims.access);
-    if (typeof access === 'string') throw new AuthError(401, `Invalid JWT claims: ${access}`);
+    if (typeof access === 'string') throw new AuthError('unauthenticated', `Invalid JWT claims: ${access}`);
     if (claims.value_exists !== undefined) {
       const claim = parseValueExists(claims.value_exists);
-      if (typeof claim === 'string') throw new AuthError(401, `Invalid JWT claims: ${claim}`);
+      if (typeof claim === 'string') throw new AuthError('unauthenticated', `Invalid JWT claims: ${claim}`);
       let found: 'found' | 'no-collection' | 'no-match';
       try {
         found = await this.lookup(claim);
       } catch (err) {
         // A key the filter language refuses (e.g. "a[" or ""): the claim is invalid.
-        throw new AuthError(401, `Invalid JWT claims: value_exists: ${(err as Error).message}`);
+        throw new AuthError('unauthenticated', `Invalid JWT claims: value_exists: ${(err as Error).message}`);
       }
-      if (found === 'no-collection') throw new AuthError(403, 'Invalid JWT, stateful validation failed');
-      if (found === 'no-match') throw new AuthError(401, 'Invalid JWT, stateful validation failed');
+      if (found === 'no-collection') throw new AuthError('forbidden', 'Invalid JWT, stateful validation failed');
+      if (found === 'no-match') throw new AuthError('unauthenticated', 'Invalid JWT, stateful validation failed');
     }
     const sub = typeof claims.sub === 'string' ? claims.sub : '';
     return { access, subject: `jwt:${sub}` };

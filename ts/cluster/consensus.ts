@@ -22,7 +22,7 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
-import { ApiError, BadInputError, ClusterUnavailableError, NotFoundError, ServiceError, TimeoutError } from '../api/errors';
+import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ServiceError, TimeoutError } from '../common/errors';
 import type { Config } from '../config/types';
 import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from '../consensus/codec';
 import { FileRaftStorage } from '../consensus/file-storage';
@@ -576,7 +576,7 @@ export class Consensus {
     try {
       snap = decodeSnapshot((await this.clients.snapshot(this.uriOf(st.leader))).snapshot);
     } catch (err) {
-      if (err instanceof ApiError) throw err;
+      if (err instanceof QuiverError) throw err;
       throw new ClusterUnavailableError(`could not get the leader's consensus snapshot: ${(err as Error).message}`);
     }
     await this.exclusive(async () => {

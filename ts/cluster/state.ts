@@ -11,7 +11,7 @@
  * (placement and uuids are chosen by the proposer and travel in the operation).
  */
 
-import { AlreadyExistsError, ApiError, BadInputError, NotFoundError } from '../api/errors';
+import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { sameFieldSchema, type FieldSchema } from '../shard/payload-index';
 import { validateCollectionName, type AliasAction } from '../storage/toc';
@@ -61,7 +61,7 @@ export type MetaOp =
 /** What applying an operation did: its answer, and which local things to bring in line. */
 export type ApplyResult =
   | { ok: true; value: unknown; collections: string[]; aliases: boolean }
-  | { ok: false; error: ApiError };
+  | { ok: false; error: QuiverError };
 
 export function emptyState(): ClusterStateData {
   return { peers: {}, collections: {}, aliases: {} };
@@ -153,7 +153,7 @@ export class ClusterState {
     try {
       return this.applyOrThrow(op, maxCollections);
     } catch (err) {
-      if (err instanceof ApiError) return { ok: false, error: err };
+      if (err instanceof QuiverError) return { ok: false, error: err };
       throw err;
     }
   }

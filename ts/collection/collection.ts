@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { BadInputError, BadRequestError, NotFoundError, NotImplementedError, snapshotLoadError } from '../api/errors';
+import { BadInputError, BadRequestError, NotFoundError, NotImplementedError, snapshotLoadError } from '../common/errors';
 import { type Filter } from '../shard/filter';
 import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
 import { swapDirectory } from '../shard/files';

@@ -11,7 +11,7 @@
  */
 
 import type { Distance, Quantization } from '../../bindings/engine';
-import { BadInputError, FormatError, ValidationError } from '../api/errors';
+import { BadInputError, FormatError, ValidationError } from '../common/errors';
 import type { Config } from '../config/types';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Euclid', 'Dot', 'Manhattan'];

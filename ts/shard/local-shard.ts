@@ -25,7 +25,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine, Wal } from '../../bindings/engine';
-import { ShardUnavailableError } from '../api/errors';
+import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from '../collection/config';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, IdTracker, PointIdError, crc32c, crc32cFinish, crc32cUpdate, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';

@@ -21,7 +21,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 
-import { BadInputError } from '../api/errors';
+import { BadInputError } from '../common/errors';
 import type { Collection, CollectionMeta } from '../collection/collection';
 import { parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
 import type { Config } from '../config/types';

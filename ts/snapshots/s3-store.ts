@@ -30,7 +30,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 
-import { NotFoundError } from '../api/errors';
+import { NotFoundError } from '../common/errors';
 import type { S3Config } from '../config/types';
 import { checkSnapshotName, formatCreationTime, type SnapshotDescription, type SnapshotStore } from './store';
 

@@ -30,7 +30,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 
-import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, NotFoundError, ServiceError } from '../api/errors';
+import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, NotFoundError, ServiceError } from '../common/errors';
 import type { Collection } from '../collection/collection';
 import type { Config } from '../config/types';
 import { syncFile } from '../shard/files';

@@ -18,7 +18,7 @@ import * as path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
-import { NotFoundError } from '../api/errors';
+import { NotFoundError } from '../common/errors';
 import { syncDir, syncFile } from '../shard/files';
 
 export interface SnapshotDescription {

@@ -11,7 +11,7 @@
 
 import { randomInt, randomUUID } from 'node:crypto';
 
-import { AlreadyExistsError, BadInputError, NotFoundError } from '../api/errors';
+import { AlreadyExistsError, BadInputError, NotFoundError } from '../common/errors';
 import { applyCollectionUpdate, parseCreateCollection } from '../collection/config';
 import type { Config } from '../config/types';
 import type { Consensus } from '../cluster/consensus';

@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../api/errors';
+import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../common/errors';
 import { Collection, type ClusterPlacement, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
 import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../shard/files';

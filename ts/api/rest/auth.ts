@@ -16,7 +16,7 @@ import { MANAGE, check, type Access, type Requirement } from '../../auth/access'
 import type { AuditLog } from '../../auth/audit';
 import { AuthError, type Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
-import { ForbiddenError } from '../errors';
+import { ForbiddenError } from '../../common/errors';
 
 declare module 'koa' {
   interface DefaultState {
@@ -67,7 +67,7 @@ export async function decide(authn: Authenticator, audit: AuditLog | null, req: 
   } catch (err) {
     if (!(err instanceof AuthError)) throw err;
     record(null, false, err.message);
-    return { status: err.status, message: err.message };
+    return { status: err.reason === 'unauthenticated' ? 401 : 403, message: err.message };
   }
   if (req.scope !== 'listing') {
     try {

@@ -10,7 +10,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 
-import { ClientClosedError, FormatError, PayloadTooLargeError } from '../errors';
+import { FormatError } from '../../common/errors';
+import { ClientClosedError, PayloadTooLargeError } from '../errors';
 
 declare module 'koa' {
   interface Request {

@@ -14,7 +14,8 @@ import type { Consensus } from '../../cluster/consensus';
 import type { Role } from '../../consensus/raft';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
-import { QueryFormatError, StandaloneModeError } from '../errors';
+import { StandaloneModeError } from '../../common/errors';
+import { QueryFormatError } from '../errors';
 import { param, queryBool, readTimeout } from './parse';
 import type { RouteTable } from './route';
 

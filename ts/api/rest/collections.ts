@@ -16,7 +16,7 @@ import { parseKey } from '../../shard/filter';
 import type { Dispatcher } from '../../storage/dispatcher';
 import type { AliasAction } from '../../storage/toc';
 import { ok } from '../envelope';
-import { BadInputError, FormatError } from '../errors';
+import { BadInputError, FormatError } from '../../common/errors';
 import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from './parse';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';

@@ -9,7 +9,7 @@
 
 import type { Context } from 'koa';
 
-import { NotImplementedError } from '../errors';
+import { NotImplementedError } from '../../common/errors';
 import type { HttpMethod, RouteTable } from './route';
 
 /** Method and pattern, as the reference's OpenAPI spec spells them (plus its undocumented cluster metadata routes). */

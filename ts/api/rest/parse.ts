@@ -10,7 +10,8 @@
 
 import type { ParsedUrlQuery } from 'node:querystring';
 
-import { FormatError, QueryFormatError, ValidationError } from '../errors';
+import { FormatError, ValidationError } from '../../common/errors';
+import { QueryFormatError } from '../errors';
 import { FilterError, validateFilter, type Filter } from '../../shard/filter';
 import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tracker';
 import { PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';

@@ -16,7 +16,7 @@ import type { NamedVectors, PointWrite } from '../../shard/operations';
 import { PayloadError, parsePath, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
-import { BadInputError, FormatError, NotFoundError, ValidationError } from '../errors';
+import { BadInputError, FormatError, NotFoundError, ValidationError } from '../../common/errors';
 import type { Filter } from '../../shard/filter';
 import {
   body,

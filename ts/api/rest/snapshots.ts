@@ -14,7 +14,8 @@ import type { Logger } from 'pino';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
 import { validateCollectionName, type TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
-import { BadRequestError, FormatError, NotFoundError, NotImplementedError, QueryFormatError } from '../errors';
+import { BadRequestError, FormatError, NotFoundError, NotImplementedError } from '../../common/errors';
+import { QueryFormatError } from '../errors';
 import { body, param, queryBool, readTimeout } from './parse';
 import type { RouteTable } from './route';
 
