@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import pino from 'pino';
 
 import { loadEngine } from '../../bindings';
-import type { VectorSpec } from '../../ts/collection/config';
+import type { VectorSpec } from '../../ts/shard/vector-store';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { LocalShard } from '../../ts/shard/local-shard';
 import type { ShardOperation } from '../../ts/shard/operations';

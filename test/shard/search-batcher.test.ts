@@ -23,7 +23,7 @@ import pino from 'pino';
 
 import { loadEngine } from '../../bindings';
 import type { Engine, IndexOptions, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
-import type { VectorSpec } from '../../ts/collection/config';
+import type { VectorSpec } from '../../ts/shard/vector-store';
 import { VectorStore } from '../../ts/shard/vector-store';
 import { testSpec } from './spec';
 

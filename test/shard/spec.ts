@@ -3,7 +3,7 @@
  * no graph until a test sets `indexingThresholdKb`, one indexing thread.
  */
 
-import type { VectorSpec } from '../../ts/collection/config';
+import type { VectorSpec } from '../../ts/shard/vector-store';
 
 export function testSpec(dim: number, over: Partial<VectorSpec> = {}): VectorSpec {
   return {

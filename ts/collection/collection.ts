@@ -23,7 +23,8 @@ import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operatio
 import { OrderByError, sameFieldSchema, type FieldSchema } from '../shard/payload-index';
 import { select, type Payload, type WithPayload } from '../shard/payload-store';
 import { higherIsBetter, type Hit } from '../shard/vector-store';
-import { type CollectionConfig, type VectorSpec, vectorSpecs } from './config';
+import { type CollectionConfig, vectorSpecs } from './config';
+import type { VectorSpec } from '../shard/vector-store';
 
 export type WithVector = boolean | string[];
 

@@ -13,6 +13,7 @@
 import type { Distance, Quantization } from '../../bindings/engine';
 import { BadInputError, FormatError, ValidationError } from '../common/errors';
 import type { Config } from '../config/types';
+import type { VectorSpec } from '../shard/vector-store';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Euclid', 'Dot', 'Manhattan'];
 
@@ -69,22 +70,6 @@ export interface CollectionConfig {
   optimizer_config: OptimizerConfig;
   wal_config: WalConfig;
   quantization_config: QuantizationConfig | null;
-}
-
-/** What an index of one named vector is built with. */
-export interface VectorSpec {
-  name: string;
-  dim: number;
-  distance: Distance;
-  m: number;
-  efConstruct: number;
-  fullScanThresholdKb: number;
-  quantization: Quantization;
-  /** KiB of unindexed vectors above which the optimizer builds the HNSW index; 0 = never. */
-  indexingThresholdKb: number;
-  maxIndexingThreads: number;
-  deletedThreshold: number;
-  vacuumMinVectorNumber: number;
 }
 
 // ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import type { Logger } from 'pino';
 
 import type { Engine, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
-import type { VectorSpec } from '../collection/config';
+import type { VectorSpec } from './vector-store';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, IdTracker, PointIdError, crc32c, crc32cFinish, crc32cUpdate, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';

@@ -25,8 +25,23 @@ import type { Logger } from 'pino';
 
 import * as os from 'node:os';
 
-import type { Engine, IndexOptions, IndexStats, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
-import type { VectorSpec } from '../collection/config';
+import type { Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
+
+/** What an index of one named vector is built with. */
+export interface VectorSpec {
+  name: string;
+  dim: number;
+  distance: Distance;
+  m: number;
+  efConstruct: number;
+  fullScanThresholdKb: number;
+  quantization: Quantization;
+  /** KiB of unindexed vectors above which the optimizer builds the HNSW index; 0 = never. */
+  indexingThresholdKb: number;
+  maxIndexingThreads: number;
+  deletedThreshold: number;
+  vacuumMinVectorNumber: number;
+}
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
 export type Exclusive = <T>(fn: () => Promise<T>) => Promise<T>;

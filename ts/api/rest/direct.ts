@@ -34,7 +34,7 @@ import { errorAnswer } from '../errors';
 import { decide } from './auth';
 import { readJsonBody } from './body';
 import { parseQueryString, type RequestInput } from './parse';
-import type { HttpMethod } from './route';
+import type { HttpMethod } from './method';
 import { requestDone, type RequestStats } from './stats';
 
 /** A route handler that both paths call: the `result` of the 200 envelope, or a throw. */

@@ -15,7 +15,9 @@ import { jsonBody } from './body';
 import type { DirectHandler, DirectLane } from './direct';
 import type { RequestInput } from './parse';
 
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+import type { HttpMethod } from './method';
+
+export type { HttpMethod };
 
 const ROUTE_PATTERN = Symbol('quiver.routePattern');
 
