@@ -14,10 +14,10 @@ import {
   PointKey,
   U64_MAX,
   compareKeys,
-  crc32c,
   normalizePointId,
   pointIdToJson,
 } from '../../ts/shard/id-tracker';
+import { crc32c } from '../../ts/common/crc32c';
 import { mulberry32 } from '../support/rng';
 
 const UUID_A = '550e8400-e29b-41d4-a716-446655440000';

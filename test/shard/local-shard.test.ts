@@ -15,7 +15,7 @@ import type { VectorSpec } from '../../ts/shard/vector-store';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { LocalShard } from '../../ts/shard/local-shard';
 import type { ShardOperation } from '../../ts/shard/operations';
-import { parseFieldSchema } from '../../ts/shard/payload-index';
+import { parseFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
 import { testSpec } from './spec';
 

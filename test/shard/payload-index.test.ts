@@ -9,15 +9,8 @@
 import test from 'ava';
 
 import { Filter, PointId, compileFilter, matches, parseDatetime, validateFilter } from '../../ts/shard/filter';
-import {
-  FieldSchema,
-  FieldSchemaError,
-  OrderByError,
-  PayloadIndexes,
-  fieldSchemaToJson,
-  parseFieldSchema,
-  sameFieldSchema,
-} from '../../ts/shard/payload-index';
+import { OrderByError, PayloadIndexes } from '../../ts/shard/payload-index';
+import { FieldSchema, FieldSchemaError, fieldSchemaToJson, parseFieldSchema, sameFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
 
 type P = Record<string, unknown> | null;

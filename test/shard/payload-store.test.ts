@@ -295,7 +295,7 @@ test('corrupt input is rejected: every byte flip and every truncation', (t) => {
 });
 
 test('structurally bad data with a valid checksum is rejected', async (t) => {
-  const { crc32c } = await import('../../ts/shard/id-tracker');
+  const { crc32c } = await import('../../ts/common/crc32c');
   const enc = new TextEncoder();
   const build = (entries: Array<[bigint, string]>, version = 1, countDelta = 0n): Uint8Array => {
     const bodies = entries.map(([, j]) => enc.encode(j));

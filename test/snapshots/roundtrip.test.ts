@@ -31,7 +31,7 @@ import test, { type ExecutionContext } from 'ava';
 import { BIN, freePort } from '../api/helpers';
 import { mulberry32 } from '../support/rng';
 import { createBucket, s3Client, s3Env, startMotoServer, type MotoServer } from '../support/s3';
-import { crc32c } from '../../ts/shard/id-tracker';
+import { crc32c } from '../../ts/common/crc32c';
 
 // -- servers ------------------------------------------------------------------------------------
 

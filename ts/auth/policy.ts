@@ -1,6 +1,7 @@
 /**
  * The access policy: what every REST operation needs, by method and route pattern
- * (the rows of ../shared/reference/rbac-table.md). RouteTable refuses to register a
+ * (the rows of the reference's access matrix, which test/auth/rbac-table.test.ts checks
+ * row by row). RouteTable refuses to register a
  * route that has no entry here, so no route can be added without deciding its access.
  *
  * Owns: the table. Must never: check credentials (authenticate.ts) or decide between

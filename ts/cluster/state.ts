@@ -13,7 +13,7 @@
 
 import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
-import { sameFieldSchema, type FieldSchema } from '../shard/payload-index';
+import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import { validateCollectionName, type AliasAction } from '../storage/toc';
 import type { ConfChange, PeerId } from '../consensus/types';
 

@@ -1,8 +1,8 @@
 /**
  * Qdrant filters evaluated against one point (id + JSON payload). Pure: no storage,
  * no indexes. The shard layer calls `compileFilter` once per request and the returned
- * predicate once per candidate point; payload indexes can later answer the conditions
- * on `filterKeys(filter)` instead.
+ * predicate once per candidate point that the payload indexes' plan (payload-index.ts)
+ * left undecided; `filterKeys(filter)` names the fields a filter reads.
  *
  * Semantics (see also the test file, which pins each rule with hand-checked cases):
  *

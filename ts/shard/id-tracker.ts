@@ -1,5 +1,5 @@
 /**
- * Point id tracker of one shard (docs/storage-plan.md, "Point ids and labels").
+ * Point id tracker of one shard (docs/storage.md, "Point ids and labels").
  *
  * The engine only knows u64 labels. The tracker maps each external point id to an
  * internal offset (a u64 taken from a per-shard counter that starts at 0 and is never
@@ -35,6 +35,8 @@
  * IdTrackerFormatError before building anything, so a bad input never yields a
  * partially filled tracker.
  */
+
+import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 
 export const U64_MAX = (1n << 64n) - 1n;
 
@@ -140,21 +142,6 @@ function toU64(v: unknown, what: string): bigint {
 }
 
 // ---------------------------------------------------------------------------------
-// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table-driven.
-
-const CRC32C_TABLE: Uint32Array = (() => {
-  const t = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
-    t[n] = c >>> 0;
-  }
-  return t;
-})();
-
-export function crc32c(bytes: Uint8Array, start = 0, end = bytes.length): number {
-  return crc32cFinish(crc32cUpdate(CRC32C_INIT, bytes, start, end));
-}
 
 /** Joins pieces into one array of `length` bytes. */
 export function concatChunks(chunks: Iterable<Uint8Array>, length?: number): Uint8Array {
@@ -166,19 +153,6 @@ export function concatChunks(chunks: Iterable<Uint8Array>, length?: number): Uin
     at += c.length;
   }
   return out;
-}
-
-/** Incremental CRC32C: start from CRC32C_INIT, update piece by piece, then finish. */
-export const CRC32C_INIT = 0xffffffff;
-
-export function crc32cUpdate(state: number, bytes: Uint8Array, start = 0, end = bytes.length): number {
-  let c = state;
-  for (let i = start; i < end; i++) c = CRC32C_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
-  return c;
-}
-
-export function crc32cFinish(state: number): number {
-  return (state ^ 0xffffffff) >>> 0;
 }
 
 // ---------------------------------------------------------------------------------

@@ -28,12 +28,14 @@ import type { Engine, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
-import { CRC32C_INIT, IdTracker, PointIdError, crc32c, crc32cFinish, crc32cUpdate, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';
-import { PayloadIndexes, type FieldSchema, type OrderOptions } from './payload-index';
+import { PayloadIndexes, type OrderOptions } from './payload-index';
+import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
-import { removeTempFiles, syncDir, writeFileAtomic } from './files';
+import { removeTempFiles, syncDir, writeFileAtomic } from '../common/files';
 
 export interface ShardOptions {
   dir: string;

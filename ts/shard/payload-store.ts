@@ -59,7 +59,8 @@
  * PayloadFormatError and never returns a partially filled store.
  */
 
-import { CRC32C_INIT, concatChunks, crc32c, crc32cFinish, crc32cUpdate } from './id-tracker';
+import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { concatChunks } from './id-tracker';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 export interface JsonObject {

@@ -26,8 +26,8 @@ import type { Collection, CollectionMeta } from '../collection/collection';
 import { parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
 import type { Config } from '../config/types';
 import { checkpointFiles, checkpointProblem, walSegmentName, type CheckpointFile, type ShardSnapshotFiles } from '../shard/local-shard';
-import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../shard/payload-index';
-import { syncTree } from '../shard/files';
+import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../shard/field-schema';
+import { syncTree } from '../common/files';
 import type { TarEntry } from './tar';
 
 /** The newest archive format this version writes and reads. */

@@ -33,7 +33,7 @@ import type { Logger } from 'pino';
 import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, NotFoundError, ServiceError } from '../common/errors';
 import type { Collection } from '../collection/collection';
 import type { Config } from '../config/types';
-import { syncFile } from '../shard/files';
+import { syncFile } from '../common/files';
 import type { ShardSnapshotFiles } from '../shard/local-shard';
 import { validateCollectionName, type TableOfContent } from '../storage/toc';
 import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';

@@ -19,7 +19,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
 import { NotFoundError } from '../common/errors';
-import { syncDir, syncFile } from '../shard/files';
+import { syncDir, syncFile } from '../common/files';
 
 export interface SnapshotDescription {
   name: string;

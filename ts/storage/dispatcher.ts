@@ -16,7 +16,7 @@ import { applyCollectionUpdate, parseCreateCollection } from '../collection/conf
 import type { Config } from '../config/types';
 import type { Consensus } from '../cluster/consensus';
 import { placeShards } from '../cluster/state';
-import type { FieldSchema } from '../shard/payload-index';
+import type { FieldSchema } from '../shard/field-schema';
 import { validateCollectionName, type AliasAction, type TableOfContent } from './toc';
 
 export const DEFAULT_CONSENSUS_TIMEOUT_S = 30;

@@ -20,8 +20,8 @@ import type { Engine } from '../../bindings/engine';
 import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../common/errors';
 import { Collection, type ClusterPlacement, type CollectionMeta } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
-import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../shard/files';
-import type { FieldSchema } from '../shard/payload-index';
+import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../common/files';
+import type { FieldSchema } from '../shard/field-schema';
 
 /** Reads this node's peer id, or makes and keeps a new random one. */
 async function readPeerId(storagePath: string): Promise<bigint> {

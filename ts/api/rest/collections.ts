@@ -11,7 +11,7 @@ import type { Context } from 'koa';
 
 import type { Collection } from '../../collection/collection';
 import type { Config } from '../../config/types';
-import { FieldSchemaError, parseFieldSchema } from '../../shard/payload-index';
+import { FieldSchemaError, parseFieldSchema } from '../../shard/field-schema';
 import { parseKey } from '../../shard/filter';
 import type { Dispatcher } from '../../storage/dispatcher';
 import type { AliasAction } from '../../storage/toc';
