@@ -708,6 +708,17 @@ def workflow(client: QdrantClient, url: str) -> None:
         eq(client.collection_exists(PLAIN), False, "exists")
 
 
+_before_client: set = set()
+
+
+def join_checks() -> None:
+    """Waits for the threads the client started since the last call (its version check)."""
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and t not in _before_client and t.daemon:
+            t.join(timeout=60)
+    _before_client.update(threading.enumerate())
+
+
 def version_check_is_real(caught: list) -> None:
     """Against a server that reports another major version, the client's default check
     warns: so the absence of a warning against Quiver means something."""
@@ -729,7 +740,11 @@ def version_check_is_real(caught: list) -> None:
         other = ThreadingHTTPServer(("127.0.0.1", 0), Other)
         threading.Thread(target=other.serve_forever, daemon=True).start()
         try:
+            # The client checks in a thread of its own: wait for that thread to end
+            # before the server goes (a condition, not a fixed wait).
+            _before_client.update(threading.enumerate())
             QdrantClient(url=f"http://127.0.0.1:{other.server_address[1]}", timeout=10).close()
+            join_checks()
         finally:
             other.shutdown()
             other.server_close()
@@ -756,6 +771,7 @@ def main() -> int:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 version_check_is_real(caught)
+                _before_client.update(threading.enumerate())
                 client = QdrantClient(url=server.url, timeout=30)
                 try:
                     workflow(client, server.url)
@@ -764,6 +780,7 @@ def main() -> int:
 
                 @step("the client raised no warning (version check included) during the workflow")
                 def _():
+                    join_checks()
                     eq([f"{w.category.__name__}: {w.message}" for w in caught], [], "warnings")
     finally:
         server.stop()

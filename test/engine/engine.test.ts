@@ -676,9 +676,11 @@ for (const backend of BACKENDS) {
     const seconds = (performance.now() - started) / 1000;
     t.log(`${backend}: build+search of ${lagSize} x ${dim} took ${seconds.toFixed(2)} s; max timer lag ${maxLagMs.toFixed(1)} ms over ${ticks} ticks`);
     t.is(ix.stats().count, lagSize);
-    t.true(ticks > 10, 'the timer ran during the build');
+    // A blocked event loop runs no timer until the build is over: the timer running many
+    // times while the build is pending is the property. How long a tick waits depends on
+    // the machine's load: that figure is measured by `npm run bench:eventloop`, not here.
+    t.true(ticks > 10, `the timer ran during the build (${ticks} ticks)`);
     t.is(statsCalls, ticks);
-    t.true(maxLagMs < 200, `max event-loop lag ${maxLagMs} ms`);
   });
 }
 
