@@ -24,7 +24,7 @@ import { DirectLane } from './direct';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes } from './cluster';
 import { addCollectionRoutes } from './collections';
-import type { Consensus } from '../../cluster/consensus';
+import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import { Dispatcher } from '../../storage/dispatcher';
 import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
@@ -62,7 +62,7 @@ export interface RestDeps {
   authenticator?: Authenticator;
   audit?: AuditLog;
   /** The consensus driver in cluster mode; null or absent on a single node. */
-  consensus?: Consensus | null;
+  consensus?: MetadataConsensus | null;
 }
 
 export interface RestApp {
