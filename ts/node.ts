@@ -167,8 +167,8 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
 
 /**
  * Cluster mode: the p2p transport (its TLS files are read first), the metadata state
- * machine over this node's storage, and the consensus driver running the one over the
- * other, started from `storage/raft`.
+ * machine over this node's storage, and the consensus driver (its log in `storage/raft`)
+ * that runs the machine and reaches the other peers through the transport.
  */
 async function startConsensus(config: Config, logger: Logger, toc: TableOfContent, uri: string | null, bootstrap: string | null): Promise<MetadataConsensus> {
   const log = logger.child({ component: 'consensus' });

@@ -61,7 +61,7 @@ export interface RestDeps {
   /** Who is calling (keys, JWT); built from the config when absent. */
   authenticator?: Authenticator;
   audit?: AuditLog;
-  /** The consensus driver in cluster mode; null or absent on a single node. */
+  /** Consensus over the metadata in cluster mode; null or absent on a single node. */
   consensus?: MetadataConsensus | null;
 }
 
