@@ -2,7 +2,9 @@
  * A Quiver node: the REST service over the storage (TableOfContent), and in cluster mode
  * (`cluster.enabled`) the consensus driver with its internal API on `cluster.p2p.port`.
  *
- * Owns: binding the HTTP server to `service.host`:`service.http_port`, the facts the
+ * Owns: wiring the parts together (in cluster mode: the consensus driver runs the
+ * metadata state machine of ts/storage and reaches the other peers through the gRPC
+ * transport of ts/api/p2p), binding the HTTP server to `service.host`:`service.http_port`, the facts the
  * service reports about itself (version, commit, start time), and the ordered
  * shutdown: stop accepting, let requests in flight finish (bounded), then close.
  * Must never: exit the process or install signal handlers (bin/quiver does), or read
@@ -21,11 +23,14 @@ import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
 import { QuiverError } from './common/errors';
+import { GrpcTransport } from './api/p2p/transport';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
+import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
+import { ClusterStateMachine } from './storage/cluster-machine';
+import { MetadataConsensus } from './storage/metadata-consensus';
 import { TableOfContent } from './storage/toc';
-import { Consensus, ConsensusStartError } from './cluster/consensus';
 
 /** How long shutdown waits for requests in flight before cutting their connections. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
@@ -48,8 +53,8 @@ export interface RunningNode {
   port: number;
   host: string;
   toc: TableOfContent;
-  /** The consensus driver (cluster mode), else null. */
-  consensus: Consensus | null;
+  /** Consensus over the metadata (cluster mode), else null. */
+  consensus: MetadataConsensus | null;
   /** Stops accepting, waits for requests in flight (bounded), closes. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -107,13 +112,13 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     await toc.close();
     throw new StartupError('--snapshot and --storage-snapshot recover on a single node only; in cluster mode recover a collection through its snapshot API');
   }
-  let consensus: Consensus | null = null;
+  let consensus: MetadataConsensus | null = null;
   if (config.cluster.enabled) {
     try {
-      consensus = await Consensus.start({ config, logger, toc, uri, bootstrap });
+      consensus = await startConsensus(config, logger, toc, uri, bootstrap);
     } catch (err) {
       await toc.close();
-      if (err instanceof ConsensusStartError) throw new StartupError(err.message);
+      if (err instanceof ConsensusStartError || err instanceof TlsSetupError) throw new StartupError(err.message);
       throw err;
     }
   }
@@ -158,6 +163,29 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       return closing;
     },
   };
+}
+
+/**
+ * Cluster mode: the p2p transport (its TLS files are read first), the metadata state
+ * machine over this node's storage, and the consensus driver (its log in `storage/raft`)
+ * that runs the machine and reaches the other peers through the transport.
+ */
+async function startConsensus(config: Config, logger: Logger, toc: TableOfContent, uri: string | null, bootstrap: string | null): Promise<MetadataConsensus> {
+  const log = logger.child({ component: 'consensus' });
+  const transport = await GrpcTransport.open(config, log);
+  const peerId = config.cluster.peer_id ?? toc.peerId.toString();
+  const machine = new ClusterStateMachine(toc, peerId, log);
+  const driver = await ConsensusDriver.start({
+    settings: config.cluster.consensus,
+    logger: log,
+    dir: path.join(toc.storagePath, 'raft'),
+    peerId,
+    uri,
+    bootstrap,
+    machine,
+    transport,
+  });
+  return new MetadataConsensus(driver, machine);
 }
 
 /** Stops accepting; idle keep-alive connections close as soon as they are idle; busy ones get `timeoutMs`. */

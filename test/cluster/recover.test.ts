@@ -11,7 +11,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-import { recoveryWrite } from '../../ts/cluster/consensus';
+import { recoveryWrite } from '../../ts/consensus/driver';
 import { FileRaftStorage } from '../../ts/consensus/file-storage';
 import type { Entry, Snapshot } from '../../ts/consensus/types';
 

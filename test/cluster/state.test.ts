@@ -8,7 +8,7 @@ import test from 'ava';
 
 import { parseCreateCollection } from '../../ts/collection/config';
 import { loadConfig } from '../../ts/config';
-import { ClusterState, placeShards, type MetaOp } from '../../ts/cluster/state';
+import { ClusterState, placeShards, type MetaOp } from '../../ts/storage/cluster-state';
 
 const config = loadConfig({ configPath: null, env: {}, cwd: process.cwd() });
 const cfg = (body: object = {}) => parseCreateCollection({ vectors: { size: 4, distance: 'Dot' }, ...body }, config);

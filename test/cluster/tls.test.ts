@@ -12,7 +12,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 
-import { PeerClients } from '../../ts/cluster/p2p';
+import { PeerClients } from '../../ts/api/p2p/grpc';
 import { Cluster, api, waitFor } from './harness';
 
 const execFileP = promisify(execFile);

@@ -14,9 +14,9 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { AlreadyExistsError, BadInputError, NotFoundError } from '../common/errors';
 import { applyCollectionUpdate, parseCreateCollection } from '../collection/config';
 import type { Config } from '../config/types';
-import type { Consensus } from '../cluster/consensus';
-import { placeShards } from '../cluster/state';
 import type { FieldSchema } from '../shard/field-schema';
+import { placeShards } from './cluster-state';
+import type { MetadataConsensus } from './metadata-consensus';
 import { validateCollectionName, type AliasAction, type TableOfContent } from './toc';
 
 export const DEFAULT_CONSENSUS_TIMEOUT_S = 30;
@@ -24,7 +24,7 @@ export const DEFAULT_CONSENSUS_TIMEOUT_S = 30;
 export class Dispatcher {
   constructor(
     readonly toc: TableOfContent,
-    readonly consensus: Consensus | null,
+    readonly consensus: MetadataConsensus | null,
     private readonly config: Config,
   ) {}
 

@@ -24,7 +24,7 @@ import { DirectLane } from './direct';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes } from './cluster';
 import { addCollectionRoutes } from './collections';
-import type { Consensus } from '../../cluster/consensus';
+import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import { Dispatcher } from '../../storage/dispatcher';
 import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
@@ -61,8 +61,8 @@ export interface RestDeps {
   /** Who is calling (keys, JWT); built from the config when absent. */
   authenticator?: Authenticator;
   audit?: AuditLog;
-  /** The consensus driver in cluster mode; null or absent on a single node. */
-  consensus?: Consensus | null;
+  /** Consensus over the metadata in cluster mode; null or absent on a single node. */
+  consensus?: MetadataConsensus | null;
 }
 
 export interface RestApp {

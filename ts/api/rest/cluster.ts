@@ -4,13 +4,13 @@
  *
  * Owns: their request and response shapes (ClusterStatus, CollectionClusterInfo of the
  * reference). On a single node `/cluster` says `disabled` and the two cluster changes
- * answer 405, as the reference does. Must never: change consensus state itself (the
- * Consensus driver does).
+ * answer 405, as the reference does. Must never: change consensus state itself
+ * (MetadataConsensus and its driver do).
  */
 
 import type { Context } from 'koa';
 
-import type { Consensus } from '../../cluster/consensus';
+import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { Role } from '../../consensus/raft';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
@@ -21,7 +21,7 @@ import type { RouteTable } from './route';
 
 const ROLE_NAMES: Record<Role, string> = { leader: 'Leader', follower: 'Follower', candidate: 'Candidate', preCandidate: 'PreCandidate' };
 
-export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consensus: Consensus | null): void {
+export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consensus: MetadataConsensus | null): void {
   routes.add('GET', '/cluster', (ctx: Context) => {
     if (consensus === null) {
       ok(ctx, { status: 'disabled' });

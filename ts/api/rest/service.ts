@@ -14,7 +14,7 @@ import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
 import type { RequestStats } from './stats';
 import type { TableOfContent } from '../../storage/toc';
-import type { Consensus } from '../../cluster/consensus';
+import type { MetadataConsensus } from '../../storage/metadata-consensus';
 
 /**
  * The version of the Qdrant API this server implements, reported as `version` by `/`
@@ -34,7 +34,7 @@ export interface ServiceInfo {
   startedAt: Date;
 }
 
-export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent, consensus: Consensus | null = null): void {
+export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent, consensus: MetadataConsensus | null = null): void {
   routes.add('GET', '/', (ctx: Context) => {
     ctx.body = { title: 'quiver - vector search engine', version: QDRANT_API_VERSION, quiver_version: info.version, commit: info.commit };
   });

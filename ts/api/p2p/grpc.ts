@@ -4,9 +4,10 @@
  *
  * Owns: the wire (grpc-js, the .proto loaded at run time), connection settings (short
  * reconnect backoff so a restarted peer is reached again within a tick or two),
- * deadlines, the bounded in-flight queue per peer, and the send-failure figures that
- * GET /cluster reports. Must never: interpret Raft messages or consensus operations
- * (ts/cluster/consensus.ts does), or block: every call is asynchronous.
+ * deadlines, the bounded in-flight queue per peer, the send-failure figures that
+ * GET /cluster reports, and the one table between a PeerCallError's reason and its
+ * gRPC status code. Must never: interpret Raft messages or consensus operations
+ * (ts/consensus/driver.ts does), or block: every call is asynchronous.
  */
 
 import * as path from 'node:path';
@@ -14,38 +15,21 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { Logger } from 'pino';
 
-/** A failure a handler reports to the calling peer, with a gRPC status code. */
-export class P2PError extends Error {
-  constructor(
-    readonly code: grpc.status,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'P2PError';
-  }
-}
+import { PeerCallError, type JoinRequest, type JoinResponse, type PeerCallReason, type PeerHandlers, type SendFailures } from '../../consensus/transport';
 
-export interface JoinRequest {
-  peerId: string;
-  uri: string;
-  port: number;
-}
+/** The gRPC status code of each reason a call between peers fails for, both ways. */
+const STATUS_OF_REASON: Record<PeerCallReason, grpc.status> = {
+  invalid_argument: grpc.status.INVALID_ARGUMENT,
+  unavailable: grpc.status.UNAVAILABLE,
+  not_leader: grpc.status.FAILED_PRECONDITION,
+  internal: grpc.status.INTERNAL,
+  timeout: grpc.status.DEADLINE_EXCEEDED,
+};
 
-export interface JoinResponse {
-  peers: Record<string, string>;
-  leaderId: string;
-  uri: string;
-}
-
-export interface P2PHandlers {
-  /** One encoded Raft message (never throws: a bad message is the handler's to log). */
-  onMessage(message: Uint8Array): void;
-  /** `callerHost` is the host the connection came from (for a joiner without a URI). */
-  join(req: JoinRequest, callerHost: string | null): Promise<JoinResponse>;
-  propose(operation: Uint8Array, confChange: boolean): Promise<{ index: number; term: number }>;
-  snapshot(): Promise<{ snapshot: Uint8Array; leaderId: string }>;
-  whoIs(): { peerId: string; uri: string };
-  waitApplied(index: number, timeoutMs: number): Promise<boolean>;
+/** The reason of a status code a call came back with; a code outside the table means the peer could not take the call. */
+function reasonOfStatus(code: grpc.status): PeerCallReason {
+  for (const [reason, status] of Object.entries(STATUS_OF_REASON)) if (status === code) return reason as PeerCallReason;
+  return 'unavailable';
 }
 
 /** PEM material for TLS between peers (`cluster.p2p.enable_tls`): both sides present a certificate signed by `ca`. */
@@ -53,12 +37,6 @@ export interface P2PTls {
   cert: Buffer;
   key: Buffer;
   ca: Buffer;
-}
-
-export interface SendFailures {
-  count: number;
-  latest_error: string | null;
-  latest_error_timestamp: string | null;
 }
 
 interface RaftClient extends grpc.Client {
@@ -84,7 +62,7 @@ function raftService(): { service: grpc.ServiceDefinition; Client: RaftClientCto
 }
 
 function repoRoot(): string {
-  // ts/cluster (or dist/ts/cluster) → the folder holding proto/.
+  // ts/api/p2p (or dist/ts/api/p2p) → the folder holding proto/.
   const fs = require('node:fs') as typeof import('node:fs');
   let dir = __dirname;
   for (;;) {
@@ -125,7 +103,7 @@ export function hostOfPeer(peer: string): string | null {
 }
 
 function errorToStatus(err: unknown): Partial<grpc.StatusObject> {
-  if (err instanceof P2PError) return { code: err.code, details: err.message };
+  if (err instanceof PeerCallError) return { code: STATUS_OF_REASON[err.reason], details: err.message };
   return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err) };
 }
 
@@ -135,7 +113,7 @@ export class P2PServer {
     readonly port: number,
   ) {}
 
-  static async start(host: string, port: number, handlers: P2PHandlers, logger: Logger, tls: P2PTls | null = null): Promise<P2PServer> {
+  static async start(host: string, port: number, handlers: PeerHandlers, logger: Logger, tls: P2PTls | null = null): Promise<P2PServer> {
     const { service } = raftService();
     const server = new grpc.Server({ 'grpc.max_receive_message_length': 256 * 1024 * 1024 });
     const unary =
@@ -146,7 +124,7 @@ export class P2PServer {
           .then(
             (res) => cb(null, res),
             (err: unknown) => {
-              if (!(err instanceof P2PError)) logger.warn({ err }, 'p2p call failed');
+              if (!(err instanceof PeerCallError)) logger.warn({ err }, 'p2p call failed');
               cb(errorToStatus(err));
             },
           );
@@ -268,7 +246,7 @@ export class PeerClients {
         return;
       }
       fn(ch.client, { deadline: Date.now() + timeoutMs }, (err, res) => {
-        if (err) reject(new P2PError(err.code, `${uri}: ${err.details || err.message}`));
+        if (err) reject(new PeerCallError(reasonOfStatus(err.code), `${uri}: ${err.details || err.message}`));
         else resolve(res as T);
       });
     });

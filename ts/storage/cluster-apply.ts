@@ -16,8 +16,8 @@
 import type { Logger } from 'pino';
 
 import type { ClusterPlacement } from '../collection/collection';
-import type { TableOfContent } from '../storage/toc';
-import { samePayloadSchema, type ClusterState } from './state';
+import type { TableOfContent } from './toc';
+import { samePayloadSchema, type ClusterState } from './cluster-state';
 
 export class LocalApplier {
   private queue: Promise<void> = Promise.resolve();

@@ -14,7 +14,7 @@
 import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
-import { validateCollectionName, type AliasAction } from '../storage/toc';
+import { validateCollectionName, type AliasAction } from './toc';
 import type { ConfChange, PeerId } from '../consensus/types';
 
 /** Replica states (SPEC 3.1): only Active is used until shard transfers land. */

@@ -1,9 +1,9 @@
 /**
- * The consensus driver of one cluster peer: runs the pure Raft core (ts/consensus) on
- * a timer, persists what it asks with fsync before sending its messages, applies
- * committed entries to the cluster metadata (ts/cluster/state.ts) and brings the local
- * storage (TableOfContent) in line with it, and lets REST calls propose metadata
- * changes and wait until they are applied here.
+ * The consensus driver of one cluster peer: runs the pure Raft core (raft.ts) on a
+ * timer, persists what it asks with fsync before sending its messages, hands committed
+ * entries in log order to the replicated state machine it is constructed with
+ * (machine.ts), reaches the other peers through the transport it is constructed with
+ * (transport.ts), and lets callers propose entries and wait until they are applied here.
  *
  * Owns: the tick timer (`cluster.consensus.tick_period_ms`), the ready loop (persist →
  * send → apply → advance; inputs that arrive meanwhile wait in an inbox), joining a
@@ -13,31 +13,22 @@
  * from the leader's snapshot (POST /cluster/recover), and stopping for good on a
  * storage error (no more votes, acknowledgements or proposals).
  * Must never: block the event loop (all file I/O is asynchronous), send a message
- * before what it acknowledges is durable, or apply local changes out of log order.
+ * before what it acknowledges is durable, or apply entries out of log order; know what
+ * an entry means (the state machine does) or how a peer is reached (the transport
+ * does): it imports no storage, collection or api module and no wire library.
  */
 
-import { randomUUID } from 'node:crypto';
-import * as fs from 'node:fs/promises';
-import * as path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ServiceError, TimeoutError } from '../common/errors';
-import type { Config } from '../config/types';
-import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from '../consensus/codec';
-import { FileRaftStorage } from '../consensus/file-storage';
-import { RaftNode, type Ready, type Role } from '../consensus/raft';
-import type { RaftStorage } from '../consensus/storage';
-import type { ConfChange, Entry, HardState, PeerId, Snapshot } from '../consensus/types';
-import type { TableOfContent } from '../storage/toc';
-import { LocalApplier } from './apply';
-import { P2PError, P2PServer, PeerClients, type JoinRequest, type JoinResponse, type P2PTls, type SendFailures } from './p2p';
-import { ClusterState, type MetaOp } from './state';
-
-/** An entry's payload: a metadata operation (JSON). */
-interface EntryData {
-  meta: MetaOp;
-}
+import type { ClusterConfig } from '../config/types';
+import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from './codec';
+import { FileRaftStorage } from './file-storage';
+import type { ReplicatedStateMachine } from './machine';
+import { RaftNode, type Ready, type Role } from './raft';
+import type { RaftStorage } from './storage';
+import { PeerCallError, type JoinRequest, type JoinResponse, type PeerHandlers, type PeerTransport, type SendFailures } from './transport';
+import type { ConfChange, Entry, HardState, PeerId, Snapshot } from './types';
 
 interface Waiter {
   term: number;
@@ -57,14 +48,19 @@ const PEER_SYNC_MS = 1000;
 /** Entries kept in the log behind a compaction snapshot. */
 const COMPACTION_MARGIN = 32;
 
-export interface ConsensusOptions {
-  config: Config;
+export interface DriverOptions {
+  /** `cluster.consensus` of the configuration. */
+  settings: ClusterConfig['consensus'];
   logger: Logger;
-  toc: TableOfContent;
+  /** Where the Raft log and hard state live (`storage/raft`). */
+  dir: string;
+  peerId: PeerId;
   /** This peer's URI for the others (`--uri`); required for the first peer. */
   uri: string | null;
   /** URI of a running peer to join (`--bootstrap`). */
   bootstrap: string | null;
+  machine: ReplicatedStateMachine;
+  transport: PeerTransport;
 }
 
 export type ThreadStatus =
@@ -72,106 +68,91 @@ export type ThreadStatus =
   | { consensus_thread_status: 'stopped' }
   | { consensus_thread_status: 'stopped_with_err'; err: string };
 
-export class Consensus {
+export interface ConsensusStatus {
+  peerId: PeerId;
+  uri: string | null;
+  peers: Record<PeerId, string>;
+  role: Role;
+  term: number;
+  commit: number;
+  applied: number;
+  leader: PeerId | null;
+  isVoter: boolean;
+  thread: ThreadStatus;
+  sendFailures: Record<string, SendFailures>;
+}
+
+export class ConsensusDriver {
   private node!: RaftNode;
-  private state = new ClusterState();
-  private readonly clients: PeerClients;
-  private server: P2PServer | null = null;
+  private port = 0;
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
   private pendingTicks = 0;
   private readonly inbox: Array<() => void | Promise<void>> = [];
   private readonly waiters = new Map<number, Waiter>();
   private readonly recent = new Map<number, Applied>();
-  /** URIs known before the cluster state names them (a joiner's bootstrap answer). */
+  /** URIs known before the state machine names them (a joiner's bootstrap answer). */
   private readonly knownUris = new Map<PeerId, string>();
   private appliedSinceSnapshot = 0;
-  /** Committed index at start-up while the entries up to it are replayed (their local changes are made at once at the end); 0 after. */
-  private replayUntil = 0;
-  /** Highest entry applied here (its local changes may still be queued: see LocalApplier). */
+  /** Highest entry applied here (its local effects may still be queued by the state machine). */
   private appliedIndex = 0;
   private appliedListeners: Array<{ index: number; resolve(): void }> = [];
   private fault: Error | null = null;
   private stopped = false;
   private lastUpdate = new Date();
   private ownUri: string | null;
-  private readonly applier: LocalApplier;
+  readonly peerId: PeerId;
+  private readonly machine: ReplicatedStateMachine;
+  private readonly transport: PeerTransport;
   private readonly log: Logger;
 
   private constructor(
-    private readonly opts: ConsensusOptions,
-    readonly peerId: PeerId,
+    private readonly opts: DriverOptions,
     private readonly storage: FileRaftStorage,
-    private readonly tls: P2PTls | null,
   ) {
-    const c = opts.config.cluster;
-    this.log = opts.logger.child({ component: 'consensus' });
+    this.peerId = opts.peerId;
+    this.machine = opts.machine;
+    this.transport = opts.transport;
+    this.log = opts.logger;
     this.ownUri = opts.uri;
-    this.clients = new PeerClients({
-      callTimeoutMs: c.grpc_timeout_ms,
-      connectTimeoutMs: c.connection_timeout_ms,
-      messageTimeoutMs: Math.max(1000, c.consensus.tick_period_ms * 10),
-      maxInFlight: c.consensus.max_message_queue_size,
-      tls,
-    });
-    this.applier = new LocalApplier(opts.toc, peerId, this.log, () => this.state);
   }
 
   /**
-   * Opens the consensus state in `storage/raft` and starts the peer: founds a cluster
-   * (empty state, no --bootstrap), joins one (empty state, --bootstrap), or restarts
-   * from the persisted state (--bootstrap is then ignored).
+   * Opens the consensus state in `dir` and starts the peer: founds a cluster (empty
+   * state, no --bootstrap), joins one (empty state, --bootstrap), or restarts from the
+   * persisted state (--bootstrap is then ignored).
    */
-  static async start(opts: ConsensusOptions): Promise<Consensus> {
-    const { config, toc } = opts;
-    const peerId = config.cluster.peer_id ?? toc.peerId.toString();
-    let tls: P2PTls | null = null;
-    if (config.cluster.p2p.enable_tls) {
-      try {
-        const [cert, key, ca] = await Promise.all([config.tls.cert, config.tls.key, config.tls.ca_cert].map((f) => fs.readFile(f)));
-        tls = { cert, key, ca };
-      } catch (err) {
-        throw new ConsensusStartError(`cluster.p2p.enable_tls: cannot read tls.cert, tls.key or tls.ca_cert: ${(err as Error).message}`);
-      }
-    }
-    const storage = await FileRaftStorage.open(path.join(toc.storagePath, 'raft'));
-    const c = new Consensus(opts, peerId, storage, tls);
+  static async start(opts: DriverOptions): Promise<ConsensusDriver> {
+    const { peerId, machine } = opts;
+    const storage = await FileRaftStorage.open(opts.dir);
+    const c = new ConsensusDriver(opts, storage);
     const fresh = storage.isEmpty();
     if (fresh && opts.bootstrap === null) {
       if (opts.uri === null) {
         await storage.close();
         throw new ConsensusStartError('the first peer of a cluster needs --uri (its own address for the other peers, e.g. http://10.0.0.1:6335); later peers are started with --bootstrap <uri of a running peer>');
       }
-      const state = new ClusterState();
-      state.setPeerUri(peerId, opts.uri);
-      await storage.bootstrap({ voters: [peerId], learners: [] }, state.encode());
+      await storage.bootstrap({ voters: [peerId], learners: [] }, machine.founding(peerId, opts.uri));
       c.log.info({ peerId, uri: opts.uri }, 'founded a new cluster');
     } else if (!fresh && opts.bootstrap !== null) {
       c.log.info({ bootstrap: opts.bootstrap }, 'consensus state found on disk: restarting with it, --bootstrap ignored');
     }
-    c.state = ClusterState.decode(storage.snapshot().data);
     c.node = c.newNode();
-    const known = c.state.peers[peerId];
+    // The state machine takes the snapshot's state; the committed entries after it are
+    // replayed into it when the loop starts (its local effects may already reflect them).
+    await machine.open(storage.snapshot().data, storage.snapshot().meta.index, storage.initialState().hardState.commit);
+    const known = machine.peers()[peerId];
     if (known !== undefined) {
       if (opts.uri !== null && opts.uri !== known) c.log.warn({ uri: opts.uri, known }, '--uri differs from the URI the cluster knows this peer by; the known one stays');
       c.ownUri = known;
     }
-    // Local storage in line with the state. When committed entries follow the snapshot, local
-    // storage may already reflect them (it is as new as anything applied before the restart):
-    // bringing it back to the snapshot's older state would delete collections created after it
-    // with their points, so the node replays those entries into the state first and local
-    // storage is brought in line once, at the persisted commit.
-    const commit = storage.initialState().hardState.commit;
-    if (commit > storage.snapshot().meta.index) c.replayUntil = commit;
-    else await c.applier.enqueueAll();
-    const host = config.service.host;
     try {
-      c.server = await P2PServer.start(host, config.cluster.p2p.port, c.handlers(), c.log, tls);
+      c.port = await c.transport.serve(c.handlers());
     } catch (err) {
       await storage.close();
-      throw new ConsensusStartError(`cannot listen on ${host}:${config.cluster.p2p.port} (cluster.p2p.port): ${(err as Error).message}`);
+      throw new ConsensusStartError((err as Error).message);
     }
-    c.timer = setInterval(() => c.onTick(), config.cluster.consensus.tick_period_ms);
+    c.timer = setInterval(() => c.onTick(), opts.settings.tick_period_ms);
     c.timer.unref?.();
     c.kick();
     if (fresh && opts.bootstrap !== null) {
@@ -192,12 +173,12 @@ export class Consensus {
   // -- joining -----------------------------------------------------------------------------
 
   private async join(bootstrap: string): Promise<void> {
-    const deadline = Date.now() + this.opts.config.cluster.consensus.bootstrap_timeout_sec * 1000;
-    const req: JoinRequest = { peerId: this.peerId, uri: this.ownUri ?? '', port: this.server!.port };
+    const deadline = Date.now() + this.opts.settings.bootstrap_timeout_sec * 1000;
+    const req: JoinRequest = { peerId: this.peerId, uri: this.ownUri ?? '', port: this.port };
     let last: unknown = null;
     for (;;) {
       try {
-        const res = await this.clients.join(bootstrap, req, Math.max(1000, deadline - Date.now()));
+        const res = await this.transport.join(bootstrap, req, Math.max(1000, deadline - Date.now()));
         for (const [id, uri] of Object.entries(res.peers)) this.knownUris.set(id, uri);
         this.ownUri = res.uri;
         this.log.info({ bootstrap, uri: res.uri, peers: Object.keys(res.peers).length, leader: res.leaderId }, 'joined the cluster as a learner');
@@ -209,29 +190,30 @@ export class Consensus {
       await new Promise((r) => setTimeout(r, 300));
     }
     throw new ConsensusStartError(
-      `could not join the cluster through ${bootstrap} within cluster.consensus.bootstrap_timeout_sec (${this.opts.config.cluster.consensus.bootstrap_timeout_sec} s): ${last instanceof Error ? last.message : String(last)}`,
+      `could not join the cluster through ${bootstrap} within cluster.consensus.bootstrap_timeout_sec (${this.opts.settings.bootstrap_timeout_sec} s): ${last instanceof Error ? last.message : String(last)}`,
     );
   }
 
   /** A peer asks to join (through this peer): the leader adds it as a learner. */
   private async onJoin(req: JoinRequest, callerHost: string | null): Promise<JoinResponse> {
-    if (!/^[1-9][0-9]{0,19}$/.test(req.peerId)) throw new P2PError(grpc.status.INVALID_ARGUMENT, `peer id ${JSON.stringify(req.peerId)} is not an unsigned 64-bit number`);
+    if (!/^[1-9][0-9]{0,19}$/.test(req.peerId)) throw new PeerCallError('invalid_argument', `peer id ${JSON.stringify(req.peerId)} is not an unsigned 64-bit number`);
     const st = this.node.status();
     if (st.role !== 'leader') {
-      if (st.leader === null) throw new P2PError(grpc.status.UNAVAILABLE, 'no leader elected yet; retry');
-      return this.clients.join(this.uriOf(st.leader), req);
+      if (st.leader === null) throw new PeerCallError('unavailable', 'no leader elected yet; retry');
+      return this.transport.join(this.uriOf(st.leader), req);
     }
     let uri = req.uri;
     if (uri === '') {
-      if (callerHost === null || req.port === 0) throw new P2PError(grpc.status.INVALID_ARGUMENT, 'the joiner sent no URI and its address cannot be derived');
+      if (callerHost === null || req.port === 0) throw new PeerCallError('invalid_argument', 'the joiner sent no URI and its address cannot be derived');
       uri = `http://${callerHost.includes(':') ? `[${callerHost}]` : callerHost}:${req.port}`;
     }
     const members = [...st.conf.voters, ...st.conf.learners];
     if (!members.includes(req.peerId)) {
-      const timeoutMs = this.opts.config.cluster.consensus.bootstrap_timeout_sec * 1000;
+      const timeoutMs = this.opts.settings.bootstrap_timeout_sec * 1000;
       await this.proposeConfChangeLocal({ type: 'addLearner', peer: req.peerId, context: uri }, timeoutMs);
     }
-    return { peers: { ...this.state.peers, [req.peerId]: this.state.peers[req.peerId] ?? uri }, leaderId: this.peerId, uri: this.state.peers[req.peerId] ?? uri };
+    const peers = this.machine.peers();
+    return { peers: { ...peers, [req.peerId]: peers[req.peerId] ?? uri }, leaderId: this.peerId, uri: peers[req.peerId] ?? uri };
   }
 
   // -- the loop ------------------------------------------------------------------------------
@@ -295,16 +277,16 @@ export class Consensus {
   }
 
   private sendTo(peer: PeerId, bytes: Uint8Array): void {
-    const uri = this.state.peers[peer] ?? this.knownUris.get(peer);
+    const uri = this.machine.peers()[peer] ?? this.knownUris.get(peer);
     if (uri === undefined) {
       this.log.debug({ peer }, 'message for a peer without a known URI dropped');
       return;
     }
-    this.clients.send(uri, bytes);
+    this.transport.send(uri, bytes);
   }
 
   private uriOf(peer: PeerId): string {
-    const uri = this.state.peers[peer] ?? this.knownUris.get(peer);
+    const uri = this.machine.peers()[peer] ?? this.knownUris.get(peer);
     if (uri === undefined) throw new ClusterUnavailableError(`the URI of peer ${peer} is not known yet; retry`);
     return uri;
   }
@@ -324,7 +306,7 @@ export class Consensus {
   // -- applying ------------------------------------------------------------------------------
 
   private installSnapshot(snap: Snapshot): void {
-    this.state = ClusterState.decode(snap.data);
+    const outcome = this.machine.installSnapshot(snap.meta.index, snap.data);
     this.appliedSinceSnapshot = 0;
     for (const [index, w] of this.waiters) {
       if (index <= snap.meta.index) {
@@ -333,52 +315,25 @@ export class Consensus {
       }
     }
     this.log.info({ index: snap.meta.index, term: snap.meta.term }, 'installed a consensus snapshot');
-    this.track(snap.meta.index, snap.meta.term, this.syncLocal(snap.meta.index, [], false, true));
-  }
-
-  /** Queues the local changes of the entry at `index`; during the start-up replay, one full sync at its end instead. */
-  private syncLocal(index: number, collections: readonly string[], aliases: boolean, all = false): Promise<void> {
-    if (this.replayUntil > 0) {
-      if (index < this.replayUntil) return Promise.resolve();
-      this.replayUntil = 0;
-      all = true;
-    }
-    return all ? this.applier.enqueueAll() : this.applier.enqueue(collections, aliases);
+    this.track(snap.meta.index, snap.meta.term, outcome);
   }
 
   private applyEntry(e: Entry): void {
     let outcome: Promise<unknown>;
     if (e.type === 'normal') {
-      outcome = this.applyNormal(e.index, e.data);
+      outcome = this.machine.applyNormal(e.index, e.data);
     } else if (e.type === 'confChange') {
-      const touched = this.state.applyConfChange(e.change);
+      outcome = this.machine.applyConfChange(e.index, e.change);
       if (e.change.type === 'removePeer') {
         const uri = this.knownUris.get(e.change.peer);
-        if (uri !== undefined) this.clients.forget(uri);
+        if (uri !== undefined) this.transport.forget(uri);
         if (e.change.peer === this.peerId) this.log.warn('this peer was removed from the cluster: it can be shut down');
       }
-      // This peer's own admission: collections applied before it (while it was not yet a member) are made now.
-      const self = e.change.type === 'addLearner' && e.change.peer === this.peerId;
-      outcome = this.syncLocal(e.index, touched, false, self).then(() => true);
     } else {
-      outcome = this.syncLocal(e.index, [], false).then(() => true);
+      outcome = this.machine.applyNoop(e.index);
     }
     this.track(e.index, e.term, outcome);
     this.appliedSinceSnapshot++;
-  }
-
-  private applyNormal(index: number, data: Uint8Array): Promise<unknown> {
-    let parsed: EntryData;
-    try {
-      parsed = JSON.parse(Buffer.from(data).toString('utf8')) as EntryData;
-    } catch (err) {
-      this.log.error({ err }, 'committed entry is not valid JSON: skipped');
-      return this.syncLocal(index, [], false).then(() => Promise.reject(new ServiceError('committed entry is not valid JSON')));
-    }
-    // Never this peer's own settings: the limit travels in the operation, so every peer decides alike.
-    const result = this.state.apply(parsed.meta, null);
-    if (!result.ok) return this.syncLocal(index, [], false).then(() => Promise.reject(result.error));
-    return this.syncLocal(index, result.collections, result.aliases).then(() => result.value);
   }
 
   private track(index: number, term: number, outcome: Promise<unknown>): void {
@@ -412,12 +367,12 @@ export class Consensus {
   }
 
   private async maybeCompact(): Promise<void> {
-    const every = this.opts.config.cluster.consensus.compact_wal_entries;
+    const every = this.opts.settings.compact_wal_entries;
     if (this.appliedSinceSnapshot < every) return;
     const st = this.node.status();
     const snapIndex = this.storage.snapshot().meta.index;
     if (st.applied <= snapIndex) return;
-    await this.storage.createSnapshot(st.applied, this.node.appliedConfState(), this.state.encode());
+    await this.storage.createSnapshot(st.applied, this.node.appliedConfState(), this.machine.encode());
     // Keep a few entries behind the snapshot: a follower a little behind gets entries, not the snapshot.
     const keep = Math.min(COMPACTION_MARGIN, every);
     if (st.applied - keep > this.storage.firstIndex() - 1) await this.storage.compact(st.applied - keep);
@@ -449,9 +404,9 @@ export class Consensus {
   private async proposeLocal(data: Uint8Array, confChange: ConfChange | null): Promise<{ index: number; term: number }> {
     const r = await this.onNode((n) => (confChange ? n.proposeConfChange(confChange) : n.propose(data)));
     if (r.ok) return { index: r.index, term: r.term };
-    if (r.reason === 'notLeader') throw new P2PError(grpc.status.FAILED_PRECONDITION, `not the leader${r.leader ? ` (the leader is ${r.leader})` : ''}`);
-    if (r.reason === 'storageFault') throw new P2PError(grpc.status.INTERNAL, r.message);
-    throw new P2PError(grpc.status.UNAVAILABLE, r.message);
+    if (r.reason === 'notLeader') throw new PeerCallError('not_leader', `not the leader${r.leader ? ` (the leader is ${r.leader})` : ''}`);
+    if (r.reason === 'storageFault') throw new PeerCallError('internal', r.message);
+    throw new PeerCallError('unavailable', r.message);
   }
 
   private async proposeConfChangeLocal(change: ConfChange, timeoutMs: number): Promise<unknown> {
@@ -469,10 +424,10 @@ export class Consensus {
         throw new ClusterUnavailableError('the cluster has no leader right now (it is starting, or electing one after a failure); metadata changes are refused until one is elected: retry');
       }
       const op = confChange ? Buffer.from(JSON.stringify(confChange)) : data;
-      return await this.clients.propose(this.uriOf(st.leader), op, confChange !== null, timeoutMs);
+      return await this.transport.propose(this.uriOf(st.leader), op, confChange !== null, timeoutMs);
     } catch (err) {
-      if (err instanceof P2PError) {
-        if (err.code === grpc.status.DEADLINE_EXCEEDED) throw new TimeoutError(`the leader did not answer within ${timeoutMs / 1000} s`);
+      if (err instanceof PeerCallError) {
+        if (err.reason === 'timeout') throw new TimeoutError(`the leader did not answer within ${timeoutMs / 1000} s`);
         throw new ClusterUnavailableError(`the leader refused or could not take the change: ${err.message}`);
       }
       throw err;
@@ -509,12 +464,11 @@ export class Consensus {
   }
 
   /**
-   * Proposes a metadata operation and waits until this peer applied it, then (briefly)
-   * until the other peers did too, so the change is visible on every reachable peer when
-   * the call answers. Answers the operation's result.
+   * Proposes an entry (the state machine's encoding of an operation) and waits until this
+   * peer applied it, then (briefly) until the other peers did too, so the change is
+   * visible on every reachable peer when the call answers. Answers the entry's outcome.
    */
-  async propose(op: MetaOp, timeoutMs: number): Promise<unknown> {
-    const data = Buffer.from(JSON.stringify({ meta: op } satisfies EntryData), 'utf8');
+  async propose(data: Uint8Array, timeoutMs: number): Promise<unknown> {
     const r = await this.submit(data, null, timeoutMs);
     const result = await this.waitApplied(r.index, r.term, timeoutMs);
     await this.awaitPeers(r.index, Math.min(PEER_SYNC_MS, timeoutMs));
@@ -523,11 +477,11 @@ export class Consensus {
 
   /** Waits (at most `timeoutMs`) for every other peer to apply `index`; a peer that is down or slow is not waited for longer. */
   private async awaitPeers(index: number, timeoutMs: number): Promise<void> {
-    const others = Object.entries(this.state.peers).filter(([id]) => id !== this.peerId);
-    await Promise.all(others.map(([, uri]) => this.clients.waitApplied(uri, index, timeoutMs)));
+    const others = Object.entries(this.machine.peers()).filter(([id]) => id !== this.peerId);
+    await Promise.all(others.map(([, uri]) => this.transport.waitApplied(uri, index, timeoutMs)));
   }
 
-  /** The p2p side of awaitPeers: resolves true once entry `index` is applied here with its local changes. */
+  /** The other peers' side of awaitPeers: resolves true once entry `index` is applied here with its local effects. */
   private async waitLocalApplied(index: number, timeoutMs: number): Promise<boolean> {
     if (this.appliedIndex < index) {
       let timer: NodeJS.Timeout | undefined;
@@ -542,19 +496,20 @@ export class Consensus {
       clearTimeout(timer);
       if (!reached) return false;
     }
-    await this.applier.idle();
+    await this.machine.idle();
     return true;
   }
 
-  /** DELETE /cluster/peer/{id}: refuses while the peer holds shards, unless forced. */
-  async removePeer(peer: PeerId, force: boolean, timeoutMs: number): Promise<boolean> {
+  /** Whether `peer` is a voter or a learner in the applied membership (throws when consensus stopped here). */
+  isMember(peer: PeerId): boolean {
     this.requireRunning();
     const conf = this.node.appliedConfState();
-    if (!conf.voters.includes(peer) && !conf.learners.includes(peer)) throw new NotFoundError(`Peer ${peer} doesn't exist`);
-    const shards = this.state.shardsOn(peer);
-    if (shards.length > 0 && !force) {
-      throw new BadInputError(`Cannot remove peer ${peer} as there are shards on it (${shards.length}); move them first or use force=true`);
-    }
+    return conf.voters.includes(peer) || conf.learners.includes(peer);
+  }
+
+  /** DELETE /cluster/peer/{id}: removes a member (whether it may go is the caller's to check first). */
+  async removePeer(peer: PeerId, timeoutMs: number): Promise<boolean> {
+    if (!this.isMember(peer)) throw new NotFoundError(`Peer ${peer} doesn't exist`);
     const r = await this.submit(new Uint8Array(0), { type: 'removePeer', peer }, timeoutMs);
     await this.waitApplied(r.index, r.term, timeoutMs);
     return true;
@@ -564,7 +519,7 @@ export class Consensus {
   async recover(): Promise<boolean> {
     this.requireRunning();
     // A peer that just started may not have heard from the leader yet: give it two election timeouts.
-    const deadline = Date.now() + 2 * 20 * this.opts.config.cluster.consensus.tick_period_ms;
+    const deadline = Date.now() + 2 * 20 * this.opts.settings.tick_period_ms;
     let st = this.node.status();
     while (st.leader === null && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50));
@@ -574,7 +529,7 @@ export class Consensus {
     if (st.leader === null) throw new ClusterUnavailableError('the cluster has no leader right now; retry');
     let snap: Snapshot;
     try {
-      snap = decodeSnapshot((await this.clients.snapshot(this.uriOf(st.leader))).snapshot);
+      snap = decodeSnapshot((await this.transport.snapshot(this.uriOf(st.leader))).snapshot);
     } catch (err) {
       if (err instanceof QuiverError) throw err;
       throw new ClusterUnavailableError(`could not get the leader's consensus snapshot: ${(err as Error).message}`);
@@ -609,19 +564,19 @@ export class Consensus {
     this.requireRunning();
     return this.exclusive(async () => {
       const st = this.node.status();
-      if (st.role !== 'leader') throw new P2PError(grpc.status.FAILED_PRECONDITION, 'not the leader');
+      if (st.role !== 'leader') throw new PeerCallError('not_leader', 'not the leader');
       let snap = this.storage.snapshot();
       if (st.applied > snap.meta.index) {
-        snap = await this.storage.createSnapshot(st.applied, this.node.appliedConfState(), this.state.encode());
+        snap = await this.storage.createSnapshot(st.applied, this.node.appliedConfState(), this.machine.encode());
         this.appliedSinceSnapshot = 0;
       }
       return { snapshot: encodeSnapshot(snap), leaderId: this.peerId };
     });
   }
 
-  // -- p2p handlers --------------------------------------------------------------------------
+  // -- what the other peers call ----------------------------------------------------------------
 
-  private handlers() {
+  private handlers(): PeerHandlers {
     return {
       onMessage: (bytes: Uint8Array) => {
         if (this.stopped || this.fault !== null) return;
@@ -658,28 +613,12 @@ export class Consensus {
 
   // -- views -----------------------------------------------------------------------------------
 
-  get clusterState(): ClusterState {
-    return this.state;
-  }
-
-  /** /readyz: this peer applied everything its leader committed, with its local changes (and consensus runs). */
+  /** /readyz: this peer applied everything its leader committed, with its local effects (and consensus runs). */
   ready(): boolean {
-    return this.fault === null && !this.stopped && this.node.status().caughtUp && this.applier.idleNow;
+    return this.fault === null && !this.stopped && this.node.status().caughtUp && this.machine.isIdle();
   }
 
-  status(): {
-    peerId: PeerId;
-    uri: string | null;
-    peers: Record<PeerId, string>;
-    role: Role;
-    term: number;
-    commit: number;
-    applied: number;
-    leader: PeerId | null;
-    isVoter: boolean;
-    thread: ThreadStatus;
-    sendFailures: Record<string, SendFailures>;
-  } {
+  status(): ConsensusStatus {
     const st = this.node.status();
     const thread: ThreadStatus =
       this.fault !== null
@@ -690,7 +629,7 @@ export class Consensus {
     return {
       peerId: this.peerId,
       uri: this.ownUri,
-      peers: { ...this.state.peers },
+      peers: { ...this.machine.peers() },
       role: st.role,
       term: st.term,
       commit: st.commit,
@@ -698,7 +637,7 @@ export class Consensus {
       leader: st.leader,
       isVoter: st.isVoter,
       thread,
-      sendFailures: this.clients.sendFailures(),
+      sendFailures: this.transport.sendFailures(),
     };
   }
 
@@ -708,11 +647,6 @@ export class Consensus {
     return Math.max(0, st.commit - st.applied) + this.waiters.size;
   }
 
-  /** A new collection's uuid (the proposer chooses it). */
-  static newUuid(): string {
-    return randomUUID();
-  }
-
   async close(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -720,11 +654,10 @@ export class Consensus {
     this.timer = null;
     for (const [, w] of this.waiters) w.reject(new ClusterUnavailableError('consensus is shutting down on this peer'));
     this.waiters.clear();
-    await this.server?.close();
-    this.clients.close();
+    await this.transport.close();
     // Let a ready cycle in flight finish its writes before the file closes.
     for (let i = 0; i < 500 && this.busy; i++) await new Promise((r) => setTimeout(r, 10));
-    await this.applier.idle();
+    await this.machine.idle();
     await this.storage.close();
   }
 }

@@ -1,0 +1,70 @@
+/**
+ * Consensus over the cluster's metadata, as the storage layer and the REST routes use
+ * it: the generic consensus driver (ts/consensus/driver.ts) running the metadata state
+ * machine (cluster-machine.ts).
+ *
+ * Owns: proposing a metadata operation (`MetaOp`) and answering its outcome, the
+ * metadata state as applied here, and the metadata's own conditions on a membership
+ * change (a peer that holds shards is removed only when forced).
+ * Must never: apply an operation itself, or reach another peer except through the driver.
+ */
+
+import { BadInputError } from '../common/errors';
+import type { ConsensusDriver, ConsensusStatus } from '../consensus/driver';
+import type { PeerId } from '../consensus/types';
+import { encodeMetaOp, type ClusterStateMachine } from './cluster-machine';
+import type { ClusterState, MetaOp } from './cluster-state';
+
+export class MetadataConsensus {
+  constructor(
+    private readonly driver: ConsensusDriver,
+    private readonly machine: ClusterStateMachine,
+  ) {}
+
+  get peerId(): PeerId {
+    return this.driver.peerId;
+  }
+
+  /** The metadata as applied on this peer so far. */
+  get clusterState(): ClusterState {
+    return this.machine.state;
+  }
+
+  /**
+   * Proposes a metadata operation and waits until this peer applied it, then (briefly)
+   * until the other peers did too. Answers the operation's result.
+   */
+  async propose(op: MetaOp, timeoutMs: number): Promise<unknown> {
+    return this.driver.propose(encodeMetaOp(op), timeoutMs);
+  }
+
+  /** DELETE /cluster/peer/{id}: refuses while the peer holds shards, unless forced. */
+  async removePeer(peer: PeerId, force: boolean, timeoutMs: number): Promise<boolean> {
+    if (!force && this.driver.isMember(peer)) {
+      const shards = this.machine.state.shardsOn(peer);
+      if (shards.length > 0) throw new BadInputError(`Cannot remove peer ${peer} as there are shards on it (${shards.length}); move them first or use force=true`);
+    }
+    return this.driver.removePeer(peer, timeoutMs);
+  }
+
+  /** POST /cluster/recover: replaces this follower's consensus state with the leader's snapshot. */
+  recover(): Promise<boolean> {
+    return this.driver.recover();
+  }
+
+  ready(): boolean {
+    return this.driver.ready();
+  }
+
+  status(): ConsensusStatus {
+    return this.driver.status();
+  }
+
+  pendingOperations(): number {
+    return this.driver.pendingOperations();
+  }
+
+  close(): Promise<void> {
+    return this.driver.close();
+  }
+}
