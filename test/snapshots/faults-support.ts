@@ -87,12 +87,19 @@ async function reply(res: Response): Promise<Reply> {
 }
 
 export async function api(url: string, method: string, p: string, body?: unknown, timeoutMs = 120_000): Promise<Reply> {
-  const res = await fetch(url + p, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
+  let res: Response;
+  try {
+    res = await fetch(url + p, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (err) {
+    // fetch says only "fetch failed": name the request and the cause (refused, reset, ...).
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`${method} ${url}${p}: ${(err as Error).message}${cause ? ` (${cause.code ?? ''} ${cause.message ?? ''})` : ''}`, { cause: err });
+  }
   return reply(res);
 }
 
