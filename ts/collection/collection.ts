@@ -190,7 +190,7 @@ export class Collection {
     this.meta.cluster = placement;
     for (const r of this.shards) {
       const replicas = placement.shards[r.shardId]?.replicas ?? {};
-      r.setStates(replicas);
+      r.setStates(replicas, placement.peer);
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
       if (wantLocal && r.local === null) {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));

@@ -43,21 +43,10 @@ export function isSelected(op: ReplicaOperation): op is SelectedOperation {
   return op.kind !== 'upsert' && op.kind !== 'update_vectors';
 }
 
-/** The ShardOperation of `op` over `ids` (the points its selector chose). */
+/** The ShardOperation of `op` over `ids` (the points its selector chose): the same fields, with ids for the selector. */
 function overIds(op: SelectedOperation, ids: PointKey[]): ShardOperation {
-  switch (op.kind) {
-    case 'delete':
-    case 'clear_payload':
-      return { kind: op.kind, ids };
-    case 'set_payload':
-      return { kind: 'set_payload', ids, payload: op.payload, key: op.key };
-    case 'overwrite_payload':
-      return { kind: 'overwrite_payload', ids, payload: op.payload };
-    case 'delete_payload':
-      return { kind: 'delete_payload', ids, keys: op.keys };
-    case 'delete_vectors':
-      return { kind: 'delete_vectors', ids, names: op.names };
-  }
+  const { select: _chosen, ...fields } = op;
+  return { ...fields, ids } as ShardOperation;
 }
 
 /** `op` with its selector resolved by `resolve` (the points of the applying shard). */
@@ -89,18 +78,6 @@ export function decodeReplicaOperation(buf: Buffer): ReplicaOperation {
   const head = JSON.parse(buf.subarray(6, 6 + hlen).toString('utf8')) as { filter: Filter | null; ids: boolean };
   const op = decodeOperation(buf.subarray(6 + hlen));
   if (op.kind === 'upsert' || op.kind === 'update_vectors') throw new OperationFormatError(`replica operation ${op.kind} cannot carry a selector`);
-  const select: Selector = { ids: head.ids ? op.ids : null, filter: head.filter };
-  switch (op.kind) {
-    case 'delete':
-    case 'clear_payload':
-      return { kind: op.kind, select };
-    case 'set_payload':
-      return { kind: 'set_payload', select, payload: op.payload, key: op.key };
-    case 'overwrite_payload':
-      return { kind: 'overwrite_payload', select, payload: op.payload };
-    case 'delete_payload':
-      return { kind: 'delete_payload', select, keys: op.keys };
-    case 'delete_vectors':
-      return { kind: 'delete_vectors', select, names: op.names };
-  }
+  const { ids, ...fields } = op;
+  return { ...fields, select: { ids: head.ids ? ids : null, filter: head.filter } } as SelectedOperation;
 }

@@ -62,7 +62,7 @@ export class ReplicaSet {
     /** The collection's name, for messages. */
     private readonly collection: string,
     /** This peer's id. */
-    private readonly localPeer: string,
+    private localPeer: string,
     members: Replica[],
     states: Record<string, ReplicaState> | null = null,
   ) {
@@ -83,8 +83,9 @@ export class ReplicaSet {
     return null;
   }
 
-  /** Takes new replica states (a placement applied from consensus). */
-  setStates(states: Record<string, ReplicaState> | null): void {
+  /** Takes new replica states (a placement applied from consensus, naming this peer `peer`). */
+  setStates(states: Record<string, ReplicaState> | null, peer: string = this.localPeer): void {
+    this.localPeer = peer;
     this.states = states === null ? null : { ...states };
     this.refresh();
   }
