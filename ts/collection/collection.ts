@@ -626,7 +626,8 @@ export class Collection {
 }
 
 /** `ids` without repeats, in first-seen order. */
-function distinct(ids: readonly PointKey[]): PointKey[] {
+function distinct(ids: PointKey[]): PointKey[] {
+  if (ids.length < 2) return ids;
   const seen = new Set<string>();
   const out: PointKey[] = [];
   for (const id of ids) {
