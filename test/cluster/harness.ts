@@ -72,9 +72,11 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | null | unde
 }
 
 export async function api(url: string, method: string, route: string, body?: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+  // A connection per request: peers are killed and restarted on the same ports, and a
+  // pooled connection to the old process fails its next request ("other side closed").
   const res = await fetch(url + route, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: body === undefined ? { connection: 'close' } : { connection: 'close', 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
     signal: AbortSignal.timeout(timeoutMs),
   });

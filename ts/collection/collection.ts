@@ -1,44 +1,61 @@
 /**
- * A collection: its configuration and its shards, each a ReplicaSet (today one local
- * replica; the distributed issues add remote ones behind the same interface).
+ * A collection: its configuration and its shards, each a ReplicaSet (replica-set.ts)
+ * of replicas reached through the Replica interface (replica.ts): today this peer's
+ * LocalReplica; remote replicas arrive with the distributed issue's next part.
  *
  * Owns: routing points to shards (a hash of the point id over shard_number),
- * splitting writes per shard, fanning reads out and merging them (top-k by score,
- * scroll order), and the checks that make a rejected write change nothing (every
- * point validated, explicit ids checked to exist) before any shard logs anything.
- * Must never: parse HTTP bodies (ts/api does) or know the storage root layout
- * (ts/storage does).
+ * splitting writes per shard, fanning reads out and merging the shaped records they
+ * return (top-k by score, scroll order by id, counts summed), resolving queries
+ * (example ids to vectors, recommendations, batches), and the checks that make a
+ * rejected write change nothing (every point validated, explicit ids checked to
+ * exist) before any shard logs anything. Must never: parse HTTP bodies (ts/api does),
+ * know the storage root layout (ts/storage does), or reach into a replica's shard for
+ * point reads and writes (management of this peer's own data — info, configuration,
+ * indexes, checkpoints, snapshots — uses its LocalShard directly).
  */
 
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { BadInputError, BadRequestError, NotFoundError, NotImplementedError, snapshotLoadError } from '../common/errors';
+import { BadInputError, NotFoundError, snapshotLoadError } from '../common/errors';
 import { type Filter } from '../shard/filter';
 import { crc32c } from '../common/crc32c';
-import { compareKeys, type PointKey } from '../shard/id-tracker';
+import { type PointKey } from '../shard/id-tracker';
 import { swapDirectory } from '../common/files';
-import { LocalShard, type StoredPoint } from '../shard/local-shard';
-import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operations';
-import { OrderByError } from '../shard/payload-index';
+import { LocalShard } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
-import { select, type Payload, type WithPayload } from '../shard/payload-store';
-import { higherIsBetter, type Hit } from '../shard/vector-store';
-import { type CollectionConfig, vectorSpecs } from './config';
+import type { Payload, WithPayload } from '../shard/payload-store';
+import { higherIsBetter } from '../shard/vector-store';
 import type { VectorSpec } from '../shard/vector-store';
+import { type CollectionConfig, vectorSpecs } from './config';
+import { LocalReplica } from './local-replica';
+import { exampleIds, recommendVector, type Example, type QueryRequest } from './query';
+import {
+  compareIds,
+  DEFAULT_READ,
+  type OrderedScrollRequest,
+  type PointId,
+  type PointRecord,
+  type ReadOptions,
+  type ScoredRecord,
+  type ScrollRequest,
+  type SearchRequest,
+  type UpdateOptions,
+  type WithVector,
+} from './replica';
+import { isSelected, type ReplicaOperation } from './replica-operation';
+import { ReplicaSet } from './replica-set';
+import type { ReplicaState } from './replica-state';
 
-export type WithVector = boolean | string[];
+export type { OrderBy, ReadOptions, ScrollRequest, SearchRequest, UpdateOptions, WithVector } from './replica';
+export { keyToJson } from './replica';
+export type { ReplicaOperation, Selector } from './replica-operation';
+export type { ReplicaState } from './replica-state';
 
 export interface UpdateResult {
   operation_id: number;
   status: 'acknowledged' | 'completed';
-}
-
-/** Points chosen by explicit ids or by a filter (ids may carry a filter too). */
-export interface Selector {
-  ids: PointKey[] | null;
-  filter: Filter | null;
 }
 
 /** A point as the API returns it; `payload` and `vector` are left out when not asked for, as the reference does. */
@@ -48,43 +65,11 @@ export interface RecordOut {
   vector?: number[] | Record<string, number[]>;
 }
 
-export interface ScoredOut extends RecordOut {
-  version: number;
-  score: number;
-}
+/** A scored point as the API returns it (the records replicas return are in this shape already). */
+export type ScoredOut = ScoredRecord;
 
-export interface SearchRequest {
-  using: string;
-  vector: Float32Array;
-  filter: Filter | null;
-  limit: number;
-  offset: number;
-  scoreThreshold: number | null;
-  hnswEf?: number;
-  exact?: boolean;
-  quantization?: { ignore?: boolean; rescore?: boolean; oversampling?: number };
-  withPayload: WithPayload;
-  withVector: WithVector;
-  /** Points never returned (the examples of a recommendation, the point of a query by id). */
-  exclude?: PointKey[];
-}
-
-export interface ScrollRequest {
-  offset: PointKey | null;
-  limit: number;
-  filter: Filter | null;
-  withPayload: WithPayload;
-  withVector: WithVector;
-}
-
-export interface OrderBy {
-  key: string;
-  direction: 'asc' | 'desc';
-  start_from: number | string | null;
-}
-
-/** Replica states (SPEC 3.1). */
-export type ReplicaState = 'Active' | 'Dead' | 'Partial' | 'Initializing' | 'Listener';
+/** The local replica's peer id on a single node (no placement: the id is never compared). */
+const STANDALONE_PEER = '';
 
 /** Where a collection's shards live in a cluster (absent on a single node: every shard is local). */
 export interface ClusterPlacement {
@@ -103,24 +88,17 @@ export interface CollectionMeta {
   cluster?: ClusterPlacement;
 }
 
-/**
- * One replica set per shard: the local replica when this peer holds one, and (in a
- * cluster) every replica's peer and state. Routing to replicas on other peers arrives
- * with the distributed issue's part 2; until then a point operation that needs one
- * answers 501 naming the shard and its peers.
- */
-export class ReplicaSet {
-  constructor(
-    readonly shardId: number,
-    /** Replaced when a shard snapshot is recovered (Collection.replaceShard); null when this peer holds no replica. */
-    public local: LocalShard | null,
-    /** Peer id → replica state (null on a single node). */
-    public replicas: Record<string, ReplicaState> | null = null,
-  ) {}
+/** A record as the API shows it: the version stays with the collection. */
+function recordOut(r: PointRecord): RecordOut {
+  const out: RecordOut = { id: r.id };
+  if (r.payload !== undefined) out.payload = r.payload;
+  if (r.vector !== undefined) out.vector = r.vector;
+  return out;
+}
 
-  remotePeers(localPeer: string | undefined): string[] {
-    return this.replicas === null ? [] : Object.keys(this.replicas).filter((p) => p !== localPeer);
-  }
+/** The text of a point id in messages. */
+function idText(k: PointKey): string {
+  return k.kind === 'num' ? k.value.toString() : k.value;
 }
 
 export class Collection {
@@ -133,7 +111,8 @@ export class Collection {
     readonly name: string,
     readonly dir: string,
     readonly meta: CollectionMeta,
-    private readonly engine: Engine,
+    /** Null for a collection over given replicas (tests): it opens no shard. */
+    private readonly engine: Engine | null,
     private readonly logger: Logger,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
@@ -152,13 +131,31 @@ export class Collection {
       await Promise.all(opened.map((r) => (r.status === 'fulfilled' ? r.value?.drop() : undefined)));
       throw failed.reason;
     }
-    opened.forEach((r, id) =>
-      c.shards.push(new ReplicaSet(id, (r as PromiseFulfilledResult<LocalShard | null>).value, placement ? { ...placement.shards[id].replicas } : null)),
-    );
+    const peer = c.localPeer;
+    opened.forEach((r, id) => {
+      const shard = (r as PromiseFulfilledResult<LocalShard | null>).value;
+      c.shards.push(new ReplicaSet(id, name, peer, shard === null ? [] : [new LocalReplica(peer, shard)], placement ? { ...placement.shards[id].replicas } : null));
+    });
     return c;
   }
 
+  /**
+   * A collection over replica sets built by the caller (tests build them of fake
+   * replicas): it has no directory and opens no shard, so only point reads and writes
+   * (and what needs no local shard) work on it.
+   */
+  static overReplicas(name: string, meta: CollectionMeta, sets: (name: string, peer: string) => ReplicaSet[], logger: Logger): Collection {
+    const c = new Collection(name, '', meta, null, logger.child({ collection: name }));
+    c.shards.push(...sets(name, c.localPeer));
+    return c;
+  }
+
+  private get localPeer(): string {
+    return this.meta.cluster?.peer ?? STANDALONE_PEER;
+  }
+
   private openShard(id: number, dir = path.join(this.dir, String(id))): Promise<LocalShard> {
+    if (this.engine === null) throw new Error(`collection ${this.name} was built over given replicas and opens no shard`);
     const { config, payload_schema } = this.meta;
     return LocalShard.open({
       dir,
@@ -179,7 +176,7 @@ export class Collection {
   localShard(id: number): LocalShard {
     const r = this.shards[id];
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    return this.requireLocal(r, false);
+    return r.localShard(false);
   }
 
   /** The replica sets, for cluster views. */
@@ -195,33 +192,18 @@ export class Collection {
     this.meta.cluster = placement;
     for (const r of this.shards) {
       const replicas = placement.shards[r.shardId]?.replicas ?? {};
-      r.replicas = { ...replicas };
+      r.setStates(replicas, placement.peer);
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
       if (wantLocal && r.local === null) {
-        r.local = await this.openShard(r.shardId);
+        r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));
       } else if (!wantLocal && r.local !== null) {
         const local = r.local;
-        r.local = null;
+        r.setLocal(null);
         await local.drop();
         const fs = await import('node:fs/promises');
         await fs.rm(path.join(this.dir, String(r.shardId)), { recursive: true, force: true });
       }
     }
-  }
-
-  /**
-   * The local replica of a replica set, for a read (`write` false) or a write. A write
-   * needs every replica to be local (replicating to other peers is part 2 of the
-   * distributed issue); a read needs a local replica.
-   */
-  private requireLocal(r: ReplicaSet, write: boolean): LocalShard {
-    const remote = r.remotePeers(this.meta.cluster?.peer);
-    if (r.local !== null && (!write || remote.length === 0)) return r.local;
-    const where = remote.length > 0 ? `peer${remote.length > 1 ? 's' : ''} ${remote.join(', ')}` : 'no peer';
-    throw new NotImplementedError(
-      `shard ${r.shardId} of collection \`${this.name}\` has ${r.local === null ? 'no replica on this peer' : 'replicas on other peers'} ` +
-        `(${where}); ${write ? 'writing to' : 'reading from'} replicas on other peers is not available in this version (distributed mode part 2)`,
-    );
   }
 
   /**
@@ -233,13 +215,12 @@ export class Collection {
   async replaceShard(id: number, source: string): Promise<void> {
     const r = this.shards[id];
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    await this.requireLocal(r, true).close();
+    await r.localShard(true).close();
+    const reopen = async () => r.setLocal(new LocalReplica(this.localPeer, await this.openShard(id)));
     try {
-      await swapDirectory(this.dir, String(id), source, true, async () => {
-        r.local = await this.openShard(id);
-      });
+      await swapDirectory(this.dir, String(id), source, true, reopen);
     } catch (err) {
-      r.local = await this.openShard(id);
+      await reopen();
       throw snapshotLoadError(err);
     }
     this.logger.info({ shard: id }, 'shard replaced from a snapshot');
@@ -276,22 +257,32 @@ export class Collection {
     }
   }
 
-  /** Local replicas of every shard, for a read over the whole collection (501 when a shard lives elsewhere only). */
-  private locals(): LocalShard[] {
-    return this.shards.map((r) => this.requireLocal(r, false));
-  }
-
   /** The local replicas this peer holds (collection info, config changes, checkpoints, close). */
   private present(): LocalShard[] {
     const out: LocalShard[] = [];
-    for (const r of this.shards) if (r.local !== null) out.push(r.local);
+    for (const r of this.shards) {
+      const local = r.local;
+      if (local !== null) out.push(local);
+    }
     return out;
   }
 
-  private shardOf(key: PointKey, write = true): LocalShard {
+  /** The replica set of the shard a point id hashes to. */
+  private setOf(key: PointKey): ReplicaSet {
     const n = this.shards.length;
-    const r = n === 1 ? this.shards[0] : this.shards[crc32c(Buffer.from(key.key, 'utf8')) % n];
-    return this.requireLocal(r, write);
+    return n === 1 ? this.shards[0] : this.shards[crc32c(Buffer.from(key.key, 'utf8')) % n];
+  }
+
+  /** Items grouped by the shard of their id, in the order each shard first appears. */
+  private byShard<T>(items: readonly T[], idOf: (t: T) => PointKey): Map<ReplicaSet, T[]> {
+    const groups = new Map<ReplicaSet, T[]>();
+    for (const item of items) {
+      const s = this.setOf(idOf(item));
+      let l = groups.get(s);
+      if (!l) groups.set(s, (l = []));
+      l.push(item);
+    }
+    return groups;
   }
 
   vectorSpec(name: string): VectorSpec {
@@ -320,96 +311,83 @@ export class Collection {
 
   // -- writes -----------------------------------------------------------------------------
 
-  private async write(
-    perShard: Map<LocalShard, (s: LocalShard) => ShardOperation>,
-    wait: boolean,
-  ): Promise<UpdateResult> {
-    const seqs = await Promise.all([...perShard].map(([shard, resolve]) => shard.update(resolve, wait)));
-    let max = 0n;
-    for (const s of seqs) if (s > max) max = s;
-    return { operation_id: Number(max), status: wait ? 'completed' : 'acknowledged' };
+  /**
+   * Applies one point operation: validates it, routes it to its shards (each gets the
+   * points that hash to it, or the whole selector when it is a filter), checks that every
+   * replica it needs can be reached and that explicit ids exist, and only then sends it.
+   * With no points, the first shard still logs an empty operation, so every write has an
+   * operation id.
+   */
+  async update(op: ReplicaOperation, opts: UpdateOptions): Promise<UpdateResult> {
+    const mustExist = this.check(op);
+    const plan = this.route(op);
+    const targets = plan.map(([set]) => set.writers());
+    if (mustExist !== null) await this.requireExisting(mustExist);
+    const ids = await Promise.all(plan.map(([set, shardOp], i) => set.update(shardOp, opts, targets[i])));
+    let max = 0;
+    for (const id of ids) if (id > max) max = id;
+    return { operation_id: max, status: opts.wait ? 'completed' : 'acknowledged' };
   }
 
   /**
-   * Items grouped by the shard of their point id, each group turned into that shard's
-   * operation. With no items, the first shard still logs an empty operation, so every
-   * write has an operation id.
+   * The operations of one batch request, in order, each with its own result. Every
+   * vector of the batch is checked before the first operation runs.
    */
-  private perShard<T>(items: T[], idOf: (t: T) => PointKey, make: (group: T[]) => (s: LocalShard) => ShardOperation): Map<LocalShard, (s: LocalShard) => ShardOperation> {
-    const groups = new Map<LocalShard, T[]>();
-    for (const item of items) {
-      const s = this.shardOf(idOf(item));
-      let l = groups.get(s);
-      if (!l) groups.set(s, (l = []));
-      l.push(item);
-    }
-    if (groups.size === 0) groups.set(this.requireLocal(this.shards[0], true), []);
-    const ops = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
-    for (const [s, group] of groups) ops.set(s, make(group));
-    return ops;
+  async updateBatch(ops: ReplicaOperation[], opts: UpdateOptions): Promise<UpdateResult[]> {
+    for (const op of ops) if (op.kind === 'upsert' || op.kind === 'update_vectors') this.checkVectors(op.points);
+    const results: UpdateResult[] = [];
+    for (const op of ops) results.push(await this.update(op, opts));
+    return results;
   }
 
-  async upsert(points: PointWrite[], wait: boolean): Promise<UpdateResult> {
+  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array> }>): void {
     for (const p of points) for (const [name, v] of p.vectors) this.checkVector(name, v);
-    return this.write(this.perShard(points, (p) => p.id, (ps) => () => ({ kind: 'upsert', points: ps })), wait);
+  }
+
+  /** Validates `op` against the configuration; returns the explicit ids that must exist. */
+  private check(op: ReplicaOperation): PointKey[] | null {
+    switch (op.kind) {
+      case 'upsert':
+        this.checkVectors(op.points);
+        return null;
+      case 'update_vectors':
+        for (const p of op.points) {
+          if (p.vectors.size === 0) throw new BadInputError('each point of a vector update needs at least one vector');
+          for (const [name, v] of p.vectors) this.checkVector(name, v);
+        }
+        return op.points.map((p) => p.id);
+      case 'delete':
+        return null;
+      case 'delete_vectors':
+        for (const n of op.names) this.vectorSpec(n);
+        return op.select.ids;
+      default:
+        return op.select.ids;
+    }
+  }
+
+  /** `op` split per shard: [replica set, that shard's operation], in the order shards first appear. */
+  private route(op: ReplicaOperation): Array<[ReplicaSet, ReplicaOperation]> {
+    if (!isSelected(op)) {
+      const groups = this.byShard(op.points as Array<{ id: PointKey }>, (p) => p.id);
+      if (groups.size === 0) return [[this.shards[0], op]];
+      return [...groups].map(([set, points]) => [set, { ...op, points } as ReplicaOperation]);
+    }
+    const { ids, filter } = op.select;
+    // A filter alone: every shard resolves it under its own lock.
+    if (ids === null) return this.shards.map((set) => [set, op]);
+    const groups = this.byShard(ids, (id) => id);
+    if (groups.size === 0) return [[this.shards[0], op]];
+    return [...groups].map(([set, group]) => [set, { ...op, select: { ids: group, filter } }]);
   }
 
   /** Throws 404 for the first explicit id that no shard holds. */
-  private requireExisting(ids: PointKey[]): void {
-    for (const id of ids) {
-      if (!this.shardOf(id).has(id)) throw new NotFoundError(`No point with id ${id.kind === 'num' ? id.value.toString() : id.value} found`);
-    }
+  private async requireExisting(ids: PointKey[]): Promise<void> {
+    const found = await this.lookup(ids, false, false, DEFAULT_READ);
+    for (const id of ids) if (!found.has(idText(id))) throw new NotFoundError(`No point with id ${idText(id)} found`);
   }
 
-  /**
-   * One operation per shard over the points `sel` chooses. With explicit ids each
-   * shard gets its own ids; with a filter every shard resolves it under its lock.
-   */
-  private selected(sel: Selector, make: (ids: PointKey[]) => ShardOperation): Map<LocalShard, (s: LocalShard) => ShardOperation> {
-    if (sel.ids !== null) return this.perShard(sel.ids, (id) => id, (ids) => (sh) => make(sh.resolve(ids, sel.filter)));
-    const out = new Map<LocalShard, (s: LocalShard) => ShardOperation>();
-    for (const s of this.shards.map((r) => this.requireLocal(r, true))) out.set(s, (sh) => make(sh.resolve(null, sel.filter)));
-    return out;
-  }
-
-  deletePoints(sel: Selector, wait: boolean): Promise<UpdateResult> {
-    return this.write(this.selected(sel, (ids) => ({ kind: 'delete', ids })), wait);
-  }
-
-  setPayload(sel: Selector, payload: Payload, key: string | null, wait: boolean): Promise<UpdateResult> {
-    if (sel.ids) this.requireExisting(sel.ids);
-    return this.write(this.selected(sel, (ids) => ({ kind: 'set_payload', ids, payload, key })), wait);
-  }
-
-  overwritePayload(sel: Selector, payload: Payload, wait: boolean): Promise<UpdateResult> {
-    if (sel.ids) this.requireExisting(sel.ids);
-    return this.write(this.selected(sel, (ids) => ({ kind: 'overwrite_payload', ids, payload })), wait);
-  }
-
-  deletePayload(sel: Selector, keys: string[], wait: boolean): Promise<UpdateResult> {
-    if (sel.ids) this.requireExisting(sel.ids);
-    return this.write(this.selected(sel, (ids) => ({ kind: 'delete_payload', ids, keys })), wait);
-  }
-
-  clearPayload(sel: Selector, wait: boolean): Promise<UpdateResult> {
-    if (sel.ids) this.requireExisting(sel.ids);
-    return this.write(this.selected(sel, (ids) => ({ kind: 'clear_payload', ids })), wait);
-  }
-
-  updateVectors(points: Array<{ id: PointKey; vectors: NamedVectors }>, wait: boolean): Promise<UpdateResult> {
-    for (const p of points) {
-      if (p.vectors.size === 0) throw new BadInputError('each point of a vector update needs at least one vector');
-      for (const [name, v] of p.vectors) this.checkVector(name, v);
-    }
-    this.requireExisting(points.map((p) => p.id));
-    return this.write(this.perShard(points, (p) => p.id, (ps) => () => ({ kind: 'update_vectors', points: ps })), wait);
-  }
-
-  deleteVectors(sel: Selector, names: string[], wait: boolean): Promise<UpdateResult> {
-    for (const n of names) this.vectorSpec(n);
-    if (sel.ids) this.requireExisting(sel.ids);
-    return this.write(this.selected(sel, (ids) => ({ kind: 'delete_vectors', ids, names })), wait);
-  }
+  // -- payload indexes (this peer's replicas; consensus applies them on every peer) -------
 
   async createPayloadIndex(field: string, schema: FieldSchema): Promise<void> {
     const existing = this.meta.payload_schema[field];
@@ -428,150 +406,169 @@ export class Collection {
 
   // -- reads ------------------------------------------------------------------------------
 
-  private withVectorNames(withVector: WithVector): string[] {
-    if (withVector === true) return this.vectorNames();
-    if (withVector === false) return [];
-    for (const n of withVector) this.vectorSpec(n);
-    return withVector;
+  /** Throws the reference's 400 for a vector name that `with_vector` asks for and the collection lacks. */
+  private checkWithVector(withVector: WithVector): void {
+    if (Array.isArray(withVector)) for (const n of withVector) this.vectorSpec(n);
   }
 
-  /** Shapes a stored point as the API returns it. */
-  private shapeBase(shard: LocalShard, p: StoredPoint, withPayload: WithPayload): RecordOut {
-    const out: RecordOut = { id: keyToJson(p.key) };
-    if (withPayload) {
-      const payload = select((shard.payloadOf(p.offset) ?? {}) as Payload, withPayload);
-      if (payload !== null) out.payload = payload;
-    }
+  /**
+   * Checks that every replica set can serve a read before any is asked (a read that
+   * cannot be served fails as a whole, with nothing left running).
+   */
+  private readable(sets: readonly ReplicaSet[]): readonly ReplicaSet[] {
+    for (const s of sets) s.readers();
+    return sets;
+  }
+
+  /** Records of `ids` (distinct), each read from its shard, by id text; points that do not exist are absent. */
+  private async lookup(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions): Promise<Map<string, PointRecord>> {
+    const groups = this.byShard(ids, (id) => id);
+    this.readable([...groups.keys()]);
+    const parts = await Promise.all([...groups].map(([set, group]) => set.retrieve({ ids: distinct(group), withPayload, withVector }, opts)));
+    const out = new Map<string, PointRecord>();
+    for (const part of parts) for (const r of part) out.set(String(r.id), r);
     return out;
   }
 
-  private async shape(shard: LocalShard, p: StoredPoint, withPayload: WithPayload, names: string[]): Promise<RecordOut> {
-    const out = this.shapeBase(shard, p, withPayload);
-    if (names.length > 0) {
-      const vs = await shard.vectorsOf(p.offset, names);
-      if (this.singleUnnamed) {
-        if (vs.has('')) out.vector = Array.from(vs.get('')!);
-      } else {
-        const o: Record<string, number[]> = {};
-        for (const [n, v] of vs) o[n] = Array.from(v);
-        out.vector = o;
-      }
-    }
-    return out;
-  }
-
-  async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector): Promise<RecordOut[]> {
-    const names = this.withVectorNames(withVector);
+  async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions = DEFAULT_READ): Promise<RecordOut[]> {
+    this.checkWithVector(withVector);
+    const wanted = distinct(ids);
+    if (wanted.length === 0) return [];
+    if (this.shards.length === 1) return (await this.shards[0].retrieve({ ids: wanted, withPayload, withVector }, opts)).map(recordOut);
+    const found = await this.lookup(wanted, withPayload, withVector, opts);
     const out: RecordOut[] = [];
-    const seen = new Set<string>();
-    for (const id of ids) {
-      if (seen.has(id.key)) continue;
-      seen.add(id.key);
-      const shard = this.shardOf(id, false);
-      const p = shard.entry(id);
-      if (p) out.push(await this.shape(shard, p, withPayload, names));
+    for (const id of wanted) {
+      const r = found.get(idText(id));
+      if (r) out.push(recordOut(r));
     }
     return out;
   }
 
-  async scroll(req: ScrollRequest): Promise<{ points: RecordOut[]; next_page_offset: number | string | null }> {
-    const names = this.withVectorNames(req.withVector);
-    const parts = this.locals().map((s) => s.scroll(req.offset, req.limit, req.filter, compareKeys).map((p) => ({ s, p })));
-    const all = parts.flat();
-    if (parts.length > 1) all.sort((a, b) => compareKeys(a.p.key, b.p.key));
-    const page = all.slice(0, req.limit);
-    const next = all.length > req.limit ? keyToJson(all[req.limit].p.key) : null;
-    const points = await Promise.all(page.map(({ s, p }) => this.shape(s, p, req.withPayload, names)));
-    return { points, next_page_offset: next };
+  async scroll(req: ScrollRequest, opts: ReadOptions = DEFAULT_READ): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
+    this.checkWithVector(req.withVector);
+    const sets = this.readable(this.shards);
+    if (sets.length === 1) {
+      const page = await sets[0].scroll(req, opts);
+      return { points: page.points.map(recordOut), next_page_offset: page.next };
+    }
+    // Each shard returns its first `limit` points and the id after them: the page is the
+    // first `limit` of all, the next offset the smallest id left over.
+    const parts = await Promise.all(sets.map((s) => s.scroll(req, opts)));
+    const all = parts.flatMap((p) => p.points).sort((a, b) => compareIds(a.id, b.id));
+    let next: PointId | null = all.length > req.limit ? all[req.limit].id : null;
+    for (const p of parts) if (p.next !== null && (next === null || compareIds(p.next, next) < 0)) next = p.next;
+    return { points: all.slice(0, req.limit).map(recordOut), next_page_offset: next };
   }
 
   /** Scroll by payload value (`order_by`); there is no next page offset (use start_from). */
-  async scrollOrdered(
-    orderBy: OrderBy,
-    req: Omit<ScrollRequest, 'offset'>,
-  ): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
-    const names = this.withVectorNames(req.withVector);
-    const opts = { direction: orderBy.direction, startFrom: orderBy.start_from };
-    let all: Array<{ s: LocalShard; p: StoredPoint & { value: number } }>;
-    try {
-      all = this.locals().flatMap((s) => s.ordered(orderBy.key, opts, req.filter, req.limit).map((p) => ({ s, p })));
-    } catch (err) {
-      if (err instanceof OrderByError) throw new BadRequestError(err.message);
-      throw err;
-    }
-    if (this.shards.length > 1) all.sort(orderBy.direction === 'desc' ? (a, b) => b.p.value - a.p.value : (a, b) => a.p.value - b.p.value);
-    const page = all.slice(0, req.limit);
-    const points = await Promise.all(page.map(async ({ s, p }) => ({ ...(await this.shape(s, p, req.withPayload, names)), order_value: p.value })));
+  async scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions = DEFAULT_READ): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
+    this.checkWithVector(req.withVector);
+    const sets = this.readable(this.shards);
+    const parts = await Promise.all(sets.map((s) => s.scrollOrdered(req, opts)));
+    const all = parts.flat();
+    if (parts.length > 1) all.sort(req.orderBy.direction === 'desc' ? (a, b) => b.orderValue - a.orderValue : (a, b) => a.orderValue - b.orderValue);
+    const points = all.slice(0, req.limit).map((r) => ({ ...recordOut(r), order_value: r.orderValue }));
     return { points, next_page_offset: null };
   }
 
   /** Whether any point matches `filter` (stops at the first). */
-  anyMatch(filter: Filter | null): boolean {
-    return this.locals().some((s) => s.anyMatch(filter));
+  async anyMatch(filter: Filter | null, opts: ReadOptions = DEFAULT_READ): Promise<boolean> {
+    for (const s of this.readable(this.shards)) if (await s.anyMatch(filter, opts)) return true;
+    return false;
   }
 
-  count(filter: Filter | null): number {
-    let n = 0;
-    for (const s of this.locals()) n += s.count(filter);
-    return n;
+  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ): Promise<number> {
+    const sets = this.readable(this.shards);
+    if (sets.length === 1) return sets[0].count(filter, opts);
+    const ns = await Promise.all(sets.map((s) => s.count(filter, opts)));
+    return ns.reduce((a, b) => a + b, 0);
   }
 
-  /** The stored vector of a point (for queries by id and recommendations), or a 404. */
-  async pointVector(id: PointKey, using: string): Promise<Float32Array> {
+  /**
+   * One query of the query, search or recommend API: nearest points to a vector or a
+   * stored point, a recommendation, or points with no vector (in id or payload order,
+   * scored 0 as the reference does).
+   */
+  async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[]> {
+    const q = req.query;
+    // The common case (a plain vector) goes straight to the search, with no await of its own.
+    if ('nearest' in q && 'vector' in q.nearest) {
+      this.checkVector(req.using, q.nearest.vector);
+      return this.search({ ...req, vector: q.nearest.vector }, opts);
+    }
+    return this.queryOther(req, opts);
+  }
+
+  private async queryOther(req: QueryRequest, opts: ReadOptions): Promise<ScoredOut[]> {
+    const q = req.query;
+    const shaping = { filter: req.filter, withPayload: req.withPayload, withVector: req.withVector };
+    if ('none' in q) {
+      const page = await this.scroll({ offset: null, limit: req.offset + req.limit, ...shaping }, opts);
+      return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
+    }
+    if ('orderBy' in q) {
+      const page = await this.scrollOrdered({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts);
+      return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
+    }
+    if ('nearest' in q) {
+      const [vector] = await this.exampleVectors([q.nearest], req.using, opts);
+      return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts);
+    }
+    const { positive, negative } = q.recommend;
+    const vs = await this.exampleVectors([...positive, ...negative], req.using, opts);
+    const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
+    return this.search({ ...req, vector, exclude: [...exampleIds(positive), ...exampleIds(negative)] }, opts);
+  }
+
+  /** The queries of a batch request, run together; the answer of each in order. */
+  queryBatch(reqs: QueryRequest[], opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
+    return Promise.all(reqs.map((q) => this.query(q, opts)));
+  }
+
+  /**
+   * The vectors of examples: a vector as it is (checked against `using`), a point id as
+   * that point's `using` vector (404 when there is no such point). Ids are read in one
+   * read per shard; errors are reported in the examples' order.
+   */
+  private async exampleVectors(examples: Example[], using: string, opts: ReadOptions): Promise<Float32Array[]> {
     this.vectorSpec(using);
-    const shard = this.shardOf(id, false);
-    const p = shard.entry(id);
-    const idText = id.kind === 'num' ? id.value.toString() : id.value;
-    if (!p) throw new NotFoundError(`No point with id ${idText} found`);
-    const vs = await shard.vectorsOf(p.offset, [using]);
-    const v = vs.get(using);
-    if (!v) throw new BadInputError(`Point ${idText} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
-    return v;
+    const ids = exampleIds(examples);
+    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts);
+    return examples.map((e) => {
+      if ('vector' in e) {
+        this.checkVector(using, e.vector);
+        return e.vector;
+      }
+      const text = idText(e.id);
+      const r = found?.get(text);
+      if (!r) throw new NotFoundError(`No point with id ${text} found`);
+      const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[using];
+      if (!v) throw new BadInputError(`Point ${text} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
+      return Float32Array.from(v);
+    });
   }
 
-  async search(req: SearchRequest): Promise<ScoredOut[]> {
+  /**
+   * Nearest points to `req.vector`. Validation throws before any replica is asked. One
+   * shard answers the page itself; several each return their best `offset + limit`, and
+   * the page is cut from their merge.
+   */
+  private search(req: SearchRequest, opts: ReadOptions): Promise<ScoredOut[]> {
     const spec = this.vectorSpec(req.using);
     this.checkVector(req.using, req.vector);
     if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
-    const excluded = new Set((req.exclude ?? []).map((k) => k.key));
-    const want = req.limit + req.offset + excluded.size;
-    if (want === 0) return [];
-    const names = this.withVectorNames(req.withVector);
-    const higher = higherIsBetter(spec.distance);
-    const vs = {
-      vector: req.vector,
-      k: want,
-      ef: req.hnswEf,
-      exact: req.exact,
-      oversampling: req.quantization?.oversampling,
-      rescore: req.quantization?.rescore,
-      ignoreQuantization: req.quantization?.ignore,
-    };
-    const locals = this.locals();
-    const perShard =
-      locals.length === 1
-        ? [(await locals[0].search(req.using, vs, req.filter)).map((h) => ({ s: locals[0], h }))]
-        : await Promise.all(locals.map(async (s) => (await s.search(req.using, vs, req.filter)).map((h) => ({ s, h }))));
-    let merged: Array<{ s: LocalShard; h: Hit }> = perShard.flat();
-    if (perShard.length > 1) merged.sort(higher ? (a, b) => b.h.score - a.h.score : (a, b) => a.h.score - b.h.score);
-    const t = req.scoreThreshold;
-    merged = merged.filter(({ s, h }) => {
-      if (t !== null && (higher ? h.score < t : h.score > t)) return false;
-      if (excluded.size > 0) {
-        const e = s.entryAt(h.label);
-        if (!e || excluded.has(e.key.key)) return false;
-      }
-      return true;
-    });
-    const page = merged.slice(req.offset, req.offset + req.limit);
-    const out: ScoredOut[] = [];
-    for (const { s, h } of page) {
-      const p = s.entryAt(h.label);
-      if (!p) continue; // deleted while the search ran
-      const rec = names.length > 0 ? await this.shape(s, p, req.withPayload, names) : this.shapeBase(s, p, req.withPayload);
-      out.push({ id: rec.id, version: Number(p.version), score: h.score, ...(rec.payload !== undefined ? { payload: rec.payload } : {}), ...(rec.vector !== undefined ? { vector: rec.vector } : {}) });
-    }
-    return out;
+    if (req.limit + req.offset === 0 && (req.exclude === undefined || req.exclude.length === 0)) return Promise.resolve([]);
+    this.checkWithVector(req.withVector);
+    const sets = this.readable(this.shards);
+    if (sets.length === 1) return sets[0].search(req, opts);
+    return this.searchMerged(sets, req, higherIsBetter(spec.distance), opts);
+  }
+
+  private async searchMerged(sets: readonly ReplicaSet[], req: SearchRequest, higher: boolean, opts: ReadOptions): Promise<ScoredOut[]> {
+    const each = { ...req, offset: 0, limit: req.offset + req.limit };
+    const parts = await Promise.all(sets.map((s) => s.search(each, opts)));
+    const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score : (a, b) => a.score - b.score);
+    return merged.slice(req.offset, req.offset + req.limit);
   }
 
   // -- state --------------------------------------------------------------------------------
@@ -630,9 +627,15 @@ export class Collection {
   }
 }
 
-export function keyToJson(k: PointKey): number | string {
-  if (k.kind === 'uuid') return k.value;
-  // Ids above 2^53 - 1 cannot be a JSON number a JS client reads exactly; they are
-  // refused at the API (see README), so every stored integer id fits here.
-  return Number(k.value);
+/** `ids` without repeats, in first-seen order. */
+function distinct(ids: PointKey[]): PointKey[] {
+  if (ids.length < 2) return ids;
+  const seen = new Set<string>();
+  const out: PointKey[] = [];
+  for (const id of ids) {
+    if (seen.has(id.key)) continue;
+    seen.add(id.key);
+    out.push(id);
+  }
+  return out;
 }

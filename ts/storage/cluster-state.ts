@@ -13,13 +13,10 @@
 
 import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
+import type { ReplicaState } from '../collection/replica-state';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import { validateCollectionName, type AliasAction } from './toc';
 import type { ConfChange, PeerId } from '../consensus/types';
-
-/** Replica states (SPEC 3.1): only Active is used until shard transfers land. */
-export type ReplicaState = 'Active' | 'Dead' | 'Partial' | 'Initializing' | 'Listener';
-export const REPLICA_STATES: readonly ReplicaState[] = ['Active', 'Dead', 'Partial', 'Initializing', 'Listener'];
 
 export interface ShardPlacement {
   id: number;

@@ -48,7 +48,7 @@ export function makeAuthenticator(config: Config, toc: TableOfContent): Authenti
     async (claim) => {
       if (!toc.has(claim.collection)) return 'no-collection';
       const filter = validateFilter({ must: claim.matches.map(({ key, value }) => ({ key, match: { value } })) });
-      return toc.get(claim.collection).anyMatch(filter) ? 'found' : 'no-match';
+      return (await toc.get(claim.collection).anyMatch(filter)) ? 'found' : 'no-match';
     },
   );
 }

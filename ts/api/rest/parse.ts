@@ -16,7 +16,7 @@ import { FilterError, validateFilter, type Filter } from '../../shard/filter';
 import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tracker';
 import { PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { NamedVectors } from '../../shard/operations';
-import type { WithVector } from '../../collection/collection';
+import { DEFAULT_READ, type ReadOptions, type UpdateOptions, type WithVector } from '../../collection/replica';
 
 export type Obj = Record<string, unknown>;
 
@@ -77,23 +77,26 @@ export function queryBool(ctx: Pick<RequestInput, 'query'>, name: string, dflt: 
   throw new QueryFormatError(`${name}: provided string was not \`true\` or \`false\``);
 }
 
-/** `?wait=` (default false) after checking `ordering` and `timeout`. */
-export function writeParams(ctx: Pick<RequestInput, 'query'>): { wait: boolean } {
+/** `?wait=` (default false), `ordering` (default weak) and `timeout` of a write. */
+export function writeParams(ctx: Pick<RequestInput, 'query'>): UpdateOptions {
   const ordering = ctx.query.ordering;
   if (ordering !== undefined && ordering !== 'weak' && ordering !== 'medium' && ordering !== 'strong') {
     throw new QueryFormatError(`ordering: unknown variant \`${String(ordering)}\`, expected one of \`weak\`, \`medium\`, \`strong\``);
   }
-  readTimeout(ctx);
-  return { wait: queryBool(ctx, 'wait', false) };
+  const timeout = readTimeout(ctx);
+  return { wait: queryBool(ctx, 'wait', false), ordering: ordering ?? 'weak', timeout };
 }
 
-/** Checks `consistency` and `timeout` of a read (one node holds every replica, so any level is met). */
-export function readParams(ctx: Pick<RequestInput, 'query'>): void {
+/** `consistency` (default 1) and `timeout` of a read; without either, the shared DEFAULT_READ. */
+export function readParams(ctx: Pick<RequestInput, 'query'>): ReadOptions {
   const c = ctx.query.consistency;
   if (c !== undefined && !['majority', 'quorum', 'all'].includes(String(c)) && !/^[1-9][0-9]*$/.test(String(c))) {
     throw new QueryFormatError(`consistency: expected a positive integer, \`majority\`, \`quorum\` or \`all\`, got \`${String(c)}\``);
   }
-  readTimeout(ctx);
+  const timeout = readTimeout(ctx);
+  if (c === undefined && timeout === null) return DEFAULT_READ;
+  const level = String(c ?? '1');
+  return { consistency: level === 'majority' || level === 'quorum' || level === 'all' ? level : { factor: Number(level) }, timeout };
 }
 
 /** Checks `?timeout=` (seconds); every route that takes one accepts any value here. */

@@ -10,14 +10,14 @@
 
 import type { Context } from 'koa';
 
-import type { Collection, OrderBy, ScoredOut, SearchRequest, Selector, UpdateResult, WithVector } from '../../collection/collection';
+import type { OrderBy, ReplicaOperation, SearchRequest, Selector } from '../../collection/collection';
+import type { Example, QueryKind, QueryRequest, Recommend } from '../../collection/query';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
-import { PayloadError, parsePath, type Payload, type WithPayload } from '../../shard/payload-store';
+import { PayloadError, parsePath, type Payload } from '../../shard/payload-store';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError, NotFoundError, ValidationError } from '../../common/errors';
-import type { Filter } from '../../shard/filter';
 import {
   body,
   denseVector,
@@ -108,8 +108,6 @@ function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors
   });
 }
 
-type WriteOp = (c: Collection, wait: boolean) => Promise<UpdateResult>;
-
 /** A payload key path (`a.b`, `a[].b`); refused here, before anything is written, when it does not parse. */
 function keyPath(x: unknown, field: string): string {
   if (typeof x !== 'string') throw new FormatError(`${field}: expected a string`);
@@ -127,62 +125,50 @@ function keyOf(b: Obj): string | null {
   return keyPath(b.key, 'key');
 }
 
-function setPayloadOp(b: Obj, overwrite: boolean): WriteOp {
+function setPayloadOp(b: Obj, overwrite: boolean): ReplicaOperation {
   if (b.payload === undefined) throw new FormatError('missing field `payload`');
   const p = payload(b.payload, 'payload');
   const sel = selector(b);
   const key = keyOf(b);
   if (overwrite) {
     if (key !== null) throw new BadInputError('overwrite payload does not take a `key`; use set payload to write under a key');
-    return (c, wait) => c.overwritePayload(sel, p, wait);
+    return { kind: 'overwrite_payload', select: sel, payload: p };
   }
-  return (c, wait) => c.setPayload(sel, p, key, wait);
+  return { kind: 'set_payload', select: sel, payload: p, key };
 }
 
-function deletePayloadOp(b: Obj): WriteOp {
+function deletePayloadOp(b: Obj): ReplicaOperation {
   if (!Array.isArray(b.keys)) throw new FormatError('keys: expected an array of strings');
   const keys = b.keys.map((k: unknown, i: number) => keyPath(k, `keys[${i}]`));
-  const sel = selector(b);
-  return (c, wait) => c.deletePayload(sel, keys, wait);
+  return { kind: 'delete_payload', select: selector(b), keys };
 }
 
-function deleteVectorsOp(b: Obj): WriteOp {
+function deleteVectorsOp(b: Obj): ReplicaOperation {
   const names = vectorNames(b.vector, 'vector');
-  const sel = selector(b);
-  return (c, wait) => c.deleteVectors(sel, names, wait);
+  return { kind: 'delete_vectors', select: selector(b), names };
 }
 
 /** One operation of `POST /points/batch`, parsed. */
-function batchOp(o: unknown, i: number, c: Collection): WriteOp {
+function batchOp(o: unknown, i: number): ReplicaOperation {
   const where = `operations[${i}]`;
   if (!isObj(o) || Object.keys(o).length !== 1) throw new FormatError(`${where}: expected an object with one operation`);
   const [kind, arg] = Object.entries(o)[0];
   if (!isObj(arg)) throw new FormatError(`${where}.${kind}: expected an object`);
   switch (kind) {
-    case 'upsert': {
-      const pts = upsertPoints(arg);
-      checkPoints(c, pts);
-      return (col, wait) => col.upsert(pts, wait);
-    }
-    case 'delete': {
-      const sel = selector(arg);
-      return (c, wait) => c.deletePoints(sel, wait);
-    }
+    case 'upsert':
+      return { kind: 'upsert', points: upsertPoints(arg) };
+    case 'delete':
+      return { kind: 'delete', select: selector(arg) };
     case 'set_payload':
       return setPayloadOp(arg, false);
     case 'overwrite_payload':
       return setPayloadOp(arg, true);
     case 'delete_payload':
       return deletePayloadOp(arg);
-    case 'clear_payload': {
-      const sel = selector(arg);
-      return (c, wait) => c.clearPayload(sel, wait);
-    }
-    case 'update_vectors': {
-      const pts = updateVectorPoints(arg);
-      checkPoints(c, pts);
-      return (col, wait) => col.updateVectors(pts, wait);
-    }
+    case 'clear_payload':
+      return { kind: 'clear_payload', select: selector(arg) };
+    case 'update_vectors':
+      return { kind: 'update_vectors', points: updateVectorPoints(arg) };
     case 'delete_vectors':
       return deleteVectorsOp(arg);
     default:
@@ -190,11 +176,6 @@ function batchOp(o: unknown, i: number, c: Collection): WriteOp {
         `${where}: unknown variant \`${kind}\`, expected one of \`upsert\`, \`delete\`, \`set_payload\`, \`overwrite_payload\`, \`delete_payload\`, \`clear_payload\`, \`update_vectors\`, \`delete_vectors\``,
       );
   }
-}
-
-/** Checks every vector of a write against the collection before anything is logged. */
-function checkPoints(c: Collection, pts: Array<{ vectors: NamedVectors }>): void {
-  for (const p of pts) for (const [name, v] of p.vectors) c.checkVector(name, v);
 }
 
 // -- search bodies ---------------------------------------------------------------------------
@@ -226,7 +207,8 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
   return out;
 }
 
-function common(b: Obj, defaultLimit: number | null): Common {
+/** A query of `kind` over `using`, with the fields every similarity request shares read from `b`. */
+function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: QueryKind): QueryRequest {
   let limit: number;
   if (b.limit === undefined || b.limit === null) {
     if (defaultLimit === null) throw new FormatError('missing field `limit`');
@@ -238,6 +220,8 @@ function common(b: Obj, defaultLimit: number | null): Common {
     scoreThreshold = b.score_threshold;
   }
   return {
+    using,
+    query: kind,
     filter: filter(b.filter),
     limit,
     offset: uint(b.offset, 'offset', 0),
@@ -247,9 +231,6 @@ function common(b: Obj, defaultLimit: number | null): Common {
     withVector: withVector(b.with_vector, false),
   };
 }
-
-/** A vector or a point id, as the query and recommend APIs take them. */
-type Example = { vector: Float32Array } | { id: PointKey };
 
 function example(x: unknown, field: string): Example {
   if (Array.isArray(x)) return { vector: denseVector(x, field) };
@@ -264,11 +245,6 @@ function examples(x: unknown, field: string): Example[] {
   return x.map((e, i) => example(e, `${field}[${i}]`));
 }
 
-interface Recommend {
-  positive: Example[];
-  negative: Example[];
-}
-
 function recommendInput(o: Obj, field: string): Recommend {
   const strategy = o.strategy ?? 'average_vector';
   if (strategy !== 'average_vector') {
@@ -281,9 +257,6 @@ function recommendInput(o: Obj, field: string): Recommend {
   if (rec.positive.length === 0) throw new BadInputError('At least one positive vector ID required');
   return rec;
 }
-
-/** A parsed query: nearest to a vector or point, a recommendation, or no vector at all (by id or payload order). */
-type QueryKind = { nearest: Example } | { recommend: Recommend } | { orderBy: OrderBy } | { none: true };
 
 function queryKind(x: unknown): QueryKind {
   if (x === undefined || x === null) return { none: true };
@@ -305,65 +278,19 @@ function queryKind(x: unknown): QueryKind {
   throw new FormatError('query: expected a vector, a point id or a query object');
 }
 
-async function exampleVector(c: Collection, e: Example, using: string): Promise<Float32Array> {
-  if ('vector' in e) {
-    c.checkVector(using, e.vector);
-    return e.vector;
-  }
-  return c.pointVector(e.id, using);
+function usingOf(b: Obj): string {
+  return b.using === undefined || b.using === null ? '' : String(b.using);
 }
 
-/** The reference's average_vector recommendation: avg(pos) + (avg(pos) - avg(neg)). */
-async function recommendVector(c: Collection, r: Recommend, using: string): Promise<Float32Array> {
-  const avg = async (xs: Example[]): Promise<Float32Array | null> => {
-    if (xs.length === 0) return null;
-    const vs = await Promise.all(xs.map((e) => exampleVector(c, e, using)));
-    const out = new Float32Array(vs[0].length);
-    for (const v of vs) for (let i = 0; i < v.length; i++) out[i] += v[i] / vs.length;
-    return out;
-  };
-  const pos = (await avg(r.positive))!;
-  const neg = await avg(r.negative);
-  if (!neg) return pos;
-  const out = new Float32Array(pos.length);
-  for (let i = 0; i < pos.length; i++) out[i] = pos[i] + (pos[i] - neg[i]);
-  return out;
-}
-
-function exampleIds(xs: Example[]): PointKey[] {
-  return xs.filter((e): e is { id: PointKey } => 'id' in e).map((e) => e.id);
-}
-
-async function runQuery(c: Collection, b: Obj): Promise<ScoredOut[]> {
+/** A body of the query API. */
+function parseQuery(b: Obj): QueryRequest {
   refuse(b, {
     ...NO_SHARD_KEY,
     prefetch: 'prefetch (hybrid queries) is not supported by Quiver',
     lookup_from: 'lookup_from is not supported by Quiver',
   });
-  const using = b.using === undefined || b.using === null ? '' : String(b.using);
-  const kind = queryKind(b.query);
-  const cm = common(b, 10);
-  if ('none' in kind) {
-    const page = await c.scroll({ offset: null, limit: cm.offset + cm.limit, filter: cm.filter, withPayload: cm.withPayload, withVector: cm.withVector });
-    return page.points.slice(cm.offset).map((p) => ({ ...p, version: 0, score: 0 }));
-  }
-  if ('orderBy' in kind) {
-    const page = await c.scrollOrdered(kind.orderBy, { limit: cm.offset + cm.limit, filter: cm.filter, withPayload: cm.withPayload, withVector: cm.withVector });
-    return page.points.slice(cm.offset).map((p) => ({ ...p, version: 0, score: 0 }));
-  }
-  let vector: Float32Array;
-  let exclude: PointKey[] = [];
-  if ('nearest' in kind) {
-    if ('vector' in kind.nearest) {
-      c.checkVector(using, kind.nearest.vector);
-      vector = kind.nearest.vector;
-    } else vector = await exampleVector(c, kind.nearest, using);
-    if ('id' in kind.nearest) exclude = [kind.nearest.id];
-  } else {
-    vector = await recommendVector(c, kind.recommend, using);
-    exclude = [...exampleIds(kind.recommend.positive), ...exampleIds(kind.recommend.negative)];
-  }
-  return c.search({ using, vector, exclude, ...cm });
+  const using = usingOf(b);
+  return queryRequest(b, 10, using, queryKind(b.query));
 }
 
 /** `vector` of the legacy search: an array, or `{name, vector}`. */
@@ -376,20 +303,20 @@ function legacyVector(x: unknown): { using: string; vector: Float32Array } {
   throw new FormatError('missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
 }
 
-function runSearch(c: Collection, b: Obj): Promise<ScoredOut[]> {
+/** A body of the legacy search API: a query nearest to its vector. */
+function parseSearch(b: Obj): QueryRequest {
   refuse(b, NO_SHARD_KEY);
   if (b.vector === undefined) throw new FormatError('missing field `vector`');
   const { using, vector } = legacyVector(b.vector);
-  return c.search({ using, vector, ...common(b, null) });
+  return queryRequest(b, null, using, { nearest: { vector } });
 }
 
-async function runRecommend(c: Collection, b: Obj): Promise<ScoredOut[]> {
+/** A body of the legacy recommend API. */
+function parseRecommend(b: Obj): QueryRequest {
   refuse(b, { ...NO_SHARD_KEY, lookup_from: 'lookup_from is not supported by Quiver' });
-  const using = b.using === undefined || b.using === null ? '' : String(b.using);
+  const using = usingOf(b);
   const rec = recommendInput(b, '');
-  const cm = common(b, null);
-  const vector = await recommendVector(c, rec, using);
-  return c.search({ using, vector, exclude: [...exampleIds(rec.positive), ...exampleIds(rec.negative)], ...cm });
+  return queryRequest(b, null, using, { recommend: rec });
 }
 
 function batchOf(b: Obj, key: string): Obj[] {
@@ -418,135 +345,123 @@ function pathId(raw: string): PointKey {
 
 export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
   const collection = (r: RequestInput) => toc.get(param(r, 'collection_name'));
-  const writeRoute = (method: 'PUT' | 'POST', pattern: string, parse: (b: Obj, c: Collection) => WriteOp) => {
+  const writeRoute = (method: 'PUT' | 'POST', pattern: string, parse: (b: Obj) => ReplicaOperation) => {
     routes.add(method, pattern, async (ctx: Context) => {
-      const { wait } = writeParams(ctx);
+      const opts = writeParams(ctx);
       const c = collection(ctx);
-      const op = parse(body(ctx), c);
-      ok(ctx, await op(c, wait));
+      const op = parse(body(ctx));
+      ok(ctx, await c.update(op, opts));
     });
   };
 
-  writeRoute('PUT', '/collections/{collection_name}/points', (b, c) => {
-    const pts = upsertPoints(b);
-    checkPoints(c, pts);
-    return (col, wait) => col.upsert(pts, wait);
-  });
-  writeRoute('POST', '/collections/{collection_name}/points/delete', (b) => {
-    const sel = selector(b);
-    return (c, wait) => c.deletePoints(sel, wait);
-  });
+  writeRoute('PUT', '/collections/{collection_name}/points', (b) => ({ kind: 'upsert', points: upsertPoints(b) }));
+  writeRoute('POST', '/collections/{collection_name}/points/delete', (b) => ({ kind: 'delete', select: selector(b) }));
   writeRoute('POST', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, false));
   writeRoute('PUT', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, true));
   writeRoute('POST', '/collections/{collection_name}/points/payload/delete', (b) => deletePayloadOp(b));
-  writeRoute('POST', '/collections/{collection_name}/points/payload/clear', (b) => {
-    const sel = selector(b);
-    return (c, wait) => c.clearPayload(sel, wait);
-  });
-  writeRoute('PUT', '/collections/{collection_name}/points/vectors', (b, c) => {
-    const pts = updateVectorPoints(b);
-    checkPoints(c, pts);
-    return (col, wait) => col.updateVectors(pts, wait);
-  });
+  writeRoute('POST', '/collections/{collection_name}/points/payload/clear', (b) => ({ kind: 'clear_payload', select: selector(b) }));
+  writeRoute('PUT', '/collections/{collection_name}/points/vectors', (b) => ({ kind: 'update_vectors', points: updateVectorPoints(b) }));
   writeRoute('POST', '/collections/{collection_name}/points/vectors/delete', (b) => deleteVectorsOp(b));
 
   routes.add('POST', '/collections/{collection_name}/points/batch', async (ctx: Context) => {
-    const { wait } = writeParams(ctx);
+    const opts = writeParams(ctx);
     const c = collection(ctx);
-    const b = body(ctx);
-    const ops = batchOf(b, 'operations').map((o, i) => batchOp(o, i, c));
-    const results: UpdateResult[] = [];
-    for (const op of ops) results.push(await op(c, wait));
-    ok(ctx, results);
+    const ops = batchOf(body(ctx), 'operations').map((o, i) => batchOp(o, i));
+    ok(ctx, await c.updateBatch(ops, opts));
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
     const b = body(r);
     refuse(b, NO_SHARD_KEY);
     if (b.ids === undefined) throw new FormatError('missing field `ids`');
     const ids = pointIds(b.ids, 'ids');
-    return c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false));
+    return c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false), opts);
   });
 
   routes.add('GET', '/collections/{collection_name}/points/{id}', async (ctx: Context) => {
-    readParams(ctx);
+    const opts = readParams(ctx);
     const c = collection(ctx);
     const raw = param(ctx, 'id');
     const id = pathId(raw);
-    const [rec] = await c.retrieve([id], true, true);
+    const [rec] = await c.retrieve([id], true, true, opts);
     if (!rec) throw new NotFoundError(`No point with id ${raw} found`);
     ok(ctx, rec);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/scroll', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
     const b = body(r);
     refuse(b, NO_SHARD_KEY);
     if (b.order_by !== undefined && b.order_by !== null) {
-      return c.scrollOrdered(orderBy(b.order_by, 'order_by'), {
+      return c.scrollOrdered(
+        {
+          orderBy: orderBy(b.order_by, 'order_by'),
+          limit: uint(b.limit, 'limit', 10, 1),
+          filter: filter(b.filter),
+          withPayload: withPayload(b.with_payload, true),
+          withVector: withVector(b.with_vector, false),
+        },
+        opts,
+      );
+    }
+    return c.scroll(
+      {
+        offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
         limit: uint(b.limit, 'limit', 10, 1),
         filter: filter(b.filter),
         withPayload: withPayload(b.with_payload, true),
         withVector: withVector(b.with_vector, false),
-      });
-    }
-    return c.scroll({
-      offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
-      limit: uint(b.limit, 'limit', 10, 1),
-      filter: filter(b.filter),
-      withPayload: withPayload(b.with_payload, true),
-      withVector: withVector(b.with_vector, false),
-    });
+      },
+      opts,
+    );
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/count', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
     const b = r.request.body === undefined ? {} : body(r);
     refuse(b, NO_SHARD_KEY);
     if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
-    return { count: c.count(filter(b.filter)) };
+    return { count: await c.count(filter(b.filter), opts) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
-    return { points: await runQuery(c, body(r)) };
+    return { points: await c.query(parseQuery(body(r)), opts) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query/batch', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
-    const reqs = batchOf(body(r), 'searches');
-    return Promise.all(reqs.map(async (q) => ({ points: await runQuery(c, q) })));
+    const reqs = batchOf(body(r), 'searches').map(parseQuery);
+    return (await c.queryBatch(reqs, opts)).map((points) => ({ points }));
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
-    return runSearch(c, body(r));
+    return c.query(parseSearch(body(r)), opts);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search/batch', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
-    const reqs = batchOf(body(r), 'searches');
-    return Promise.all(reqs.map((q) => runSearch(c, q)));
+    return c.queryBatch(batchOf(body(r), 'searches').map(parseSearch), opts);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
-    return runRecommend(c, body(r));
+    return c.query(parseRecommend(body(r)), opts);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend/batch', async (r) => {
-    readParams(r);
+    const opts = readParams(r);
     const c = collection(r);
-    const reqs = batchOf(body(r), 'searches');
-    return Promise.all(reqs.map((q) => runRecommend(c, q)));
+    return c.queryBatch(batchOf(body(r), 'searches').map(parseRecommend), opts);
   });
 }

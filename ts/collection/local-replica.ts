@@ -1,0 +1,177 @@
+/**
+ * The replica of a shard that this peer stores: the Replica interface over a LocalShard.
+ *
+ * Owns: turning the shard's reads (stored points, offsets, search hits) into shaped
+ * records, and applying ReplicaOperations through the shard's update lock with their
+ * selectors resolved there. Must never: route between shards or replicas, or validate
+ * requests against the collection's configuration (the collection did, before calling).
+ */
+
+import { BadRequestError } from '../common/errors';
+import type { Filter } from '../shard/filter';
+import { compareKeys } from '../shard/id-tracker';
+import type { LocalShard, StoredPoint } from '../shard/local-shard';
+import { OrderByError } from '../shard/payload-index';
+import { select, type Payload, type WithPayload } from '../shard/payload-store';
+import { higherIsBetter } from '../shard/vector-store';
+import {
+  keyToJson,
+  type OrderedRecord,
+  type OrderedScrollRequest,
+  type PointId,
+  type PointRecord,
+  type ReadOptions,
+  type Replica,
+  type RetrieveRequest,
+  type ScoredRecord,
+  type ScrollRequest,
+  type SearchRequest,
+  type UpdateOptions,
+  type WithVector,
+} from './replica';
+import { resolveOperation, type ReplicaOperation } from './replica-operation';
+
+const NO_NAMES: readonly string[] = [];
+
+export class LocalReplica implements Replica {
+  readonly isLocal = true;
+  /** Every vector name, in the collection's order (what `with_vector: true` returns). */
+  private readonly allNames: readonly string[];
+  /** Whether the collection has the unnamed vector only: vectors are then bare arrays. */
+  private readonly singleUnnamed: boolean;
+
+  constructor(
+    readonly peer: string,
+    readonly shard: LocalShard,
+  ) {
+    this.allNames = [...shard.vectors.keys()];
+    this.singleUnnamed = shard.vectors.size === 1 && shard.vectors.has('');
+  }
+
+  async update(op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
+    const seq = await this.shard.update((s) => resolveOperation(op, (sel) => s.resolve(sel.ids, sel.filter)), opts.wait);
+    return Number(seq);
+  }
+
+  // -- reads ------------------------------------------------------------------------------
+
+  private names(withVector: WithVector): readonly string[] {
+    return withVector === true ? this.allNames : withVector === false ? NO_NAMES : withVector;
+  }
+
+  /** Adds the asked-for payload of `p` to `out`. */
+  private addPayload<T extends PointRecord | ScoredRecord>(out: T, p: StoredPoint, withPayload: WithPayload): T {
+    if (withPayload) {
+      const payload = select((this.shard.payloadOf(p.offset) ?? {}) as Payload, withPayload);
+      if (payload !== null) out.payload = payload;
+    }
+    return out;
+  }
+
+  /** Adds the asked-for payload and vectors of `p` to `out`. */
+  private async fill<T extends PointRecord | ScoredRecord>(out: T, p: StoredPoint, withPayload: WithPayload, names: readonly string[]): Promise<T> {
+    this.addPayload(out, p, withPayload);
+    if (names.length > 0) {
+      const vs = await this.shard.vectorsOf(p.offset, names as string[]);
+      if (this.singleUnnamed) {
+        if (vs.has('')) out.vector = Array.from(vs.get('')!);
+      } else {
+        const o: Record<string, number[]> = {};
+        for (const [n, v] of vs) o[n] = Array.from(v);
+        out.vector = o;
+      }
+    }
+    return out;
+  }
+
+  private record(p: StoredPoint, withPayload: WithPayload, names: readonly string[]): Promise<PointRecord> {
+    return this.fill({ id: keyToJson(p.key), version: Number(p.version) }, p, withPayload, names);
+  }
+
+  async retrieve(req: RetrieveRequest, _opts: ReadOptions): Promise<PointRecord[]> {
+    const names = this.names(req.withVector);
+    const out: PointRecord[] = [];
+    for (const id of req.ids) {
+      const p = this.shard.entry(id);
+      if (p) out.push(await this.record(p, req.withPayload, names));
+    }
+    return out;
+  }
+
+  async search(req: SearchRequest, _opts: ReadOptions): Promise<ScoredRecord[]> {
+    const shard = this.shard;
+    const excluded = req.exclude !== undefined && req.exclude.length > 0 ? new Set(req.exclude.map((k) => k.key)) : null;
+    const want = req.limit + req.offset + (excluded === null ? 0 : excluded.size);
+    if (want === 0) return [];
+    const hits = await shard.search(
+      req.using,
+      {
+        vector: req.vector,
+        k: want,
+        ef: req.hnswEf,
+        exact: req.exact,
+        oversampling: req.quantization?.oversampling,
+        rescore: req.quantization?.rescore,
+        ignoreQuantization: req.quantization?.ignore,
+      },
+      req.filter,
+    );
+    const names = this.names(req.withVector);
+    const t = req.scoreThreshold;
+    const store = shard.vectors.get(req.using);
+    const higher = store === undefined || higherIsBetter(store.spec.distance);
+    const end = req.offset + req.limit;
+    const out: ScoredRecord[] = [];
+    // `rank` counts the hits that pass the threshold and the exclusions: the page is
+    // ranks offset .. end. A page hit deleted while the search ran is left out.
+    let rank = 0;
+    for (let i = 0; i < hits.length && rank < end; i++) {
+      const h = hits[i];
+      if (t !== null && (higher ? h.score < t : h.score > t)) continue;
+      if (excluded !== null) {
+        const e = shard.entryAt(h.label);
+        if (!e || excluded.has(e.key.key)) continue;
+      }
+      if (rank++ < req.offset) continue;
+      const p = shard.entryAt(h.label);
+      if (!p) continue;
+      const rec: ScoredRecord = { id: keyToJson(p.key), version: Number(p.version), score: h.score };
+      out.push(names.length > 0 ? await this.fill(rec, p, req.withPayload, names) : this.addPayload(rec, p, req.withPayload));
+    }
+    return out;
+  }
+
+  async scroll(req: ScrollRequest, _opts: ReadOptions): Promise<{ points: PointRecord[]; next: PointId | null }> {
+    const names = this.names(req.withVector);
+    const found = this.shard.scroll(req.offset, req.limit, req.filter, compareKeys);
+    const page = found.length > req.limit ? found.slice(0, req.limit) : found;
+    const points = await Promise.all(page.map((p) => this.record(p, req.withPayload, names)));
+    return { points, next: found.length > req.limit ? keyToJson(found[req.limit].key) : null };
+  }
+
+  async scrollOrdered(req: OrderedScrollRequest, _opts: ReadOptions): Promise<OrderedRecord[]> {
+    const names = this.names(req.withVector);
+    let found: Array<StoredPoint & { value: number }>;
+    try {
+      found = this.shard.ordered(req.orderBy.key, { direction: req.orderBy.direction, startFrom: req.orderBy.start_from }, req.filter, req.limit);
+    } catch (err) {
+      if (err instanceof OrderByError) throw new BadRequestError(err.message);
+      throw err;
+    }
+    return Promise.all(
+      found.map(async (p) => {
+        const rec = (await this.record(p, req.withPayload, names)) as OrderedRecord;
+        rec.orderValue = p.value;
+        return rec;
+      }),
+    );
+  }
+
+  async count(filter: Filter | null, _opts: ReadOptions): Promise<number> {
+    return this.shard.count(filter);
+  }
+
+  async anyMatch(filter: Filter | null, _opts: ReadOptions): Promise<boolean> {
+    return this.shard.anyMatch(filter);
+  }
+}

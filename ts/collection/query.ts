@@ -1,0 +1,48 @@
+/**
+ * The typed form of a similarity or listing query (query, search and recommend APIs,
+ * and their batch forms), as an API hands it to the collection.
+ *
+ * Owns: the query kinds and the reference's average_vector recommendation. Must never:
+ * parse a request body (ts/api does) or read stored points (the collection resolves
+ * example ids to vectors through its replicas).
+ */
+
+import type { PointKey } from '../shard/id-tracker';
+import type { OrderBy, SearchRequest } from './replica';
+
+/** A vector, or the id of a stored point whose vector is meant. */
+export type Example = { vector: Float32Array } | { id: PointKey };
+
+/** A recommendation by the average_vector strategy (the only one served). */
+export interface Recommend {
+  positive: Example[];
+  negative: Example[];
+}
+
+/** Nearest to a vector or point, a recommendation, or no vector at all (points by id, or by payload order). */
+export type QueryKind = { nearest: Example } | { recommend: Recommend } | { orderBy: OrderBy } | { none: true };
+
+/** One query: its kind, and what every similarity request shares (limit, filter, params, what to return). */
+export interface QueryRequest extends Omit<SearchRequest, 'vector' | 'exclude'> {
+  query: QueryKind;
+}
+
+export function exampleIds(xs: Example[]): PointKey[] {
+  return xs.filter((e): e is { id: PointKey } => 'id' in e).map((e) => e.id);
+}
+
+function average(vs: Float32Array[]): Float32Array {
+  const out = new Float32Array(vs[0].length);
+  for (const v of vs) for (let i = 0; i < v.length; i++) out[i] += v[i] / vs.length;
+  return out;
+}
+
+/** The reference's average_vector recommendation: avg(pos) + (avg(pos) - avg(neg)); avg(pos) without negatives. */
+export function recommendVector(positive: Float32Array[], negative: Float32Array[]): Float32Array {
+  const pos = average(positive);
+  if (negative.length === 0) return pos;
+  const neg = average(negative);
+  const out = new Float32Array(pos.length);
+  for (let i = 0; i < pos.length; i++) out[i] = pos[i] + (pos[i] - neg[i]);
+  return out;
+}
