@@ -975,14 +975,11 @@ impl<'a> ByteReader<'a> {
         let at = self.pos;
         let v = self.get_u64()?;
         if v > usize::MAX as u64 {
-            let src = if self.name.is_empty() {
-                "data"
-            } else {
-                self.name.as_str()
-            };
             return Err(Error::corrupt(format!(
                 "{}: length {} at byte {} is too large",
-                src, v, at
+                self.display_name(),
+                v,
+                at
             )));
         }
         Ok(v as usize)
@@ -1016,19 +1013,41 @@ impl<'a> ByteReader<'a> {
     /// suspicious as a shorter one.
     pub fn finish(&self) -> Result<()> {
         if self.remaining() != 0 {
-            let src = if self.name.is_empty() {
-                "data"
-            } else {
-                self.name.as_str()
-            };
             return Err(Error::corrupt(format!(
                 "{}: {} unexpected trailing bytes at byte {}",
-                src,
+                self.display_name(),
                 self.remaining(),
                 self.pos
             )));
         }
         Ok(())
+    }
+    /// Checks a small header at the current position: the bytes of `magic`, then a u32
+    /// version that must equal `version` exactly (for formats, like the quantizers',
+    /// that one build reads in one version only). Another magic is `Corrupt` (not this
+    /// kind of data); another version, older or newer, is `UnsupportedFormat`; a short
+    /// input is `Corrupt`, as every read is.
+    pub fn expect_header(&mut self, magic: &[u8], version: u32) -> Result<()> {
+        if self.take(magic.len(), "magic")? != magic {
+            return Err(Error::corrupt(format!("{}: bad magic", self.display_name())));
+        }
+        let v = self.get_u32()?;
+        if v != version {
+            return Err(Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!("{}: format version {} (this build reads {})", self.display_name(), v, version),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The source's name in error messages ("data" when it has none).
+    fn display_name(&self) -> &str {
+        if self.name.is_empty() {
+            "data"
+        } else {
+            &self.name
+        }
     }
 }
 
@@ -1386,5 +1405,33 @@ mod tests {
         r.get_f32_into(&mut out).unwrap();
         assert_eq!(out[1..], [1.0, 2.0, 3.0]);
         assert_eq!(ByteReader::new(b"x").finish().unwrap_err().kind, ErrorKind::Corrupt);
+    }
+
+    #[test]
+    fn byte_reader_checks_a_magic_and_an_exact_version() {
+        let mut w = ByteWriter::new();
+        w.put_bytes(b"QVXX");
+        w.put_u32(2);
+        w.put_u32(7);
+        let bytes = w.into_vec();
+        let mut r = ByteReader::new(&bytes).with_name("thing");
+        r.expect_header(b"QVXX", 2).unwrap();
+        assert_eq!(r.get_u32().unwrap(), 7);
+        // Another magic is not this kind of data; another version, older or newer, is
+        // a format this build does not read.
+        let e = ByteReader::new(&bytes).with_name("thing").expect_header(b"QVYY", 2).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Corrupt);
+        assert_eq!(e.message, "thing: bad magic");
+        for version in [1, 3] {
+            let e = ByteReader::new(&bytes).with_name("thing").expect_header(b"QVXX", version).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::UnsupportedFormat);
+            assert_eq!(e.message, format!("thing: format version 2 (this build reads {})", version));
+        }
+        // Every truncation is Corrupt, and names the source.
+        for n in 0..8 {
+            let e = ByteReader::new(&bytes[..n]).with_name("thing").expect_header(b"QVXX", 2).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Corrupt, "prefix {}", n);
+            assert!(e.message.starts_with("thing: truncated"), "{}", e.message);
+        }
     }
 }

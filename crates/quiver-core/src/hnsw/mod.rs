@@ -1,0 +1,605 @@
+//! The HNSW index: a layered proximity graph over vectors, with labels, deletes,
+//! filtered search and optional quantization.
+//!
+//! Owns: the `Index` and the public types around it (config, search parameters,
+//! stats); what an index holds (the label <-> slot mapping, the deleted bitset, the
+//! vectors it scores: f32, or quantized codes with the f32 originals kept beside for
+//! rescoring, in memory or in a mapped file) and the storage layout below, with the
+//! accessors every submodule reads it through; and the read-only views of the
+//! contents (`get_vector`, `export_live`, `stats`). The rest is split by job:
+//! - `graph`: changing the graph: add (slots, codes, quantizer training, parallel
+//!   linking), delete, compact, and the structural invariants;
+//! - `search`: walking it (greedy descent and beam search, which insertion uses too)
+//!   and answering queries (filters, the choice between graph search and exact scan,
+//!   quantized traversal and rescoring);
+//! - `persist`: the index file (`to_bytes`, `save`, `load`).
+//!
+//! Must never: know what a label means (the shard layer maps point ids onto labels),
+//! or allocate per visited node (visited sets come from a pool; neighbour lists are
+//! gathered into fixed-size arrays).
+//!
+//! Memory layout (after hnswlib): one flat arena for level 0 where each slot holds
+//! `[link count | 2*m links | vector data]` (a flat index has no links: its slots are
+//! `[0 | vector data]`), so scoring a neighbour touches the same cache lines as reading
+//! its links. Upper levels live in a separate pool, only for the few nodes that reach
+//! them. Links are atomics: during a parallel build, writers take the node's lock (one
+//! of `LOCK_STRIPES` striped spin locks) and publish the count with Release; readers
+//! never take those locks.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::Mutex;
+
+use crate::distance::{kernels_for_dim, Distance};
+use crate::error::{Error, Result};
+use crate::mapped::MappedF32;
+use crate::quant::{BinaryQuantizer, ScalarQuantizer};
+use crate::rng::SplitMix64;
+use crate::visited::VisitedPool;
+
+mod graph;
+mod persist;
+mod search;
+
+pub use graph::default_threads;
+use graph::{SpinLock, LOCK_STRIPES};
+pub use persist::{INDEX_FORMAT_VERSION, INDEX_MAGIC};
+
+/// Default clipping quantile of scalar (int8) quantization, as in the reference server.
+pub const DEFAULT_SCALAR_QUANTILE: f32 = 0.99;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Quantization {
+    None,
+    Scalar { quantile: f32 },
+    Binary,
+}
+
+impl Quantization {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Quantization::None => "none",
+            Quantization::Scalar { .. } => "scalar",
+            Quantization::Binary => "binary",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexConfig {
+    pub dim: usize,
+    pub distance: Distance,
+    /// Links per node on upper levels; level 0 keeps twice as many.
+    pub m: usize,
+    pub ef_construct: usize,
+    /// Filtered searches whose allowed vectors total fewer KiB than this scan exactly.
+    pub full_scan_threshold_kb: usize,
+    pub quantization: Quantization,
+    pub seed: u64,
+    /// Store vectors without linking them: `add` only copies, and every search is an
+    /// exact scan. For small segments that take writes and are searched by scan until
+    /// their points move into a linked index; `m` and `ef_construct` are kept but
+    /// unused.
+    pub flat: bool,
+}
+
+impl IndexConfig {
+    pub fn new(dim: usize, distance: Distance) -> IndexConfig {
+        IndexConfig {
+            dim,
+            distance,
+            m: 16,
+            ef_construct: 100,
+            full_scan_threshold_kb: 10_000,
+            quantization: Quantization::None,
+            seed: 42,
+            flat: false,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.dim == 0 || self.dim > 65_536 {
+            return Err(Error::invalid(format!("dimension must be in 1..=65536, got {}", self.dim)));
+        }
+        if self.m < 2 || self.m > 256 {
+            return Err(Error::invalid(format!("m must be in 2..=256, got {}", self.m)));
+        }
+        if self.ef_construct < 4 || self.ef_construct > 100_000 {
+            return Err(Error::invalid(format!("ef_construct must be in 4..=100000, got {}", self.ef_construct)));
+        }
+        if let Quantization::Scalar { quantile } = self.quantization {
+            if !(quantile > 0.5 && quantile <= 1.0) {
+                return Err(Error::invalid(format!("scalar quantile must be in (0.5, 1], got {}", quantile)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchParams {
+    pub k: usize,
+    /// Candidate list size; defaults to ef_construct, never below k.
+    pub ef: Option<usize>,
+    /// Exact scan over original vectors, ignoring the graph and quantization.
+    pub exact: bool,
+    /// Quantized search keeps `k * oversampling` candidates for rescoring.
+    pub oversampling: Option<f32>,
+    pub rescore: bool,
+    pub ignore_quantization: bool,
+}
+
+impl SearchParams {
+    pub fn new(k: usize) -> SearchParams {
+        SearchParams { k, ef: None, exact: false, oversampling: None, rescore: true, ignore_quantization: false }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexStats {
+    pub dim: usize,
+    pub distance: Distance,
+    pub count: usize,
+    pub slots: usize,
+    pub deleted: usize,
+    /// Bytes of the vectors the graph search scores (f32, or quantized codes).
+    pub vector_bytes: usize,
+    /// Bytes of f32 originals kept in memory for rescoring (quantized indexes only;
+    /// 0 once they are moved to a mapped file).
+    pub original_bytes: usize,
+    pub graph_bytes: usize,
+    pub total_bytes: usize,
+    pub quantization: &'static str,
+    pub flat: bool,
+}
+
+/// Multiplicative hasher for u64 labels (SipHash costs more than the lookup).
+#[derive(Default, Clone, Copy)]
+pub struct LabelHasher(u64);
+
+impl Hasher for LabelHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3).rotate_left(5);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        let x = (v ^ (v >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        self.0 = x ^ (x >> 29);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type LabelMap = HashMap<u64, u32, BuildHasherDefault<LabelHasher>>;
+
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    cost: f32,
+    id: u32,
+}
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Cand {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.cost.total_cmp(&o.cost).then(self.id.cmp(&o.id))
+    }
+}
+
+/// What the graph scores: f32 vectors in the arena, or quantized codes.
+pub(crate) enum Codes {
+    F32,
+    Scalar(ScalarQuantizer),
+    Binary(BinaryQuantizer),
+}
+
+const NONE: u32 = u32::MAX;
+
+pub struct Index {
+    pub(crate) config: IndexConfig,
+    pub(crate) m0: usize,
+    /// u32 words per level-0 slot: count + m0 links + data words.
+    pub(crate) stride: usize,
+    pub(crate) data_words: usize,
+    pub(crate) arena: Vec<AtomicU32>,
+    pub(crate) cap: usize,
+    pub(crate) n: usize,
+    pub(crate) levels: Vec<u8>,
+    /// Offset of each node's upper links in `upper`, or NONE for level-0 nodes.
+    pub(crate) upper_off: Vec<u32>,
+    pub(crate) upper: Vec<AtomicU32>,
+    pub(crate) labels: Vec<u64>,
+    pub(crate) label_map: LabelMap,
+    pub(crate) deleted: Vec<u64>,
+    pub(crate) deleted_count: usize,
+    pub(crate) entry: AtomicU32,
+    pub(crate) max_level: AtomicUsize,
+    entry_lock: Mutex<()>,
+    /// Striped node locks for the parallel build (node i uses stripe i % LOCK_STRIPES). A
+    /// thread never holds two, so striping cannot deadlock, and an add costs nothing
+    /// per existing node.
+    build_locks: Vec<SpinLock>,
+    pub(crate) codes: Codes,
+    /// f32 originals when the arena holds codes (for build and rescoring).
+    pub(crate) originals: Vec<f32>,
+    /// The originals moved to a memory-mapped file (then `originals` is empty).
+    pub(crate) mapped: Option<MappedF32>,
+    pub(crate) rng: SplitMix64,
+    cost_fn: fn(&[f32], &[f32]) -> f32,
+    visited: VisitedPool,
+}
+
+#[inline(always)]
+fn prefetch(p: *const AtomicU32) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+fn zeroed_atomics(n: usize) -> Vec<AtomicU32> {
+    // AtomicU32 has the layout of u32, so a zeroed u32 vector (calloc) is a valid one.
+    let v = std::mem::ManuallyDrop::new(vec![0u32; n]);
+    unsafe { Vec::from_raw_parts(v.as_ptr() as *mut AtomicU32, v.len(), v.capacity()) }
+}
+
+impl Index {
+    pub fn new(config: IndexConfig) -> Result<Index> {
+        config.validate()?;
+        // A flat index has no level-0 links: its slots are `[count (always 0) | vector]`,
+        // so the layout, and every accessor over it, stays the same as a linked one's.
+        let m0 = if config.flat { 0 } else { config.m * 2 };
+        let data_words = (config.dim * 4 + 3) / 4; // f32 until a quantizer is trained
+        let k = kernels_for_dim(config.dim);
+        Ok(Index {
+            cost_fn: config.distance.cost_fn(k),
+            m0,
+            stride: 1 + m0 + data_words,
+            data_words,
+            arena: Vec::new(),
+            cap: 0,
+            n: 0,
+            levels: Vec::new(),
+            upper_off: Vec::new(),
+            upper: Vec::new(),
+            labels: Vec::new(),
+            label_map: LabelMap::default(),
+            deleted: Vec::new(),
+            deleted_count: 0,
+            entry: AtomicU32::new(NONE),
+            max_level: AtomicUsize::new(0),
+            entry_lock: Mutex::new(()),
+            build_locks: (0..LOCK_STRIPES).map(|_| SpinLock::new()).collect(),
+            codes: Codes::F32,
+            originals: Vec::new(),
+            mapped: None,
+            rng: SplitMix64::new(config.seed),
+            visited: VisitedPool::new(),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    pub fn dim(&self) -> usize {
+        self.config.dim
+    }
+
+    /// Live (not deleted) vectors.
+    pub fn len(&self) -> usize {
+        self.n - self.deleted_count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, label: u64) -> bool {
+        self.label_map.contains_key(&label)
+    }
+
+    fn quantized(&self) -> bool {
+        !matches!(self.codes, Codes::F32)
+    }
+
+    #[inline(always)]
+    fn slot(&self, i: u32) -> *const AtomicU32 {
+        unsafe { self.arena.as_ptr().add(i as usize * self.stride) }
+    }
+
+    /// The f32 vector of slot `i` (preprocessed: normalised for Cosine).
+    #[inline(always)]
+    pub(crate) fn raw(&self, i: u32) -> &[f32] {
+        let d = self.config.dim;
+        if self.quantized() {
+            &self.originals_slice()[i as usize * d..(i as usize + 1) * d]
+        } else {
+            unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const f32, d) }
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn code(&self, i: u32) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const u8, self.data_words * 4) }
+    }
+
+    /// Prefetches the first cache lines of what scoring slot `i` reads.
+    #[inline(always)]
+    fn prefetch_data(&self, i: u32) {
+        let p = unsafe { self.slot(i).add(1 + self.m0) };
+        prefetch(p);
+        prefetch((p as *const u8).wrapping_add(64) as *const AtomicU32);
+    }
+
+    /// Prefetches the f32 vector of slot `i` (what construction scores).
+    #[inline(always)]
+    fn prefetch_raw(&self, i: u32) {
+        let p: *const u8 = if self.quantized() {
+            unsafe { self.originals_slice().as_ptr().add(i as usize * self.config.dim) as *const u8 }
+        } else {
+            unsafe { self.slot(i).add(1 + self.m0) as *const u8 }
+        };
+        prefetch(p as *const AtomicU32);
+        prefetch(p.wrapping_add(64) as *const AtomicU32);
+    }
+
+    #[inline(always)]
+    fn is_deleted(&self, i: u32) -> bool {
+        self.deleted[(i >> 6) as usize] & (1u64 << (i & 63)) != 0
+    }
+
+    /// Link list of `i` at `level`: the count word followed by the link words.
+    #[inline(always)]
+    fn links(&self, i: u32, level: usize) -> &[AtomicU32] {
+        if level == 0 {
+            unsafe { std::slice::from_raw_parts(self.slot(i), 1 + self.m0) }
+        } else {
+            let w = 1 + self.config.m;
+            let off = self.upper_off[i as usize] as usize + (level - 1) * w;
+            &self.upper[off..off + w]
+        }
+    }
+
+    fn max_links(&self, level: usize) -> usize {
+        if level == 0 {
+            self.m0
+        } else {
+            self.config.m
+        }
+    }
+
+    #[inline(always)]
+    fn originals_slice(&self) -> &[f32] {
+        match &self.mapped {
+            Some(m) => m.as_slice(),
+            None => &self.originals,
+        }
+    }
+
+    /// Moves the f32 originals of a quantized index to `path` (written atomically, then
+    /// memory-mapped read-only), so only the codes and the graph stay in memory and the
+    /// page cache holds what rescoring reads. A later `add` or `compact` brings them
+    /// back into memory; the file is left for the caller to remove or map again.
+    pub fn move_originals_to_file(&mut self, path: &std::path::Path) -> Result<()> {
+        if !self.quantized() {
+            return Err(Error::invalid(
+                "only a quantized index keeps its f32 vectors apart from the graph; this one scores them in place",
+            ));
+        }
+        let m = MappedF32::create(path, &self.originals_slice()[..self.n * self.config.dim])?;
+        self.mapped = Some(m);
+        self.originals = Vec::new();
+        Ok(())
+    }
+
+    /// Whether the originals live in a mapped file.
+    pub fn originals_on_disk(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    fn originals_to_memory(&mut self) {
+        if let Some(m) = self.mapped.take() {
+            self.originals = m.as_slice().to_vec();
+        }
+    }
+
+    /// The stored vector of `label` (normalised for Cosine).
+    pub fn get_vector(&self, label: u64) -> Option<Vec<f32>> {
+        self.label_map.get(&label).map(|&i| self.raw(i).to_vec())
+    }
+
+    /// Slots that are not deleted, in slot order.
+    fn live_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.n as u32).filter(move |&i| !self.is_deleted(i))
+    }
+
+    /// Labels of all live vectors, in slot order.
+    pub fn live_labels(&self) -> Vec<u64> {
+        self.live_slots().map(|i| self.labels[i as usize]).collect()
+    }
+
+    /// Every live label and its stored vector (as `get_vector` returns it: normalised
+    /// for Cosine, the f32 original for quantized indexes), in slot order, the vectors
+    /// in one array of `labels.len() * dim` values. Adding them to a fresh index with
+    /// the same config rebuilds this one's contents.
+    pub fn export_live(&self) -> (Vec<u64>, Vec<f32>) {
+        let d = self.config.dim;
+        let mut labels = Vec::with_capacity(self.len());
+        let mut vectors = Vec::with_capacity(self.len() * d);
+        for i in self.live_slots() {
+            labels.push(self.labels[i as usize]);
+            vectors.extend_from_slice(self.raw(i));
+        }
+        (labels, vectors)
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        let slot_vec = self.data_words * 4;
+        let vector_bytes = self.n * slot_vec;
+        let original_bytes = self.originals.len() * 4;
+        let graph_bytes = self.n * (1 + self.m0) * 4 + self.upper.len() * 4 + self.upper_off.len() * 4 + self.levels.len();
+        let map_bytes = self.label_map.capacity() * 16 + self.labels.len() * 8 + self.deleted.len() * 8;
+        IndexStats {
+            dim: self.config.dim,
+            distance: self.config.distance,
+            count: self.len(),
+            slots: self.n,
+            deleted: self.deleted_count,
+            vector_bytes,
+            original_bytes,
+            graph_bytes,
+            total_bytes: vector_bytes + original_bytes + graph_bytes + map_bytes,
+            quantization: self.config.quantization.name(),
+            flat: self.config.flat,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    pub(super) fn gaussian(n: usize, d: usize, seed: u64) -> Vec<f32> {
+        let mut r = SplitMix64::new(seed);
+        (0..n * d).map(|_| r.next_gaussian()).collect()
+    }
+
+    pub(super) fn exact(k: usize) -> SearchParams {
+        let mut p = SearchParams::new(k);
+        p.exact = true;
+        p
+    }
+
+    pub(super) fn brute(index: &Index, q: &[f32], k: usize) -> Vec<u64> {
+        index.search(q, &exact(k), None).unwrap().into_iter().map(|x| x.0).collect()
+    }
+
+    pub(super) fn recall(index: &Index, queries: &[f32], k: usize, ef: usize) -> f64 {
+        let d = index.dim();
+        let nq = queries.len() / d;
+        let mut hit = 0usize;
+        for qi in 0..nq {
+            let q = &queries[qi * d..(qi + 1) * d];
+            let truth = brute(index, q, k);
+            let mut p = SearchParams::new(k);
+            p.ef = Some(ef);
+            let got: Vec<u64> = index.search(q, &p, None).unwrap().into_iter().map(|x| x.0).collect();
+            hit += got.iter().filter(|g| truth.contains(g)).count();
+        }
+        hit as f64 / (nq * k) as f64
+    }
+
+    #[test]
+    fn bad_input_is_rejected_and_changes_nothing() {
+        let mut idx = Index::new(IndexConfig::new(4, Distance::Dot)).unwrap();
+        idx.add(&[1, 2], &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0], 1).unwrap();
+        let e = idx.add(&[3], &[1.0, 2.0, 3.0], 1).unwrap_err();
+        assert_eq!(e.code(), "QUIVER_DIMENSION_MISMATCH");
+        let e = idx.add(&[3], &[1.0, f32::NAN, 3.0, 4.0], 1).unwrap_err();
+        assert_eq!(e.code(), "QUIVER_INVALID_ARGUMENT");
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.search(&[1.0; 3], &SearchParams::new(1), None).unwrap_err().code(), "QUIVER_DIMENSION_MISMATCH");
+        assert_eq!(idx.search(&[1.0; 4], &SearchParams::new(0), None).unwrap_err().code(), "QUIVER_INVALID_ARGUMENT");
+        assert!(Index::new(IndexConfig::new(0, Distance::Dot)).is_err());
+        let empty = Index::new(IndexConfig::new(4, Distance::Dot)).unwrap();
+        assert!(empty.search(&[1.0; 4], &SearchParams::new(3), None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn originals_move_to_a_mapped_file_and_come_back_on_add() {
+        let d = 32;
+        let n = 2000;
+        let data = gaussian(n, d, 12);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let tmp = crate::testutil::TempDir::new("hnsw-map");
+        let dir = tmp.path();
+        let mut cfg = IndexConfig::new(d, Distance::Euclid);
+        cfg.quantization = Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, &data, 2).unwrap();
+        let q = gaussian(1, d, 13);
+        let mut p = SearchParams::new(10);
+        p.oversampling = Some(2.0);
+        let before = idx.search(&q, &p, None).unwrap();
+        let ram = idx.stats().original_bytes;
+        assert_eq!(ram, n * d * 4);
+        idx.move_originals_to_file(&dir.join("originals.f32")).unwrap();
+        assert!(idx.originals_on_disk());
+        assert_eq!(idx.stats().original_bytes, 0);
+        assert_eq!(idx.search(&q, &p, None).unwrap(), before);
+        assert_eq!(idx.get_vector(5).unwrap(), data[5 * d..6 * d].to_vec());
+        let bytes = idx.to_bytes();
+        assert_eq!(Index::from_bytes(&bytes).unwrap().search(&q, &p, None).unwrap(), before);
+        idx.add(&[n as u64], &vec![0.25; d], 1).unwrap();
+        assert!(!idx.originals_on_disk());
+        assert_eq!(idx.get_vector(n as u64).unwrap(), vec![0.25; d]);
+        assert_eq!(idx.get_vector(7).unwrap(), data[7 * d..8 * d].to_vec());
+        let mut plain = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
+        plain.add(&labels[..10], &data[..10 * d], 1).unwrap();
+        assert_eq!(plain.move_originals_to_file(&dir.join("x")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
+    }
+
+    #[test]
+    fn export_live_returns_what_get_vector_returns_and_rebuilds_the_index() {
+        let d = 10;
+        let n = 1200;
+        let data = gaussian(n, d, 39);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x * 11).collect();
+        let queries = gaussian(20, d, 40);
+        for (flat, quant) in [
+            (false, Quantization::None),
+            (true, Quantization::None),
+            (false, Quantization::Scalar { quantile: 0.99 }),
+            (false, Quantization::Binary),
+        ] {
+            let mut cfg = IndexConfig::new(d, Distance::Cosine);
+            cfg.flat = flat;
+            cfg.quantization = quant;
+            let mut idx = Index::new(cfg.clone()).unwrap();
+            assert_eq!(idx.export_live(), (vec![], vec![]));
+            idx.add(&labels, &data, 2).unwrap();
+            let gone: Vec<u64> = labels.iter().cloned().filter(|l| l % 4 == 0).collect();
+            idx.delete(&gone);
+            idx.add(&[11, 1_000_000], &gaussian(2, d, 41), 1).unwrap();
+            let (got_labels, vectors) = idx.export_live();
+            assert_eq!(got_labels, idx.live_labels());
+            assert_eq!(got_labels.len(), idx.len());
+            assert_eq!(vectors.len(), got_labels.len() * d);
+            // Upserted labels come last: their new slots are the newest.
+            assert_eq!(&got_labels[got_labels.len() - 2..], &[11, 1_000_000]);
+            for (j, l) in got_labels.iter().enumerate() {
+                assert_eq!(idx.get_vector(*l).unwrap(), &vectors[j * d..(j + 1) * d], "{:?} label {}", quant, l);
+            }
+            let mut fresh = Index::new(cfg).unwrap();
+            fresh.add(&got_labels, &vectors, 2).unwrap();
+            for qi in 0..20 {
+                let q = &queries[qi * d..(qi + 1) * d];
+                let a = idx.search(q, &exact(10), None).unwrap();
+                let b = fresh.search(q, &exact(10), None).unwrap();
+                // Normalising an already normalised vector may move its last bit.
+                assert_eq!(a.iter().map(|x| x.0).collect::<Vec<_>>(), b.iter().map(|x| x.0).collect::<Vec<_>>());
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x.1 - y.1).abs() <= 1e-6, "{} vs {}", x.1, y.1);
+                }
+            }
+        }
+    }
+}
