@@ -11,10 +11,9 @@
  * Record layout, format 2: `u8 format(=2) | u64 peer | u32 clock | u64 tick | u32
  * header length | header (UTF-8 JSON) | f32 data`, integers little-endian. Bytes 1-20
  * are the operation's clock tag (clocks.ts), at a fixed place so a history scan reads
- * it without parsing the rest. The header holds ids, payloads and, per
- * vector name, which points carry a vector; the vectors themselves follow as raw
- * little-endian f32 (JSON would be several times larger and slower for the bulk of an
- * upsert).
+ * it without parsing the rest. The header holds ids, payloads and, per vector name,
+ * which points carry a vector; the vectors themselves follow as raw little-endian f32
+ * (JSON would be several times larger and slower for the bulk of an upsert).
  *
  * Format 1 (before clock tags) is the same without the tag: `u8 format(=1) | u32
  * header length | header | f32 data`. WALs written before tags still decode (tag
