@@ -159,7 +159,12 @@ export interface Wal {
   /** Fsyncs everything appended so far (group commit: concurrent callers share one fsync). */
   sync(): Promise<void>;
   readFrom(seq: bigint, maxRecords?: number): Promise<WalRecord[]>;
-  truncateBefore(seq: bigint): Promise<void>;
+  /**
+   * Deletes whole segments whose records are all before `seq`, oldest first, but only
+   * while the segments left still hold at least `keepBytes` (default 0): the log keeps
+   * its newest `keepBytes` as history. The active segment is never deleted.
+   */
+  truncateBefore(seq: bigint, keepBytes?: number): Promise<void>;
   firstSeq(): bigint;
   lastSeq(): bigint;
   close(): Promise<void>;

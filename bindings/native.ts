@@ -79,7 +79,7 @@ interface AddonWal {
   append(records: Buffer[], sync?: boolean): Promise<BigUint64Array>;
   sync(): Promise<void>;
   readFrom(seq: bigint, maxRecords?: number): Promise<WalRecord[]>;
-  truncateBefore(seq: bigint): Promise<void>;
+  truncateBefore(seq: bigint, keepBytes?: number): Promise<void>;
   firstSeq(): bigint;
   lastSeq(): bigint;
   close(): Promise<void>;
@@ -259,10 +259,11 @@ class NativeWalLog implements Wal {
     });
   }
 
-  truncateBefore(seq: bigint): Promise<void> {
+  truncateBefore(seq: bigint, keepBytes?: number): Promise<void> {
     return call(() => {
       checkLabel(seq);
-      return this.inner.truncateBefore(seq);
+      if (keepBytes === undefined) return this.inner.truncateBefore(seq);
+      return this.inner.truncateBefore(seq, checkCount('keepBytes', keepBytes, Number.MAX_SAFE_INTEGER));
     });
   }
 

@@ -587,6 +587,27 @@ for (const backend of BACKENDS) {
       await again.close();
     });
 
+    test(scenario('WAL truncateBefore with keepBytes keeps the newest bytes as history'), async (t) => {
+      const dir = tmpDir(t, 'walkeep');
+      const wal = await engine().openWal(dir, { segmentBytes: 256 });
+      const seqs: bigint[] = [];
+      // One append call never splits across segments: append one by one.
+      for (let i = 0; i < 60; i++) seqs.push(...(await wal.append([Buffer.from(`record-${i}-${'y'.repeat(20)}`)])));
+      await wal.sync();
+      const last = seqs[seqs.length - 1];
+      const bytes = () => fs.readdirSync(dir).reduce((s, n) => s + fs.statSync(path.join(dir, n)).size, 0);
+      await wal.truncateBefore(last + 1n, 1000);
+      t.true(wal.firstSeq() > seqs[0], 'old segments went');
+      t.true(bytes() >= 1000, `kept ${bytes()} bytes`);
+      const kept = await wal.readFrom(wal.firstSeq());
+      t.is(kept[kept.length - 1].seq, last);
+      kept.forEach((r, i) => t.is(r.seq, wal.firstSeq() + BigInt(i), 'what is left is contiguous'));
+      await wal.truncateBefore(last + 1n);
+      t.true(bytes() < 1000, 'without keepBytes only the active segment stays');
+      await rejectsWith(t, wal.truncateBefore(last, -1), 'QUIVER_INVALID_ARGUMENT');
+      await wal.close();
+    });
+
     test(scenario('WAL keeps acknowledged records when the process crashes'), async (t) => {
       const dir = tmpDir(t, 'crash');
       // A child appends and syncs, says which records were acknowledged, appends more

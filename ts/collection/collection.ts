@@ -114,12 +114,14 @@ export class Collection {
     /** Null for a collection over given replicas (tests): it opens no shard. */
     private readonly engine: Engine | null,
     private readonly logger: Logger,
+    /** This node's peer id (storage/peer_id): what local writes are tagged with on a single node. */
+    private readonly nodePeerId: bigint,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
   }
 
-  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger): Promise<Collection> {
-    const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }));
+  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger, nodePeerId = 0n): Promise<Collection> {
+    const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }), nodePeerId);
     const placement = meta.cluster;
     const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(placement.shards[id]?.replicas ?? {}, placement.peer);
     const opened = await Promise.allSettled(
@@ -145,7 +147,7 @@ export class Collection {
    * (and what needs no local shard) work on it.
    */
   static overReplicas(name: string, meta: CollectionMeta, sets: (name: string, peer: string) => ReplicaSet[], logger: Logger): Collection {
-    const c = new Collection(name, '', meta, null, logger.child({ collection: name }));
+    const c = new Collection(name, '', meta, null, logger.child({ collection: name }), 0n);
     c.shards.push(...sets(name, c.localPeer));
     return c;
   }
@@ -157,11 +159,17 @@ export class Collection {
   private openShard(id: number, dir = path.join(this.dir, String(id))): Promise<LocalShard> {
     if (this.engine === null) throw new Error(`collection ${this.name} was built over given replicas and opens no shard`);
     const { config, payload_schema } = this.meta;
+    // wal_capacity_mb is both the segment size and the history a checkpoint keeps (docs/storage.md).
+    const walBytes = config.wal_config.wal_capacity_mb * 1024 * 1024;
+    // In a cluster the peer id is the one consensus knows (cluster.peer_id may differ from storage/peer_id).
+    const peer = this.meta.cluster?.peer;
     return LocalShard.open({
       dir,
       engine: this.engine,
       vectors: vectorSpecs(config),
-      walSegmentBytes: config.wal_config.wal_capacity_mb * 1024 * 1024,
+      walSegmentBytes: walBytes,
+      walRetainBytes: walBytes,
+      peerId: peer !== undefined && /^[0-9]{1,20}$/.test(peer) && BigInt(peer) < 1n << 64n ? BigInt(peer) : this.nodePeerId,
       flushIntervalMs: config.optimizer_config.flush_interval_sec * 1000,
       payloadIndexes: payload_schema,
       logger: this.logger.child({ shard: id }),

@@ -58,11 +58,11 @@ export function resolveOperation(op: ReplicaOperation, resolve: (sel: Selector) 
 const FORMAT = 1;
 
 export function encodeReplicaOperation(op: ReplicaOperation): Buffer {
-  if (!isSelected(op)) return Buffer.concat([Buffer.from([FORMAT, 0]), encodeOperation(op)]);
+  if (!isSelected(op)) return Buffer.concat([Buffer.from([FORMAT, 0]), encodeOperation(op, null)]);
   const head = Buffer.from(JSON.stringify({ filter: op.select.filter, ids: op.select.ids !== null }), 'utf8');
   const len = Buffer.alloc(4);
   len.writeUInt32LE(head.length, 0);
-  return Buffer.concat([Buffer.from([FORMAT, 1]), len, head, encodeOperation(overIds(op, op.select.ids ?? []))]);
+  return Buffer.concat([Buffer.from([FORMAT, 1]), len, head, encodeOperation(overIds(op, op.select.ids ?? []), null)]);
 }
 
 export function decodeReplicaOperation(buf: Buffer): ReplicaOperation {

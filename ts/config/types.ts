@@ -29,6 +29,11 @@ export interface StorageConfig {
   };
   temp_path: string | null;
   on_disk_payload: boolean;
+  /**
+   * Defaults of new collections' wal_config. wal_capacity_mb is the WAL segment size and
+   * also the history a checkpoint keeps (docs/storage.md); wal_segments_ahead is
+   * accepted for compatibility and not used.
+   */
   wal: { wal_capacity_mb: number; wal_segments_ahead: number };
   node_type: 'Normal' | 'Listener';
   performance: { max_search_threads: number; optimizer_cpu_budget: number };

@@ -13,9 +13,16 @@
  * close) runs under the lock too, so what it saves is exactly the state after
  * `applied_seq`; replay after a crash applies the WAL records after it, in order.
  *
+ * History: a checkpoint drops only WAL segments it covers, and only while the WAL keeps
+ * at least `walRetainBytes` without them, so the newest operations stay readable
+ * (`readHistory`) for replicas that missed them (wal_delta transfers). Every record
+ * carries a clock tag (clocks.ts); the shard's clock map (highest tick applied per peer
+ * and clock) is saved with each checkpoint and advanced by replay, and an operation
+ * whose tag it has seen is skipped (`applyTagged`).
+ *
  * Layout (see docs/storage.md):
  *   wal/                    engine WAL, one record per operation
- *   checkpoint.json         { applied_seq, state, vectors: { name: files } }, written last
+ *   checkpoint.json         { applied_seq, state, vectors: { name: files }, clocks }, written last
  *   state-<seq>.bin         id tracker + payloads
  *   vec-<i>-<role>-<seq>.qvi engine index files
  */
@@ -27,10 +34,11 @@ import type { Logger } from 'pino';
 import type { Engine, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
+import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, type ClockEntryJson, type ClockTag } from './clocks';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
-import { decodeOperation, encodeOperation, type NamedVectors, type ShardOperation } from './operations';
+import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
@@ -42,6 +50,13 @@ export interface ShardOptions {
   engine: Engine;
   vectors: VectorSpec[];
   walSegmentBytes: number;
+  /**
+   * WAL bytes a checkpoint leaves behind as history (whole segments are dropped only
+   * while at least this much stays). Default: walSegmentBytes.
+   */
+  walRetainBytes?: number;
+  /** The peer id this shard's own writes are tagged with (clock tags). Default 0. */
+  peerId?: bigint;
   /** Milliseconds between checkpoints. */
   flushIntervalMs: number;
   payloadIndexes: Record<string, FieldSchema>;
@@ -55,6 +70,8 @@ export interface CheckpointFile {
   applied_seq: string;
   state: string;
   vectors: Record<string, VectorFiles>;
+  /** The clock map as of applied_seq (absent in checkpoints written before clock tags: empty). */
+  clocks?: ClockEntryJson[];
 }
 
 const STATE_MAGIC_V1 = 0x51535431; // "QST1": tracker + payloads
@@ -77,6 +94,27 @@ export interface ShardSnapshotFiles {
   release(): Promise<void>;
 }
 
+/** One retained WAL record: its operation and clock tag (null for records written before tags). */
+export interface HistoryRecord {
+  seq: bigint;
+  tag: ClockTag | null;
+  op: ShardOperation;
+}
+
+/** What `applyTagged` did: applied (and logged at `seq`), or skipped as already seen (`tick` is the highest this shard has on that clock). */
+export type TaggedApplyResult = { applied: true; seq: bigint } | { applied: false; tick: bigint };
+
+/** The WAL no longer holds the records asked for: a checkpoint dropped them (history is kept only back to `oldestSeq`). */
+export class HistoryGoneError extends Error {
+  constructor(
+    readonly fromSeq: bigint,
+    readonly oldestSeq: bigint,
+  ) {
+    super(`WAL history from ${fromSeq} is gone: the oldest retained record is ${oldestSeq}`);
+    this.name = 'HistoryGoneError';
+  }
+}
+
 /** A request reached a shard that is closing (shutdown, collection deleted or being replaced by a snapshot): 503, retry. */
 export class ShardClosedError extends ShardUnavailableError {
   constructor() {
@@ -95,6 +133,12 @@ export class LocalShard {
   private readonly syncing = new Set<Promise<void>>();
   private appliedSeq = 0n;
   private checkpointSeq = 0n;
+  /** Highest tick applied per (peer, clock): every record in the WAL up to appliedSeq advanced it. */
+  private clockMap = new ClockMap();
+  /** Clocks of this shard's own writer: one per operation in flight. */
+  private readonly writerClocks = new ClockSet();
+  private readonly peerId: bigint;
+  private readonly walRetainBytes: number;
   /** Whether checkpoint.json exists (read at load, set by the first checkpoint). */
   private hasCheckpoint = false;
   private lock: Promise<unknown> = Promise.resolve();
@@ -113,6 +157,8 @@ export class LocalShard {
 
   private constructor(private readonly opts: ShardOptions) {
     this.logger = opts.logger;
+    this.peerId = opts.peerId ?? 0n;
+    this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
     for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
   }
 
@@ -146,6 +192,7 @@ export class LocalShard {
       }
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
+      this.clockMap = ClockMap.fromJSON(cp.clocks ?? []);
       this.hasCheckpoint = true;
       this.current = cp;
     }
@@ -163,7 +210,9 @@ export class LocalShard {
       const records = await this.wal.readFrom(this.appliedSeq + 1n, 512);
       if (records.length === 0) break;
       for (const r of records) {
-        const op = decodeOperation(r.data);
+        const { op, tag } = decodeRecord(r.data);
+        // Logged means seen, whether or not it applies (see logAndApply).
+        if (tag) this.clockMap.advance(tag);
         try {
           await this.apply(op, r.seq);
         } catch (err) {
@@ -207,26 +256,66 @@ export class LocalShard {
    */
   async update(resolve: (shard: LocalShard) => ShardOperation, wait: boolean): Promise<bigint> {
     this.usable();
-    const seq = await this.exclusive(async () => {
+    // This writer's clock for the operation, held until it is done (durable, when
+    // `wait`): operations in flight together get distinct clocks. Its tick is taken
+    // under the lock, one past the highest the clock map holds, so each clock's ticks
+    // are logged in order and without gaps.
+    const clock = this.writerClocks.acquire();
+    try {
+      const seq = await this.exclusive(async () => {
+        this.usable();
+        const op = resolve(this);
+        checkOperation(op);
+        return this.logAndApply(op, { peer: this.peerId, clock, tick: this.clockMap.tickOf(this.peerId, clock) + 1n });
+      });
+      if (wait) await this.syncWal();
+      this.optimize();
+      return seq;
+    } finally {
+      this.writerClocks.release(clock);
+    }
+  }
+
+  /**
+   * Applies an operation that carries another writer's clock tag (a replica's write, or
+   * a record of a wal_delta transfer). Skipped, with nothing logged, when this shard has
+   * seen the tag (its tick is at or below the highest applied on that peer and clock),
+   * so sending the same operations again changes nothing; otherwise logged with that
+   * tag and applied like a local write. With `wait`, resolves once the operation (or,
+   * when skipped, everything logged before) is durable.
+   */
+  async applyTagged(op: ShardOperation, tag: ClockTag, wait: boolean): Promise<TaggedApplyResult> {
+    const problem = clockTagProblem(tag);
+    if (problem !== null) throw new RangeError(`clock tag (${tag.peer}, ${tag.clock}, ${tag.tick}): ${problem}`);
+    this.usable();
+    const result = await this.exclusive(async (): Promise<TaggedApplyResult> => {
       this.usable();
-      const op = resolve(this);
+      if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
       checkOperation(op);
-      const [s] = await this.wal.append([encodeOperation(op)], false);
-      try {
-        await this.apply(op, s);
-      } catch (err) {
-        // The WAL holds an operation memory could not take: stop taking writes, so
-        // nothing diverges further; a restart replays it.
-        this.failed = new Error(`shard ${this.opts.dir} failed to apply operation ${s}: ${(err as Error).message}`);
-        this.logger.error({ err, seq: String(s) }, 'applying a logged operation failed; the shard stops taking writes');
-        throw err;
-      }
-      this.appliedSeq = s;
-      return s;
+      return { applied: true, seq: await this.logAndApply(op, { peer: tag.peer, clock: tag.clock, tick: tag.tick }) };
     });
     if (wait) await this.syncWal();
-    this.optimize();
-    return seq;
+    if (result.applied) this.optimize();
+    return result;
+  }
+
+  /** Appends the tagged operation to the WAL and applies it (under the update lock). */
+  private async logAndApply(op: ShardOperation, tag: ClockTag): Promise<bigint> {
+    const [s] = await this.wal.append([encodeOperation(op, tag)], false);
+    // A logged tag counts as seen even if applying fails below: replay advances the map
+    // for every record, applied or skipped, and must end where this run did.
+    this.clockMap.advance(tag);
+    try {
+      await this.apply(op, s);
+    } catch (err) {
+      // The WAL holds an operation memory could not take: stop taking writes, so
+      // nothing diverges further; a restart replays it.
+      this.failed = new Error(`shard ${this.opts.dir} failed to apply operation ${s}: ${(err as Error).message}`);
+      this.logger.error({ err, seq: String(s) }, 'applying a logged operation failed; the shard stops taking writes');
+      throw err;
+    }
+    this.appliedSeq = s;
+    return s;
   }
 
   /**
@@ -383,7 +472,8 @@ export class LocalShard {
 
   /**
    * Saves the state after `appliedSeq` (under the update lock), then drops the WAL
-   * segments it covers. Skipped when nothing changed since the last one.
+   * segments it covers that the retained history does not need. Skipped when nothing
+   * changed since the last one.
    */
   checkpoint(): Promise<void> {
     if (this.closed && this.checkpointing === null) return Promise.resolve();
@@ -408,7 +498,7 @@ export class LocalShard {
       const state = `state-${seq}.bin`;
       await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
       const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
-      const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors };
+      const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
       await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
       this.checkpointSeq = seq;
       this.hasCheckpoint = true;
@@ -417,7 +507,9 @@ export class LocalShard {
       return cp;
     });
     if (!saved) return;
-    if (!this.walClosed) await this.track(this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n));
+    // Replay starts after applied_seq; older records stay as history while they fit in
+    // walRetainBytes (whole segments, oldest first, so what stays is contiguous).
+    if (!this.walClosed) await this.track(this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n, this.walRetainBytes));
     await this.removeUnusedFiles();
   }
 
@@ -552,6 +644,94 @@ export class LocalShard {
 
   get lastSeq(): bigint {
     return this.appliedSeq;
+  }
+
+  // -- history (for wal_delta transfers) ---------------------------------------------------
+
+  /** This shard's clock map: the highest tick applied per (peer, clock). */
+  clocks(): ClockTag[] {
+    this.readable();
+    return this.clockMap.entries();
+  }
+
+  /**
+   * The retained WAL: records `oldestSeq`..`lastSeq` can be read (none when oldestSeq
+   * is lastSeq + 1). Replay after a restart starts after `checkpointSeq`; the records
+   * before it are kept as history only.
+   */
+  history(): { oldestSeq: bigint; lastSeq: bigint; checkpointSeq: bigint } {
+    this.readable();
+    const first = this.wal.firstSeq();
+    const last = this.wal.lastSeq();
+    const lastSeq = last > 0n ? last : this.appliedSeq;
+    return { oldestSeq: first > 0n ? first : lastSeq + 1n, lastSeq, checkpointSeq: this.checkpointSeq };
+  }
+
+  /**
+   * Up to `max` retained records from `fromSeq` on, in order. HistoryGoneError when a
+   * checkpoint has dropped `fromSeq` (also when one drops it during the read).
+   */
+  async readHistory(fromSeq: bigint, max = 512): Promise<HistoryRecord[]> {
+    const records = await this.readRetained(fromSeq, max);
+    return records.map((r) => ({ seq: r.seq, ...decodeRecord(r.data) }));
+  }
+
+  /**
+   * Where a replica whose clock map is `seen` must start reading this shard's history
+   * (`readHistory`) to get every operation it lacks: the first retained record with a
+   * tick above what it has on that record's clock, or lastSeq + 1 when it lacks
+   * nothing. Records it has among the later ones are skipped by its `applyTagged`.
+   * Null when the retained history cannot prove it is enough: on some clock the
+   * replica is behind and the oldest retained record of that clock is not the next
+   * tick it needs (older ones were dropped), or untagged records (written before clock
+   * tags) are retained.
+   */
+  async historyStartFor(seen: readonly ClockTag[]): Promise<bigint | null> {
+    const theirs = new ClockMap();
+    for (const t of seen) theirs.advance(t);
+    const behind = new Set<string>();
+    for (const t of this.clockMap.entries()) if (theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
+    const { oldestSeq, lastSeq } = this.history();
+    // Untagged records were all written before the first tagged one: the oldest tells.
+    const oldest = oldestSeq <= lastSeq ? await this.readRetained(oldestSeq, 1) : [];
+    if (oldest.length > 0 && recordTag(oldest[0].data) === null) return null;
+    if (behind.size === 0) return lastSeq + 1n;
+    // Records are in WAL order, so the first record found on any lagging clock is the start.
+    let start: bigint | null = null;
+    const reached = new Set<string>();
+    for (let at = oldestSeq; at <= lastSeq && reached.size < behind.size; ) {
+      const page = await this.readRetained(at, 512);
+      if (page.length === 0) break;
+      for (const r of page) {
+        const tag = recordTag(r.data);
+        if (tag === null) return null;
+        const k = clockKey(tag.peer, tag.clock);
+        if (!behind.has(k) || reached.has(k)) continue;
+        const have = theirs.tickOf(tag.peer, tag.clock);
+        if (tag.tick <= have) continue;
+        // The first retained record of this clock they lack. A clock's ticks rise
+        // through the WAL, so if it is not the next tick they need, that one was in a
+        // dropped segment (or never existed: a writer's gap; either way, unprovable).
+        if (tag.tick !== have + 1n) return null;
+        reached.add(k);
+        start ??= r.seq;
+      }
+      at = page[page.length - 1].seq + 1n;
+    }
+    return reached.size < behind.size ? null : start;
+  }
+
+  private async readRetained(fromSeq: bigint, max: number): Promise<Array<{ seq: bigint; data: Buffer }>> {
+    this.readable();
+    const { oldestSeq } = this.history();
+    if (fromSeq < oldestSeq) throw new HistoryGoneError(fromSeq, oldestSeq);
+    try {
+      return await this.wal.readFrom(fromSeq, max);
+    } catch (err) {
+      if (this.closed) throw new ShardClosedError();
+      if ((err as { code?: string }).code === 'QUIVER_NOT_FOUND') throw new HistoryGoneError(fromSeq, this.wal.firstSeq());
+      throw err;
+    }
   }
 
   has(key: PointKey): boolean {
@@ -784,6 +964,10 @@ export function checkpointProblem(cp: unknown): string | null {
   if (c.format !== 1) return `unknown format ${JSON.stringify(c.format)}`;
   if (typeof c.applied_seq !== 'string' || !/^[0-9]{1,20}$/.test(c.applied_seq)) return 'applied_seq is not a sequence number';
   if (c.file_no !== undefined && (!Number.isSafeInteger(c.file_no) || c.file_no < 0)) return 'file_no is not a file number';
+  if (c.clocks !== undefined) {
+    const problem = clockMapJsonProblem(c.clocks);
+    if (problem !== null) return problem;
+  }
   if (typeof c.state !== 'string' || !STATE_FILE_RE.test(c.state)) return `state ${JSON.stringify(c.state)} is not a state file name`;
   if (typeof c.vectors !== 'object' || c.vectors === null) return 'vectors is not an object';
   for (const [name, f] of Object.entries(c.vectors)) {

@@ -8,12 +8,19 @@
  * Owns: the operation types and their byte encoding. Must never: validate user input
  * (the collection layer does) or touch shard state.
  *
- * Record layout: `u8 format(=1) | u32 header length | header (UTF-8 JSON) | f32 data`.
- * The header holds ids, payloads and, per vector name, which points carry a vector;
- * the vectors themselves follow as raw little-endian f32 (JSON would be several times
- * larger and slower for the bulk of an upsert).
+ * Record layout, format 2: `u8 format(=2) | u64 peer | u32 clock | u64 tick | u32
+ * header length | header (UTF-8 JSON) | f32 data`, integers little-endian. Bytes 1-20
+ * are the operation's clock tag (clocks.ts), at a fixed place so a history scan reads
+ * it without parsing the rest. The header holds ids, payloads and, per vector name,
+ * which points carry a vector; the vectors themselves follow as raw little-endian f32
+ * (JSON would be several times larger and slower for the bulk of an upsert).
+ *
+ * Format 1 (before clock tags) is the same without the tag: `u8 format(=1) | u32
+ * header length | header | f32 data`. WALs written before tags still decode (tag
+ * null); new records are always format 2.
  */
 
+import type { ClockTag } from './clocks';
 import type { Payload } from './payload-store';
 import type { PointKey } from './id-tracker';
 import { normalizePointId } from './id-tracker';
@@ -37,7 +44,10 @@ export type ShardOperation =
   | { kind: 'update_vectors'; points: Array<{ id: PointKey; vectors: NamedVectors }> }
   | { kind: 'delete_vectors'; ids: PointKey[]; names: string[] };
 
-const FORMAT = 1;
+/** Records without a clock tag (written before tags existed). */
+const FORMAT_UNTAGGED = 1;
+const FORMAT_TAGGED = 2;
+const TAG_BYTES = 20;
 
 interface Header {
   k: ShardOperation['kind'];
@@ -79,7 +89,12 @@ function vectorTable(points: Array<{ vectors: NamedVectors }>): { table: NonNull
   return { table: [...byName.values()], chunks };
 }
 
-export function encodeOperation(op: ShardOperation): Buffer {
+/**
+ * Encodes `op` as a WAL record carrying `tag` (format 2), or without a tag (format 1,
+ * as records were before tags): the form an operation travels in before the replica
+ * that applies it tags it (ts/collection/replica-operation.ts).
+ */
+export function encodeOperation(op: ShardOperation, tag: ClockTag | null): Buffer {
   let header: Header;
   let chunks: Float32Array[] = [];
   switch (op.kind) {
@@ -115,11 +130,20 @@ export function encodeOperation(op: ShardOperation): Buffer {
   const json = Buffer.from(JSON.stringify(header), 'utf8');
   let floats = 0;
   for (const c of chunks) floats += c.length;
-  const out = Buffer.allocUnsafe(5 + json.length + floats * 4);
-  out.writeUInt8(FORMAT, 0);
-  out.writeUInt32LE(json.length, 1);
-  json.copy(out, 5);
-  let at = 5 + json.length;
+  const tagBytes = tag === null ? 0 : TAG_BYTES;
+  const start = 1 + tagBytes + 4;
+  const out = Buffer.allocUnsafe(start + json.length + floats * 4);
+  if (tag === null) {
+    out.writeUInt8(FORMAT_UNTAGGED, 0);
+  } else {
+    out.writeUInt8(FORMAT_TAGGED, 0);
+    out.writeBigUInt64LE(tag.peer, 1);
+    out.writeUInt32LE(tag.clock, 9);
+    out.writeBigUInt64LE(tag.tick, 13);
+  }
+  out.writeUInt32LE(json.length, 1 + tagBytes);
+  json.copy(out, start);
+  let at = start + json.length;
   for (const c of chunks) {
     Buffer.from(c.buffer, c.byteOffset, c.byteLength).copy(out, at);
     at += c.byteLength;
@@ -134,15 +158,36 @@ export class OperationFormatError extends Error {
   }
 }
 
+/** Byte offset of the header length: after the format byte, and the tag in format 2. */
+function headerAt(buf: Buffer): number {
+  const format = buf.length > 0 ? buf.readUInt8(0) : -1;
+  const at = format === FORMAT_TAGGED ? 1 + TAG_BYTES : format === FORMAT_UNTAGGED ? 1 : -1;
+  if (at < 0) throw new OperationFormatError(`WAL record has an unknown format ${format}`);
+  if (buf.length < at + 4) throw new OperationFormatError('WAL record is cut short');
+  return at;
+}
+
+/** The clock tag of a WAL record, or null for a record written before tags (format 1). */
+export function recordTag(buf: Buffer): ClockTag | null {
+  if (headerAt(buf) === 1) return null;
+  return { peer: buf.readBigUInt64LE(1), clock: buf.readUInt32LE(9), tick: buf.readBigUInt64LE(13) };
+}
+
+/** A WAL record's operation and clock tag (null for records written before tags). */
+export function decodeRecord(buf: Buffer): { op: ShardOperation; tag: ClockTag | null } {
+  return { op: decodeOperation(buf), tag: recordTag(buf) };
+}
+
 export function decodeOperation(buf: Buffer): ShardOperation {
-  if (buf.length < 5 || buf.readUInt8(0) !== FORMAT) throw new OperationFormatError('WAL record has an unknown format');
-  const hlen = buf.readUInt32LE(1);
-  if (5 + hlen > buf.length) throw new OperationFormatError('WAL record header runs past its end');
-  const h = JSON.parse(buf.subarray(5, 5 + hlen).toString('utf8')) as Header;
+  const lenAt = headerAt(buf);
+  const hlen = buf.readUInt32LE(lenAt);
+  const hstart = lenAt + 4;
+  if (hstart + hlen > buf.length) throw new OperationFormatError('WAL record header runs past its end');
+  const h = JSON.parse(buf.subarray(hstart, hstart + hlen).toString('utf8')) as Header;
   const ids = h.ids.map(idFrom);
   const readVectors = (): NamedVectors[] => {
     const out: NamedVectors[] = ids.map(() => new Map());
-    let at = 5 + hlen;
+    let at = hstart + hlen;
     for (const e of h.v ?? []) {
       for (const row of e.rows) {
         const bytes = e.d * 4;

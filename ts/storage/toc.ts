@@ -91,7 +91,7 @@ export class TableOfContent {
         continue;
       }
       meta.payload_schema ??= {};
-      toc.collections.set(e.name, await Collection.open(e.name, dir, meta, engine, logger));
+      toc.collections.set(e.name, await Collection.open(e.name, dir, meta, engine, logger, toc.peerId));
     }
     const aliases = await readJson<Record<string, string>>(path.join(storagePath, 'aliases.json'));
     toc.aliases = new Map(Object.entries(aliases ?? {}).filter(([, c]) => toc.collections.has(c)));
@@ -164,7 +164,7 @@ export class TableOfContent {
         await fs.rm(tmp, { recursive: true, force: true });
         throw err;
       }
-      this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger));
+      this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId));
       this.logger.info({ collection: name }, 'collection created');
     });
   }
@@ -233,10 +233,10 @@ export class TableOfContent {
       }
       try {
         await swapDirectory(this.collectionsDir, name, source, existing !== undefined, async () => {
-          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger));
+          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId));
         });
       } catch (err) {
-        if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger));
+        if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger, this.peerId));
         throw snapshotLoadError(err);
       }
       this.logger.info({ collection: name, replaced: existing !== undefined }, 'collection recovered from a snapshot');

@@ -899,10 +899,23 @@ impl Wal {
     /// is never deleted, so records at or after `seq` always survive, and some before
     /// it may too.
     pub fn truncate_before(&self, seq: u64) -> Result<()> {
+        self.truncate_retaining(seq, 0)
+    }
+
+    /// Like `truncate_before`, but keeps history: the oldest segment is deleted only
+    /// while every record in it is before `seq` *and* the segments after it still
+    /// hold at least `keep_bytes` (records and headers). So the log keeps at least the
+    /// newest `keep_bytes` of records (all of them while it is smaller), plus at most
+    /// one segment more, and never anything at or after `seq`. Segments go oldest
+    /// first, each with a directory fsync, so what is left is always contiguous.
+    pub fn truncate_retaining(&self, seq: u64, keep_bytes: u64) -> Result<()> {
         let mut guard = lock_or_closed(&self.inner, &self.dir)?;
         let g = &mut *guard;
         self.check_usable(g)?;
-        while g.segments.len() > 1 && g.segments[1].first_seq <= seq {
+        while g.segments.len() > 1
+            && g.segments[1].first_seq <= seq
+            && g.total_bytes - g.segments[0].bytes >= keep_bytes
+        {
             self.delete_oldest(g)?;
         }
         Ok(())
@@ -1271,6 +1284,63 @@ mod tests {
         let (wal, rep) = Wal::open(d.path(), opts(400)).unwrap();
         assert_eq!((rep.first_seq, rep.last_seq), (*firsts.last().unwrap(), 101));
         check_all(&wal, rep.first_seq, 101);
+    }
+
+    /// Bytes of each segment file, oldest first.
+    fn segment_sizes(dir: &Path) -> Vec<(u64, u64)> {
+        segment_files(dir)
+            .iter()
+            .map(|n| (parse_segment_name(n).unwrap(), fs::metadata(dir.join(n)).unwrap().len()))
+            .collect()
+    }
+
+    #[test]
+    fn truncate_retaining_keeps_the_newest_bytes_and_everything_from_seq() {
+        let filled = |name: &str| {
+            let d = TempDir::new(name);
+            let (wal, _) = Wal::open(d.path(), opts(400)).unwrap();
+            for seq in 1..=200 {
+                wal.append(&payload(seq)).unwrap();
+            }
+            (d, wal)
+        };
+        let (d, wal) = filled("retaining");
+        let before = segment_sizes(d.path());
+        assert!(before.len() >= 8);
+        let total: u64 = before.iter().map(|s| s.1).sum();
+
+        // Everything is before the cut, but 1000 bytes must stay: the oldest segments go
+        // until dropping one more would leave less than that.
+        wal.truncate_retaining(u64::MAX, 1000).unwrap();
+        let after = segment_sizes(d.path());
+        let kept: u64 = after.iter().map(|s| s.1).sum();
+        assert!(kept >= 1000, "kept {} bytes", kept);
+        assert!(kept - after[0].1 < 1000, "one segment fewer would be below the limit");
+        assert_eq!(wal.size_bytes(), kept);
+        assert_eq!(wal.first_seq(), after[0].0);
+        check_all(&wal, after[0].0, 200);
+
+        // The cut wins over a small budget: nothing at or after it goes.
+        let (_d, wal) = filled("retaining-cut");
+        let cut = before[3].0 + 2; // inside the fourth segment
+        wal.truncate_retaining(cut, 0).unwrap();
+        assert_eq!(wal.first_seq(), before[3].0);
+
+        // A budget bigger than the log keeps everything; with both limits the stricter
+        // one decides, and reopening finds the same contiguous log.
+        let (d, wal) = filled("retaining-both");
+        wal.truncate_retaining(u64::MAX, total + 1).unwrap();
+        assert_eq!(wal.first_seq(), 1);
+        wal.truncate_retaining(cut, 1000).unwrap();
+        let first = wal.first_seq();
+        assert!(first > 1 && first <= before[3].0);
+        assert!(segment_sizes(d.path()).iter().map(|s| s.1).sum::<u64>() >= 1000);
+        wal.truncate_retaining(cut, 1000).unwrap();
+        assert_eq!(wal.first_seq(), first, "idempotent");
+        wal.close().unwrap();
+        let (wal, rep) = Wal::open(d.path(), opts(400)).unwrap();
+        assert_eq!((rep.first_seq, rep.last_seq), (first, 200));
+        check_all(&wal, first, 200);
     }
 
     #[test]

@@ -953,12 +953,21 @@ impl NativeWal {
         }
     }
 
+    /// Deletes whole segments whose records are all before `seq`, keeping at least the
+    /// newest `keepBytes` (default 0) of the log (`Wal::truncate_retaining`).
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn truncate_before(&self, seq: BigInt) -> AsyncTask<Job<(), ()>> {
-        match self.shared().and_then(|w| Ok((w, u64_arg("seq", &seq)?))) {
-            Ok(((wal, seqs), seq)) => Job::new(
+    pub fn truncate_before(&self, seq: BigInt, keep_bytes: Option<f64>) -> AsyncTask<Job<(), ()>> {
+        let prepared = self.shared().and_then(|w| {
+            let keep = match keep_bytes {
+                Some(k) => count_arg("keepBytes", k)? as u64,
+                None => 0,
+            };
+            Ok((w, u64_arg("seq", &seq)?, keep))
+        });
+        match prepared {
+            Ok(((wal, seqs), seq, keep)) => Job::new(
                 move || {
-                    let result = wal.truncate_before(seq);
+                    let result = wal.truncate_retaining(seq, keep);
                     seqs.refresh(&wal);
                     result
                 },
