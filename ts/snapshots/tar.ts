@@ -1,28 +1,40 @@
 /**
- * A dependency-free streaming tar writer and reader (POSIX ustar, with PAX
- * extended headers for names that do not fit ustar and sizes of 8 GiB or
- * more), for snapshot archives.
+ * The streaming tar writer and the safe tar reader of snapshot archives (POSIX
+ * ustar, with PAX extended headers for long or non-ASCII names and sizes of 8 GiB
+ * or more).
  *
- * Everything streams: file contents are read with fs.createReadStream and
- * written with awaited FileHandle writes, the reader accepts input in chunks
- * of any size, and no synchronous fs call is made.
+ * The writer takes its header blocks from node-tar (`tar`: its Header and Pax
+ * classes, the encoders its own packer uses) and streams the rest itself: file
+ * contents are read with fs.createReadStream into a Readable, with padding and the
+ * end-of-archive marker, so snapshot creation keeps its backpressure and no
+ * synchronous fs call is made.
  *
- * The reader is meant for untrusted archives (uploaded or downloaded
- * snapshots). It accepts only regular files and directories, and rejects with
- * a TarError: absolute names, `..` segments, backslashes, links, devices,
- * FIFOs and other entry types, names that would escape the destination,
- * duplicate names or a file and a directory of the same name, existing files
- * or symlinks in the destination, bad header checksums or magic, malformed
- * numeric fields and PAX records, truncated archives, and archives whose
- * content exceeds `maxBytes` or `maxEntries`. On failure what was already
- * extracted stays in destDir: extract into a fresh temporary directory and
- * remove it when extractTar throws.
+ * The reader is Quiver's own and meant for untrusted archives (uploaded or
+ * downloaded snapshots); it accepts input in chunks of any size and makes no
+ * synchronous fs call. It accepts only regular files and directories, and rejects
+ * with a TarError: absolute names, `..` segments, backslashes, links, devices,
+ * FIFOs and other entry types, names that would escape the destination, duplicate
+ * names or a file and a directory of the same name, existing files or symlinks in
+ * the destination, bad header checksums or magic, malformed numeric fields and PAX
+ * records, truncated archives, and archives whose content exceeds `maxBytes` or
+ * `maxEntries`. On failure what was already extracted stays in destDir: extract
+ * into a fresh temporary directory and remove it when extractTar throws.
+ *
+ * Why the reader is not a library's parser: node-tar's Parser and tar-stream's
+ * extract are more lenient than this, and neither hands over the raw header
+ * block, so the missing checks cannot be added on top of them. Both pass over an
+ * empty GNU long-link (`K`) header, a size field such as `0000000009z` and a
+ * missing end-of-archive marker without an error; a malformed PAX record is
+ * ignored (node-tar) or misread (tar-stream names the next file "x\n"); node-tar
+ * accepts a header without ustar magic; an unknown entry type reaches the caller
+ * without its type character.
  */
 
 import { constants as fsConstants, createReadStream, promises as fsp } from 'fs';
 import * as path from 'path';
 import { Readable, Writable } from 'stream';
 import { pipeline } from 'stream/promises';
+import { Header, Pax } from 'tar';
 
 export class TarError extends Error {
   /** The name of the entry the problem concerns, when there is one. */
@@ -56,8 +68,6 @@ export interface ExtractOptions {
 }
 
 const BLOCK = 512;
-/** Largest value an 11-digit octal field holds: 8 GiB - 1. */
-const MAX_OCTAL_11 = 0o77777777777;
 /** Metadata entries (PAX headers, GNU long names) larger than this are refused. */
 const MAX_META = 1024 * 1024;
 /** File data is written to disk in pieces of about this size. */
@@ -73,102 +83,37 @@ export interface HeaderFields {
   mtime: Date;
 }
 
-function writeString(block: Buffer, offset: number, length: number, value: string): void {
-  const bytes = Buffer.from(value, 'utf8');
-  if (bytes.length > length) throw new Error(`internal: field overflow for ${value}`);
-  bytes.copy(block, offset);
-}
-
-function writeOctal(block: Buffer, offset: number, length: number, value: number): void {
-  // length - 1 digits, NUL-terminated.
-  const digits = Math.floor(value).toString(8).padStart(length - 1, '0');
-  if (digits.length > length - 1) throw new Error(`internal: octal overflow for ${value}`);
-  block.write(digits, offset, 'ascii');
-  block[offset + length - 1] = 0;
-}
-
-function setChecksum(block: Buffer): void {
-  block.fill(0x20, 148, 156);
-  let sum = 0;
-  for (let i = 0; i < BLOCK; i++) sum += block[i];
-  block.write(sum.toString(8).padStart(6, '0'), 148, 'ascii');
-  block[154] = 0;
-  block[155] = 0x20;
-}
-
-function ustarBlock(name: string, prefix: string, typeflag: string, size: number, mode: number, mtimeSec: number): Buffer {
+/**
+ * The header blocks of one entry, encoded by node-tar as its own packer does: the
+ * ustar header, preceded by a PAX extended header (path, size, mtime) when a field
+ * does not fit ustar (a name that is not ASCII, a size of 8 GiB or more, whose
+ * ustar size field then holds the GNU base-256 form) and for every name of 100
+ * bytes or more: node-tar's split of such a name into ustar prefix and name drops a
+ * directory's trailing `/` and gives a single long component the prefix `.`, so the
+ * PAX path carries the name as given. Exported for tests.
+ */
+export function encodeHeader(fields: HeaderFields): Buffer {
+  const archiveName = fields.type === 'directory' ? `${fields.name}/` : fields.name;
+  // No mtime before 1970: node-tar would write it negative, which the reader refuses.
+  const mtime = fields.mtime.getTime() < 0 ? new Date(0) : fields.mtime;
+  const header = new Header({
+    path: archiveName,
+    type: fields.type === 'directory' ? 'Directory' : 'File',
+    size: fields.size,
+    mode: fields.mode & 0o7777,
+    mtime,
+    uid: 0,
+    gid: 0,
+  });
   const block = Buffer.alloc(BLOCK);
-  writeString(block, 0, 100, name);
-  writeOctal(block, 100, 8, mode & 0o7777);
-  writeOctal(block, 108, 8, 0);
-  writeOctal(block, 116, 8, 0);
-  writeOctal(block, 124, 12, size);
-  writeOctal(block, 136, 12, mtimeSec);
-  block.write(typeflag, 156, 'ascii');
-  block.write('ustar\0', 257, 'ascii');
-  block.write('00', 263, 'ascii');
-  writeOctal(block, 329, 8, 0);
-  writeOctal(block, 337, 8, 0);
-  writeString(block, 345, 155, prefix);
-  setChecksum(block);
-  return block;
-}
-
-/** Splits a name into ustar (prefix, name), or returns null when it needs PAX. */
-function splitUstarName(name: string): { prefix: string; name: string } | null {
-  // Non-ASCII names go to PAX, whose path record is defined as UTF-8.
-  if (!/^[\x20-\x7e]*$/.test(name)) return null;
-  if (name.length <= 100) return { prefix: '', name };
-  for (let i = name.length - 1; i > 0; i--) {
-    if (name[i] !== '/') continue;
-    const prefix = name.slice(0, i);
-    const rest = name.slice(i + 1);
-    if (prefix.length <= 155 && rest.length > 0 && rest.length <= 100) return { prefix, name: rest };
-    if (prefix.length <= 155 && rest.length > 100) break;
-  }
-  return null;
-}
-
-function paxRecord(key: string, value: string): Buffer {
-  const body = ` ${key}=${value}\n`;
-  const bodyLen = Buffer.byteLength(body, 'utf8');
-  let len = bodyLen + 1;
-  while (String(len).length + bodyLen !== len) len = String(len).length + bodyLen;
-  return Buffer.from(`${len}${body}`, 'utf8');
+  const needPax = header.encode(block);
+  if (!needPax && Buffer.byteLength(archiveName) < 100) return block;
+  const pax = new Pax({ path: archiveName, size: fields.size, mtime }).encode();
+  return Buffer.concat([pax, block]);
 }
 
 function padding(size: number): number {
   return (BLOCK - (size % BLOCK)) % BLOCK;
-}
-
-/**
- * The header blocks of one entry: a PAX extended header (with its data) when
- * the name does not fit ustar or the size needs more than 11 octal digits,
- * then the ustar header. Exported for tests.
- */
-export function encodeHeader(fields: HeaderFields): Buffer {
-  const archiveName = fields.type === 'directory' ? `${fields.name}/` : fields.name;
-  const typeflag = fields.type === 'directory' ? '5' : '0';
-  const mtimeSec = Math.min(Math.max(0, Math.floor(fields.mtime.getTime() / 1000)), MAX_OCTAL_11);
-  const records: Buffer[] = [];
-  let split = splitUstarName(archiveName);
-  if (split === null) {
-    records.push(paxRecord('path', archiveName));
-    // A readable stand-in for readers without PAX support.
-    const base = archiveName.replace(/[^\x20-\x7e]/g, '_').replace(/\/$/, '').split('/').pop() ?? 'entry';
-    split = { prefix: '', name: `${base.slice(0, 99 - (fields.type === 'directory' ? 1 : 0))}${fields.type === 'directory' ? '/' : ''}` };
-  }
-  let size = fields.size;
-  if (size > MAX_OCTAL_11) {
-    records.push(paxRecord('size', String(size)));
-    size = 0;
-  }
-  const ustar = ustarBlock(split.name, split.prefix, typeflag, size, fields.mode, mtimeSec);
-  if (records.length === 0) return ustar;
-  const paxData = Buffer.concat(records);
-  const paxName = `PaxHeader/${split.name.replace(/\/$/, '')}`.slice(0, 100);
-  const paxHeader = ustarBlock(paxName, '', 'x', paxData.length, 0o644, mtimeSec);
-  return Buffer.concat([paxHeader, paxData, Buffer.alloc(padding(paxData.length)), ustar]);
 }
 
 function cleanWriteName(name: string): string {
