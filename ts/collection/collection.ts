@@ -18,6 +18,7 @@ import { BadInputError, BadRequestError, NotFoundError, NotImplementedError, sna
 import { type Filter } from '../shard/filter';
 import { compareKeys, crc32c, type PointKey } from '../shard/id-tracker';
 import { swapDirectory } from '../shard/files';
+import { MAX_ENGINE_COUNT } from '../shard/limits';
 import { LocalShard, type StoredPoint } from '../shard/local-shard';
 import type { NamedVectors, PointWrite, ShardOperation } from '../shard/operations';
 import { OrderByError, sameFieldSchema, type FieldSchema } from '../shard/payload-index';
@@ -537,7 +538,9 @@ export class Collection {
     const higher = higherIsBetter(spec.distance);
     const vs = {
       vector: req.vector,
-      k: want,
+      // limit and offset are each at most MAX_ENGINE_COUNT (the REST layer checks); their sum
+      // can pass it, but no index holds more points than that, so the clamp changes no answer.
+      k: Math.min(want, MAX_ENGINE_COUNT),
       ef: req.hnswEf,
       exact: req.exact,
       oversampling: req.quantization?.oversampling,

@@ -60,6 +60,7 @@
  */
 
 import { CRC32C_INIT, concatChunks, crc32c, crc32cFinish, crc32cUpdate } from './id-tracker';
+import { MAX_NESTING_DEPTH } from './limits';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 export interface JsonObject {
@@ -126,6 +127,8 @@ function checkValue(v: unknown, path: string, stack: object[]): void {
       return;
     case 'object':
       if (v === null) return;
+      // `stack` holds the containers around `v`: past the limit the value is refused, so no payload runs this (or later walks) out of stack.
+      if (stack.length >= MAX_NESTING_DEPTH) throw new PayloadError(`payload value at ${path} nests arrays and objects more than ${MAX_NESTING_DEPTH} levels deep`);
       if (stack.includes(v)) throw new PayloadError(`payload value at ${path} is circular`);
       stack.push(v);
       if (Array.isArray(v)) {

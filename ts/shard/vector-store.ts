@@ -27,6 +27,7 @@ import * as os from 'node:os';
 
 import type { Engine, IndexOptions, IndexStats, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 import type { VectorSpec } from '../collection/config';
+import { MAX_ENGINE_COUNT } from './limits';
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
 export type Exclusive = <T>(fn: () => Promise<T>) => Promise<T>;
@@ -243,7 +244,8 @@ export class VectorStore {
    */
   private async searchOne(t: Tracked, vector: Float32Array, opts: SearchOptions, extra: number): Promise<Hit[]> {
     const want = Math.min(opts.k, t.labels.size);
-    let k = opts.k + extra;
+    // The engine's k is a 32-bit count: asking again for more stops there.
+    let k = Math.min(opts.k + extra, MAX_ENGINE_COUNT);
     for (;;) {
       const r = await batcher.search(t.index, vector, k === opts.k ? opts : { ...opts, k });
       const hits: Hit[] = [];
@@ -251,8 +253,8 @@ export class VectorStore {
         const label = r.labels[i];
         if (t.labels.has(label)) hits.push({ label, score: r.scores[i] });
       }
-      if (hits.length >= want || r.labels.length < k) return hits.slice(0, opts.k);
-      k *= 4;
+      if (hits.length >= want || r.labels.length < k || k === MAX_ENGINE_COUNT) return hits.slice(0, opts.k);
+      k = Math.min(k * 4, MAX_ENGINE_COUNT);
     }
   }
 

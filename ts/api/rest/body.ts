@@ -2,14 +2,19 @@
  * JSON request bodies, read with a size limit.
  *
  * Owns: reading the body of a matched route, the `service.max_request_size_mb` limit
- * (413), and the reference's 400 "Format error in JSON body: ..." for JSON that does
- * not parse. Must never: read a body for a route that did not match (an unknown path
- * answers 404 whatever it was sent), or keep more than the limit in memory.
+ * (413), the nesting limit (MAX_NESTING_DEPTH, serde_json's recursion limit), and the
+ * reference's 400 "Format error in JSON body: ..." for JSON that does not parse or
+ * nests too deep. Must never: read a body for a route that did not match (an unknown
+ * path answers 404 whatever it was sent), keep more than the limit in memory, or hand
+ * a body nested past the limit to JSON.parse (V8 parses any depth, but a 32 MB body of
+ * brackets holds the event loop for half a minute and gigabytes of heap, and every
+ * recursive walk after it would run out of stack).
  */
 
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 
+import { MAX_NESTING_DEPTH } from '../../shard/limits';
 import { ClientClosedError, FormatError, PayloadTooLargeError } from '../errors';
 
 declare module 'koa' {
@@ -36,11 +41,75 @@ export async function readJsonBody(req: IncomingMessage, limitBytes: number): Pr
 }
 
 function parseJson(raw: Buffer): unknown {
+  const deep = nestedTooDeepAt(raw, MAX_NESTING_DEPTH);
+  if (deep >= 0) {
+    const { line, column } = lineColumn(raw, deep);
+    throw new FormatError(`recursion limit exceeded at line ${line} column ${column}: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
+  }
   try {
     return JSON.parse(raw.toString('utf8'));
   } catch (err) {
+    // Not expected after the depth check, but a parser that runs out of stack is still the body's fault.
+    if (err instanceof RangeError) throw new FormatError(`recursion limit exceeded: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
     throw new FormatError(err instanceof Error ? err.message : String(err));
   }
+}
+
+const OPEN_ARRAY = 0x5b; // [
+const OPEN_OBJECT = 0x7b; // {
+const CLOSE_ARRAY = 0x5d; // ]
+const CLOSE_OBJECT = 0x7d; // }
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The offset of the first `[` or `{` (outside strings) that opens level `max + 1`, or
+ * -1. Iterative and O(bytes), and nearly free for what the hot routes get: a body with
+ * at most `max` opening brackets cannot nest deeper, and counting them is a few native
+ * memchr calls; only bodies with more (large batches and upserts) are scanned byte by
+ * byte, strings skipped natively. Malformed JSON is left to JSON.parse.
+ */
+export function nestedTooDeepAt(raw: Buffer, max: number): number {
+  if (!moreOpeningsThan(raw, max)) return -1;
+  let depth = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i];
+    if (c === QUOTE) {
+      i = stringEnd(raw, i);
+      if (i < 0) return -1;
+    } else if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
+      if (++depth > max) return i;
+    } else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) depth--;
+  }
+  return -1;
+}
+
+function moreOpeningsThan(raw: Buffer, n: number): boolean {
+  let count = 0;
+  for (let i = raw.indexOf(OPEN_ARRAY); i >= 0; i = raw.indexOf(OPEN_ARRAY, i + 1)) if (++count > n) return true;
+  for (let i = raw.indexOf(OPEN_OBJECT); i >= 0; i = raw.indexOf(OPEN_OBJECT, i + 1)) if (++count > n) return true;
+  return false;
+}
+
+/** The offset of the quote that closes the string opened at `open`, or -1. */
+function stringEnd(raw: Buffer, open: number): number {
+  for (let i = raw.indexOf(QUOTE, open + 1); i >= 0; i = raw.indexOf(QUOTE, i + 1)) {
+    let backslashes = 0;
+    for (let j = i - 1; raw[j] === BACKSLASH; j--) backslashes++;
+    if (backslashes % 2 === 0) return i;
+  }
+  return -1;
+}
+
+/** 1-based line and column of a byte offset, as serde_json reports positions. */
+function lineColumn(raw: Buffer, offset: number): { line: number; column: number } {
+  let line = 1;
+  let lineStart = 0;
+  for (let i = raw.indexOf(0x0a); i >= 0 && i < offset; i = raw.indexOf(0x0a, i + 1)) {
+    line++;
+    lineStart = i + 1;
+  }
+  return { line, column: offset - lineStart + 1 };
 }
 
 function tooLarge(limitBytes: number): PayloadTooLargeError {

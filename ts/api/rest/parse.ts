@@ -12,6 +12,7 @@ import type { ParsedUrlQuery } from 'node:querystring';
 
 import { FormatError, QueryFormatError, ValidationError } from '../errors';
 import { FilterError, validateFilter, type Filter } from '../../shard/filter';
+import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tracker';
 import { PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { NamedVectors } from '../../shard/operations';
@@ -160,11 +161,18 @@ export function withVector(x: unknown, dflt: boolean): WithVector {
   throw new FormatError('with_vector: expected a boolean or an array of vector names');
 }
 
-export function uint(x: unknown, field: string, dflt: number, min = 0): number {
+/** An unsigned integer field: 400 when it is not one, 422 when it is outside `min..max`. */
+export function uint(x: unknown, field: string, dflt: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (x === undefined || x === null) return dflt;
   if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < 0) throw new FormatError(`${field}: expected an unsigned integer, got ${JSON.stringify(x)}`);
   if (x < min) throw new ValidationError(`${field}: value ${x} invalid, must be ${min} or larger`);
+  if (x > max) throw new ValidationError(`${field}: value ${x} invalid, must be ${max} or smaller`);
   return x;
+}
+
+/** An unsigned integer that becomes an engine count (limit, offset, hnsw_ef): at most MAX_ENGINE_COUNT. */
+export function engineCount(x: unknown, field: string, dflt: number, min = 0): number {
+  return uint(x, field, dflt, min, MAX_ENGINE_COUNT);
 }
 
 /** A dense vector: an array of finite numbers. */

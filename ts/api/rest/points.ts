@@ -18,9 +18,11 @@ import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError, NotFoundError, ValidationError } from '../errors';
 import type { Filter } from '../../shard/filter';
+import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import {
   body,
   denseVector,
+  engineCount,
   filter,
   isObj,
   param,
@@ -206,7 +208,7 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
   if (x === undefined || x === null) return {};
   if (!isObj(x)) throw new FormatError('params: expected an object');
   const out: Pick<Common, 'hnswEf' | 'exact' | 'quantization'> = {};
-  if (x.hnsw_ef !== undefined && x.hnsw_ef !== null) out.hnswEf = uint(x.hnsw_ef, 'params.hnsw_ef', 0, 1);
+  if (x.hnsw_ef !== undefined && x.hnsw_ef !== null) out.hnswEf = engineCount(x.hnsw_ef, 'params.hnsw_ef', 0, 1);
   if (x.exact !== undefined && x.exact !== null) {
     if (typeof x.exact !== 'boolean') throw new FormatError('params.exact: expected a boolean');
     out.exact = x.exact;
@@ -219,6 +221,8 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
     if (q.rescore !== undefined && q.rescore !== null) qo.rescore = Boolean(q.rescore);
     if (q.oversampling !== undefined && q.oversampling !== null) {
       if (typeof q.oversampling !== 'number' || !(q.oversampling >= 1)) throw new ValidationError('params.quantization.oversampling: must be 1 or larger');
+      // A multiplier of k: the engine keeps k × oversampling candidates, a 32-bit count (and takes the factor as a 32-bit float).
+      if (q.oversampling > MAX_ENGINE_COUNT) throw new ValidationError(`params.quantization.oversampling: value ${q.oversampling} invalid, must be ${MAX_ENGINE_COUNT} or smaller`);
       qo.oversampling = q.oversampling;
     }
     out.quantization = qo;
@@ -231,7 +235,7 @@ function common(b: Obj, defaultLimit: number | null): Common {
   if (b.limit === undefined || b.limit === null) {
     if (defaultLimit === null) throw new FormatError('missing field `limit`');
     limit = defaultLimit;
-  } else limit = uint(b.limit, 'limit', 0, 1);
+  } else limit = engineCount(b.limit, 'limit', 0, 1);
   let scoreThreshold: number | null = null;
   if (b.score_threshold !== undefined && b.score_threshold !== null) {
     if (typeof b.score_threshold !== 'number') throw new FormatError('score_threshold: expected a number');
@@ -240,7 +244,7 @@ function common(b: Obj, defaultLimit: number | null): Common {
   return {
     filter: filter(b.filter),
     limit,
-    offset: uint(b.offset, 'offset', 0),
+    offset: engineCount(b.offset, 'offset', 0),
     scoreThreshold,
     ...searchParams(b.params),
     withPayload: withPayload(b.with_payload, false),
