@@ -177,7 +177,7 @@ const SEGMENT_RE = /^([^.[\]]+)(\[\])?$/;
 
 export function parsePath(path: string): PathSegment[] {
   if (typeof path !== 'string' || path.length === 0) {
-    throw new PayloadError(`payload key must be a non-empty string, got ${describe(path)}`);
+    throw new PayloadError(`payload key must be a non-empty string, got ${path === '' ? 'an empty one' : describe(path)}`);
   }
   return path.split('.').map((seg) => {
     const m = SEGMENT_RE.exec(seg);

@@ -14,7 +14,7 @@ import { FormatError, QueryFormatError, ValidationError } from '../errors';
 import { FilterError, validateFilter, type Filter } from '../../shard/filter';
 import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tracker';
-import { PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
+import { parsePath, PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { NamedVectors } from '../../shard/operations';
 import type { WithVector } from '../../collection/collection';
 
@@ -141,13 +141,29 @@ export function payload(x: unknown, field: string): Payload {
   return x as Payload;
 }
 
+/** A payload key path (`a.b`, `a[].b`); refused here, before anything is read or written, when it does not parse. */
+export function keyPath(x: unknown, field: string): string {
+  if (typeof x !== 'string') throw new FormatError(`${field}: expected a string`);
+  try {
+    parsePath(x);
+  } catch (err) {
+    if (err instanceof PayloadError) throw new FormatError(`${field}: ${err.message}`);
+    throw err;
+  }
+  return x;
+}
+
 export function withPayload(x: unknown, dflt: boolean): WithPayload {
   if (x === undefined || x === null) return dflt;
   if (typeof x === 'boolean') return x;
-  if (Array.isArray(x) && x.every((k) => typeof k === 'string')) return x as string[];
+  if (Array.isArray(x) && x.every((k) => typeof k === 'string')) {
+    x.forEach((k, i) => keyPath(k, `with_payload[${i}]`));
+    return x as string[];
+  }
   if (isObj(x)) {
     const keys = Object.keys(x);
     if (keys.length === 1 && (keys[0] === 'include' || keys[0] === 'exclude') && Array.isArray(x[keys[0]]) && (x[keys[0]] as unknown[]).every((k) => typeof k === 'string')) {
+      (x[keys[0]] as string[]).forEach((k, i) => keyPath(k, `with_payload.${keys[0]}[${i}]`));
       return x as WithPayload;
     }
   }

@@ -13,7 +13,7 @@ import type { Context } from 'koa';
 import type { Collection, OrderBy, ScoredOut, SearchRequest, Selector, UpdateResult, WithVector } from '../../collection/collection';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
-import { PayloadError, parsePath, type Payload, type WithPayload } from '../../shard/payload-store';
+import type { Payload, WithPayload } from '../../shard/payload-store';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError, NotFoundError, ValidationError } from '../errors';
@@ -25,6 +25,7 @@ import {
   engineCount,
   filter,
   isObj,
+  keyPath,
   param,
   payload,
   pointId,
@@ -111,18 +112,6 @@ function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors
 }
 
 type WriteOp = (c: Collection, wait: boolean) => Promise<UpdateResult>;
-
-/** A payload key path (`a.b`, `a[].b`); refused here, before anything is written, when it does not parse. */
-function keyPath(x: unknown, field: string): string {
-  if (typeof x !== 'string') throw new FormatError(`${field}: expected a string`);
-  try {
-    parsePath(x);
-  } catch (err) {
-    if (err instanceof PayloadError) throw new FormatError(`${field}: ${err.message}`);
-    throw err;
-  }
-  return x;
-}
 
 function keyOf(b: Obj): string | null {
   if (b.key === undefined || b.key === null) return null;
