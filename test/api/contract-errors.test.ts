@@ -358,3 +358,21 @@ test('a with_payload key that is not a payload path is 400 on every read, also w
   const ok = await api.ok(t, 'POST', SCROLL, { params: p, body: { with_payload: ['n', 'a[]'] } });
   t.deepEqual(ok?.points?.map((x: { payload: unknown }) => x.payload), [{ n: 1 }, { n: 2 }, { n: 3 }], 'valid keys still select');
 });
+
+test('a search batch whose later search is malformed is 400 and the node stays up (an earlier failing search crashed it)', async (t) => {
+  const p = inColl('e-batch-crash');
+  await api.ok(t, 'PUT', COLLECTION, { params: p, body: { vectors: { a: { size: 2, distance: 'Dot' } } } });
+  await api.ok(t, 'PUT', POINTS, { params: p, query: { wait: true }, body: { points: [{ id: 1, vector: { a: [1, 2] } }] } });
+  // The first search fails while it runs (no unnamed vector), the second while it is parsed.
+  const searches = [
+    { vector: [1, 2], limit: 1 },
+    { vector: 'x', limit: 1 },
+  ];
+  await api.error(t, 400, 'POST', SEARCH_BATCH, { params: p, body: { searches } }, 'Format error in JSON body: missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
+  await api.error(t, 422, 'POST', SEARCH_BATCH, { params: p, body: { searches: [searches[0], { vector: [1, 2], limit: 1e12 }] } }, /^Validation error in JSON body: limit: /);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const health = await fetch(`${api.url}/healthz`);
+  t.is(await health.text(), 'healthz check passed');
+  const found = await api.ok(t, 'POST', SEARCH_BATCH, { params: p, body: { searches: [{ vector: { name: 'a', vector: [1, 2] }, limit: 1 }] } });
+  t.deepEqual(found?.[0]?.map((x: { id: number }) => x.id), [1]);
+});

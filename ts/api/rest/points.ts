@@ -369,7 +369,10 @@ function legacyVector(x: unknown): { using: string; vector: Float32Array } {
   throw new FormatError('missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
 }
 
-function runSearch(c: Collection, b: Obj): Promise<ScoredOut[]> {
+// Async (like runQuery and runRecommend) so that a bad request in a batch rejects instead of
+// throwing inside the batch's map, which would leave the searches already started with no
+// rejection handler: one of them failing then crashed the process (unhandled rejection).
+async function runSearch(c: Collection, b: Obj): Promise<ScoredOut[]> {
   refuse(b, NO_SHARD_KEY);
   if (b.vector === undefined) throw new FormatError('missing field `vector`');
   const { using, vector } = legacyVector(b.vector);
