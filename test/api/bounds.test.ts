@@ -102,6 +102,48 @@ test('the depth scan: strings (with escaped quotes) are skipped, malformed input
   t.is(at('[[[1]]] [[[[2]]]]'), 11);
 });
 
+/** The plain byte-by-byte depth scan the fast one must agree with. */
+function naiveTooDeepAt(text: string, max: number): number {
+  const raw = Buffer.from(text);
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i];
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return i;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return -1;
+}
+
+test('the depth scan finds the same place as a plain byte loop, in sparse bodies (vectors), dense ones (payloads) and random ones', (t) => {
+  const tail = '['.repeat(130) + ']'.repeat(130);
+  const sparse = '[' + '[1.2345678901234567,2.345678901234567,3.45678901234567],'.repeat(400) + tail + ']';
+  const dense = '[' + '{"a":"[[","b":["x","y"]},'.repeat(400) + tail + ']';
+  const mixed = '[' + '{"a":"[[","b":["x","y"]},'.repeat(300) + '[1.2345678901234567,2.345678901234567,3.45678901234567],'.repeat(300) + tail + ']';
+  for (const text of [sparse, dense, mixed, sparse.replace(tail, '[]'), dense.replace(tail, '[]')]) {
+    t.is(nestedTooDeepAt(Buffer.from(text), MAX_NESTING_DEPTH), naiveTooDeepAt(text, MAX_NESTING_DEPTH));
+  }
+  t.true(nestedTooDeepAt(Buffer.from(dense), MAX_NESTING_DEPTH) > 0);
+  // Random documents of brackets, strings with escapes and numbers.
+  const pieces = ['[', ']', '{', '}', '"a"', '"[\\"', '"\\"', '"x\\\"{"', '1.25', ',', ':', ' ', '"' + '{'.repeat(5) + '"'];
+  let seed = 7;
+  const rnd = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+  for (let k = 0; k < 300; k++) {
+    let text = '';
+    const len = 50 + rnd(3000);
+    for (let i = 0; i < len; i++) text += rnd(4) === 0 ? '[' : pieces[rnd(pieces.length)];
+    for (const max of [3, 40, MAX_NESTING_DEPTH]) t.is(nestedTooDeepAt(Buffer.from(text), max), naiveTooDeepAt(text, max), `${max}: ${text.slice(0, 80)}`);
+  }
+});
+
 test('the filter and payload validators refuse deep input themselves, without running out of stack', (t) => {
   let filter: Record<string, unknown> = {};
   for (let i = 0; i < 20_000; i++) filter = { must: filter };

@@ -61,27 +61,27 @@ const CLOSE_ARRAY = 0x5d; // ]
 const CLOSE_OBJECT = 0x7d; // }
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
+/** The bytes the depth scan acts on, in the order of `next` in jumpScan: two openers, two closers, the quote. */
+const STRUCTURAL = [OPEN_ARRAY, OPEN_OBJECT, CLOSE_ARRAY, CLOSE_OBJECT, QUOTE] as const;
+/** Per byte: 0 nothing, 1 opens, 2 closes, 3 starts a string. */
+const BYTE_CLASS = new Uint8Array(256);
+BYTE_CLASS[OPEN_ARRAY] = BYTE_CLASS[OPEN_OBJECT] = 1;
+BYTE_CLASS[CLOSE_ARRAY] = BYTE_CLASS[CLOSE_OBJECT] = 2;
+BYTE_CLASS[QUOTE] = 3;
+/** Fewer bytes than this per structural byte, and a byte loop beats a memchr per structural byte. */
+const DENSE_BYTES = 32;
 
 /**
  * The offset of the first `[` or `{` (outside strings) that opens level `max + 1`, or
  * -1. Iterative and O(bytes), and nearly free for what the hot routes get: a body with
  * at most `max` opening brackets cannot nest deeper, and counting them is a few native
- * memchr calls; only bodies with more (large batches and upserts) are scanned byte by
- * byte, strings skipped natively. Malformed JSON is left to JSON.parse.
+ * memchr calls. Other bodies (batches, upserts) are scanned by jumping from one
+ * structural byte to the next with memchr, which skips vectors and numbers natively,
+ * and by a byte loop where structural bytes are dense (payloads). Malformed JSON is left
+ * to JSON.parse.
  */
 export function nestedTooDeepAt(raw: Buffer, max: number): number {
-  if (!moreOpeningsThan(raw, max)) return -1;
-  let depth = 0;
-  for (let i = 0; i < raw.length; i++) {
-    const c = raw[i];
-    if (c === QUOTE) {
-      i = stringEnd(raw, i);
-      if (i < 0) return -1;
-    } else if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
-      if (++depth > max) return i;
-    } else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) depth--;
-  }
-  return -1;
+  return moreOpeningsThan(raw, max) ? jumpScan(raw, max) : -1;
 }
 
 function moreOpeningsThan(raw: Buffer, n: number): boolean {
@@ -89,6 +89,47 @@ function moreOpeningsThan(raw: Buffer, n: number): boolean {
   for (let i = raw.indexOf(OPEN_ARRAY); i >= 0; i = raw.indexOf(OPEN_ARRAY, i + 1)) if (++count > n) return true;
   for (let i = raw.indexOf(OPEN_OBJECT); i >= 0; i = raw.indexOf(OPEN_OBJECT, i + 1)) if (++count > n) return true;
   return false;
+}
+
+function jumpScan(raw: Buffer, max: number): number {
+  const next = STRUCTURAL.map((b) => raw.indexOf(b));
+  let depth = 0;
+  for (let steps = 1; ; steps++) {
+    let kind = -1;
+    let at = raw.length;
+    for (let j = 0; j < next.length; j++) {
+      if (next[j] >= 0 && next[j] < at) {
+        at = next[j];
+        kind = j;
+      }
+    }
+    if (kind < 0) return -1;
+    let from = at + 1;
+    if (kind === 4) {
+      const end = stringEnd(raw, at);
+      if (end < 0) return -1;
+      from = end + 1;
+    } else if (kind < 2) {
+      if (++depth > max) return at;
+    } else depth--;
+    if (steps % 256 === 0 && from < steps * DENSE_BYTES) return byteScan(raw, max, from, depth);
+    for (let j = 0; j < next.length; j++) if (next[j] >= 0 && next[j] < from) next[j] = raw.indexOf(STRUCTURAL[j], from);
+  }
+}
+
+function byteScan(raw: Buffer, max: number, start: number, depth: number): number {
+  for (let i = start; i < raw.length; i++) {
+    const kind = BYTE_CLASS[raw[i]];
+    if (kind === 0) continue;
+    if (kind === 1) {
+      if (++depth > max) return i;
+    } else if (kind === 2) depth--;
+    else {
+      i = stringEnd(raw, i);
+      if (i < 0) return -1;
+    }
+  }
+  return -1;
 }
 
 /** The offset of the quote that closes the string opened at `open`, or -1. */
