@@ -5,7 +5,9 @@
 # and a wasm32 build on Debian's Rust 1.63 (scripts/check-msrv.sh), then the ava suites on the
 # compiled TypeScript (TAP output), then the official Python client's workflow against a
 # real server (test/clients/python_client_workflow.py, TAP-like; needs qdrant-client, which
-# .ci/run installs with pip), then the Helm chart check (test/helm/check.sh: helm lint,
+# .ci/run installs with pip), then the API fuzz suite (test/fuzz/fuzz_api.py: schemathesis and
+# hypothesis, pinned in scripts/setup.sh, drive every route of the reference's OpenAPI document
+# against a real server with data; TAP), then the Helm chart check (test/helm/check.sh: helm lint,
 # helm template, kubeconform; tools from scripts/install-helm-tools.sh). Exits non-zero when any suite fails or when a suite's output
 # cannot be read (a crashed runner must not count as zero failures).
 set -uo pipefail
@@ -57,17 +59,29 @@ run_msrv() {
   [ "$rc" -ne 0 ] && status=1
 }
 
-run_python_clients() {
-  local log="$LOG_DIR/python-clients.log"
+# Runs a Python script that prints TAP lines (see run_tap), bounded by `timeout` (a hung
+# server must not hold the whole run). A missing interpreter is one failure.
+run_python_tap() {
+  local log=$1 what=$2 seconds=$3 script=$4
   local py=${PYTHON:-python3}
-  echo "== Python client (qdrant-client) workflow against bin/quiver"
   if ! command -v "$py" >/dev/null 2>&1; then
-    echo "not ok 1 - $py not found: install Python 3 and qdrant-client (see .ci/run, which pip-installs it)" | tee "$log"
+    echo "not ok 1 - $py not found: install Python 3, then scripts/setup.sh test (it pip-installs what $what needs)" | tee "$log"
     failed=$((failed + 1)); status=1
     return
   fi
-  # Bounded: a hung server must not hold the whole run (each client call also times out).
-  run_tap "$log" "python client workflow" timeout 600 "$py" test/clients/python_client_workflow.py
+  run_tap "$log" "$what" timeout "$seconds" "$py" "$script"
+}
+
+run_python_clients() {
+  echo "== Python client (qdrant-client) workflow against bin/quiver"
+  # Each client call also times out.
+  run_python_tap "$LOG_DIR/python-clients.log" "python client workflow" 600 test/clients/python_client_workflow.py
+}
+
+run_fuzz() {
+  echo "== API fuzz suite (schemathesis, fixed seed) against bin/quiver"
+  # About two minutes on two busy cores.
+  run_python_tap "$LOG_DIR/fuzz.log" "the API fuzz suite" 600 test/fuzz/fuzz_api.py
 }
 
 # Runs a command whose output has TAP-like "ok N" / "not ok N" lines, and counts them.
@@ -97,6 +111,7 @@ run_cargo
 run_msrv
 run_ava
 run_python_clients
+run_fuzz
 run_helm
 echo "$passed passed, $failed failed"
 exit $status

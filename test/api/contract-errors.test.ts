@@ -335,3 +335,44 @@ test('an unknown route is 404', async (t) => {
   const r2 = await api.send('POST', '/no/such/route', { body: {} });
   t.is(r2.status, 404);
 });
+
+// -- inputs the fuzz suite (test/fuzz/fuzz_api.py) found answering 500 ----------------------------
+
+test('a with_payload key that is not a payload path is 400 on every read, also when points match', async (t) => {
+  await seeded(t, 'e-with-payload');
+  const p = inColl('e-with-payload');
+  const cases: Array<[unknown, string]> = [
+    [['n', ''], 'with_payload[1]: payload key must be a non-empty string, got an empty one'],
+    [{ include: ['a[0]'] }, 'with_payload.include[0]: unsupported payload key "a[0]" (segments are names optionally followed by one [], array indexes and quoted keys are not supported)'],
+    [{ exclude: [''] }, 'with_payload.exclude[0]: payload key must be a non-empty string, got an empty one'],
+  ];
+  for (const [withPayload, message] of cases) {
+    const expected = `Format error in JSON body: ${message}`;
+    await api.error(t, 400, 'POST', SCROLL, { params: p, body: { with_payload: withPayload } }, expected);
+    await api.error(t, 400, 'POST', QUERY, { params: p, body: { with_payload: withPayload } }, expected);
+    await api.error(t, 400, 'POST', QUERY, { params: p, body: { query: [1, 0, 0, 0], with_payload: withPayload, with_vector: true } }, expected);
+    await api.error(t, 400, 'POST', SEARCH, { params: p, body: { vector: [1, 0, 0, 0], limit: 3, with_payload: withPayload } }, expected);
+    await api.error(t, 400, 'POST', RECOMMEND, { params: p, body: { positive: [1], limit: 3, with_payload: withPayload } }, expected);
+    await api.error(t, 400, 'POST', POINTS, { params: p, body: { ids: [1, 2], with_payload: withPayload } }, expected);
+  }
+  const ok = await api.ok(t, 'POST', SCROLL, { params: p, body: { with_payload: ['n', 'a[]'] } });
+  t.deepEqual(ok?.points?.map((x: { payload: unknown }) => x.payload), [{ n: 1 }, { n: 2 }, { n: 3 }], 'valid keys still select');
+});
+
+test('a search batch whose later search is malformed is 400 and the node stays up (an earlier failing search crashed it)', async (t) => {
+  const p = inColl('e-batch-crash');
+  await api.ok(t, 'PUT', COLLECTION, { params: p, body: { vectors: { a: { size: 2, distance: 'Dot' } } } });
+  await api.ok(t, 'PUT', POINTS, { params: p, query: { wait: true }, body: { points: [{ id: 1, vector: { a: [1, 2] } }] } });
+  // The first search fails while it runs (no unnamed vector), the second while it is parsed.
+  const searches = [
+    { vector: [1, 2], limit: 1 },
+    { vector: 'x', limit: 1 },
+  ];
+  await api.error(t, 400, 'POST', SEARCH_BATCH, { params: p, body: { searches } }, 'Format error in JSON body: missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
+  await api.error(t, 422, 'POST', SEARCH_BATCH, { params: p, body: { searches: [searches[0], { vector: [1, 2], limit: 1e12 }] } }, /^Validation error in JSON body: limit: /);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const health = await fetch(`${api.url}/healthz`);
+  t.is(await health.text(), 'healthz check passed');
+  const found = await api.ok(t, 'POST', SEARCH_BATCH, { params: p, body: { searches: [{ vector: { name: 'a', vector: [1, 2] }, limit: 1 }] } });
+  t.deepEqual(found?.[0]?.map((x: { id: number }) => x.id), [1]);
+});

@@ -25,12 +25,8 @@ import json
 import math
 import os
 import re
-import shutil
-import socket
-import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import traceback
 import threading
@@ -39,20 +35,16 @@ import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(REPO_ROOT, "bin", "quiver")
 PINNED = "qdrant-client==1.18.0"
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "test", "support"))
+from quiver_server import Server as QuiverServer, exit_missing  # noqa: E402
 
 try:
     from qdrant_client import QdrantClient, models
     import qdrant_client
 except ImportError as err:  # pragma: no cover - the message is the point
-    print("not ok 1 - import qdrant_client")
-    print(f"# {sys.executable} cannot import qdrant_client ({err}).")
-    print(f"# .ci/run installs it (`{sys.executable} -m pip install {PINNED}`); run `bash .ci/run` or that pip command.")
-    print("1..1")
-    print("# pass 0")
-    print("# fail 1")
-    sys.exit(1)
+    exit_missing("qdrant_client", err, f".ci/run installs it (`{sys.executable} -m pip install {PINNED}`); run `bash .ci/run` or that pip command.")
 
 PLAIN = "py_plain"
 NAMED = "py_named"
@@ -65,62 +57,11 @@ UUID_B_NORM = UUID_B.lower()
 
 # -- the server ---------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
+class Server(QuiverServer):
     """bin/quiver on a free port with a temporary storage folder; stopped with SIGTERM."""
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="quiver-py-client-")
-        self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE__")}
-        env.update(
-            SERVICE__SERVICE__HOST="127.0.0.1",
-            SERVICE__SERVICE__HTTP_PORT=str(self.port),
-            SERVICE__STORAGE__STORAGE_PATH=os.path.join(self.dir, "storage"),
-            SERVICE__STORAGE__SNAPSHOTS_PATH=os.path.join(self.dir, "snapshots"),
-        )
-        self.log_path = os.path.join(self.dir, "quiver.log")
-        self.log = open(self.log_path, "wb")
-        node = shutil.which("node") or "node"
-        self.proc = subprocess.Popen([node, BIN], cwd=self.dir, env=env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def wait_ready(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"bin/quiver exited with {self.proc.returncode} before listening: {self.log_tail()}")
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as res:
-                    if res.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"bin/quiver did not answer /readyz within {timeout} s: {self.log_tail()}")
-
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")[-n:]
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__(prefix="quiver-py-client-")
 
 
 # -- a tiny TAP runner --------------------------------------------------------------------------

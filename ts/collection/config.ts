@@ -12,6 +12,7 @@
 
 import type { Distance, Quantization } from '../../bindings/engine';
 import { BadInputError, FormatError, ValidationError } from '../common/errors';
+import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Config } from '../config/types';
 import type { VectorSpec } from '../shard/vector-store';
 
@@ -138,7 +139,8 @@ function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
   }
   const ef = optional(o, 'ef_construct', (v) => int(v, `${field}.ef_construct`, 4, 100_000));
   if (ef !== undefined) out.ef_construct = ef;
-  const fst = optional(o, 'full_scan_threshold', (v) => int(v, `${field}.full_scan_threshold`, 10));
+  // In KB; the engine takes it as a 32-bit count.
+  const fst = optional(o, 'full_scan_threshold', (v) => int(v, `${field}.full_scan_threshold`, 10, MAX_ENGINE_COUNT));
   if (fst !== undefined) out.full_scan_threshold = fst;
   const mit = optional(o, 'max_indexing_threads', (v) => int(v, `${field}.max_indexing_threads`, 0, 1024));
   if (mit !== undefined) out.max_indexing_threads = mit;

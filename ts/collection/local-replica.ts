@@ -8,6 +8,7 @@
  */
 
 import { BadRequestError } from '../common/errors';
+import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Filter } from '../shard/filter';
 import { compareKeys } from '../shard/id-tracker';
 import type { LocalShard, StoredPoint } from '../shard/local-shard';
@@ -107,7 +108,9 @@ export class LocalReplica implements Replica {
       req.using,
       {
         vector: req.vector,
-        k: want,
+        // limit and offset are each at most MAX_ENGINE_COUNT (the API checks); their sum can
+        // pass it, but no index holds more points than that, so the clamp changes no answer.
+        k: Math.min(want, MAX_ENGINE_COUNT),
         ef: req.hnswEf,
         exact: req.exact,
         oversampling: req.quantization?.oversampling,

@@ -59,6 +59,8 @@
  * Several conditions in one FieldCondition (e.g. match and range) must all hold.
  */
 
+import { MAX_NESTING_DEPTH } from './limits';
+
 export type PointId = number | string;
 export type ValueVariant = string | number | boolean;
 export type AnyVariants = string[] | number[];
@@ -541,7 +543,7 @@ function validateFieldCondition(o: Record<string, unknown>, path: string): Field
   return out;
 }
 
-function validateCondition(v: unknown, path: string, inNested: boolean): Condition {
+function validateCondition(v: unknown, path: string, inNested: boolean, depth: number): Condition {
   const o = expectObject(v, path);
   if (o.key !== undefined) return validateFieldCondition(o, path);
   if (o.is_empty !== undefined) {
@@ -579,22 +581,24 @@ function validateCondition(v: unknown, path: string, inNested: boolean): Conditi
     const n = expectObject(o.nested, p);
     onlyKeys(n, ['key', 'filter'], p);
     const key = validateKey(n.key, join(p, 'key'));
-    return { nested: { key, filter: validateFilterAt(n.filter, join(p, 'filter'), true) } };
+    return { nested: { key, filter: validateFilterAt(n.filter, join(p, 'filter'), true, depth + 1) } };
   }
-  return validateFilterAt(o, path, inNested);
+  return validateFilterAt(o, path, inNested, depth + 1);
 }
 
-function validateClause(v: unknown, path: string, inNested: boolean): Condition[] {
-  if (Array.isArray(v)) return v.map((c, i) => validateCondition(c, `${path}[${i}]`, inNested));
-  return [validateCondition(v, path, inNested)];
+function validateClause(v: unknown, path: string, inNested: boolean, depth: number): Condition[] {
+  if (Array.isArray(v)) return v.map((c, i) => validateCondition(c, `${path}[${i}]`, inNested, depth));
+  return [validateCondition(v, path, inNested, depth)];
 }
 
-function validateFilterAt(v: unknown, path: string, inNested: boolean): Filter {
+/** `depth` counts the filters around this one; past MAX_NESTING_DEPTH the filter is refused, so no input runs this (or the compiled predicate) out of stack. */
+function validateFilterAt(v: unknown, path: string, inNested: boolean, depth: number): Filter {
+  if (depth > MAX_NESTING_DEPTH) throw new FilterError(path, `filters may nest at most ${MAX_NESTING_DEPTH} levels deep`);
   const o = expectObject(v, path);
   onlyKeys(o, ['must', 'should', 'must_not', 'min_should'], path);
   const out: Filter = {};
   for (const k of ['must', 'should', 'must_not'] as const) {
-    if (o[k] !== undefined && o[k] !== null) out[k] = validateClause(o[k], join(path, k), inNested);
+    if (o[k] !== undefined && o[k] !== null) out[k] = validateClause(o[k], join(path, k), inNested, depth);
   }
   if (o.min_should !== undefined && o.min_should !== null) {
     const p = join(path, 'min_should');
@@ -603,7 +607,7 @@ function validateFilterAt(v: unknown, path: string, inNested: boolean): Filter {
     const cp = join(p, 'conditions');
     if (!Array.isArray(ms.conditions)) throw new FilterError(cp, `expected an array, got ${describe(ms.conditions)}`);
     out.min_should = {
-      conditions: ms.conditions.map((c, i) => validateCondition(c, `${cp}[${i}]`, inNested)),
+      conditions: ms.conditions.map((c, i) => validateCondition(c, `${cp}[${i}]`, inNested, depth)),
       min_count: validateUint(ms.min_count, join(p, 'min_count')),
     };
   }
@@ -612,7 +616,7 @@ function validateFilterAt(v: unknown, path: string, inNested: boolean): Filter {
 
 /** Checks a filter from the wire and returns it normalized (clauses as lists, nulls dropped). */
 export function validateFilter(filter: unknown): Filter {
-  return validateFilterAt(filter, '', false);
+  return validateFilterAt(filter, '', false, 1);
 }
 
 // ---------------------------------------------------------------------------------

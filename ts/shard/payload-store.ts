@@ -61,6 +61,7 @@
 
 import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { concatChunks } from './id-tracker';
+import { MAX_NESTING_DEPTH } from './limits';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 export interface JsonObject {
@@ -127,6 +128,8 @@ function checkValue(v: unknown, path: string, stack: object[]): void {
       return;
     case 'object':
       if (v === null) return;
+      // `stack` holds the containers around `v`: past the limit the value is refused, so no payload runs this (or later walks) out of stack.
+      if (stack.length >= MAX_NESTING_DEPTH) throw new PayloadError(`payload value at ${path} nests arrays and objects more than ${MAX_NESTING_DEPTH} levels deep`);
       if (stack.includes(v)) throw new PayloadError(`payload value at ${path} is circular`);
       stack.push(v);
       if (Array.isArray(v)) {
@@ -175,7 +178,7 @@ const SEGMENT_RE = /^([^.[\]]+)(\[\])?$/;
 
 export function parsePath(path: string): PathSegment[] {
   if (typeof path !== 'string' || path.length === 0) {
-    throw new PayloadError(`payload key must be a non-empty string, got ${describe(path)}`);
+    throw new PayloadError(`payload key must be a non-empty string, got ${path === '' ? 'an empty one' : describe(path)}`);
   }
   return path.split('.').map((seg) => {
     const m = SEGMENT_RE.exec(seg);

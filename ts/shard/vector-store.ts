@@ -27,6 +27,8 @@ import * as os from 'node:os';
 
 import type { Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 
+import { MAX_ENGINE_COUNT } from './limits';
+
 /** What an index of one named vector is built with. */
 export interface VectorSpec {
   name: string;
@@ -258,7 +260,8 @@ export class VectorStore {
    */
   private async searchOne(t: Tracked, vector: Float32Array, opts: SearchOptions, extra: number): Promise<Hit[]> {
     const want = Math.min(opts.k, t.labels.size);
-    let k = opts.k + extra;
+    // The engine's k is a 32-bit count: asking again for more stops there.
+    let k = Math.min(opts.k + extra, MAX_ENGINE_COUNT);
     for (;;) {
       const r = await batcher.search(t.index, vector, k === opts.k ? opts : { ...opts, k });
       const hits: Hit[] = [];
@@ -266,8 +269,8 @@ export class VectorStore {
         const label = r.labels[i];
         if (t.labels.has(label)) hits.push({ label, score: r.scores[i] });
       }
-      if (hits.length >= want || r.labels.length < k) return hits.slice(0, opts.k);
-      k *= 4;
+      if (hits.length >= want || r.labels.length < k || k === MAX_ENGINE_COUNT) return hits.slice(0, opts.k);
+      k = Math.min(k * 4, MAX_ENGINE_COUNT);
     }
   }
 

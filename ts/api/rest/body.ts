@@ -2,15 +2,20 @@
  * JSON request bodies, read with a size limit.
  *
  * Owns: reading the body of a matched route, the `service.max_request_size_mb` limit
- * (413), and the reference's 400 "Format error in JSON body: ..." for JSON that does
- * not parse. Must never: read a body for a route that did not match (an unknown path
- * answers 404 whatever it was sent), or keep more than the limit in memory.
+ * (413), the nesting limit (MAX_NESTING_DEPTH, serde_json's recursion limit), and the
+ * reference's 400 "Format error in JSON body: ..." for JSON that does not parse or
+ * nests too deep. Must never: read a body for a route that did not match (an unknown
+ * path answers 404 whatever it was sent), keep more than the limit in memory, or hand
+ * a body nested past the limit to JSON.parse (V8 parses any depth, but a 32 MB body of
+ * brackets holds the event loop for half a minute and gigabytes of heap, and every
+ * recursive walk after it would run out of stack).
  */
 
 import type { IncomingMessage } from 'node:http';
 import type { Context, Next } from 'koa';
 
 import { FormatError } from '../../common/errors';
+import { MAX_NESTING_DEPTH } from '../../shard/limits';
 import { ClientClosedError, PayloadTooLargeError } from '../errors';
 
 declare module 'koa' {
@@ -37,11 +42,116 @@ export async function readJsonBody(req: IncomingMessage, limitBytes: number): Pr
 }
 
 function parseJson(raw: Buffer): unknown {
+  const deep = nestedTooDeepAt(raw, MAX_NESTING_DEPTH);
+  if (deep >= 0) {
+    const { line, column } = lineColumn(raw, deep);
+    throw new FormatError(`recursion limit exceeded at line ${line} column ${column}: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
+  }
   try {
     return JSON.parse(raw.toString('utf8'));
   } catch (err) {
+    // Not expected after the depth check, but a parser that runs out of stack is still the body's fault.
+    if (err instanceof RangeError) throw new FormatError(`recursion limit exceeded: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
     throw new FormatError(err instanceof Error ? err.message : String(err));
   }
+}
+
+const OPEN_ARRAY = 0x5b; // [
+const OPEN_OBJECT = 0x7b; // {
+const CLOSE_ARRAY = 0x5d; // ]
+const CLOSE_OBJECT = 0x7d; // }
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+/** The bytes the depth scan acts on, in the order of `next` in jumpScan: two openers, two closers, the quote. */
+const STRUCTURAL = [OPEN_ARRAY, OPEN_OBJECT, CLOSE_ARRAY, CLOSE_OBJECT, QUOTE] as const;
+/** Per byte: 0 nothing, 1 opens, 2 closes, 3 starts a string. */
+const BYTE_CLASS = new Uint8Array(256);
+BYTE_CLASS[OPEN_ARRAY] = BYTE_CLASS[OPEN_OBJECT] = 1;
+BYTE_CLASS[CLOSE_ARRAY] = BYTE_CLASS[CLOSE_OBJECT] = 2;
+BYTE_CLASS[QUOTE] = 3;
+/** Fewer bytes than this per structural byte, and a byte loop beats a memchr per structural byte. */
+const DENSE_BYTES = 32;
+
+/**
+ * The offset of the first `[` or `{` (outside strings) that opens level `max + 1`, or
+ * -1. Iterative and O(bytes), and nearly free for what the hot routes get: a body with
+ * at most `max` opening brackets cannot nest deeper, and counting them is a few native
+ * memchr calls. Other bodies (batches, upserts) are scanned by jumping from one
+ * structural byte to the next with memchr, which skips vectors and numbers natively,
+ * and by a byte loop where structural bytes are dense (payloads). Malformed JSON is left
+ * to JSON.parse.
+ */
+export function nestedTooDeepAt(raw: Buffer, max: number): number {
+  return moreOpeningsThan(raw, max) ? jumpScan(raw, max) : -1;
+}
+
+function moreOpeningsThan(raw: Buffer, n: number): boolean {
+  let count = 0;
+  for (let i = raw.indexOf(OPEN_ARRAY); i >= 0; i = raw.indexOf(OPEN_ARRAY, i + 1)) if (++count > n) return true;
+  for (let i = raw.indexOf(OPEN_OBJECT); i >= 0; i = raw.indexOf(OPEN_OBJECT, i + 1)) if (++count > n) return true;
+  return false;
+}
+
+function jumpScan(raw: Buffer, max: number): number {
+  const next = STRUCTURAL.map((b) => raw.indexOf(b));
+  let depth = 0;
+  for (let steps = 1; ; steps++) {
+    let kind = -1;
+    let at = raw.length;
+    for (let j = 0; j < next.length; j++) {
+      if (next[j] >= 0 && next[j] < at) {
+        at = next[j];
+        kind = j;
+      }
+    }
+    if (kind < 0) return -1;
+    let from = at + 1;
+    if (kind === 4) {
+      const end = stringEnd(raw, at);
+      if (end < 0) return -1;
+      from = end + 1;
+    } else if (kind < 2) {
+      if (++depth > max) return at;
+    } else depth--;
+    if (steps % 256 === 0 && from < steps * DENSE_BYTES) return byteScan(raw, max, from, depth);
+    for (let j = 0; j < next.length; j++) if (next[j] >= 0 && next[j] < from) next[j] = raw.indexOf(STRUCTURAL[j], from);
+  }
+}
+
+function byteScan(raw: Buffer, max: number, start: number, depth: number): number {
+  for (let i = start; i < raw.length; i++) {
+    const kind = BYTE_CLASS[raw[i]];
+    if (kind === 0) continue;
+    if (kind === 1) {
+      if (++depth > max) return i;
+    } else if (kind === 2) depth--;
+    else {
+      i = stringEnd(raw, i);
+      if (i < 0) return -1;
+    }
+  }
+  return -1;
+}
+
+/** The offset of the quote that closes the string opened at `open`, or -1. */
+function stringEnd(raw: Buffer, open: number): number {
+  for (let i = raw.indexOf(QUOTE, open + 1); i >= 0; i = raw.indexOf(QUOTE, i + 1)) {
+    let backslashes = 0;
+    for (let j = i - 1; raw[j] === BACKSLASH; j--) backslashes++;
+    if (backslashes % 2 === 0) return i;
+  }
+  return -1;
+}
+
+/** 1-based line and column of a byte offset, as serde_json reports positions. */
+function lineColumn(raw: Buffer, offset: number): { line: number; column: number } {
+  let line = 1;
+  let lineStart = 0;
+  for (let i = raw.indexOf(0x0a); i >= 0 && i < offset; i = raw.indexOf(0x0a, i + 1)) {
+    line++;
+    lineStart = i + 1;
+  }
+  return { line, column: offset - lineStart + 1 };
 }
 
 function tooLarge(limitBytes: number): PayloadTooLargeError {

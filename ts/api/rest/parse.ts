@@ -13,8 +13,9 @@ import type { ParsedUrlQuery } from 'node:querystring';
 import { FormatError, ValidationError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
 import { FilterError, validateFilter, type Filter } from '../../shard/filter';
+import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tracker';
-import { PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
+import { parsePath, PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { NamedVectors } from '../../shard/operations';
 import { DEFAULT_READ, type ReadOptions, type UpdateOptions, type WithVector } from '../../collection/replica';
 
@@ -144,13 +145,29 @@ export function payload(x: unknown, field: string): Payload {
   return x as Payload;
 }
 
+/** A payload key path (`a.b`, `a[].b`); refused here, before anything is read or written, when it does not parse. */
+export function keyPath(x: unknown, field: string): string {
+  if (typeof x !== 'string') throw new FormatError(`${field}: expected a string`);
+  try {
+    parsePath(x);
+  } catch (err) {
+    if (err instanceof PayloadError) throw new FormatError(`${field}: ${err.message}`);
+    throw err;
+  }
+  return x;
+}
+
 export function withPayload(x: unknown, dflt: boolean): WithPayload {
   if (x === undefined || x === null) return dflt;
   if (typeof x === 'boolean') return x;
-  if (Array.isArray(x) && x.every((k) => typeof k === 'string')) return x as string[];
+  if (Array.isArray(x) && x.every((k) => typeof k === 'string')) {
+    x.forEach((k, i) => keyPath(k, `with_payload[${i}]`));
+    return x as string[];
+  }
   if (isObj(x)) {
     const keys = Object.keys(x);
     if (keys.length === 1 && (keys[0] === 'include' || keys[0] === 'exclude') && Array.isArray(x[keys[0]]) && (x[keys[0]] as unknown[]).every((k) => typeof k === 'string')) {
+      (x[keys[0]] as string[]).forEach((k, i) => keyPath(k, `with_payload.${keys[0]}[${i}]`));
       return x as WithPayload;
     }
   }
@@ -164,11 +181,18 @@ export function withVector(x: unknown, dflt: boolean): WithVector {
   throw new FormatError('with_vector: expected a boolean or an array of vector names');
 }
 
-export function uint(x: unknown, field: string, dflt: number, min = 0): number {
+/** An unsigned integer field: 400 when it is not one, 422 when it is outside `min..max`. */
+export function uint(x: unknown, field: string, dflt: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (x === undefined || x === null) return dflt;
   if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < 0) throw new FormatError(`${field}: expected an unsigned integer, got ${JSON.stringify(x)}`);
   if (x < min) throw new ValidationError(`${field}: value ${x} invalid, must be ${min} or larger`);
+  if (x > max) throw new ValidationError(`${field}: value ${x} invalid, must be ${max} or smaller`);
   return x;
+}
+
+/** An unsigned integer that becomes an engine count (limit, offset, hnsw_ef): at most MAX_ENGINE_COUNT. */
+export function engineCount(x: unknown, field: string, dflt: number, min = 0): number {
+  return uint(x, field, dflt, min, MAX_ENGINE_COUNT);
 }
 
 /** A dense vector: an array of finite numbers. */

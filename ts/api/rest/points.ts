@@ -14,15 +14,18 @@ import type { OrderBy, ReplicaOperation, SearchRequest, Selector } from '../../c
 import type { Example, QueryKind, QueryRequest, Recommend } from '../../collection/query';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
-import { PayloadError, parsePath, type Payload } from '../../shard/payload-store';
+import type { Payload } from '../../shard/payload-store';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError, NotFoundError, ValidationError } from '../../common/errors';
+import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import {
   body,
   denseVector,
+  engineCount,
   filter,
   isObj,
+  keyPath,
   param,
   payload,
   pointId,
@@ -108,17 +111,6 @@ function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors
   });
 }
 
-/** A payload key path (`a.b`, `a[].b`); refused here, before anything is written, when it does not parse. */
-function keyPath(x: unknown, field: string): string {
-  if (typeof x !== 'string') throw new FormatError(`${field}: expected a string`);
-  try {
-    parsePath(x);
-  } catch (err) {
-    if (err instanceof PayloadError) throw new FormatError(`${field}: ${err.message}`);
-    throw err;
-  }
-  return x;
-}
 
 function keyOf(b: Obj): string | null {
   if (b.key === undefined || b.key === null) return null;
@@ -187,7 +179,7 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
   if (x === undefined || x === null) return {};
   if (!isObj(x)) throw new FormatError('params: expected an object');
   const out: Pick<Common, 'hnswEf' | 'exact' | 'quantization'> = {};
-  if (x.hnsw_ef !== undefined && x.hnsw_ef !== null) out.hnswEf = uint(x.hnsw_ef, 'params.hnsw_ef', 0, 1);
+  if (x.hnsw_ef !== undefined && x.hnsw_ef !== null) out.hnswEf = engineCount(x.hnsw_ef, 'params.hnsw_ef', 0, 1);
   if (x.exact !== undefined && x.exact !== null) {
     if (typeof x.exact !== 'boolean') throw new FormatError('params.exact: expected a boolean');
     out.exact = x.exact;
@@ -200,6 +192,8 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
     if (q.rescore !== undefined && q.rescore !== null) qo.rescore = Boolean(q.rescore);
     if (q.oversampling !== undefined && q.oversampling !== null) {
       if (typeof q.oversampling !== 'number' || !(q.oversampling >= 1)) throw new ValidationError('params.quantization.oversampling: must be 1 or larger');
+      // A multiplier of k: the engine keeps k × oversampling candidates, a 32-bit count (and takes the factor as a 32-bit float).
+      if (q.oversampling > MAX_ENGINE_COUNT) throw new ValidationError(`params.quantization.oversampling: value ${q.oversampling} invalid, must be ${MAX_ENGINE_COUNT} or smaller`);
       qo.oversampling = q.oversampling;
     }
     out.quantization = qo;
@@ -213,7 +207,7 @@ function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: 
   if (b.limit === undefined || b.limit === null) {
     if (defaultLimit === null) throw new FormatError('missing field `limit`');
     limit = defaultLimit;
-  } else limit = uint(b.limit, 'limit', 0, 1);
+  } else limit = engineCount(b.limit, 'limit', 0, 1);
   let scoreThreshold: number | null = null;
   if (b.score_threshold !== undefined && b.score_threshold !== null) {
     if (typeof b.score_threshold !== 'number') throw new FormatError('score_threshold: expected a number');
@@ -224,7 +218,7 @@ function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: 
     query: kind,
     filter: filter(b.filter),
     limit,
-    offset: uint(b.offset, 'offset', 0),
+    offset: engineCount(b.offset, 'offset', 0),
     scoreThreshold,
     ...searchParams(b.params),
     withPayload: withPayload(b.with_payload, false),
