@@ -14,6 +14,7 @@ import * as path from 'node:path';
 
 import { startServer } from '../crash/server';
 import { spec } from '../support/contract';
+import { DEADLINE_MS } from '../support/wait';
 import { Cluster, LeaderLog, api, waitFor } from './harness';
 
 
@@ -127,7 +128,7 @@ test.serial('three peers: kill -9 of the leader elects a new one; changes work a
   const next = await waitFor('a new leader', async () => {
     await leaders.sample(c);
     return c.leader(survivors);
-  }, 10_000, 20);
+  }, DEADLINE_MS, 20);
   const elapsed = Date.now() - killedAt;
   // Speed is measured by bench/cluster (npm run bench:cluster); here only that a leader comes, with the time logged.
   t.log(`new leader after ${elapsed} ms`);
@@ -135,7 +136,7 @@ test.serial('three peers: kill -9 of the leader elects a new one; changes work a
   // The other survivor answers 503 (no leader) until it heard from the new one: wait for that, as a client would retry.
   const via = survivors.find((p) => p.index !== next)!.index;
   const nextId = (await c.info(next)).peer_id;
-  await waitFor('the other survivor knows the new leader', async () => (await c.info(via)).raft_info.leader === nextId, 5000);
+  await waitFor('the other survivor knows the new leader', async () => (await c.info(via)).raft_info.leader === nextId);
   const created = await api(c.peers[via].url, 'PUT', '/collections/after', { vectors });
   t.is(created.status, 200, JSON.stringify(created.body));
 
@@ -165,7 +166,7 @@ test.serial('three peers: a SIGSTOPped leader is replaced; after SIGCONT it foll
   const next = await waitFor('a new leader among the others', async () => {
     await Promise.all(others.map((p) => c.info(p.index, 1000).then((i) => leaders.see(i), () => undefined)));
     return c.leader(others);
-  }, 10_000, 20);
+  }, DEADLINE_MS, 20);
   t.not(next, old);
   t.is((await api(c.peers[next].url, 'PUT', '/collections/during', { vectors })).status, 200);
   c.signal(old, 'SIGCONT');
@@ -280,7 +281,7 @@ test.serial('five peers: all join as voters; kill -9 of the leader; a new leader
   const next = await waitFor('a new leader', async () => {
     await leaders.sample(c);
     return c.leader();
-  }, 10_000, 20);
+  }, DEADLINE_MS, 20);
   t.not(next, old);
   t.is((await api(c.peers[next].url, 'PUT', '/collections/five', { vectors })).status, 200);
   await waitFor('every running peer lists it', async () => (await Promise.all(c.running().map((p) => collectionsOn(c, p.index)))).every((l) => l.includes('five')));

@@ -11,6 +11,9 @@ import * as path from 'node:path';
 import * as net from 'node:net';
 
 import { startServer, type Server } from '../crash/server';
+import { DEADLINE_MS, START_DEADLINE_MS, waitFor } from '../support/wait';
+
+export { sleep, waitFor } from '../support/wait';
 
 export interface ClusterInfo {
   status: string;
@@ -30,8 +33,6 @@ export interface Peer {
   url: string;
   server: Server | null;
 }
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const taken = new Set<number>();
 
@@ -53,21 +54,6 @@ async function stablePort(): Promise<number> {
       taken.add(port);
       return port;
     }
-  }
-}
-
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== null && v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(everyMs);
   }
 }
 
@@ -139,7 +125,7 @@ export class Cluster {
         ...this.env,
         ...extraEnv,
       },
-      30_000,
+      START_DEADLINE_MS,
       args,
     );
     return p;
@@ -175,12 +161,12 @@ export class Cluster {
     return among[infos.indexOf(leaders[0])].index;
   }
 
-  async waitLeader(timeoutMs = 20_000, among?: Peer[]): Promise<number> {
+  async waitLeader(timeoutMs = DEADLINE_MS, among?: Peer[]): Promise<number> {
     return waitFor('a leader', () => this.leader(among), timeoutMs);
   }
 
   /** Waits until every running peer sees `n` voters and is ready. */
-  async waitVoters(n: number, timeoutMs = 30_000): Promise<void> {
+  async waitVoters(n: number, timeoutMs = DEADLINE_MS): Promise<void> {
     await waitFor(
       `${n} voters, every peer ready`,
       async () => {

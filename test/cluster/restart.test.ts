@@ -36,7 +36,7 @@ test.serial('two peers with different storage.max_collections hold the same coll
   await c.waitVoters(2);
   for (const name of ['one', 'two']) t.is((await api(c.peers[0].url, 'PUT', `/collections/${name}`, { vectors })).status, 200);
   const names = async (i: number) => ((await api(c.peers[i].url, 'GET', '/collections')).body.result.collections as Array<{ name: string }>).map((x) => x.name).sort().join();
-  await waitFor('both peers list both collections', async () => (await names(0)) === 'one,two' && (await names(1)) === 'one,two', 5000).catch(() => undefined);
+  await waitFor('both peers list both collections', async () => (await names(0)) === 'one,two' && (await names(1)) === 'one,two').catch(() => undefined);
   t.is(await names(0), 'one,two');
   t.is(await names(1), 'one,two', 'the peer with the lower local limit applied the same state');
 });
