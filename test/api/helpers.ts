@@ -85,9 +85,15 @@ export async function startQuiver(extraEnv: Record<string, string> = {}, timeout
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  let stopping = false;
   // 'close', not 'exit': at 'exit' the last log lines may still be in the pipe.
   const exited = new Promise<number | null>((resolve) =>
-    child.once('close', (code) => {
+    child.once('close', (code, signal) => {
+      // A server that ends while a test still uses it leaves only 'fetch failed' in the
+      // test's output: say how it ended, with its last words.
+      if (!stopping) {
+        process.stderr.write(`bin/quiver on port ${port} ended by itself (code ${code}, signal ${signal}); stderr: ${stderr.slice(-4000)}; stdout tail: ${stdout.slice(-4000)}\n`);
+      }
       fs.rmSync(dir, { recursive: true, force: true });
       resolve(code);
     }),
@@ -126,6 +132,7 @@ export async function startQuiver(extraEnv: Record<string, string> = {}, timeout
     logLines,
     exited,
     stop(signal: NodeJS.Signals = 'SIGTERM') {
+      stopping = true;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },

@@ -274,7 +274,7 @@ test('SIGTERM lets a request in flight finish, refuses new connections, then exi
   req.flushHeaders();
   await serverHasIt;
   req.write('{"points": [');
-  run.child.kill('SIGTERM');
+  const stopped = run.stop('SIGTERM');
   // The server logs this line and stops listening in one step: once it is there, new
   // connections are refused.
   await waitFor('the shutdown to begin', () => run.logLines().some((l) => l.msg === 'shutting down: no new connections, finishing requests in flight'));
@@ -284,6 +284,6 @@ test('SIGTERM lets a request in flight finish, refuses new connections, then exi
   const { status, body } = await answer;
   t.is(status, 200, body);
   t.is((JSON.parse(body) as { result: { status: string } }).result.status, 'completed');
-  t.is(await run.exited, 0);
+  t.is(await stopped, 0);
   t.truthy(run.logLines().find((l) => l.msg === 'shutdown complete'));
 });

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import * as net from 'node:net';
 
 import { startServer, type Server } from '../crash/server';
-import { DEADLINE_MS, START_DEADLINE_MS, waitFor } from '../support/wait';
+import { DEADLINE_MS, START_DEADLINE_MS, sleep, waitFor } from '../support/wait';
 
 export { sleep, waitFor } from '../support/wait';
 
@@ -72,6 +72,23 @@ export async function api(url: string, method: string, route: string, body?: unk
     // plain text (health probes)
   }
   return { status: res.status, body: parsed };
+}
+
+/**
+ * A metadata change (through consensus) as a client makes it: while the answer is 503
+ * because no leader is known or the entry was lost in a leader change, it is sent again.
+ * An election can start at any moment on a loaded machine (a peer not scheduled for an
+ * election timeout); nothing was applied when a peer answers so, so a retry cannot apply
+ * a change twice. Tests that expect a change to be refused call `api` instead.
+ */
+export async function change(url: string, method: string, route: string, body?: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+  const deadline = Date.now() + DEADLINE_MS;
+  for (;;) {
+    const r = await api(url, method, route, body, timeoutMs);
+    const noLeader = r.status === 503 && /no leader|lost in a leader change/.test(String(r.body?.status?.error ?? r.body));
+    if (!noLeader || Date.now() > deadline) return r;
+    await sleep(100);
+  }
 }
 
 export class Cluster {
