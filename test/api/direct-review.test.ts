@@ -186,9 +186,12 @@ async function loggedSince(from: number, p: string): Promise<Array<Record<string
  */
 async function leaveAtGate(gate: Gate, port: number, text: string, p: string): Promise<Array<Record<string, unknown>>> {
   const log0 = h.logLines.length;
-  await rawExchange(port, text, gate.entered);
-  await waitFor('the server to see the client go', async () => (await h.openConnections(port)) === 0);
-  gate.open();
+  try {
+    await rawExchange(port, text, gate.entered);
+    await waitFor('the server to see the client go', async () => (await h.openConnections(port)) === 0);
+  } finally {
+    gate.open(); // also when the wait failed: the server code must not wait for ever
+  }
   return loggedSince(log0, p);
 }
 
