@@ -8,6 +8,7 @@
 import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient } from '../support/contract';
+import { DEADLINE_MS, waitFor } from '../support/wait';
 import { ALIASES, COLLECTION, COLLECTION_ALIASES, COUNT, EXISTS, INDEX, INDEX_FIELD, POINTS, QUERY, SCROLL } from '../support/routes';
 
 let api: ContractClient;
@@ -171,11 +172,10 @@ test('PATCH of hnsw_config m/ef_construct is applied and the graph rebuilt, as t
   await api.ok(t, 'PUT', POINTS, { params: { collection_name: name }, query: { wait: true }, body: { points } });
   t.is(await api.ok(t, 'PATCH', COLLECTION, { params: { collection_name: name }, body: { hnsw_config: { m: 32, ef_construct: 200 } } }), true);
   t.like((await info(t, name)).config.hnsw_config, { m: 32, ef_construct: 200 });
-  let ci = await info(t, name);
-  for (let i = 0; i < 200 && ci.status !== 'green'; i++) {
-    await new Promise((r) => setTimeout(r, 25));
-    ci = await info(t, name);
-  }
+  const ci = await waitFor('the rebuilt graph (green)', async () => {
+    const now = await info(t, name);
+    return now.status === 'green' && now;
+  }, DEADLINE_MS, 25).catch(() => info(t, name));
   t.is(ci.status, 'green');
   t.is(ci.points_count, 300);
   t.true(ci.indexed_vectors_count > 0);
@@ -424,10 +424,9 @@ test('an index created with wait=false is acknowledged and then shows up', async
   await create(t, name, { vectors: { size: 2, distance: 'Dot' } });
   const r = await api.ok(t, 'PUT', INDEX, { params: { collection_name: name }, body: { field_name: 'k', field_schema: 'keyword' } });
   t.true(['acknowledged', 'completed'].includes(r?.status));
-  let ps: Record<string, { data_type: string }> = {};
-  for (let i = 0; i < 50 && ps.k === undefined; i++) {
-    ps = (await info(t, name)).payload_schema;
-    if (ps.k === undefined) await new Promise((res) => setTimeout(res, 20));
-  }
+  const ps: Record<string, { data_type: string }> = await waitFor('the index in payload_schema', async () => {
+    const now = (await info(t, name)).payload_schema;
+    return now.k !== undefined && now;
+  }, DEADLINE_MS, 20).catch(async () => (await info(t, name)).payload_schema);
   t.is(ps.k?.data_type, 'keyword');
 });

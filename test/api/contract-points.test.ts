@@ -13,6 +13,7 @@
 import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient } from '../support/contract';
+import { DEADLINE_MS, waitFor } from '../support/wait';
 import { f32, higherIsBetter, inRankOrder, normalize, randomVector, ranked, recommendVector, rng, score, type Distance } from '../support/vectors';
 import { BATCH, COLLECTION, COUNT, DELETE, INDEX, PAYLOAD, PAYLOAD_CLEAR, PAYLOAD_DELETE, POINT, POINTS, QUERY, QUERY_BATCH, RECOMMEND, RECOMMEND_BATCH, SCROLL, SEARCH, SEARCH_BATCH, VECTORS, VECTORS_DELETE } from '../support/routes';
 
@@ -46,13 +47,10 @@ const inColl = (collection_name: string) => ({ collection_name });
 const ids = (points: Array<{ id: Id }>) => points.map((p) => p.id);
 
 async function waitIndexed(t: ExecutionContext, name: string, count: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const r = await api.send('GET', COLLECTION, { params: inColl(name) });
-    const ci = r.body?.result;
-    if (ci?.status === 'green' && ci?.indexed_vectors_count === count) return;
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  t.fail(`collection ${name} was not indexed within 10 s`);
+  await waitFor(`collection ${name} green with ${count} indexed vectors`, async () => {
+    const ci = (await api.send('GET', COLLECTION, { params: inColl(name) })).body?.result;
+    return ci?.status === 'green' && ci?.indexed_vectors_count === count;
+  }).catch((err: Error) => t.fail(err.message));
 }
 
 test.before(async (t) => {
@@ -179,12 +177,9 @@ test('upsert with wait=false is acknowledged and the points arrive', async (t) =
   await createCollection(t, name, { size: 2, distance: 'Euclid' });
   const r = await upsert(t, name, [{ id: 10, vector: [1, 1] }, { id: 11, vector: [2, 2] }], false);
   t.true(['acknowledged', 'completed'].includes(r?.status));
-  let n = 0;
-  for (let i = 0; i < 100 && n < 2; i++) {
-    n = (await api.send('POST', COUNT, { params: inColl(name), body: {} })).body?.result?.count ?? 0;
-    if (n < 2) await new Promise((res) => setTimeout(res, 20));
-  }
-  t.is(n, 2);
+  const count = async (): Promise<number> => (await api.send('POST', COUNT, { params: inColl(name), body: {} })).body?.result?.count ?? 0;
+  await waitFor('both points counted', async () => (await count()) >= 2, DEADLINE_MS, 20).catch(() => undefined);
+  t.is(await count(), 2);
 });
 
 test('named vectors: upsert in both forms, get, and with_vector by name', async (t) => {

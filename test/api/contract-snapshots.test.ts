@@ -22,6 +22,7 @@ import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient, envelopeProblems, fillPattern, type Reply } from '../support/contract';
 import { ALIASES, COLLECTION, COUNT, INDEX, POINTS, SCROLL } from '../support/routes';
+import { DEADLINE_MS } from '../support/wait';
 
 const run = promisify(execFile);
 
@@ -201,7 +202,7 @@ async function listed(t: ExecutionContext, pattern: string, params: Record<strin
   return (r ?? []) as Description[];
 }
 
-async function eventually(what: string, probe: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+async function eventually(what: string, probe: () => Promise<boolean>, timeoutMs = DEADLINE_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await probe()) return;

@@ -30,10 +30,36 @@ import type { RestApp } from '../../ts/api/rest/app';
 import { RouteTable } from '../../ts/api/rest/route';
 import { Authenticator } from '../../ts/auth/authenticate';
 import type { Config } from '../../ts/config/types';
+import { DEADLINE_MS, sleep, waitFor } from '../support/wait';
 import { LaneHarness, type LanePair } from './lane-pair';
 
 const KEY = 'direct-review-api-key-0123456789abcdef0123';
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * A point where server code waits until the test lets it go on, and tells when it got
+ * there: the cases of a client that leaves "while the handler runs" or "while the guard
+ * decides" order the two events by these, not by timers racing each other.
+ */
+class Gate {
+  private reached!: () => void;
+  private release!: () => void;
+  /** Resolves once the server code is waiting at the gate. */
+  readonly entered = new Promise<void>((r) => (this.reached = r));
+  private readonly opened = new Promise<void>((r) => (this.release = r));
+  /** Called by the server code: waits until the test opens the gate. */
+  pass(): Promise<void> {
+    this.reached();
+    return this.opened;
+  }
+  open(): void {
+    this.release();
+  }
+}
+
+/** The gate of the SLOW handler (null: it answers after 150 ms). */
+let slowHandlerGate: Gate | null = null;
+/** The gate of the value_exists lookup in the slow guard (null: it answers after 200 ms). */
+let lookupGate: Gate | null = null;
 
 let h: LaneHarness;
 let plain: LanePair;
@@ -52,7 +78,8 @@ function addReviewRoutes(rest: RestApp, cfg: Config): void {
   const router = new Router();
   const routes = new RouteTable(router, cfg.service.max_request_size_mb * 1024 * 1024, () => null, rest.lane);
   routes.addDirect('POST', '/collections/{collection_name}/points/search/groups', async () => {
-    await sleep(150);
+    if (slowHandlerGate !== null) await slowHandlerGate.pass();
+    else await sleep(150);
     return { slow: true };
   });
   routes.addDirect('POST', '/collections/{collection_name}/points/query/groups', ((() => {
@@ -72,11 +99,12 @@ test.before(async () => {
   h = await LaneHarness.open('quiver-direct-review-');
   plain = await pair(h.config());
   const secured = h.config({ SERVICE__SERVICE__API_KEY: KEY, SERVICE__SERVICE__JWT_RBAC: 'true' });
-  // A value_exists claim is looked up in storage; here the lookup takes 200 ms.
+  // A value_exists claim is looked up in storage; here the lookup takes 200 ms (or waits at its gate).
   slowAuth = await pair(
     secured,
     new Authenticator({ apiKey: KEY, readOnlyKey: null, jwtRbac: true }, async () => {
-      await sleep(200);
+      if (lookupGate !== null) await lookupGate.pass();
+      else await sleep(200);
       return 'found';
     }),
   );
@@ -90,16 +118,23 @@ test.after.always(async () => {
   await h?.close();
 });
 
-/** Writes `text` on a fresh connection and returns all the server sends until it closes (or `waitMs`). */
-function rawExchange(port: number, text: string | string[], waitMs = 2000): Promise<string> {
+/**
+ * Writes `text` on a fresh connection and returns all the server sends until it closes.
+ * `leave` makes the client go away first: after that many milliseconds, or once that
+ * promise resolves. Without it, the wait for the close is bounded only for a server that
+ * never closes.
+ */
+function rawExchange(port: number, text: string | string[], leave: number | Promise<unknown> = DEADLINE_MS): Promise<string> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
     const done = () => resolve(Buffer.concat(chunks).toString('latin1'));
-    const timer = setTimeout(() => {
+    const goAway = () => {
       sock.destroy();
       done();
-    }, waitMs);
+    };
+    const timer = typeof leave === 'number' ? setTimeout(goAway, leave) : undefined;
+    if (typeof leave !== 'number') void leave.then(goAway);
     sock.on('data', (c) => chunks.push(c));
     sock.on('error', reject);
     sock.on('close', () => {
@@ -132,10 +167,32 @@ function requestLogSince(from: number, p: string): Array<Record<string, unknown>
 const Q = '{"query":[1,2,3,4],"limit":2}';
 const post = (p: string, body: string, extra = '') => `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
-async function bothRaw(p: LanePair, text: string | string[], waitMs = 1500): Promise<[string, string]> {
-  const a = await rawExchange(p.portA, text, waitMs);
-  const b = await rawExchange(p.portB, text, waitMs);
+async function bothRaw(p: LanePair, text: string | string[]): Promise<[string, string]> {
+  const a = await rawExchange(p.portA, text);
+  const b = await rawExchange(p.portB, text);
   return [normalise(a), normalise(b)];
+}
+
+/** The request's log line, once there is one: the server may log after the client has gone. */
+async function loggedSince(from: number, p: string): Promise<Array<Record<string, unknown>>> {
+  await waitFor(`a request log line for ${p}`, () => requestLogSince(from, p).length > 0);
+  return requestLogSince(from, p);
+}
+
+/**
+ * Sends `text` on `port` and leaves once the server code waits at `gate`; then waits
+ * until the server has seen the client go (its connection closed), and only then opens
+ * the gate. Returns the request's log line(s).
+ */
+async function leaveAtGate(gate: Gate, port: number, text: string, p: string): Promise<Array<Record<string, unknown>>> {
+  const log0 = h.logLines.length;
+  try {
+    await rawExchange(port, text, gate.entered);
+    await waitFor('the server to see the client go', async () => (await h.openConnections(port)) === 0);
+  } finally {
+    gate.open(); // also when the wait failed: the server code must not wait for ever
+  }
+  return loggedSince(log0, p);
 }
 
 // ---- checked and the same on both paths ----------------------------------------------
@@ -163,12 +220,10 @@ test.serial('a client aborting mid-body: same answer (none) and same log line', 
   const partial = `POST /collections/c/points/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"query":`;
   const log0 = h.logLines.length;
   await rawExchange(plain.portA, partial, 100);
-  await sleep(100);
-  const logA = requestLogSince(log0, '/collections/c/points/query');
+  const logA = await loggedSince(log0, '/collections/c/points/query');
   const log1 = h.logLines.length;
   await rawExchange(plain.portB, partial, 100);
-  await sleep(100);
-  const logB = requestLogSince(log1, '/collections/c/points/query');
+  const logB = await loggedSince(log1, '/collections/c/points/query');
   t.is(logB.length, 1);
   t.deepEqual(logA, logB);
   t.is(logB[0].status, 499, 'a client gone mid-body is logged as 499 (client closed), not a 500');
@@ -176,14 +231,18 @@ test.serial('a client aborting mid-body: same answer (none) and same log line', 
 });
 
 test.serial('a client going away while the handler runs: same log line on both paths', async (t) => {
-  const log0 = h.logLines.length;
-  await rawExchange(plain.portA, post(SLOW, '{}'), 50);
-  await sleep(250);
-  const logA = requestLogSince(log0, SLOW);
-  const log1 = h.logLines.length;
-  await rawExchange(plain.portB, post(SLOW, '{}'), 50);
-  await sleep(250);
-  const logB = requestLogSince(log1, SLOW);
+  const [logA, logB] = [[] as Array<Record<string, unknown>>, [] as Array<Record<string, unknown>>];
+  for (const [port, log] of [
+    [plain.portA, logA],
+    [plain.portB, logB],
+  ] as const) {
+    slowHandlerGate = new Gate();
+    try {
+      log.push(...(await leaveAtGate(slowHandlerGate, port, post(SLOW, '{}'), SLOW)));
+    } finally {
+      slowHandlerGate = null;
+    }
+  }
   t.is(logB.length, 1);
   t.deepEqual(logA, logB);
   t.log(`both log ${JSON.stringify(logB[0])} for a client that went away`);
@@ -207,7 +266,7 @@ test.serial('control for the next case: the same request with a slow guard, clie
   const req = post('/collections/c/points/query', Q, `Authorization: Bearer ${token}\r\nConnection: close\r\n`);
   for (const port of [slowAuth.portA, slowAuth.portB]) {
     const log0 = h.logLines.length;
-    const raw = await rawExchange(port, req, 2000);
+    const raw = await rawExchange(port, req);
     t.regex(raw, /^HTTP\/1\.1 200/);
     t.is(requestLogSince(log0, '/collections/c/points/query').length, 1);
   }
@@ -234,12 +293,18 @@ test.serial('a client gone while an async guard decides still ends its request: 
     ['lane', slowAuth.portA],
     ['koa', slowAuth.portB],
   ] as const) {
-    const log0 = h.logLines.length;
-    // The whole request is sent; the client gives up after 50 ms (the lookup takes 200).
-    await rawExchange(port, req, 50);
-    await sleep(600);
-    const lines = requestLogSince(log0, '/collections/c/points/query');
-    t.is(lines.length, 1, `${name}: the request should end (a log line, metrics), got none`);
+    // The whole request is sent; the client gives up while the lookup waits at its gate.
+    lookupGate = new Gate();
+    let lines: Array<Record<string, unknown>>;
+    try {
+      lines = await leaveAtGate(lookupGate, port, req, '/collections/c/points/query');
+    } catch (err) {
+      t.fail(`${name}: the request should end (a log line, metrics), got none: ${(err as Error).message}`);
+      continue;
+    } finally {
+      lookupGate = null;
+    }
+    t.is(lines.length, 1, `${name}: one log line`);
     t.is(lines[0]?.status, 499, `${name}: logged as 499 (client closed)`);
   }
 });

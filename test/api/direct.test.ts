@@ -31,6 +31,7 @@ import { SignJWT } from 'jose';
 import type { AuditEvent, AuditLog } from '../../ts/auth/audit';
 import type { Config } from '../../ts/config/types';
 import { mulberry32 } from '../support/rng';
+import { DEADLINE_MS } from '../support/wait';
 import { LaneHarness, type LanePair } from './lane-pair';
 
 const API_KEY = 'direct-lane-test-api-key-7c1e5b9a3d2f4e6a8b0c';
@@ -106,7 +107,7 @@ function send(port: number, r: Req, agent: http.Agent | false = false): Promise<
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') reject(err);
     });
-    req.setTimeout(10_000, () => req.destroy(new Error(`no answer to ${r.method ?? 'POST'} ${r.path}`)));
+    req.setTimeout(DEADLINE_MS, () => req.destroy(new Error(`no answer to ${r.method ?? 'POST'} ${r.path}`)));
     if (body !== null && r.chunked) {
       const half = body.length >> 1;
       req.write(body.subarray(0, half));

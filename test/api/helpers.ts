@@ -10,6 +10,8 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
+import { IDLE_CONNECTION_SEC, START_DEADLINE_MS } from '../support/wait';
+
 export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
 
@@ -33,6 +35,7 @@ function baseEnv(dir: string, port: number, extra: Record<string, string>): Node
     SERVICE__SERVICE__HTTP_PORT: String(port),
     SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
     SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
+    SERVICE__SERVICE__HTTP_KEEP_ALIVE_TIMEOUT_SEC: String(IDLE_CONNECTION_SEC),
     ...extra,
   };
 }
@@ -45,7 +48,7 @@ export interface Exited {
 }
 
 /** Runs bin/quiver to its end (for runs expected to stop at once). */
-export async function runQuiver(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = 15_000): Promise<Exited> {
+export async function runQuiver(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = START_DEADLINE_MS): Promise<Exited> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-cli-'));
   const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: baseEnv(dir, await freePort(), extraEnv) });
   let stdout = '';
@@ -53,8 +56,9 @@ export async function runQuiver(args: string[], extraEnv: Record<string, string>
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  // 'close', not 'exit': at 'exit' the last output may still be in the pipes.
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    child.once('exit', (c, s) => resolve([c, s])),
+    child.once('close', (c, s) => resolve([c, s])),
   );
   clearTimeout(timer);
   fs.rmSync(dir, { recursive: true, force: true });
@@ -74,21 +78,30 @@ export interface RunningQuiver {
 }
 
 /** Starts bin/quiver and waits for its "REST API listening" log line. */
-export async function startQuiver(extraEnv: Record<string, string> = {}, timeoutMs = 15_000): Promise<RunningQuiver> {
+export async function startQuiver(extraEnv: Record<string, string> = {}, timeoutMs = START_DEADLINE_MS): Promise<RunningQuiver> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-node-'));
   const port = await freePort();
   const child = spawn(process.execPath, [BIN], { cwd: dir, env: baseEnv(dir, port, extraEnv) });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  let stopping = false;
+  // 'close', not 'exit': at 'exit' the last log lines may still be in the pipe.
   const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => {
+    child.once('close', (code, signal) => {
+      // A server that ends while a test still uses it leaves only 'fetch failed' in the
+      // test's output: say how it ended, with its last words.
+      if (!stopping) {
+        process.stderr.write(`bin/quiver on port ${port} ended by itself (code ${code}, signal ${signal}); stderr: ${stderr.slice(-4000)}; stdout tail: ${stdout.slice(-4000)}\n`);
+      }
       fs.rmSync(dir, { recursive: true, force: true });
       resolve(code);
     }),
   );
+  // Complete lines only: the last piece of stdout may be a line still being written.
   const logLines = () =>
     stdout
+      .slice(0, stdout.lastIndexOf('\n') + 1)
       .split('\n')
       .filter((line) => line.startsWith('{'))
       .map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -119,6 +132,7 @@ export async function startQuiver(extraEnv: Record<string, string> = {}, timeout
     logLines,
     exited,
     stop(signal: NodeJS.Signals = 'SIGTERM') {
+      stopping = true;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },

@@ -82,6 +82,13 @@ export class LaneHarness {
     return p;
   }
 
+  /** Connections the server on `port` still holds open (one the client left is gone once the server has seen it go). */
+  openConnections(port: number): Promise<number> {
+    const server = this.servers.find((s) => (s.address() as AddressInfo | null)?.port === port);
+    if (server === undefined) return Promise.reject(new Error(`no server of this harness listens on ${port}`));
+    return new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+  }
+
   private listen(listener: http.RequestListener): Promise<number> {
     const server = http.createServer(listener);
     this.servers.push(server);

@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 
+import { waitFor } from '../support/wait';
 import { REPO_ROOT, runQuiver, startQuiver, type RunningQuiver } from './helpers';
 
 const COMMIT = 'abcdef0123456789abcdef0123456789abcdef01';
@@ -169,9 +170,8 @@ test('CORS: a preflight is answered and the origin is reflected', async (t) => {
 
 test('every request gets one log line with method, path, status and duration', async (t) => {
   await fetch(`${node.url}/livez?probe=log-line`);
-  await new Promise((r) => setTimeout(r, 100));
-  const line = node.logLines().find((l) => l.msg === 'request' && l.path === '/livez');
-  t.truthy(line);
+  // The answer can reach the client before the server's log line reaches us: wait for the line.
+  const line = await waitFor('the request log line', () => node.logLines().find((l) => l.msg === 'request' && l.path === '/livez'));
   t.is(line?.method, 'GET');
   t.is(line?.status, 200);
   t.is(typeof line?.ms, 'number');
@@ -252,31 +252,38 @@ test('SIGTERM lets a request in flight finish, refuses new connections, then exi
     body: JSON.stringify({ vectors: { size: 1, distance: 'Dot' } }),
   });
   t.is(created.status, 200);
-  // A request whose body is still arriving when the signal comes.
+  // A request whose body is still arriving when the signal comes. With Expect:
+  // 100-continue the server says when it has the request (its headers read, the handler
+  // waiting for the body): the signal is sent then, not after a guessed delay.
+  const req = http.request(`${run.url}/collections/books/points?wait=true`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', expect: '100-continue' },
+  });
   const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = http.request(`${run.url}/collections/books/points?wait=true`, {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json' },
-    });
     req.on('response', (res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
     req.on('error', reject);
-    req.write('{"points": [');
-    setTimeout(() => {
-      run.child.kill('SIGTERM');
-      setTimeout(async () => {
-        t.is(run.child.exitCode, null, 'the process waits for the request in flight');
-        await t.throwsAsync(fetch(`${run.url}/healthz`), undefined, 'no new connections once shutting down');
-        req.end('{"id": 1, "vector": [0.5]}]}');
-      }, 300);
-    }, 200);
   });
+  const serverHasIt = new Promise<void>((resolve, reject) => {
+    req.once('continue', resolve);
+    req.once('error', reject);
+  });
+  req.flushHeaders();
+  await serverHasIt;
+  req.write('{"points": [');
+  const stopped = run.stop('SIGTERM');
+  // The server logs this line and stops listening in one step: once it is there, new
+  // connections are refused.
+  await waitFor('the shutdown to begin', () => run.logLines().some((l) => l.msg === 'shutting down: no new connections, finishing requests in flight'));
+  t.is(run.child.exitCode, null, 'the process waits for the request in flight');
+  await t.throwsAsync(fetch(`${run.url}/healthz`), undefined, 'no new connections once shutting down');
+  req.end('{"id": 1, "vector": [0.5]}]}');
   const { status, body } = await answer;
   t.is(status, 200, body);
   t.is((JSON.parse(body) as { result: { status: string } }).result.status, 'completed');
-  t.is(await run.exited, 0);
+  t.is(await stopped, 0);
   t.truthy(run.logLines().find((l) => l.msg === 'shutdown complete'));
 });

@@ -19,6 +19,7 @@ import pino from 'pino';
 
 import { loadConfig } from '../../ts/config';
 import { createRestServer, loadRestTls, stopCertificateReload, TlsSetupError } from '../../ts/api/tls';
+import { DEADLINE_MS, sleep, waitFor } from '../support/wait';
 import { runQuiver, startQuiver } from './helpers';
 
 const execFileP = promisify(execFile);
@@ -122,7 +123,7 @@ interface Answer {
 function httpsGet(port: number, options: https.RequestOptions, pathname = '/'): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port, path: pathname, method: 'GET', agent: false, timeout: 5000, ...options },
+      { host: '127.0.0.1', port, path: pathname, method: 'GET', agent: false, timeout: DEADLINE_MS, ...options },
       (res) => {
         const serial = (res.socket as tls.TLSSocket).getPeerCertificate().serialNumber;
         let body = '';
@@ -140,7 +141,7 @@ function httpsGet(port: number, options: https.RequestOptions, pathname = '/'): 
 
 function httpGet(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false, timeout: 5000 }, (res) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false, timeout: DEADLINE_MS }, (res) => {
       res.resume();
       resolve(res.statusCode ?? 0);
     });
@@ -150,7 +151,6 @@ function httpGet(port: number): Promise<number> {
 }
 
 const serialOf = (pem: Buffer) => new X509Certificate(pem).serialNumber;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('HTTPS serves GET / with the server certificate; plain HTTP and an untrusting client fail', async (t) => {
   const p = await pki();
@@ -205,7 +205,7 @@ test('verify_https_client_certificate: only a valid client certificate from tls.
     );
     await t.throwsAsync(httpGet(q.port), undefined, 'plain HTTP');
     // The client can see a refusal before the server has logged it: wait for the lines.
-    for (let i = 0; i < 100 && refusals().length < 4; i++) await new Promise((r) => setTimeout(r, 50));
+    await waitFor('the four refusals in the server log', () => refusals().length >= 4).catch(() => undefined);
     const reasons = refusals();
     t.is(reasons.length, 4, reasons.join(' | '));
     t.regex(reasons[0], /peer did not return a certificate/);
@@ -259,13 +259,6 @@ test('certificates are re-read every tls.cert_ttl seconds: new connections get t
       await sleep(50);
     }
   })();
-  const waitFor = async (what: string, check: () => boolean | Promise<boolean>, ms = 8000) => {
-    const until = Date.now() + ms;
-    while (!(await check())) {
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
-  };
   try {
     t.is((await httpsGet(q.port, { ca })).serial, serialA);
 
@@ -279,7 +272,16 @@ test('certificates are re-read every tls.cert_ttl seconds: new connections get t
     // Certificate B (key first: a cert/key pair that does not match is refused too).
     put(keyFile, p.read('server-b.key'));
     put(certFile, p.read('server-b.pem'));
-    await waitFor('certificate B', async () => (await httpsGet(q.port, { ca })).serial === serialB);
+    // A probe that fails counts as a failure of serving, as the background requests do.
+    await waitFor('certificate B', () =>
+      httpsGet(q.port, { ca }).then(
+        (a) => a.serial === serialB,
+        (err: Error) => {
+          failures.push(`probe: ${err.message}`);
+          return false;
+        },
+      ),
+    );
     await waitFor('the background requests to see certificate B', () => seen.includes(serialB));
     const reloaded = q.logLines().find((l) => l.msg === 'TLS certificate reloaded: new connections use it');
     t.is(reloaded?.serialNumber, serialB);
@@ -348,11 +350,19 @@ test('createRestServer: HTTP when TLS is off; the reload timer stops when the se
   t.true(server instanceof https.Server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const rereads = () => lines.filter((l) => l.msg === 'TLS certificate files unchanged').length;
-  const until = Date.now() + 5000;
-  while (rereads() === 0 && Date.now() < until) await sleep(100);
+  await waitFor('a re-read while the server is open', () => rereads() >= 1).catch(() => undefined);
   t.true(rereads() >= 1, 'the files were read again while the server was open');
+  // A second server with the same 1 s period stays open as the control: once it has
+  // re-read twice after the first one closed, the first one's timer would have fired
+  // at least once had it not stopped (a fixed sleep says nothing on a slow machine).
+  const controlLines: Array<Record<string, unknown>> = [];
+  const controlLogger = pino({ level: 'debug' }, { write: (s: string) => void controlLines.push(JSON.parse(s) as Record<string, unknown>) });
+  const control = await createRestServer(config(tlsEnv(p, { SERVICE__TLS__CERT_TTL: '1' })), handler, controlLogger);
+  const controlRereads = () => controlLines.filter((l) => l.msg === 'TLS certificate files unchanged').length;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   const after = rereads();
-  await sleep(1300);
+  const controlAfter = controlRereads();
+  await waitFor('two re-reads of the control server', () => controlRereads() >= controlAfter + 2);
   t.is(rereads(), after, 'no reload after close');
+  stopCertificateReload(control);
 });

@@ -18,6 +18,7 @@ import type { ExecutionContext } from 'ava';
 import { QdrantClient } from '@qdrant/js-client-rest';
 
 import { startQuiver, type RunningQuiver } from '../api/helpers';
+import { waitFor } from '../support/wait';
 
 const PLAIN = 'js_plain';
 const NAMED = 'js_named';
@@ -62,15 +63,6 @@ test.before(async () => {
   client = new QdrantClient({ url: node.url });
 });
 
-/** Resolves once `cond()` holds; rejects after `ms` (a condition, not a fixed wait). */
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setImmediate(r));
-  }
-}
-
 test.serial('the client with default options checks the server version and does not warn', async (t) => {
   // The check is real: against a server that reports another major version, it warns.
   const other = http.createServer((_req, res) => {
@@ -81,7 +73,7 @@ test.serial('the client with default options checks the server version and does 
   const port = (other.address() as { port: number }).port;
   new QdrantClient({ url: `http://127.0.0.1:${port}` });
   const aboutOther = (w: string) => /incompatible with server version 0\.1\.0/.test(w);
-  await until(() => warnings.some(aboutOther), 10_000, 'the warning about server version 0.1.0');
+  await waitFor('the warning about server version 0.1.0', () => warnings.some(aboutOther));
   // Keep any other warning (one about Quiver would fail the after hook).
   const rest = warnings.filter((w) => !aboutOther(w));
   warnings.splice(0, warnings.length, ...rest);
@@ -595,7 +587,7 @@ test.serial('snapshots: createSnapshot, listSnapshots, recoverSnapshot (priority
   // against the reference), though the snapshot is made. The snapshot appears shortly.
   const accepted = await t.throwsAsync(() => client.createSnapshot(SNAP, { wait: false }));
   t.regex(accepted?.message ?? '', /Unexpected Response: 202 \(Accepted\)[\s\S]*"status": "accepted"/);
-  for (let i = 0; i < 100 && (await client.listSnapshots(SNAP)).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+  await waitFor('the wait=false snapshot listed', async () => (await client.listSnapshots(SNAP)).length >= 2).catch(() => undefined);
   const both = await call('listSnapshots', () => client.listSnapshots(SNAP));
   t.is(both.length, 2);
 

@@ -14,7 +14,8 @@ import * as path from 'node:path';
 
 import { startServer } from '../crash/server';
 import { spec } from '../support/contract';
-import { Cluster, LeaderLog, api, waitFor } from './harness';
+import { DEADLINE_MS } from '../support/wait';
+import { Cluster, LeaderLog, api, change, waitFor } from './harness';
 
 
 const vectors = { size: 4, distance: 'Cosine' };
@@ -46,7 +47,7 @@ test.serial('three peers: a collection created on a follower appears on every pe
   t.deepEqual(new Set(infos.map((i) => Object.keys(i.peers).sort().join())).size, 1, 'every peer lists the same peers');
   t.true(infos.every((i) => i.status === 'enabled' && i.consensus_thread_status.consensus_thread_status === 'working'));
 
-  const created = await api(c.peers[follower].url, 'PUT', '/collections/books', { vectors, replication_factor: 2 });
+  const created = await change(c.peers[follower].url, 'PUT', '/collections/books', { vectors, replication_factor: 2 });
   t.is(created.status, 200, JSON.stringify(created.body));
   t.is(created.body.result, true);
   // The proposer lists it as soon as it answers; the others once they applied it (the proposer waits up to 1 s for them).
@@ -66,13 +67,13 @@ test.serial('three peers: a collection created on a follower appears on every pe
   for (const [, peers] of replicas) t.is(peers.size, 2, 'two replicas on distinct peers');
 
   // Repeating the create on another peer: 409 everywhere, nothing changes.
-  const again = await api(c.peers[leader].url, 'PUT', '/collections/books', { vectors });
+  const again = await change(c.peers[leader].url, 'PUT', '/collections/books', { vectors });
   t.is(again.status, 409);
 
   // Alias, payload index, config update, through two different peers.
-  t.is((await api(c.peers[leader].url, 'POST', '/collections/aliases', { actions: [{ create_alias: { collection_name: 'books', alias_name: 'novels' } }] })).status, 200);
-  t.is((await api(c.peers[follower].url, 'PUT', '/collections/novels/index?wait=true', { field_name: 'genre', field_schema: 'keyword' })).status, 200);
-  t.is((await api(c.peers[follower].url, 'PATCH', '/collections/books', { optimizers_config: { indexing_threshold: 1234 } })).status, 200);
+  t.is((await change(c.peers[leader].url, 'POST', '/collections/aliases', { actions: [{ create_alias: { collection_name: 'books', alias_name: 'novels' } }] })).status, 200);
+  t.is((await change(c.peers[follower].url, 'PUT', '/collections/novels/index?wait=true', { field_name: 'genre', field_schema: 'keyword' })).status, 200);
+  t.is((await change(c.peers[follower].url, 'PATCH', '/collections/books', { optimizers_config: { indexing_threshold: 1234 } })).status, 200);
   await waitFor('alias, index and config on every peer', async () => {
     for (let i = 0; i < 3; i++) {
       const info = await api(c.peers[i].url, 'GET', '/collections/novels');
@@ -95,14 +96,14 @@ test.serial('three peers: a collection created on a follower appears on every pe
   t.regex(upsert.body.status.error, /replicas on other peers is not available in this version/);
 
   // Delete through a follower: gone everywhere, alias too.
-  t.is((await api(c.peers[follower].url, 'DELETE', '/collections/books')).body.result, true);
+  t.is((await change(c.peers[follower].url, 'DELETE', '/collections/books')).body.result, true);
   t.deepEqual(await collectionsOn(c, follower), []);
   await waitFor('every peer lists none', async () => (await Promise.all([0, 1, 2].map((i) => collectionsOn(c, i)))).every((l) => l.length === 0));
   await waitFor('the alias gone with its collection', async () => (await api(c.peers[leader].url, 'GET', '/aliases')).body.result.aliases.length === 0);
-  t.is((await api(c.peers[leader].url, 'DELETE', '/collections/books')).body.result, false);
+  t.is((await change(c.peers[leader].url, 'DELETE', '/collections/books')).body.result, false);
 
   // A single-shard, single-replica collection on the peer that holds it serves points.
-  t.is((await api(c.peers[0].url, 'PUT', '/collections/solo', { vectors, shard_number: 1, replication_factor: 1 })).status, 200);
+  t.is((await change(c.peers[0].url, 'PUT', '/collections/solo', { vectors, shard_number: 1, replication_factor: 1 })).status, 200);
   const holder = await waitFor('the holder of solo', async () => {
     for (let i = 0; i < 3; i++) if ((await api(c.peers[i].url, 'GET', '/collections/solo/cluster')).body.result.local_shards.length === 1) return i + 1;
     return null;
@@ -120,14 +121,14 @@ test.serial('three peers: kill -9 of the leader elects a new one; changes work a
   t.teardown(() => c.destroy());
   const leaders = new LeaderLog();
   const old = await c.waitLeader();
-  t.is((await api(c.peers[old].url, 'PUT', '/collections/before', { vectors })).status, 200);
+  t.is((await change(c.peers[old].url, 'PUT', '/collections/before', { vectors })).status, 200);
   await c.kill(old, 'SIGKILL');
   const killedAt = Date.now();
   const survivors = c.running();
   const next = await waitFor('a new leader', async () => {
     await leaders.sample(c);
     return c.leader(survivors);
-  }, 10_000, 20);
+  }, DEADLINE_MS, 20);
   const elapsed = Date.now() - killedAt;
   // Speed is measured by bench/cluster (npm run bench:cluster); here only that a leader comes, with the time logged.
   t.log(`new leader after ${elapsed} ms`);
@@ -135,8 +136,8 @@ test.serial('three peers: kill -9 of the leader elects a new one; changes work a
   // The other survivor answers 503 (no leader) until it heard from the new one: wait for that, as a client would retry.
   const via = survivors.find((p) => p.index !== next)!.index;
   const nextId = (await c.info(next)).peer_id;
-  await waitFor('the other survivor knows the new leader', async () => (await c.info(via)).raft_info.leader === nextId, 5000);
-  const created = await api(c.peers[via].url, 'PUT', '/collections/after', { vectors });
+  await waitFor('the other survivor knows the new leader', async () => (await c.info(via)).raft_info.leader === nextId);
+  const created = await change(c.peers[via].url, 'PUT', '/collections/after', { vectors });
   t.is(created.status, 200, JSON.stringify(created.body));
 
   await c.startPeer(old);
@@ -165,9 +166,9 @@ test.serial('three peers: a SIGSTOPped leader is replaced; after SIGCONT it foll
   const next = await waitFor('a new leader among the others', async () => {
     await Promise.all(others.map((p) => c.info(p.index, 1000).then((i) => leaders.see(i), () => undefined)));
     return c.leader(others);
-  }, 10_000, 20);
+  }, DEADLINE_MS, 20);
   t.not(next, old);
-  t.is((await api(c.peers[next].url, 'PUT', '/collections/during', { vectors })).status, 200);
+  t.is((await change(c.peers[next].url, 'PUT', '/collections/during', { vectors })).status, 200);
   c.signal(old, 'SIGCONT');
   await waitFor('the old leader follows and has the new collection', async () => {
     const info = await c.info(old);
@@ -200,7 +201,7 @@ test.serial('three peers: without a majority a change fails with a clear error, 
   await c.startPeer(others[0]);
   await c.startPeer(others[1]);
   const now = await c.waitLeader();
-  t.is((await api(c.peers[now].url, 'PUT', '/collections/back', { vectors })).status, 200);
+  t.is((await change(c.peers[now].url, 'PUT', '/collections/back', { vectors })).status, 200);
   await waitFor('same collections on every peer', async () => {
     const lists = await Promise.all([0, 1, 2].map((i) => collectionsOn(c, i)));
     return lists.every((l) => l.join() === lists[0].join()) && lists[0].includes('back');
@@ -211,14 +212,14 @@ test.serial('three peers: a peer holding shards is removed only with force; the 
   const c = await Cluster.start(3);
   t.teardown(() => c.destroy());
   const leader = await c.waitLeader();
-  t.is((await api(c.peers[leader].url, 'PUT', '/collections/spread', { vectors })).status, 200);
+  t.is((await change(c.peers[leader].url, 'PUT', '/collections/spread', { vectors })).status, 200);
   const victim = [0, 1, 2].find((i) => i !== leader)!;
   const victimId = (await c.info(victim)).peer_id;
-  const refused = await api(c.peers[leader].url, 'DELETE', `/cluster/peer/${victimId}`);
+  const refused = await change(c.peers[leader].url, 'DELETE', `/cluster/peer/${victimId}`);
   t.is(refused.status, 400);
   t.regex(refused.body.status.error, /there are shards on it/);
   t.is((await api(c.peers[leader].url, 'DELETE', '/cluster/peer/12345')).status, 404);
-  const removed = await api(c.peers[leader].url, 'DELETE', `/cluster/peer/${victimId}?force=true`);
+  const removed = await change(c.peers[leader].url, 'DELETE', `/cluster/peer/${victimId}?force=true`);
   t.is(removed.status, 200, JSON.stringify(removed.body));
   t.deepEqual(contract('DELETE', '/cluster/peer/{peer_id}', removed), []);
   await c.kill(victim);
@@ -235,7 +236,7 @@ test.serial('three peers: a peer holding shards is removed only with force; the 
     }
     return true;
   });
-  t.is((await api(c.peers[rest[0]].url, 'PUT', '/collections/after-removal', { vectors })).status, 200);
+  t.is((await change(c.peers[rest[0]].url, 'PUT', '/collections/after-removal', { vectors })).status, 200);
 });
 
 test.serial('three peers: /cluster/recover brings a lagging peer up to date from the leader\'s snapshot', async (t) => {
@@ -244,7 +245,7 @@ test.serial('three peers: /cluster/recover brings a lagging peer up to date from
   const leader = await c.waitLeader();
   const lagging = [0, 1, 2].find((i) => i !== leader)!;
   await c.kill(lagging);
-  for (let i = 0; i < 12; i++) t.is((await api(c.peers[leader].url, 'PUT', `/collections/c${i}`, { vectors })).status, 200);
+  for (let i = 0; i < 12; i++) t.is((await change(c.peers[leader].url, 'PUT', `/collections/c${i}`, { vectors })).status, 200);
   await c.startPeer(lagging);
   const replaced = () => c.peers[lagging].server!.logLines().filter((l) => String(l.msg).startsWith('recover: consensus state replaced')).length;
   // The leader's snapshot is of its applied state; in the rare case this peer applied more meanwhile, it is not replaced: ask again.
@@ -261,7 +262,7 @@ test.serial('three peers: /cluster/recover brings a lagging peer up to date from
   const onLeader = await api(c.peers[leader].url, 'POST', '/cluster/recover');
   t.is(onLeader.status, 400);
   // After the replacement the peer goes on as before: a later change reaches it, and it restarts from its new log.
-  t.is((await api(c.peers[leader].url, 'PUT', '/collections/after-recover', { vectors })).status, 200);
+  t.is((await change(c.peers[leader].url, 'PUT', '/collections/after-recover', { vectors })).status, 200);
   await waitFor('the change after recover on the recovered peer', async () => (await collectionsOn(c, lagging)).includes('after-recover'));
   await c.kill(lagging);
   await c.startPeer(lagging);
@@ -280,9 +281,9 @@ test.serial('five peers: all join as voters; kill -9 of the leader; a new leader
   const next = await waitFor('a new leader', async () => {
     await leaders.sample(c);
     return c.leader();
-  }, 10_000, 20);
+  }, DEADLINE_MS, 20);
   t.not(next, old);
-  t.is((await api(c.peers[next].url, 'PUT', '/collections/five', { vectors })).status, 200);
+  t.is((await change(c.peers[next].url, 'PUT', '/collections/five', { vectors })).status, 200);
   await waitFor('every running peer lists it', async () => (await Promise.all(c.running().map((p) => collectionsOn(c, p.index)))).every((l) => l.includes('five')));
   const view = (await api(c.peers[next].url, 'GET', '/collections/five/cluster')).body.result;
   t.is(view.shard_count, 5, 'shard_number defaults to the number of peers');

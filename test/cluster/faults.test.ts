@@ -15,7 +15,7 @@ import * as path from 'node:path';
 
 import { mountTmpfs, umount } from '../snapshots/faults-support';
 import { mulberry32 } from '../support/rng';
-import { Cluster, LeaderLog, api, sleep, waitFor } from './harness';
+import { Cluster, LeaderLog, api, change, sleep, waitFor } from './harness';
 
 const vectors = { size: 4, distance: 'Dot' };
 
@@ -107,7 +107,7 @@ test.serial('a follower whose consensus log cannot be written stops voting and a
   // Records go into the log file's last page until it is full: create until peer 2 fails.
   let made = 0;
   const broken = await waitFor('peer 2 stopped', async () => {
-    t.is((await api(c.peers[leader].url, 'PUT', `/collections/x${made++}`, { vectors })).status, 200);
+    t.is((await change(c.peers[leader].url, 'PUT', `/collections/x${made++}`, { vectors })).status, 200);
     const info = await c.info(2);
     return info.consensus_thread_status.consensus_thread_status === 'stopped_with_err' ? info : null;
   }, 30_000, 10);
@@ -116,7 +116,7 @@ test.serial('a follower whose consensus log cannot be written stops voting and a
   t.is((await api(c.peers[2].url, 'GET', '/readyz')).status, 503);
   t.is((await api(c.peers[2].url, 'PUT', '/collections/y2', { vectors })).status, 500);
   // The other two still commit.
-  t.is((await api(c.peers[leader].url, 'PUT', '/collections/y3', { vectors })).status, 200);
+  t.is((await change(c.peers[leader].url, 'PUT', '/collections/y3', { vectors })).status, 200);
   // Without the healthy follower, the broken one does not acknowledge: nothing commits.
   const healthy = [0, 1].find((i) => i !== leader)!;
   await c.kill(healthy);
@@ -126,5 +126,5 @@ test.serial('a follower whose consensus log cannot be written stops voting and a
   await c.startPeer(healthy);
   const now = await c.waitLeader(20_000, [c.peers[0], c.peers[1]]);
   t.not(now, 2);
-  t.is((await api(c.peers[now].url, 'PUT', '/collections/y5', { vectors })).status, 200);
+  t.is((await change(c.peers[now].url, 'PUT', '/collections/y5', { vectors })).status, 200);
 });

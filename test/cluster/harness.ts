@@ -11,6 +11,9 @@ import * as path from 'node:path';
 import * as net from 'node:net';
 
 import { startServer, type Server } from '../crash/server';
+import { DEADLINE_MS, START_DEADLINE_MS, sleep, waitFor } from '../support/wait';
+
+export { sleep, waitFor } from '../support/wait';
 
 export interface ClusterInfo {
   status: string;
@@ -30,8 +33,6 @@ export interface Peer {
   url: string;
   server: Server | null;
 }
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const taken = new Set<number>();
 
@@ -56,21 +57,6 @@ async function stablePort(): Promise<number> {
   }
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== null && v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(everyMs);
-  }
-}
-
 export async function api(url: string, method: string, route: string, body?: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
   // A connection per request: peers are killed and restarted on the same ports, and a
   // pooled connection to the old process fails its next request ("other side closed").
@@ -88,6 +74,23 @@ export async function api(url: string, method: string, route: string, body?: unk
     // plain text (health probes)
   }
   return { status: res.status, body: parsed };
+}
+
+/**
+ * A metadata change (through consensus) as a client makes it: while the answer is 503
+ * because no leader is known or the entry was lost in a leader change, it is sent again.
+ * An election can start at any moment on a loaded machine (a peer not scheduled for an
+ * election timeout); nothing was applied when a peer answers so, so a retry cannot apply
+ * a change twice. Tests that expect a change to be refused call `api` instead.
+ */
+export async function change(url: string, method: string, route: string, body?: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+  const deadline = Date.now() + DEADLINE_MS;
+  for (;;) {
+    const r = await api(url, method, route, body, timeoutMs);
+    const noLeader = r.status === 503 && /no leader|lost in a leader change/.test(String(r.body?.status?.error ?? r.body));
+    if (!noLeader || Date.now() > deadline) return r;
+    await sleep(100);
+  }
 }
 
 export class Cluster {
@@ -141,7 +144,7 @@ export class Cluster {
         ...this.env,
         ...extraEnv,
       },
-      30_000,
+      START_DEADLINE_MS,
       args,
     );
     return p;
@@ -177,12 +180,12 @@ export class Cluster {
     return among[infos.indexOf(leaders[0])].index;
   }
 
-  async waitLeader(timeoutMs = 20_000, among?: Peer[]): Promise<number> {
+  async waitLeader(timeoutMs = DEADLINE_MS, among?: Peer[]): Promise<number> {
     return waitFor('a leader', () => this.leader(among), timeoutMs);
   }
 
   /** Waits until every running peer sees `n` voters and is ready. */
-  async waitVoters(n: number, timeoutMs = 30_000): Promise<void> {
+  async waitVoters(n: number, timeoutMs = DEADLINE_MS): Promise<void> {
     await waitFor(
       `${n} voters, every peer ready`,
       async () => {

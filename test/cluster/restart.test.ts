@@ -7,14 +7,14 @@
 
 import test from 'ava';
 
-import { Cluster, api, waitFor } from './harness';
+import { Cluster, api, change, waitFor } from './harness';
 
 const vectors = { size: 4, distance: 'Cosine' };
 
 test.serial('one peer: points of a collection created after the last consensus snapshot survive a restart (SIGTERM and SIGKILL)', async (t) => {
   const c = await Cluster.start(1);
   t.teardown(() => c.destroy());
-  t.is((await api(c.peers[0].url, 'PUT', '/collections/kept', { vectors })).status, 200);
+  t.is((await change(c.peers[0].url, 'PUT', '/collections/kept', { vectors })).status, 200);
   const points = Array.from({ length: 10 }, (_, i) => ({ id: i + 1, vector: [1, i, 0, 0] }));
   t.is((await api(c.peers[0].url, 'PUT', '/collections/kept/points?wait=true', { points })).status, 200);
 
@@ -34,9 +34,9 @@ test.serial('two peers with different storage.max_collections hold the same coll
   await c.startPeer(0);
   await c.startPeer(1, 0, { SERVICE__STORAGE__MAX_COLLECTIONS: '1' });
   await c.waitVoters(2);
-  for (const name of ['one', 'two']) t.is((await api(c.peers[0].url, 'PUT', `/collections/${name}`, { vectors })).status, 200);
+  for (const name of ['one', 'two']) t.is((await change(c.peers[0].url, 'PUT', `/collections/${name}`, { vectors })).status, 200);
   const names = async (i: number) => ((await api(c.peers[i].url, 'GET', '/collections')).body.result.collections as Array<{ name: string }>).map((x) => x.name).sort().join();
-  await waitFor('both peers list both collections', async () => (await names(0)) === 'one,two' && (await names(1)) === 'one,two', 5000).catch(() => undefined);
+  await waitFor('both peers list both collections', async () => (await names(0)) === 'one,two' && (await names(1)) === 'one,two').catch(() => undefined);
   t.is(await names(0), 'one,two');
   t.is(await names(1), 'one,two', 'the peer with the lower local limit applied the same state');
 });

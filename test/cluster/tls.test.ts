@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 
 import { PeerClients } from '../../ts/api/p2p/grpc';
-import { Cluster, api, waitFor } from './harness';
+import { Cluster, api, change, waitFor } from './harness';
 
 const execFileP = promisify(execFile);
 
@@ -57,7 +57,7 @@ test.serial('p2p TLS: peers with certificates of the cluster CA form a cluster; 
   await c.startPeer(2, 0);
   await c.waitVoters(3);
   const leader = await c.waitLeader();
-  t.is((await api(c.peers[(leader + 1) % 3].url, 'PUT', '/collections/secure', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
+  t.is((await change(c.peers[(leader + 1) % 3].url, 'PUT', '/collections/secure', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
   await waitFor('every peer lists it', async () => {
     for (let i = 0; i < 3; i++) {
       const names = (await api(c.peers[i].url, 'GET', '/collections')).body.result.collections.map((x: { name: string }) => x.name);

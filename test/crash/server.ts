@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 
 import { BIN, freePort } from '../api/helpers';
+import { IDLE_CONNECTION_SEC, START_DEADLINE_MS } from '../support/wait';
 
 export { BIN, REPO_ROOT, freePort } from '../api/helpers';
 
@@ -25,7 +26,7 @@ export interface Server {
 }
 
 /** Starts bin/quiver with `storageDir` and waits for its "REST API listening" line. */
-export async function startServer(storageDir: string, extraEnv: Record<string, string> = {}, timeoutMs = 20_000, args: string[] = []): Promise<Server> {
+export async function startServer(storageDir: string, extraEnv: Record<string, string> = {}, timeoutMs = START_DEADLINE_MS, args: string[] = []): Promise<Server> {
   const port = extraEnv.SERVICE__SERVICE__HTTP_PORT !== undefined ? Number(extraEnv.SERVICE__SERVICE__HTTP_PORT) : await freePort();
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE__')) env[k] = v;
@@ -35,6 +36,11 @@ export async function startServer(storageDir: string, extraEnv: Record<string, s
     SERVICE__STORAGE__STORAGE_PATH: path.join(storageDir, 'storage'),
     SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(storageDir, 'snapshots'),
     SERVICE__LOG_LEVEL: 'DEBUG',
+    // A test client can be busy for longer than the default 5 s idle timeout (comparing
+    // tens of thousands of points on a loaded machine) and then send its next request on
+    // the connection the server is closing at that moment: 'other side closed'. Idle
+    // connections stay open longer than any such pause.
+    SERVICE__SERVICE__HTTP_KEEP_ALIVE_TIMEOUT_SEC: String(IDLE_CONNECTION_SEC),
     ...extraEnv,
   });
   const child = spawn(process.execPath, [BIN, ...args], { cwd: storageDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -42,7 +48,8 @@ export async function startServer(storageDir: string, extraEnv: Record<string, s
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
   child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, sig) => resolve([code, sig])));
+  // 'close', not 'exit': at 'exit' the last log lines may still be in the pipes.
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('close', (code, sig) => resolve([code, sig])));
   const logLines = () => {
     const out: Array<Record<string, unknown>> = [];
     for (const line of stdout.split('\n')) {

@@ -19,12 +19,12 @@ import { decodeProtectedHeader, jwtVerify } from 'jose';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
 import { REPO_ROOT, startQuiver, type RunningQuiver } from '../api/helpers';
+import { DEADLINE_MS } from '../support/wait';
 
 const CHROMIUM = '/usr/bin/chromium';
 const API_KEY = 'dashboard-test-key-\u00e9-0123456789';
 const A = 'dash_alpha';
 const B = 'dash_beta';
-const UI_TIMEOUT_MS = 15_000;
 /** State markers sit on elements that may be empty or hidden. */
 const ATTACHED = { state: 'attached' } as const;
 
@@ -85,7 +85,7 @@ interface Session {
 async function openDashboard(hash = ''): Promise<Session> {
   const context = await browser.newContext();
   const page = await context.newPage();
-  page.setDefaultTimeout(UI_TIMEOUT_MS);
+  page.setDefaultTimeout(DEADLINE_MS);
   const session: Session = { context, page, requests: [], apiKeys: [], pageErrors: [] };
   page.on('request', (req) => {
     session.requests.push(req.url());
@@ -119,6 +119,16 @@ async function closeSession(t: ExecutionContext, s: Session): Promise<void> {
 async function waitForList(page: Page): Promise<string[]> {
   await page.waitForSelector('#collections-list[data-loaded]', ATTACHED);
   return page.getByTestId('collection-item').evaluateAll((els) => els.map((e) => e.getAttribute('data-name') ?? ''));
+}
+
+/**
+ * Clicks the Collections link and waits for the list view: the route runs on the
+ * 'hashchange' event, after the click has returned, and clears the list's marker as it
+ * starts the new load; until then the marker may still be the one an earlier load set.
+ */
+async function navToList(page: Page): Promise<void> {
+  await page.getByTestId('nav-collections').click();
+  await page.getByTestId('view-collections').waitFor({ state: 'visible' });
 }
 
 function rawGet(rawPath: string): Promise<{ status: number; body: string }> {
@@ -248,7 +258,7 @@ test('with the key typed in, the page lists both collections, shows one and runs
   t.regex((await page.getByTestId('query-error').textContent()) ?? '', /^Query failed: 400/);
 
   // Back to the list through the nav.
-  await page.getByTestId('nav-collections').click();
+  await navToList(page);
   t.deepEqual(await waitForList(page), [A, B]);
 
   // Every API call carried the key once it was typed (the first listing had none).
@@ -359,8 +369,7 @@ test('#/jwt makes a collection-scoped read token that the server honours', async
 
   // The dashboard itself used with that token: the listing shows A only.
   await enterKey(page, token);
-  await page.getByTestId('nav-collections').click();
-  await page.waitForSelector('#collections-list[data-loaded]', ATTACHED);
+  await navToList(page);
   t.deepEqual(await waitForList(page), [A], 'the listing is filtered for the token');
   t.is(await page.getByTestId('status').isHidden(), true);
 

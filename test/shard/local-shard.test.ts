@@ -17,6 +17,7 @@ import { LocalShard } from '../../ts/shard/local-shard';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { parseFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
+import { waitFor } from '../support/wait';
 import { testSpec } from './spec';
 
 const logger = pino({ level: 'silent' });
@@ -293,11 +294,12 @@ test('a search during a move into the serving graph ignores stale copies and sti
 
 test('a failing optimizer job backs off and leaves no stray copies in the serving graph', async (t) => {
   let failing = false;
-  let attempts = 0;
+  /** When each failing attempt added its copies (Date.now(), the clock the back-off reads). */
+  const attempts: number[] = [];
   const eng = hookedEngine(async (add) => {
     await add();
     if (failing) {
-      attempts++;
+      attempts.push(Date.now());
       throw new Error('injected engine failure');
     }
   });
@@ -308,8 +310,12 @@ test('a failing optimizer job backs off and leaves no stray copies in the servin
   const store = shard.vectors.get('')!;
   failing = true;
   await shard.update(() => upsert(Array.from({ length: 300 }, (_, i) => 1000 + i)).op, true);
-  await new Promise((r) => setTimeout(r, 1200));
-  t.true(attempts >= 1 && attempts <= 2, `${attempts} attempts in 1.2 s`);
+  // The job fails, is retried after its back-off and fails again; wait for the second
+  // failure's clean-up (no job running), which leaves at least 2 s before the third try.
+  await waitFor('a second failed attempt, cleaned up', () => attempts.length >= 2 && !store.busy());
+  // The back-off is a property of the clock, not of the machine's speed: the retry came no
+  // sooner than the first failure's 1 s back-off (later is allowed: a slow machine).
+  t.true(attempts[1] - attempts[0] >= 1000, `the retry came ${attempts[1] - attempts[0]} ms after the first failure, before its 1 s back-off`);
   const stats = store.indexedStats()!;
   t.is(stats.count, store.indexedCount(), 'the graph holds only the points it serves');
   failing = false;

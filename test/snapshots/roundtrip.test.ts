@@ -31,6 +31,7 @@ import test, { type ExecutionContext } from 'ava';
 import { BIN, freePort } from '../api/helpers';
 import { mulberry32 } from '../support/rng';
 import { createBucket, s3Client, s3Env, startMotoServer, type MotoServer } from '../support/s3';
+import { IDLE_CONNECTION_SEC, START_DEADLINE_MS, waitFor } from '../support/wait';
 import { crc32c } from '../../ts/common/crc32c';
 
 // -- servers ------------------------------------------------------------------------------------
@@ -56,18 +57,20 @@ function envFor(dir: string, port: number, extra: Record<string, string>): NodeJ
     SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
     SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
     SERVICE__LOG_LEVEL: 'INFO',
+    SERVICE__SERVICE__HTTP_KEEP_ALIVE_TIMEOUT_SEC: String(IDLE_CONNECTION_SEC),
     ...extra,
   };
 }
 
 /** Starts bin/quiver on `dir` (kept across restarts) with CLI `args`; resolves once it listens. */
-async function launch(dir: string, args: string[] = [], extraEnv: Record<string, string> = {}, timeoutMs = 30_000): Promise<Node> {
+async function launch(dir: string, args: string[] = [], extraEnv: Record<string, string> = {}, timeoutMs = START_DEADLINE_MS): Promise<Node> {
   const port = await freePort();
   const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: envFor(dir, port, extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': at 'exit' the last output may still be in the pipes.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -101,14 +104,14 @@ async function launch(dir: string, args: string[] = [], extraEnv: Record<string,
 }
 
 /** Runs bin/quiver on `dir` with `args` expecting it to stop by itself; kills it after `timeoutMs`. */
-async function runToExit(dir: string, args: string[], timeoutMs = 30_000): Promise<{ code: number | null; output: string; listened: boolean }> {
+async function runToExit(dir: string, args: string[], timeoutMs = START_DEADLINE_MS): Promise<{ code: number | null; output: string; listened: boolean }> {
   const port = await freePort();
   const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: envFor(dir, port, {}), stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+  const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
   clearTimeout(timer);
   return { code, output: out, listened: out.includes('"REST API listening"') };
 }
@@ -494,18 +497,45 @@ test.after.always(async () => {
   await Promise.all(tempDirs.map((d) => fs.rm(d, { recursive: true, force: true })));
 });
 
-/** Runs the writers around `snapshotCall`; returns its answer and the bounds. */
+/** What each shard's checkpoint.json names as its applied_seq (null where there is none yet). */
+async function checkpointSeqs(dir: string, coll: string): Promise<Array<unknown>> {
+  const shards = path.join(dir, 'storage', 'collections', coll);
+  return Promise.all(
+    [0, 1].map(async (shard) => {
+      try {
+        return (JSON.parse(await fs.readFile(path.join(shards, String(shard), 'checkpoint.json'), 'utf8')) as { applied_seq: unknown }).applied_seq;
+      } catch {
+        return null;
+      }
+    }),
+  );
+}
+
+/**
+ * Runs the writers around `snapshotCall`; returns its answer and the bounds. The call is
+ * sent once the writers are under way (acknowledged writes, and a checkpoint of every
+ * shard taken since they started), and the writers stop only after more writes were
+ * acknowledged after its answer: conditions, so a slow machine does not shrink the
+ * scenario to a snapshot of an idle collection.
+ */
 async function underLoad(t: ExecutionContext, url: string, seed: number, snapshotCall: () => Promise<Reply>): Promise<{ reply: Reply; bounds: Bounds }> {
   let stopping = false;
   const failures: string[] = [];
+  const checkpointsAtStart = await checkpointSeqs(dirA, COLL);
+  const writesAtStart = model.writes;
   const writers = Array.from({ length: WRITERS }, (_, w) => writer(url, COLL, model, w, WRITERS, MAX_ID, seed * 100 + w, () => stopping, failures));
-  await new Promise((r) => setTimeout(r, 1200));
+  await waitFor('writes acknowledged and a checkpoint of every shard while the writers run', async () => {
+    if (failures.length > 0) return true;
+    const seqs = await checkpointSeqs(dirA, COLL);
+    return model.writes >= writesAtStart + 10 * WRITERS && seqs.every((seq, i) => seq !== null && seq !== checkpointsAtStart[i]);
+  });
   const writesBefore = model.writes;
   const lower = model.ackedNow();
   const reply = await snapshotCall();
   const upper = model.sentNow();
   const writesDuring = model.writes - writesBefore;
-  await new Promise((r) => setTimeout(r, 300));
+  const writesAtReply = model.writes;
+  await waitFor('writes acknowledged after the snapshot call answered', () => failures.length > 0 || model.writes >= writesAtReply + WRITERS);
   stopping = true;
   await Promise.all(writers);
   t.deepEqual(failures, [], 'every write was acknowledged');
@@ -821,8 +851,15 @@ async function raceRecovery(url: string, coll: string, recover: () => Promise<Re
     calls++;
     if ((r.status !== 200 && r.status !== 503) || absent) wrong.push(`${what} -> ${r.status} ${r.text.slice(0, 160)}`);
   };
+  // Answers each client has had: the recovery starts once every one is running, and the
+  // clients stop once every one has had an answer after the recovery's.
+  const answers: number[] = [];
   const loop = async (fn: () => Promise<void>) => {
-    while (!stop) await fn();
+    const i = answers.push(0) - 1;
+    while (!stop) {
+      await fn();
+      answers[i]++;
+    }
   };
   let k = 0;
   const loops = [
@@ -838,9 +875,10 @@ async function raceRecovery(url: string, coll: string, recover: () => Promise<Re
       note('list', r, r.status === 200 && !(r.json?.result?.collections ?? []).some((c: { name: string }) => c.name === coll));
     }),
   ];
-  await new Promise((r) => setTimeout(r, 150));
+  await waitFor('every racing client answered', () => answers.every((n) => n > 0));
   const reply = await recover();
-  await new Promise((r) => setTimeout(r, 150));
+  const atReply = [...answers];
+  await waitFor('every racing client answered after the recovery', () => answers.every((n, i) => n > atReply[i]));
   stop = true;
   await Promise.all(loops);
   return { reply, wrong, calls };

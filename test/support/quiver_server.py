@@ -47,6 +47,9 @@ class Server:
             SERVICE__SERVICE__HTTP_PORT=str(self.port),
             SERVICE__STORAGE__STORAGE_PATH=os.path.join(self.dir, "storage"),
             SERVICE__STORAGE__SNAPSHOTS_PATH=self.snapshots,
+            # Idle connections outlive any pause of the client (a loaded machine): a client never
+            # reuses a connection the server is closing at that moment.
+            SERVICE__SERVICE__HTTP_KEEP_ALIVE_TIMEOUT_SEC="600",
         )
         full_env.update(env or {})
         self.log_path = os.path.join(self.dir, "quiver.log")
@@ -55,7 +58,7 @@ class Server:
         self.proc = subprocess.Popen([node, os.path.join(root, "bin", "quiver")], cwd=self.dir, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

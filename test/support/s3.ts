@@ -14,6 +14,7 @@ import { spawn } from 'node:child_process';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 
 import { freePort } from '../api/helpers';
+import { START_DEADLINE_MS } from './wait';
 
 export const S3_ACCESS_KEY = 'test-access';
 export const S3_SECRET_KEY = 'test-secret';
@@ -26,7 +27,7 @@ export interface MotoServer {
 }
 
 /** Starts moto_server and waits until it answers HTTP; rejects with its output if it cannot start. */
-export async function startMotoServer(timeoutMs = 20_000): Promise<MotoServer> {
+export async function startMotoServer(timeoutMs = START_DEADLINE_MS): Promise<MotoServer> {
   const port = await freePort();
   const child = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
