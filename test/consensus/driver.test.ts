@@ -16,6 +16,7 @@ import { ConsensusDriver } from '../../ts/consensus/driver';
 import type { ReplicatedStateMachine } from '../../ts/consensus/machine';
 import { PeerCallError, type PeerTransport } from '../../ts/consensus/transport';
 import type { ConfChange, PeerId } from '../../ts/consensus/types';
+import { waitFor } from '../support/wait';
 
 interface ListState {
   peers: Record<PeerId, string>;
@@ -79,14 +80,6 @@ function alone(): PeerTransport {
   };
 }
 
-async function until(what: string, fn: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!fn()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 test('a founding peer applies proposals of a state machine it knows nothing of, once and in order, and replays them after a restart', async (t) => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-driver-'));
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
@@ -104,7 +97,7 @@ test('a founding peer applies proposals of a state machine it knows nothing of, 
 
   const first = new ListMachine();
   const driver = await start(first);
-  await until('a leader', () => driver.status().role === 'leader');
+  await waitFor('a leader', () => driver.status().role === 'leader', undefined, 10);
   t.is(await driver.propose(Buffer.from('a'), 5000), 1);
   t.is(await driver.propose(Buffer.from('b'), 5000), 2);
   t.deepEqual(first.state.items, ['a', 'b']);
@@ -115,6 +108,6 @@ test('a founding peer applies proposals of a state machine it knows nothing of, 
   const again = await start(second);
   t.teardown(() => again.close());
   t.true(second.opened!.committed > second.opened!.snapshotIndex, 'entries after the snapshot are to be replayed');
-  await until('the replay', () => second.state.items.length === 2);
+  await waitFor('the replay', () => second.state.items.length === 2, undefined, 10);
   t.deepEqual(second.state.items, ['a', 'b']);
 });

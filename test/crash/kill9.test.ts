@@ -418,11 +418,9 @@ let server: Server | undefined;
 const started = Date.now();
 
 async function call(method: string, urlPath: string, body?: unknown): Promise<{ status: number; json: any }> {
-  // A connection per request: servers here are killed and restarted, and a pooled
-  // connection to a dead or restarted server fails its next request ("other side closed").
   const res = await fetch(`${server!.url}/${urlPath}`, {
     method,
-    headers: body === undefined ? { connection: 'close' } : { connection: 'close', 'content-type': 'application/json' },
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
     signal: AbortSignal.timeout(60_000),
   });
@@ -464,7 +462,7 @@ async function writer(w: number, srv: Server, stop: { killed: boolean }, stats: 
     try {
       const res = await fetch(`${srv.url}/collections/${COLLECTION}/${op.path}?wait=true`, {
         method: op.method,
-        headers: { connection: 'close', 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify(op.body),
       });
       status = res.status;

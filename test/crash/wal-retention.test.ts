@@ -25,6 +25,7 @@ import type { ClockTag } from '../../ts/shard/clocks';
 import { recordTag } from '../../ts/shard/operations';
 import { startServer, type Server } from './server';
 import { mulberry32 } from '../support/rng';
+import { waitFor } from '../support/wait';
 
 const CYCLES = Number(process.env.QUIVER_WALHIST_CYCLES ?? 4);
 const COLLECTION = 'walhist';
@@ -64,15 +65,6 @@ function segments(): bigint[] {
     .filter((n) => /^[0-9]{20}\.wal$/.test(n))
     .sort()
     .map((n) => BigInt(n.slice(0, 20)));
-}
-
-/** Resolves once `cond()` holds, checking after every event-loop turn that did I/O (a poll, not a fixed sleep). */
-async function until(what: string, cond: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 interface Writers {
@@ -180,10 +172,10 @@ for (let cycle = 1; cycle <= CYCLES; cycle++) {
     // Until a checkpoint has dropped a segment at the retention limit in this cycle,
     // then (every other cycle) a few more acknowledged writes, so the kill lands both
     // right after a drop and in between.
-    await until('a checkpoint that drops a WAL segment', () => segments()[0] > oldestAtStart);
+    await waitFor('a checkpoint that drops a WAL segment', () => segments()[0] > oldestAtStart, 60_000, 5);
     const extra = cycle % 2 === 0 ? 1 + Math.floor(rng() * 20) : 0;
     const target = writers.acks() + extra;
-    await until(`${extra} more acknowledged writes`, () => writers.acks() >= target);
+    await waitFor(`${extra} more acknowledged writes`, () => writers.acks() >= target, 60_000, 5);
     writers.stop.killed = true;
     const [, signal] = await srv.stop('SIGKILL');
     await writers.done;

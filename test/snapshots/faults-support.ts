@@ -86,22 +86,12 @@ async function reply(res: Response): Promise<Reply> {
   return { status: res.status, json, text };
 }
 
-/**
- * Every request on a connection of its own. These tests kill and restart servers and
- * compare tens of megabytes synchronously between requests: on a loaded machine that
- * can hold the event loop past the server's keep-alive timeout (5 s), so the server
- * closes the idle connection while fetch's own expiry timer has not run yet, and the
- * next request goes out on a closed socket ("other side closed"). A fresh connection
- * per request cannot be stale.
- */
-const FRESH_CONNECTION = { connection: 'close' } as const;
-
 export async function api(url: string, method: string, p: string, body?: unknown, timeoutMs = 120_000): Promise<Reply> {
   let res: Response;
   try {
     res = await fetch(url + p, {
       method,
-      headers: body === undefined ? FRESH_CONNECTION : { ...FRESH_CONNECTION, 'content-type': 'application/json' },
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(timeoutMs),
     });
@@ -119,7 +109,6 @@ export async function upload(url: string, collection: string, archive: Buffer, q
   form.append('snapshot', new Blob([new Uint8Array(archive)]), 'upload.snapshot');
   const res = await fetch(`${url}/collections/${encodeURIComponent(collection)}/snapshots/upload?${query}`, {
     method: 'POST',
-    headers: FRESH_CONNECTION,
     body: form,
     signal: AbortSignal.timeout(120_000),
   });

@@ -171,9 +171,15 @@ export class ReplicaSet {
   }
 
   // -- reads ------------------------------------------------------------------------------
-  // One replica answers (the common case returns its promise as it is); on a replica's
-  // own failure the next readable replica is asked, and the first error is thrown when
-  // every one failed.
+  // One replica answers (with one, its promise is returned as it is); on a replica's own
+  // failure the next readable replica is asked, and the first error is thrown when every
+  // one failed.
+
+  /** One readable replica answers; with several, the next is asked on a replica's own failure. */
+  private read<T>(fn: (r: Replica) => Promise<T>): Promise<T> {
+    const rs = this.readers();
+    return rs.length === 1 ? fn(rs[0]) : this.fallback(rs, fn);
+  }
 
   private async fallback<T>(rs: readonly Replica[], read: (r: Replica) => Promise<T>): Promise<T> {
     let first: unknown = null;
@@ -189,32 +195,26 @@ export class ReplicaSet {
   }
 
   retrieve(req: RetrieveRequest, opts: ReadOptions): Promise<PointRecord[]> {
-    const rs = this.readers();
-    return rs.length === 1 ? rs[0].retrieve(req, opts) : this.fallback(rs, (r) => r.retrieve(req, opts));
+    return this.read((r) => r.retrieve(req, opts));
   }
 
   search(req: SearchRequest, opts: ReadOptions): Promise<ScoredRecord[]> {
-    const rs = this.readers();
-    return rs.length === 1 ? rs[0].search(req, opts) : this.fallback(rs, (r) => r.search(req, opts));
+    return this.read((r) => r.search(req, opts));
   }
 
   scroll(req: ScrollRequest, opts: ReadOptions): Promise<{ points: PointRecord[]; next: PointId | null }> {
-    const rs = this.readers();
-    return rs.length === 1 ? rs[0].scroll(req, opts) : this.fallback(rs, (r) => r.scroll(req, opts));
+    return this.read((r) => r.scroll(req, opts));
   }
 
   scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions): Promise<OrderedRecord[]> {
-    const rs = this.readers();
-    return rs.length === 1 ? rs[0].scrollOrdered(req, opts) : this.fallback(rs, (r) => r.scrollOrdered(req, opts));
+    return this.read((r) => r.scrollOrdered(req, opts));
   }
 
   count(filter: Filter | null, opts: ReadOptions): Promise<number> {
-    const rs = this.readers();
-    return rs.length === 1 ? rs[0].count(filter, opts) : this.fallback(rs, (r) => r.count(filter, opts));
+    return this.read((r) => r.count(filter, opts));
   }
 
   anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
-    const rs = this.readers();
-    return rs.length === 1 ? rs[0].anyMatch(filter, opts) : this.fallback(rs, (r) => r.anyMatch(filter, opts));
+    return this.read((r) => r.anyMatch(filter, opts));
   }
 }
