@@ -24,13 +24,15 @@ import { buildRestApp, type ServiceInfo } from './api/rest/app';
 import type { Config } from './config/types';
 import { QuiverError } from './common/errors';
 import { GrpcTransport } from './api/p2p/transport';
+import { P2PClusterLink } from './api/p2p/cluster-link';
+import { WriterClocks } from './storage/writer-clocks';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
 import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
 import { MetadataConsensus } from './storage/metadata-consensus';
-import { TableOfContent } from './storage/toc';
+import { readPeerId, TableOfContent } from './storage/toc';
 
 /** How long shutdown waits for requests in flight before cutting their connections. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
@@ -92,7 +94,19 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   } catch (err) {
     throw new StartupError((err as Error).message);
   }
-  const toc = await TableOfContent.open(path.resolve(config.storage.storage_path), engine, logger, config.storage.max_collections);
+  const storagePath = path.resolve(config.storage.storage_path);
+  // Cluster mode: the link to the other peers exists before the table of collections,
+  // which opens cluster collections with it; consensus binds it once it runs.
+  let cluster: { transport: GrpcTransport; link: P2PClusterLink; peerId: string } | null = null;
+  if (config.cluster.enabled) {
+    try {
+      cluster = await openClusterLink(config, logger, storagePath);
+    } catch (err) {
+      if (err instanceof TlsSetupError) throw new StartupError(err.message);
+      throw err;
+    }
+  }
+  const toc = await TableOfContent.open(storagePath, engine, logger, config.storage.max_collections, cluster?.link ?? null);
   let snapshots: Snapshots;
   try {
     snapshots = await Snapshots.open(config, toc, logger, info.version);
@@ -115,7 +129,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   let consensus: MetadataConsensus | null = null;
   if (config.cluster.enabled) {
     try {
-      consensus = await startConsensus(config, logger, toc, uri, bootstrap);
+      consensus = await startConsensus(config, logger, toc, uri, bootstrap, cluster!);
     } catch (err) {
       await toc.close();
       if (err instanceof ConsensusStartError || err instanceof TlsSetupError) throw new StartupError(err.message);
@@ -156,6 +170,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         // Requests are done: stop consensus (its log is durable at every step), then
         // write a last checkpoint of every shard and close the WALs.
         await consensus?.close();
+        cluster?.link.close();
         await toc.close();
         await audit.close();
         logger.info('storage flushed and closed');
@@ -170,11 +185,28 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
  * machine over this node's storage, and the consensus driver (its log in `storage/raft`)
  * that runs the machine and reaches the other peers through the transport.
  */
-async function startConsensus(config: Config, logger: Logger, toc: TableOfContent, uri: string | null, bootstrap: string | null): Promise<MetadataConsensus> {
+async function openClusterLink(config: Config, logger: Logger, storagePath: string): Promise<{ transport: GrpcTransport; link: P2PClusterLink; peerId: string }> {
   const log = logger.child({ component: 'consensus' });
   const transport = await GrpcTransport.open(config, log);
-  const peerId = config.cluster.peer_id ?? toc.peerId.toString();
+  await fs.promises.mkdir(storagePath, { recursive: true });
+  const peerId = config.cluster.peer_id ?? (await readPeerId(storagePath)).toString();
+  const clocks = await WriterClocks.open(storagePath);
+  const link = new P2PClusterLink(peerId, config, transport, transport.p2pTls, clocks, logger.child({ component: 'replication' }));
+  return { transport, link, peerId };
+}
+
+async function startConsensus(
+  config: Config,
+  logger: Logger,
+  toc: TableOfContent,
+  uri: string | null,
+  bootstrap: string | null,
+  cluster: { transport: GrpcTransport; link: P2PClusterLink; peerId: string },
+): Promise<MetadataConsensus> {
+  const log = logger.child({ component: 'consensus' });
+  const { transport, link, peerId } = cluster;
   const machine = new ClusterStateMachine(toc, peerId, log);
+  link.serve(toc, () => machine.idle());
   const driver = await ConsensusDriver.start({
     settings: config.cluster.consensus,
     logger: log,
@@ -185,7 +217,9 @@ async function startConsensus(config: Config, logger: Logger, toc: TableOfConten
     machine,
     transport,
   });
-  return new MetadataConsensus(driver, machine);
+  const consensus = new MetadataConsensus(driver, machine);
+  link.bind(consensus);
+  return consensus;
 }
 
 /** Stops accepting; idle keep-alive connections close as soon as they are idle; busy ones get `timeoutMs`. */

@@ -93,7 +93,7 @@ const DOCUMENTED_DEFAULTS: Config = {
   cluster: {
     enabled: false,
     peer_id: null,
-    p2p: { port: 6335, enable_tls: false },
+    p2p: { port: 6335, enable_tls: false, connection_pool_size: 2 },
     consensus: { tick_period_ms: 100, compact_wal_entries: 128, bootstrap_timeout_sec: 15, max_message_queue_size: 100 },
     grpc_timeout_ms: 60000,
     connection_timeout_ms: 2000,

@@ -21,6 +21,7 @@ export const LAYERS: ReadonlyArray<{ unit: string; rank: number; owns: string }>
   { unit: 'ts/api', rank: 15, owns: 'what every API shares: error kinds to HTTP status, the envelope, TLS files' },
   { unit: 'ts/snapshots', rank: 20, owns: 'snapshot archives, their stores (disk, S3) and recovery' },
   { unit: 'ts/auth', rank: 20, owns: 'api keys, JWT, the access model, the audit log' },
+  { unit: 'ts/transfer', rank: 25, owns: 'shard transfers (the source side), health checks between peers, the leader\'s supervision of replica states' },
   { unit: 'ts/storage', rank: 30, owns: 'the table of collections and aliases, the metadata state machine and how it reaches local storage' },
   { unit: 'ts/consensus', rank: 40, owns: 'Raft: the pure core, its durable log, the driver' },
   { unit: 'ts/collection', rank: 50, owns: 'a collection: shards, replica sets, routing, merging, queries' },

@@ -45,7 +45,8 @@ import {
   type WithVector,
 } from './replica';
 import { isSelected, type ReplicaOperation } from './replica-operation';
-import { ReplicaSet } from './replica-set';
+import { ReplicaSet, type ReplicaSetCluster } from './replica-set';
+import type { ClusterLink, ShardTarget } from './cluster-link';
 import type { ReplicaState } from './replica-state';
 
 export type { OrderBy, ReadOptions, ScrollRequest, SearchRequest, UpdateOptions, WithVector } from './replica';
@@ -79,6 +80,8 @@ export interface ClusterPlacement {
   peer: string;
   /** Per shard: peer id → replica state. */
   shards: Array<{ id: number; replicas: Record<string, ReplicaState> }>;
+  /** Transfers in progress: `from` streams shard `shard` to `to` (absent: none). */
+  transfers?: Array<{ shard: number; from: string; to: string }>;
 }
 
 export interface CollectionMeta {
@@ -116,12 +119,14 @@ export class Collection {
     private readonly logger: Logger,
     /** This node's peer id (storage/peer_id): what local writes are tagged with on a single node. */
     private readonly nodePeerId: bigint,
+    /** The cluster around this peer (cluster mode), else null. */
+    private readonly link: ClusterLink | null = null,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
   }
 
-  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger, nodePeerId = 0n): Promise<Collection> {
-    const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }), nodePeerId);
+  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger, nodePeerId = 0n, link: ClusterLink | null = null): Promise<Collection> {
+    const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }), nodePeerId, link);
     const placement = meta.cluster;
     const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(placement.shards[id]?.replicas ?? {}, placement.peer);
     const opened = await Promise.allSettled(
@@ -136,9 +141,52 @@ export class Collection {
     const peer = c.localPeer;
     opened.forEach((r, id) => {
       const shard = (r as PromiseFulfilledResult<LocalShard | null>).value;
-      c.shards.push(new ReplicaSet(id, name, peer, shard === null ? [] : [new LocalReplica(peer, shard)], placement ? { ...placement.shards[id].replicas } : null));
+      const set = new ReplicaSet(id, name, peer, shard === null ? [] : [new LocalReplica(peer, shard)], placement ? { ...placement.shards[id].replicas } : null, c.replicaSetCluster());
+      c.shards.push(set);
+      if (placement) set.setStates(placement.shards[id].replicas, peer, c.incomingOf(placement, id));
     });
+    if (placement) c.driveTransfers(placement, []);
     return c;
+  }
+
+  /** What a replica set of this collection needs in cluster mode. */
+  private replicaSetCluster(): ReplicaSetCluster | null {
+    const placement = this.meta.cluster;
+    if (this.link === null || placement === undefined) return null;
+    return { link: this.link, uuid: placement.uuid, writeConsistencyFactor: () => this.meta.config.params.write_consistency_factor };
+  }
+
+  /** Peers receiving a transfer of shard `id`. */
+  private incomingOf(placement: ClusterPlacement, id: number): string[] {
+    return (placement.transfers ?? []).filter((t) => t.shard === id).map((t) => t.to);
+  }
+
+  /** Starts the transfers this peer is the source of, and stops those that ended (`before`: the transfers of the previous placement). */
+  private driveTransfers(placement: ClusterPlacement, before: ReadonlyArray<{ shard: number; from: string; to: string }>): void {
+    if (this.link === null) return;
+    const now = placement.transfers ?? [];
+    const key = (t: { shard: number; from: string; to: string }) => `${t.shard}/${t.from}/${t.to}`;
+    const current = new Set(now.map(key));
+    for (const t of before) {
+      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to);
+    }
+    for (const t of now) {
+      if (t.from !== placement.peer) continue;
+      const source = this.shards[t.shard]?.localReplica;
+      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source);
+    }
+  }
+
+  /** How peers name shard `id` of this collection. */
+  shardTarget(id: number): ShardTarget {
+    return { collection: this.name, uuid: this.meta.cluster?.uuid ?? '', shard: id };
+  }
+
+  /** The replica set of shard `id`, or a 404. */
+  replicaSet(id: number): ReplicaSet {
+    const r = this.shards[id];
+    if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
+    return r;
   }
 
   /**
@@ -197,21 +245,37 @@ export class Collection {
    * (applied from consensus). Data of a replica this peer no longer holds is deleted.
    */
   async applyPlacement(placement: ClusterPlacement): Promise<void> {
+    const before = this.meta.cluster?.transfers ?? [];
     this.meta.cluster = placement;
     for (const r of this.shards) {
       const replicas = placement.shards[r.shardId]?.replicas ?? {};
-      r.setStates(replicas, placement.peer);
+      const was = r.replicas?.[placement.peer];
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
+      const receiving = (placement.transfers ?? []).some((t) => t.shard === r.shardId && t.to === placement.peer);
+      if (wantLocal && r.local !== null && receiving && was !== 'Partial') {
+        // A transfer to this peer starts: its replica starts empty, before any write or
+        // batch of the transfer reaches it (the source waits until this peer has applied it).
+        await this.dropLocal(r);
+        this.logger.info({ shard: r.shardId }, 'replica emptied: a transfer to this peer starts');
+      }
       if (wantLocal && r.local === null) {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));
       } else if (!wantLocal && r.local !== null) {
-        const local = r.local;
-        r.setLocal(null);
-        await local.drop();
-        const fs = await import('node:fs/promises');
-        await fs.rm(path.join(this.dir, String(r.shardId)), { recursive: true, force: true });
+        await this.dropLocal(r);
       }
+      r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
     }
+    this.driveTransfers(placement, before);
+  }
+
+  /** Closes this peer's replica of `r`'s shard and deletes its data. */
+  private async dropLocal(r: ReplicaSet): Promise<void> {
+    const local = r.local;
+    if (local === null) return;
+    r.setLocal(null);
+    await local.drop();
+    const fs = await import('node:fs/promises');
+    await fs.rm(path.join(this.dir, String(r.shardId)), { recursive: true, force: true });
   }
 
   /**

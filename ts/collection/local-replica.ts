@@ -30,9 +30,17 @@ import {
   type UpdateOptions,
   type WithVector,
 } from './replica';
-import { resolveOperation, type ReplicaOperation } from './replica-operation';
+import { fromShardOperation, resolveOperation, type ReplicaOperation } from './replica-operation';
+import type { ClockTag } from '../shard/clocks';
+import type { ShardOperation } from '../shard/operations';
 
 const NO_NAMES: readonly string[] = [];
+
+/** Where the source of a transfer sends the writes it applies. */
+export interface ForwardSink {
+  /** `op` over the ids it resolved to here, with the tag it was applied with; never rejects (a failure is the sink's to report). */
+  forward(op: ReplicaOperation, opts: UpdateOptions, tag: ClockTag | null): Promise<void>;
+}
 
 export class LocalReplica implements Replica {
   readonly isLocal = true;
@@ -40,6 +48,11 @@ export class LocalReplica implements Replica {
   private readonly allNames: readonly string[];
   /** Whether the collection has the unnamed vector only: vectors are then bare arrays. */
   private readonly singleUnnamed: boolean;
+
+  /** Set while this replica is the source of a transfer. */
+  private sink: ForwardSink | null = null;
+  /** Writes (and transfer batches) in order while forwarding. */
+  private forwarding: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly peer: string,
@@ -49,9 +62,43 @@ export class LocalReplica implements Replica {
     this.singleUnnamed = shard.vectors.size === 1 && shard.vectors.has('');
   }
 
-  async update(op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
-    const seq = await this.shard.update((s) => resolveOperation(op, (sel) => s.resolve(sel.ids, sel.filter)), opts.wait);
-    return Number(seq);
+  update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
+    if (this.sink === null) return this.apply(op, opts, tag, null);
+    // The source of a transfer: applies and forwards one write at a time, so the target
+    // gets the writes and the batches of points in the order this replica applied them.
+    return this.exclusive(async () => {
+      let resolved: ShardOperation | null = null;
+      const id = await this.apply(op, opts, tag, (r) => (resolved = r));
+      if (resolved !== null && this.sink !== null) await this.sink.forward(fromShardOperation(resolved), opts, tag ?? null);
+      return id;
+    });
+  }
+
+  private async apply(op: ReplicaOperation, opts: UpdateOptions, tag: ClockTag | undefined, seen: ((op: ShardOperation) => void) | null): Promise<number> {
+    const resolve = (s: LocalShard): ShardOperation => {
+      const r = resolveOperation(op, (sel) => s.resolve(sel.ids, sel.filter));
+      seen?.(r);
+      return r;
+    };
+    if (tag === undefined) return Number(await this.shard.update(resolve, opts.wait));
+    const r = await this.shard.applyTagged(resolve, tag, opts.wait);
+    return r.applied ? Number(r.seq) : 0;
+  }
+
+  // -- the source side of a transfer ------------------------------------------------------
+
+  /** Sends every write this replica applies to `sink` too, in order (null: stops; resolves once no write is being forwarded). */
+  async forwardTo(sink: ForwardSink | null): Promise<void> {
+    await this.exclusive(async () => {
+      this.sink = sink;
+    });
+  }
+
+  /** Runs `fn` with no write applied or forwarded meanwhile (a transfer reads and sends a batch of points this way). */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.forwarding.then(fn);
+    this.forwarding = run.catch(() => undefined);
+    return run;
   }
 
   // -- reads ------------------------------------------------------------------------------

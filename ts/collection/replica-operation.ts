@@ -55,6 +55,13 @@ export function resolveOperation(op: ReplicaOperation, resolve: (sel: Selector) 
   return overIds(op, resolve(op.select));
 }
 
+/** A resolved operation as a ReplicaOperation over exactly its ids (what a transfer source forwards). */
+export function fromShardOperation(op: ShardOperation): ReplicaOperation {
+  if (op.kind === 'upsert' || op.kind === 'update_vectors') return op;
+  const { ids, ...fields } = op;
+  return { ...fields, select: { ids, filter: null } } as SelectedOperation;
+}
+
 const FORMAT = 1;
 
 export function encodeReplicaOperation(op: ReplicaOperation): Buffer {

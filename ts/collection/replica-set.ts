@@ -2,23 +2,24 @@
  * The replicas of one shard and the fan-out to them.
  *
  * Owns: which replicas a read or a write goes to, by their states (replica-state.ts):
- * a read goes to one replica that serves reads, this peer's first, and falls over to
- * the next when a replica fails for reasons of its own (unavailable, timed out,
- * broken); a write goes to every replica that accepts writes. Must never: route points
- * to shards, merge answers of several shards (the collection does) or change a
- * replica's state (consensus does).
+ * a read goes to as many replicas that serve reads as its consistency asks (this
+ * peer's first, then the others), and falls over to the next when a replica fails for
+ * reasons of its own (unavailable, timed out, broken); a write goes to every replica
+ * that accepts writes, with one clock tag, and succeeds on `write_consistency_factor`
+ * successes. Replicas that failed a write are marked Dead through the cluster link
+ * (consensus) before the write is answered. `ordering` medium and strong send the
+ * write through a leader replica, which applies ordered writes one at a time. Must
+ * never: route points to shards, merge answers of several shards (the collection
+ * does) or change a replica's state itself (consensus does).
  *
- * Members are the replicas this peer can talk to: in this version only its own. A
- * replica that the placement names on another peer has no member yet; a read or write
- * that would need one answers 501 naming the shard and its peers (remote replicas over
- * p2p gRPC are the next distributed issue). Read consistency above one replica and
- * write ordering through a leader replica need several members and arrive with them:
- * until then the options are carried to the replica unchanged.
+ * On a single node (no placement) the one local replica takes every call as it is.
  */
 
-import { NotImplementedError, QuiverError, ServiceError, type ErrorKind } from '../common/errors';
+import { QuiverError, ShardUnavailableError, type ErrorKind } from '../common/errors';
+import type { ClockTag } from '../shard/clocks';
 import type { Filter } from '../shard/filter';
 import type { LocalShard } from '../shard/local-shard';
+import type { ClusterLink, ShardTarget } from './cluster-link';
 import { LocalReplica } from './local-replica';
 import type {
   OrderedRecord,
@@ -34,7 +35,7 @@ import type {
   UpdateOptions,
 } from './replica';
 import type { ReplicaOperation } from './replica-operation';
-import { acceptsWrites, servesReads, type ReplicaState } from './replica-state';
+import { acceptsWrites, isActive, servesReads, type ReplicaState } from './replica-state';
 
 /** Error kinds that describe the request, not the replica: every replica would answer the same, so a read does not try another. */
 const REQUEST_FAULTS: ReadonlySet<string> = new Set<ErrorKind>(['bad_input', 'bad_request', 'not_found', 'validation', 'format', 'forbidden', 'already_exists']);
@@ -44,18 +45,37 @@ export function isReplicaFault(err: unknown): boolean {
   return !(err instanceof QuiverError && REQUEST_FAULTS.has(err.kind));
 }
 
+/** What a replica set of a cluster collection needs besides its replicas. */
+export interface ReplicaSetCluster {
+  link: ClusterLink;
+  /** The collection's uuid (which collection of this name the peers mean). */
+  uuid: string;
+  /** The collection's current `write_consistency_factor`. */
+  writeConsistencyFactor(): number;
+}
+
+/** The highest of peer ids (decimal u64 strings). */
+function highestPeer(peers: readonly string[]): string | null {
+  let best: string | null = null;
+  for (const p of peers) if (best === null || BigInt(p) > BigInt(best)) best = p;
+  return best;
+}
+
 export class ReplicaSet {
   /** Replicas this peer can talk to, its own first. */
   private members: Replica[];
   /** Peer id → replica state, from the cluster placement (null on a single node: every member is Active). */
   private states: Record<string, ReplicaState> | null;
+  /** Peers whose replica receives a transfer: only the transfer's source sends them writes. */
+  private incoming = new Set<string>();
   /** Members that serve reads, its own first (recomputed when members or states change). */
   private readable: Replica[] = [];
+  /** Listener replicas: they serve reads only when no other replica can. */
+  private listeners: Replica[] = [];
   /** Members that accept writes. */
   private writable: Replica[] = [];
-  /** Peers whose replica would take part in a read (or a write) but that this version cannot reach. */
-  private unreachableReaders = 0;
-  private unreachableWriters = 0;
+  /** Ordered writes (medium, strong) this peer leads, one at a time. */
+  private orderedChain: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly shardId: number,
@@ -65,10 +85,12 @@ export class ReplicaSet {
     private localPeer: string,
     members: Replica[],
     states: Record<string, ReplicaState> | null = null,
+    private readonly cluster: ReplicaSetCluster | null = null,
   ) {
     // This peer's replica first: reads prefer it.
     this.members = [...members.filter((m) => m.isLocal), ...members.filter((m) => !m.isLocal)];
     this.states = states === null ? null : { ...states };
+    this.syncRemotes();
     this.refresh();
   }
 
@@ -79,14 +101,21 @@ export class ReplicaSet {
 
   /** This peer's stored replica, for what only concerns this peer's data (info, configuration, snapshots). */
   get local(): LocalShard | null {
-    for (const m of this.members) if (m instanceof LocalReplica) return m.shard;
+    return this.localReplica?.shard ?? null;
+  }
+
+  /** This peer's replica (what other peers' calls for this shard reach), or null. */
+  get localReplica(): LocalReplica | null {
+    for (const m of this.members) if (m instanceof LocalReplica) return m;
     return null;
   }
 
-  /** Takes new replica states (a placement applied from consensus, naming this peer `peer`). */
-  setStates(states: Record<string, ReplicaState> | null, peer: string = this.localPeer): void {
+  /** Takes new replica states (a placement applied from consensus, naming this peer `peer`) and the peers receiving a transfer. */
+  setStates(states: Record<string, ReplicaState> | null, peer: string = this.localPeer, incoming: readonly string[] = []): void {
     this.localPeer = peer;
     this.states = states === null ? null : { ...states };
+    this.incoming = new Set(incoming);
+    this.syncRemotes();
     this.refresh();
   }
 
@@ -101,65 +130,137 @@ export class ReplicaSet {
     return this.states === null ? [] : Object.keys(this.states).filter((p) => p !== this.localPeer);
   }
 
+  private get target(): ShardTarget {
+    return { collection: this.collection, uuid: this.cluster?.uuid ?? '', shard: this.shardId };
+  }
+
+  /** One remote member per other peer the placement names (cluster mode). */
+  private syncRemotes(): void {
+    if (this.cluster === null || this.states === null) return;
+    const wanted = new Set(this.remotePeers());
+    this.members = this.members.filter((m) => m.isLocal || wanted.has(m.peer));
+    const have = new Set(this.members.map((m) => m.peer));
+    for (const p of wanted) if (!have.has(p)) this.members.push(this.cluster.link.remote(this.target, p));
+  }
+
   private stateOf(peer: string): ReplicaState | undefined {
     return this.states === null ? 'Active' : this.states[peer];
   }
 
   private refresh(): void {
-    const has = (s: ReplicaState | undefined, p: (s: ReplicaState) => boolean) => s !== undefined && p(s);
-    this.readable = this.members.filter((m) => has(this.stateOf(m.peer), servesReads));
-    this.writable = this.members.filter((m) => has(this.stateOf(m.peer), acceptsWrites));
-    const reached = new Set(this.members.map((m) => m.peer));
-    const away = this.states === null ? [] : Object.entries(this.states).filter(([p]) => !reached.has(p));
-    this.unreachableReaders = away.filter(([, s]) => servesReads(s)).length;
-    this.unreachableWriters = away.filter(([, s]) => acceptsWrites(s)).length;
-  }
-
-  /** The 501 of a read or write that needs a replica on another peer. */
-  private needsRemote(write: boolean): NotImplementedError {
-    const remote = this.remotePeers();
-    const where = remote.length > 0 ? `peer${remote.length > 1 ? 's' : ''} ${remote.join(', ')}` : 'no peer';
-    const here = this.members.some((m) => m.isLocal) ? 'replicas on other peers' : 'no replica on this peer';
-    return new NotImplementedError(
-      `shard ${this.shardId} of collection \`${this.collection}\` has ${here} (${where}); ` +
-        `${write ? 'writing to' : 'reading from'} replicas on other peers is not available in this version (distributed mode part 2)`,
-    );
-  }
-
-  /** The replicas a read may ask, in order of preference; throws when there is none. */
-  readers(): readonly Replica[] {
-    if (this.readable.length > 0) return this.readable;
-    if (this.unreachableReaders > 0) throw this.needsRemote(false);
-    throw new ServiceError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica that serves reads`);
-  }
-
-  /** The replicas a write goes to; throws (before anything is sent) when one of them cannot be reached, or there is none. */
-  writers(): readonly Replica[] {
-    if (this.unreachableWriters > 0) throw this.needsRemote(true);
-    if (this.writable.length > 0) return this.writable;
-    throw new ServiceError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica that accepts writes`);
+    const has = (m: Replica, p: (s: ReplicaState) => boolean) => {
+      const s = this.stateOf(m.peer);
+      return s !== undefined && p(s);
+    };
+    this.readable = this.members.filter((m) => has(m, servesReads));
+    this.listeners = this.members.filter((m) => this.stateOf(m.peer) === 'Listener');
+    this.writable = this.members.filter((m) => has(m, acceptsWrites) && !this.incoming.has(m.peer));
   }
 
   /**
-   * This peer's replica for a management call on its data (snapshots): 501 when the
-   * shard has no replica here, or (`write`) has replicas elsewhere too.
+   * The replicas a read may ask, in order of preference: this peer's, then the others
+   * (peers that answered the last health check first); listeners only when nothing else
+   * serves reads. Throws when there is none.
    */
-  localShard(write: boolean): LocalShard {
+  readers(): readonly Replica[] {
+    let rs = this.readable.length > 0 ? this.readable : this.listeners;
+    if (rs.length === 0) throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica that serves reads${this.describe()}`);
+    const link = this.cluster?.link;
+    if (link !== undefined && rs.length > 1) {
+      const up = rs.filter((r) => r.isLocal || link.alive(r.peer));
+      if (up.length < rs.length) rs = [...up, ...rs.filter((r) => !up.includes(r))];
+    }
+    return rs;
+  }
+
+  /** The replicas a write goes to; throws (before anything is sent) when there are fewer than the write needs. */
+  writers(): readonly Replica[] {
+    if (this.writable.length === 0) {
+      throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica that accepts writes${this.describe()}`);
+    }
+    const needed = this.writeQuorum();
+    const counted = this.writable.filter((m) => this.stateOf(m.peer) !== 'Listener').length;
+    if (counted < needed) {
+      throw new ShardUnavailableError(
+        `shard ${this.shardId} of collection \`${this.collection}\` has ${counted} replica${counted === 1 ? '' : 's'} that accept writes, fewer than write_consistency_factor ${needed}${this.describe()}; nothing was written: retry once replicas are back`,
+      );
+    }
+    return this.writable;
+  }
+
+  /** Successes a write needs: write_consistency_factor, at most the replicas the shard has (listeners aside). */
+  private writeQuorum(): number {
+    if (this.cluster === null || this.states === null) return 1;
+    const replicas = Object.values(this.states).filter((s) => s !== 'Listener').length;
+    return Math.max(1, Math.min(this.cluster.writeConsistencyFactor(), replicas));
+  }
+
+  /** ` (replicas: peer 1 Active, peer 2 Dead)` for messages. */
+  private describe(): string {
+    if (this.states === null) return '';
+    return ` (replicas: ${Object.entries(this.states).map(([p, s]) => `peer ${p} ${s}`).join(', ')})`;
+  }
+
+  /** This peer's replica for a management call on its data (snapshots): 503 when the shard has no replica here. */
+  localShard(_write: boolean): LocalShard {
     const local = this.local;
-    if (local !== null && (!write || this.remotePeers().length === 0)) return local;
-    throw this.needsRemote(write);
+    if (local !== null) return local;
+    throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica on this peer${this.describe()}`);
   }
 
   // -- writes -----------------------------------------------------------------------------
 
   /**
-   * Sends `op` to every replica that accepts writes (`to`: from writers(), called before
-   * any shard's write is sent) and resolves with the highest operation id. Fails with the
-   * first replica's error when any fails (write_consistency_factor arrives with remote
-   * replicas).
+   * Sends `op` to the shard's replicas and resolves with the highest operation id.
+   * Single node: to the one replica. Cluster: `weak` ordering sends it from here to every
+   * replica that accepts writes; `medium` and `strong` send it to the leader replica's
+   * peer (or apply it here when this peer leads), which applies ordered writes one at a time.
    */
-  update(op: ReplicaOperation, opts: UpdateOptions, to: readonly Replica[] = this.writers()): Promise<number> {
-    if (to.length === 1) return to[0].update(op, opts);
+  update(op: ReplicaOperation, opts: UpdateOptions, to?: readonly Replica[]): Promise<number> {
+    if (this.cluster === null || this.states === null) {
+      const rs = to ?? this.writers();
+      if (rs.length === 1) return rs[0].update(op, opts);
+      return this.plainFanOut(op, opts, rs);
+    }
+    if (opts.ordering === 'weak') return this.replicate(op, opts, to ?? this.writers());
+    const leader = this.leader(opts.ordering);
+    if (leader === this.localPeer) return this.lead(op, opts);
+    return this.cluster.link.forward(this.target, leader, op, opts);
+  }
+
+  /** An ordered write that another peer sent here as the shard's leader: applied in order, never forwarded again. */
+  lead(op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
+    const run = this.orderedChain.then(() => this.replicate(op, opts, this.writers()));
+    this.orderedChain = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The leader replica's peer: `strong`, the highest peer id among the shard's replicas
+   * (writes wait while it cannot take them); `medium`, the highest peer id among active
+   * replicas whose peer answers health checks.
+   */
+  private leader(ordering: 'medium' | 'strong'): string {
+    const states = this.states ?? {};
+    const link = this.cluster!.link;
+    if (ordering === 'strong') {
+      const leader = highestPeer(Object.keys(states).filter((p) => states[p] !== 'Listener'))!;
+      if (!isActive(states[leader]) || (leader !== this.localPeer && !link.alive(leader))) {
+        throw new ShardUnavailableError(
+          `writes with ordering=strong to shard ${this.shardId} of collection \`${this.collection}\` go through the replica on peer ${leader}, which is ${isActive(states[leader]) ? 'unreachable' : states[leader]}; retry later or use ordering=medium`,
+        );
+      }
+      return leader;
+    }
+    const active = Object.keys(states).filter((p) => isActive(states[p]));
+    const up = active.filter((p) => p === this.localPeer || link.alive(p));
+    const leader = highestPeer(up.length > 0 ? up : active);
+    if (leader === null) throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no active replica to order writes${this.describe()}`);
+    return leader;
+  }
+
+  /** Single node with several members (tests): every member, failing with the first error. */
+  private plainFanOut(op: ReplicaOperation, opts: UpdateOptions, to: readonly Replica[]): Promise<number> {
     return Promise.allSettled(to.map((r) => r.update(op, opts))).then((settled) => {
       let max = 0;
       for (const s of settled) {
@@ -168,6 +269,64 @@ export class ReplicaSet {
       }
       return max;
     });
+  }
+
+  /**
+   * One write to every replica in `to`, with one clock tag. Succeeds when at least
+   * write_consistency_factor replicas (one of them active) applied it; the replicas that
+   * failed are marked Dead through consensus before it answers, so no replica that missed
+   * an acknowledged write serves reads.
+   */
+  private async replicate(op: ReplicaOperation, opts: UpdateOptions, to: readonly Replica[]): Promise<number> {
+    const cluster = this.cluster!;
+    const needed = this.writeQuorum();
+    const held = cluster.link.clock(this.target);
+    const tag: ClockTag = { peer: BigInt(this.localPeer), clock: held.clock, tick: held.tick };
+    const settled = await Promise.allSettled(to.map((r) => r.update(op, opts, tag)));
+    let max = 0;
+    let successes = 0;
+    let activeSuccess = false;
+    const failed: string[] = [];
+    let firstFault: unknown = null;
+    let requestFault: unknown = null;
+    settled.forEach((s, i) => {
+      const r = to[i];
+      if (s.status === 'fulfilled') {
+        if (this.stateOf(r.peer) !== 'Listener') successes++;
+        if (isActive(this.stateOf(r.peer) ?? 'Dead')) activeSuccess = true;
+        if (s.value > max) max = s.value;
+      } else if (isReplicaFault(s.reason)) {
+        failed.push(r.peer);
+        firstFault ??= s.reason;
+      } else {
+        requestFault ??= s.reason;
+      }
+    });
+    // A replica that may have logged the tick keeps it used (a timed-out call may have).
+    held.release(successes > 0 || failed.length > 0);
+    if (successes === 0 && failed.length === 0 && requestFault !== null) throw requestFault;
+    let marked: unknown = null;
+    if (failed.length > 0) {
+      try {
+        await cluster.link.deactivate(this.target, failed, `a write failed: ${errorText(firstFault)}`);
+      } catch (err) {
+        marked = err;
+      }
+    }
+    const where = `shard ${this.shardId} of collection \`${this.collection}\``;
+    if (successes < needed || !activeSuccess) {
+      throw new ShardUnavailableError(
+        `the write reached ${successes} of ${to.length} replicas of ${where}${activeSuccess ? '' : ' (no active one)'}, fewer than write_consistency_factor ${needed}; ` +
+          `it may be partially applied (retrying it is safe): ${errorText(firstFault ?? requestFault)}`,
+      );
+    }
+    if (marked !== null) {
+      throw new ShardUnavailableError(
+        `the write was applied on ${successes} replicas of ${where}, but the replicas that failed it (peer ${failed.join(', ')}) could not be marked Dead: ` +
+          `the consistency of this write is not guaranteed: ${errorText(marked)}`,
+      );
+    }
+    return max;
   }
 
   // -- reads ------------------------------------------------------------------------------
@@ -193,7 +352,6 @@ export class ReplicaSet {
     }
     throw first;
   }
-
   retrieve(req: RetrieveRequest, opts: ReadOptions): Promise<PointRecord[]> {
     return this.read((r) => r.retrieve(req, opts));
   }
@@ -217,4 +375,8 @@ export class ReplicaSet {
   anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
     return this.read((r) => r.anyMatch(filter, opts));
   }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

@@ -11,6 +11,7 @@
  * (offsets, labels, stored payload objects) or take closures.
  */
 
+import type { ClockTag } from '../shard/clocks';
 import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { Payload, WithPayload } from '../shard/payload-store';
@@ -142,8 +143,10 @@ export interface Replica {
   /**
    * Applies one operation under the replica's own update lock (selectors are resolved
    * there) and resolves with its operation id. A rejected operation changes nothing.
+   * With `tag` (a replicated write: the same tag goes to every replica of the shard) the
+   * replica skips an operation whose tag it has seen, so sending it again is harmless.
    */
-  update(op: ReplicaOperation, opts: UpdateOptions): Promise<number>;
+  update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number>;
 
   retrieve(req: RetrieveRequest, opts: ReadOptions): Promise<PointRecord[]>;
   /** Hits `offset .. offset + limit` of this replica, best first, after `scoreThreshold` and `exclude`. */

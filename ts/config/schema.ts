@@ -161,7 +161,7 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
       keys: {
         enabled: bool,
         peer_id: { kind: 'string', nullable: true, nonEmpty: true, acceptInteger: true },
-        p2p: { kind: 'section', keys: { port, enable_tls: bool } },
+        p2p: { kind: 'section', keys: { port, enable_tls: bool, connection_pool_size: int(1, 16) } },
         consensus: {
           kind: 'section',
           keys: {

@@ -81,7 +81,7 @@ export interface ServiceConfig {
 export interface ClusterConfig {
   enabled: boolean;
   peer_id: string | null;
-  p2p: { port: number; enable_tls: boolean };
+  p2p: { port: number; enable_tls: boolean; connection_pool_size: number };
   consensus: {
     tick_period_ms: number;
     compact_wal_entries: number;

@@ -284,13 +284,15 @@ export class LocalShard {
    * tag and applied like a local write. With `wait`, resolves once the operation (or,
    * when skipped, everything logged before) is durable.
    */
-  async applyTagged(op: ShardOperation, tag: ClockTag, wait: boolean): Promise<TaggedApplyResult> {
+  async applyTagged(operation: ShardOperation | ((shard: LocalShard) => ShardOperation), tag: ClockTag, wait: boolean): Promise<TaggedApplyResult> {
     const problem = clockTagProblem(tag);
     if (problem !== null) throw new RangeError(`clock tag (${tag.peer}, ${tag.clock}, ${tag.tick}): ${problem}`);
     this.usable();
     const result = await this.exclusive(async (): Promise<TaggedApplyResult> => {
       this.usable();
       if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
+      // A selector is resolved here, under the lock, as a local write's is.
+      const op = typeof operation === 'function' ? operation(this) : operation;
       checkOperation(op);
       return { applied: true, seq: await this.logAndApply(op, { peer: tag.peer, clock: tag.clock, tick: tag.tick }) };
     });

@@ -98,6 +98,7 @@ export class LocalApplier {
       uuid: desired.uuid,
       peer: this.peerId,
       shards: desired.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })),
+      transfers: (desired.transfers ?? []).map((t) => ({ shard: t.shard, from: t.from, to: t.to })),
     };
     if (local && local.meta.cluster?.uuid !== desired.uuid) {
       this.log.info({ collection: name }, 'collection re-created in the cluster: the old local one goes');

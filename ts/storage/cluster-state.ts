@@ -13,7 +13,7 @@
 
 import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
-import type { ReplicaState } from '../collection/replica-state';
+import { isActive, type ReplicaState } from '../collection/replica-state';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import { validateCollectionName, type AliasAction } from './toc';
 import type { ConfChange, PeerId } from '../consensus/types';
@@ -24,12 +24,28 @@ export interface ShardPlacement {
   replicas: Record<PeerId, ReplicaState>;
 }
 
+/**
+ * A shard transfer in progress: `from` (an active replica) streams the shard to `to`
+ * (Partial meanwhile) and forwards every write it applies; `to` gets writes from no
+ * one else until the transfer ends. `kind`: `recovery` brings a Dead replica back,
+ * `replicate` adds a replica, `move` adds one and drops the source's at the end.
+ */
+export interface TransferInfo {
+  shard: number;
+  from: PeerId;
+  to: PeerId;
+  method: 'stream_records';
+  kind: 'recovery' | 'replicate' | 'move';
+}
+
 export interface ClusterCollection {
   /** Chosen at creation: tells a re-created collection of the same name from the old one. */
   uuid: string;
   config: CollectionConfig;
   payload_schema: Record<string, FieldSchema>;
   shards: ShardPlacement[];
+  /** Transfers in progress (absent in states written before transfers existed). */
+  transfers?: TransferInfo[];
 }
 
 export interface ClusterStateData {
@@ -53,7 +69,10 @@ export type MetaOp =
   | { op: 'changeAliases'; actions: AliasAction[] }
   | { op: 'createPayloadIndex'; collection: string; field: string; schema: FieldSchema }
   | { op: 'dropPayloadIndex'; collection: string; field: string }
-  | { op: 'setReplicaState'; collection: string; shard: number; peer: PeerId; state: ReplicaState; from?: ReplicaState };
+  | { op: 'setReplicaState'; collection: string; shard: number; peer: PeerId; state: ReplicaState; from?: ReplicaState }
+  | { op: 'startTransfer'; collection: string; transfer: TransferInfo }
+  /** Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's replica); otherwise the target is marked Dead (a replicate's new replica is dropped). */
+  | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean };
 
 /** What applying an operation did: its answer, and which local things to bring in line. */
 export type ApplyResult =
@@ -130,6 +149,14 @@ export class ClusterState {
     } else if (change.type === 'removePeer') {
       delete this.data.peers[change.peer];
       for (const [name, c] of Object.entries(this.data.collections)) {
+        for (const t of c.transfers ?? []) {
+          if (t.from === change.peer || t.to === change.peer) {
+            c.transfers = (c.transfers ?? []).filter((x) => x !== t);
+            const shard = c.shards.find((s) => s.id === t.shard);
+            if (shard) this.endTarget(shard, t, false);
+            if (!touched.includes(name)) touched.push(name);
+          }
+        }
         for (const s of c.shards) {
           if (Object.prototype.hasOwnProperty.call(s.replicas, change.peer)) {
             delete s.replicas[change.peer];
@@ -144,6 +171,24 @@ export class ClusterState {
   /** Records a peer's URI (the founding peer, which is not added by a membership change). */
   setPeerUri(peer: PeerId, uri: string): void {
     this.data.peers[peer] = uri;
+  }
+
+  /** The target's replica as a transfer ends: Active (a move drops the source's), or Dead (a replicate's new replica goes). */
+  private endTarget(shard: ShardPlacement, t: TransferInfo, ok: boolean): void {
+    if (shard.replicas[t.to] !== 'Partial') return;
+    if (ok) {
+      shard.replicas[t.to] = 'Active';
+      if (t.kind === 'move') delete shard.replicas[t.from];
+    } else if (t.kind === 'recovery') {
+      shard.replicas[t.to] = 'Dead';
+    } else {
+      delete shard.replicas[t.to];
+    }
+  }
+
+  /** Transfers in progress of a collection. */
+  transfers(name: string): readonly TransferInfo[] {
+    return this.collection(name)?.transfers ?? [];
   }
 
   apply(op: MetaOp, maxCollections: number | null): ApplyResult {
@@ -239,10 +284,49 @@ export class ClusterState {
         if (op.from !== undefined && current !== op.from) {
           throw new BadInputError(`replica of shard ${op.shard} on peer ${op.peer} is ${current}, not ${op.from}`);
         }
-        if (op.state !== 'Active' && !Object.entries(shard.replicas).some(([p, s]) => p !== op.peer && s === 'Active')) {
+        if (current === op.state) return done(false, []);
+        if (isActive(current) && !isActive(op.state) && !Object.entries(shard.replicas).some(([p, s]) => p !== op.peer && isActive(s))) {
           throw new BadInputError(`shard ${op.shard} of ${name} must keep at least one active replica`);
         }
+        // A replica in a transfer changes state only through the transfer's end.
+        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && (x.from === op.peer || x.to === op.peer));
+        if (t !== undefined && !isActive(op.state)) {
+          // The source failing ends the transfer: its target cannot become Active without it.
+          c.transfers = (c.transfers ?? []).filter((x) => x !== t);
+          if (t.to !== op.peer) this.endTarget(shard, t, false);
+        } else if (t !== undefined) {
+          throw new BadInputError(`replica of shard ${op.shard} on peer ${op.peer} is in a transfer (${t.from} → ${t.to})`);
+        }
         shard.replicas[op.peer] = op.state;
+        return done(true, [name]);
+      }
+      case 'startTransfer': {
+        const [name, c] = this.requireCollection(op.collection);
+        const t = op.transfer;
+        const shard = c.shards.find((s) => s.id === t.shard);
+        if (!shard) throw new NotFoundError(`Shard ${t.shard} of ${name} does not exist`);
+        if (!Object.prototype.hasOwnProperty.call(this.data.peers, t.to)) throw new BadInputError(`Peer ${t.to} does not exist`);
+        if (t.from === t.to) throw new BadInputError(`a shard transfer needs two different peers (${t.from})`);
+        const source = shard.replicas[t.from];
+        if (source === undefined || !isActive(source)) throw new BadInputError(`shard ${t.shard} of ${name} has no active replica on peer ${t.from}`);
+        if ((c.transfers ?? []).some((x) => x.shard === t.shard)) throw new BadInputError(`shard ${t.shard} of ${name} is already being transferred`);
+        const target = shard.replicas[t.to];
+        if (t.kind === 'recovery') {
+          if (target === undefined || isActive(target)) throw new BadInputError(`replica of shard ${t.shard} on peer ${t.to} is ${target ?? 'absent'}: nothing to recover`);
+        } else if (target !== undefined) {
+          throw new BadInputError(`shard ${t.shard} of ${name} already has a replica on peer ${t.to}`);
+        }
+        shard.replicas[t.to] = 'Partial';
+        c.transfers = [...(c.transfers ?? []), { ...t }];
+        return done(true, [name]);
+      }
+      case 'finishTransfer': {
+        const [name, c] = this.requireCollection(op.collection);
+        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to);
+        if (t === undefined) return done(false, []);
+        const shard = c.shards.find((s) => s.id === op.shard)!;
+        c.transfers = (c.transfers ?? []).filter((x) => x !== t);
+        this.endTarget(shard, t, op.ok);
         return done(true, [name]);
       }
     }

@@ -12,6 +12,7 @@
  * half-made collection that start-up would try to open.
  */
 
+import type { ClusterLink } from '../collection/cluster-link';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
@@ -24,7 +25,8 @@ import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFi
 import type { FieldSchema } from '../shard/field-schema';
 
 /** Reads this node's peer id, or makes and keeps a new random one. */
-async function readPeerId(storagePath: string): Promise<bigint> {
+/** This node's peer id (`storage/peer_id`), chosen and saved on first start. */
+export async function readPeerId(storagePath: string): Promise<bigint> {
   const file = path.join(storagePath, 'peer_id');
   try {
     const text = (await fs.readFile(file, 'utf8')).trim();
@@ -64,12 +66,14 @@ export class TableOfContent {
     private readonly engine: Engine,
     private readonly logger: Logger,
     private readonly maxCollections: number | null,
+    /** The cluster around this peer (cluster mode): collections with a placement reach their remote replicas through it. */
+    private readonly link: ClusterLink | null,
   ) {
     this.collectionsDir = path.join(storagePath, 'collections');
   }
 
-  static async open(storagePath: string, engine: Engine, logger: Logger, maxCollections: number | null = null): Promise<TableOfContent> {
-    const toc = new TableOfContent(storagePath, engine, logger, maxCollections);
+  static async open(storagePath: string, engine: Engine, logger: Logger, maxCollections: number | null = null, link: ClusterLink | null = null): Promise<TableOfContent> {
+    const toc = new TableOfContent(storagePath, engine, logger, maxCollections, link);
     await fs.mkdir(toc.collectionsDir, { recursive: true });
     await removeTempFiles(storagePath);
     for (const what of await finishSwaps(toc.collectionsDir)) logger.warn({ what }, 'finished a snapshot recovery a crash interrupted');
@@ -91,7 +95,7 @@ export class TableOfContent {
         continue;
       }
       meta.payload_schema ??= {};
-      toc.collections.set(e.name, await Collection.open(e.name, dir, meta, engine, logger, toc.peerId));
+      toc.collections.set(e.name, await Collection.open(e.name, dir, meta, engine, logger, toc.peerId, meta.cluster ? link : null));
     }
     const aliases = await readJson<Record<string, string>>(path.join(storagePath, 'aliases.json'));
     toc.aliases = new Map(Object.entries(aliases ?? {}).filter(([, c]) => toc.collections.has(c)));
@@ -164,7 +168,7 @@ export class TableOfContent {
         await fs.rm(tmp, { recursive: true, force: true });
         throw err;
       }
-      this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId));
+      this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId, meta.cluster ? this.link : null));
       this.logger.info({ collection: name }, 'collection created');
     });
   }
@@ -233,10 +237,10 @@ export class TableOfContent {
       }
       try {
         await swapDirectory(this.collectionsDir, name, source, existing !== undefined, async () => {
-          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId));
+          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId, meta.cluster ? this.link : null));
         });
       } catch (err) {
-        if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger, this.peerId));
+        if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger, this.peerId, existing.meta.cluster ? this.link : null));
         throw snapshotLoadError(err);
       }
       this.logger.info({ collection: name, replaced: existing !== undefined }, 'collection recovered from a snapshot');

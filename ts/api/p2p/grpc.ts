@@ -49,16 +49,28 @@ interface RaftClient extends grpc.Client {
 }
 
 type RaftClientCtor = new (target: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => RaftClient;
+type ServiceCtor = (new (target: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => grpc.Client) & { service: grpc.ServiceDefinition };
 
-let loaded: { service: grpc.ServiceDefinition; Client: RaftClientCtor } | null = null;
+interface P2PPackage {
+  Raft: RaftClientCtor & { service: grpc.ServiceDefinition };
+  Points: ServiceCtor;
+}
 
-function raftService(): { service: grpc.ServiceDefinition; Client: RaftClientCtor } {
+let loaded: P2PPackage | null = null;
+
+/** The services of proto/p2p.proto, loaded once. */
+export function p2pPackage(): P2PPackage {
   if (loaded) return loaded;
   const protoPath = path.join(repoRoot(), 'proto', 'p2p.proto');
   const def = protoLoader.loadSync(protoPath, { keepCase: true, longs: String, defaults: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { quiver: { p2p: { Raft: RaftClientCtor & { service: grpc.ServiceDefinition } } } };
-  loaded = { service: pkg.quiver.p2p.Raft.service, Client: pkg.quiver.p2p.Raft };
+  const pkg = grpc.loadPackageDefinition(def) as unknown as { quiver: { p2p: P2PPackage } };
+  loaded = pkg.quiver.p2p;
   return loaded;
+}
+
+function raftService(): { service: grpc.ServiceDefinition; Client: RaftClientCtor } {
+  const p = p2pPackage();
+  return { service: p.Raft.service, Client: p.Raft };
 }
 
 function repoRoot(): string {
@@ -73,7 +85,7 @@ function repoRoot(): string {
   }
 }
 
-const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   // A peer that restarts is reached again quickly (the default backoff grows to 2 minutes).
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.min_reconnect_backoff_ms': 100,
@@ -113,9 +125,11 @@ export class P2PServer {
     readonly port: number,
   ) {}
 
-  static async start(host: string, port: number, handlers: PeerHandlers, logger: Logger, tls: P2PTls | null = null): Promise<P2PServer> {
+  /** `extra`: adds more services (the points service) before the server binds. */
+  static async start(host: string, port: number, handlers: PeerHandlers, logger: Logger, tls: P2PTls | null = null, extra: ((server: grpc.Server) => void) | null = null): Promise<P2PServer> {
     const { service } = raftService();
     const server = new grpc.Server({ 'grpc.max_receive_message_length': 256 * 1024 * 1024 });
+    extra?.(server);
     const unary =
       <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res> | Res) =>
       (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {

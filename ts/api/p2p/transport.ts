@@ -10,6 +10,7 @@
  */
 
 import * as fs from 'node:fs/promises';
+import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import type { Config } from '../../config/types';
@@ -19,6 +20,8 @@ import { P2PServer, PeerClients, type P2PTls } from './grpc';
 
 export class GrpcTransport implements PeerTransport {
   private server: P2PServer | null = null;
+  /** Services served beside Raft's (the points service), added before `serve`. */
+  private extra: ((server: grpc.Server) => void) | null = null;
 
   private constructor(
     private readonly host: string,
@@ -50,9 +53,19 @@ export class GrpcTransport implements PeerTransport {
     return new GrpcTransport(config.service.host, c.p2p.port, logger, tls, clients);
   }
 
+  /** The TLS material peers use (null without cluster.p2p.enable_tls). */
+  get p2pTls(): P2PTls | null {
+    return this.tls;
+  }
+
+  /** Serves more services beside Raft's once `serve` starts the server. */
+  addServices(add: (server: grpc.Server) => void): void {
+    this.extra = add;
+  }
+
   async serve(handlers: PeerHandlers): Promise<number> {
     try {
-      this.server = await P2PServer.start(this.host, this.port, handlers, this.logger, this.tls);
+      this.server = await P2PServer.start(this.host, this.port, handlers, this.logger, this.tls, this.extra);
     } catch (err) {
       throw new Error(`cannot listen on ${this.host}:${this.port} (cluster.p2p.port): ${(err as Error).message}`);
     }

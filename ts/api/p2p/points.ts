@@ -1,0 +1,428 @@
+/**
+ * The points service between peers (`Points` in proto/p2p.proto): the server side that
+ * answers calls for this peer's replicas, the clients that make them, and RemoteReplica,
+ * the Replica interface over those calls.
+ *
+ * Owns: the wire form of replica reads and writes (writes in the replica operation
+ * encoding, reads and answers as JSON with vectors as f32 bytes), the table between
+ * error kinds and gRPC codes for these calls (the kind travels in a trailer, so the
+ * caller rethrows the same kind), connection pools per peer (`cluster.p2p.
+ * connection_pool_size` connections each), deadlines, and cancelling the calls in
+ * flight to a peer that stopped answering health checks. Must never: decide which
+ * replica a call goes to (ReplicaSet does) or apply anything itself (the local replica does).
+ */
+
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+
+import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
+import type { ClusterLink, ShardTarget } from '../../collection/cluster-link';
+import type { Collection } from '../../collection/collection';
+import type { LocalReplica } from '../../collection/local-replica';
+import {
+  DEFAULT_READ,
+  keyToJson,
+  type OrderedRecord,
+  type OrderedScrollRequest,
+  type PointId,
+  type PointRecord,
+  type ReadOptions,
+  type Replica,
+  type RetrieveRequest,
+  type ScoredRecord,
+  type ScrollRequest,
+  type SearchRequest,
+  type UpdateOptions,
+} from '../../collection/replica';
+import { decodeReplicaOperation, encodeReplicaOperation, type ReplicaOperation } from '../../collection/replica-operation';
+import type { ReplicaSet } from '../../collection/replica-set';
+import type { ClockTag } from '../../shard/clocks';
+import type { Filter } from '../../shard/filter';
+import { normalizePointId } from '../../shard/id-tracker';
+import type { TableOfContent } from '../../storage/toc';
+import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
+
+// -- wire -----------------------------------------------------------------------------------
+
+interface TargetMsg {
+  collection: string;
+  uuid: string;
+  shard: number;
+}
+
+interface UpdateMsg {
+  target: TargetMsg;
+  operation: Buffer;
+  wait: boolean;
+  ordering: string;
+  tagged: boolean;
+  tag_peer: string;
+  tag_clock: number;
+  tag_tick: string;
+}
+
+interface ReadMsg {
+  target: TargetMsg;
+  kind: ReadKind;
+  request: Buffer;
+}
+
+export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready';
+
+const KIND_TRAILER = 'quiver-error-kind';
+
+/** The gRPC code a call answers for an error kind. */
+const CODE_OF_KIND: Record<ErrorKind, grpc.status> = {
+  bad_input: grpc.status.INVALID_ARGUMENT,
+  already_exists: grpc.status.ALREADY_EXISTS,
+  not_found: grpc.status.NOT_FOUND,
+  service_error: grpc.status.INTERNAL,
+  bad_request: grpc.status.INVALID_ARGUMENT,
+  standalone_mode: grpc.status.FAILED_PRECONDITION,
+  forbidden: grpc.status.PERMISSION_DENIED,
+  timeout: grpc.status.DEADLINE_EXCEEDED,
+  checksum_mismatch: grpc.status.INVALID_ARGUMENT,
+  shard_unavailable: grpc.status.UNAVAILABLE,
+  validation: grpc.status.INVALID_ARGUMENT,
+  format: grpc.status.INVALID_ARGUMENT,
+  not_implemented: grpc.status.UNIMPLEMENTED,
+  cluster_unavailable: grpc.status.UNAVAILABLE,
+};
+
+function targetMsg(t: ShardTarget): TargetMsg {
+  return { collection: t.collection, uuid: t.uuid, shard: t.shard };
+}
+
+function idsOut(keys: ReadonlyArray<{ kind: 'num' | 'uuid'; value: bigint | string }>): PointId[] {
+  return keys.map((k) => keyToJson(k as never));
+}
+
+/** A read request as bytes: JSON, with a search's vector as little-endian f32 (base64) and point ids as the API writes them. */
+export function encodeRead(kind: ReadKind, req: unknown): Buffer {
+  let body: unknown = req;
+  if (kind === 'search') {
+    const r = req as SearchRequest;
+    body = { ...r, vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'), exclude: r.exclude ? idsOut(r.exclude) : undefined };
+  } else if (kind === 'retrieve') {
+    const r = req as RetrieveRequest;
+    body = { ...r, ids: idsOut(r.ids) };
+  } else if (kind === 'scroll') {
+    const r = req as ScrollRequest;
+    body = { ...r, offset: r.offset === null ? null : keyToJson(r.offset) };
+  }
+  return Buffer.from(JSON.stringify(body ?? null), 'utf8');
+}
+
+export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
+  const body = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
+  if (kind === 'search') {
+    const raw = Buffer.from(body.vector as string, 'base64');
+    const vector = new Float32Array(raw.length / 4);
+    Buffer.from(vector.buffer).set(raw);
+    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined };
+  }
+  if (kind === 'retrieve') return { ...body, ids: (body.ids as PointId[]).map((id) => normalizePointId(id)) };
+  if (kind === 'scroll') return { ...body, offset: body.offset === null ? null : normalizePointId(body.offset) };
+  return body;
+}
+
+// -- server ---------------------------------------------------------------------------------
+
+/** What the points service answers calls with: this peer's collections. */
+export interface PointsBackend {
+  toc: TableOfContent;
+  /** This peer's id. */
+  peer: string;
+  /** Resolves once local changes from consensus entries applied so far are made. */
+  settled(): Promise<void>;
+}
+
+function errorStatus(err: unknown): Partial<grpc.StatusObject> {
+  const metadata = new grpc.Metadata();
+  if (err instanceof QuiverError && (err.kind as string) in CODE_OF_KIND) {
+    metadata.set(KIND_TRAILER, err.kind);
+    return { code: CODE_OF_KIND[err.kind as ErrorKind], details: err.message, metadata };
+  }
+  return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err) };
+}
+
+/** The collection and replica set a call names; waits once for pending local changes when this peer does not have them yet. */
+async function resolveTarget(b: PointsBackend, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
+  for (let attempt = 0; ; attempt++) {
+    const c = b.toc.peek(t.collection);
+    if (c !== undefined && c.meta.cluster?.uuid === t.uuid) {
+      const set = c.replicaSets()[t.shard];
+      if (set !== undefined) return { collection: c, set };
+    }
+    if (attempt > 0) throw new ShardUnavailableError(`peer ${b.peer} has no shard ${t.shard} of collection \`${t.collection}\` (uuid ${t.uuid})`);
+    await b.settled();
+  }
+}
+
+function localOf(b: PointsBackend, set: ReplicaSet, t: TargetMsg): LocalReplica {
+  const r = set.localReplica;
+  if (r === null) throw new ShardUnavailableError(`peer ${b.peer} holds no replica of shard ${t.shard} of collection \`${t.collection}\``);
+  return r;
+}
+
+function tagOf(m: UpdateMsg): ClockTag | undefined {
+  return m.tagged ? { peer: BigInt(m.tag_peer), clock: m.tag_clock, tick: BigInt(m.tag_tick) } : undefined;
+}
+
+function updateOptions(m: UpdateMsg): UpdateOptions {
+  const ordering = m.ordering === 'medium' || m.ordering === 'strong' ? m.ordering : 'weak';
+  return { wait: m.wait, ordering, timeout: null };
+}
+
+/** Adds the points service to a p2p gRPC server. */
+export function addPointsService(server: grpc.Server, backend: PointsBackend, logger: Logger): void {
+  const unary =
+    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
+    (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+      fn(call.request).then(
+        (res) => cb(null, res),
+        (err: unknown) => {
+          if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p points call failed');
+          cb(errorStatus(err));
+        },
+      );
+    };
+  server.addService(p2pPackage().Points.service, {
+    Update: unary<UpdateMsg, object>(async (m) => {
+      const { set } = await resolveTarget(backend, m.target);
+      const id = await localOf(backend, set, m.target).update(decodeReplicaOperation(m.operation), updateOptions(m), tagOf(m));
+      return { operation_id: String(id) };
+    }),
+    Forward: unary<UpdateMsg, object>(async (m) => {
+      const { set } = await resolveTarget(backend, m.target);
+      const id = await set.lead(decodeReplicaOperation(m.operation), { ...updateOptions(m), ordering: 'weak' });
+      return { operation_id: String(id) };
+    }),
+    Read: unary<ReadMsg, object>(async (m) => {
+      const { collection, set } = await resolveTarget(backend, m.target);
+      const result = await readLocal(backend, collection, set, m);
+      return { result: Buffer.from(JSON.stringify(result ?? null), 'utf8') };
+    }),
+  });
+}
+
+async function readLocal(b: PointsBackend, collection: Collection, set: ReplicaSet, m: ReadMsg): Promise<unknown> {
+  if (m.kind === 'transfer_ready') {
+    // The target of a transfer is ready once it applied the transfer's start (its replica emptied and open).
+    const { from } = JSON.parse(m.request.toString('utf8')) as { from: string };
+    const t = (collection.meta.cluster?.transfers ?? []).find((x) => x.shard === m.target.shard && x.from === from && x.to === b.peer);
+    return { ready: t !== undefined && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
+  }
+  const r = localOf(b, set, m.target);
+  const req = decodeRead(m.kind, m.request) as never;
+  switch (m.kind) {
+    case 'retrieve':
+      return r.retrieve(req, DEFAULT_READ);
+    case 'search':
+      return r.search(req, DEFAULT_READ);
+    case 'scroll':
+      return r.scroll(req, DEFAULT_READ);
+    case 'scroll_ordered':
+      return r.scrollOrdered(req, DEFAULT_READ);
+    case 'count':
+      return r.count((req as { filter: Filter | null }).filter, DEFAULT_READ);
+    case 'any_match':
+      return r.anyMatch((req as { filter: Filter | null }).filter, DEFAULT_READ);
+    default:
+      throw new QuiverError('bad_request', ERROR_PREFIX.bad_request, `unknown read kind ${JSON.stringify(m.kind)}`);
+  }
+}
+
+// -- clients --------------------------------------------------------------------------------
+
+interface PointsClient extends grpc.Client {
+  Update(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
+  Forward(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
+  Read(req: ReadMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
+}
+
+interface Pool {
+  clients: PointsClient[];
+  next: number;
+  inFlight: Set<grpc.ClientUnaryCall>;
+}
+
+/** Figures of p2p point calls, for metrics. */
+export interface PointsCallStats {
+  calls: number;
+  failures: number;
+}
+
+/** Pooled clients of the points service, per peer URI. */
+export class PointsClients {
+  private readonly pools = new Map<string, Pool>();
+  readonly stats = new Map<string, PointsCallStats>();
+
+  constructor(private readonly opts: { poolSize: number; callTimeoutMs: number; tls: P2PTls | null }) {}
+
+  private pool(uri: string): Pool {
+    let p = this.pools.get(uri);
+    if (!p) {
+      const { target } = grpcTarget(uri);
+      const t = this.opts.tls;
+      const Ctor = p2pPackage().Points;
+      const clients: PointsClient[] = [];
+      for (let i = 0; i < this.opts.poolSize; i++) {
+        const creds = t ? grpc.credentials.createSsl(t.ca, t.key, t.cert) : grpc.credentials.createInsecure();
+        // Each client its own connection (grpc-js otherwise shares one subchannel between them).
+        clients.push(new Ctor(target, creds, { ...CHANNEL_OPTIONS, 'grpc.use_local_subchannel_pool': 1 }) as PointsClient);
+      }
+      p = { clients, next: 0, inFlight: new Set() };
+      this.pools.set(uri, p);
+    }
+    return p;
+  }
+
+  /** One call to the peer at `uri` (`peer` names it in errors), bounded by `timeoutMs`. */
+  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read', req: UpdateMsg | ReadMsg, timeoutMs: number | null): Promise<T> {
+    return new Promise((resolve, reject) => {
+      let pool: Pool;
+      try {
+        pool = this.pool(uri);
+      } catch (err) {
+        reject(new ShardUnavailableError(`peer ${peer}: ${(err as Error).message}`));
+        return;
+      }
+      const client = pool.clients[pool.next++ % pool.clients.length];
+      const stat = this.stats.get(method) ?? { calls: 0, failures: 0 };
+      this.stats.set(method, stat);
+      stat.calls++;
+      const ms = timeoutMs ?? this.opts.callTimeoutMs;
+      const call = (client[method] as (r: unknown, m: grpc.Metadata, o: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: T) => void) => grpc.ClientUnaryCall).call(
+        client,
+        req,
+        new grpc.Metadata(),
+        { deadline: Date.now() + ms },
+        (err, res) => {
+          pool.inFlight.delete(call);
+          if (!err) {
+            resolve(res as T);
+            return;
+          }
+          stat.failures++;
+          reject(callError(err, peer, ms));
+        },
+      );
+      pool.inFlight.add(call);
+    });
+  }
+
+  /** Cancels every call in flight to `uri` (its peer stopped answering): they fail as unavailable at once. */
+  cancelAll(uri: string): number {
+    const p = this.pools.get(uri);
+    if (!p) return 0;
+    const calls = [...p.inFlight];
+    for (const c of calls) c.cancel();
+    return calls.length;
+  }
+
+  forget(uri: string): void {
+    const p = this.pools.get(uri);
+    if (!p) return;
+    for (const c of p.clients) c.close();
+    this.pools.delete(uri);
+  }
+
+  close(): void {
+    for (const uri of [...this.pools.keys()]) this.forget(uri);
+  }
+}
+
+/** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
+function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
+  const kind = err.metadata?.get(KIND_TRAILER)?.[0];
+  if (typeof kind === 'string' && kind in CODE_OF_KIND) return new QuiverError(kind as ErrorKind, '', err.details);
+  if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
+  if (err.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
+  return new ShardUnavailableError(`peer ${peer} cannot be reached: ${err.details || err.message}`);
+}
+
+// -- the remote replica -----------------------------------------------------------------------
+
+/** The replica of a shard that another peer holds, over the points service. */
+export class RemoteReplica implements Replica {
+  readonly isLocal = false;
+
+  constructor(
+    readonly peer: string,
+    private readonly target: ShardTarget,
+    private readonly clients: PointsClients,
+    /** The peer's URI now (peers' addresses come from consensus). */
+    private readonly uriOf: (peer: string) => string,
+  ) {}
+
+  private uri(): string {
+    return this.uriOf(this.peer);
+  }
+
+  private timeoutMs(opts: { timeout: number | null }): number | null {
+    return opts.timeout === null ? null : Math.max(1, opts.timeout * 1000);
+  }
+
+  async update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
+    const res = await this.clients.call<{ operation_id: string }>(this.uri(), this.peer, 'Update', updateMsg(this.target, op, opts, tag), this.timeoutMs(opts));
+    return Number(res.operation_id);
+  }
+
+  private async read<T>(kind: ReadKind, req: unknown, opts: ReadOptions): Promise<T> {
+    const msg: ReadMsg = { target: targetMsg(this.target), kind, request: encodeRead(kind, req) };
+    const res = await this.clients.call<{ result: Buffer }>(this.uri(), this.peer, 'Read', msg, this.timeoutMs(opts));
+    return JSON.parse(res.result.toString('utf8')) as T;
+  }
+
+  retrieve(req: RetrieveRequest, opts: ReadOptions): Promise<PointRecord[]> {
+    return this.read('retrieve', req, opts);
+  }
+
+  search(req: SearchRequest, opts: ReadOptions): Promise<ScoredRecord[]> {
+    return this.read('search', req, opts);
+  }
+
+  scroll(req: ScrollRequest, opts: ReadOptions): Promise<{ points: PointRecord[]; next: PointId | null }> {
+    return this.read('scroll', req, opts);
+  }
+
+  scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions): Promise<OrderedRecord[]> {
+    return this.read('scroll_ordered', req, opts);
+  }
+
+  count(filter: Filter | null, opts: ReadOptions): Promise<number> {
+    return this.read('count', { filter }, opts);
+  }
+
+  anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
+    return this.read('any_match', { filter }, opts);
+  }
+
+  /** Whether this peer applied the start of a transfer from `from` (its replica is empty and Partial). */
+  async transferReady(from: string, timeoutMs: number): Promise<boolean> {
+    const r = await this.read<{ ready: boolean }>('transfer_ready', { from }, { consistency: { factor: 1 }, timeout: timeoutMs / 1000 });
+    return r.ready;
+  }
+}
+
+export function updateMsg(target: ShardTarget, op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag | null): UpdateMsg {
+  return {
+    target: targetMsg(target),
+    operation: encodeReplicaOperation(op),
+    wait: opts.wait,
+    ordering: opts.ordering,
+    tagged: tag !== undefined && tag !== null,
+    tag_peer: tag ? tag.peer.toString() : '',
+    tag_clock: tag ? tag.clock : 0,
+    tag_tick: tag ? tag.tick.toString() : '',
+  };
+}
+
+/** Forwards an ordered write to the shard's leader peer. */
+export async function forwardUpdate(clients: PointsClients, uri: string, leader: string, target: ShardTarget, op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
+  const res = await clients.call<{ operation_id: string }>(uri, leader, 'Forward', updateMsg(target, op, opts), opts.timeout === null ? null : opts.timeout * 1000);
+  return Number(res.operation_id);
+}
+
+export type { ClusterLink };

@@ -1,0 +1,53 @@
+/**
+ * What a collection needs from the cluster around it, as an interface the layers above
+ * implement (ts/api/p2p over gRPC, ts/transfer, consensus through ts/storage): replicas
+ * on other peers, marking replicas Dead, forwarding an ordered write to the shard's
+ * leader replica, and the clocks that tag replicated writes.
+ *
+ * Owns: the shape of those calls. Must never: name a transport or a status code.
+ */
+
+import type { LocalReplica } from './local-replica';
+import type { ReplicaOperation } from './replica-operation';
+import type { Replica, UpdateOptions } from './replica';
+
+/** One shard of one collection, as peers name it to each other (the uuid tells a re-created collection from the old one). */
+export interface ShardTarget {
+  collection: string;
+  uuid: string;
+  shard: number;
+}
+
+/** A clock held by one replicated write: the write carries (this peer, clock, tick). */
+export interface HeldClock {
+  readonly clock: number;
+  readonly tick: bigint;
+  /** Lets the clock go; `used`: some replica logged the tick (when none did, the tick is given back). */
+  release(used: boolean): void;
+}
+
+export interface ClusterLink {
+  /** This peer's id (decimal u64). */
+  readonly peer: string;
+  /** The replica of `target` that `peer` (another peer) holds, reached over the network. */
+  remote(target: ShardTarget, peer: string): Replica;
+  /**
+   * Proposes these peers' replicas of the shard Dead through consensus and resolves once
+   * this peer applied it; rejects when consensus refuses (the last active replica) or
+   * cannot commit in time.
+   */
+  deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<void>;
+  /** Sends a write to `leader` (ordering medium or strong), which applies it through its replica set; resolves with the operation id. */
+  forward(target: ShardTarget, leader: string, op: ReplicaOperation, opts: UpdateOptions): Promise<number>;
+  /** Whether `peer` answered the last health check (peers never checked count as alive). */
+  alive(peer: string): boolean;
+  /** A clock for one write to `target`'s shard: one no write in flight holds, at its next tick. */
+  clock(target: ShardTarget): HeldClock;
+  /**
+   * This peer's replica `source` is the source of a transfer of its shard to `to` (the
+   * placement applied here says so): starts driving it, or does nothing when it runs.
+   */
+  transferOut(target: ShardTarget, to: string, source: LocalReplica): void;
+  /** The placement applied here no longer has that transfer (finished or aborted): stops driving it. */
+  transferGone(target: ShardTarget, to: string): void;
+}

@@ -1,0 +1,98 @@
+/**
+ * Health checks between peers: every peer asks every other one who it is, twice a
+ * second, with a short deadline.
+ *
+ * Owns: whether a peer counts as alive (it answered, or failed fewer than two checks in
+ * a row), since when it has been down, and telling the rest when a peer goes down (its
+ * calls in flight are cancelled, so a stopped peer does not hold requests until their
+ * deadline). Must never: change replica states (the supervisor does, through consensus).
+ */
+
+import type { Logger } from 'pino';
+
+const INTERVAL_MS = 500;
+const PROBE_TIMEOUT_MS = 1000;
+/** Failed checks in a row after which a peer is down. */
+const FAILURES_DOWN = 2;
+
+interface PeerEntry {
+  failures: number;
+  downSince: number | null;
+  probing: boolean;
+}
+
+export class PeerHealth {
+  private readonly entries = new Map<string, PeerEntry>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly opts: {
+      /** The other peers now, by id → URI. */
+      peers: () => Record<string, string>;
+      self: string;
+      probe: (uri: string, timeoutMs: number) => Promise<unknown>;
+      onDown: (peer: string, uri: string) => void;
+      logger: Logger;
+    },
+  ) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => this.tick(), INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Whether `peer` answers (a peer not checked yet counts as alive). */
+  alive(peer: string): boolean {
+    const e = this.entries.get(peer);
+    return e === undefined || e.downSince === null;
+  }
+
+  /** Milliseconds `peer` has been down (0 while alive). */
+  downFor(peer: string): number {
+    const e = this.entries.get(peer);
+    return e?.downSince == null ? 0 : Date.now() - e.downSince;
+  }
+
+  /** Peer id → alive, for the cluster view. */
+  snapshot(): Record<string, boolean> {
+    return Object.fromEntries([...this.entries.keys()].map((p) => [p, this.alive(p)]));
+  }
+
+  private tick(): void {
+    const peers = this.opts.peers();
+    for (const id of this.entries.keys()) if (!(id in peers)) this.entries.delete(id);
+    for (const [id, uri] of Object.entries(peers)) {
+      if (id === this.opts.self) continue;
+      let e = this.entries.get(id);
+      if (!e) this.entries.set(id, (e = { failures: 0, downSince: null, probing: false }));
+      if (e.probing) continue;
+      const entry = e;
+      entry.probing = true;
+      this.opts
+        .probe(uri, PROBE_TIMEOUT_MS)
+        .then(
+          () => {
+            if (entry.downSince !== null) this.opts.logger.info({ peer: id, downMs: Date.now() - entry.downSince }, 'peer answers again');
+            entry.failures = 0;
+            entry.downSince = null;
+          },
+          (err: unknown) => {
+            entry.failures++;
+            if (entry.failures >= FAILURES_DOWN && entry.downSince === null) {
+              entry.downSince = Date.now();
+              this.opts.logger.warn({ peer: id, err: err instanceof Error ? err.message : String(err) }, 'peer does not answer health checks');
+              this.opts.onDown(id, uri);
+            }
+          },
+        )
+        .finally(() => {
+          entry.probing = false;
+        });
+    }
+  }
+}

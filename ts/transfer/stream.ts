@@ -1,0 +1,192 @@
+/**
+ * Shard transfers, the source's side, method `stream_records`: the source replica
+ * forwards every write it applies to the target (in the order it applies them), and
+ * streams its points to the target in batches between those writes; when the last
+ * batch is durable on the target, consensus makes the target Active.
+ *
+ * Owns: one transfer's run (wait until the target has applied the transfer's start and
+ * emptied its replica, stream, finish or abort through consensus), the forwarding sink,
+ * and the figures of the transfers running here. Must never: choose which transfers
+ * run (consensus does, see supervisor.ts) or pick replicas for client requests.
+ *
+ * Why this order is safe: the target gets writes from no one but the source while the
+ * transfer runs (ReplicaSet leaves it out of writers). The source applies a write and
+ * forwards it under one lock, and reads and sends each batch under the same lock, so
+ * the target sees writes and batches in the source's order: a batch holds each point as
+ * the source has it after every write forwarded before it, and a write forwarded after
+ * it finds the point there.
+ */
+
+import type { Logger } from 'pino';
+
+import type { ShardTarget } from '../collection/cluster-link';
+import type { ForwardSink, LocalReplica } from '../collection/local-replica';
+import type { Replica, UpdateOptions } from '../collection/replica';
+import type { ReplicaOperation } from '../collection/replica-operation';
+import { compareKeys, type PointKey } from '../shard/id-tracker';
+import type { PointWrite } from '../shard/operations';
+import type { MetaOp } from '../storage/cluster-state';
+import { waitUntil } from './wait';
+
+/** The target of a transfer as the source reaches it. */
+export interface TransferTarget extends Replica {
+  /** Whether the target applied the start of the transfer from `from` (its replica emptied and open). */
+  transferReady(from: string, timeoutMs: number): Promise<boolean>;
+}
+
+export interface TransferContext {
+  /** This peer's id. */
+  peer: string;
+  remote(target: ShardTarget, peer: string): TransferTarget;
+  propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
+  logger: Logger;
+}
+
+/** Points per batch. */
+const BATCH = 256;
+/** How long the target may take to apply the transfer's start. */
+const READY_TIMEOUT_MS = 30_000;
+const PROPOSE_TIMEOUT_MS = 30_000;
+
+/** Progress of one transfer, for the API, logs and metrics. */
+export interface TransferProgress {
+  collection: string;
+  shard: number;
+  from: string;
+  to: string;
+  pointsSent: number;
+  pointsTotal: number;
+  startedAt: number;
+}
+
+class Run {
+  private stopped = false;
+  /** The finish is proposed: the transfer's end in consensus is this run's own, and forwarding goes on until the run lets go. */
+  private finishing = false;
+  private failure: unknown = null;
+  private openGate!: () => void;
+  private readonly gate = new Promise<void>((resolve) => (this.openGate = resolve));
+  readonly progress: TransferProgress;
+
+  constructor(
+    private readonly ctx: TransferContext,
+    private readonly target: ShardTarget,
+    private readonly to: string,
+    private readonly source: LocalReplica,
+  ) {
+    this.progress = { collection: target.collection, shard: target.shard, from: ctx.peer, to, pointsSent: 0, pointsTotal: source.shard.pointCount, startedAt: Date.now() };
+  }
+
+  /** The transfer ended in consensus; unless this run finished it, it stops now. */
+  stop(): void {
+    if (this.finishing) return;
+    this.stopped = true;
+    this.openGate();
+  }
+
+  async run(): Promise<void> {
+    const log = this.ctx.logger.child({ collection: this.target.collection, shard: this.target.shard, to: this.to });
+    const remote = this.ctx.remote(this.target, this.to);
+    const sink: ForwardSink = {
+      forward: async (op: ReplicaOperation, opts: UpdateOptions, tag) => {
+        await this.gate;
+        if (this.stopped || this.failure !== null) return;
+        try {
+          await remote.update(op, { ...opts, ordering: 'weak' }, tag ?? undefined);
+        } catch (err) {
+          this.failure ??= err;
+        }
+      },
+    };
+    await this.source.forwardTo(sink);
+    let ok = false;
+    try {
+      log.info({ points: this.progress.pointsTotal }, 'shard transfer started (stream_records)');
+      await waitUntil(() => remote.transferReady(this.ctx.peer, 2000).catch(() => false), READY_TIMEOUT_MS, () => this.stopped, 'the target did not apply the start of the transfer');
+      this.openGate();
+      await this.stream(remote, log);
+      if (this.stopped) return;
+      if (this.failure !== null) throw this.failure;
+      this.finishing = true;
+      await this.ctx.propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: true }, PROPOSE_TIMEOUT_MS);
+      ok = true;
+      log.info({ points: this.progress.pointsSent, ms: Date.now() - this.progress.startedAt }, 'shard transfer finished');
+    } catch (err) {
+      this.finishing = false;
+      if (!this.stopped) log.warn({ err }, 'shard transfer failed: aborting it');
+    } finally {
+      this.openGate();
+      if (!ok && !this.stopped) {
+        await this.ctx
+          .propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: false }, PROPOSE_TIMEOUT_MS)
+          .catch((err: unknown) => log.warn({ err }, 'could not abort the shard transfer through consensus (the leader aborts it when it sees a peer down)'));
+      }
+      // Forwarding ends only now: until the finish was applied by the peers, some may still send writes to the source alone.
+      await this.source.forwardTo(null);
+    }
+  }
+
+  /** Sends every point in id order, a batch at a time, each under the source's write lock; the last batch is durable on the target. */
+  private async stream(remote: TransferTarget, log: Logger): Promise<void> {
+    let cursor: PointKey | null = null;
+    let batches = 0;
+    for (;;) {
+      if (this.stopped || this.failure !== null) return;
+      const done = await this.source.exclusive(async () => {
+        const shard = this.source.shard;
+        const found = shard.scroll(cursor, BATCH + 1, null, compareKeys);
+        const page = found.slice(0, BATCH);
+        const names = [...shard.vectors.keys()];
+        const points: PointWrite[] = [];
+        for (const p of page) {
+          const payload = shard.payloadOf(p.offset);
+          points.push({ id: p.key, vectors: await shard.vectorsOf(p.offset, names), payload: payload === null ? null : (structuredClone(payload) as PointWrite['payload']) });
+        }
+        const last = found.length <= BATCH;
+        await remote.update({ kind: 'upsert', points }, { wait: last, ordering: 'weak', timeout: null });
+        this.progress.pointsSent += points.length;
+        this.progress.pointsTotal = Math.max(this.progress.pointsTotal, this.progress.pointsSent);
+        cursor = last ? null : found[BATCH].key;
+        return last;
+      });
+      batches++;
+      if (batches % 100 === 0) log.info({ sent: this.progress.pointsSent, total: this.progress.pointsTotal }, 'shard transfer progress');
+      if (done) return;
+    }
+  }
+}
+
+/** The transfers this peer is the source of. */
+export class OutgoingTransfers {
+  private readonly runs = new Map<string, Run>();
+
+  constructor(private readonly ctx: TransferContext) {}
+
+  private key(target: ShardTarget, to: string): string {
+    return `${target.collection}/${target.uuid}/${target.shard}/${to}`;
+  }
+
+  /** Starts the transfer unless it runs already. */
+  start(target: ShardTarget, to: string, source: LocalReplica): void {
+    const key = this.key(target, to);
+    if (this.runs.has(key)) return;
+    const run = new Run(this.ctx, target, to, source);
+    this.runs.set(key, run);
+    void run.run().finally(() => {
+      if (this.runs.get(key) === run) this.runs.delete(key);
+    });
+  }
+
+  /** The transfer ended in consensus: stops it if it still runs here. */
+  stop(target: ShardTarget, to: string): void {
+    this.runs.get(this.key(target, to))?.stop();
+  }
+
+  progress(): TransferProgress[] {
+    return [...this.runs.values()].map((r) => ({ ...r.progress }));
+  }
+
+  stopAll(): void {
+    for (const r of this.runs.values()) r.stop();
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * What the consensus leader does for replicas, once a second: a replica whose peer has
+ * been down for DEAD_AFTER_MS is marked Dead; a Dead replica whose peer answers again is
+ * brought back by a recovery transfer from an active replica; a transfer whose source or
+ * target is down is aborted. Every change is a consensus operation, so a new leader
+ * carries on where the old one stopped.
+ *
+ * Owns: those decisions and their pacing (one proposal per replica at a time). Must
+ * never: move data (stream.ts does) or act on a peer that is not the leader.
+ */
+
+import type { Logger } from 'pino';
+
+import { isActive } from '../collection/replica-state';
+import type { ClusterState, MetaOp } from '../storage/cluster-state';
+
+/** A replica's peer down this long is marked Dead. */
+export const DEAD_AFTER_MS = 3000;
+const INTERVAL_MS = 1000;
+const PROPOSE_TIMEOUT_MS = 10_000;
+
+export interface SupervisorContext {
+  self: string;
+  isLeader(): boolean;
+  state(): ClusterState;
+  alive(peer: string): boolean;
+  downFor(peer: string): number;
+  propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
+  logger: Logger;
+}
+
+export class ReplicaSupervisor {
+  private timer: NodeJS.Timeout | null = null;
+  /** Proposals in flight, by what they are about. */
+  private readonly pending = new Set<string>();
+
+  constructor(private readonly ctx: SupervisorContext) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => this.tick(), INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private up(peer: string): boolean {
+    return peer === this.ctx.self || this.ctx.alive(peer);
+  }
+
+  private down(peer: string): boolean {
+    return peer !== this.ctx.self && this.ctx.downFor(peer) >= DEAD_AFTER_MS;
+  }
+
+  private propose(key: string, op: MetaOp, what: string): void {
+    if (this.pending.has(key)) return;
+    this.pending.add(key);
+    this.ctx.logger.info({ op }, what);
+    this.ctx
+      .propose(op, PROPOSE_TIMEOUT_MS)
+      .catch((err: unknown) => this.ctx.logger.debug({ err, op }, `${what}: refused or not committed`))
+      .finally(() => this.pending.delete(key));
+  }
+
+  /** One pass over every shard of every collection. */
+  tick(): void {
+    if (!this.ctx.isLeader()) return;
+    const state = this.ctx.state();
+    for (const name of state.collectionNames()) {
+      const c = state.collection(name)!;
+      const transfers = c.transfers ?? [];
+      for (const t of transfers) {
+        if (this.down(t.from) || this.down(t.to)) {
+          this.propose(`abort/${name}/${t.shard}`, { op: 'finishTransfer', collection: name, shard: t.shard, from: t.from, to: t.to, ok: false }, 'aborting a shard transfer: a peer of it is down');
+        }
+      }
+      for (const shard of c.shards) {
+        const inTransfer = transfers.some((t) => t.shard === shard.id);
+        for (const [peer, st] of Object.entries(shard.replicas)) {
+          if (st !== 'Dead' && !inTransfer && this.down(peer)) {
+            this.propose(`dead/${name}/${shard.id}/${peer}`, { op: 'setReplicaState', collection: name, shard: shard.id, peer, state: 'Dead' }, 'marking a replica Dead: its peer is down');
+          }
+        }
+        if (inTransfer) continue;
+        const dead = Object.entries(shard.replicas).find(([peer, st]) => st === 'Dead' && this.up(peer));
+        if (dead === undefined) continue;
+        const sources = Object.entries(shard.replicas)
+          .filter(([peer, st]) => isActive(st) && this.up(peer))
+          .map(([peer]) => peer);
+        if (sources.length === 0) continue;
+        // This peer first when it holds an active replica (no hop to start it), else the lowest id.
+        const from = sources.includes(this.ctx.self) ? this.ctx.self : sources.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1))[0];
+        this.propose(
+          `recover/${name}/${shard.id}`,
+          { op: 'startTransfer', collection: name, transfer: { shard: shard.id, from, to: dead[0], method: 'stream_records', kind: 'recovery' } },
+          'recovering a Dead replica',
+        );
+      }
+    }
+  }
+}
