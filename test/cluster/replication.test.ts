@@ -90,3 +90,67 @@ test.serial('3 peers, 3 shards, RF 2: writes through every peer; count, scroll, 
     t.is(n.body.result.count, 250);
   }
 });
+
+/** Per shard: the digests of every replica (asked of the peers that hold them). */
+async function digests(c: Cluster, name: string, shards: number): Promise<Map<number, Map<string, string>>> {
+  const out = new Map<number, Map<string, string>>();
+  for (const p of c.running()) {
+    for (let s = 0; s < shards; s++) {
+      const r = await api(p.url, 'GET', `/collections/${name}/shards/${s}/digest`);
+      if (r.status !== 200) continue;
+      const m = out.get(s) ?? new Map<string, string>();
+      m.set(String(r.body.result.peer_id), `${r.body.result.points_count}:${r.body.result.digest}`);
+      out.set(s, m);
+    }
+  }
+  return out;
+}
+
+async function allActive(c: Cluster, i: number, name: string): Promise<boolean> {
+  const st = await states(c, i, name).catch(() => null);
+  return st !== null && Object.values(st).length > 0 && Object.values(st).every((s) => s === 'Active');
+}
+
+test.serial('a peer killed under a writer (RF 2): its replicas go Dead, writes go on, and after its restart recovery makes every replica Active with identical content', async (t) => {
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const created = await change(c.peers[0].url, 'PUT', '/collections/f', { vectors: { size: DIM, distance: 'Dot' }, shard_number: 3, replication_factor: 2 });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  await waitFor('every peer has the collection', async () => (await Promise.all(c.peers.map((p) => api(p.url, 'GET', '/collections/f')))).every((r) => r.status === 200));
+  t.is((await upsert(c.peers[0].url, 'f', points(0, 300))).status, 200);
+
+  // A writer through peer 0 while peer 2 is killed: every acknowledged batch must survive.
+  const acked: number[] = [];
+  let stop = false;
+  let failures = 0;
+  const writer = (async () => {
+    for (let b = 0; !stop; b++) {
+      const r = await upsert(c.peers[0].url, 'f', points(1000 + b * 10, 10, 'w')).catch(() => null);
+      if (r?.status === 200) acked.push(b);
+      else failures++;
+    }
+  })();
+  await waitFor('some writes acknowledged', async () => acked.length >= 5);
+  await c.kill(2);
+  await waitFor('replicas of the killed peer marked Dead', async () => Object.values(await states(c, 0, 'f')).includes('Dead'));
+  const before = acked.length;
+  await waitFor('writes go on with a peer down', async () => acked.length >= before + 20);
+  await c.startPeer(2);
+  await waitFor('every replica Active again', () => allActive(c, 0, 'f'));
+  const n = acked.length;
+  await waitFor('writes go on after recovery', async () => acked.length >= n + 5);
+  stop = true;
+  await writer;
+  t.log(`acknowledged ${acked.length} batches, ${failures} failed`);
+
+  // Every acknowledged point is there, through every peer.
+  const ids = new Set((await scrollAll(c.peers[1].url, 'f')).map((p) => p.id));
+  const lost = acked.flatMap((b) => Array.from({ length: 10 }, (_, k) => 1000 + b * 10 + k)).filter((id) => !ids.has(id));
+  t.deepEqual(lost, []);
+  await waitFor('every replica Active', () => allActive(c, 1, 'f'));
+  const d = await digests(c, 'f', 3);
+  for (const [shard, byPeer] of d) {
+    t.is(byPeer.size, 2, `shard ${shard} has two replicas`);
+    t.is(new Set(byPeer.values()).size, 1, `shard ${shard}: replicas differ: ${JSON.stringify([...byPeer])}`);
+  }
+});

@@ -120,6 +120,8 @@ const TABLE: Record<string, Requirement> = {
   'PUT /cluster/metadata/keys/{key}': globalManage,
   'DELETE /cluster/metadata/keys/{key}': globalManage,
   'GET /collections/{collection_name}/cluster': extrasRead,
+  // Ours: the digest of this peer's replica of a shard (checks that replicas agree).
+  'GET /collections/{collection_name}/shards/{shard_id}/digest': extrasRead,
   'POST /collections/{collection_name}/cluster': { scope: 'global', write: true, manage: true, extras: true },
 };
 

@@ -59,6 +59,16 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
     ok(ctx, await consensus.removePeer(BigInt(raw).toString(), force, (timeout ?? 30) * 1000));
   });
 
+  // Ours: the content digest of this peer's replica of one shard (replicas that agree have the same one).
+  routes.add('GET', '/collections/{collection_name}/shards/{shard_id}/digest', async (ctx: Context) => {
+    const c = toc.get(param(ctx, 'collection_name'));
+    const raw = param(ctx, 'shard_id');
+    if (!/^[0-9]{1,9}$/.test(raw)) throw new QueryFormatError(`shard_id: ${JSON.stringify(raw)} is not an unsigned integer`);
+    const shard = Number(raw);
+    const d = await c.localShard(shard).digest();
+    ok(ctx, { shard_id: shard, peer_id: Number(consensus?.peerId ?? toc.peerId.toString()), points_count: d.points, digest: d.digest });
+  });
+
   routes.add('GET', '/collections/{collection_name}/cluster', (ctx: Context) => {
     const c = toc.get(param(ctx, 'collection_name'));
     const localPeer = consensus?.peerId ?? toc.peerId.toString();
