@@ -16,10 +16,11 @@
  * until then the options are carried to the replica unchanged.
  */
 
-import { NotImplementedError, QuiverError, ServiceError, type ErrorKind } from '../common/errors';
+import { NotImplementedError, ServiceError } from '../common/errors';
 import type { Filter } from '../shard/filter';
 import type { LocalShard } from '../shard/local-shard';
 import { LocalReplica } from './local-replica';
+import { isReplicaFault } from './read-consistency';
 import type {
   OrderedRecord,
   OrderedScrollRequest,
@@ -36,13 +37,8 @@ import type {
 import type { ReplicaOperation } from './replica-operation';
 import { acceptsWrites, servesReads, type ReplicaState } from './replica-state';
 
-/** Error kinds that describe the request, not the replica: every replica would answer the same, so a read does not try another. */
-const REQUEST_FAULTS: ReadonlySet<string> = new Set<ErrorKind>(['bad_input', 'bad_request', 'not_found', 'validation', 'format', 'forbidden', 'already_exists']);
-
-/** Whether a replica's failure may be the replica's own (then another replica is asked). */
-export function isReplicaFault(err: unknown): boolean {
-  return !(err instanceof QuiverError && REQUEST_FAULTS.has(err.kind));
-}
+/** Defined with the read-consistency executor, which decides when another replica is asked. */
+export { isReplicaFault };
 
 export class ReplicaSet {
   /** Replicas this peer can talk to, its own first. */
