@@ -154,6 +154,32 @@ test('PATCH changes optimizer and collection params and GET shows them', async (
   t.like((await info(t, name)).config.optimizer_config, { deleted_threshold: 0.5 });
 });
 
+test('PATCH sets read_fan_out_factor and read_fan_out_delay_ms; GET shows them once set, as the reference does', async (t) => {
+  const name = 'c-patch-fan-out';
+  const patch = (params: unknown) => api.ok(t, 'PATCH', COLLECTION, { params: { collection_name: name }, body: { params } });
+  await create(t, name, { vectors: { size: 2, distance: 'Dot' }, replication_factor: 1 });
+  const before = (await info(t, name)).config.params;
+  t.false('read_fan_out_factor' in before, 'unset: absent');
+  t.false('read_fan_out_delay_ms' in before, 'unset: absent');
+  t.is(await patch({ read_fan_out_factor: 2 }), true);
+  let params = (await info(t, name)).config.params;
+  t.is(params.read_fan_out_factor, 2);
+  t.false('read_fan_out_delay_ms' in params);
+  t.is(await patch({ read_fan_out_delay_ms: 30, read_fan_out_factor: 0 }), true);
+  params = (await info(t, name)).config.params;
+  t.like(params, { read_fan_out_factor: 0, read_fan_out_delay_ms: 30, replication_factor: 1, on_disk_payload: true });
+  // null leaves a setting as it is (as for the other params).
+  t.is(await patch({ read_fan_out_factor: null }), true);
+  t.is((await info(t, name)).config.params.read_fan_out_factor, 0);
+  // The reference's types: uint32 and uint64, at least 0; anything else does not deserialize (400).
+  for (const bad of [{ read_fan_out_factor: -1 }, { read_fan_out_factor: 1.5 }, { read_fan_out_factor: '2' }, { read_fan_out_factor: 2 ** 32 }, { read_fan_out_delay_ms: -5 }]) {
+    await api.error(t, 400, 'PATCH', COLLECTION, { params: { collection_name: name }, body: { params: bad } }, /^Format error in JSON body: params\.read_fan_out_/);
+  }
+  t.deepEqual((await info(t, name)).config.params, params, 'a refused PATCH changes nothing');
+  // The reference's create body has no such field (nor a params object): Quiver refuses unknown fields.
+  await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'c-create-fan-out' }, body: { vectors: { size: 2, distance: 'Dot' }, read_fan_out_factor: 1 } }, /unknown field `read_fan_out_factor`/);
+});
+
 test('PATCH of hnsw_config settings that need no rebuild is applied', async (t) => {
   const name = 'c-patch-hnsw-light';
   await create(t, name, { vectors: { size: 3, distance: 'Cosine' } });

@@ -332,31 +332,6 @@ test('replica states route: Dead and Recovery get nothing, Partial and Listener 
   );
 });
 
-test('a replica on a peer this version cannot reach: 501 naming the shard and peers, and nothing written on any shard', async (t) => {
-  // Shard 0 here only; shard 1 has a second replica on peer 2, which has no member.
-  const s0 = new FakeReplica('1');
-  const s1 = new FakeReplica('1');
-  const cluster: ClusterPlacement = { uuid: 'u', peer: '1', shards: [{ id: 0, replicas: { '1': 'Active' } }, { id: 1, replicas: { '1': 'Active', '2': 'Active' } }] };
-  const c = collection([[s0], [s1]], cluster);
-  const err = await t.throwsAsync(c.update(upsert([point(0, [1, 0]), point(1, [1, 0])]), WAIT));
-  t.true(err instanceof NotImplementedError);
-  t.is(
-    err?.message,
-    'Not implemented: shard 1 of collection `c` has replicas on other peers (peer 2); writing to replicas on other peers is not available in this version (distributed mode part 2)',
-  );
-  t.is(s0.ops.length + s1.ops.length, 0);
-  // Reads are served by this peer's replica.
-  t.is(await c.count(null), 0);
-
-  // A shard with no replica here: reads need the other peer too.
-  const away = collection([[]], placement({ '2': 'Active', '3': 'Active' }));
-  const read = await t.throwsAsync(away.count(null));
-  t.is(
-    read?.message,
-    'Not implemented: shard 0 of collection `c` has no replica on this peer (peers 2, 3); reading from replicas on other peers is not available in this version (distributed mode part 2)',
-  );
-});
-
 test('replica operations survive their encoding: upserts with vectors, selectors by ids, by filter, and both', (t) => {
   const ops: ReplicaOperation[] = [
     upsert([point(1, [0.25, -1], { a: 1 }), point(uuidOf(3), [3, 4])]),

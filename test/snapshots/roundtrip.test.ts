@@ -730,6 +730,8 @@ test.serial('priorities on one node: replica creates a new collection empty with
   const url = nodeA.url;
   const src = 'pr_src';
   await ok(url, 'PUT', `/collections/${src}`, { vectors: { size: 3, distance: 'Dot' }, shard_number: 2, hnsw_config: { m: 10 } });
+  // Settings only an update sets travel in the snapshot's config too.
+  await ok(url, 'PATCH', `/collections/${src}`, { params: { read_fan_out_factor: 1, read_fan_out_delay_ms: 40 } });
   await ok(url, 'PUT', `/collections/${src}/index?wait=true`, { field_name: 'g', field_schema: 'keyword' });
   const pts = Array.from({ length: 40 }, (_, k) => ({ id: k + 1, vector: [k, 1, -k / 2], payload: { g: k % 2 ? 'x' : 'y', k } }));
   await ok(url, 'PUT', `/collections/${src}/points?wait=true`, { points: pts });
@@ -743,6 +745,7 @@ test.serial('priorities on one node: replica creates a new collection empty with
   const srcInfo = await ok(url, 'GET', `/collections/${src}`);
   t.is(info.points_count, 0);
   t.deepEqual(info.config.params, srcInfo.config.params, 'params from the snapshot');
+  t.like(info.config.params, { read_fan_out_factor: 1, read_fan_out_delay_ms: 40 });
   t.is(info.config.hnsw_config.m, 10, 'hnsw_config from the snapshot');
   t.deepEqual(info.payload_schema?.g?.data_type, 'keyword', 'payload index from the snapshot');
   t.is((await contentsOf(url, 'pr_replica_new')).size, 0);

@@ -153,7 +153,7 @@ export class Collection {
   private replicaSetCluster(): ReplicaSetCluster | null {
     const placement = this.meta.cluster;
     if (this.link === null || placement === undefined) return null;
-    return { link: this.link, uuid: placement.uuid, writeConsistencyFactor: () => this.meta.config.params.write_consistency_factor };
+    return { link: this.link, uuid: placement.uuid, params: () => this.meta.config.params };
   }
 
   /** Peers receiving a transfer of shard `id`. */
@@ -632,13 +632,14 @@ export class Collection {
     if (req.limit + req.offset === 0 && (req.exclude === undefined || req.exclude.length === 0)) return Promise.resolve([]);
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.shards);
-    if (sets.length === 1) return sets[0].search(req, opts);
-    return this.searchMerged(sets, req, higherIsBetter(spec.distance), opts);
+    const higher = higherIsBetter(spec.distance);
+    if (sets.length === 1) return sets[0].search(req, opts, higher);
+    return this.searchMerged(sets, req, higher, opts);
   }
 
   private async searchMerged(sets: readonly ReplicaSet[], req: SearchRequest, higher: boolean, opts: ReadOptions): Promise<ScoredOut[]> {
     const each = { ...req, offset: 0, limit: req.offset + req.limit };
-    const parts = await Promise.all(sets.map((s) => s.search(each, opts)));
+    const parts = await Promise.all(sets.map((s) => s.search(each, opts, higher)));
     const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score : (a, b) => a.score - b.score);
     return merged.slice(req.offset, req.offset + req.limit);
   }

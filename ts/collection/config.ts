@@ -62,6 +62,10 @@ export interface CollectionParams {
   sharding_method: 'auto';
   replication_factor: number;
   write_consistency_factor: number;
+  /** Replicas asked at once beyond those a read needs (unset: none); absent from `GET` when unset, as in the reference. */
+  read_fan_out_factor?: number;
+  /** Milliseconds a read waits before asking one more replica (unset or 0: never). */
+  read_fan_out_delay_ms?: number;
   on_disk_payload: boolean;
 }
 
@@ -92,6 +96,14 @@ function int(x: unknown, field: string, min: number, max = Number.MAX_SAFE_INTEG
   if (x < 0) throw new FormatError(`${field}: expected an unsigned integer, got ${x}`);
   if (x < min || x > max) {
     throw new ValidationError(`${field}: value ${x} invalid, must be ${x < min ? `${min} or larger` : `${max} or smaller`}`);
+  }
+  return x;
+}
+
+/** An unsigned integer of a type that holds up to `max`: anything else does not deserialize (a format error, as the reference's). */
+function unsigned(x: unknown, field: string, max: number): number {
+  if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > max) {
+    throw new FormatError(`${field}: expected an unsigned integer of at most ${max}, got ${JSON.stringify(x)}`);
   }
   return x;
 }
@@ -335,6 +347,24 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   return out;
 }
 
+const PARAMS_ORDER: ReadonlyArray<keyof CollectionParams> = [
+  'vectors',
+  'shard_number',
+  'sharding_method',
+  'replication_factor',
+  'write_consistency_factor',
+  'read_fan_out_factor',
+  'read_fan_out_delay_ms',
+  'on_disk_payload',
+];
+
+/** The params with their keys in the reference's order (GET shows them as stored); unset ones stay absent. */
+function inReferenceOrder(p: CollectionParams): CollectionParams {
+  const out: Record<string, unknown> = {};
+  for (const k of PARAMS_ORDER) if (p[k] !== undefined) out[k] = p[k];
+  return Object.assign(out, p) as CollectionParams;
+}
+
 /**
  * Applies a `PATCH /collections/{name}` body to a copy of `current`. Returns the new
  * configuration and whether index settings changed (the vectors must be re-indexed).
@@ -353,8 +383,14 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
     if (rf !== undefined) next.params.replication_factor = rf;
     const wcf = optional(p, 'write_consistency_factor', (v) => int(v, 'params.write_consistency_factor', 1, 1024));
     if (wcf !== undefined) next.params.write_consistency_factor = wcf;
+    // uint32 and uint64 in the reference: a value out of the type's range fails to deserialize (400).
+    const rff = optional(p, 'read_fan_out_factor', (v) => unsigned(v, 'params.read_fan_out_factor', 2 ** 32 - 1));
+    if (rff !== undefined) next.params.read_fan_out_factor = rff;
+    const rfd = optional(p, 'read_fan_out_delay_ms', (v) => unsigned(v, 'params.read_fan_out_delay_ms', Number.MAX_SAFE_INTEGER));
+    if (rfd !== undefined) next.params.read_fan_out_delay_ms = rfd;
     const odp = optional(p, 'on_disk_payload', (v) => bool(v, 'params.on_disk_payload'));
     if (odp !== undefined) next.params.on_disk_payload = odp;
+    next.params = inReferenceOrder(next.params);
     if (next.params.write_consistency_factor > next.params.replication_factor) {
       throw new BadInputError(
         `write_consistency_factor (${next.params.write_consistency_factor}) cannot exceed replication_factor (${next.params.replication_factor})`,

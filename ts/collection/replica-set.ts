@@ -15,12 +15,25 @@
  * On a single node (no placement) the one local replica takes every call as it is.
  */
 
-import { QuiverError, ShardUnavailableError, type ErrorKind } from '../common/errors';
+import { ShardUnavailableError } from '../common/errors';
 import type { ClockTag } from '../shard/clocks';
 import type { Filter } from '../shard/filter';
 import type { LocalShard } from '../shard/local-shard';
 import type { ClusterLink, ShardTarget } from './cluster-link';
 import { LocalReplica } from './local-replica';
+import type { CollectionParams } from './config';
+import {
+  fanOutOf,
+  isReplicaFault,
+  readConsistent,
+  resolveAnyMatch,
+  resolveCount,
+  resolveRetrieve,
+  resolveScroll,
+  resolveScrollOrdered,
+  resolveSearch,
+  type ResolveMode,
+} from './read-consistency';
 import type {
   OrderedRecord,
   OrderedScrollRequest,
@@ -37,21 +50,16 @@ import type {
 import type { ReplicaOperation } from './replica-operation';
 import { acceptsWrites, isActive, servesReads, type ReplicaState } from './replica-state';
 
-/** Error kinds that describe the request, not the replica: every replica would answer the same, so a read does not try another. */
-const REQUEST_FAULTS: ReadonlySet<string> = new Set<ErrorKind>(['bad_input', 'bad_request', 'not_found', 'validation', 'format', 'forbidden', 'already_exists']);
-
-/** Whether a replica's failure may be the replica's own (then another replica is asked). */
-export function isReplicaFault(err: unknown): boolean {
-  return !(err instanceof QuiverError && REQUEST_FAULTS.has(err.kind));
-}
+/** Defined with the read-consistency executor, which decides when another replica is asked. */
+export { isReplicaFault };
 
 /** What a replica set of a cluster collection needs besides its replicas. */
 export interface ReplicaSetCluster {
   link: ClusterLink;
   /** The collection's uuid (which collection of this name the peers mean). */
   uuid: string;
-  /** The collection's current `write_consistency_factor`. */
-  writeConsistencyFactor(): number;
+  /** The collection's current parameters (write_consistency_factor, read fan-out). */
+  params(): CollectionParams;
 }
 
 /** The highest of peer ids (decimal u64 strings). */
@@ -192,7 +200,7 @@ export class ReplicaSet {
   private writeQuorum(): number {
     if (this.cluster === null || this.states === null) return 1;
     const replicas = Object.values(this.states).filter((s) => s !== 'Listener').length;
-    return Math.max(1, Math.min(this.cluster.writeConsistencyFactor(), replicas));
+    return Math.max(1, Math.min(this.cluster.params().write_consistency_factor, replicas));
   }
 
   /** ` (replicas: peer 1 Active, peer 2 Dead)` for messages. */
@@ -222,10 +230,14 @@ export class ReplicaSet {
       if (rs.length === 1) return rs[0].update(op, opts);
       return this.plainFanOut(op, opts, rs);
     }
-    if (opts.ordering === 'weak') return this.replicate(op, opts, to ?? this.writers());
-    const leader = this.leader(opts.ordering);
-    if (leader === this.localPeer) return this.lead(op, opts);
-    return this.cluster.link.forward(this.target, leader, op, opts);
+    try {
+      if (opts.ordering === 'weak') return this.replicate(op, opts, to ?? this.writers());
+      const leader = this.leader(opts.ordering);
+      if (leader === this.localPeer) return this.lead(op, opts);
+      return this.cluster.link.forward(this.target, leader, op, opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** An ordered write that another peer sent here as the shard's leader: applied in order, never forwarded again. */
@@ -330,16 +342,27 @@ export class ReplicaSet {
   }
 
   // -- reads ------------------------------------------------------------------------------
-  // One replica answers (with one, its promise is returned as it is); on a replica's own
-  // failure the next readable replica is asked, and the first error is thrown when every
-  // one failed.
+  // On a single node the one replica answers (its promise is returned as it is). In a
+  // cluster, the read's consistency says how many replicas answer (read-consistency.ts),
+  // counted over the shard's replicas whatever their state, so a read never answers from
+  // fewer than asked; a replica's own failure asks the next.
 
-  /** One readable replica answers; with several, the next is asked on a replica's own failure. */
-  private read<T>(fn: (r: Replica) => Promise<T>): Promise<T> {
+  private read<T>(opts: ReadOptions, fn: (r: Replica) => Promise<T>, resolve: (answers: T[], mode: ResolveMode) => T): Promise<T> {
     const rs = this.readers();
-    return rs.length === 1 ? fn(rs[0]) : this.fallback(rs, fn);
+    if (this.cluster === null || this.states === null) return rs.length === 1 ? fn(rs[0]) : this.fallback(rs, fn);
+    const counted = Object.values(this.states).filter((s) => s !== 'Listener').length;
+    return readConsistent(
+      rs,
+      opts.consistency,
+      fanOutOf(this.cluster.params()),
+      fn,
+      resolve,
+      `shard ${this.shardId} of collection \`${this.collection}\``,
+      Math.max(counted, rs.length),
+    );
   }
 
+  /** Several members on a single node (tests): the first that answers. */
   private async fallback<T>(rs: readonly Replica[], read: (r: Replica) => Promise<T>): Promise<T> {
     let first: unknown = null;
     for (const r of rs) {
@@ -352,28 +375,30 @@ export class ReplicaSet {
     }
     throw first;
   }
+
   retrieve(req: RetrieveRequest, opts: ReadOptions): Promise<PointRecord[]> {
-    return this.read((r) => r.retrieve(req, opts));
+    return this.read(opts, (r) => r.retrieve(req, opts), resolveRetrieve);
   }
 
-  search(req: SearchRequest, opts: ReadOptions): Promise<ScoredRecord[]> {
-    return this.read((r) => r.search(req, opts));
+  /** `higherIsBetter`: the direction of the vector's distance (how answers of several replicas are merged). */
+  search(req: SearchRequest, opts: ReadOptions, higherIsBetter = true): Promise<ScoredRecord[]> {
+    return this.read(opts, (r) => r.search(req, opts), resolveSearch(req.limit, higherIsBetter));
   }
 
   scroll(req: ScrollRequest, opts: ReadOptions): Promise<{ points: PointRecord[]; next: PointId | null }> {
-    return this.read((r) => r.scroll(req, opts));
+    return this.read(opts, (r) => r.scroll(req, opts), resolveScroll(req.limit));
   }
 
   scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions): Promise<OrderedRecord[]> {
-    return this.read((r) => r.scrollOrdered(req, opts));
+    return this.read(opts, (r) => r.scrollOrdered(req, opts), resolveScrollOrdered(req.limit, req.orderBy.direction));
   }
 
   count(filter: Filter | null, opts: ReadOptions): Promise<number> {
-    return this.read((r) => r.count(filter, opts));
+    return this.read(opts, (r) => r.count(filter, opts), resolveCount);
   }
 
   anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
-    return this.read((r) => r.anyMatch(filter, opts));
+    return this.read(opts, (r) => r.anyMatch(filter, opts), resolveAnyMatch);
   }
 }
 

@@ -23,7 +23,7 @@ import * as path from 'node:path';
 
 import { BadInputError } from '../common/errors';
 import type { Collection, CollectionMeta } from '../collection/collection';
-import { parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
+import { applyCollectionUpdate, parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
 import type { Config } from '../config/types';
 import { checkpointFiles, checkpointProblem, walSegmentName, type CheckpointFile, type ShardSnapshotFiles } from '../shard/local-shard';
 import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../shard/field-schema';
@@ -172,7 +172,10 @@ function checkConfig(c: Record<string, unknown>, config: Config): CollectionConf
   };
   for (const k of Object.keys(body)) if (body[k] === undefined || body[k] === null) delete body[k];
   try {
-    return parseCreateCollection(body, config);
+    const created = parseCreateCollection(body, config);
+    // Settings a create body does not take, only an update.
+    const later = { read_fan_out_factor: params.read_fan_out_factor, read_fan_out_delay_ms: params.read_fan_out_delay_ms };
+    return applyCollectionUpdate(created, { params: later }).config;
   } catch (err) {
     throw bad(`config.json: ${(err as Error).message}`);
   }

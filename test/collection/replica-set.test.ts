@@ -1,0 +1,179 @@
+/**
+ * ReplicaSet in a cluster, over fake replicas and a fake cluster link (no processes):
+ * one clock tag per write to every replica that accepts writes, write_consistency_factor,
+ * Dead marking of replicas that failed before the write answers, refusals before
+ * anything is sent, ordering through a leader replica, read consistency over the
+ * replica states, listeners.
+ */
+
+import test from 'ava';
+
+import { BadInputError, ShardUnavailableError } from '../../ts/common/errors';
+import type { ClusterLink, HeldClock, ShardTarget } from '../../ts/collection/cluster-link';
+import { parseCreateCollection } from '../../ts/collection/config';
+import type { ReadOptions, UpdateOptions } from '../../ts/collection/replica';
+import type { ReplicaOperation } from '../../ts/collection/replica-operation';
+import { ReplicaSet } from '../../ts/collection/replica-set';
+import type { ReplicaState } from '../../ts/collection/replica-state';
+import type { ClockTag } from '../../ts/shard/clocks';
+import { normalizePointId } from '../../ts/shard/id-tracker';
+import { loadConfig } from '../../ts/config';
+import { FakeReplica } from './fake-replica';
+
+const config = loadConfig({ env: {} });
+
+class TaggedFake extends FakeReplica {
+  readonly tags: Array<ClockTag | undefined> = [];
+  override update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
+    this.tags.push(tag);
+    return super.update(op, opts);
+  }
+}
+
+class FakeLink implements ClusterLink {
+  readonly peer = '1';
+  readonly remotes = new Map<string, TaggedFake>();
+  readonly deactivated: string[][] = [];
+  readonly forwarded: string[] = [];
+  readonly down = new Set<string>();
+  deactivateFails: Error | null = null;
+  private tick = 0n;
+
+  remote(_t: ShardTarget, peer: string): TaggedFake {
+    let r = this.remotes.get(peer);
+    if (!r) this.remotes.set(peer, (r = new TaggedFake(peer, false, Number(peer) * 1000)));
+    return r;
+  }
+  async deactivate(_t: ShardTarget, peers: readonly string[]): Promise<void> {
+    this.deactivated.push([...peers]);
+    if (this.deactivateFails) throw this.deactivateFails;
+  }
+  async forward(_t: ShardTarget, leader: string): Promise<number> {
+    this.forwarded.push(leader);
+    return 7;
+  }
+  alive(peer: string): boolean {
+    return !this.down.has(peer);
+  }
+  clock(): HeldClock {
+    this.tick++;
+    return { clock: 1 << 20, tick: this.tick, release: () => undefined };
+  }
+  transferOut(): void {}
+  transferGone(): void {}
+}
+
+const WAIT: UpdateOptions = { wait: true, ordering: 'weak', timeout: null };
+const ONE: ReadOptions = { consistency: { factor: 1 }, timeout: null };
+
+function setOf(states: Record<string, ReplicaState>, wcf = 1): { set: ReplicaSet; local: TaggedFake; link: FakeLink } {
+  const link = new FakeLink();
+  const local = new TaggedFake('1', true);
+  const params = parseCreateCollection({ vectors: { size: 2, distance: 'Dot' }, replication_factor: 3, write_consistency_factor: wcf }, config).params;
+  const set = new ReplicaSet(0, 'c', '1', '1' in states ? [local] : [], states, { link, uuid: 'u', params: () => params });
+  return { set, local, link };
+}
+
+const upsert = (id: number): ReplicaOperation => ({ kind: 'upsert', points: [{ id: normalizePointId(id), vectors: new Map([['', Float32Array.from([1, 0])]]), payload: { id } }] });
+
+test('a write goes to every replica that accepts writes with one clock tag; Dead and Recovery get nothing', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active', '3': 'Partial', '4': 'Dead', '5': 'Recovery', '6': 'Listener' });
+  await set.update(upsert(1), WAIT);
+  const got = [local, ...['2', '3', '6'].map((p) => link.remote({ collection: 'c', uuid: 'u', shard: 0 }, p))];
+  for (const r of got) t.is(r.ops.length, 1, `peer ${r.peer}`);
+  t.is(link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '4').ops.length, 0);
+  t.is(link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '5').ops.length, 0);
+  const tags = got.map((r) => r.tags[0]);
+  t.truthy(tags[0]);
+  for (const tag of tags) t.deepEqual(tag, tags[0]);
+  t.is(tags[0]!.peer, 1n);
+});
+
+test('write_consistency_factor 1: a replica that fails is marked Dead before the write answers; if it cannot be marked, the write says its consistency is not guaranteed', async (t) => {
+  const { set, link } = setOf({ '1': 'Active', '2': 'Active' });
+  link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(new ShardUnavailableError('peer 2 cannot be reached'));
+  await set.update(upsert(1), WAIT);
+  t.deepEqual(link.deactivated, [['2']]);
+  link.deactivateFails = new ShardUnavailableError('no leader');
+  const err = await t.throwsAsync(set.update(upsert(2), WAIT), { instanceOf: ShardUnavailableError });
+  t.regex(err!.message, /could not be marked Dead: the consistency of this write is not guaranteed/);
+});
+
+test('write_consistency_factor 2: one success of two fails the write as possibly partial, and the failed replica is still marked Dead', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' }, 2);
+  link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(new ShardUnavailableError('peer 2 cannot be reached'));
+  const err = await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError });
+  t.regex(err!.message, /reached 1 of 2 replicas .* fewer than write_consistency_factor 2; it may be partially applied \(retrying it is safe\)/);
+  t.is(local.ops.length, 1);
+  t.deepEqual(link.deactivated, [['2']]);
+});
+
+test('fewer replicas accepting writes than write_consistency_factor: refused before anything is sent', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Dead' }, 2);
+  const err = await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError });
+  t.regex(err!.message, /has 1 replica that accept writes, fewer than write_consistency_factor 2 .* nothing was written/);
+  t.is(local.ops.length, 0);
+  t.is(link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').ops.length, 0);
+});
+
+test('a request fault on every replica is the request error, and marks nothing Dead', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' });
+  local.failWith(new BadInputError('bad'));
+  link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(new BadInputError('bad'));
+  await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: BadInputError, message: 'Wrong input: bad' });
+  t.deepEqual(link.deactivated, []);
+});
+
+test('a write that only non-active replicas took fails: no source of truth has it', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Partial' });
+  local.failWith(new ShardUnavailableError('disk'));
+  const err = await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError });
+  t.regex(err!.message, /no active one/);
+  t.deepEqual(link.deactivated, [['1']]);
+});
+
+test('ordering: strong goes through the highest peer id and is refused while it is down; medium through the highest live active one', async (t) => {
+  const { set, link, local } = setOf({ '1': 'Active', '5': 'Active', '3': 'Active' });
+  t.is(await set.update(upsert(1), { ...WAIT, ordering: 'strong' }), 7);
+  t.deepEqual(link.forwarded, ['5']);
+  link.down.add('5');
+  await t.throwsAsync(set.update(upsert(1), { ...WAIT, ordering: 'strong' }), { instanceOf: ShardUnavailableError, message: /go through the replica on peer 5, which is unreachable/ });
+  await set.update(upsert(1), { ...WAIT, ordering: 'medium' });
+  t.deepEqual(link.forwarded, ['5', '3']);
+  set.setStates({ '1': 'Active', '5': 'Dead', '3': 'Dead' }, '1');
+  // This peer leads: it applies the write itself.
+  await set.update(upsert(2), { ...WAIT, ordering: 'medium' });
+  t.is(local.ops.length, 1);
+  await t.throwsAsync(set.update(upsert(1), { ...WAIT, ordering: 'strong' }), { message: /which is Dead/ });
+});
+
+test('read consistency counts the shard\'s replicas whatever their state: all fails with a Dead replica; a factor asks that many and the newest version wins', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active', '3': 'Dead' });
+  const r2 = link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2');
+  await local.update(upsert(1), WAIT);
+  await r2.update(upsert(1), WAIT);
+  await r2.update({ kind: 'set_payload', select: { ids: [normalizePointId(1)], filter: null }, payload: { newer: true }, key: null }, WAIT);
+  const all = await t.throwsAsync(set.count(null, { consistency: 'all', timeout: null }), { instanceOf: ShardUnavailableError });
+  t.regex(all!.message, /does not have enough active replicas for read consistency `all`: 0 of 3 needed answers/);
+  const got = await set.retrieve({ ids: [normalizePointId(1)], withPayload: true, withVector: false }, { consistency: { factor: 2 }, timeout: null });
+  t.deepEqual(got[0].payload, { id: 1, newer: true });
+  t.is(r2.calls.filter((c) => c.method === 'retrieve').length, 1);
+  // The default asks one replica: this peer's.
+  const before = r2.calls.length;
+  t.is((await set.retrieve({ ids: [normalizePointId(1)], withPayload: true, withVector: false }, ONE)).length, 1);
+  t.is(r2.calls.length, before);
+});
+
+test('a listener takes writes and serves reads only when no other replica can', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Listener', '2': 'Active' });
+  const r2 = link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2');
+  await set.update(upsert(1), WAIT);
+  t.is(local.ops.length, 1);
+  t.is(r2.ops.length, 1);
+  await set.count(null, ONE);
+  t.is(local.calls.filter((c) => c.method === 'count').length, 0);
+  t.is(r2.calls.filter((c) => c.method === 'count').length, 1);
+  set.setStates({ '1': 'Listener', '2': 'Dead' }, '1');
+  t.is(await set.count(null, ONE), 1);
+  t.is(local.calls.filter((c) => c.method === 'count').length, 1);
+});
