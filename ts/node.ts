@@ -21,11 +21,14 @@ import type { Logger } from 'pino';
 
 import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp, type ServiceInfo } from './api/rest/app';
+import { QDRANT_API_VERSION } from './api/rest/service';
+import { ROLE_NAMES } from './api/rest/cluster';
 import type { Config } from './config/types';
-import { QuiverError } from './common/errors';
+import { QuiverError, ShardUnavailableError } from './common/errors';
 import { GrpcTransport } from './api/p2p/transport';
 import { P2PClusterLink } from './api/p2p/cluster-link';
 import { WriterClocks } from './storage/writer-clocks';
+import type { PeerDetails } from './transfer/view';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
 import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
@@ -138,7 +141,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   }
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
-  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus });
+  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus, replication: cluster?.link ?? null });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
@@ -206,7 +209,12 @@ async function startConsensus(
   const log = logger.child({ component: 'consensus' });
   const { transport, link, peerId } = cluster;
   const machine = new ClusterStateMachine(toc, peerId, log);
-  link.serve(toc, () => machine.idle());
+  let consensusRef: MetadataConsensus | null = null;
+  link.serve(
+    toc,
+    () => machine.idle(),
+    () => peerDetails(consensusRef, QDRANT_API_VERSION),
+  );
   const driver = await ConsensusDriver.start({
     settings: config.cluster.consensus,
     logger: log,
@@ -218,8 +226,24 @@ async function startConsensus(
     transport,
   });
   const consensus = new MetadataConsensus(driver, machine);
+  consensusRef = consensus;
   link.bind(consensus);
   return consensus;
+}
+
+/** This peer's consensus details for another peer's GET /cluster/telemetry. */
+function peerDetails(consensus: MetadataConsensus | null, version: string): PeerDetails {
+  if (consensus === null) throw new ShardUnavailableError('consensus is starting');
+  const s = consensus.status();
+  return {
+    version,
+    role: ROLE_NAMES[s.role] ?? null,
+    is_voter: s.isVoter,
+    term: s.term,
+    commit: s.commit,
+    num_pending_operations: consensus.pendingOperations(),
+    consensus_thread_status: s.thread,
+  };
 }
 
 /** Stops accepting; idle keep-alive connections close as soon as they are idle; busy ones get `timeoutMs`. */

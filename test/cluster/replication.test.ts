@@ -7,6 +7,7 @@
 
 import test from 'ava';
 
+import { spec } from '../support/contract';
 import { Cluster, api, change, waitFor } from './harness';
 
 const DIM = 4;
@@ -82,6 +83,21 @@ test.serial('3 peers, 3 shards, RF 2: writes through every peer; count, scroll, 
     t.is(hits.status, 200, JSON.stringify(hits.body));
     t.is(hits.body.result.points[0].id, 42);
   }
+  // The cluster as every peer shows it: GET /cluster/telemetry (the reference's shape), metrics per replica state.
+  const tel = await api(c.peers[2].url, 'GET', '/cluster/telemetry');
+  t.is(tel.status, 200, JSON.stringify(tel.body));
+  t.deepEqual(spec().validate('GET', '/cluster/telemetry', tel.status, tel.body), []);
+  t.deepEqual(
+    tel.body.result.collections.r.shards.map((s: any) => s.replicas.length),
+    [2, 2, 2],
+  );
+  t.is(Object.keys(tel.body.result.cluster.peers).length, 3);
+  t.true(Object.values(tel.body.result.cluster.peers).every((p: any) => p.responsive && p.details.term >= 1));
+  const metrics = String((await api(c.peers[1].url, 'GET', '/metrics')).body);
+  t.regex(metrics, /^cluster_replicas\{state="Active"\} 6$/m);
+  t.regex(metrics, /^cluster_replicas\{state="Dead"\} 0$/m);
+  t.regex(metrics, /^cluster_p2p_calls\{method="Update",outcome="ok"\} [1-9]/m);
+
   // Deletes by filter reach every replica.
   const del = await api(c.peers[1].url, 'POST', '/collections/r/points/delete?wait=true', { filter: { must: [{ key: 'i', range: { lt: 50 } }] } });
   t.is(del.status, 200, JSON.stringify(del.body));

@@ -21,6 +21,8 @@ const PROPOSE_TIMEOUT_MS = 10_000;
 
 export interface SupervisorContext {
   self: string;
+  /** `storage.node_type`: a Listener peer turns its active replicas into listeners. */
+  listener: boolean;
   isLeader(): boolean;
   state(): ClusterState;
   alive(peer: string): boolean;
@@ -46,6 +48,29 @@ export class ReplicaSupervisor {
     this.timer = null;
   }
 
+  /**
+   * On a listener peer (any peer, not only the leader): its Active replicas become
+   * Listener replicas, which get every write and serve reads only when nothing else can.
+   * Consensus keeps a shard's last active replica Active.
+   */
+  private listen(): void {
+    let state: ClusterState;
+    try {
+      state = this.ctx.state();
+    } catch {
+      return;
+    }
+    for (const name of state.collectionNames()) {
+      for (const shard of state.collection(name)!.shards) {
+        const mine = shard.replicas[this.ctx.self];
+        const others = Object.entries(shard.replicas).some(([p, st]) => p !== this.ctx.self && isActive(st));
+        if (mine === 'Active' && others) {
+          this.propose(`listen/${name}/${shard.id}`, { op: 'setReplicaState', collection: name, shard: shard.id, peer: this.ctx.self, state: 'Listener', from: 'Active' }, 'this listener peer makes its replica a listener');
+        }
+      }
+    }
+  }
+
   private up(peer: string): boolean {
     return peer === this.ctx.self || this.ctx.alive(peer);
   }
@@ -66,6 +91,7 @@ export class ReplicaSupervisor {
 
   /** One pass over every shard of every collection. */
   tick(): void {
+    if (this.ctx.listener) this.listen();
     if (!this.ctx.isLeader()) return;
     const state = this.ctx.state();
     for (const name of state.collectionNames()) {

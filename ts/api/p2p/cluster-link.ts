@@ -24,14 +24,17 @@ import type { WriterClocks } from '../../storage/writer-clocks';
 import { PeerHealth } from '../../transfer/health';
 import { OutgoingTransfers, type TransferProgress } from '../../transfer/stream';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
+import type { PeerDetails, ReplicationView } from '../../transfer/view';
 import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica } from './points';
 import type { GrpcTransport } from './transport';
 
 const DEACTIVATE_TIMEOUT_MS = 10_000;
 
-export class P2PClusterLink implements ClusterLink {
+export class P2PClusterLink implements ClusterLink, ReplicationView {
   private consensus: MetadataConsensus | null = null;
+  /** This peer's consensus details (set by `serve`). */
+  private status: (() => PeerDetails) | null = null;
   readonly clients: PointsClients;
   readonly health: PeerHealth;
   private readonly supervisor: ReplicaSupervisor;
@@ -60,6 +63,7 @@ export class P2PClusterLink implements ClusterLink {
     });
     this.supervisor = new ReplicaSupervisor({
       self: peer,
+      listener: config.storage.node_type === 'Listener',
       isLeader: () => this.consensus?.status().role === 'leader',
       state: () => this.requireConsensus().clusterState,
       alive: (p) => this.health.alive(p),
@@ -76,8 +80,9 @@ export class P2PClusterLink implements ClusterLink {
   }
 
   /** Serves the points service for this peer's collections on the p2p server (before it starts). */
-  serve(toc: TableOfContent, settled: () => Promise<void>): void {
-    this.transport.addServices((server: grpc.Server) => addPointsService(server, { toc, peer: this.peer, settled }, this.logger));
+  serve(toc: TableOfContent, settled: () => Promise<void>, status: () => PeerDetails): void {
+    this.status = status;
+    this.transport.addServices((server: grpc.Server) => addPointsService(server, { toc, peer: this.peer, settled, status }, this.logger));
   }
 
   /** Consensus runs: health checks and supervision start. */
@@ -153,6 +158,20 @@ export class P2PClusterLink implements ClusterLink {
   /** Transfers this peer is the source of, with their progress. */
   transfers(): TransferProgress[] {
     return this.outgoing.progress();
+  }
+
+  async peerDetails(peer: string, timeoutMs: number): Promise<PeerDetails | null> {
+    if (peer === this.peer) return this.status?.() ?? null;
+    try {
+      const res = await this.clients.call<{ result: Buffer }>(this.uriOf(peer), peer, 'Status', {}, timeoutMs);
+      return JSON.parse(res.result.toString('utf8')) as PeerDetails;
+    } catch {
+      return null;
+    }
+  }
+
+  p2pCalls(): Record<string, { calls: number; failures: number }> {
+    return Object.fromEntries([...this.clients.stats].map(([k, v]) => [k, { ...v }]));
   }
 
   close(): void {

@@ -16,7 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
-import type { ClusterLink, ShardTarget } from '../../collection/cluster-link';
+import type { ShardTarget } from '../../collection/cluster-link';
 import type { Collection } from '../../collection/collection';
 import type { LocalReplica } from '../../collection/local-replica';
 import {
@@ -135,6 +135,8 @@ export interface PointsBackend {
   peer: string;
   /** Resolves once local changes from consensus entries applied so far are made. */
   settled(): Promise<void>;
+  /** This peer's consensus details (GET /cluster/telemetry of another peer asks them). */
+  status(): unknown;
 }
 
 function errorStatus(err: unknown): Partial<grpc.StatusObject> {
@@ -198,6 +200,7 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
       const id = await set.lead(decodeReplicaOperation(m.operation), { ...updateOptions(m), ordering: 'weak' });
       return { operation_id: String(id) };
     }),
+    Status: unary<object, object>(async () => ({ result: Buffer.from(JSON.stringify(backend.status()), 'utf8') })),
     Read: unary<ReadMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
       const result = await readLocal(backend, collection, set, m);
@@ -239,6 +242,7 @@ interface PointsClient extends grpc.Client {
   Update(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
   Forward(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
   Read(req: ReadMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
+  Status(req: object, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
 }
 
 interface Pool {
@@ -279,7 +283,7 @@ export class PointsClients {
   }
 
   /** One call to the peer at `uri` (`peer` names it in errors), bounded by `timeoutMs`. */
-  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read', req: UpdateMsg | ReadMsg, timeoutMs: number | null): Promise<T> {
+  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status', req: UpdateMsg | ReadMsg | object, timeoutMs: number | null): Promise<T> {
     return new Promise((resolve, reject) => {
       let pool: Pool;
       try {
@@ -424,5 +428,3 @@ export async function forwardUpdate(clients: PointsClients, uri: string, leader:
   const res = await clients.call<{ operation_id: string }>(uri, leader, 'Forward', updateMsg(target, op, opts), opts.timeout === null ? null : opts.timeout * 1000);
   return Number(res.operation_id);
 }
-
-export type { ClusterLink };

@@ -22,7 +22,8 @@ import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
 import { DirectLane } from './direct';
 import type { TableOfContent } from '../../storage/toc';
-import { addClusterRoutes } from './cluster';
+import { addClusterRoutes, replicaStateCounts } from './cluster';
+import type { ReplicationView } from '../../transfer/view';
 import { addCollectionRoutes } from './collections';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import { Dispatcher } from '../../storage/dispatcher';
@@ -63,6 +64,8 @@ export interface RestDeps {
   audit?: AuditLog;
   /** Consensus over the metadata in cluster mode; null or absent on a single node. */
   consensus?: MetadataConsensus | null;
+  /** Replication on this peer (transfers, peer health, p2p calls) in cluster mode. */
+  replication?: ReplicationView | null;
 }
 
 export interface RestApp {
@@ -113,7 +116,9 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   );
   addServiceRoutes(routes, info, stats, toc, consensus);
   addCollectionRoutes(routes, new Dispatcher(toc, consensus, config));
-  addClusterRoutes(routes, toc, consensus);
+  const replication = deps.replication ?? null;
+  if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
+  addClusterRoutes(routes, toc, consensus, replication);
   addPointRoutes(routes, toc);
   addSnapshotRoutes(routes, toc, snapshots, logger, consensus !== null);
   addDashboardRoutes(routes);

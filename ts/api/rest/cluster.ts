@@ -11,6 +11,8 @@
 import type { Context } from 'koa';
 
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
+import type { TransferInfo } from '../../storage/cluster-state';
+import type { ReplicationView, TransferProgress } from '../../transfer/view';
 import type { Role } from '../../consensus/raft';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
@@ -19,9 +21,68 @@ import { QueryFormatError } from '../errors';
 import { param, queryBool, readTimeout } from './parse';
 import type { RouteTable } from './route';
 
-const ROLE_NAMES: Record<Role, string> = { leader: 'Leader', follower: 'Follower', candidate: 'Candidate', preCandidate: 'PreCandidate' };
+export const ROLE_NAMES: Record<Role, string> = { leader: 'Leader', follower: 'Follower', candidate: 'Candidate', preCandidate: 'PreCandidate' };
 
-export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consensus: MetadataConsensus | null): void {
+/** Replicas by state across every shard of every collection, as this peer's consensus state has them. */
+export function replicaStateCounts(consensus: MetadataConsensus): Record<string, number> {
+  const out: Record<string, number> = {};
+  const state = consensus.clusterState;
+  for (const name of state.collectionNames()) {
+    for (const s of state.collection(name)!.shards) for (const st of Object.values(s.replicas)) out[st] = (out[st] ?? 0) + 1;
+  }
+  return out;
+}
+
+/** A transfer as ShardTransferInfo; the source peer adds its progress as the comment, as the reference does. */
+function transferInfo(t: TransferInfo, progress: TransferProgress | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = { shard_id: t.shard, from: Number(t.from), to: Number(t.to), sync: t.kind !== 'move', method: t.method };
+  if (progress !== undefined) {
+    const seconds = (Date.now() - progress.startedAt) / 1000;
+    const rate = progress.pointsSent / Math.max(seconds, 0.001);
+    const left = Math.max(0, progress.pointsTotal - progress.pointsSent);
+    const eta = progress.pointsSent > 0 ? `${(left / rate).toFixed(2)}s` : 'unknown';
+    out.comment = `Transferring records (${progress.pointsSent}/${progress.pointsTotal}), started ${seconds.toFixed(0)}s ago, ETA: ${eta}`;
+  }
+  return out;
+}
+
+export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consensus: MetadataConsensus | null, replication: ReplicationView | null = null): void {
+  const transfersOf = (name: string): Array<Record<string, unknown>> => {
+    if (consensus === null) return [];
+    const progress = replication?.transfers() ?? [];
+    return consensus.clusterState
+      .transfers(name)
+      .map((t) => transferInfo(t, progress.find((p) => p.collection === name && p.shard === t.shard && p.to === t.to && p.from === t.from)));
+  };
+
+  // GET /cluster/telemetry: the cluster seen from this peer (other peers' details asked over p2p, `timeout` seconds at most).
+  routes.add('GET', '/cluster/telemetry', async (ctx: Context) => {
+    const timeout = readTimeout(ctx) ?? 60;
+    const detailsRaw = ctx.query.details_level;
+    if (detailsRaw !== undefined && (typeof detailsRaw !== 'string' || !/^[0-9]{1,9}$/.test(detailsRaw))) {
+      throw new QueryFormatError(`details_level: ${JSON.stringify(detailsRaw)} is not an unsigned integer`);
+    }
+    if (consensus === null) throw new StandaloneModeError();
+    const state = consensus.clusterState;
+    const collections: Record<string, unknown> = {};
+    for (const name of state.collectionNames()) {
+      const c = state.collection(name)!;
+      collections[name] = {
+        id: name,
+        shards: c.shards.map((s) => ({ id: s.id, replicas: Object.entries(s.replicas).map(([peer, st]) => ({ peer_id: Number(peer), state: st })) })),
+        shard_transfers: transfersOf(name),
+      };
+    }
+    const peers: Record<string, unknown> = {};
+    await Promise.all(
+      Object.entries(state.peers).map(async ([peer, uri]) => {
+        const details = replication === null ? null : await replication.peerDetails(peer, Math.min(timeout * 1000, 5000));
+        peers[peer] = details === null ? { uri, responsive: false } : { uri, responsive: true, details };
+      }),
+    );
+    ok(ctx, { collections, cluster: { enabled: true, number_of_peers: Object.keys(state.peers).length, peers } });
+  });
+
   routes.add('GET', '/cluster', (ctx: Context) => {
     if (consensus === null) {
       ok(ctx, { status: 'disabled' });
@@ -80,6 +141,6 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
         if (peer !== localPeer) remote_shards.push({ shard_id: r.shardId, peer_id: Number(peer), state });
       }
     }
-    ok(ctx, { peer_id: Number(localPeer), shard_count: c.replicaSets().length, local_shards, remote_shards, shard_transfers: [] });
+    ok(ctx, { peer_id: Number(localPeer), shard_count: c.replicaSets().length, local_shards, remote_shards, shard_transfers: transfersOf(c.name) });
   });
 }

@@ -34,7 +34,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   // collection cluster: shard transfers (distributed mode part 2)
   ['POST', '/collections/{collection_name}/cluster'],
   // cluster
-  ['GET', '/cluster/telemetry'],
   ['GET', '/cluster/metadata/keys'],
   ['GET', '/cluster/metadata/keys/{key}'],
   ['PUT', '/cluster/metadata/keys/{key}'],

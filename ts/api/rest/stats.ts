@@ -8,6 +8,8 @@
  * route share one label.
  */
 
+import { REPLICA_STATES } from '../../collection/replica-state';
+import type { ReplicationView } from '../../transfer/view';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
@@ -111,6 +113,63 @@ export class RequestStats {
     gauge('cluster_pending_operations_total', 'Consensus entries committed but not applied here, plus calls waiting for theirs', (f) => f.pending);
     gauge('cluster_voter', '1 when this peer votes (0 while it is a learner)', (f) => (f.voter ? 1 : 0));
     gauge('cluster_leader', '1 when this peer is the leader', (f) => (f.leader ? 1 : 0));
+  }
+
+  /** Cluster mode: replicas per state, transfers this peer drives with their progress, calls between peers. */
+  addReplicationMetrics(states: () => Record<string, number>, view: ReplicationView): void {
+    const prefix = this.prefix;
+    const reg = [this.registry];
+    new Gauge({
+      name: `${prefix}cluster_replicas`,
+      help: 'Replicas of every shard of every collection, by state, as this peer knows the placement',
+      labelNames: ['state'],
+      registers: reg,
+      collect() {
+        this.reset();
+        for (const st of REPLICA_STATES) this.set({ state: st }, 0);
+        for (const [st, n] of Object.entries(states())) this.set({ state: st }, n);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfers_outgoing`,
+      help: 'Shard transfers this peer is the source of',
+      registers: reg,
+      collect() {
+        this.set(view.transfers().length);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfer_points_sent`,
+      help: 'Points sent so far by a shard transfer this peer drives',
+      labelNames: ['collection', 'shard', 'to'],
+      registers: reg,
+      collect() {
+        this.reset();
+        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to }, t.pointsSent);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfer_points_total`,
+      help: 'Points a shard transfer this peer drives has to send',
+      labelNames: ['collection', 'shard', 'to'],
+      registers: reg,
+      collect() {
+        this.reset();
+        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to }, t.pointsTotal);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_p2p_calls`,
+      help: 'Calls this peer made to other peers\' points service, by method and outcome',
+      labelNames: ['method', 'outcome'],
+      registers: reg,
+      collect() {
+        for (const [method, c] of Object.entries(view.p2pCalls())) {
+          this.set({ method, outcome: 'ok' }, c.calls - c.failures);
+          this.set({ method, outcome: 'failed' }, c.failures);
+        }
+      },
+    });
   }
 
   /** Counts one answered request; `route` is its pattern, or null when none matched. */
