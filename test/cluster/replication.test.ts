@@ -170,3 +170,39 @@ test.serial('a peer killed under a writer (RF 2): its replicas go Dead, writes g
     t.is(new Set(byPeer.values()).size, 1, `shard ${shard}: replicas differ: ${JSON.stringify([...byPeer])}`);
   }
 });
+
+test.serial('a listener peer: its replicas turn Listener, get every write, and serve reads only when no other replica answers', async (t) => {
+  const c = await Cluster.prepare(3);
+  t.teardown(() => c.destroy());
+  await c.startPeer(0);
+  await c.startPeer(1, 0);
+  await c.startPeer(2, 0, { SERVICE__STORAGE__NODE_TYPE: 'Listener' });
+  await c.waitVoters(3);
+  const listenerId = String((await c.info(2)).peer_id);
+  const created = await change(c.peers[0].url, 'PUT', '/collections/l', { vectors: { size: DIM, distance: 'Cosine' }, shard_number: 2, replication_factor: 3 });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  await waitFor('the listener peer\'s replicas are Listener', async () => {
+    const st = await states(c, 0, 'l').catch(() => ({}) as Record<string, string>);
+    return Object.keys(st).length === 6 && Object.entries(st).every(([k, s]) => (k.endsWith(`/${listenerId}`) ? s === 'Listener' : s === 'Active'));
+  });
+  t.is((await upsert(c.peers[0].url, 'l', points(0, 100))).status, 200);
+  const d = await digests(c, 'l', 2);
+  for (const [shard, byPeer] of d) {
+    t.is(byPeer.size, 3);
+    t.is(new Set(byPeer.values()).size, 1, `shard ${shard}: the listener's replica differs`);
+  }
+  // Reads through the listener peer are answered by the other peers' replicas.
+  const readsBefore = await p2pReads(c, 2);
+  const n = await api(c.peers[2].url, 'POST', '/collections/l/points/count', { exact: true });
+  t.is(n.body.result.count, 100);
+  t.is(await p2pReads(c, 2), readsBefore + 2, 'one remote read per shard');
+  // With every other peer gone, the listener answers.
+  await c.kill(0);
+  await c.kill(1);
+  await waitFor('the listener answers reads alone', async () => (await api(c.peers[2].url, 'POST', '/collections/l/points/count', { exact: true })).body?.result?.count === 100);
+});
+
+async function p2pReads(c: Cluster, i: number): Promise<number> {
+  const m = /^cluster_p2p_calls\{method="Read",outcome="ok"\} (\d+)$/m.exec(String((await api(c.peers[i].url, 'GET', '/metrics')).body));
+  return m ? Number(m[1]) : 0;
+}

@@ -174,9 +174,11 @@ export class ReplicaSet {
     let rs = this.readable.length > 0 ? this.readable : this.listeners;
     if (rs.length === 0) throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica that serves reads${this.describe()}`);
     const link = this.cluster?.link;
-    if (link !== undefined && rs.length > 1) {
+    if (link !== undefined) {
       const up = rs.filter((r) => r.isLocal || link.alive(r.peer));
       if (up.length < rs.length) rs = [...up, ...rs.filter((r) => !up.includes(r))];
+      // Listeners answer when no replica that serves reads answers health checks.
+      if (up.length === 0 && rs !== this.listeners) rs = [...rs, ...this.listeners];
     }
     return rs;
   }
