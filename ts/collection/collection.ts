@@ -224,8 +224,9 @@ export class Collection {
     });
   }
 
-  shardIds(): number[] {
-    return this.shards.map((r) => r.shardId);
+  /** Ids of the shards this peer holds a replica of (every shard on a single node): what its snapshots contain. */
+  localShardIds(): number[] {
+    return this.shards.filter((r) => r.local !== null).map((r) => r.shardId);
   }
 
   /** The local replica of shard `id`, or a 404 naming it (501 when it lives on other peers only). */

@@ -212,7 +212,7 @@ export class Snapshots {
 
   async createCollection(nameOrAlias: string): Promise<SnapshotDescription> {
     const c = this.toc.get(nameOrAlias);
-    return this.create('collection', c, c.shardIds(), Snapshots.collectionDir(c.name), (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
+    return this.create('collection', c, c.localShardIds(), Snapshots.collectionDir(c.name), (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
   }
 
   async createShard(nameOrAlias: string, shardId: number): Promise<SnapshotDescription> {
@@ -259,7 +259,7 @@ export class Snapshots {
         // A collection deleted since the listing is simply not in the snapshot.
         if (!this.toc.has(collection)) continue;
         const c = this.toc.get(collection);
-        const pins = await this.pin(c, c.shardIds());
+        const pins = await this.pin(c, c.localShardIds());
         let archive;
         try {
           archive = await this.writeArchive(snapshotEntries('collection', c, pins, this.version), { snapshot: name, collection });
