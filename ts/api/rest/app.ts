@@ -31,6 +31,7 @@ import { addNotImplementedRoutes } from './not-implemented';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
+import { addShardKeyRoutes } from './shard-keys';
 import { addSnapshotRoutes } from './snapshots';
 import { routeGuard } from './auth';
 import { Authenticator } from '../../auth/authenticate';
@@ -112,7 +113,9 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
         },
   );
   addServiceRoutes(routes, info, stats, toc, consensus);
-  addCollectionRoutes(routes, new Dispatcher(toc, consensus, config));
+  const dispatcher = new Dispatcher(toc, consensus, config);
+  addCollectionRoutes(routes, dispatcher);
+  addShardKeyRoutes(routes, dispatcher);
   addClusterRoutes(routes, toc, consensus);
   addPointRoutes(routes, toc);
   addSnapshotRoutes(routes, toc, snapshots, logger, consensus !== null);
