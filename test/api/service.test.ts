@@ -107,7 +107,7 @@ test('a Qdrant route that is not implemented yet answers 501 with the error enve
   );
   t.is(typeof body.time, 'number');
   for (const [method, url] of [
-    ['GET', '/collections/books/shards'],
+    ['GET', '/collections/books/optimizations'],
     ['GET', '/cluster/telemetry'],
     ['POST', '/collections/books/cluster'],
     ['GET', '/issues'],

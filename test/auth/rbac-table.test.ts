@@ -18,7 +18,7 @@
  * State: a main collection `rbac` (named vectors a and b, 20 points with payloads, a
  * keyword index on `city`), a collection, a shard and a full snapshot made at start.
  * Destructive rows work on the throwaway collection `rbac_tmp`, or on snapshots, index
- * fields and aliases that their `before` hook (run with the api key before every single
+ * fields, aliases and shard keys (of the custom-sharded collection `rbac_keys`) that their `before` hook (run with the api key before every single
  * request) creates again, so each request meets the same state. The api key's requests
  * must also succeed (2xx, or 501 for a route not served yet): the bodies are valid, so an
  * allowed request reaches its handler rather than failing for another reason.
@@ -245,6 +245,8 @@ async function headersOf(level: Level, collection: string): Promise<Record<strin
 const MAIN = 'rbac';
 const TMP = 'rbac_tmp';
 const OTHER = 'rbac_other';
+/** A custom-sharded collection: the shard key rows work on it (an auto-sharded one refuses keys). */
+const KEYED = 'rbac_keys';
 const COLLECTION_CONFIG = { vectors: { a: { size: 4, distance: 'Dot' }, b: { size: 4, distance: 'Dot' } } };
 
 let server: RunningQuiver;
@@ -420,10 +422,25 @@ const CASES: Record<string, Case> = {
   },
   list_collection_aliases: { path: `${P}/aliases` },
   list_aliases: { path: '/aliases' },
-  create_default_shard_key: { path: `${P}/shards`, body: { shard_key: 'k1' } },
-  create_custom_shard_key: { path: `${P}/shards`, body: { shard_key: 'k2', shards_number: 1, replication_factor: 1 } },
-  delete_shard_key: { path: `${P}/shards/delete`, body: { shard_key: 'k1' } },
-  list_shard_keys: { path: `${P}/shards` },
+  create_default_shard_key: {
+    collection: KEYED,
+    path: `/collections/${KEYED}/shards`,
+    body: { shard_key: 'k1' },
+    before: () => adminTry('POST', `/collections/${KEYED}/shards/delete`, { shard_key: 'k1' }),
+  },
+  create_custom_shard_key: {
+    collection: KEYED,
+    path: `/collections/${KEYED}/shards`,
+    body: { shard_key: 'k2', shards_number: 1, replication_factor: 1 },
+    before: () => adminTry('POST', `/collections/${KEYED}/shards/delete`, { shard_key: 'k2' }),
+  },
+  delete_shard_key: {
+    collection: KEYED,
+    path: `/collections/${KEYED}/shards/delete`,
+    body: { shard_key: 'k1' },
+    before: () => adminTry('PUT', `/collections/${KEYED}/shards`, { shard_key: 'k1' }),
+  },
+  list_shard_keys: { collection: KEYED, path: `/collections/${KEYED}/shards` },
   create_index: { path: `${P}/index?wait=true`, body: { field_name: 'n', field_schema: 'integer' } },
   delete_index: {
     path: `${P}/index/tmpf?wait=true`,
@@ -560,6 +577,7 @@ test.before(async () => {
     await ensureCollection(name);
     await fill(name);
   }
+  await admin('PUT', `/collections/${KEYED}`, { ...COLLECTION_CONFIG, sharding_method: 'custom' });
   await admin('PUT', `${P}/index?wait=true`, { field_name: 'city', field_schema: 'keyword' });
   await admin('POST', '/collections/aliases', {
     actions: [

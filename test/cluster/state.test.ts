@@ -1,14 +1,15 @@
 /**
  * The cluster metadata state machine alone: every operation, its validation at apply time
  * (a refused operation changes nothing), determinism (two replicas fed the same operations
- * agree, also through a snapshot), membership changes, and shard placement.
+ * agree, also through a snapshot), membership changes, shard placement, and the shard
+ * keys of custom-sharded collections.
  */
 
 import test from 'ava';
 
 import { parseCreateCollection } from '../../ts/collection/config';
 import { loadConfig } from '../../ts/config';
-import { ClusterState, placeShards, type MetaOp } from '../../ts/storage/cluster-state';
+import { ClusterState, placeKeyShards, placeShards, type MetaOp } from '../../ts/storage/cluster-state';
 
 const config = loadConfig({ configPath: null, env: {}, cwd: process.cwd() });
 const cfg = (body: object = {}) => parseCreateCollection({ vectors: { size: 4, distance: 'Dot' }, ...body }, config);
@@ -118,4 +119,67 @@ test('placement: replicas on distinct peers, round robin from the offset, capped
   const capped = placeShards(['1', '2'], 1, 5, 0);
   t.deepEqual(Object.keys(capped[0].replicas).sort(), ['1', '2']);
   t.throws(() => placeShards([], 1, 1, 0));
+});
+
+/** Three peers and a custom-sharded collection `t` (no shard yet). */
+function keyed(): ClusterState {
+  const s = new ClusterState();
+  for (const p of ['1', '2', '3']) s.setPeerUri(p, `http://p${p}:6335`);
+  s.apply({ op: 'createCollection', name: 't', uuid: 'u-t', config: cfg({ sharding_method: 'custom', shard_number: 2 }), shards: [] }, null);
+  return s;
+}
+
+const errorOf = (r: ReturnType<ClusterState['apply']>) => (r.ok ? null : r.error.message);
+
+test('shard keys: created with the placement the proposer chose, on ids never used before; dropped with their shards; refusals change nothing', (t) => {
+  const s = keyed();
+  t.deepEqual(s.collection('t')!.shards, []);
+  t.deepEqual(s.apply({ op: 'createShardKey', collection: 't', key: 'a', placement: [['1'], ['2', '3']] }, null), { ok: true, value: true, collections: ['t'], aliases: false });
+  t.true(s.apply({ op: 'createShardKey', collection: 't', key: 5, placement: [['3']] }, null).ok);
+  t.deepEqual(s.collection('t')!.shards, [
+    { id: 1, replicas: { '1': 'Active' }, shard_key: 'a' },
+    { id: 2, replicas: { '2': 'Active', '3': 'Active' }, shard_key: 'a' },
+    { id: 3, replicas: { '3': 'Active' }, shard_key: 5 },
+  ]);
+  t.deepEqual(ClusterState.shardKeys(s.collection('t')!), [
+    { key: 'a', shards: [1, 2] },
+    { key: 5, shards: [3] },
+  ]);
+  t.deepEqual(s.shardsOn('3'), [
+    { collection: 't', shard: 2 },
+    { collection: 't', shard: 3 },
+  ]);
+
+  const before = Buffer.from(s.encode()).toString();
+  t.is(errorOf(s.apply({ op: 'createShardKey', collection: 't', key: 'a', placement: [['1']] }, null)), 'Bad request: Sharding key "a" already exists for collection t');
+  t.is(errorOf(s.apply({ op: 'createShardKey', collection: 't', key: 'b', placement: [['1'], ['9']] }, null)), 'Bad request: Peer 9 does not exist');
+  t.is(errorOf(s.apply({ op: 'createShardKey', collection: 't', key: 'b', placement: [] }, null)), 'Bad request: Sharding key "b" placement cannot be empty. If you want to use random placement, do not specify placement');
+  t.is(errorOf(s.apply({ op: 'dropShardKey', collection: 't', key: '5' }, null)), 'Bad request: Sharding key "5" does not exist for collection t');
+  t.is(errorOf(s.apply({ op: 'createShardKey', collection: 'nope', key: 'a', placement: [['1']] }, null)), 'Not found: Collection `nope` doesn\'t exist!');
+  s.apply(create('auto'), null);
+  const withAuto = Buffer.from(s.encode()).toString();
+  t.is(errorOf(s.apply({ op: 'createShardKey', collection: 'auto', key: 'a', placement: [['1']] }, null)), 'Bad request: Shard Key cannot be created with Auto sharding method');
+  t.is(errorOf(s.apply({ op: 'dropShardKey', collection: 'auto', key: 'a' }, null)), 'Bad request: Shard Key cannot be created with Auto sharding method');
+  t.is(Buffer.from(s.encode()).toString(), withAuto, 'refused key operations change nothing');
+  t.not(before, withAuto);
+
+  // Dropping the key of the highest ids: the next key still gets ids never used before.
+  t.deepEqual(s.apply({ op: 'dropShardKey', collection: 't', key: 5 }, null), { ok: true, value: true, collections: ['t'], aliases: false });
+  t.deepEqual(ClusterState.shardKeys(s.collection('t')!), [{ key: 'a', shards: [1, 2] }]);
+  t.true(s.apply({ op: 'createShardKey', collection: 't', key: 'c', placement: [['2']] }, null).ok);
+  t.deepEqual(ClusterState.shardKeys(s.collection('t')!), [
+    { key: 'a', shards: [1, 2] },
+    { key: 'c', shards: [4] },
+  ]);
+  // A snapshot of the state keeps the keys and the counter.
+  const copy = ClusterState.decode(s.encode());
+  t.true(copy.apply({ op: 'createShardKey', collection: 't', key: 'd', placement: [['1']] }, null).ok);
+  t.deepEqual(ClusterState.shardKeys(copy.collection('t')!).map((e) => e.shards), [[1, 2], [4], [5]]);
+});
+
+test('shard key placement: replicas on distinct peers of the pool, round robin, capped by the pool', (t) => {
+  t.deepEqual(placeKeyShards(['1', '2', '3'], 3, 2, 0), [['1', '2'], ['3', '1'], ['2', '3']]);
+  t.deepEqual(placeKeyShards(['2', '3'], 2, 1, 1), [['3'], ['2']]);
+  t.deepEqual(placeKeyShards(['1', '1'], 2, 3, 0), [['1'], ['1']], 'a peer named twice is one peer');
+  t.throws(() => placeKeyShards([], 1, 1, 0));
 });

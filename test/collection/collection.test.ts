@@ -364,3 +364,50 @@ test('a query of no vector lists points by id, scored 0; validation errors come 
     calls,
   );
 });
+
+/** A custom-sharded collection over fake replicas: `layout` maps each key to its shard ids (one local fake replica per shard). */
+function keyedCollection(layout: Array<{ key: string | number; shards: number[] }>): { c: Collection; replicas: Map<number, FakeReplica> } {
+  const replicas = new Map<number, FakeReplica>();
+  for (const e of layout) for (const id of e.shards) replicas.set(id, new FakeReplica('', true, 1000 * id));
+  const m: CollectionMeta = {
+    config: parseCreateCollection({ vectors: { size: 2, distance: 'Dot' }, sharding_method: 'custom', shard_number: 1 }, config),
+    payload_schema: {},
+    shard_keys: layout,
+  };
+  const c = Collection.overReplicas('c', m, (name, peer) => [...replicas].map(([id, r]) => new ReplicaSet(id, name, peer, [r], null)), logger);
+  return { c, replicas };
+}
+
+test('custom sharding: a key\'s points hash over that key\'s shards only (crc32c of the id over its shard count); other keys see nothing', async (t) => {
+  const { c, replicas } = keyedCollection([
+    { key: 'a', shards: [1, 2, 3] },
+    { key: 9, shards: [4] },
+  ]);
+  const ids = Array.from({ length: 30 }, (_, i) => i);
+  await c.update(upsert(ids.map((id) => point(id, [1, 0], { k: 'a' }))), WAIT, ['a']);
+  for (const id of ids) {
+    const want = 1 + (crc32c(Buffer.from(key(id).key, 'utf8')) % 3);
+    t.true(replicas.get(want)!.points.has(key(id).key), `${id} on shard ${want}`);
+  }
+  t.is(replicas.get(4)!.points.size, 0);
+  // The same ids under key 9: other points, on its own shard.
+  await c.update(upsert(ids.slice(0, 5).map((id) => point(id, [0, 1], { k: 9 }))), WAIT, [9]);
+  t.is(replicas.get(4)!.points.size, 5);
+  t.is(await c.count(null), 35);
+  t.is(await c.count(null, DEFAULT_READ, ['a']), 30);
+  t.is(await c.count(null, DEFAULT_READ, { target: 'b', fallback: 9 }), 5);
+  const [r] = await c.retrieve([key(3)], true, false, DEFAULT_READ, [9]);
+  t.deepEqual(r, { id: 3, payload: { k: 9 }, shard_key: 9 });
+  // A key list writes the operation under each key; a key that does not exist refuses it before anything is written.
+  await c.update({ kind: 'set_payload', select: { ids: [key(1)], filter: null }, payload: { both: true }, key: null }, WAIT, ['a', 9, 'a']);
+  t.is(await c.count({ must: [{ key: 'both', match: { value: true } }] }), 2);
+  const before = [...replicas.values()].map((x) => x.ops.length);
+  const err = await t.throwsAsync(c.update(upsert([point(50, [1, 0])]), WAIT, ['a', 'b']));
+  t.is(err?.message, 'Wrong input: Shard key "b" not found');
+  t.deepEqual([...replicas.values()].map((x) => x.ops.length), before);
+  t.is((await t.throwsAsync(c.update(upsert([point(50, [1, 0])]), WAIT)))?.message, 'Wrong input: Shard key not specified');
+  // Search over every key lists an id once, at its best score, with its key.
+  const hits = await c.query(query({ query: { nearest: { vector: Float32Array.from([1, 0]) } }, limit: 100 }));
+  t.is(hits.length, 30);
+  t.true(hits.every((h) => h.shard_key === 'a'));
+});

@@ -3,8 +3,10 @@
  * of replicas reached through the Replica interface (replica.ts): today this peer's
  * LocalReplica; remote replicas arrive with the distributed issue's next part.
  *
- * Owns: routing points to shards (a hash of the point id over shard_number),
- * splitting writes per shard, fanning reads out and merging the shaped records they
+ * Owns: routing points to shards (auto sharding: a hash of the point id over the
+ * collection's shards; custom sharding: the request names shard keys, and the same hash
+ * picks one of each key's shards, so a key's points never move when keys come and go),
+ * creating and dropping the shards of a key, splitting writes per shard, fanning reads out and merging the shaped records they
  * return (top-k by score, scroll order by id, counts summed), resolving queries
  * (example ids to vectors, recommendations, batches), and the checks that make a
  * rejected write change nothing (every point validated, explicit ids checked to
@@ -18,7 +20,9 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
-import { BadInputError, NotFoundError, snapshotLoadError } from '../common/errors';
+import * as fs from 'node:fs/promises';
+
+import { BadInputError, BadRequestError, NotFoundError, ShardUnavailableError, snapshotLoadError } from '../common/errors';
 import { type Filter } from '../shard/filter';
 import { crc32c } from '../common/crc32c';
 import { type PointKey } from '../shard/id-tracker';
@@ -47,27 +51,45 @@ import {
 import { isSelected, type ReplicaOperation } from './replica-operation';
 import { ReplicaSet, type ReplicaSetCluster } from './replica-set';
 import type { ClusterLink, ShardTarget } from './cluster-link';
-import type { ReplicaState } from './replica-state';
+import { isActive, servesReads, type ReplicaState } from './replica-state';
+import {
+  autoShardingRefusal,
+  distinctKeys,
+  keyExistsError,
+  keyId,
+  keyMissingError,
+  nextShardId,
+  showKey,
+  type ForKeys,
+  type ShardKey,
+  type ShardKeyEntry,
+  type ShardSelector,
+} from './shard-keys';
 
 export type { OrderBy, ReadOptions, ScrollRequest, SearchRequest, UpdateOptions, WithVector } from './replica';
 export { keyToJson } from './replica';
 export type { ReplicaOperation, Selector } from './replica-operation';
 export type { ReplicaState } from './replica-state';
+export type { ForKeys, ShardKey, ShardKeyEntry, ShardSelector } from './shard-keys';
 
 export interface UpdateResult {
   operation_id: number;
   status: 'acknowledged' | 'completed';
 }
 
-/** A point as the API returns it; `payload` and `vector` are left out when not asked for, as the reference does. */
+/**
+ * A point as the API returns it; `payload` and `vector` are left out when not asked for,
+ * `shard_key` when the point's shard has none (auto sharding), as the reference does.
+ */
 export interface RecordOut {
   id: number | string;
   payload?: Payload;
   vector?: number[] | Record<string, number[]>;
+  shard_key?: ShardKey;
 }
 
-/** A scored point as the API returns it (the records replicas return are in this shape already). */
-export type ScoredOut = ScoredRecord;
+/** A scored point as the API returns it (the records replicas return are in this shape already, but for the shard key). */
+export type ScoredOut = ScoredRecord & { shard_key?: ShardKey };
 
 /** The local replica's peer id on a single node (no placement: the id is never compared). */
 const STANDALONE_PEER = '';
@@ -89,13 +111,45 @@ export interface CollectionMeta {
   /** Payload indexes by field. */
   payload_schema: Record<string, FieldSchema>;
   cluster?: ClusterPlacement;
+  /**
+   * Custom sharding: the shard keys and their shards, in creation order (absent: none
+   * yet). On a single node the table of collections keeps it; in a cluster the applier
+   * copies it from the consensus state (whose shard placements carry their keys).
+   */
+  shard_keys?: ShardKeyEntry[];
+  /** Custom sharding on a single node: the id the next key's first shard gets (ids are never reused). */
+  next_shard_id?: number;
 }
 
-/** A record as the API shows it: the version stays with the collection. */
-function recordOut(r: PointRecord): RecordOut {
+/** The shards a point id is routed over: all of an auto-sharded collection's, or one key's. */
+interface Ring {
+  key: ShardKey | null;
+  sets: ReplicaSet[];
+}
+
+/** The shard ids a collection's meta describes: 0..shard_number-1 (auto), or the keys' shards (custom). */
+function shardIdsOf(meta: CollectionMeta): number[] {
+  if (meta.config.params.sharding_method === 'custom') return (meta.shard_keys ?? []).flatMap((e) => e.shards).sort((a, b) => a - b);
+  return Array.from({ length: meta.config.params.shard_number }, (_, id) => id);
+}
+
+/** The replicas of shard `id` in a cluster placement (by id: a custom collection's ids do not start at 0). */
+function replicasIn(placement: ClusterPlacement, id: number): Record<string, ReplicaState> | undefined {
+  return placement.shards.find((s) => s.id === id)?.replicas;
+}
+
+/** Whether a shard has a replica that is a source of truth (every shard on a single node). */
+function shardActive(set: ReplicaSet): boolean {
+  const states = set.replicas;
+  return states === null || Object.values(states).some(isActive);
+}
+
+/** A record as the API shows it: the version stays with the collection; the shard key (custom sharding) goes with it. */
+function recordOut(r: PointRecord & { shard_key?: ShardKey }): RecordOut {
   const out: RecordOut = { id: r.id };
   if (r.payload !== undefined) out.payload = r.payload;
   if (r.vector !== undefined) out.vector = r.vector;
+  if (r.shard_key !== undefined) out.shard_key = r.shard_key;
   return out;
 }
 
@@ -105,7 +159,13 @@ function idText(k: PointKey): string {
 }
 
 export class Collection {
-  private readonly shards: ReplicaSet[] = [];
+  /** Shard id → its replica set, in id order. */
+  private readonly shards = new Map<number, ReplicaSet>();
+  /** The hash rings: the one of an auto-sharded collection, or one per shard key (creation order). */
+  private rings: Ring[] = [];
+  /** Custom sharding: key id (shard-keys.ts keyId) → its ring, and shard id → its key. */
+  private readonly ringByKey = new Map<string, Ring>();
+  private readonly keyOfShard = new Map<number, ShardKey>();
   /** Set while the collection is being replaced (snapshot recovery): requests get 503 with this reason. */
   unavailable: string | null = null;
   private readonly specs: Map<string, VectorSpec>;
@@ -128,10 +188,10 @@ export class Collection {
   static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger, nodePeerId = 0n, link: ClusterLink | null = null): Promise<Collection> {
     const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }), nodePeerId, link);
     const placement = meta.cluster;
-    const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(placement.shards[id]?.replicas ?? {}, placement.peer);
-    const opened = await Promise.allSettled(
-      Array.from({ length: meta.config.params.shard_number }, (_, id) => (isLocal(id) ? c.openShard(id) : Promise.resolve(null))),
-    );
+    const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(replicasIn(placement, id) ?? {}, placement.peer);
+    const ids = shardIdsOf(meta);
+    if (meta.config.params.sharding_method === 'custom') await c.removeStrayShards(ids);
+    const opened = await Promise.allSettled(ids.map((id) => (isLocal(id) ? c.openShard(id) : Promise.resolve(null))));
     const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       // Close what did open, so a caller can move the directory back (snapshot recovery).
@@ -139,12 +199,14 @@ export class Collection {
       throw failed.reason;
     }
     const peer = c.localPeer;
-    opened.forEach((r, id) => {
+    opened.forEach((r, i) => {
+      const id = ids[i];
       const shard = (r as PromiseFulfilledResult<LocalShard | null>).value;
-      const set = new ReplicaSet(id, name, peer, shard === null ? [] : [new LocalReplica(peer, shard)], placement ? { ...placement.shards[id].replicas } : null, c.replicaSetCluster());
-      c.shards.push(set);
-      if (placement) set.setStates(placement.shards[id].replicas, peer, c.incomingOf(placement, id));
+      const set = new ReplicaSet(id, name, peer, shard === null ? [] : [new LocalReplica(peer, shard)], placement ? { ...(replicasIn(placement, id) ?? {}) } : null, c.replicaSetCluster());
+      c.shards.set(id, set);
+      if (placement) set.setStates(replicasIn(placement, id) ?? {}, peer, c.incomingOf(placement, id));
     });
+    c.reroute();
     if (placement) c.driveTransfers(placement, []);
     return c;
   }
@@ -172,7 +234,7 @@ export class Collection {
     }
     for (const t of now) {
       if (t.from !== placement.peer) continue;
-      const source = this.shards[t.shard]?.localReplica;
+      const source = this.shards.get(t.shard)?.localReplica;
       if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source);
     }
   }
@@ -184,7 +246,7 @@ export class Collection {
 
   /** The replica set of shard `id`, or a 404. */
   replicaSet(id: number): ReplicaSet {
-    const r = this.shards[id];
+    const r = this.shards.get(id);
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
     return r;
   }
@@ -196,7 +258,8 @@ export class Collection {
    */
   static overReplicas(name: string, meta: CollectionMeta, sets: (name: string, peer: string) => ReplicaSet[], logger: Logger): Collection {
     const c = new Collection(name, '', meta, null, logger.child({ collection: name }), 0n);
-    c.shards.push(...sets(name, c.localPeer));
+    for (const set of sets(name, c.localPeer)) c.shards.set(set.shardId, set);
+    c.reroute();
     return c;
   }
 
@@ -226,19 +289,165 @@ export class Collection {
 
   /** Ids of the shards this peer holds a replica of (every shard on a single node): what its snapshots contain. */
   localShardIds(): number[] {
-    return this.shards.filter((r) => r.local !== null).map((r) => r.shardId);
+    return [...this.shards.values()].filter((r) => r.local !== null).map((r) => r.shardId);
   }
 
   /** The local replica of shard `id`, or a 404 naming it (501 when it lives on other peers only). */
   localShard(id: number): LocalShard {
-    const r = this.shards[id];
+    const r = this.shards.get(id);
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
     return r.localShard(false);
   }
 
-  /** The replica sets, for cluster views. */
+  /** The replica sets in shard id order, for cluster views. */
   replicaSets(): readonly ReplicaSet[] {
-    return this.shards;
+    return [...this.shards.values()];
+  }
+
+  /** Custom sharding: the shard keys in creation order; null for an auto-sharded collection. */
+  shardKeys(): ShardKey[] | null {
+    return this.custom ? this.rings.map((r) => r.key as ShardKey) : null;
+  }
+
+  /** The shard key shard `id` belongs to (undefined with auto sharding). */
+  shardKeyOf(id: number): ShardKey | undefined {
+    return this.keyOfShard.get(id);
+  }
+
+  private get custom(): boolean {
+    return this.meta.config.params.sharding_method === 'custom';
+  }
+
+  /**
+   * Rebuilds the rings from the meta and the replica sets: one ring of every shard in id
+   * order (auto sharding: the on-disk layout depends on it), or one per shard key with
+   * that key's shards in the order they were created.
+   */
+  private reroute(): void {
+    // Kept in id order, so iteration (fan-out, views, snapshots) is too.
+    const sorted = [...this.shards.entries()].sort(([a], [b]) => a - b);
+    this.shards.clear();
+    for (const [id, set] of sorted) this.shards.set(id, set);
+    this.ringByKey.clear();
+    this.keyOfShard.clear();
+    if (!this.custom) {
+      this.rings = [{ key: null, sets: [...this.shards.values()] }];
+      return;
+    }
+    this.rings = [];
+    for (const e of this.meta.shard_keys ?? []) {
+      const ring: Ring = { key: e.key, sets: [] };
+      for (const id of e.shards) {
+        const set = this.shards.get(id);
+        if (set === undefined) throw new Error(`shard ${id} of key ${showKey(e.key)} of ${this.name} has no replica set`);
+        ring.sets.push(set);
+        this.keyOfShard.set(id, e.key);
+      }
+      this.rings.push(ring);
+      this.ringByKey.set(keyId(e.key), ring);
+    }
+  }
+
+  /**
+   * Custom sharding: removes shard folders of no key, which a crash can leave (a key
+   * whose shards were made but not yet recorded, or dropped but not yet deleted).
+   */
+  private async removeStrayShards(ids: readonly number[]): Promise<void> {
+    const keep = new Set(ids.map(String));
+    const entries = await fs.readdir(this.dir, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      if (!e.isDirectory() || !/^[0-9]+$/.test(e.name) || keep.has(e.name)) continue;
+      this.logger.warn({ shard: e.name }, 'removing the folder of a shard that belongs to no shard key (left by an interrupted key change)');
+      await fs.rm(path.join(this.dir, e.name), { recursive: true, force: true });
+    }
+  }
+
+  // -- shard keys (custom sharding) -------------------------------------------------------
+
+  /**
+   * Single node: creates `shardsNumber` shards for a new key, with ids no shard had
+   * before, and opens them here. The caller persists the meta (TableOfContent); on a
+   * failure nothing is left.
+   */
+  async createShardKey(key: ShardKey, shardsNumber: number): Promise<void> {
+    if (!this.custom) throw autoShardingRefusal();
+    if (this.ringByKey.has(keyId(key))) throw keyExistsError(key, this.name);
+    const entries = this.meta.shard_keys ?? [];
+    const first = nextShardId(entries, this.meta.next_shard_id);
+    const ids = Array.from({ length: shardsNumber }, (_, i) => first + i);
+    // The ids are fresh: a folder of one can only be a leftover of an interrupted change.
+    await Promise.all(ids.map((id) => fs.rm(path.join(this.dir, String(id)), { recursive: true, force: true })));
+    const opened = await Promise.allSettled(ids.map((id) => this.openShard(id)));
+    const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      await Promise.all(opened.map((r) => (r.status === 'fulfilled' ? r.value.drop() : undefined)));
+      await Promise.all(ids.map((id) => fs.rm(path.join(this.dir, String(id)), { recursive: true, force: true })));
+      throw failed.reason;
+    }
+    const peer = this.localPeer;
+    opened.forEach((r, i) => {
+      const shard = (r as PromiseFulfilledResult<LocalShard>).value;
+      this.shards.set(ids[i], new ReplicaSet(ids[i], this.name, peer, [new LocalReplica(peer, shard)], null));
+    });
+    this.meta.shard_keys = [...entries, { key, shards: ids }];
+    this.meta.next_shard_id = first + shardsNumber;
+    this.reroute();
+    this.logger.info({ shardKey: key, shards: ids }, 'shard key created');
+  }
+
+  /**
+   * Single node: takes a key's shards out of routing and out of the meta. `drop` then
+   * deletes their data (once the caller persisted the meta); `undo` puts them back (when
+   * it could not).
+   */
+  detachShardKey(key: ShardKey): { drop(): Promise<void>; undo(): void } {
+    if (!this.custom) throw autoShardingRefusal();
+    const before = this.meta.shard_keys ?? [];
+    const entry = before.find((e) => keyId(e.key) === keyId(key));
+    if (entry === undefined) throw keyMissingError(key, this.name);
+    const sets = entry.shards.map((id) => this.shards.get(id)).filter((s): s is ReplicaSet => s !== undefined);
+    for (const id of entry.shards) this.shards.delete(id);
+    this.meta.shard_keys = before.filter((e) => e !== entry);
+    this.reroute();
+    return {
+      drop: async () => {
+        await Promise.all(sets.map((set) => this.dropLocal(set)));
+        this.logger.info({ shardKey: key, shards: entry.shards }, 'shard key dropped');
+      },
+      undo: () => {
+        for (const set of sets) this.shards.set(set.shardId, set);
+        this.meta.shard_keys = before;
+        this.reroute();
+      },
+    };
+  }
+
+  /**
+   * Cluster mode: makes the keys and their shards exactly `entries` (applied from
+   * consensus): a new key's shards get replica sets (with the states `placement` gives
+   * them; applyPlacement then opens this peer's replicas), a dropped key's go with this
+   * peer's data of them.
+   */
+  async applyShardKeys(entries: ShardKeyEntry[], placement: ClusterPlacement): Promise<void> {
+    const wanted = new Set(entries.flatMap((e) => e.shards));
+    const gone = [...this.shards.values()].filter((set) => !wanted.has(set.shardId));
+    for (const set of gone) this.shards.delete(set.shardId);
+    for (const id of wanted) {
+      if (!this.shards.has(id)) this.shards.set(id, new ReplicaSet(id, this.name, placement.peer, [], { ...(replicasIn(placement, id) ?? {}) }, this.replicaSetCluster()));
+    }
+    this.meta.shard_keys = structuredClone(entries);
+    this.reroute();
+    for (const set of gone) await this.dropLocal(set);
+  }
+
+  /** Drops this peer's replica of a shard that is no longer part of the collection, and its folder. */
+  private async dropLocal(set: ReplicaSet): Promise<void> {
+    const local = set.local;
+    if (local !== null) {
+      set.setLocal(null);
+      await local.drop();
+    }
+    if (this.dir !== '') await fs.rm(path.join(this.dir, String(set.shardId)), { recursive: true, force: true });
   }
 
   /**
@@ -248,8 +457,8 @@ export class Collection {
   async applyPlacement(placement: ClusterPlacement): Promise<void> {
     const before = this.meta.cluster?.transfers ?? [];
     this.meta.cluster = placement;
-    for (const r of this.shards) {
-      const replicas = placement.shards[r.shardId]?.replicas ?? {};
+    for (const r of this.shards.values()) {
+      const replicas = replicasIn(placement, r.shardId) ?? {};
       const was = r.replicas?.[placement.peer];
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
       const receiving = (placement.transfers ?? []).some((t) => t.shard === r.shardId && t.to === placement.peer);
@@ -269,16 +478,6 @@ export class Collection {
     this.driveTransfers(placement, before);
   }
 
-  /** Closes this peer's replica of `r`'s shard and deletes its data. */
-  private async dropLocal(r: ReplicaSet): Promise<void> {
-    const local = r.local;
-    if (local === null) return;
-    r.setLocal(null);
-    await local.drop();
-    const fs = await import('node:fs/promises');
-    await fs.rm(path.join(this.dir, String(r.shardId)), { recursive: true, force: true });
-  }
-
   /**
    * Replaces shard `id`'s data with the shard directory `source` (an unpacked shard
    * snapshot on the same file system): closes the shard, swaps the directories, opens
@@ -286,7 +485,7 @@ export class Collection {
    * reopened, and the error is thrown: the shard is then exactly as it was.
    */
   async replaceShard(id: number, source: string): Promise<void> {
-    const r = this.shards[id];
+    const r = this.shards.get(id);
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
     await r.localShard(true).close();
     const reopen = async () => r.setLocal(new LocalReplica(this.localPeer, await this.openShard(id)));
@@ -333,24 +532,24 @@ export class Collection {
   /** The local replicas this peer holds (collection info, config changes, checkpoints, close). */
   private present(): LocalShard[] {
     const out: LocalShard[] = [];
-    for (const r of this.shards) {
+    for (const r of this.shards.values()) {
       const local = r.local;
       if (local !== null) out.push(local);
     }
     return out;
   }
 
-  /** The replica set of the shard a point id hashes to. */
-  private setOf(key: PointKey): ReplicaSet {
-    const n = this.shards.length;
-    return n === 1 ? this.shards[0] : this.shards[crc32c(Buffer.from(key.key, 'utf8')) % n];
+  /** The replica set of the ring's shard a point id hashes to (crc32c of the id's key text over the ring's shards). */
+  private setOf(ring: Ring, key: PointKey): ReplicaSet {
+    const n = ring.sets.length;
+    return n === 1 ? ring.sets[0] : ring.sets[crc32c(Buffer.from(key.key, 'utf8')) % n];
   }
 
-  /** Items grouped by the shard of their id, in the order each shard first appears. */
-  private byShard<T>(items: readonly T[], idOf: (t: T) => PointKey): Map<ReplicaSet, T[]> {
+  /** Items grouped by the ring's shard of their id, in the order each shard first appears. */
+  private byShard<T>(ring: Ring, items: readonly T[], idOf: (t: T) => PointKey): Map<ReplicaSet, T[]> {
     const groups = new Map<ReplicaSet, T[]>();
     for (const item of items) {
-      const s = this.setOf(idOf(item));
+      const s = this.setOf(ring, idOf(item));
       let l = groups.get(s);
       if (!l) groups.set(s, (l = []));
       l.push(item);
@@ -389,13 +588,15 @@ export class Collection {
    * points that hash to it, or the whole selector when it is a filter), checks that every
    * replica it needs can be reached and that explicit ids exist, and only then sends it.
    * With no points, the first shard still logs an empty operation, so every write has an
-   * operation id.
+   * operation id. `shards` names the keys of a custom-sharded collection (each key gets
+   * the whole operation); without any, an auto-sharded collection's shards take it.
    */
-  async update(op: ReplicaOperation, opts: UpdateOptions): Promise<UpdateResult> {
+  async update(op: ReplicaOperation, opts: UpdateOptions, shards: ShardSelector | null = null): Promise<UpdateResult> {
     const mustExist = this.check(op);
-    const plan = this.route(op);
+    const rings = this.writeRings(shards);
+    const plan = rings.flatMap((ring) => this.route(op, ring));
     const targets = plan.map(([set]) => set.writers());
-    if (mustExist !== null) await this.requireExisting(mustExist);
+    if (mustExist !== null) for (const ring of rings) await this.requireExisting(mustExist, ring);
     const ids = await Promise.all(plan.map(([set, shardOp], i) => set.update(shardOp, opts, targets[i])));
     let max = 0;
     for (const id of ids) if (id > max) max = id;
@@ -406,10 +607,10 @@ export class Collection {
    * The operations of one batch request, in order, each with its own result. Every
    * vector of the batch is checked before the first operation runs.
    */
-  async updateBatch(ops: ReplicaOperation[], opts: UpdateOptions): Promise<UpdateResult[]> {
-    for (const op of ops) if (op.kind === 'upsert' || op.kind === 'update_vectors') this.checkVectors(op.points);
+  async updateBatch(ops: ReadonlyArray<ForKeys<ReplicaOperation>>, opts: UpdateOptions): Promise<UpdateResult[]> {
+    for (const { req: op } of ops) if (op.kind === 'upsert' || op.kind === 'update_vectors') this.checkVectors(op.points);
     const results: UpdateResult[] = [];
-    for (const op of ops) results.push(await this.update(op, opts));
+    for (const { req: op, shards } of ops) results.push(await this.update(op, opts, shards));
     return results;
   }
 
@@ -439,25 +640,97 @@ export class Collection {
     }
   }
 
-  /** `op` split per shard: [replica set, that shard's operation], in the order shards first appear. */
-  private route(op: ReplicaOperation): Array<[ReplicaSet, ReplicaOperation]> {
+  /** `op` split over the ring's shards: [replica set, that shard's operation], in the order shards first appear. */
+  private route(op: ReplicaOperation, ring: Ring): Array<[ReplicaSet, ReplicaOperation]> {
     if (!isSelected(op)) {
-      const groups = this.byShard(op.points as Array<{ id: PointKey }>, (p) => p.id);
-      if (groups.size === 0) return [[this.shards[0], op]];
+      const groups = this.byShard(ring, op.points as Array<{ id: PointKey }>, (p) => p.id);
+      if (groups.size === 0) return [[ring.sets[0], op]];
       return [...groups].map(([set, points]) => [set, { ...op, points } as ReplicaOperation]);
     }
     const { ids, filter } = op.select;
     // A filter alone: every shard resolves it under its own lock.
-    if (ids === null) return this.shards.map((set) => [set, op]);
-    const groups = this.byShard(ids, (id) => id);
-    if (groups.size === 0) return [[this.shards[0], op]];
+    if (ids === null) return ring.sets.map((set) => [set, op]);
+    const groups = this.byShard(ring, ids, (id) => id);
+    if (groups.size === 0) return [[ring.sets[0], op]];
     return [...groups].map(([set, group]) => [set, { ...op, select: { ids: group, filter } }]);
   }
 
-  /** Throws 404 for the first explicit id that no shard holds. */
-  private async requireExisting(ids: PointKey[]): Promise<void> {
-    const found = await this.lookup(ids, false, false, DEFAULT_READ);
+  /** Throws 404 for the first explicit id that no shard of the ring holds. */
+  private async requireExisting(ids: PointKey[], ring: Ring): Promise<void> {
+    const found = await this.lookup(ids, false, false, DEFAULT_READ, [ring]);
     for (const id of ids) if (!found.has(idText(id))) throw new NotFoundError(`No point with id ${idText(id)} found`);
+  }
+
+  /**
+   * The rings a write goes to, with the reference's refusals: no key for a
+   * custom-sharded collection, an empty list, a key that does not exist (every key on an
+   * auto-sharded collection). A target key with a fallback writes to the target while
+   * every shard of it has an active replica, else to the fallback (and to the target too
+   * while all of a shard's replicas are ActiveRead, so neither misses the write).
+   */
+  private writeRings(shards: ShardSelector | null): Ring[] {
+    if (shards === null) {
+      if (this.custom) throw new BadInputError('Shard key not specified');
+      return this.rings;
+    }
+    if (isKeyList(shards)) {
+      if (shards.length === 0) throw new BadInputError('Empty shard keys selection');
+      return distinctKeys(shards).map((k) => {
+        const ring = this.ringByKey.get(keyId(k));
+        if (ring === undefined) throw new BadInputError(`Shard key ${showKey(k)} not found`);
+        return ring;
+      });
+    }
+    const { target, fallback } = shards;
+    const t = this.ringByKey.get(keyId(target));
+    const f = this.ringByKey.get(keyId(fallback));
+    if (t !== undefined && t.sets.length > 0) {
+      if (t.sets.every(shardActive)) return [t];
+      if (f === undefined) throw noActiveKey(target, fallback);
+      const readActive = t.sets.some((set) => set.replicas !== null && Object.values(set.replicas).every((st) => st === 'ActiveRead'));
+      return readActive ? [t, f] : [f];
+    }
+    if (f !== undefined) return [f];
+    throw noSuchKeys(target, fallback);
+  }
+
+  /**
+   * The rings a read goes to: every one without keys (no shard at all for a
+   * custom-sharded collection without keys), the named keys (a key that does not exist is
+   * a 400), or a target key whose shards all serve reads, else its fallback.
+   */
+  private readRings(shards: ShardSelector | null): Ring[] {
+    if (shards === null) return this.rings;
+    if (isKeyList(shards)) {
+      return distinctKeys(shards).map((k) => {
+        const ring = this.ringByKey.get(keyId(k));
+        if (ring === undefined) throw new BadRequestError(`Shard key ${showKey(k)} not found`);
+        return ring;
+      });
+    }
+    const { target, fallback } = shards;
+    const t = this.ringByKey.get(keyId(target));
+    const f = this.ringByKey.get(keyId(fallback));
+    if (t !== undefined) {
+      const serving = t.sets.length > 0 && t.sets.every((set) => set.replicas === null || Object.values(set.replicas).some(servesReads));
+      if (serving) return [t];
+      if (f !== undefined) return [f];
+      throw noActiveKey(target, fallback);
+    }
+    if (f !== undefined) return [f];
+    throw noSuchKeys(target, fallback);
+  }
+
+  /** The replica sets of the rings, in ring order. */
+  private setsOf(rings: readonly Ring[]): ReplicaSet[] {
+    return rings.length === 1 ? rings[0].sets : rings.flatMap((r) => r.sets);
+  }
+
+  /** Records of a shard, with its shard key when it has one (custom sharding), as the reference answers them. */
+  private keyed<T extends object>(set: ReplicaSet, records: T[]): Array<T & { shard_key?: ShardKey }> {
+    const key = this.keyOfShard.get(set.shardId);
+    if (key === undefined) return records;
+    return records.map((r) => ({ ...r, shard_key: key }));
   }
 
   // -- payload indexes (this peer's replicas; consensus applies them on every peer) -------
@@ -493,22 +766,30 @@ export class Collection {
     return sets;
   }
 
-  /** Records of `ids` (distinct), each read from its shard, by id text; points that do not exist are absent. */
-  private async lookup(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions): Promise<Map<string, PointRecord>> {
-    const groups = this.byShard(ids, (id) => id);
-    this.readable([...groups.keys()]);
-    const parts = await Promise.all([...groups].map(([set, group]) => set.retrieve({ ids: distinct(group), withPayload, withVector }, opts)));
-    const out = new Map<string, PointRecord>();
-    for (const part of parts) for (const r of part) out.set(String(r.id), r);
+  /**
+   * Records of `ids` (distinct), each read from the shard it hashes to in every ring, by
+   * id text; points that do not exist are absent. An id held under several keys is
+   * answered once, by the first ring that has it (the reference answers it once too).
+   */
+  private async lookup(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions, rings: readonly Ring[]): Promise<Map<string, PointRecord & { shard_key?: ShardKey }>> {
+    const asks: Array<[ReplicaSet, PointKey[]]> = rings.flatMap((ring) => [...this.byShard(ring, ids, (id) => id)]);
+    this.readable(asks.map(([set]) => set));
+    const parts = await Promise.all(asks.map(async ([set, group]) => this.keyed(set, await set.retrieve({ ids: distinct(group), withPayload, withVector }, opts))));
+    const out = new Map<string, PointRecord & { shard_key?: ShardKey }>();
+    for (const part of parts) for (const r of part) if (!out.has(String(r.id))) out.set(String(r.id), r);
     return out;
   }
 
-  async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions = DEFAULT_READ): Promise<RecordOut[]> {
+  async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<RecordOut[]> {
     this.checkWithVector(withVector);
     const wanted = distinct(ids);
     if (wanted.length === 0) return [];
-    if (this.shards.length === 1) return (await this.shards[0].retrieve({ ids: wanted, withPayload, withVector }, opts)).map(recordOut);
-    const found = await this.lookup(wanted, withPayload, withVector, opts);
+    const rings = this.readRings(shards);
+    if (rings.length === 1 && rings[0].sets.length === 1) {
+      const set = rings[0].sets[0];
+      return this.keyed(set, await set.retrieve({ ids: wanted, withPayload, withVector }, opts)).map(recordOut);
+    }
+    const found = await this.lookup(wanted, withPayload, withVector, opts, rings);
     const out: RecordOut[] = [];
     for (const id of wanted) {
       const r = found.get(idText(id));
@@ -517,41 +798,50 @@ export class Collection {
     return out;
   }
 
-  async scroll(req: ScrollRequest, opts: ReadOptions = DEFAULT_READ): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
+  async scroll(req: ScrollRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
     this.checkWithVector(req.withVector);
-    const sets = this.readable(this.shards);
+    const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) {
       const page = await sets[0].scroll(req, opts);
-      return { points: page.points.map(recordOut), next_page_offset: page.next };
+      return { points: this.keyed(sets[0], page.points).map(recordOut), next_page_offset: page.next };
     }
     // Each shard returns its first `limit` points and the id after them: the page is the
-    // first `limit` of all, the next offset the smallest id left over.
-    const parts = await Promise.all(sets.map((s) => s.scroll(req, opts)));
-    const all = parts.flatMap((p) => p.points).sort((a, b) => compareIds(a.id, b.id));
+    // first `limit` of all, the next offset the smallest id left over. An id under
+    // several keys is listed once (its first key's point).
+    const parts = await Promise.all(sets.map(async (s) => {
+      const page = await s.scroll(req, opts);
+      return { points: this.keyed(s, page.points), next: page.next };
+    }));
+    const all = dedupeSorted(parts.flatMap((p) => p.points).sort((a, b) => compareIds(a.id, b.id)), (a, b) => compareIds(a.id, b.id) === 0);
     let next: PointId | null = all.length > req.limit ? all[req.limit].id : null;
     for (const p of parts) if (p.next !== null && (next === null || compareIds(p.next, next) < 0)) next = p.next;
     return { points: all.slice(0, req.limit).map(recordOut), next_page_offset: next };
   }
 
   /** Scroll by payload value (`order_by`); there is no next page offset (use start_from). */
-  async scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions = DEFAULT_READ): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
+  async scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
     this.checkWithVector(req.withVector);
-    const sets = this.readable(this.shards);
-    const parts = await Promise.all(sets.map((s) => s.scrollOrdered(req, opts)));
-    const all = parts.flat();
-    if (parts.length > 1) all.sort(req.orderBy.direction === 'desc' ? (a, b) => b.orderValue - a.orderValue : (a, b) => a.orderValue - b.orderValue);
+    const sets = this.readable(this.setsOf(this.readRings(shards)));
+    const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.scrollOrdered(req, opts))));
+    let all = parts.flat();
+    if (parts.length > 1) {
+      all.sort(req.orderBy.direction === 'desc' ? (a, b) => b.orderValue - a.orderValue : (a, b) => a.orderValue - b.orderValue);
+      // The same point (id and value) under several keys is listed once.
+      if (this.custom) all = firstOfEach(all, (r) => `${r.orderValue} ${String(r.id)}`);
+    }
     const points = all.slice(0, req.limit).map((r) => ({ ...recordOut(r), order_value: r.orderValue }));
     return { points, next_page_offset: null };
   }
 
   /** Whether any point matches `filter` (stops at the first). */
-  async anyMatch(filter: Filter | null, opts: ReadOptions = DEFAULT_READ): Promise<boolean> {
-    for (const s of this.readable(this.shards)) if (await s.anyMatch(filter, opts)) return true;
+  async anyMatch(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<boolean> {
+    for (const s of this.readable(this.setsOf(this.readRings(shards)))) if (await s.anyMatch(filter, opts)) return true;
     return false;
   }
 
-  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ): Promise<number> {
-    const sets = this.readable(this.shards);
+  /** Points matching `filter`; a point id under several keys counts once per key, as the reference counts. */
+  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<number> {
+    const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) return sets[0].count(filter, opts);
     const ns = await Promise.all(sets.map((s) => s.count(filter, opts)));
     return ns.reduce((a, b) => a + b, 0);
@@ -560,42 +850,43 @@ export class Collection {
   /**
    * One query of the query, search or recommend API: nearest points to a vector or a
    * stored point, a recommendation, or points with no vector (in id or payload order,
-   * scored 0 as the reference does).
+   * scored 0 as the reference does). Example ids are looked up under the same keys.
    */
-  async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[]> {
+  async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<ScoredOut[]> {
     const q = req.query;
     // The common case (a plain vector) goes straight to the search, with no await of its own.
     if ('nearest' in q && 'vector' in q.nearest) {
       this.checkVector(req.using, q.nearest.vector);
-      return this.search({ ...req, vector: q.nearest.vector }, opts);
+      return this.search({ ...req, vector: q.nearest.vector }, opts, this.readRings(shards));
     }
-    return this.queryOther(req, opts);
+    return this.queryOther(req, opts, shards);
   }
 
-  private async queryOther(req: QueryRequest, opts: ReadOptions): Promise<ScoredOut[]> {
+  private async queryOther(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null): Promise<ScoredOut[]> {
     const q = req.query;
     const shaping = { filter: req.filter, withPayload: req.withPayload, withVector: req.withVector };
     if ('none' in q) {
-      const page = await this.scroll({ offset: null, limit: req.offset + req.limit, ...shaping }, opts);
+      const page = await this.scroll({ offset: null, limit: req.offset + req.limit, ...shaping }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     if ('orderBy' in q) {
-      const page = await this.scrollOrdered({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts);
+      const page = await this.scrollOrdered({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
+    const rings = this.readRings(shards);
     if ('nearest' in q) {
-      const [vector] = await this.exampleVectors([q.nearest], req.using, opts);
-      return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts);
+      const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings);
+      return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts, rings);
     }
     const { positive, negative } = q.recommend;
-    const vs = await this.exampleVectors([...positive, ...negative], req.using, opts);
+    const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings);
     const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
-    return this.search({ ...req, vector, exclude: [...exampleIds(positive), ...exampleIds(negative)] }, opts);
+    return this.search({ ...req, vector, exclude: [...exampleIds(positive), ...exampleIds(negative)] }, opts, rings);
   }
 
-  /** The queries of a batch request, run together; the answer of each in order. */
-  queryBatch(reqs: QueryRequest[], opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
-    return Promise.all(reqs.map((q) => this.query(q, opts)));
+  /** The queries of a batch request (each with its own shard keys), run together; the answer of each in order. */
+  queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
+    return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards)));
   }
 
   /**
@@ -603,10 +894,10 @@ export class Collection {
    * that point's `using` vector (404 when there is no such point). Ids are read in one
    * read per shard; errors are reported in the examples' order.
    */
-  private async exampleVectors(examples: Example[], using: string, opts: ReadOptions): Promise<Float32Array[]> {
+  private async exampleVectors(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[]): Promise<Float32Array[]> {
     this.vectorSpec(using);
     const ids = exampleIds(examples);
-    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts);
+    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts, rings);
     return examples.map((e) => {
       if ('vector' in e) {
         this.checkVector(using, e.vector);
@@ -622,27 +913,32 @@ export class Collection {
   }
 
   /**
-   * Nearest points to `req.vector`. Validation throws before any replica is asked. One
-   * shard answers the page itself; several each return their best `offset + limit`, and
-   * the page is cut from their merge.
+   * Nearest points to `req.vector` in the rings' shards. Validation throws before any
+   * replica is asked. One shard answers the page itself; several each return their best
+   * `offset + limit`, and the page is cut from their merge.
    */
-  private search(req: SearchRequest, opts: ReadOptions): Promise<ScoredOut[]> {
+  private search(req: SearchRequest, opts: ReadOptions, rings: readonly Ring[]): Promise<ScoredOut[]> {
     const spec = this.vectorSpec(req.using);
     this.checkVector(req.using, req.vector);
     if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
     if (req.limit + req.offset === 0 && (req.exclude === undefined || req.exclude.length === 0)) return Promise.resolve([]);
     this.checkWithVector(req.withVector);
-    const sets = this.readable(this.shards);
+    const sets = this.readable(this.setsOf(rings));
     const higher = higherIsBetter(spec.distance);
-    if (sets.length === 1) return sets[0].search(req, opts, higher);
+    if (sets.length === 1) {
+      const one = sets[0];
+      return this.keyOfShard.has(one.shardId) ? one.search(req, opts, higher).then((rs) => this.keyed(one, rs)) : one.search(req, opts, higher);
+    }
     return this.searchMerged(sets, req, higher, opts);
   }
 
   private async searchMerged(sets: readonly ReplicaSet[], req: SearchRequest, higher: boolean, opts: ReadOptions): Promise<ScoredOut[]> {
     const each = { ...req, offset: 0, limit: req.offset + req.limit };
-    const parts = await Promise.all(sets.map((s) => s.search(each, opts, higher)));
+    const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.search(each, opts, higher))));
     const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score : (a, b) => a.score - b.score);
-    return merged.slice(req.offset, req.offset + req.limit);
+    // An id under several keys is listed once, at its best score (as the reference merges).
+    const unique = this.custom ? firstOfEach(merged, (r) => String(r.id)) : merged;
+    return unique.slice(req.offset, req.offset + req.limit);
   }
 
   // -- state --------------------------------------------------------------------------------
@@ -699,6 +995,35 @@ export class Collection {
   async drop(): Promise<void> {
     await Promise.all(this.present().map((s) => s.drop()));
   }
+}
+
+/** Whether a selector is a list of keys (rather than a target with a fallback). */
+function isKeyList(s: ShardSelector): s is readonly ShardKey[] {
+  return Array.isArray(s);
+}
+
+function noSuchKeys(target: ShardKey, fallback: ShardKey): NotFoundError {
+  return new NotFoundError(`Neither target shard key ${showKey(target)} nor fallback shard key ${showKey(fallback)} exist`);
+}
+
+function noActiveKey(target: ShardKey, fallback: ShardKey): ShardUnavailableError {
+  return new ShardUnavailableError(`Neither target shard key ${showKey(target)} nor fallback shard key ${showKey(fallback)} have active replicas`);
+}
+
+/** The first item of each identity, in order. */
+function firstOfEach<T>(xs: T[], identity: (x: T) => string): T[] {
+  const seen = new Set<string>();
+  return xs.filter((x) => {
+    const id = identity(x);
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}
+
+/** A sorted list without the items equal to the one before them. */
+function dedupeSorted<T>(xs: T[], same: (a: T, b: T) => boolean): T[] {
+  return xs.filter((x, i) => i === 0 || !same(xs[i - 1], x));
 }
 
 /** `ids` without repeats, in first-seen order. */

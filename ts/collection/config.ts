@@ -58,8 +58,10 @@ export interface VectorParams {
 export interface CollectionParams {
   /** One VectorParams (the unnamed vector) or a map of named vectors. */
   vectors: VectorParams | Record<string, VectorParams>;
+  /** Auto sharding: the number of shards. Custom sharding: the default number of shards of a new shard key. */
   shard_number: number;
-  sharding_method: 'auto';
+  /** `custom`: the collection starts with no shards; each shard key gets shards of its own (ts/collection/shard-keys.ts). */
+  sharding_method: 'auto' | 'custom';
   replication_factor: number;
   write_consistency_factor: number;
   /** Replicas asked at once beyond those a read needs (unset: none); absent from `GET` when unset, as in the reference. */
@@ -316,9 +318,12 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     throw new BadInputError('a collection needs `vectors`: Quiver does not support collections without dense vectors');
   }
   if (o.init_from !== undefined && o.init_from !== null) throw new BadInputError('init_from is not supported by Quiver; use snapshots');
-  if (o.sharding_method !== undefined && o.sharding_method !== null && o.sharding_method !== 'auto') {
-    if (o.sharding_method === 'custom') throw new BadInputError('sharding_method `custom` is not supported by Quiver yet: it arrives with the distributed issues');
-    throw new FormatError(`sharding_method: unknown variant ${JSON.stringify(o.sharding_method)}, expected one of \`auto\`, \`custom\``);
+  let sharding_method: CollectionParams['sharding_method'] = 'auto';
+  if (o.sharding_method !== undefined && o.sharding_method !== null) {
+    if (o.sharding_method !== 'auto' && o.sharding_method !== 'custom') {
+      throw new FormatError(`sharding_method: unknown variant ${JSON.stringify(o.sharding_method)}, expected one of \`auto\`, \`custom\``);
+    }
+    sharding_method = o.sharding_method;
   }
   const vectors = parseVectors(o.vectors);
   const shard_number = optional(o, 'shard_number', (v) => int(v, 'shard_number', 1, 1024)) ?? 1;
@@ -338,7 +343,7 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   };
   const quantization = o.quantization_config === undefined ? null : parseQuantization(o.quantization_config, 'quantization_config');
   const out: CollectionConfig = {
-    params: { vectors, shard_number, sharding_method: 'auto', replication_factor, write_consistency_factor, on_disk_payload },
+    params: { vectors, shard_number, sharding_method, replication_factor, write_consistency_factor, on_disk_payload },
     hnsw_config: hnsw,
     optimizer_config: optimizers,
     wal_config: wal,

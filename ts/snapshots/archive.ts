@@ -7,6 +7,7 @@
  * snapshot.json          { format, kind: collection | shard, created_by, created_at, collection, shards }
  * config.json            the collection's configuration and payload index schema
  * payload_index.json     the payload index schema alone
+ * shard_key_mapping.json custom sharding only: [{ key, shards }], each key and its shard ids
  * <shard_id>/            one folder per shard (a shard snapshot has one)
  *   checkpoint.json      names the files below and the last applied WAL sequence number
  *   state-<seq>.bin      id tracker, payloads, which points carry each vector
@@ -23,6 +24,7 @@ import * as path from 'node:path';
 
 import { BadInputError } from '../common/errors';
 import type { Collection, CollectionMeta } from '../collection/collection';
+import { mappingProblem, nextShardId, type ShardKeyEntry } from '../collection/shard-keys';
 import { applyCollectionUpdate, parseCreateCollection, vectorEntries, type CollectionConfig } from '../collection/config';
 import type { Config } from '../config/types';
 import { checkpointFiles, checkpointProblem, walSegmentName, type CheckpointFile, type ShardSnapshotFiles } from '../shard/local-shard';
@@ -32,6 +34,9 @@ import type { TarEntry } from './tar';
 
 /** The newest archive format this version writes and reads. */
 export const SNAPSHOT_FORMAT = 1;
+
+/** The file of a custom-sharded collection's key mapping (the reference's name for it). */
+const SHARD_KEY_MAPPING = 'shard_key_mapping.json';
 
 export type SnapshotKind = 'collection' | 'shard';
 
@@ -58,6 +63,9 @@ export function* snapshotEntries(kind: SnapshotKind, c: Collection, pins: Map<nu
   yield { name: 'snapshot.json', type: 'file', data: Buffer.from(JSON.stringify(manifest, null, 2)) };
   yield { name: 'config.json', type: 'file', data: Buffer.from(JSON.stringify(meta, null, 2)) };
   yield { name: 'payload_index.json', type: 'file', data: Buffer.from(JSON.stringify(meta.payload_schema, null, 2)) };
+  if (c.config.params.sharding_method === 'custom') {
+    yield { name: SHARD_KEY_MAPPING, type: 'file', data: Buffer.from(JSON.stringify(c.meta.shard_keys ?? [], null, 2)) };
+  }
   for (const [id, pin] of pins) {
     yield { name: `${id}`, type: 'directory' };
     yield { name: `${id}/checkpoint.json`, type: 'file', data: pin.checkpoint };
@@ -114,19 +122,36 @@ export async function validateUnpacked(dir: string, kind: SnapshotKind, config: 
 
   const rawMeta = await readJsonFile(path.join(dir, 'config.json'), 'config.json');
   if (!isObj(rawMeta) || !isObj(rawMeta.config)) throw bad('config.json holds no collection configuration');
-  const meta = { config: checkConfig(rawMeta.config, config), payload_schema: checkSchema(rawMeta.payload_schema) };
+  const meta: CollectionMeta = { config: checkConfig(rawMeta.config, config), payload_schema: checkSchema(rawMeta.payload_schema) };
 
-  const shardCount = meta.config.params.shard_number;
-  const expected = kind === 'collection' ? Array.from({ length: shardCount }, (_, i) => i) : manifest.shards;
-  if (kind === 'shard' && (expected.length !== 1 || expected[0] >= shardCount)) throw bad('a shard snapshot holds exactly one shard of its collection');
-  if (manifest.shards.length !== expected.length || manifest.shards.some((s, i) => s !== expected[i])) {
-    throw bad(`snapshot.json lists shards ${JSON.stringify(manifest.shards)}, the configuration has ${shardCount}`);
+  // The collection's shards: 0..shard_number-1, or (custom sharding) those of its keys.
+  const custom = meta.config.params.sharding_method === 'custom';
+  let known: number[];
+  let layout: string;
+  if (custom) {
+    const mapping = await readJsonFile(path.join(dir, SHARD_KEY_MAPPING), SHARD_KEY_MAPPING);
+    const problem = mappingProblem(mapping);
+    if (problem !== null) throw bad(`${SHARD_KEY_MAPPING}: ${problem}`);
+    meta.shard_keys = mapping as ShardKeyEntry[];
+    meta.next_shard_id = nextShardId(meta.shard_keys, undefined);
+    known = meta.shard_keys.flatMap((e) => e.shards).sort((a, b) => a - b);
+    layout = `its shard keys have shards ${JSON.stringify(known)}`;
+  } else {
+    known = Array.from({ length: meta.config.params.shard_number }, (_, i) => i);
+    layout = `the configuration has ${known.length}`;
   }
-  const allowed = new Set(['snapshot.json', 'config.json', 'payload_index.json', ...expected.map(String)]);
+  const expected = kind === 'collection' ? known : manifest.shards;
+  if (kind === 'shard' && (expected.length !== 1 || !known.includes(expected[0]))) throw bad('a shard snapshot holds exactly one shard of its collection');
+  if (manifest.shards.length !== expected.length || manifest.shards.some((s, i) => s !== expected[i])) {
+    throw bad(`snapshot.json lists shards ${JSON.stringify(manifest.shards)}, ${layout}`);
+  }
+  const allowed = new Set(['snapshot.json', 'config.json', 'payload_index.json', ...(custom ? [SHARD_KEY_MAPPING] : []), ...expected.map(String)]);
   for (const e of await fs.readdir(dir)) if (!allowed.has(e)) throw bad(`unexpected entry ${JSON.stringify(e)} at the top of the archive`);
   for (const id of expected) await checkShardFolder(path.join(dir, String(id)), id);
   await fs.rm(path.join(dir, 'snapshot.json'));
   await fs.rm(path.join(dir, 'payload_index.json'), { force: true });
+  // The key mapping moves into config.json, where the table of collections keeps it.
+  await fs.rm(path.join(dir, SHARD_KEY_MAPPING), { force: true });
   await fs.writeFile(path.join(dir, 'config.json'), JSON.stringify(meta, null, 2));
   // Durable before anything old is removed for it.
   await syncTree(dir);
@@ -162,6 +187,7 @@ function checkConfig(c: Record<string, unknown>, config: Config): CollectionConf
   const body: Record<string, unknown> = {
     vectors: params.vectors,
     shard_number: params.shard_number,
+    sharding_method: params.sharding_method,
     replication_factor: params.replication_factor,
     write_consistency_factor: params.write_consistency_factor,
     on_disk_payload: params.on_disk_payload,
@@ -199,7 +225,8 @@ function checkSchema(s: unknown): Record<string, FieldSchema> {
 
 /**
  * Why a snapshot's data cannot go into an existing collection, or null when it can:
- * the same vectors (names, sizes, distances) and the same number of shards.
+ * the same vectors (names, sizes, distances), the same sharding method, and (auto
+ * sharding) the same number of shards.
  */
 export function incompatibility(existing: CollectionConfig, snapshot: CollectionConfig): string | null {
   const describe = (c: CollectionConfig) =>
@@ -211,7 +238,10 @@ export function incompatibility(existing: CollectionConfig, snapshot: Collection
   if (describe(existing) !== describe(snapshot)) {
     return `the snapshot's vectors ${describe(snapshot)} differ from the collection's ${describe(existing)}`;
   }
-  if (existing.params.shard_number !== snapshot.params.shard_number) {
+  if (existing.params.sharding_method !== snapshot.params.sharding_method) {
+    return `the snapshot's sharding method is ${snapshot.params.sharding_method}, the collection's ${existing.params.sharding_method}`;
+  }
+  if (existing.params.sharding_method === 'auto' && existing.params.shard_number !== snapshot.params.shard_number) {
     return `the snapshot has ${snapshot.params.shard_number} shards, the collection ${existing.params.shard_number}`;
   }
   return null;

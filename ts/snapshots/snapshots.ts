@@ -32,6 +32,7 @@ import type { Logger } from 'pino';
 
 import { BadInputError, BadRequestError, ChecksumMismatchError, ForbiddenError, NotFoundError, ServiceError } from '../common/errors';
 import type { Collection } from '../collection/collection';
+import { keyId, showKey } from '../collection/shard-keys';
 import type { Config } from '../config/types';
 import { syncFile } from '../common/files';
 import type { ShardSnapshotFiles } from '../shard/local-shard';
@@ -459,7 +460,7 @@ export class Snapshots {
       }
       if (priority === 'replica') {
         // The data already here wins. A new collection gets the configuration only.
-        if (!existing) await this.toc.create(target, snap.meta.config, snap.meta.payload_schema);
+        if (!existing) await this.toc.create(target, snap.meta.config, snap.meta.payload_schema, undefined, snap.meta.shard_keys);
         this.logger.info({ collection: target, priority }, existing ? 'snapshot checked; replica priority keeps the existing data' : 'collection created empty from the snapshot configuration (replica priority)');
         return;
       }
@@ -477,6 +478,13 @@ export class Snapshots {
         const c = this.toc.get(name);
         const why = incompatibility(c.config, snap.meta.config);
         if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
+        // Custom sharding: the shard must belong to the same key here and in the snapshot.
+        const here = c.shardKeyOf(shardId);
+        const there = snap.meta.shard_keys?.find((e) => e.shards.includes(shardId))?.key;
+        if (here !== undefined && (there === undefined || keyId(there) !== keyId(here))) {
+          const theirs = there === undefined ? 'no shard key' : `shard key ${showKey(there)}`;
+          throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
+        }
         if (priority === 'replica') return;
         await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
       });

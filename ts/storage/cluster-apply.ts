@@ -1,7 +1,8 @@
 /**
  * Brings this peer's local storage (TableOfContent) in line with the cluster metadata:
  * collections created, re-created or deleted, configuration and payload indexes
- * updated, local replicas opened or dropped as the placement says, aliases replaced.
+ * updated, shard keys added or dropped (custom sharding), local replicas opened or
+ * dropped as the placement says, aliases replaced.
  *
  * Owns: the order of local changes (one queue: a change is made only after every
  * earlier one), and making each change idempotent by comparing the desired state with
@@ -17,7 +18,7 @@ import type { Logger } from 'pino';
 
 import type { ClusterPlacement } from '../collection/collection';
 import type { TableOfContent } from './toc';
-import { samePayloadSchema, type ClusterState } from './cluster-state';
+import { ClusterState, samePayloadSchema } from './cluster-state';
 
 export class LocalApplier {
   private queue: Promise<void> = Promise.resolve();
@@ -100,13 +101,14 @@ export class LocalApplier {
       shards: desired.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })),
       transfers: (desired.transfers ?? []).map((t) => ({ shard: t.shard, from: t.from, to: t.to })),
     };
+    const shardKeys = desired.config.params.sharding_method === 'custom' ? ClusterState.shardKeys(desired) : undefined;
     if (local && local.meta.cluster?.uuid !== desired.uuid) {
       this.log.info({ collection: name }, 'collection re-created in the cluster: the old local one goes');
       await this.toc.delete(name);
       local = undefined;
     }
     if (!local) {
-      await this.toc.create(name, structuredClone(desired.config), structuredClone(desired.payload_schema), placement);
+      await this.toc.create(name, structuredClone(desired.config), structuredClone(desired.payload_schema), placement, shardKeys);
       return;
     }
     await this.toc.updateMeta(name, async (c) => {
@@ -117,6 +119,8 @@ export class LocalApplier {
         }
         for (const [field, schema] of Object.entries(desired.payload_schema)) await c.createPayloadIndex(field, structuredClone(schema));
       }
+      // A new key's shards first get their replica sets, then applyPlacement opens this peer's replicas of them.
+      if (shardKeys !== undefined && JSON.stringify(c.meta.shard_keys ?? []) !== JSON.stringify(shardKeys)) await c.applyShardKeys(shardKeys, placement);
       if (JSON.stringify(c.meta.cluster) !== JSON.stringify(placement)) await c.applyPlacement(placement);
     });
   }

@@ -6,7 +6,9 @@
  *
  * Owns: the consensus operations (`MetaOp`) and their validation at apply time (a
  * refused operation changes nothing and yields the same error on every peer), the
- * snapshot encoding of the state, and shard placement (which peers hold which shard).
+ * snapshot encoding of the state, and shard placement (which peers hold which shard,
+ * and, with custom sharding, which shard key each shard belongs to; a new key's shards
+ * get ids no shard of the collection had before, assigned when the operation applies).
  * Must never: touch disk, shards or the network; read a clock or a random source
  * (placement and uuids are chosen by the proposer and travel in the operation).
  */
@@ -14,6 +16,17 @@
 import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
+import {
+  autoShardingRefusal,
+  emptyPlacementError,
+  keyExistsError,
+  keyId,
+  keyMissingError,
+  nextShardId,
+  unknownPeerError,
+  type ShardKey,
+  type ShardKeyEntry,
+} from '../collection/shard-keys';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import { validateCollectionName, type AliasAction } from './toc';
 import type { ConfChange, PeerId } from '../consensus/types';
@@ -22,6 +35,8 @@ export interface ShardPlacement {
   id: number;
   /** Peer id → state of that peer's replica. */
   replicas: Record<PeerId, ReplicaState>;
+  /** Custom sharding: the shard key this shard belongs to. */
+  shard_key?: ShardKey;
 }
 
 /**
@@ -46,6 +61,8 @@ export interface ClusterCollection {
   shards: ShardPlacement[];
   /** Transfers in progress (absent in states written before transfers existed). */
   transfers?: TransferInfo[];
+  /** Custom sharding: the id the next key's first shard gets (ids of dropped keys are never reused). */
+  next_shard_id?: number;
 }
 
 export interface ClusterStateData {
@@ -72,7 +89,10 @@ export type MetaOp =
   | { op: 'setReplicaState'; collection: string; shard: number; peer: PeerId; state: ReplicaState; from?: ReplicaState }
   | { op: 'startTransfer'; collection: string; transfer: TransferInfo }
   /** Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's replica); otherwise the target is marked Dead (a replicate's new replica is dropped). */
-  | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean };
+  | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean }
+  /** A shard key of a custom-sharded collection: one shard per entry of `placement`, on those peers (chosen by the proposer). */
+  | { op: 'createShardKey'; collection: string; key: ShardKey; placement: PeerId[][] }
+  | { op: 'dropShardKey'; collection: string; key: ShardKey };
 
 /** What applying an operation did: its answer, and which local things to bring in line. */
 export type ApplyResult =
@@ -113,6 +133,23 @@ export class ClusterState {
     if (this.collection(nameOrAlias)) return nameOrAlias;
     const target = Object.prototype.hasOwnProperty.call(this.data.aliases, nameOrAlias) ? this.data.aliases[nameOrAlias] : undefined;
     return target !== undefined && this.collection(target) ? target : undefined;
+  }
+
+  /** Custom sharding: a collection's keys and their shards, in creation order (shard id order). */
+  static shardKeys(c: ClusterCollection): ShardKeyEntry[] {
+    const out: ShardKeyEntry[] = [];
+    const byKey = new Map<string, ShardKeyEntry>();
+    for (const s of [...c.shards].sort((a, b) => a.id - b.id)) {
+      if (s.shard_key === undefined) continue;
+      let e = byKey.get(keyId(s.shard_key));
+      if (e === undefined) {
+        e = { key: s.shard_key, shards: [] };
+        byKey.set(keyId(s.shard_key), e);
+        out.push(e);
+      }
+      e.shards.push(s.id);
+    }
+    return out;
   }
 
   /** Shards (collection, shard id) that have a replica on `peer`. */
@@ -329,6 +366,30 @@ export class ClusterState {
         this.endTarget(shard, t, op.ok);
         return done(true, [name]);
       }
+      case 'createShardKey': {
+        const [name, c] = this.requireCollection(op.collection);
+        if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
+        const keys = ClusterState.shardKeys(c);
+        if (keys.some((e) => keyId(e.key) === keyId(op.key))) throw keyExistsError(op.key, op.collection);
+        if (op.placement.length === 0 || op.placement.some((peers) => peers.length === 0)) throw emptyPlacementError(op.key);
+        for (const peers of op.placement) for (const p of peers) if (!Object.prototype.hasOwnProperty.call(this.data.peers, p)) throw unknownPeerError(p);
+        const first = nextShardId(keys, c.next_shard_id);
+        op.placement.forEach((peers, i) => {
+          const replicas: Record<PeerId, ReplicaState> = {};
+          for (const p of peers) replicas[p] = 'Active';
+          c.shards.push({ id: first + i, replicas, shard_key: op.key });
+        });
+        c.next_shard_id = first + op.placement.length;
+        return done(true, [name]);
+      }
+      case 'dropShardKey': {
+        const [name, c] = this.requireCollection(op.collection);
+        if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
+        const mine = (s: ShardPlacement) => s.shard_key !== undefined && keyId(s.shard_key) === keyId(op.key);
+        if (!c.shards.some(mine)) throw keyMissingError(op.key, op.collection);
+        c.shards = c.shards.filter((s) => !mine(s));
+        return done(true, [name]);
+      }
     }
   }
 }
@@ -349,6 +410,20 @@ export function placeShards(peers: readonly PeerId[], shardNumber: number, repli
     out.push({ id, replicas });
   }
   return out;
+}
+
+/**
+ * Placement of a new shard key's shards: `shardNumber` shards, each with
+ * `replicationFactor` replicas on distinct peers of `pool` (fewer when the pool is
+ * smaller), taken round-robin from `offset` so that keys spread over the pool. `pool`
+ * (the request's placement, or every peer in sorted order) and `offset` come from the
+ * proposer.
+ */
+export function placeKeyShards(pool: readonly PeerId[], shardNumber: number, replicationFactor: number, offset: number): PeerId[][] {
+  const peers = [...new Set(pool)];
+  if (peers.length === 0) throw new Error('no peers to place shards on');
+  const copies = Math.min(replicationFactor, peers.length);
+  return Array.from({ length: shardNumber }, (_, id) => Array.from({ length: copies }, (_, r) => peers[(offset + id * copies + r) % peers.length]));
 }
 
 /** Equal payload schemas (same fields, same definitions). */

@@ -4,22 +4,49 @@
  * applied on this peer, so every peer then shows the same collections).
  *
  * Owns: the choice, the cluster defaults of a new collection (`shard_number` = number
- * of peers, placement of `replication_factor` replicas on distinct peers), the consensus
- * wait timeout (query `timeout`, seconds; default 30). Must never: parse HTTP beyond the
- * body it is handed, or apply a cluster change locally without consensus.
+ * of peers, placement of `replication_factor` replicas on distinct peers; a
+ * custom-sharded collection starts with no shard), the placement of a new shard key's
+ * shards, the early checks that give a refused change its clear error before
+ * consensus, the consensus wait timeout (query `timeout`, seconds; default 30). Must
+ * never: parse HTTP beyond the body it is handed, or apply a cluster change locally
+ * without consensus.
+ *
+ * Shard keys on a single node: the reference answers "Distributed mode disabled" there;
+ * Quiver creates and drops them in the table of collections instead (its only peer is
+ * this node).
  */
 
 import { randomInt, randomUUID } from 'node:crypto';
 
 import { AlreadyExistsError, BadInputError, NotFoundError } from '../common/errors';
 import { applyCollectionUpdate, parseCreateCollection } from '../collection/config';
+import {
+  autoShardingRefusal,
+  emptyPlacementError,
+  keyExistsError,
+  keyId,
+  keyMissingError,
+  unknownPeerError,
+  type ShardKey,
+} from '../collection/shard-keys';
 import type { Config } from '../config/types';
 import type { FieldSchema } from '../shard/field-schema';
-import { placeShards } from './cluster-state';
+import { ClusterState, placeKeyShards, placeShards } from './cluster-state';
 import type { MetadataConsensus } from './metadata-consensus';
 import { validateCollectionName, type AliasAction, type TableOfContent } from './toc';
 
 export const DEFAULT_CONSENSUS_TIMEOUT_S = 30;
+
+/** A CreateShardingKey request, parsed. */
+export interface CreateShardKeyRequest {
+  key: ShardKey;
+  /** Shards of the key (default: the collection's `shard_number`). */
+  shardsNumber: number | null;
+  /** Replicas of each shard (default: the collection's `replication_factor`). */
+  replicationFactor: number | null;
+  /** Peers to place the shards on (default: every peer). */
+  placement: string[] | null;
+}
 
 export class Dispatcher {
   constructor(
@@ -41,12 +68,13 @@ export class Dispatcher {
     const state = this.consensus.clusterState;
     const peers = Object.keys(state.peers).sort();
     const b = { ...(body ?? {}) };
-    if (b.shard_number === undefined || b.shard_number === null) b.shard_number = Math.max(1, peers.length);
+    // Custom sharding: shard_number is the default per key, 1 unless given.
+    if ((b.shard_number === undefined || b.shard_number === null) && b.sharding_method !== 'custom') b.shard_number = Math.max(1, peers.length);
     const config = parseCreateCollection(b, this.config);
     // Checked again when applied (another peer may create it meanwhile): these give the clear error early.
     if (state.collection(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
     if (Object.prototype.hasOwnProperty.call(state.aliases, name)) throw new BadInputError(`Can't create collection with name ${name}. Alias with the same name already exists`);
-    const shards = placeShards(peers, config.params.shard_number, config.params.replication_factor, peers.length > 1 ? randomInt(peers.length) : 0);
+    const shards = config.params.sharding_method === 'custom' ? [] : placeShards(peers, config.params.shard_number, config.params.replication_factor, peers.length > 1 ? randomInt(peers.length) : 0);
     return (await this.consensus.propose({ op: 'createCollection', name, uuid: randomUUID(), config, shards, max_collections: this.config.storage.max_collections }, this.ms(timeoutS))) as boolean;
   }
 
@@ -88,5 +116,61 @@ export class Dispatcher {
     }
     if (this.consensus.clusterState.resolve(collection) === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
     await this.consensus.propose({ op: 'dropPayloadIndex', collection, field }, this.ms(timeoutS));
+  }
+
+  /**
+   * Creates a shard key of a custom-sharded collection (`PUT /collections/{name}/shards`):
+   * checks what can be checked here with the reference's errors (the state machine
+   * checks again when it applies), places the shards, proposes.
+   */
+  async createShardKey(collection: string, req: CreateShardKeyRequest, timeoutS: number | null): Promise<boolean> {
+    if (this.consensus === null) {
+      const c = this.toc.get(collection);
+      if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
+      if ((c.shardKeys() ?? []).some((k) => keyId(k) === keyId(req.key))) throw keyExistsError(req.key, collection);
+      if (req.placement !== null) {
+        if (req.placement.length === 0) throw emptyPlacementError(req.key);
+        const self = this.toc.peerId.toString();
+        for (const p of req.placement) if (p !== self) throw unknownPeerError(p);
+      }
+      await this.toc.createShardKey(collection, req.key, req.shardsNumber ?? c.config.params.shard_number);
+      return true;
+    }
+    const state = this.consensus.clusterState;
+    const name = state.resolve(collection);
+    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    const c = state.collection(name)!;
+    if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
+    if (ClusterState.shardKeys(c).some((e) => keyId(e.key) === keyId(req.key))) throw keyExistsError(req.key, collection);
+    let pool: string[];
+    if (req.placement !== null) {
+      if (req.placement.length === 0) throw emptyPlacementError(req.key);
+      for (const p of req.placement) if (!Object.prototype.hasOwnProperty.call(state.peers, p)) throw unknownPeerError(p);
+      pool = [...new Set(req.placement)];
+    } else {
+      pool = Object.keys(state.peers).sort();
+    }
+    const n = req.shardsNumber ?? c.config.params.shard_number;
+    const rf = req.replicationFactor ?? c.config.params.replication_factor;
+    const placement = placeKeyShards(pool, n, rf, pool.length > 1 ? randomInt(pool.length) : 0);
+    return (await this.consensus.propose({ op: 'createShardKey', collection: name, key: req.key, placement }, this.ms(timeoutS))) as boolean;
+  }
+
+  /** Drops a shard key and every point stored under it (`POST /collections/{name}/shards/delete`). */
+  async dropShardKey(collection: string, key: ShardKey, timeoutS: number | null): Promise<boolean> {
+    if (this.consensus === null) {
+      const c = this.toc.get(collection);
+      if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
+      if (!(c.shardKeys() ?? []).some((k) => keyId(k) === keyId(key))) throw keyMissingError(key, collection);
+      await this.toc.dropShardKey(collection, key);
+      return true;
+    }
+    const state = this.consensus.clusterState;
+    const name = state.resolve(collection);
+    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    const c = state.collection(name)!;
+    if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
+    if (!ClusterState.shardKeys(c).some((e) => keyId(e.key) === keyId(key))) throw keyMissingError(key, collection);
+    return (await this.consensus.propose({ op: 'dropShardKey', collection: name, key }, this.ms(timeoutS))) as boolean;
   }
 }

@@ -3,7 +3,8 @@
  * aliases, and where they live on disk.
  *
  * Owns: `storage/collections/<name>/` (config.json + one directory per shard) and
- * `storage/aliases.json`; creating, opening, updating and deleting collections;
+ * `storage/aliases.json`; creating, opening, updating and deleting collections; on a
+ * single node, creating and dropping shard keys (the key mapping lives in config.json);
  * resolving a name or alias. Metadata changes run one at a time. Must never: parse
  * HTTP, or reach into shards (Collection does).
  *
@@ -19,7 +20,7 @@ import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
 import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../common/errors';
-import { Collection, type ClusterPlacement, type CollectionMeta } from '../collection/collection';
+import { Collection, type ClusterPlacement, type CollectionMeta, type ShardKey, type ShardKeyEntry } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
 import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../common/files';
 import type { FieldSchema } from '../shard/field-schema';
@@ -147,8 +148,9 @@ export class TableOfContent {
   /**
    * Creates a collection. With `cluster` (applied from consensus, which already checked
    * names, aliases and limits cluster-wide) only this peer's replicas are created.
+   * `shardKeys` (custom sharding) are its keys and their shards from the start.
    */
-  create(name: string, config: CollectionConfig, payloadSchema: Record<string, FieldSchema> = {}, cluster?: ClusterPlacement): Promise<void> {
+  create(name: string, config: CollectionConfig, payloadSchema: Record<string, FieldSchema> = {}, cluster?: ClusterPlacement, shardKeys?: ShardKeyEntry[]): Promise<void> {
     validateCollectionName(name);
     return this.serial(async () => {
       if (this.collections.has(name)) throw new AlreadyExistsError(`Collection \`${name}\` already exists!`);
@@ -158,7 +160,12 @@ export class TableOfContent {
       }
       const dir = path.join(this.collectionsDir, name);
       const tmp = path.join(this.collectionsDir, `.creating-${process.pid}-${Date.now()}`);
-      const meta: CollectionMeta = { config, payload_schema: { ...payloadSchema }, ...(cluster ? { cluster } : {}) };
+      const meta: CollectionMeta = {
+        config,
+        payload_schema: { ...payloadSchema },
+        ...(cluster ? { cluster } : {}),
+        ...(shardKeys && shardKeys.length > 0 ? { shard_keys: structuredClone(shardKeys) } : {}),
+      };
       await fs.mkdir(tmp, { recursive: true });
       try {
         await this.writeMeta({ dir: tmp, meta });
@@ -203,6 +210,43 @@ export class TableOfContent {
       const c = this.get(name);
       await change(c);
       await this.writeMeta(c);
+    });
+  }
+
+  /**
+   * Single node: creates the shards of a new shard key of a custom-sharded collection
+   * and records the key in its config.json; if that cannot be written, the new shards go.
+   */
+  createShardKey(nameOrAlias: string, key: ShardKey, shardsNumber: number): Promise<void> {
+    return this.serial(async () => {
+      const c = this.get(nameOrAlias);
+      await c.createShardKey(key, shardsNumber);
+      try {
+        await this.writeMeta(c);
+      } catch (err) {
+        const undo = c.detachShardKey(key);
+        await undo.drop();
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * Single node: drops a shard key of a custom-sharded collection with its points: the
+   * key leaves config.json first, then its shards' data goes (a crash in between leaves
+   * folders that the next start removes).
+   */
+  dropShardKey(nameOrAlias: string, key: ShardKey): Promise<void> {
+    return this.serial(async () => {
+      const c = this.get(nameOrAlias);
+      const detached = c.detachShardKey(key);
+      try {
+        await this.writeMeta(c);
+      } catch (err) {
+        detached.undo();
+        throw err;
+      }
+      await detached.drop();
     });
   }
 

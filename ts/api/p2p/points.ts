@@ -153,7 +153,7 @@ async function resolveTarget(b: PointsBackend, t: TargetMsg): Promise<{ collecti
   for (let attempt = 0; ; attempt++) {
     const c = b.toc.peek(t.collection);
     if (c !== undefined && c.meta.cluster?.uuid === t.uuid) {
-      const set = c.replicaSets()[t.shard];
+      const set = c.replicaSets().find((r) => r.shardId === t.shard);
       if (set !== undefined) return { collection: c, set };
     }
     if (attempt > 0) throw new ShardUnavailableError(`peer ${b.peer} has no shard ${t.shard} of collection \`${t.collection}\` (uuid ${t.uuid})`);

@@ -32,6 +32,7 @@ import { addNotImplementedRoutes } from './not-implemented';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
+import { addShardKeyRoutes } from './shard-keys';
 import { addSnapshotRoutes } from './snapshots';
 import { routeGuard } from './auth';
 import { Authenticator } from '../../auth/authenticate';
@@ -115,7 +116,9 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
         },
   );
   addServiceRoutes(routes, info, stats, toc, consensus);
-  addCollectionRoutes(routes, new Dispatcher(toc, consensus, config));
+  const dispatcher = new Dispatcher(toc, consensus, config);
+  addCollectionRoutes(routes, dispatcher);
+  addShardKeyRoutes(routes, dispatcher);
   const replication = deps.replication ?? null;
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);

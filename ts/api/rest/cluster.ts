@@ -3,13 +3,14 @@
  * `DELETE /cluster/peer/{peer_id}` and `GET /collections/{name}/cluster`.
  *
  * Owns: their request and response shapes (ClusterStatus, CollectionClusterInfo of the
- * reference). On a single node `/cluster` says `disabled` and the two cluster changes
+ * reference, each shard with its key under custom sharding). On a single node `/cluster` says `disabled` and the two cluster changes
  * answer 405, as the reference does. Must never: change consensus state itself
  * (MetadataConsensus and its driver do).
  */
 
 import type { Context } from 'koa';
 
+import type { ShardKey } from '../../collection/collection';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TransferInfo } from '../../storage/cluster-state';
 import type { ReplicationView, TransferProgress } from '../../transfer/view';
@@ -133,12 +134,15 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
   routes.add('GET', '/collections/{collection_name}/cluster', (ctx: Context) => {
     const c = toc.get(param(ctx, 'collection_name'));
     const localPeer = consensus?.peerId ?? toc.peerId.toString();
-    const local_shards: Array<{ shard_id: number; points_count: number; state: string }> = [];
-    const remote_shards: Array<{ shard_id: number; peer_id: number; state: string }> = [];
+    const local_shards: Array<{ shard_id: number; shard_key?: ShardKey; points_count: number; state: string }> = [];
+    const remote_shards: Array<{ shard_id: number; shard_key?: ShardKey; peer_id: number; state: string }> = [];
     for (const r of c.replicaSets()) {
-      if (r.local !== null) local_shards.push({ shard_id: r.shardId, points_count: r.local.pointCount, state: r.replicas?.[localPeer] ?? 'Active' });
+      // Custom sharding: each shard names its key (left out with auto sharding, as the reference does).
+      const key = c.shardKeyOf(r.shardId);
+      const keyed = key === undefined ? {} : { shard_key: key };
+      if (r.local !== null) local_shards.push({ shard_id: r.shardId, ...keyed, points_count: r.local.pointCount, state: r.replicas?.[localPeer] ?? 'Active' });
       for (const [peer, state] of Object.entries(r.replicas ?? {})) {
-        if (peer !== localPeer) remote_shards.push({ shard_id: r.shardId, peer_id: Number(peer), state });
+        if (peer !== localPeer) remote_shards.push({ shard_id: r.shardId, ...keyed, peer_id: Number(peer), state });
       }
     }
     ok(ctx, { peer_id: Number(localPeer), shard_count: c.replicaSets().length, local_shards, remote_shards, shard_transfers: transfersOf(c.name) });

@@ -27,10 +27,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
-  // shards and shard keys
-  ['GET', '/collections/{collection_name}/shards'],
-  ['PUT', '/collections/{collection_name}/shards'],
-  ['POST', '/collections/{collection_name}/shards/delete'],
   // collection cluster: shard transfers (distributed mode part 2)
   ['POST', '/collections/{collection_name}/cluster'],
   // cluster

@@ -18,6 +18,7 @@ import { normalizePointId, PointIdError, type PointKey } from '../../shard/id-tr
 import { parsePath, PayloadError, validatePayload, type Payload, type WithPayload } from '../../shard/payload-store';
 import type { NamedVectors } from '../../shard/operations';
 import { DEFAULT_READ, type ReadOptions, type UpdateOptions, type WithVector } from '../../collection/replica';
+import type { ShardKey, ShardSelector } from '../../collection/shard-keys';
 
 export type Obj = Record<string, unknown>;
 
@@ -239,6 +240,31 @@ export function pointVectors(x: unknown, field: string): NamedVectors {
     return out;
   }
   throw new FormatError(`${field}: expected an array of numbers or an object of named vectors`);
+}
+
+/** A shard key: a string, or an unsigned integer (at most 2^53 - 1, as integer point ids). */
+export function shardKey(x: unknown, field: string): ShardKey {
+  if (typeof x === 'string') return x;
+  if (typeof x === 'number' && Number.isInteger(x) && x >= 0) {
+    if (!Number.isSafeInteger(x)) throw new FormatError(`${field}: integer shard keys above 2^53 - 1 are not supported by Quiver`);
+    return x;
+  }
+  throw new FormatError(`${field}: expected a shard key (a string or an unsigned integer), got ${JSON.stringify(x)}`);
+}
+
+/**
+ * A `shard_key` selector (ShardKeySelector): one key, a list of keys, or
+ * `{"target": key, "fallback": key}`; null when absent.
+ */
+export function shardKeySelector(x: unknown, field = 'shard_key'): ShardSelector | null {
+  if (x === undefined || x === null) return null;
+  if (Array.isArray(x)) return x.map((k, i) => shardKey(k, `${field}[${i}]`));
+  if (isObj(x)) {
+    if (x.target === undefined || x.target === null) throw new FormatError(`${field}: missing field \`target\``);
+    if (x.fallback === undefined || x.fallback === null) throw new FormatError(`${field}: missing field \`fallback\``);
+    return { target: shardKey(x.target, `${field}.target`), fallback: shardKey(x.fallback, `${field}.fallback`) };
+  }
+  return [shardKey(x, field)];
 }
 
 /** Rejects body keys that Quiver does not serve (instead of silently ignoring them). */

@@ -10,7 +10,7 @@
 
 import type { Context } from 'koa';
 
-import type { OrderBy, ReplicaOperation, SearchRequest, Selector } from '../../collection/collection';
+import type { ForKeys, OrderBy, ReplicaOperation, SearchRequest, Selector } from '../../collection/collection';
 import type { Example, QueryKind, QueryRequest, Recommend } from '../../collection/query';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
@@ -33,6 +33,7 @@ import {
   pointVectors,
   readParams,
   refuse,
+  shardKeySelector,
   uint,
   withPayload,
   withVector,
@@ -42,12 +43,10 @@ import {
 } from './parse';
 import type { RouteTable } from './route';
 
-const NO_SHARD_KEY = { shard_key: 'custom sharding (shard_key) is not supported by Quiver yet: it arrives with the distributed issues' };
-
 // -- write bodies ---------------------------------------------------------------------------
 
 function upsertPoints(b: Obj): PointWrite[] {
-  refuse(b, { ...NO_SHARD_KEY, update_filter: 'conditional upserts (update_filter) are not supported by Quiver' });
+  refuse(b, { update_filter: 'conditional upserts (update_filter) are not supported by Quiver' });
   if (b.update_mode !== undefined && b.update_mode !== null && b.update_mode !== 'upsert') {
     throw new FormatError('update_mode: only `upsert` is supported by Quiver');
   }
@@ -90,7 +89,6 @@ function upsertPoints(b: Obj): PointWrite[] {
 
 /** `{points: [...]}` and/or `{filter: {...}}`; `required` says one of them must be there. */
 function selector(b: Obj): Selector {
-  refuse(b, NO_SHARD_KEY);
   const ids = b.points === undefined || b.points === null ? null : pointIds(b.points, 'points');
   const f = filter(b.filter);
   if (ids === null && f === null) throw new FormatError('expected `points` or `filter`');
@@ -103,7 +101,7 @@ function vectorNames(x: unknown, field: string): string[] {
 }
 
 function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors }> {
-  refuse(b, { ...NO_SHARD_KEY, update_filter: 'conditional updates (update_filter) are not supported by Quiver' });
+  refuse(b, { update_filter: 'conditional updates (update_filter) are not supported by Quiver' });
   if (!Array.isArray(b.points)) throw new FormatError('missing field `points`');
   return b.points.map((p: unknown, i: number) => {
     if (!isObj(p)) throw new FormatError(`points[${i}]: expected an object`);
@@ -140,12 +138,16 @@ function deleteVectorsOp(b: Obj): ReplicaOperation {
   return { kind: 'delete_vectors', select: selector(b), names };
 }
 
-/** One operation of `POST /points/batch`, parsed. */
-function batchOp(o: unknown, i: number): ReplicaOperation {
+/** One operation of `POST /points/batch`, parsed, with the shard keys it names. */
+function batchOp(o: unknown, i: number): ForKeys<ReplicaOperation> {
   const where = `operations[${i}]`;
   if (!isObj(o) || Object.keys(o).length !== 1) throw new FormatError(`${where}: expected an object with one operation`);
   const [kind, arg] = Object.entries(o)[0];
   if (!isObj(arg)) throw new FormatError(`${where}.${kind}: expected an object`);
+  return { req: batchOpOf(kind, arg, where), shards: shardKeySelector(arg.shard_key, `${where}.${kind}.shard_key`) };
+}
+
+function batchOpOf(kind: string, arg: Obj, where: string): ReplicaOperation {
   switch (kind) {
     case 'upsert':
       return { kind: 'upsert', points: upsertPoints(arg) };
@@ -279,7 +281,6 @@ function usingOf(b: Obj): string {
 /** A body of the query API. */
 function parseQuery(b: Obj): QueryRequest {
   refuse(b, {
-    ...NO_SHARD_KEY,
     prefetch: 'prefetch (hybrid queries) is not supported by Quiver',
     lookup_from: 'lookup_from is not supported by Quiver',
   });
@@ -299,7 +300,6 @@ function legacyVector(x: unknown): { using: string; vector: Float32Array } {
 
 /** A body of the legacy search API: a query nearest to its vector. */
 function parseSearch(b: Obj): QueryRequest {
-  refuse(b, NO_SHARD_KEY);
   if (b.vector === undefined) throw new FormatError('missing field `vector`');
   const { using, vector } = legacyVector(b.vector);
   return queryRequest(b, null, using, { nearest: { vector } });
@@ -307,10 +307,15 @@ function parseSearch(b: Obj): QueryRequest {
 
 /** A body of the legacy recommend API. */
 function parseRecommend(b: Obj): QueryRequest {
-  refuse(b, { ...NO_SHARD_KEY, lookup_from: 'lookup_from is not supported by Quiver' });
+  refuse(b, { lookup_from: 'lookup_from is not supported by Quiver' });
   const using = usingOf(b);
   const rec = recommendInput(b, '');
   return queryRequest(b, null, using, { recommend: rec });
+}
+
+/** A body of a similarity API parsed by `parse`, with the shard keys it names. */
+function keyed<T>(parse: (b: Obj) => T): (b: Obj) => ForKeys<T> {
+  return (b) => ({ req: parse(b), shards: shardKeySelector(b.shard_key) });
 }
 
 function batchOf(b: Obj, key: string): Obj[] {
@@ -343,8 +348,9 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     routes.add(method, pattern, async (ctx: Context) => {
       const opts = writeParams(ctx);
       const c = collection(ctx);
-      const op = parse(body(ctx));
-      ok(ctx, await c.update(op, opts));
+      const b = body(ctx);
+      const op = parse(b);
+      ok(ctx, await c.update(op, opts, shardKeySelector(b.shard_key)));
     });
   };
 
@@ -368,10 +374,9 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const b = body(r);
-    refuse(b, NO_SHARD_KEY);
     if (b.ids === undefined) throw new FormatError('missing field `ids`');
     const ids = pointIds(b.ids, 'ids');
-    return c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false), opts);
+    return c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false), opts, shardKeySelector(b.shard_key));
   });
 
   routes.add('GET', '/collections/{collection_name}/points/{id}', async (ctx: Context) => {
@@ -388,7 +393,7 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const b = body(r);
-    refuse(b, NO_SHARD_KEY);
+    const shards = shardKeySelector(b.shard_key);
     if (b.order_by !== undefined && b.order_by !== null) {
       return c.scrollOrdered(
         {
@@ -399,6 +404,7 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
           withVector: withVector(b.with_vector, false),
         },
         opts,
+        shards,
       );
     }
     return c.scroll(
@@ -410,6 +416,7 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
         withVector: withVector(b.with_vector, false),
       },
       opts,
+      shards,
     );
   });
 
@@ -417,45 +424,47 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const b = r.request.body === undefined ? {} : body(r);
-    refuse(b, NO_SHARD_KEY);
     if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
-    return { count: await c.count(filter(b.filter), opts) };
+    return { count: await c.count(filter(b.filter), opts, shardKeySelector(b.shard_key)) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    return { points: await c.query(parseQuery(body(r)), opts) };
+    const q = keyed(parseQuery)(body(r));
+    return { points: await c.query(q.req, opts, q.shards) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    const reqs = batchOf(body(r), 'searches').map(parseQuery);
+    const reqs = batchOf(body(r), 'searches').map(keyed(parseQuery));
     return (await c.queryBatch(reqs, opts)).map((points) => ({ points }));
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    return c.query(parseSearch(body(r)), opts);
+    const q = keyed(parseSearch)(body(r));
+    return c.query(q.req, opts, q.shards);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    return c.queryBatch(batchOf(body(r), 'searches').map(parseSearch), opts);
+    return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseSearch)), opts);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    return c.query(parseRecommend(body(r)), opts);
+    const q = keyed(parseRecommend)(body(r));
+    return c.query(q.req, opts, q.shards);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    return c.queryBatch(batchOf(body(r), 'searches').map(parseRecommend), opts);
+    return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseRecommend)), opts);
   });
 }
