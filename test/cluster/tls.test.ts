@@ -57,7 +57,7 @@ test.serial('p2p TLS: peers with certificates of the cluster CA form a cluster; 
   await c.startPeer(2, 0);
   await c.waitVoters(3);
   const leader = await c.waitLeader();
-  t.is((await change(c.peers[(leader + 1) % 3].url, 'PUT', '/collections/secure', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
+  t.is((await change(c.peers[(leader + 1) % 3].url, 'PUT', '/collections/secure', { vectors: { size: 2, distance: 'Dot' }, shard_number: 3, replication_factor: 2 })).status, 200);
   await waitFor('every peer lists it', async () => {
     for (let i = 0; i < 3; i++) {
       const names = (await api(c.peers[i].url, 'GET', '/collections')).body.result.collections.map((x: { name: string }) => x.name);
@@ -65,6 +65,14 @@ test.serial('p2p TLS: peers with certificates of the cluster CA form a cluster; 
     }
     return true;
   });
+
+  // Points travel between peers over TLS too: written through one peer, read through each with every replica answering.
+  const pts = Array.from({ length: 30 }, (_, k) => ({ id: k, vector: [1, k] }));
+  const put = await api(c.peers[0].url, 'PUT', '/collections/secure/points?wait=true', { points: pts });
+  t.is(put.status, 200, JSON.stringify(put.body));
+  for (let i = 0; i < 3; i++) {
+    t.is((await api(c.peers[i].url, 'POST', '/collections/secure/points/count?consistency=all', { exact: true })).body.result.count, 30);
+  }
 
   // A peer whose certificate the cluster's CA did not sign: the TLS handshake fails, it cannot join.
   const err = await t.throwsAsync(c.startPeer(3, 0, tlsEnv('stranger')));

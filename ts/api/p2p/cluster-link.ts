@@ -29,7 +29,9 @@ import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica } from './points';
 import type { GrpcTransport } from './transport';
 
-const DEACTIVATE_TIMEOUT_MS = 10_000;
+/** How long a write waits at most for the replicas that failed it to be marked Dead, and one attempt's bound. */
+const DEACTIVATE_TIMEOUT_MS = 15_000;
+const DEACTIVATE_ATTEMPT_MS = 3_000;
 
 export class P2PClusterLink implements ClusterLink, ReplicationView {
   private consensus: MetadataConsensus | null = null;
@@ -122,13 +124,22 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       const state = c.shards.find((s) => s.id === target.shard)?.replicas[peer];
       if (state === undefined || state === 'Dead') return;
       this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
-      try {
-        await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, DEACTIVATE_TIMEOUT_MS);
-      } catch (err) {
-        // Gone meanwhile (removed, or the collection re-created): nothing to mark.
-        if (err instanceof NotFoundError) return;
-        if (err instanceof BadInputError && consensus.clusterState.collection(target.collection)?.shards[target.shard]?.replicas[peer] === 'Dead') return;
-        throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
+      // Retried while consensus cannot commit (a leader change: the failed peer may have
+      // led); marking Dead twice is harmless, so a proposal that timed out may be sent again.
+      const deadline = Date.now() + DEACTIVATE_TIMEOUT_MS;
+      for (;;) {
+        try {
+          await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, DEACTIVATE_ATTEMPT_MS);
+          return;
+        } catch (err) {
+          const now = consensus.clusterState.collection(target.collection);
+          const st = now?.uuid === target.uuid ? now.shards.find((s) => s.id === target.shard)?.replicas[peer] : undefined;
+          // Gone meanwhile (removed, or the collection re-created) or marked by another write: done.
+          if (err instanceof NotFoundError || st === undefined || st === 'Dead') return;
+          // Refused by the state (the last active replica): final.
+          if (err instanceof BadInputError || Date.now() > deadline) throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
+          await new Promise((r) => setTimeout(r, 200));
+        }
       }
     })().finally(() => this.deactivating.delete(key));
     this.deactivating.set(key, p);
