@@ -19,6 +19,8 @@ export interface ServerOptions {
   env: Record<string, string>;
   /** Start on a copy of this storage directory (a stopped server's `<dir>/storage`) instead of an empty one. */
   storageFrom?: string;
+  /** Run the server of another built checkout (default: this one). */
+  root?: string;
 }
 
 export interface ServerCpu {
@@ -88,8 +90,9 @@ export class QuiverServer {
   }
 
   static async start(opts: ServerOptions): Promise<QuiverServer> {
-    const entry = path.join(REPO_ROOT, 'dist', 'ts', 'api', 'cli', 'main.js');
-    if (!fs.existsSync(entry)) throw new Error(`${path.relative(REPO_ROOT, entry)} is missing: build the server first (npm run build:ts or make build)`);
+    const root = opts.root ?? REPO_ROOT;
+    const entry = path.join(root, 'dist', 'ts', 'api', 'cli', 'main.js');
+    if (!fs.existsSync(entry)) throw new Error(`${entry} is missing: build the server first (npm run build:ts or make build)`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-bench-rest-'));
     if (opts.storageFrom) fs.cpSync(opts.storageFrom, path.join(dir, 'storage'), { recursive: true });
     const port = await freePort();
@@ -104,7 +107,7 @@ export class QuiverServer {
       ...opts.env,
     };
     // The working directory is the temp dir, so no config/local.yaml of the checkout is read.
-    const child = spawn(process.execPath, [...opts.nodeArgs, path.join(REPO_ROOT, 'bin', 'quiver')], {
+    const child = spawn(process.execPath, [...opts.nodeArgs, path.join(root, 'bin', 'quiver')], {
       cwd: dir,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -55,6 +55,7 @@ import { isActive, servesReads, type ReplicaState } from './replica-state';
 import {
   autoShardingRefusal,
   distinctKeys,
+  firstOfEach,
   keyExistsError,
   keyId,
   keyMissingError,
@@ -1010,16 +1011,6 @@ function noActiveKey(target: ShardKey, fallback: ShardKey): ShardUnavailableErro
   return new ShardUnavailableError(`Neither target shard key ${showKey(target)} nor fallback shard key ${showKey(fallback)} have active replicas`);
 }
 
-/** The first item of each identity, in order. */
-function firstOfEach<T>(xs: T[], identity: (x: T) => string): T[] {
-  const seen = new Set<string>();
-  return xs.filter((x) => {
-    const id = identity(x);
-    if (seen.has(id)) return false;
-    seen.add(id);
-    return true;
-  });
-}
 
 /** A sorted list without the items equal to the one before them. */
 function dedupeSorted<T>(xs: T[], same: (a: T, b: T) => boolean): T[] {

@@ -54,9 +54,14 @@ export function isShardKey(x: unknown): x is ShardKey {
 
 /** `keys` without repeats, in first-seen order. */
 export function distinctKeys(keys: readonly ShardKey[]): ShardKey[] {
+  return firstOfEach(keys, keyId);
+}
+
+/** The first item of each identity, in order. */
+export function firstOfEach<T>(xs: readonly T[], identity: (x: T) => string): T[] {
   const seen = new Set<string>();
-  return keys.filter((k) => {
-    const id = keyId(k);
+  return xs.filter((x) => {
+    const id = identity(x);
     if (seen.has(id)) return false;
     seen.add(id);
     return true;
