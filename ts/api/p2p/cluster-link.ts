@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { BadInputError, NotFoundError, QuiverError, ShardUnavailableError } from '../../common/errors';
 import type { ClusterLink, HeldClock, ShardTarget } from '../../collection/cluster-link';
 import type { LocalReplica } from '../../collection/local-replica';
+import { isActive } from '../../collection/replica-state';
 import type { UpdateOptions } from '../../collection/replica';
 import type { ReplicaOperation } from '../../collection/replica-operation';
 import type { Config } from '../../config/types';
@@ -121,8 +122,13 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       const consensus = this.requireConsensus();
       const c = consensus.clusterState.collection(target.collection);
       if (c === undefined || c.uuid !== target.uuid) return;
-      const state = c.shards.find((s) => s.id === target.shard)?.replicas[peer];
+      const replicas = c.shards.find((s) => s.id === target.shard)?.replicas ?? {};
+      const state = replicas[peer];
       if (state === undefined || state === 'Dead') return;
+      // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
+      if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
+        throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
+      }
       this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
       // Retried while consensus cannot commit (a leader change: the failed peer may have
       // led); marking Dead twice is harmless, so a proposal that timed out may be sent again.
