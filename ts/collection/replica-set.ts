@@ -82,6 +82,8 @@ export class ReplicaSet {
   private listeners: Replica[] = [];
   /** Members that accept writes. */
   private writable: Replica[] = [];
+  /** Bumped by every placement change (setStates): a write in flight sees that the replicas it should reach may have changed. */
+  private version = 0;
   /** Ordered writes (medium, strong) this peer leads, one at a time. */
   private orderedChain: Promise<unknown> = Promise.resolve();
 
@@ -123,6 +125,7 @@ export class ReplicaSet {
     this.localPeer = peer;
     this.states = states === null ? null : { ...states };
     this.incoming = new Set(incoming);
+    this.version++;
     this.syncRemotes();
     this.refresh();
   }
@@ -290,53 +293,79 @@ export class ReplicaSet {
    * write_consistency_factor replicas (one of them active) applied it; the replicas that
    * failed are marked Dead through consensus before it answers, so no replica that missed
    * an acknowledged write serves reads.
+   *
+   * When the placement changed while the write was out (a transfer ended: its target took
+   * over, the source of a move dropped its replica), the write goes again, with the same
+   * tag, to the replicas that accept writes now and do not have it yet: a replica that got
+   * it already (forwarded by a transfer's source) skips it. Marking a failed replica Dead
+   * waits until this peer applied consensus that far, so a write that failed on a replica
+   * that moved away sees the new placement before it answers. The clock stays held until
+   * then, so no later write on it overtakes the resent one.
    */
-  private async replicate(op: ReplicaOperation, opts: UpdateOptions, to: readonly Replica[]): Promise<number> {
+  private async replicate(op: ReplicaOperation, opts: UpdateOptions, first: readonly Replica[]): Promise<number> {
     const cluster = this.cluster!;
     const needed = this.writeQuorum();
     const held = cluster.link.clock(this.target);
     const tag: ClockTag = { peer: BigInt(this.localPeer), clock: held.clock, tick: held.tick };
-    const settled = await Promise.allSettled(to.map((r) => r.update(op, opts, tag)));
     let max = 0;
-    let successes = 0;
-    let activeSuccess = false;
-    const failed: string[] = [];
+    const applied = new Set<string>();
+    const failed = new Set<string>();
     let firstFault: unknown = null;
     let requestFault: unknown = null;
-    settled.forEach((s, i) => {
-      const r = to[i];
-      if (s.status === 'fulfilled') {
-        if (this.stateOf(r.peer) !== 'Listener') successes++;
-        if (isActive(this.stateOf(r.peer) ?? 'Dead')) activeSuccess = true;
-        if (s.value > max) max = s.value;
-      } else if (isReplicaFault(s.reason)) {
-        failed.push(r.peer);
-        firstFault ??= s.reason;
-      } else {
-        requestFault ??= s.reason;
-      }
-    });
-    // A replica that may have logged the tick keeps it used (a timed-out call may have).
-    held.release(successes > 0 || failed.length > 0);
-    if (successes === 0 && failed.length === 0 && requestFault !== null) throw requestFault;
     let marked: unknown = null;
-    if (failed.length > 0) {
-      try {
-        await cluster.link.deactivate(this.target, failed, `a write failed: ${errorText(firstFault)}`);
-      } catch (err) {
-        marked = err;
+    let sent = 0;
+    try {
+      let to = first;
+      for (let round = 0; to.length > 0; round++) {
+        const version = this.version;
+        sent += to.length;
+        const settled = await Promise.allSettled(to.map((r) => r.update(op, opts, tag)));
+        const failedNow: string[] = [];
+        settled.forEach((s, i) => {
+          const r = to[i];
+          if (s.status === 'fulfilled') {
+            applied.add(r.peer);
+            if (s.value > max) max = s.value;
+          } else if (isReplicaFault(s.reason)) {
+            failed.add(r.peer);
+            failedNow.push(r.peer);
+            firstFault ??= s.reason;
+          } else {
+            requestFault ??= s.reason;
+          }
+        });
+        if (applied.size === 0 && failed.size === 0 && requestFault !== null) throw requestFault;
+        if (failedNow.length > 0) {
+          try {
+            await cluster.link.deactivate(this.target, failedNow, `a write failed: ${errorText(firstFault)}`);
+          } catch (err) {
+            marked ??= err;
+          }
+        }
+        if (this.version === version || round >= 4) break;
+        to = this.writable.filter((m) => !applied.has(m.peer) && !failed.has(m.peer));
       }
+    } finally {
+      // A replica that may have logged the tick keeps it used (a timed-out call may have).
+      held.release(applied.size > 0 || failed.size > 0);
+    }
+    let successes = 0;
+    let activeSuccess = false;
+    for (const peer of applied) {
+      const st = this.stateOf(peer);
+      if (st !== 'Listener') successes++;
+      if (st !== undefined && isActive(st)) activeSuccess = true;
     }
     const where = `shard ${this.shardId} of collection \`${this.collection}\``;
     if (successes < needed || !activeSuccess) {
       throw new ShardUnavailableError(
-        `the write reached ${successes} of ${to.length} replicas of ${where}${activeSuccess ? '' : ' (no active one)'}, fewer than write_consistency_factor ${needed}; ` +
+        `the write reached ${successes} of ${sent} replicas of ${where}${activeSuccess ? '' : ' (no active one)'}, fewer than write_consistency_factor ${needed}; ` +
           `it may be partially applied (retrying it is safe): ${errorText(firstFault ?? requestFault)}`,
       );
     }
     if (marked !== null) {
       throw new ShardUnavailableError(
-        `the write was applied on ${successes} replicas of ${where}, but the replicas that failed it (peer ${failed.join(', ')}) could not be marked Dead: ` +
+        `the write was applied on ${successes} replicas of ${where}, but the replicas that failed it (peer ${[...failed].join(', ')}) could not be marked Dead: ` +
           `the consistency of this write is not guaranteed: ${errorText(marked)}`,
       );
     }

@@ -92,7 +92,9 @@ export type MetaOp =
   | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean }
   /** A shard key of a custom-sharded collection: one shard per entry of `placement`, on those peers (chosen by the proposer). */
   | { op: 'createShardKey'; collection: string; key: ShardKey; placement: PeerId[][] }
-  | { op: 'dropShardKey'; collection: string; key: ShardKey };
+  | { op: 'dropShardKey'; collection: string; key: ShardKey }
+  /** Removes a peer's replica of a shard (`drop_replica`); never the shard's last active one, nor one in a transfer. */
+  | { op: 'dropReplica'; collection: string; shard: number; peer: PeerId };
 
 /** What applying an operation did: its answer, and which local things to bring in line. */
 export type ApplyResult =
@@ -388,6 +390,21 @@ export class ClusterState {
         const mine = (s: ShardPlacement) => s.shard_key !== undefined && keyId(s.shard_key) === keyId(op.key);
         if (!c.shards.some(mine)) throw keyMissingError(op.key, op.collection);
         c.shards = c.shards.filter((s) => !mine(s));
+        return done(true, [name]);
+      }
+      case 'dropReplica': {
+        const [name, c] = this.requireCollection(op.collection);
+        const shard = c.shards.find((s) => s.id === op.shard);
+        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        const st = shard.replicas[op.peer];
+        if (st === undefined) throw new NotFoundError(`Shard ${op.shard} of ${name} has no replica on peer ${op.peer}`);
+        if ((c.transfers ?? []).some((t) => t.shard === op.shard && (t.from === op.peer || t.to === op.peer))) {
+          throw new BadInputError(`the replica of shard ${op.shard} on peer ${op.peer} is in a transfer: abort it first`);
+        }
+        if (isActive(st) && !Object.entries(shard.replicas).some(([p, x]) => p !== op.peer && isActive(x))) {
+          throw new BadInputError(`the replica of shard ${op.shard} on peer ${op.peer} is the last active replica of the shard: it cannot be dropped`);
+        }
+        delete shard.replicas[op.peer];
         return done(true, [name]);
       }
     }

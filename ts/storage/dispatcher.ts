@@ -18,7 +18,7 @@
 
 import { randomInt, randomUUID } from 'node:crypto';
 
-import { AlreadyExistsError, BadInputError, NotFoundError } from '../common/errors';
+import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, NotImplementedError } from '../common/errors';
 import { applyCollectionUpdate, parseCreateCollection } from '../collection/config';
 import {
   autoShardingRefusal,
@@ -37,6 +37,16 @@ import { validateCollectionName, type AliasAction, type TableOfContent } from '.
 
 export const DEFAULT_CONSENSUS_TIMEOUT_S = 30;
 
+/** How a shard is copied between peers (`ShardTransferMethod`). */
+export type TransferMethod = 'stream_records' | 'snapshot' | 'wal_delta' | 'resharding_stream_records';
+
+/** A change of `POST /collections/{name}/cluster` that moves replicas, parsed. */
+export type ReplicaChange =
+  | { kind: 'move' | 'replicate'; shard: number; from: string; to: string; method: TransferMethod | null }
+  | { kind: 'abort'; shard: number; from: string; to: string }
+  | { kind: 'restart'; shard: number; from: string; to: string; method: TransferMethod }
+  | { kind: 'drop_replica'; shard: number; peer: string };
+
 /** A CreateShardingKey request, parsed. */
 export interface CreateShardKeyRequest {
   key: ShardKey;
@@ -46,6 +56,13 @@ export interface CreateShardKeyRequest {
   replicationFactor: number | null;
   /** Peers to place the shards on (default: every peer). */
   placement: string[] | null;
+}
+
+/** The transfer methods this version runs: `stream_records` (also the default). */
+function requireMethod(method: TransferMethod | null): void {
+  if (method === null || method === 'stream_records') return;
+  if (method === 'resharding_stream_records') throw new BadRequestError('transfer method `resharding_stream_records` is used by resharding only');
+  throw new NotImplementedError(`shard transfer method \`${method}\` is not available in this version of Quiver yet; use \`stream_records\` (the default)`);
 }
 
 export class Dispatcher {
@@ -154,6 +171,39 @@ export class Dispatcher {
     const rf = req.replicationFactor ?? c.config.params.replication_factor;
     const placement = placeKeyShards(pool, n, rf, pool.length > 1 ? randomInt(pool.length) : 0);
     return (await this.consensus.propose({ op: 'createShardKey', collection: name, key: req.key, placement }, this.ms(timeoutS))) as boolean;
+  }
+
+  /**
+   * Moves, copies or drops replicas, or aborts or restarts a transfer, through
+   * consensus (`POST /collections/{name}/cluster`). The state machine checks the change
+   * when it applies it (an active source, a target without a replica, one transfer per
+   * shard, never the last active replica); a transfer itself is driven by its source.
+   */
+  async changeReplicas(collection: string, change: ReplicaChange, timeoutS: number | null): Promise<boolean> {
+    if (this.consensus === null) throw new BadRequestError('Distributed mode disabled');
+    const state = this.consensus.clusterState;
+    const name = state.resolve(collection);
+    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    const ms = this.ms(timeoutS);
+    if (change.kind === 'drop_replica') return (await this.consensus.propose({ op: 'dropReplica', collection: name, shard: change.shard, peer: change.peer }, ms)) as boolean;
+    const existing = state.transfers(name).find((t) => t.shard === change.shard && t.from === change.from && t.to === change.to);
+    if (change.kind === 'abort' || change.kind === 'restart') {
+      if (existing === undefined) throw new BadRequestError(`Shard ${change.shard} of ${name} is not being transferred from peer ${change.from} to peer ${change.to}`);
+    }
+    if (change.kind !== 'abort') requireMethod(change.method);
+    if (change.kind === 'abort') {
+      return (await this.consensus.propose({ op: 'finishTransfer', collection: name, shard: change.shard, from: change.from, to: change.to, ok: false }, ms)) as boolean;
+    }
+    let kind: 'move' | 'replicate' | 'recovery';
+    if (change.kind === 'restart') {
+      // The transfer starts again from nothing: aborted, then started with the method asked.
+      kind = existing!.kind;
+      await this.consensus.propose({ op: 'finishTransfer', collection: name, shard: change.shard, from: change.from, to: change.to, ok: false }, ms);
+    } else {
+      kind = change.kind;
+    }
+    const transfer = { shard: change.shard, from: change.from, to: change.to, method: 'stream_records' as const, kind };
+    return (await this.consensus.propose({ op: 'startTransfer', collection: name, transfer }, ms)) as boolean;
   }
 
   /** Drops a shard key and every point stored under it (`POST /collections/{name}/shards/delete`). */

@@ -47,6 +47,8 @@ const BATCH = 256;
 /** How long the target may take to apply the transfer's start. */
 const READY_TIMEOUT_MS = 30_000;
 const PROPOSE_TIMEOUT_MS = 30_000;
+/** How long the source keeps forwarding after the finish. */
+const FORWARD_GRACE_MS = 3_000;
 
 /** Progress of one transfer, for the API, logs and metrics. */
 export interface TransferProgress {
@@ -121,7 +123,11 @@ class Run {
           .propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: false }, PROPOSE_TIMEOUT_MS)
           .catch((err: unknown) => log.warn({ err }, 'could not abort the shard transfer through consensus (the leader aborts it when it sees a peer down)'));
       }
-      // Forwarding ends only now: until the finish was applied by the peers, some may still send writes to the source alone.
+      // Forwarding ends only now, and a while after a finish: until every peer applied the
+      // finish, some still send their writes to the source alone (consensus waits up to a
+      // second for the other peers; a peer slower than the grace resends a write whose
+      // placement changed under it, see ReplicaSet.replicate).
+      if (ok) await new Promise((r) => setTimeout(r, FORWARD_GRACE_MS));
       await this.source.forwardTo(null);
     }
   }

@@ -23,6 +23,7 @@ import { corsMiddleware } from './cors';
 import { DirectLane } from './direct';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes, replicaStateCounts } from './cluster';
+import { addClusterUpdateRoute } from './cluster-update';
 import type { ReplicationView } from '../../transfer/view';
 import { addCollectionRoutes } from './collections';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
@@ -119,6 +120,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const dispatcher = new Dispatcher(toc, consensus, config);
   addCollectionRoutes(routes, dispatcher);
   addShardKeyRoutes(routes, dispatcher);
+  addClusterUpdateRoute(routes, dispatcher);
   const replication = deps.replication ?? null;
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);

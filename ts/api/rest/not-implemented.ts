@@ -27,8 +27,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
-  // collection cluster: shard transfers (distributed mode part 2)
-  ['POST', '/collections/{collection_name}/cluster'],
   // cluster
   ['GET', '/cluster/metadata/keys'],
   ['GET', '/cluster/metadata/keys/{key}'],

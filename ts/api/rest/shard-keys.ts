@@ -27,7 +27,7 @@ function nonZero(x: unknown, field: string): number | null {
   return x;
 }
 
-function parseCreate(b: Obj): CreateShardKeyRequest {
+export function parseCreate(b: Obj): CreateShardKeyRequest {
   if (b.shard_key === undefined || b.shard_key === null) throw new FormatError('missing field `shard_key`');
   const key = shardKey(b.shard_key, 'shard_key');
   const shardsNumber = nonZero(b.shards_number, 'shards_number');

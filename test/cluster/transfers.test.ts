@@ -1,0 +1,116 @@
+/**
+ * User shard transfers on real peers: `POST /collections/{c}/cluster` with
+ * `replicate_shard`, `move_shard` (method `stream_records`) under a live writer, then
+ * `drop_replica`, and the refusals (last active replica, a target that holds a replica,
+ * methods not built, no such transfer, a single node).
+ */
+
+import test from 'ava';
+
+import { startServer } from '../crash/server';
+import { Cluster, api, change, waitFor } from './harness';
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+const DIM = 4;
+
+function points(from: number, n: number): Array<{ id: number; vector: number[]; payload: { i: number } }> {
+  return Array.from({ length: n }, (_, k) => ({ id: from + k, vector: [Math.sin(from + k), Math.cos(from + k), 1, (from + k) % 7], payload: { i: from + k } }));
+}
+
+/** Peer id → state of shard 0's replicas, as peer `i` sees them. */
+async function replicas(c: Cluster, i: number, name: string): Promise<Record<string, string>> {
+  const v = (await api(c.peers[i].url, 'GET', `/collections/${name}/cluster`)).body.result;
+  const out: Record<string, string> = {};
+  for (const s of v.local_shards) out[String(v.peer_id)] = s.state;
+  for (const s of v.remote_shards) out[String(s.peer_id)] = s.state;
+  return out;
+}
+
+async function digest(c: Cluster, i: number, name: string): Promise<string> {
+  const r = await api(c.peers[i].url, 'GET', `/collections/${name}/shards/0/digest`);
+  return `${r.body.result.points_count}:${r.body.result.digest}`;
+}
+
+test.serial('replicate and move a shard under a live writer (stream_records), drop a replica; refusals', async (t) => {
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const ids = await Promise.all([0, 1, 2].map(async (i) => String((await c.info(i)).peer_id)));
+  const created = await change(c.peers[0].url, 'PUT', '/collections/m', { vectors: { size: DIM, distance: 'Dot' }, shard_number: 1, replication_factor: 1 });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  await waitFor('every peer has the collection', async () => (await Promise.all(c.peers.map((p) => api(p.url, 'GET', '/collections/m')))).every((r) => r.status === 200));
+  const home = Object.keys(await replicas(c, 0, 'm'))[0];
+  const hi = ids.indexOf(home);
+  const [qi, ri] = [0, 1, 2].filter((i) => i !== hi);
+  for (let b = 0; b < 10; b++) t.is((await api(c.peers[0].url, 'PUT', '/collections/m/points?wait=true', { points: points(b * 500, 500) })).status, 200);
+
+  // A writer through the third peer while the shard is copied and moved.
+  const acked: number[] = [];
+  let stop = false;
+  const writer = (async () => {
+    for (let b = 0; !stop; b++) {
+      const r = await api(c.peers[ri].url, 'PUT', '/collections/m/points?wait=true', { points: points(100_000 + b * 20, 20) }).catch(() => null);
+      if (r?.status === 200) acked.push(b);
+    }
+  })();
+
+  const rep = await change(c.peers[ri].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]) } });
+  t.is(rep.status, 200, JSON.stringify(rep.body));
+  t.is(rep.body.result, true);
+  await waitFor('the new replica is Active', async () => (await replicas(c, ri, 'm'))[ids[qi]] === 'Active');
+  const n = acked.length;
+  await waitFor('writes go on', async () => acked.length >= n + 3);
+
+  const mv = await change(c.peers[qi].url, 'POST', '/collections/m/cluster', { move_shard: { shard_id: 0, from_peer_id: Number(ids[qi]), to_peer_id: Number(ids[ri]), method: 'stream_records' } });
+  t.is(mv.status, 200, JSON.stringify(mv.body));
+  await waitFor('moved: a replica on the third peer, none on the second', async () => {
+    const r = await replicas(c, hi, 'm');
+    return r[ids[ri]] === 'Active' && r[ids[qi]] === undefined;
+  });
+  const n2 = acked.length;
+  await waitFor('writes go on after the move', async () => acked.length >= n2 + 3);
+  stop = true;
+  await writer;
+
+  // Every acknowledged point is on both replicas, which are identical.
+  t.is(await digest(c, hi, 'm'), await digest(c, ri, 'm'));
+  const count = (await api(c.peers[qi].url, 'POST', '/collections/m/points/count?consistency=all', { exact: true })).body.result.count;
+  t.is(count, 5000 + acked.length * 20);
+  await waitFor('the moved-away replica\'s folder is gone', async () => (await fs.readdir(path.join(c.peers[qi].dir, 'storage', 'collections', 'm')).catch(() => [])).every((f) => f !== '0'));
+
+  // Refusals: a target that holds a replica; a method not built; no such transfer; the last active replica; unknown operations.
+  const dup = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[ri]) } });
+  t.is(dup.status, 400);
+  t.regex(dup.body.status.error, /already has a replica on peer/);
+  const snap = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]), method: 'snapshot' } });
+  t.is(snap.status, 501);
+  t.regex(snap.body.status.error, /method `snapshot` is not available/);
+  const abort = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { abort_transfer: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]) } });
+  t.is(abort.status, 400);
+  t.regex(abort.body.status.error, /is not being transferred/);
+  const bad = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { fly_shard: {} });
+  t.is(bad.status, 400);
+  t.is((await api(c.peers[0].url, 'POST', '/collections/m/cluster', { start_resharding: { direction: 'up' } })).status, 501);
+
+  const drop = await change(c.peers[0].url, 'POST', '/collections/m/cluster', { drop_replica: { shard_id: 0, peer_id: Number(ids[ri]) } });
+  t.is(drop.status, 200, JSON.stringify(drop.body));
+  const last = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { drop_replica: { shard_id: 0, peer_id: Number(home) } });
+  t.is(last.status, 400);
+  t.regex(last.body.status.error, /last active replica/);
+  await waitFor('one replica left, seen from every peer', async () => (await Promise.all([0, 1, 2].map((i) => replicas(c, i, 'm')))).every((r) => Object.keys(r).join() === home));
+  t.is((await api(c.peers[ri].url, 'POST', '/collections/m/points/count', { exact: true })).body.result.count, count);
+});
+
+test('a single node refuses collection cluster changes: Distributed mode disabled', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-transfers-'));
+  const s = await startServer(dir, {});
+  t.teardown(async () => {
+    await s.stop('SIGKILL');
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+  t.is((await api(s.url, 'PUT', '/collections/one', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
+  const r = await api(s.url, 'POST', '/collections/one/cluster', { move_shard: { shard_id: 0, from_peer_id: 1, to_peer_id: 2 } });
+  t.is(r.status, 400);
+  t.is(r.body.status.error, 'Bad request: Distributed mode disabled');
+});
