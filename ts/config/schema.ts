@@ -105,7 +105,7 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
         performance: {
           kind: 'section',
           // A negative CPU budget is meaningful: "all CPUs but this many".
-          keys: { max_search_threads: int(0), optimizer_cpu_budget: int() },
+          keys: { max_search_threads: int(0), optimizer_cpu_budget: int(), incoming_shard_transfers_limit: int(1), outgoing_shard_transfers_limit: int(1) },
         },
         optimizers: {
           kind: 'section',

@@ -36,7 +36,7 @@ export interface StorageConfig {
    */
   wal: { wal_capacity_mb: number; wal_segments_ahead: number };
   node_type: 'Normal' | 'Listener';
-  performance: { max_search_threads: number; optimizer_cpu_budget: number };
+  performance: { max_search_threads: number; optimizer_cpu_budget: number; incoming_shard_transfers_limit: number; outgoing_shard_transfers_limit: number };
   optimizers: {
     deleted_threshold: number;
     vacuum_min_vector_number: number;

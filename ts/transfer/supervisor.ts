@@ -23,6 +23,9 @@ export interface SupervisorContext {
   self: string;
   /** `storage.node_type`: a Listener peer turns its active replicas into listeners. */
   listener: boolean;
+  /** `storage.performance.{incoming,outgoing}_shard_transfers_limit`: automatic transfers a peer takes part in at once. */
+  incomingLimit: number;
+  outgoingLimit: number;
   isLeader(): boolean;
   state(): ClusterState;
   alive(peer: string): boolean;
@@ -94,6 +97,15 @@ export class ReplicaSupervisor {
     if (this.ctx.listener) this.listen();
     if (!this.ctx.isLeader()) return;
     const state = this.ctx.state();
+    // Transfers running per peer, as target and as source (every collection's).
+    const incoming = new Map<string, number>();
+    const outgoing = new Map<string, number>();
+    for (const name of state.collectionNames()) {
+      for (const t of state.collection(name)!.transfers ?? []) {
+        incoming.set(t.to, (incoming.get(t.to) ?? 0) + 1);
+        outgoing.set(t.from, (outgoing.get(t.from) ?? 0) + 1);
+      }
+    }
     for (const name of state.collectionNames()) {
       const c = state.collection(name)!;
       const transfers = c.transfers ?? [];
@@ -112,12 +124,15 @@ export class ReplicaSupervisor {
         if (inTransfer) continue;
         const dead = Object.entries(shard.replicas).find(([peer, st]) => st === 'Dead' && this.up(peer));
         if (dead === undefined) continue;
+        if ((incoming.get(dead[0]) ?? 0) >= this.ctx.incomingLimit) continue;
         const sources = Object.entries(shard.replicas)
-          .filter(([peer, st]) => isActive(st) && this.up(peer))
+          .filter(([peer, st]) => isActive(st) && this.up(peer) && (outgoing.get(peer) ?? 0) < this.ctx.outgoingLimit)
           .map(([peer]) => peer);
         if (sources.length === 0) continue;
         // This peer first when it holds an active replica (no hop to start it), else the lowest id.
         const from = sources.includes(this.ctx.self) ? this.ctx.self : sources.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1))[0];
+        incoming.set(dead[0], (incoming.get(dead[0]) ?? 0) + 1);
+        outgoing.set(from, (outgoing.get(from) ?? 0) + 1);
         this.propose(
           `recover/${name}/${shard.id}`,
           { op: 'startTransfer', collection: name, transfer: { shard: shard.id, from, to: dead[0], method: 'stream_records', kind: 'recovery' } },

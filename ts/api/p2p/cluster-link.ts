@@ -67,6 +67,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     this.supervisor = new ReplicaSupervisor({
       self: peer,
       listener: config.storage.node_type === 'Listener',
+      incomingLimit: config.storage.performance.incoming_shard_transfers_limit,
+      outgoingLimit: config.storage.performance.outgoing_shard_transfers_limit,
       isLeader: () => this.consensus?.status().role === 'leader',
       state: () => this.requireConsensus().clusterState,
       alive: (p) => this.health.alive(p),
