@@ -10,9 +10,10 @@
  */
 
 import type * as grpc from '@grpc/grpc-js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
-import { BadInputError, NotFoundError, QuiverError, ShardUnavailableError } from '../../common/errors';
+import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
 import type { ClusterLink, HeldClock, ShardTarget } from '../../collection/cluster-link';
 import type { LocalReplica } from '../../collection/local-replica';
 import type { UpdateOptions } from '../../collection/replica';
@@ -28,7 +29,17 @@ import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica } from './points';
 import type { GrpcTransport } from './transport';
 
+/** How long a write waits for its failed replicas to be marked Dead (across a leader change: an election takes 1-2 s). */
 const DEACTIVATE_TIMEOUT_MS = 10_000;
+/** Pause between two proposals of one Dead marking that found no leader. */
+const DEACTIVATE_RETRY_MS = 250;
+/** How often Dead markings that a write gave up waiting for are proposed again. */
+const DEACTIVATE_BACKGROUND_MS = 1000;
+
+/** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
+function leaderTrouble(err: unknown): boolean {
+  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
+}
 
 export class P2PClusterLink implements ClusterLink {
   private consensus: MetadataConsensus | null = null;
@@ -38,6 +49,9 @@ export class P2PClusterLink implements ClusterLink {
   private readonly outgoing: OutgoingTransfers;
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
   private readonly deactivating = new Map<string, Promise<void>>();
+  /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
+  private readonly unmarked = new Map<string, { target: ShardTarget; peer: string; reason: string }>();
+  private unmarkedTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly peer: string,
@@ -106,28 +120,85 @@ export class P2PClusterLink implements ClusterLink {
     return Promise.all(peers.map((p) => this.deactivateOne(target, p, reason))).then(() => undefined);
   }
 
+  /** The state consensus gives `peer`'s replica of the shard now (undefined: no such replica, or the collection was re-created). */
+  private replicaState(target: ShardTarget, peer: string): string | undefined {
+    const c = this.consensus?.clusterState.collection(target.collection);
+    if (c === undefined || c.uuid !== target.uuid) return undefined;
+    return c.shards.find((s) => s.id === target.shard)?.replicas[peer];
+  }
+
+  /**
+   * Marks `peer`'s replica Dead and resolves once this peer applied it. While no leader
+   * takes the proposal (the leader was the peer that failed, an election runs) it is
+   * proposed again until DEACTIVATE_TIMEOUT_MS; a write waiting on it is then answered
+   * with an error, but the marking is not forgotten: the replica missed a write that
+   * other replicas may have applied, so it is proposed again in the background until
+   * consensus takes it (otherwise a peer back within seconds would keep an Active
+   * replica without that write, for good).
+   */
   private deactivateOne(target: ShardTarget, peer: string, reason: string): Promise<void> {
     const key = `${target.collection}/${target.uuid}/${target.shard}/${peer}`;
     let p = this.deactivating.get(key);
     if (p) return p;
     p = (async () => {
       const consensus = this.requireConsensus();
-      const c = consensus.clusterState.collection(target.collection);
-      if (c === undefined || c.uuid !== target.uuid) return;
-      const state = c.shards.find((s) => s.id === target.shard)?.replicas[peer];
-      if (state === undefined || state === 'Dead') return;
-      this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
-      try {
-        await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, DEACTIVATE_TIMEOUT_MS);
-      } catch (err) {
-        // Gone meanwhile (removed, or the collection re-created): nothing to mark.
-        if (err instanceof NotFoundError) return;
-        if (err instanceof BadInputError && consensus.clusterState.collection(target.collection)?.shards[target.shard]?.replicas[peer] === 'Dead') return;
-        throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
+      const deadline = Date.now() + DEACTIVATE_TIMEOUT_MS;
+      let logged = false;
+      for (;;) {
+        const state = this.replicaState(target, peer);
+        if (state === undefined || state === 'Dead') return;
+        if (!logged) this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
+        logged = true;
+        try {
+          await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, Math.max(1000, deadline - Date.now()));
+          this.unmarked.delete(key);
+          return;
+        } catch (err) {
+          // Gone meanwhile (removed, or the collection re-created): nothing to mark.
+          if (err instanceof NotFoundError) return;
+          if (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead') return;
+          if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
+            await sleep(DEACTIVATE_RETRY_MS);
+            continue;
+          }
+          if (leaderTrouble(err)) this.markLater(key, target, peer, reason);
+          throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
+        }
       }
     })().finally(() => this.deactivating.delete(key));
     this.deactivating.set(key, p);
     return p;
+  }
+
+  private markLater(key: string, target: ShardTarget, peer: string, reason: string): void {
+    this.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
+    this.unmarked.set(key, { target, peer, reason });
+    if (this.unmarkedTimer !== null) return;
+    this.unmarkedTimer = setInterval(() => {
+      for (const [k, u] of this.unmarked) {
+        // Anything but Active: consensus changed the replica since (Dead, or a recovery
+        // under way), and a recovery gives it the whole shard.
+        if (this.replicaState(u.target, u.peer) !== 'Active') {
+          this.unmarked.delete(k);
+          continue;
+        }
+        if (this.deactivating.has(k)) continue;
+        this.deactivateOne(u.target, u.peer, u.reason).then(
+          () => this.unmarked.delete(k),
+          (err: unknown) => {
+            if (!leaderTrouble(err)) {
+              this.unmarked.delete(k);
+              this.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
+            }
+          },
+        );
+      }
+      if (this.unmarked.size === 0 && this.unmarkedTimer !== null) {
+        clearInterval(this.unmarkedTimer);
+        this.unmarkedTimer = null;
+      }
+    }, DEACTIVATE_BACKGROUND_MS);
+    this.unmarkedTimer.unref();
   }
 
   forward(target: ShardTarget, leader: string, op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
@@ -156,6 +227,8 @@ export class P2PClusterLink implements ClusterLink {
   }
 
   close(): void {
+    if (this.unmarkedTimer !== null) clearInterval(this.unmarkedTimer);
+    this.unmarkedTimer = null;
     this.supervisor.stop();
     this.health.stop();
     this.outgoing.stopAll();
