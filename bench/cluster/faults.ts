@@ -126,8 +126,10 @@ const vec = (): number[] => Array.from({ length: DIM }, () => round(dataRng.floa
 const acked = new Set<number>();
 const last = new Map<number, number>();
 const uncertain = new Set<number>();
-const writes = { batchesAcked: 0, batchesFailed: 0, pointsAcked: 0, pointsFailed: 0, freshAcked: 0, overwritesAcked: 0, failures: new Map<string, number>() };
-const reads = { ok: new Map<string, number>(), failed: new Map<string, number>(), failures: new Map<string, number>(), staleCounts: 0, staleExamples: [] as string[] };
+const writes = { batchesAcked: 0, batchesFailed: 0, pointsAcked: 0, pointsFailed: 0, freshAcked: 0, overwritesAcked: 0, failures: new Map<string, number>(), byPhase: new Map<string, number>() };
+const reads = { ok: new Map<string, number>(), failed: new Map<string, number>(), failures: new Map<string, number>(), byPhase: new Map<string, number>(), staleCounts: 0, staleExamples: [] as string[] };
+/** What the cycle is doing when a request is sent: `during <action>` (the fault is on), `after <action>` (back, waiting for all Active), or `between cycles`. */
+let phase = 'before the first cycle';
 
 /** Peers that requests may go to (not under a fault, and ready). */
 const available = new Set<number>([0, 1, 2]);
@@ -155,6 +157,7 @@ async function writer(c: Cluster, w: number): Promise<void> {
       for (let k = 0; k < BATCH; k++) ids.push(w * 1_000_000_000 + nextFresh++);
     }
     const v = ++value;
+    const sentIn = phase;
     const points = ids.map((id) => ({ id, vector: vec(), payload: { w, v } }));
     const r = await call(c.peers[pickPeer()].url, 'PUT', `/collections/${NAME}/points?wait=true`, { points }, 60_000);
     if (r.status === 200 && r.body?.result?.status === 'completed') {
@@ -172,6 +175,7 @@ async function writer(c: Cluster, w: number): Promise<void> {
       writes.batchesFailed++;
       writes.pointsFailed += ids.length;
       bump(writes.failures, groupOf(r.status, r.status === 200 ? `answered status ${r.body?.result?.status}` : r.message));
+      bump(writes.byPhase, sentIn);
       for (const id of ids) uncertain.add(id);
     }
     if (WRITE_PAUSE_MS > 0) await sleep(WRITE_PAUSE_MS);
@@ -185,6 +189,7 @@ async function reader(c: Cluster): Promise<void> {
     const peer = pickPeer();
     const url = c.peers[peer].url;
     const sent = Date.now();
+    const sentIn = phase;
     const r =
       kind === 'query'
         ? await call(url, 'POST', `/collections/${NAME}/points/query`, { query: vec(), limit: 10 }, 30_000)
@@ -203,6 +208,7 @@ async function reader(c: Cluster): Promise<void> {
     } else {
       bump(reads.failed, kind);
       bump(reads.failures, `${kind}: ${groupOf(r.status, r.message)}`);
+      bump(reads.byPhase, sentIn);
     }
     if (READ_PAUSE_MS > 0) await sleep(READ_PAUSE_MS);
   }
@@ -280,6 +286,7 @@ async function runCycle(c: Cluster): Promise<boolean> {
   const faultMs = rng.int(FAULT_MIN_MS, FAULT_MAX_MS);
   const t0 = Date.now();
   lastFault = `${action} of peer ${peer}`;
+  phase = `during a ${action}`;
   available.delete(peer);
   if (action === 'kill') {
     logStreams[peer].write(`{"bench":"cycle ${cycleNo}: SIGKILL"}\n`);
@@ -297,6 +304,7 @@ async function runCycle(c: Cluster): Promise<boolean> {
     await startPeer(c, peer, null, `cycle ${cycleNo}: started after SIGTERM`);
   }
   const back = Date.now();
+  phase = `after a ${action}, until all Active`;
   // Back in rotation once it says it is ready (consensus caught up), as a load balancer would.
   await waitFor(`peer ${peer} ready`, async () => (await call(c.peers[peer].url, 'GET', '/readyz', undefined, 2000)).status === 200, 120_000, 50).catch(() => {
     hangs.push(`cycle ${cycleNo} (${action} of peer ${peer}): GET /readyz not 200 within 120 s of the peer being back (put back into rotation anyway)`);
@@ -309,6 +317,7 @@ async function runCycle(c: Cluster): Promise<boolean> {
     console.log(`cycle ${cycleNo}: ${action} peer ${peer}: NOT all Active within ${CYCLE_TIMEOUT_MS / 1000} s`);
     return false;
   }
+  phase = 'between cycles';
   const row: CycleRow = { cycle: cycleNo, peer, action, faultMs: action === 'restart' ? back - t0 : faultMs, backToActiveMs: Math.max(0, w.since - back), faultToActiveMs: w.since - t0, seen: [...w.seen].sort() };
   cycles.push(row);
   console.log(
@@ -396,8 +405,8 @@ function report(final: Final | null, startedAt: string, elapsedS: number): { jso
     params: { cycles: CYCLES, seed: SEED, rf: RF, shards: SHARDS, dim: DIM, writers: WRITERS, readers: READERS, batch: BATCH, overwrite: OVERWRITE, writePauseMs: WRITE_PAUSE_MS, readPauseMs: READ_PAUSE_MS, faultMs: [FAULT_MIN_MS, FAULT_MAX_MS], settleMs: SETTLE_MS, actions: ACTIONS },
     machine: { cores: os.cpus().length, loadAverage: os.loadavg().map((x) => round(x, 2)) },
     cyclesDone: cycles.length,
-    writes: { ...writes, failures: Object.fromEntries(writes.failures), idsAcknowledged: acked.size },
-    reads: { ok: Object.fromEntries(reads.ok), failed: Object.fromEntries(reads.failed), failures: Object.fromEntries(reads.failures), staleCounts: reads.staleCounts, staleExamples: reads.staleExamples },
+    writes: { ...writes, failures: Object.fromEntries(writes.failures), byPhase: Object.fromEntries(writes.byPhase), idsAcknowledged: acked.size },
+    reads: { ok: Object.fromEntries(reads.ok), failed: Object.fromEntries(reads.failed), failures: Object.fromEntries(reads.failures), byPhase: Object.fromEntries(reads.byPhase), staleCounts: reads.staleCounts, staleExamples: reads.staleExamples },
     backToAllActiveMs: back,
     faultToAllActiveMs: fromFault,
     byAction: Object.fromEntries(byAction),
@@ -443,9 +452,11 @@ function report(final: Final | null, startedAt: string, elapsedS: number): { jso
   md.push('## Failed writes, by status and message (numbers replaced by N)', '');
   if (writes.failures.size === 0) md.push('none');
   for (const [k, n] of [...writes.failures].sort((a, b) => b[1] - a[1])) md.push(`- ${n} × \`${k}\``);
+  if (writes.byPhase.size) md.push('', `Sent ${[...writes.byPhase].map(([k, n]) => `${k}: ${n}`).join('; ')}.`);
   md.push('', '## Failed reads, by status and message', '');
   if (reads.failures.size === 0) md.push('none');
   for (const [k, n] of [...reads.failures].sort((a, b) => b[1] - a[1])) md.push(`- ${n} × \`${k}\``);
+  if (reads.byPhase.size) md.push('', `Sent ${[...reads.byPhase].map(([k, n]) => `${k}: ${n}`).join('; ')}.`);
   if (reads.staleExamples.length) md.push('', 'Stale counts (examples):', '', ...reads.staleExamples.map((s) => `- ${s}`));
   md.push('', '## Slowest cycles', '', '| cycle | action | peer | fault ms | back → all Active ms | states seen |', '|---:|---|---:|---:|---:|---|');
   for (const x of worst) md.push(`| ${x.cycle} | ${x.action} | ${x.peer} | ${x.faultMs} | ${x.backToActiveMs} | ${x.seen.join(', ')} |`);
