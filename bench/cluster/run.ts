@@ -1,31 +1,72 @@
 /**
- * Cluster measurements with real peers on 127.0.0.1 (npm run bench:cluster):
+ * Cluster measurements with real peers on 127.0.0.1 (npm run bench:cluster). Sections
+ * (all by default; `--only a,b` picks some):
  *
- * 1. Failover: a 3-peer cluster; `--trials` times (default 20): kill -9 the leader, time
- *    until a surviving peer reports itself leader (polling /cluster every 20 ms), then
- *    until a collection create through a survivor succeeds; restart the killed peer and
- *    wait until it is ready. Every /cluster answer is recorded: two peers leading one term
- *    is a failure.
- * 2. Catch-up: a 3-peer cluster; kill -9 one follower; create `--collections` (200)
+ * 1. `failover`: a 3-peer cluster; `--trials` times (default 20): kill -9 the leader,
+ *    time until a surviving peer reports itself leader (polling /cluster every 20 ms),
+ *    then until a collection create through a survivor succeeds; restart the killed peer
+ *    and wait until it is ready. Every /cluster answer is recorded: two peers leading
+ *    one term is a failure.
+ * 2. `catchup`: a 3-peer cluster; kill -9 one follower; create `--collections` (200)
  *    collections over `--down-seconds` (60) while it is down; restart it; time until its
  *    /readyz answers 200 and it lists every collection.
+ * 3. `replication`: upsert points/s with replication factors 1, 2, 3 on 3 peers against
+ *    a single node; query QPS through one peer and spread over three; the cost of
+ *    `consistency=all` on reads (bench/cluster/replication.ts).
+ * 4. `recovery`: a peer down `--recovery-down` (60) seconds while `--recovery-writes`
+ *    (10,000) points are written with RF 2, then restarted: time until its replicas
+ *    are Active with identical content (bench/cluster/recovery.ts).
  *
- * Writes bench/results/cluster-<date>.{json,md}.
+ * Writes bench/results/cluster-<tag>.{json,md} (tag: the date, `-quick` added when
+ * `--points` is below 100,000); sections not run this time are kept from an existing
+ * file of the same tag.
  */
 
 import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 import { Cluster, api, sleep, waitFor, type ClusterInfo } from '../../test/cluster/harness';
+import { boolFlag, checkFlags, sourceVersion, flagValue, listFlag, numFlag, round, stats, today, type Stats } from './common';
+import { FULL_POINTS } from './data';
+import { recovery, type RecoveryRow } from './recovery';
+import { replication, type ReplicationResult } from './replication';
 
-function arg(name: string, dflt: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i === -1 ? dflt : Number(process.argv[i + 1]);
-}
+const SECTIONS = ['failover', 'catchup', 'replication', 'recovery'] as const;
+type Section = (typeof SECTIONS)[number];
 
-const TRIALS = arg('trials', 20);
-const COLLECTIONS = arg('collections', 200);
-const DOWN_SECONDS = arg('down-seconds', 60);
+const argv = process.argv.slice(2);
+checkFlags(argv, [
+  'only',
+  'tag',
+  'trials',
+  'collections',
+  'down-seconds',
+  'points',
+  'queries',
+  'ef',
+  'batch',
+  'writers',
+  'rounds',
+  'reps',
+  'warmup',
+  'concurrency',
+  'rfs',
+  'shards',
+  'settle',
+  'recovery-down',
+  'recovery-writes',
+  'recovery-base',
+  'data-dir',
+]);
+const ONLY = listFlag(argv, 'only', SECTIONS) as Section[];
+for (const s of ONLY) if (!(SECTIONS as readonly string[]).includes(s)) throw new Error(`--only: unknown section ${s} (known: ${SECTIONS.join(', ')})`);
+const TRIALS = numFlag(argv, 'trials', 20);
+const COLLECTIONS = numFlag(argv, 'collections', 200);
+const DOWN_SECONDS = numFlag(argv, 'down-seconds', 60);
+const POINTS = numFlag(argv, 'points', FULL_POINTS);
+const REPO = path.join(__dirname, '..', '..', '..');
+const TAG = flagValue(argv, 'tag') ?? `${today()}${POINTS < FULL_POINTS ? '-quick' : ''}`;
 const vectors = { size: 4, distance: 'Cosine' };
 
 const leaderByTerm = new Map<number, number>();
@@ -37,13 +78,16 @@ function see(info: ClusterInfo): void {
   leaderByTerm.set(info.raft_info.term, info.peer_id);
 }
 
-function stats(xs: number[]): { median: number; p90: number; worst: number; best: number } {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
-  return { median: s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2, p90: q(0.9), worst: s[s.length - 1], best: s[0] };
+interface FailoverResult {
+  trials: number;
+  election: Stats;
+  changeAfterKill: Stats;
+  restartedPeerReady: Stats;
+  raw: { election: number[]; change: number[]; rejoin: number[] };
+  twoLeadersInOneTerm: string[];
 }
 
-async function failover(): Promise<{ election: number[]; change: number[]; rejoin: number[] }> {
+async function failover(): Promise<FailoverResult> {
   const c = await Cluster.start(3);
   const election: number[] = [];
   const change: number[] = [];
@@ -79,10 +123,18 @@ async function failover(): Promise<{ election: number[]; change: number[]; rejoi
   } finally {
     await c.destroy();
   }
-  return { election, change, rejoin };
+  return { trials: TRIALS, election: stats(election), changeAfterKill: stats(change), restartedPeerReady: stats(rejoin), raw: { election, change, rejoin }, twoLeadersInOneTerm: twoLeaders };
 }
 
-async function catchUp(): Promise<{ created: number; downMs: number; readyMs: number; listedMs: number; createMsMedian: number }> {
+interface CatchUpResult {
+  created: number;
+  downMs: number;
+  readyMs: number;
+  listedMs: number;
+  createMsMedian: number;
+}
+
+async function catchUp(): Promise<CatchUpResult> {
   const c = await Cluster.start(3);
   try {
     const leader = await c.waitLeader();
@@ -113,44 +165,201 @@ async function catchUp(): Promise<{ created: number; downMs: number; readyMs: nu
   }
 }
 
-async function main(): Promise<void> {
-  const f = await failover();
-  const cu = await catchUp();
-  const result = {
-    date: new Date().toISOString(),
-    trials: TRIALS,
-    election: stats(f.election),
-    changeAfterKill: stats(f.change),
-    restartedPeerReady: stats(f.rejoin),
-    raw: f,
-    catchUp: cu,
-    twoLeadersInOneTerm: twoLeaders,
+interface SectionRun<T> {
+  at: string;
+  command: string;
+  source: { commit: string; changed: string[] };
+  result: T;
+}
+
+interface Results {
+  tag: string;
+  machine: { cpuModel: string; cores: number; memoryGiB: number; kernel: string; node: string };
+  sections: {
+    failover?: SectionRun<FailoverResult>;
+    catchup?: SectionRun<CatchUpResult>;
+    replication?: SectionRun<ReplicationResult>;
+    recovery?: SectionRun<{ rows: RecoveryRow[]; requirementMs: number }>;
   };
-  console.log(JSON.stringify(result, null, 2));
-  const day = result.date.slice(0, 10);
-  const dir = path.join(__dirname, '..', '..', '..', 'bench', 'results');
-  await fs.writeFile(path.join(dir, `cluster-${day}.json`), JSON.stringify(result, null, 2) + '\n');
-  const md = [
-    `# Cluster failover and catch-up (${day})`,
+}
+
+const fmt = (x: number): string => x.toLocaleString('en-US');
+const ratio = (a: number, b: number): string => (b > 0 ? `${(a / b).toFixed(2)}×` : '–');
+const ran = (s: SectionRun<unknown>): string => `Run ${s.at}${s.source ? ` at commit ${s.source.commit}${s.source.changed.length ? ` (changed: ${s.source.changed.join(', ')})` : ''}` : ''}: \`${s.command}\``;
+
+function markdown(r: Results): string {
+  const out: string[] = [`# Cluster benchmarks (${r.tag})`, ''];
+  out.push(
+    `Machine: ${r.machine.cores} cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Linux ${r.machine.kernel}, Node ${r.machine.node}. ` +
+      'Every peer, the single node and the client run on this one machine, which is shared with other work: figures are noisy; compare the ratios of configurations measured interleaved in one run rather than absolute numbers.',
     '',
-    'Command: `npm run bench:cluster` (3 peers on 127.0.0.1, tick 100 ms, election timeout 1-2 s).',
-    '',
-    `## kill -9 of the leader, ${TRIALS} trials`,
-    '',
-    '| measure | median ms | p90 ms | worst ms | best ms |',
-    '|---|---:|---:|---:|---:|',
-    `| new leader reported by a survivor | ${result.election.median} | ${result.election.p90} | ${result.election.worst} | ${result.election.best} |`,
-    `| collection create through a follower succeeds | ${result.changeAfterKill.median} | ${result.changeAfterKill.p90} | ${result.changeAfterKill.worst} | ${result.changeAfterKill.best} |`,
-    `| restarted peer answers /readyz 200 | ${result.restartedPeerReady.median} | ${result.restartedPeerReady.p90} | ${result.restartedPeerReady.worst} | ${result.restartedPeerReady.best} |`,
-    '',
-    `Two leaders in one term seen in any /cluster answer: ${twoLeaders.length === 0 ? 'none' : twoLeaders.join('; ')}.`,
-    '',
-    `## A follower down while ${cu.created} collections are created`,
-    '',
-    `Down for ${(cu.downMs / 1000).toFixed(1)} s (median create ${cu.createMsMedian} ms). After restart: /readyz 200 in ${cu.readyMs} ms; all ${cu.created} collections listed in ${cu.listedMs} ms.`,
-    '',
-  ].join('\n');
-  await fs.writeFile(path.join(dir, `cluster-${day}.md`), md);
+  );
+  const f = r.sections.failover;
+  if (f) {
+    const x = f.result;
+    out.push(
+      `## kill -9 of the leader, ${x.trials} trials`,
+      '',
+      `${ran(f)} (3 peers on 127.0.0.1, tick 100 ms, election timeout 1-2 s).`,
+      '',
+      '| measure | median ms | p90 ms | worst ms | best ms |',
+      '|---|---:|---:|---:|---:|',
+      `| new leader reported by a survivor | ${x.election.median} | ${x.election.p90} | ${x.election.worst} | ${x.election.best} |`,
+      `| collection create through a follower succeeds | ${x.changeAfterKill.median} | ${x.changeAfterKill.p90} | ${x.changeAfterKill.worst} | ${x.changeAfterKill.best} |`,
+      `| restarted peer answers /readyz 200 | ${x.restartedPeerReady.median} | ${x.restartedPeerReady.p90} | ${x.restartedPeerReady.worst} | ${x.restartedPeerReady.best} |`,
+      '',
+      `Two leaders in one term seen in any /cluster answer: ${x.twoLeadersInOneTerm.length === 0 ? 'none' : x.twoLeadersInOneTerm.join('; ')}.`,
+      '',
+    );
+  }
+  const cu = r.sections.catchup;
+  if (cu) {
+    const x = cu.result;
+    out.push(
+      `## A follower down while ${x.created} collections are created`,
+      '',
+      `${ran(cu)}.`,
+      '',
+      `Down for ${(x.downMs / 1000).toFixed(1)} s (median create ${x.createMsMedian} ms). After restart: /readyz 200 in ${x.readyMs} ms; all ${x.created} collections listed in ${x.listedMs} ms.`,
+      '',
+    );
+  }
+  const rep = r.sections.replication;
+  if (rep) {
+    const x = rep.result;
+    const p = x.params;
+    const single = x.upserts.find((u) => u.config === 'single node')!;
+    out.push(
+      '## Replication: writes and reads with replication factor 1, 2, 3 against a single node',
+      '',
+      `${ran(rep)}. Data: the REST benchmark's synthetic set (bench/engine/datasets.ts), first ${fmt(p.points)} points × ${p.dim}-d, ${p.distance}, m 16, ef_construct 100. ` +
+        `Cluster: 3 peers, one collection per replication factor (shard_number ${p.shards}, write_consistency_factor 1, ordering weak); single node: one process, cluster mode off. ` +
+        `Load average ${x.machine.loadStart.join(' ')} at the start, ${x.machine.loadEnd.join(' ')} at the end; cores this process could get: ${x.machine.coresAvailableStart} at the start, ${x.machine.coresAvailableEnd} at the end (of ${x.machine.cores}).`,
+      '',
+      `### Upsert (batches of ${p.batch}, wait=true, ${p.writers} requests in flight; cluster: request i through peer i mod 3)`,
+      '',
+      `${p.rounds} rounds of ${fmt(Math.ceil(p.points / p.rounds))} points; each round upserts its chunk into every configuration, the order rotated every round${p.settle ? ', and waits until every collection is green on every peer before the next (so background indexing stays out of the timed windows)' : ''}. ` +
+        'Server CPU: all processes of the configuration (the 3 peers hold every RF collection, so a window also catches background work of the others).',
+      '',
+      '| configuration | points/s | vs single node | per round | p50 ms | p99 ms | server CPU ms / 1000 points |',
+      '|---|---:|---:|---|---:|---:|---:|',
+      ...x.upserts.map((u) => `| ${u.config} | ${fmt(u.pointsPerSec)} | ${ratio(u.pointsPerSec, single.pointsPerSec)} | ${u.roundsPointsPerSec.map(fmt).join(', ')} | ${u.p50Ms} | ${u.p99Ms} | ${fmt(u.serverCpuMsPer1000)} |`),
+      '',
+      `Waiting for green: ${x.settleSeconds.map((s) => `${s} s`).join(', ')}.`,
+      '',
+      `### Query (${fmt(p.queries)} queries, limit 10, hnsw_ef ${p.ef}, ${p.concurrency} in flight; best of ${p.reps} interleaved passes after ${p.warmup} warm-up passes)`,
+      '',
+      '| configuration | through | QPS (best) | median | vs single node | p50 ms | p99 ms | recall@10 | server CPU µs / query | passes |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---|',
+    );
+    const sq = x.queries.find((q) => q.config === 'single node')!;
+    for (const q of x.queries) {
+      out.push(`| ${q.config} | ${q.via} | ${fmt(q.qps)} | ${fmt(q.medianQps)} | ${ratio(q.qps, sq.qps)} | ${q.p50Ms} | ${q.p99Ms} | ${q.recall ?? '–'} | ${fmt(q.serverCpuUsPerRequest)} | ${q.passes.map(fmt).join(', ')}${q.failures ? ` (${q.failures} failed)` : ''} |`);
+    }
+    out.push(
+      '',
+      `### consistency=all against the default (spread over 3 peers, ${p.concurrency} in flight; retrieve: 10 random ids, with_payload)`,
+      '',
+      '| configuration | read | default QPS | consistency=all QPS | all / default | default p50 ms | all p50 ms | server CPU µs default / all |',
+      '|---|---|---:|---:|---:|---:|---:|---|',
+    );
+    for (const d of x.consistency.filter((c) => c.via === 'default')) {
+      const a = x.consistency.find((c) => c.config === d.config && c.kind === d.kind && c.via === 'consistency=all')!;
+      out.push(`| ${d.config} | ${d.kind} | ${fmt(d.qps)} | ${fmt(a.qps)} | ${ratio(a.qps, d.qps)} | ${d.p50Ms} | ${a.p50Ms} | ${fmt(d.serverCpuUsPerRequest)} / ${fmt(a.serverCpuUsPerRequest)} |`);
+    }
+    if (x.consistencyAllProbe.length > 0) {
+      out.push('', 'Probe: does a read with `consistency=all` ask every replica?', '');
+      for (const pr of x.consistencyAllProbe) out.push(`- query on \`${pr.collection}\` through ${pr.via} with \`consistency=${pr.consistency}&timeout=2\` while ${pr.stopped}: ${pr.status} after ${pr.ms} ms`);
+    }
+    for (const n of x.notes) out.push('', `**Note:** ${n}`);
+    out.push('');
+  }
+  const rc = r.sections.recovery;
+  if (rc) {
+    out.push(
+      '## Recovery of a peer that was down while points were written (RF 2)',
+      '',
+      `${ran(rc)}. 3 peers, one collection (128-d synthetic, RF 2, shard_number 3) holding \`base\` points; a follower of consensus is killed (SIGKILL); ` +
+        'while it is down the survivors take the writes (batches of 100, wait=true, evenly paced, alternating between the two); then it is started again. ' +
+        `Times from the restart (process spawned). The issue asks for all replicas Active with identical content within ${rc.result.requirementMs / 1000} s.`,
+      '',
+      '| base points | written while down | down s | failed write attempts (retried) | listening ms | transfer started ms | all Active ms | identical digests ms | points after | lost | divergent |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+      ...rc.result.rows.map(
+        (w) =>
+          `| ${fmt(w.base)} | ${fmt(w.writes)} | ${w.downSeconds} | ${w.writeFailures} | ${w.listeningMs} | ${w.transferStartMs ?? '–'} | ${w.allActiveMs ?? 'never'} | ${w.identicalMs ?? 'never'} | ${w.points === null ? '–' : fmt(w.points)} | ${w.lost} | ${w.divergent.length ? w.divergent.join('; ') : 'none'} |`,
+      ),
+      '',
+    );
+    for (const w of rc.result.rows) {
+      const msgs = Object.entries(w.failureMessages);
+      if (msgs.length) out.push(`Failed write attempts with base ${fmt(w.base)}: ${msgs.map(([m, n]) => `${n} × \`${m}\``).join('; ')}.`, '');
+    }
+  }
+  return out.join('\n');
+}
+
+async function main(): Promise<void> {
+  const dir = path.join(REPO, 'bench', 'results');
+  const jsonPath = path.join(dir, `cluster-${TAG}.json`);
+  const mdPath = path.join(dir, `cluster-${TAG}.md`);
+  let results: Results = {
+    tag: TAG,
+    machine: { cpuModel: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, memoryGiB: round(os.totalmem() / 2 ** 30, 1), kernel: os.release(), node: process.version },
+    sections: {},
+  };
+  try {
+    const old = JSON.parse(await fs.readFile(jsonPath, 'utf8')) as Results;
+    if (old.sections) results = { ...results, sections: old.sections };
+  } catch {
+    // no earlier file of this tag
+  }
+  const command = `npm run bench:cluster${argv.length ? ` -- ${argv.join(' ')}` : ''}`;
+  const source = sourceVersion();
+  const save = async () => {
+    await fs.writeFile(jsonPath, JSON.stringify(results, null, 2) + '\n');
+    await fs.writeFile(mdPath, markdown(results) + '\n');
+  };
+  const dataDir = path.resolve(flagValue(argv, 'data-dir') ?? path.join(REPO, 'bench', 'data'));
+  for (const s of SECTIONS) {
+    if (!ONLY.includes(s)) continue;
+    const at = new Date().toISOString();
+    if (s === 'failover') results.sections.failover = { at, command, source, result: await failover() };
+    if (s === 'catchup') results.sections.catchup = { at, command, source, result: await catchUp() };
+    if (s === 'replication') {
+      const result = await replication({
+        points: POINTS,
+        queries: numFlag(argv, 'queries', POINTS < FULL_POINTS ? 200 : 1000),
+        ef: numFlag(argv, 'ef', 64),
+        batch: numFlag(argv, 'batch', 1000),
+        writers: numFlag(argv, 'writers', 3),
+        rounds: numFlag(argv, 'rounds', 4),
+        reps: numFlag(argv, 'reps', 3),
+        warmup: numFlag(argv, 'warmup', 2),
+        concurrency: numFlag(argv, 'concurrency', 8),
+        rfs: listFlag(argv, 'rfs', ['1', '2', '3']).map(Number),
+        shards: numFlag(argv, 'shards', 3),
+        settle: boolFlag(argv, 'settle', true),
+        dataDir,
+      });
+      results.sections.replication = { at, command, source, result };
+    }
+    if (s === 'recovery') {
+      const writes = numFlag(argv, 'recovery-writes', 10_000);
+      const rows = await recovery({
+        // Empty, and holding POINTS in the end (the data set has 100,000 points).
+        bases: listFlag(argv, 'recovery-base', ['0', String(Math.max(0, POINTS - writes))]).map(Number),
+        writes,
+        downSeconds: numFlag(argv, 'recovery-down', 60),
+        shards: numFlag(argv, 'shards', 3),
+        dataDir,
+      });
+      results.sections.recovery = { at, command, source, result: { rows, requirementMs: 30_000 } };
+    }
+    await save();
+  }
+  console.log(markdown(results));
+  console.log(`wrote ${path.relative(process.cwd(), jsonPath)} and ${path.relative(process.cwd(), mdPath)}`);
   if (twoLeaders.length > 0) process.exit(1);
 }
 

@@ -206,3 +206,50 @@ async function p2pReads(c: Cluster, i: number): Promise<number> {
   const m = /^cluster_p2p_calls\{method="Read",outcome="ok"\} (\d+)$/m.exec(String((await api(c.peers[i].url, 'GET', '/metrics')).body));
   return m ? Number(m[1]) : 0;
 }
+
+/** Whether every shard's replicas (RF of them) have the same digest. */
+async function identical(c: Cluster, name: string, shards: number, rf: number): Promise<boolean> {
+  const d = await digests(c, name, shards);
+  return [...d.values()].every((byPeer) => byPeer.size === rf && new Set(byPeer.values()).size === 1);
+}
+
+test.serial('a write right after the consensus leader is killed: its failed replica is marked Dead once a new leader takes it, and the leader back within seconds recovers identical content', async (t) => {
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const created = await change(c.peers[0].url, 'PUT', '/collections/l', { vectors: { size: DIM, distance: 'Dot' }, shard_number: 3, replication_factor: 2 });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  await waitFor('every peer has the collection', async () => (await Promise.all(c.peers.map((p) => api(p.url, 'GET', '/collections/l')))).every((r) => r.status === 200));
+  const leader = await c.waitLeader();
+  const via = [0, 1, 2].find((i) => i !== leader)!;
+  await c.kill(leader);
+  // Every shard gets some of these ids, so the killed peer's replicas miss some of them;
+  // marking them Dead needs a leader, and the one known is gone until an election ends.
+  const w = await upsert(c.peers[via].url, 'l', points(0, 30));
+  t.is(w.status, 200, JSON.stringify(w.body));
+  // Back at once, before the leader's supervisor could mark its replicas Dead for being down.
+  await c.startPeer(leader);
+  await waitFor('every replica Active with identical content', async () => (await allActive(c, via, 'l')) && (await allActive(c, leader, 'l')) && identical(c, 'l', 3, 2));
+  const n = await api(c.peers[leader].url, 'POST', '/collections/l/points/count', { exact: true });
+  t.is(n.body.result.count, 30);
+});
+
+test.serial('two of three peers down (no majority): a write answers 503 for the shard with no live replica; the replicas that missed it are marked Dead once consensus is back, and recovery makes the replicas identical', async (t) => {
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const created = await change(c.peers[0].url, 'PUT', '/collections/m', { vectors: { size: DIM, distance: 'Dot' }, shard_number: 3, replication_factor: 2 });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  await waitFor('every peer has the collection', async () => (await Promise.all(c.peers.map((p) => api(p.url, 'GET', '/collections/m')))).every((r) => r.status === 200));
+  await c.kill(1);
+  await c.kill(2);
+  // Peer 0 applies the shards it holds (the other replicas cannot be marked Dead without a
+  // majority: it leaves them out meanwhile); the shard on peers 1 and 2 has no live replica.
+  const w = await api(c.peers[0].url, 'PUT', '/collections/m/points?wait=true', { points: points(0, 30) }, 60_000);
+  t.is(w.status, 503, JSON.stringify(w.body));
+  t.regex(String(w.body.status.error), /fewer than write_consistency_factor/);
+  await c.startPeer(1);
+  await c.startPeer(2);
+  await waitFor('every replica Active with identical content', async () => (await allActive(c, 0, 'm')) && (await allActive(c, 1, 'm')) && (await allActive(c, 2, 'm')) && identical(c, 'm', 3, 2));
+  // What peer 0 applied is on both replicas of its shards, whichever peer answers.
+  const counts = await Promise.all(c.peers.map((p) => api(p.url, 'POST', '/collections/m/points/count', { exact: true })));
+  t.is(new Set(counts.map((r) => r.body.result.count)).size, 1, JSON.stringify(counts.map((r) => r.body)));
+});

@@ -44,9 +44,12 @@ class FakeLink implements ClusterLink {
     if (!r) this.remotes.set(peer, (r = new TaggedFake(peer, false, Number(peer) * 1000)));
     return r;
   }
-  async deactivate(_t: ShardTarget, peers: readonly string[]): Promise<void> {
+  /** Peers whose marking consensus cannot take now. */
+  readonly deferring = new Set<string>();
+  async deactivate(_t: ShardTarget, peers: readonly string[]): Promise<string[]> {
     this.deactivated.push([...peers]);
     if (this.deactivateFails) throw this.deactivateFails;
+    return peers.filter((p) => this.deferring.has(p));
   }
   async forward(_t: ShardTarget, leader: string): Promise<number> {
     this.forwarded.push(leader);
@@ -176,4 +179,24 @@ test('a listener takes writes and serves reads only when no other replica can', 
   set.setStates({ '1': 'Listener', '2': 'Dead' }, '1');
   t.is(await set.count(null, ONE), 1);
   t.is(local.calls.filter((c) => c.method === 'count').length, 1);
+});
+
+test('a failed replica that consensus cannot mark Dead now (no majority) is left out by this peer, and the write goes on; it is back once consensus changes its state', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' });
+  const r2 = link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2');
+  r2.failWith(new ShardUnavailableError('peer 2 cannot be reached'));
+  link.deferring.add('2');
+  await set.update(upsert(1), WAIT);
+  t.is(local.ops.length, 1);
+  // Left out of writes and reads while consensus has it Active.
+  await set.update(upsert(2), WAIT);
+  t.is(r2.calls.filter((c) => c.method === 'update').length, 1);
+  await set.count(null, { consistency: { factor: 1 }, timeout: null });
+  t.is(r2.calls.filter((c) => c.method === 'count').length, 0);
+  // Consensus marks it Dead, then a recovery makes it Active again: it takes writes again.
+  set.setStates({ '1': 'Active', '2': 'Dead' }, '1');
+  set.setStates({ '1': 'Active', '2': 'Active' }, '1');
+  r2.failWith(null);
+  await set.update(upsert(3), WAIT);
+  t.is(r2.ops.length, 1);
 });

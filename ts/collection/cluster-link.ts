@@ -33,10 +33,12 @@ export interface ClusterLink {
   remote(target: ShardTarget, peer: string): Replica;
   /**
    * Proposes these peers' replicas of the shard Dead through consensus and resolves once
-   * this peer applied it; rejects when consensus refuses (the last active replica) or
-   * cannot commit in time.
+   * this peer applied it, with the peers whose marking is deferred: consensus could not
+   * commit it in time (no leader, no majority), it goes on being proposed in the
+   * background, and the caller leaves those replicas out meanwhile. Rejects when
+   * consensus refuses (the last active replica).
    */
-  deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<void>;
+  deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<readonly string[]>;
   /** Sends a write to `leader` (ordering medium or strong), which applies it through its replica set; resolves with the operation id. */
   forward(target: ShardTarget, leader: string, op: ReplicaOperation, opts: UpdateOptions): Promise<number>;
   /** Whether `peer` answered the last health check (peers never checked count as alive). */

@@ -82,6 +82,12 @@ export class ReplicaSet {
   private listeners: Replica[] = [];
   /** Members that accept writes. */
   private writable: Replica[] = [];
+  /**
+   * Replicas this peer leaves out of reads and writes because they failed a write and
+   * consensus could not mark them Dead yet (the marking goes on in the background); each
+   * comes back as soon as consensus gives it another state than the one it had.
+   */
+  private readonly disabled = new Map<string, ReplicaState | undefined>();
   /** Bumped by every placement change (setStates): a write in flight sees that the replicas it should reach may have changed. */
   private version = 0;
   /** Ordered writes (medium, strong) this peer leads, one at a time. */
@@ -125,6 +131,7 @@ export class ReplicaSet {
     this.localPeer = peer;
     this.states = states === null ? null : { ...states };
     this.incoming = new Set(incoming);
+    for (const [peer, was] of this.disabled) if (this.states?.[peer] !== was) this.disabled.delete(peer);
     this.version++;
     this.syncRemotes();
     this.refresh();
@@ -158,14 +165,21 @@ export class ReplicaSet {
     return this.states === null ? 'Active' : this.states[peer];
   }
 
+  /** Leaves these peers' replicas out until consensus changes their state. */
+  private disable(peers: readonly string[]): void {
+    for (const p of peers) this.disabled.set(p, this.states?.[p]);
+    this.refresh();
+  }
+
   private refresh(): void {
     const has = (m: Replica, p: (s: ReplicaState) => boolean) => {
       const s = this.stateOf(m.peer);
       return s !== undefined && p(s);
     };
-    this.readable = this.members.filter((m) => has(m, servesReads));
-    this.listeners = this.members.filter((m) => this.stateOf(m.peer) === 'Listener');
-    this.writable = this.members.filter((m) => has(m, acceptsWrites) && !this.incoming.has(m.peer));
+    const on = this.disabled.size === 0 ? this.members : this.members.filter((m) => !this.disabled.has(m.peer));
+    this.readable = on.filter((m) => has(m, servesReads));
+    this.listeners = on.filter((m) => this.stateOf(m.peer) === 'Listener');
+    this.writable = on.filter((m) => has(m, acceptsWrites) && !this.incoming.has(m.peer));
   }
 
   /**
@@ -337,7 +351,10 @@ export class ReplicaSet {
         if (applied.size === 0 && failed.size === 0 && requestFault !== null) throw requestFault;
         if (failedNow.length > 0) {
           try {
-            await cluster.link.deactivate(this.target, failedNow, `a write failed: ${errorText(firstFault)}`);
+            const deferred = await cluster.link.deactivate(this.target, failedNow, `a write failed: ${errorText(firstFault)}`);
+            // Consensus cannot mark them now (no leader, no majority): this peer leaves them
+            // out until it can, and the write goes on (SPEC 3.3b: one peer of two down).
+            if (deferred.length > 0) this.disable(deferred);
           } catch (err) {
             marked ??= err;
           }

@@ -9,6 +9,11 @@
 //! similarities; Euclid and Manhattan scores are the distances themselves (smaller is
 //! better). Cosine vectors are normalised at insert, so Cosine is a dot product inside.
 
+/// How far from 1 a Cosine vector's squared length may be for the vector to count as
+/// normalised already (it is then stored as it is; the reference server uses the same
+/// threshold, so the same vectors are left alone there).
+pub const UNIT_TOLERANCE: f64 = 1.0e-6;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Distance {
     Cosine,
@@ -102,15 +107,25 @@ impl Distance {
     }
 
     /// Cosine vectors are stored normalised; other metrics store vectors unchanged.
+    ///
+    /// Normalising is a fixed point: a vector whose squared length is within
+    /// `UNIT_TOLERANCE` of 1 (every vector this function returned, see below) is kept
+    /// bit for bit, so a stored vector written again (a shard transfer copies stored
+    /// vectors to another replica) stays identical instead of moving its last bits.
+    /// The length is summed in f64 in index order, not by the SIMD kernels, so every
+    /// machine normalises a vector to the same bits whatever kernels it picked (replicas
+    /// of one write on different CPUs agree). After dividing in f64, each component is
+    /// off by at most half an f32 ulp (2^-24 relative), so the result's squared length
+    /// is within 2^-23 ≈ 1.2e-7 of 1, well inside the tolerance.
     pub fn preprocess(self, v: &mut [f32]) {
         if self == Distance::Cosine {
-            let k = kernels();
-            let n = (k.dot)(v, v).sqrt();
-            if n > f32::EPSILON {
-                let inv = 1.0 / n;
-                for x in v.iter_mut() {
-                    *x *= inv;
-                }
+            let n2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+            if n2.sqrt() <= f64::from(f32::EPSILON) || (n2 - 1.0).abs() <= UNIT_TOLERANCE {
+                return;
+            }
+            let inv = 1.0 / n2.sqrt();
+            for x in v.iter_mut() {
+                *x = (f64::from(*x) * inv) as f32;
             }
         }
     }
@@ -764,5 +779,39 @@ mod tests {
             let s = 2.5f32;
             assert!((d.cost_to_score(d.score_to_cost(s)) - s).abs() < 1e-6);
         }
+    }
+    #[test]
+    fn cosine_normalising_is_a_fixed_point() {
+        // A stored (normalised) vector written again must keep every bit: a shard
+        // transfer copies stored vectors, and replicas compare content by digest.
+        let mut rng = SplitMix64::new(11);
+        for dim in [1usize, 2, 4, 50, 128, 768, 1536, 4096] {
+            for _ in 0..200 {
+                let scale = 1e-3 + rng.next_f32() * 100.0;
+                let mut v: Vec<f32> = (0..dim).map(|_| rng.next_gaussian() * scale).collect();
+                Distance::Cosine.preprocess(&mut v);
+                let n2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+                assert!((n2 - 1.0).abs() <= 2.0f64.powi(-23) * 1.01, "dim {dim}: squared length {n2}");
+                let mut again = v.clone();
+                Distance::Cosine.preprocess(&mut again);
+                assert_eq!(v, again, "dim {dim}: normalising twice moved bits");
+            }
+        }
+        // Zero stays zero; a vector within the tolerance of unit length is kept as it is;
+        // one outside it is normalised.
+        let mut z = vec![0.0f32; 8];
+        Distance::Cosine.preprocess(&mut z);
+        assert_eq!(z, vec![0.0f32; 8]);
+        let near = [(1.0f64 + 4e-7).sqrt() as f32, 0.0];
+        let mut n = near;
+        Distance::Cosine.preprocess(&mut n);
+        assert_eq!(n, near);
+        let mut far = [3.0f32, 4.0];
+        Distance::Cosine.preprocess(&mut far);
+        assert_eq!(far, [0.6, 0.8]);
+        // Other metrics never change vectors.
+        let mut d = [3.0f32, 4.0];
+        Distance::Dot.preprocess(&mut d);
+        assert_eq!(d, [3.0, 4.0]);
     }
 }

@@ -10,12 +10,13 @@
  */
 
 import type * as grpc from '@grpc/grpc-js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
-import { BadInputError, NotFoundError, QuiverError, ShardUnavailableError } from '../../common/errors';
+import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
 import type { ClusterLink, HeldClock, ShardTarget } from '../../collection/cluster-link';
 import type { LocalReplica } from '../../collection/local-replica';
-import { isActive } from '../../collection/replica-state';
+import { isActive, type ReplicaState } from '../../collection/replica-state';
 import type { UpdateOptions } from '../../collection/replica';
 import type { ReplicaOperation } from '../../collection/replica-operation';
 import type { Config } from '../../config/types';
@@ -30,9 +31,22 @@ import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica } from './points';
 import type { GrpcTransport } from './transport';
 
-/** How long a write waits at most for the replicas that failed it to be marked Dead, and one attempt's bound. */
-const DEACTIVATE_TIMEOUT_MS = 15_000;
-const DEACTIVATE_ATTEMPT_MS = 3_000;
+/**
+ * How long a write waits for its failed replicas to be marked Dead across a leader change
+ * (an election takes 1-2 s); after that the marking is deferred: proposed again in the
+ * background, the replica left out locally meanwhile.
+ */
+const DEACTIVATE_TIMEOUT_MS = 5_000;
+/** One proposal's bound, and the pause between two proposals of one marking that found no leader. */
+const DEACTIVATE_ATTEMPT_MS = 2_000;
+const DEACTIVATE_RETRY_MS = 250;
+/** How often deferred Dead markings are proposed again. */
+const DEACTIVATE_BACKGROUND_MS = 1000;
+
+/** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
+function leaderTrouble(err: unknown): boolean {
+  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
+}
 
 export class P2PClusterLink implements ClusterLink, ReplicationView {
   private consensus: MetadataConsensus | null = null;
@@ -43,7 +57,10 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   private readonly supervisor: ReplicaSupervisor;
   private readonly outgoing: OutgoingTransfers;
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
-  private readonly deactivating = new Map<string, Promise<void>>();
+  private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
+  /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
+  private readonly unmarked = new Map<string, { target: ShardTarget; peer: string; reason: string }>();
+  private unmarkedTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly peer: string,
@@ -112,46 +129,105 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     return new RemoteReplica(peer, target, this.clients, (p) => this.uriOf(p));
   }
 
-  deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<void> {
-    return Promise.all(peers.map((p) => this.deactivateOne(target, p, reason))).then(() => undefined);
+  async deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<string[]> {
+    const outcomes = await Promise.all(peers.map((p) => this.deactivateOne(target, p, reason)));
+    return peers.filter((_, i) => outcomes[i] === 'deferred');
   }
 
-  private deactivateOne(target: ShardTarget, peer: string, reason: string): Promise<void> {
+  /** The replicas of the shard as consensus has them now (none: no such shard, or the collection was re-created). */
+  private replicasOf(target: ShardTarget): Record<string, ReplicaState> {
+    const c = this.consensus?.clusterState.collection(target.collection);
+    if (c === undefined || c.uuid !== target.uuid) return {};
+    return c.shards.find((s) => s.id === target.shard)?.replicas ?? {};
+  }
+
+  /** The state consensus gives `peer`'s replica of the shard now (undefined: no such replica, or the collection was re-created). */
+  private replicaState(target: ShardTarget, peer: string): ReplicaState | undefined {
+    return this.replicasOf(target)[peer];
+  }
+
+  /**
+   * Marks `peer`'s replica Dead and resolves `marked` once this peer applied it. While
+   * no leader takes the proposal (the leader was the peer that failed and an election
+   * runs, or no majority is up: one peer of two) it is proposed again until
+   * DEACTIVATE_TIMEOUT_MS; then it resolves `deferred`: the write that waits on it goes
+   * on without that replica (its replica set leaves it out locally), and the marking is
+   * proposed again in the background until consensus takes it (otherwise a peer back
+   * within seconds would keep an Active replica without that write, for good).
+   */
+  private deactivateOne(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'> {
     const key = `${target.collection}/${target.uuid}/${target.shard}/${peer}`;
     let p = this.deactivating.get(key);
     if (p) return p;
     p = (async () => {
       const consensus = this.requireConsensus();
-      const c = consensus.clusterState.collection(target.collection);
-      if (c === undefined || c.uuid !== target.uuid) return;
-      const replicas = c.shards.find((s) => s.id === target.shard)?.replicas ?? {};
-      const state = replicas[peer];
-      if (state === undefined || state === 'Dead') return;
-      // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
-      if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
-        throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
-      }
-      this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
-      // Retried while consensus cannot commit (a leader change: the failed peer may have
-      // led); marking Dead twice is harmless, so a proposal that timed out may be sent again.
       const deadline = Date.now() + DEACTIVATE_TIMEOUT_MS;
+      let logged = false;
       for (;;) {
+        const replicas = this.replicasOf(target);
+        const state = replicas[peer];
+        if (state === undefined || state === 'Dead') return 'marked';
+        // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
+        if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
+          throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
+        }
+        if (!logged) this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
+        logged = true;
         try {
-          await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, DEACTIVATE_ATTEMPT_MS);
-          return;
+          await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, Math.min(DEACTIVATE_ATTEMPT_MS, Math.max(500, deadline - Date.now())));
+          this.unmarked.delete(key);
+          return 'marked';
         } catch (err) {
-          const now = consensus.clusterState.collection(target.collection);
-          const st = now?.uuid === target.uuid ? now.shards.find((s) => s.id === target.shard)?.replicas[peer] : undefined;
-          // Gone meanwhile (removed, or the collection re-created) or marked by another write: done.
-          if (err instanceof NotFoundError || st === undefined || st === 'Dead') return;
-          // Refused by the state (the last active replica): final.
-          if (err instanceof BadInputError || Date.now() > deadline) throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
-          await new Promise((r) => setTimeout(r, 200));
+          // Gone meanwhile (removed, or the collection re-created): nothing to mark.
+          if (err instanceof NotFoundError) return 'marked';
+          if (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead') return 'marked';
+          if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
+            await sleep(DEACTIVATE_RETRY_MS);
+            continue;
+          }
+          if (leaderTrouble(err)) {
+            this.markLater(key, target, peer, reason);
+            return 'deferred';
+          }
+          throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
         }
       }
     })().finally(() => this.deactivating.delete(key));
     this.deactivating.set(key, p);
     return p;
+  }
+
+  private markLater(key: string, target: ShardTarget, peer: string, reason: string): void {
+    this.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
+    this.unmarked.set(key, { target, peer, reason });
+    if (this.unmarkedTimer !== null) return;
+    this.unmarkedTimer = setInterval(() => {
+      for (const [k, u] of this.unmarked) {
+        // Anything but Active: consensus changed the replica since (Dead, or a recovery
+        // under way), and a recovery gives it the whole shard.
+        if (this.replicaState(u.target, u.peer) !== 'Active') {
+          this.unmarked.delete(k);
+          continue;
+        }
+        if (this.deactivating.has(k)) continue;
+        this.deactivateOne(u.target, u.peer, u.reason).then(
+          (outcome) => {
+            if (outcome === 'marked') this.unmarked.delete(k);
+          },
+          (err: unknown) => {
+            if (!leaderTrouble(err)) {
+              this.unmarked.delete(k);
+              this.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
+            }
+          },
+        );
+      }
+      if (this.unmarked.size === 0 && this.unmarkedTimer !== null) {
+        clearInterval(this.unmarkedTimer);
+        this.unmarkedTimer = null;
+      }
+    }, DEACTIVATE_BACKGROUND_MS);
+    this.unmarkedTimer.unref();
   }
 
   forward(target: ShardTarget, leader: string, op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
@@ -194,6 +270,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   }
 
   close(): void {
+    if (this.unmarkedTimer !== null) clearInterval(this.unmarkedTimer);
+    this.unmarkedTimer = null;
     this.supervisor.stop();
     this.health.stop();
     this.outgoing.stopAll();
