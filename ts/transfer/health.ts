@@ -2,8 +2,8 @@
  * Health checks between peers: every peer asks every other one who it is, twice a
  * second, with a short deadline.
  *
- * Owns: whether a peer counts as alive (it answered, or failed fewer than two checks in
- * a row), since when it has been down, and telling the rest when a peer goes down (its
+ * Owns: whether a peer counts as alive (it answered, or failed fewer than three checks
+ * in a row: a loaded peer may miss one or two), since when it has been down, and telling the rest when a peer goes down (its
  * calls in flight are cancelled, so a stopped peer does not hold requests until their
  * deadline). Must never: change replica states (the supervisor does, through consensus).
  */
@@ -11,9 +11,9 @@
 import type { Logger } from 'pino';
 
 const INTERVAL_MS = 500;
-const PROBE_TIMEOUT_MS = 1000;
+const PROBE_TIMEOUT_MS = 1500;
 /** Failed checks in a row after which a peer is down. */
-const FAILURES_DOWN = 2;
+const FAILURES_DOWN = 3;
 
 interface PeerEntry {
   failures: number;

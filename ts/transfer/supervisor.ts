@@ -15,7 +15,7 @@ import { isActive } from '../collection/replica-state';
 import type { ClusterState, MetaOp } from '../storage/cluster-state';
 
 /** A replica's peer down this long is marked Dead. */
-export const DEAD_AFTER_MS = 3000;
+export const DEAD_AFTER_MS = 4000;
 const INTERVAL_MS = 1000;
 const PROPOSE_TIMEOUT_MS = 10_000;
 
