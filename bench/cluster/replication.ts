@@ -4,12 +4,16 @@
  *
  *  - upsert points/s (batches as bench/rest: 1000 points, wait=true, `writers` requests
  *    in flight) into collections with replication_factor 1, 2 and 3 on one 3-peer
- *    cluster (shard_number 3; writer j sends through peer j % 3) and into a single node
- *    (one process, cluster mode off). The points are upserted in `rounds` chunks; each
- *    round upserts its chunk into every configuration, in an order rotated every round,
- *    so drift in the machine's load hits all alike. Between rounds (and before the
- *    queries) the harness waits until every collection is green on every peer, so one
- *    configuration's background indexing does not run inside another's timed window.
+ *    cluster (shard_number 3; request i goes through peer i % 3) and into a single node
+ *    (one process, cluster mode off) with 1 and with 3 shards (the latter separates the
+ *    cost of sharding from the cost of the network). The points are upserted in `rounds`
+ *    chunks; each round upserts its chunk into every configuration, in an order rotated
+ *    every round, so drift in the machine's load hits all alike. Twice: first into
+ *    collections that never build an HNSW index (indexing_threshold 0: the write path
+ *    alone, no background index build competing for the cores), then into the
+ *    collections queried afterwards (the server's default threshold: index builds run
+ *    in the background meanwhile, as a client sees it), waiting between rounds until
+ *    every collection is green on every peer.
  *  - query QPS at `concurrency` requests in flight (POST /points/query, limit 10,
  *    hnsw_ef `ef`), through one peer and spread over the three, against the single
  *    node, with recall@10 against the exact ground truth; passes interleaved (rep ->
@@ -72,6 +76,9 @@ interface PassRow {
 export interface ReplicationResult {
   params: ReplicationOptions & { dim: number; distance: string; collection: Record<string, unknown> };
   machine: { cores: number; loadStart: number[]; loadEnd: number[]; coresAvailableStart: number; coresAvailableEnd: number };
+  /** Into collections with indexing_threshold 0 (no HNSW build): the write path alone. */
+  upsertsNoIndex: UpsertRow[];
+  /** Into the queried collections (default indexing threshold: index builds run meanwhile). */
   upserts: UpsertRow[];
   settleSeconds: number[];
   queries: PassRow[];
@@ -129,76 +136,116 @@ export async function replication(o: ReplicationOptions): Promise<ReplicationRes
     const peerUrls = cluster.peers.map((p) => p.url);
     const peerClients = peerUrls.map((u) => new RawClient(u));
     const singleClient = new RawClient(single.url);
-    const r0 = await api(single.url, 'PUT', '/collections/bench', collection);
-    if (r0.status !== 200) throw new Error(`create on the single node: ${r0.status} ${JSON.stringify(r0.body)}`);
-    const targets: Target[] = [{ name: 'single node', collection: 'bench', clients: [singleClient], pids: () => [single.pid], urls: [single.url] }];
-    for (const rf of o.rfs) {
-      const name = `rf${rf}`;
-      const r = await change(peerUrls[0], 'PUT', `/collections/${name}`, { ...collection, shard_number: o.shards, replication_factor: rf });
-      if (r.status !== 200) throw new Error(`create ${name}: ${r.status} ${JSON.stringify(r.body)}`);
-      await waitFor(`${name} on every peer`, async () => (await Promise.all(peerUrls.map((u) => api(u, 'GET', `/collections/${name}`)))).every((x) => x.status === 200));
-      targets.push({ name: `RF ${rf}`, collection: name, clients: peerClients, pids: () => cluster.running().map((p) => p.server!.pid), urls: peerUrls });
-    }
+    const pidsOfPeers = () => cluster.running().map((p) => p.server!.pid);
+    /** The configurations, each a collection named `<prefix><name>`, created with `extra` on top of `collection`. */
+    const makeTargets = async (prefix: string, extra: Record<string, unknown>): Promise<Target[]> => {
+      const out: Target[] = [];
+      for (const shards of [1, o.shards]) {
+        const name = `${prefix}single${shards}`;
+        const r = await api(single.url, 'PUT', `/collections/${name}`, { ...collection, ...extra, shard_number: shards });
+        if (r.status !== 200) throw new Error(`create ${name} on the single node: ${r.status} ${JSON.stringify(r.body)}`);
+        out.push({ name: shards === 1 ? 'single node' : `single node, ${shards} shards`, collection: name, clients: [singleClient], pids: () => [single.pid], urls: [single.url] });
+      }
+      for (const rf of o.rfs) {
+        const name = `${prefix}rf${rf}`;
+        const r = await change(peerUrls[0], 'PUT', `/collections/${name}`, { ...collection, ...extra, shard_number: o.shards, replication_factor: rf });
+        if (r.status !== 200) throw new Error(`create ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+        await waitFor(`${name} on every peer`, async () => (await Promise.all(peerUrls.map((u) => api(u, 'GET', `/collections/${name}`)))).every((x) => x.status === 200));
+        out.push({ name: `RF ${rf}`, collection: name, clients: peerClients, pids: pidsOfPeers, urls: peerUrls });
+      }
+      return out;
+    };
 
     // -- upserts ------------------------------------------------------------------------------
     const bodies = upsertBodies(ds, 0, o.points, o.batch);
-    const perRound = Math.ceil(bodies.length / o.rounds);
-    const acc = new Map<string, { seconds: number; points: number; cpu: number; lat: number[]; rounds: number[] }>();
-    for (const t of targets) acc.set(t.name, { seconds: 0, points: 0, cpu: 0, lat: [], rounds: [] });
     const settleSeconds: number[] = [];
-    console.log(`  upsert: ${bodies.length} requests of ${o.batch} points in ${o.rounds} rounds, ${o.writers} writers, wait=true`);
-    for (let round_ = 0; round_ < o.rounds; round_++) {
-      const chunk = bodies.slice(round_ * perRound, (round_ + 1) * perRound);
-      if (chunk.length === 0) break;
-      const pts = Math.min(o.points, (round_ + 1) * perRound * o.batch) - round_ * perRound * o.batch;
-      const order = targets.map((_, i) => targets[(i + round_) % targets.length]);
-      const line: string[] = [];
-      for (const t of order) {
-        const path = `/collections/${t.collection}/points?wait=true`;
-        const cpu0 = cpuOf(t.pids());
-        const run = await runConcurrent(chunk.length, o.writers, async (i) => {
-          // Request i goes through peer i % 3: the writers' requests are spread over the peers.
-          const client = t.clients[i % t.clients.length];
-          const r = await client.request('PUT', path, chunk[i]);
-          const body = (await expectOk(r, `upsert into ${t.collection}`)) as { result: { status: string } };
-          if (body.result.status !== 'completed') throw new Error(`upsert with wait=true answered ${body.result.status}`);
-        });
+    /** Upserts every body into every target in `o.rounds` interleaved rounds; `settle`: wait for green on every peer after each round. */
+    const upsertRounds = async (targets: Target[], settle: boolean): Promise<UpsertRow[]> => {
+      const perRound = Math.ceil(bodies.length / o.rounds);
+      const acc = new Map<string, { seconds: number; points: number; cpu: number; lat: number[]; rounds: number[] }>();
+      for (const t of targets) acc.set(t.name, { seconds: 0, points: 0, cpu: 0, lat: [], rounds: [] });
+      for (let round_ = 0; round_ < o.rounds; round_++) {
+        const chunk = bodies.slice(round_ * perRound, (round_ + 1) * perRound);
+        if (chunk.length === 0) break;
+        const pts = Math.min(o.points, (round_ + 1) * perRound * o.batch) - round_ * perRound * o.batch;
+        const order = targets.map((_, i) => targets[(i + round_) % targets.length]);
+        const line: string[] = [];
+        for (const t of order) {
+          const path = `/collections/${t.collection}/points?wait=true`;
+          const cpu0 = cpuOf(t.pids());
+          const run = await runConcurrent(chunk.length, o.writers, async (i) => {
+            // Request i goes through peer i % 3: the writers' requests are spread over the peers.
+            const client = t.clients[i % t.clients.length];
+            const r = await client.request('PUT', path, chunk[i]);
+            const body = (await expectOk(r, `upsert into ${t.collection}`)) as { result: { status: string } };
+            if (body.result.status !== 'completed') throw new Error(`upsert with wait=true answered ${body.result.status}`);
+          });
+          const a = acc.get(t.name)!;
+          a.seconds += run.seconds;
+          a.points += pts;
+          a.cpu += cpuOf(t.pids()) - cpu0;
+          a.lat.push(...Array.from(run.latUs, (x) => x / 1000));
+          a.rounds.push(Math.round(pts / run.seconds));
+          line.push(`${t.name} ${Math.round(pts / run.seconds)}`);
+        }
+        console.log(`    round ${round_ + 1}: points/s ${line.join(', ')}`);
+        if (settle) {
+          const s0 = Date.now();
+          for (const t of targets) await waitGreen(t.urls, t.collection);
+          settleSeconds.push(round((Date.now() - s0) / 1000, 1));
+        }
+      }
+      for (const t of targets) {
+        for (const u of t.urls) {
+          const r = await api(u, 'POST', `/collections/${t.collection}/points/count`, { exact: true });
+          if (r.status !== 200 || r.body.result.count !== o.points) throw new Error(`${t.collection} through ${u}: count ${JSON.stringify(r.body)} after upserting ${o.points}`);
+        }
+      }
+      return targets.map((t) => {
         const a = acc.get(t.name)!;
-        a.seconds += run.seconds;
-        a.points += pts;
-        a.cpu += cpuOf(t.pids()) - cpu0;
-        a.lat.push(...Array.from(run.latUs, (x) => x / 1000));
-        a.rounds.push(Math.round(pts / run.seconds));
-        line.push(`${t.name} ${Math.round(pts / run.seconds)}`);
-      }
-      console.log(`    round ${round_ + 1}: points/s ${line.join(', ')}`);
-      if (o.settle || round_ === o.rounds - 1) {
-        const s0 = Date.now();
-        for (const t of targets) await waitGreen(t.urls, t.collection);
-        settleSeconds.push(round((Date.now() - s0) / 1000, 1));
-      }
+        const lat = [...a.lat].sort((x, y) => x - y);
+        const row: UpsertRow = {
+          config: t.name,
+          points: a.points,
+          seconds: round(a.seconds),
+          pointsPerSec: Math.round(a.points / a.seconds),
+          roundsPointsPerSec: a.rounds,
+          p50Ms: round(lat[Math.floor(lat.length * 0.5)] ?? NaN, 1),
+          p99Ms: round(lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))] ?? NaN, 1),
+          serverCpuSec: round(a.cpu, 1),
+          serverCpuMsPer1000: round((a.cpu * 1e6) / a.points, 0),
+        };
+        console.log(`    ${row.config}: ${row.pointsPerSec} points/s (rounds ${row.roundsPointsPerSec.join(', ')}), p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms, server CPU ${row.serverCpuMsPer1000} ms per 1000 points`);
+        return row;
+      });
+    };
+
+    // The write path alone: collections that never build an HNSW index (indexing_threshold 0),
+    // so no background indexing competes with the timed windows; deleted afterwards.
+    console.log(`  upsert, no indexing: ${bodies.length} requests of ${o.batch} points in ${o.rounds} rounds, ${o.writers} writers, wait=true`);
+    const writeTargets = await makeTargets('w_', { optimizers_config: { indexing_threshold: 0 } });
+    // Warm-up (untimed): the first batches into each, so V8 has compiled every request path
+    // before the first timed round (these ids are written again, timed, in round 1).
+    const warm = bodies.slice(0, Math.min(10, bodies.length));
+    for (const t of writeTargets) {
+      await runConcurrent(warm.length, o.writers, async (i) => {
+        await expectOk(await t.clients[i % t.clients.length].request('PUT', `/collections/${t.collection}/points?wait=true`, warm[i]), `warm-up upsert into ${t.collection}`);
+      });
     }
-    const upserts: UpsertRow[] = targets.map((t) => {
-      const a = acc.get(t.name)!;
-      const lat = [...a.lat].sort((x, y) => x - y);
-      return {
-        config: t.name,
-        points: a.points,
-        seconds: round(a.seconds),
-        pointsPerSec: Math.round(a.points / a.seconds),
-        roundsPointsPerSec: a.rounds,
-        p50Ms: round(lat[Math.floor(lat.length * 0.5)] ?? NaN, 1),
-        p99Ms: round(lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))] ?? NaN, 1),
-        serverCpuSec: round(a.cpu, 1),
-        serverCpuMsPer1000: round((a.cpu * 1e6) / a.points, 0),
-      };
-    });
-    for (const u of upserts) console.log(`    ${u.config}: ${u.pointsPerSec} points/s (rounds ${u.roundsPointsPerSec.join(', ')}), p50 ${u.p50Ms} ms, server CPU ${u.serverCpuMsPer1000} ms per 1000 points`);
-    for (const t of targets) {
-      for (const u of t.urls) {
-        const r = await api(u, 'POST', `/collections/${t.collection}/points/count`, { exact: true });
-        if (r.status !== 200 || r.body.result.count !== o.points) throw new Error(`${t.collection} through ${u}: count ${JSON.stringify(r.body)} after upserting ${o.points}`);
-      }
+    const upsertsNoIndex = await upsertRounds(writeTargets, false);
+    for (const t of writeTargets) {
+      const r = t.urls.length === 1 ? await api(single.url, 'DELETE', `/collections/${t.collection}`) : await change(peerUrls[0], 'DELETE', `/collections/${t.collection}`);
+      if (r.status !== 200) throw new Error(`delete ${t.collection}: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+    // As a client sees it: the server's default indexing threshold (the HNSW index is built
+    // in the background while points arrive); these collections are queried afterwards.
+    console.log(`  upsert, default indexing: the same, into the collections queried afterwards${o.settle ? ' (waiting for green on every peer after each round)' : ''}`);
+    const targets = await makeTargets('', {});
+    const upserts = await upsertRounds(targets, o.settle);
+    if (!o.settle) {
+      const s0 = Date.now();
+      for (const t of targets) await waitGreen(t.urls, t.collection);
+      settleSeconds.push(round((Date.now() - s0) / 1000, 1));
     }
 
     // -- queries ------------------------------------------------------------------------------
@@ -219,7 +266,7 @@ export async function replication(o: ReplicationOptions): Promise<ReplicationRes
     const rng = new Rng(7);
     const retrieveBodies = Array.from({ length: o.queries }, () => Buffer.from(JSON.stringify({ ids: Array.from({ length: 10 }, () => rng.int(0, o.points - 1)), with_payload: true })));
     const cModes: Mode[] = [];
-    for (const t of targets.slice(1)) {
+    for (const t of targets.filter((x) => x.clients.length > 1)) {
       for (const [kind, route, b] of [
         ['query', 'points/query', qBodies],
         ['retrieve', 'points', retrieveBodies],
@@ -261,6 +308,7 @@ export async function replication(o: ReplicationOptions): Promise<ReplicationRes
     return {
       params: { ...o, dim: ds.dim, distance: ds.distance, collection },
       machine,
+      upsertsNoIndex,
       upserts,
       settleSeconds,
       queries,

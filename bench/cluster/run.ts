@@ -187,6 +187,15 @@ const fmt = (x: number): string => x.toLocaleString('en-US');
 const ratio = (a: number, b: number): string => (b > 0 ? `${(a / b).toFixed(2)}×` : '–');
 const ran = (s: SectionRun<unknown>): string => `Run ${s.at}${s.source ? ` at commit ${s.source.commit}${s.source.changed.length ? ` (changed: ${s.source.changed.join(', ')})` : ''}` : ''}: \`${s.command}\``;
 
+function upsertTable(rows: ReplicationResult['upserts']): string[] {
+  const single = rows.find((u) => u.config === 'single node');
+  return [
+    '| configuration | points/s | vs single node | per round | p50 ms | p99 ms | server CPU ms / 1000 points |',
+    '|---|---:|---:|---|---:|---:|---:|',
+    ...rows.map((u) => `| ${u.config} | ${fmt(u.pointsPerSec)} | ${single ? ratio(u.pointsPerSec, single.pointsPerSec) : '–'} | ${u.roundsPointsPerSec.map(fmt).join(', ')} | ${u.p50Ms} | ${u.p99Ms} | ${fmt(u.serverCpuMsPer1000)} |`),
+  ];
+}
+
 function markdown(r: Results): string {
   const out: string[] = [`# Cluster benchmarks (${r.tag})`, ''];
   out.push(
@@ -228,7 +237,6 @@ function markdown(r: Results): string {
   if (rep) {
     const x = rep.result;
     const p = x.params;
-    const single = x.upserts.find((u) => u.config === 'single node')!;
     out.push(
       '## Replication: writes and reads with replication factor 1, 2, 3 against a single node',
       '',
@@ -238,12 +246,17 @@ function markdown(r: Results): string {
       '',
       `### Upsert (batches of ${p.batch}, wait=true, ${p.writers} requests in flight; cluster: request i through peer i mod 3)`,
       '',
-      `${p.rounds} rounds of ${fmt(Math.ceil(p.points / p.rounds))} points; each round upserts its chunk into every configuration, the order rotated every round${p.settle ? ', and waits until every collection is green on every peer before the next (so background indexing stays out of the timed windows)' : ''}. ` +
-        'Server CPU: all processes of the configuration (the 3 peers hold every RF collection, so a window also catches background work of the others).',
+      `${p.rounds} rounds of ${fmt(Math.ceil(p.points / p.rounds))} points; each round upserts its chunk into every configuration, the order rotated every round. ` +
+        'Server CPU: all processes of the configuration (the 3 peers hold every RF collection, so a window also catches background work of the others). ' +
+        '"single node, 3 shards" is one process with shard_number 3: what sharding alone costs, without a network.',
       '',
-      '| configuration | points/s | vs single node | per round | p50 ms | p99 ms | server CPU ms / 1000 points |',
-      '|---|---:|---:|---|---:|---:|---:|',
-      ...x.upserts.map((u) => `| ${u.config} | ${fmt(u.pointsPerSec)} | ${ratio(u.pointsPerSec, single.pointsPerSec)} | ${u.roundsPointsPerSec.map(fmt).join(', ')} | ${u.p50Ms} | ${u.p99Ms} | ${fmt(u.serverCpuMsPer1000)} |`),
+      '**The write path alone** (collections with `indexing_threshold: 0`: no HNSW build runs, nothing competes in the background):',
+      '',
+      ...upsertTable(x.upsertsNoIndex ?? []),
+      '',
+      `**Into the collections queried below** (the server's default indexing threshold: HNSW builds run in the background while points arrive, as a client sees it${p.settle ? '; every collection green on every peer before each round' : ''}):`,
+      '',
+      ...upsertTable(x.upserts),
       '',
       `Waiting for green: ${x.settleSeconds.map((s) => `${s} s`).join(', ')}.`,
       '',
