@@ -462,6 +462,30 @@ test.serial('SIGSTOP of a peer under a writer (RF 2): writes go on, its replicas
   await sameDigests(t, c, 's2', 3, 2);
 });
 
+test.serial('SIGSTOP: a write that starts after the stopped peer was found down, to its replica of another shard (not Dead yet), is not held until the call deadline', async (t) => {
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  await createCollection(c, 'h', { shard_number: 3, replication_factor: 2 });
+  const victim = 2;
+  const where = await placement(c, 'h');
+  const [a, b] = [...where].filter(([, peers]) => peers.includes(victim)).map(([s]) => s);
+  t.true(a !== undefined && b !== undefined);
+  t.is((await upsert(c.peers[0].url, 'h', pointsOf(range(0, 30), 'a'))).status, 200);
+  c.signal(victim, 'SIGSTOP');
+  t.teardown(() => c.signal(victim, 'SIGCONT'));
+  // Shard a: its call to the stopped peer is cancelled when health checks find the peer
+  // down, and the replica is marked Dead. Shard b's replica there stays Active until the
+  // leader's supervisor marks it (3 s after the peer went down): a write to it now sends a
+  // call that must be cancelled too, not left to its 60 s deadline.
+  const first = await upsert(c.peers[0].url, 'h', pointsOf(idsOnShard(a, 3, 3, 1000), 'b'), 'wait=true');
+  t.is(first.status, 200, JSON.stringify(first.body));
+  const second = await api(c.peers[0].url, 'PUT', '/collections/h/points?wait=true', { points: pointsOf(idsOnShard(b, 3, 3, 1000), 'b') }, 20_000).catch((err: unknown) => ({
+    status: 0,
+    body: String(err),
+  }));
+  t.is(second.status, 200, JSON.stringify(second.body));
+});
+
 // -- RF 1: a killed peer's shards are unavailable, the others are not --------------------------
 
 test.serial('RF 1, a peer killed: reads and writes that need its shard fail with a clear 503, those of the other shards work, whole-collection reads fail; after its restart everything is there', async (t) => {
