@@ -376,7 +376,7 @@ export class ReplicaSet {
     const where = `shard ${this.shardId} of collection \`${this.collection}\``;
     if (successes < needed || !activeSuccess) {
       throw new ShardUnavailableError(
-        `the write reached ${successes} of ${sent} replicas of ${where}${activeSuccess ? '' : ' (no active one)'}, fewer than write_consistency_factor ${needed}; ` +
+        `the write reached ${successes} of ${sent} replicas of ${where}${activeSuccess || successes === 0 ? '' : ' (none of them active)'}, ${successes < needed ? `fewer than write_consistency_factor ${needed}` : 'and a write needs an active one'}; ` +
           `it may be partially applied (retrying it is safe): ${errorText(firstFault ?? requestFault)}`,
       );
     }

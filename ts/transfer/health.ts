@@ -1,11 +1,12 @@
 /**
  * Health checks between peers: every peer asks every other one who it is, twice a
- * second, with a short deadline.
+ * second, with a deadline of 1.5 s.
  *
  * Owns: whether a peer counts as alive (it answered, or failed fewer than three checks
- * in a row: a loaded peer may miss one or two), since when it has been down, and telling the rest when a peer goes down (its
- * calls in flight are cancelled, so a stopped peer does not hold requests until their
- * deadline). Must never: change replica states (the supervisor does, through consensus).
+ * in a row: a loaded peer may miss one or two), since when it has been down, and telling
+ * the rest at every check that finds a peer down (its calls in flight are cancelled, so
+ * a stopped peer does not hold requests until their deadline). Must never: change
+ * replica states (the supervisor does, through consensus).
  */
 
 import type { Logger } from 'pino';
@@ -31,6 +32,7 @@ export class PeerHealth {
       peers: () => Record<string, string>;
       self: string;
       probe: (uri: string, timeoutMs: number) => Promise<unknown>;
+      /** Called at each failed check while `peer` is down (the first one after it went down included). */
       onDown: (peer: string, uri: string) => void;
       logger: Logger;
     },
@@ -83,11 +85,14 @@ export class PeerHealth {
           },
           (err: unknown) => {
             entry.failures++;
-            if (entry.failures >= FAILURES_DOWN && entry.downSince === null) {
+            if (entry.failures < FAILURES_DOWN) return;
+            if (entry.downSince === null) {
               entry.downSince = Date.now();
               this.opts.logger.warn({ peer: id, err: err instanceof Error ? err.message : String(err) }, 'peer does not answer health checks');
-              this.opts.onDown(id, uri);
             }
+            // At every failed check while down, not only the first: calls sent since (to a
+            // replica not marked Dead yet) would otherwise wait for their whole deadline.
+            this.opts.onDown(id, uri);
           },
         )
         .finally(() => {

@@ -343,7 +343,8 @@ function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
   if (typeof kind === 'string' && kind in CODE_OF_KIND) return new QuiverError(kind as ErrorKind, '', err.details);
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
   if (err.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
-  return new ShardUnavailableError(`peer ${peer} cannot be reached: ${err.details || err.message}`);
+  // grpc-js ends some details with an empty "Resolution note:".
+  return new ShardUnavailableError(`peer ${peer} cannot be reached: ${(err.details || err.message).replace(/\s*Resolution note:\s*$/, '')}`);
 }
 
 // -- the remote replica -----------------------------------------------------------------------
