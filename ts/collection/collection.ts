@@ -1,7 +1,7 @@
 /**
  * A collection: its configuration and its shards, each a ReplicaSet (replica-set.ts)
- * of replicas reached through the Replica interface (replica.ts): today this peer's
- * LocalReplica; remote replicas arrive with the distributed issue's next part.
+ * of replicas reached through the Replica interface (replica.ts): this peer's
+ * LocalReplica, and in a cluster the other peers' replicas through the ClusterLink.
  *
  * Owns: routing points to shards (auto sharding: a hash of the point id over the
  * collection's shards; custom sharding: the request names shard keys, and the same hash

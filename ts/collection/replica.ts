@@ -1,7 +1,7 @@
 /**
  * The one interface through which a collection reads and writes a replica of a shard,
  * wherever the replica lives: LocalReplica (local-replica.ts) wraps this peer's
- * LocalShard; a remote replica (the next distributed issue) will send the same calls
+ * LocalShard; a remote replica (ts/api/p2p/points.ts) sends the same calls
  * to another peer over p2p gRPC.
  *
  * Owns: what crosses that boundary, all of it plain data a remote peer can receive and

@@ -109,11 +109,11 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
 
 export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, clustered = false): void {
   // Recovery replaces a collection or shard on this peer alone; in a cluster it must go
-  // through consensus and the other replicas (distributed mode part 2). Refused before
-  // any body is read.
+  // through consensus and the other replicas (shard transfers with the snapshot method:
+  // the next distributed issue). Refused before any body is read.
   const refuseInCluster = () => {
     if (clustered) {
-      throw new NotImplementedError('snapshot recovery in cluster mode is not available in this version (distributed mode part 2); create, list and download work');
+      throw new NotImplementedError('snapshot recovery in cluster mode is not available in this version yet; create, list and download work');
     }
   };
   /**
