@@ -64,6 +64,7 @@ class FakeLink implements ClusterLink {
   }
   transferOut(): void {}
   transferGone(): void {}
+  transferLost(): void {}
 }
 
 const WAIT: UpdateOptions = { wait: true, ordering: 'weak', timeout: null };

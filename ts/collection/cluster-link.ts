@@ -52,4 +52,10 @@ export interface ClusterLink {
   transferOut(target: ShardTarget, to: string, source: LocalReplica): void;
   /** The placement applied here no longer has that transfer (finished or aborted): stops driving it. */
   transferGone(target: ShardTarget, to: string): void;
+  /**
+   * This peer is the source of a transfer that no run here drives (it started again, or
+   * the run failed before it could abort the transfer): aborts it through consensus,
+   * unless a run drives it.
+   */
+  transferLost(target: ShardTarget, to: string): void;
 }

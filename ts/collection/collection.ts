@@ -208,7 +208,10 @@ export class Collection {
       if (placement) set.setStates(replicasIn(placement, id) ?? {}, peer, c.incomingOf(placement, id));
     });
     c.reroute();
-    if (placement) c.driveTransfers(placement, []);
+    // Transfers this peer was the source of before it started again: their runs died with
+    // the process (the target may hold part of the shard), so they are aborted, and the
+    // supervisor starts them afresh.
+    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to);
     return c;
   }
 
@@ -233,11 +236,20 @@ export class Collection {
     for (const t of before) {
       if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to);
     }
+    const known = new Set(before.map(key));
     for (const t of now) {
-      if (t.from !== placement.peer) continue;
+      if (t.from !== placement.peer || known.has(key(t))) continue;
       const source = this.shards.get(t.shard)?.localReplica;
       if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source);
+      else this.link.transferLost(this.shardTarget(t.shard), t.to);
     }
+  }
+
+  /** Transfers the placement applied here says this peer is the source of. */
+  outgoingTransfers(): Array<{ shard: number; to: string }> {
+    const placement = this.meta.cluster;
+    if (placement === undefined) return [];
+    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to }));
   }
 
   /** How peers name shard `id` of this collection. */
@@ -457,7 +469,6 @@ export class Collection {
    */
   async applyPlacement(placement: ClusterPlacement): Promise<void> {
     const before = this.meta.cluster?.transfers ?? [];
-    this.meta.cluster = placement;
     for (const r of this.shards.values()) {
       const replicas = replicasIn(placement, r.shardId) ?? {};
       const was = r.replicas?.[placement.peer];
@@ -476,6 +487,9 @@ export class Collection {
       }
       r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
     }
+    // Taken only now: a transfer listed here has its run (driveTransfers, at once), and a
+    // transfer's target says it is ready only once its replica was emptied above.
+    this.meta.cluster = placement;
     this.driveTransfers(placement, before);
   }
 

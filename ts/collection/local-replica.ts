@@ -87,10 +87,17 @@ export class LocalReplica implements Replica {
 
   // -- the source side of a transfer ------------------------------------------------------
 
-  /** Sends every write this replica applies to `sink` too, in order (null: stops; resolves once no write is being forwarded). */
-  async forwardTo(sink: ForwardSink | null): Promise<void> {
+  /** Sends every write this replica applies to `sink` too, in order (it replaces any sink set before). */
+  async forwardTo(sink: ForwardSink): Promise<void> {
     await this.exclusive(async () => {
       this.sink = sink;
+    });
+  }
+
+  /** Stops forwarding to `sink` (nothing when another sink replaced it); resolves once no write is being forwarded to it. */
+  async stopForwarding(sink: ForwardSink): Promise<void> {
+    await this.exclusive(async () => {
+      if (this.sink === sink) this.sink = null;
     });
   }
 

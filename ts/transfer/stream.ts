@@ -63,6 +63,8 @@ export interface TransferProgress {
 
 class Run {
   private stopped = false;
+  /** Finished or aborted in consensus: only the forwarding grace may still run; a new transfer of the same shard to the same peer replaces this run. */
+  ended = false;
   /** The finish is proposed: the transfer's end in consensus is this run's own, and forwarding goes on until the run lets go. */
   private finishing = false;
   private failure: unknown = null;
@@ -112,6 +114,7 @@ class Run {
       this.finishing = true;
       await this.ctx.propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: true }, PROPOSE_TIMEOUT_MS);
       ok = true;
+      this.ended = true;
       log.info({ points: this.progress.pointsSent, ms: Date.now() - this.progress.startedAt }, 'shard transfer finished');
     } catch (err) {
       this.finishing = false;
@@ -127,8 +130,9 @@ class Run {
       // finish, some still send their writes to the source alone (consensus waits up to a
       // second for the other peers; a peer slower than the grace resends a write whose
       // placement changed under it, see ReplicaSet.replicate).
+      this.ended = true;
       if (ok) await new Promise((r) => setTimeout(r, FORWARD_GRACE_MS));
-      await this.source.forwardTo(null);
+      await this.source.stopForwarding(sink);
     }
   }
 
@@ -165,6 +169,8 @@ class Run {
 /** The transfers this peer is the source of. */
 export class OutgoingTransfers {
   private readonly runs = new Map<string, Run>();
+  /** Aborts of orphaned transfers in flight. */
+  private readonly abandoning = new Set<string>();
 
   constructor(private readonly ctx: TransferContext) {}
 
@@ -172,15 +178,33 @@ export class OutgoingTransfers {
     return `${target.collection}/${target.uuid}/${target.shard}/${to}`;
   }
 
-  /** Starts the transfer unless it runs already. */
+  /**
+   * Starts the transfer unless it runs already (called again for transfers this peer
+   * should be driving, it does nothing for those that run). A run that ended (only its
+   * forwarding grace left) is replaced: consensus started a new transfer.
+   */
   start(target: ShardTarget, to: string, source: LocalReplica): void {
     const key = this.key(target, to);
-    if (this.runs.has(key)) return;
+    const existing = this.runs.get(key);
+    if (existing !== undefined && !existing.ended) return;
     const run = new Run(this.ctx, target, to, source);
     this.runs.set(key, run);
     void run.run().finally(() => {
       if (this.runs.get(key) === run) this.runs.delete(key);
     });
+  }
+
+  /** Aborts a transfer from this peer that no run drives (retried by the caller's next pass while it stays listed). */
+  abandon(target: ShardTarget, to: string): void {
+    const key = this.key(target, to);
+    const run = this.runs.get(key);
+    if ((run !== undefined && !run.ended) || this.abandoning.has(key)) return;
+    this.abandoning.add(key);
+    this.ctx.logger.warn({ collection: target.collection, shard: target.shard, to }, 'a shard transfer from this peer has no run here (this peer started again, or the run failed): aborting it');
+    this.ctx
+      .propose({ op: 'finishTransfer', collection: target.collection, shard: target.shard, from: this.ctx.peer, to, ok: false }, PROPOSE_TIMEOUT_MS)
+      .catch((err: unknown) => this.ctx.logger.debug({ err }, 'aborting a shard transfer: not committed yet'))
+      .finally(() => this.abandoning.delete(key));
   }
 
   /** The transfer ended in consensus: stops it if it still runs here. */

@@ -52,6 +52,9 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   private consensus: MetadataConsensus | null = null;
   /** This peer's consensus details (set by `serve`). */
   private status: (() => PeerDetails) | null = null;
+  /** This peer's collections (set by `serve`). */
+  private toc: TableOfContent | null = null;
+  private orphanTimer: NodeJS.Timeout | null = null;
   readonly clients: PointsClients;
   readonly health: PeerHealth;
   private readonly supervisor: ReplicaSupervisor;
@@ -104,6 +107,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   /** Serves the points service for this peer's collections on the p2p server (before it starts). */
   serve(toc: TableOfContent, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
+    this.toc = toc;
     this.transport.addServices((server: grpc.Server) => addPointsService(server, { toc, peer: this.peer, settled, status }, this.logger));
   }
 
@@ -112,6 +116,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     this.consensus = consensus;
     this.health.start();
     this.supervisor.start();
+    this.orphanTimer = setInterval(() => this.checkOrphans(), 1000);
+    this.orphanTimer.unref();
   }
 
   private requireConsensus(): MetadataConsensus {
@@ -250,6 +256,21 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     this.outgoing.stop(target, to);
   }
 
+  transferLost(target: ShardTarget, to: string): void {
+    // Consensus may not run yet (this peer is starting): the next pass of checkOrphans tries again.
+    if (this.consensus === null) return;
+    this.outgoing.abandon(target, to);
+  }
+
+  /** Every second: transfers this peer is the source of that no run drives are aborted (see transferLost). */
+  private checkOrphans(): void {
+    const toc = this.toc;
+    if (toc === null || this.consensus === null) return;
+    for (const c of toc.all()) {
+      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to);
+    }
+  }
+
   /** Transfers this peer is the source of, with their progress. */
   transfers(): TransferProgress[] {
     return this.outgoing.progress();
@@ -270,6 +291,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   }
 
   close(): void {
+    if (this.orphanTimer !== null) clearInterval(this.orphanTimer);
     if (this.unmarkedTimer !== null) clearInterval(this.unmarkedTimer);
     this.unmarkedTimer = null;
     this.supervisor.stop();
