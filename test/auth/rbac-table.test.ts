@@ -145,7 +145,7 @@ const PRW_DECISIONS: Record<string, { allowed: boolean; why: string }> = {
   delete_full_snapshot: { allowed: false, why: 'global manage' },
   download_full_snapshot: { allowed: false, why: 'global read' },
   get_cluster: { allowed: false, why: 'global read' },
-  cluster_telemetry: { allowed: true, why: 'listing (filtered); 501, not served yet' },
+  cluster_telemetry: { allowed: true, why: 'listing (filtered: a token scoped to some collections sees those only); 405 on this standalone node' },
   recover_raft_state: { allowed: false, why: 'global manage' },
   delete_peer: { allowed: false, why: 'global manage' },
   get_quotas: { allowed: false, why: 'global read' },
@@ -392,12 +392,24 @@ const CASES: Record<string, Case> = {
   collection_exists: { path: `${P}/exists` },
   get_optimizations: { path: `${P}/optimizations` },
   replicate_shard_operation: { path: `${P}/cluster`, body: { replicate_shard: transfer } },
-  create_default_shard_key_operation: { path: `${P}/cluster`, body: { create_sharding_key: { shard_key: 'k1' } } },
-  create_custom_shard_key_operation: {
-    path: `${P}/cluster`,
-    body: { create_sharding_key: { shard_key: 'k2', shards_number: 1, replication_factor: 1, placement: [1] } },
+  create_default_shard_key_operation: {
+    collection: KEYED,
+    path: `/collections/${KEYED}/cluster`,
+    body: { create_sharding_key: { shard_key: 'k1' } },
+    before: () => adminTry('POST', `/collections/${KEYED}/shards/delete`, { shard_key: 'k1' }),
   },
-  drop_shard_key_operation: { path: `${P}/cluster`, body: { drop_sharding_key: { shard_key: 'k1' } } },
+  create_custom_shard_key_operation: {
+    collection: KEYED,
+    path: `/collections/${KEYED}/cluster`,
+    body: { create_sharding_key: { shard_key: 'k2', shards_number: 1, replication_factor: 1 } },
+    before: () => adminTry('POST', `/collections/${KEYED}/shards/delete`, { shard_key: 'k2' }),
+  },
+  drop_shard_key_operation: {
+    collection: KEYED,
+    path: `/collections/${KEYED}/cluster`,
+    body: { drop_sharding_key: { shard_key: 'k1' } },
+    before: () => adminTry('PUT', `/collections/${KEYED}/shards`, { shard_key: 'k1' }),
+  },
   move_shard_operation: { path: `${P}/cluster`, body: { move_shard: transfer } },
   abort_shard_transfer_operation: { path: `${P}/cluster`, body: { abort_transfer: transfer } },
   drop_shard_replica_operation: { path: `${P}/cluster`, body: { drop_replica: { shard_id: 0, peer_id: 1 } } },
@@ -644,8 +656,11 @@ async function runRow(t: ExecutionContext, row: Row): Promise<void> {
       if (r.status === 401 || r.status === 403) problems.push(`${level}: expected allowed, got ${r.status} ${r.text.slice(0, 200)}`);
       else summary.allowed++;
       // The api key's request must really succeed: the row's request is valid.
-      // (Cluster changes on this standalone node answer the reference's 405 "standalone mode".)
-      const standalone = r.status === 405 && r.json?.status?.error === 'Quiver is running in standalone mode';
+      // (Cluster changes on this standalone node answer the reference's 405 "standalone mode",
+      // collection cluster changes its 400 "Distributed mode disabled".)
+      const standalone =
+        (r.status === 405 && r.json?.status?.error === 'Quiver is running in standalone mode') ||
+        (r.status === 400 && r.json?.status?.error === 'Bad request: Distributed mode disabled');
       if (level === 'api key' && !(r.status >= 200 && r.status < 300) && r.status !== 501 && !standalone) {
         problems.push(`${level}: the api key's request failed with ${r.status} ${r.text.slice(0, 200)} (the row's request is not valid)`);
       }

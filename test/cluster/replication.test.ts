@@ -181,9 +181,13 @@ test.serial('a listener peer: its replicas turn Listener, get every write, and s
   const listenerId = String((await c.info(2)).peer_id);
   const created = await change(c.peers[0].url, 'PUT', '/collections/l', { vectors: { size: DIM, distance: 'Cosine' }, shard_number: 2, replication_factor: 3 });
   t.is(created.status, 200, JSON.stringify(created.body));
-  await waitFor('the listener peer\'s replicas are Listener', async () => {
-    const st = await states(c, 0, 'l').catch(() => ({}) as Record<string, string>);
-    return Object.keys(st).length === 6 && Object.entries(st).every(([k, s]) => (k.endsWith(`/${listenerId}`) ? s === 'Listener' : s === 'Active'));
+  // Every peer's view (the listener peer reads its own replica while it still sees it Active).
+  await waitFor('the listener peer\'s replicas are Listener, as every peer sees them', async () => {
+    for (let i = 0; i < 3; i++) {
+      const st = await states(c, i, 'l').catch(() => ({}) as Record<string, string>);
+      if (Object.keys(st).length !== 6 || !Object.entries(st).every(([k, s]) => (k.endsWith(`/${listenerId}`) ? s === 'Listener' : s === 'Active'))) return false;
+    }
+    return true;
   });
   t.is((await upsert(c.peers[0].url, 'l', points(0, 100))).status, 200);
   const d = await digests(c, 'l', 2);

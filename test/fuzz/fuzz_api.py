@@ -324,6 +324,8 @@ def body_properties(schema, out=None) -> set:
 
 
 def not_implemented() -> set:
+    # Routes that answer 501 (NOT_IMPLEMENTED_ROUTES), and those served with some operations
+    # that answer 501 (PARTLY_IMPLEMENTED_ROUTES): both lists are in that file.
     with open(os.path.join(REPO_ROOT, "ts", "api", "rest", "not-implemented.ts")) as f:
         text = f.read()
     return {(m, p) for m, p in re.findall(r"\['(GET|PUT|POST|PATCH|DELETE)', '([^']+)'\]", text)}

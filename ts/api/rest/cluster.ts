@@ -8,6 +8,8 @@
  * (MetadataConsensus and its driver do).
  */
 
+import { canSee } from '../../auth/access';
+import { accessOf } from './auth';
 import type { Context } from 'koa';
 
 import type { ShardKey } from '../../collection/collection';
@@ -66,7 +68,9 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
     if (consensus === null) throw new StandaloneModeError();
     const state = consensus.clusterState;
     const collections: Record<string, unknown> = {};
-    for (const name of state.collectionNames()) {
+    // A listing route: a token scoped to some collections sees those only (as GET /collections).
+    const access = accessOf(ctx);
+    for (const name of state.collectionNames().filter((n) => canSee(access, n))) {
       const c = state.collection(name)!;
       collections[name] = {
         id: name,

@@ -39,6 +39,14 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['PUT', '/quotas'],
 ];
 
+/**
+ * Routes that are served, but some of whose operations answer 501 (the README lists
+ * them): `POST /collections/{name}/cluster` with the `snapshot` and `wal_delta` transfer
+ * methods or resharding. Not registered here (their own module serves them); the API
+ * fuzz suite reads this list too, to accept those 501s.
+ */
+export const PARTLY_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [['POST', '/collections/{collection_name}/cluster']];
+
 export function addNotImplementedRoutes(routes: RouteTable): void {
   for (const [method, pattern] of NOT_IMPLEMENTED_ROUTES) {
     routes.add(method, pattern, (_ctx: Context) => {
