@@ -206,8 +206,10 @@ async function readableEverywhere(c: Cluster, name: string): Promise<void> {
 
 /** The acknowledged ids missing from the collection as scrolled through `url`. */
 async function lostIds(url: string, name: string, acked: readonly number[]): Promise<number[]> {
+  // The points acknowledged before the scroll starts (a writer may still be adding to `acked`).
+  const want = [...acked];
   const have = new Set((await scrollAll(url, name)).map((p) => p.id));
-  return acked.filter((id) => !have.has(id));
+  return want.filter((id) => !have.has(id));
 }
 
 /** Whole-collection reads (count, scroll, query) through `url`: each answer, or null when none came. */
