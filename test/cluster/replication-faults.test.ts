@@ -14,6 +14,7 @@ import test, { type ExecutionContext } from 'ava';
 
 import { crc32c } from '../../ts/common/crc32c';
 import { Cluster, api, change, sleep, waitFor } from './harness';
+import { allActive, digests, scrollAll, states } from './replicas';
 
 const DIM = 4;
 
@@ -51,18 +52,6 @@ async function tryApi(url: string, method: string, route: string, body?: unknown
   return api(url, method, route, body, timeoutMs).catch(() => null);
 }
 
-async function scrollAll(url: string, name: string, q = ''): Promise<Array<{ id: number; payload: any }>> {
-  const out: Array<{ id: number; payload: any }> = [];
-  let offset: unknown = null;
-  for (;;) {
-    const r = await api(url, 'POST', `/collections/${name}/points/scroll${q}`, { limit: 500, offset, with_payload: true });
-    if (r.status !== 200) throw new Error(`scroll: ${r.status} ${JSON.stringify(r.body)}`);
-    out.push(...r.body.result.points);
-    offset = r.body.result.next_page_offset;
-    if (offset === null) return out;
-  }
-}
-
 /** The shard a numeric point id goes to (crc32c of its key over shard_number, as the collection routes it; checked against the peers' digests below). */
 function shardOf(id: number, shards: number): number {
   return crc32c(Buffer.from(`n:${id}`, 'utf8')) % shards;
@@ -73,22 +62,6 @@ function idsOnShard(shard: number, shards: number, n: number, from = 0): number[
   const out: number[] = [];
   for (let id = from; out.length < n; id++) if (shardOf(id, shards) === shard) out.push(id);
   return out;
-}
-
-/** Per shard and peer id: the replica state, from a peer's view of the collection's cluster. */
-async function states(c: Cluster, i: number, name: string): Promise<Record<string, string>> {
-  const r = await api(c.peers[i].url, 'GET', `/collections/${name}/cluster`, undefined, 3000);
-  if (r.status !== 200) throw new Error(`collection cluster info: ${r.status} ${JSON.stringify(r.body)}`);
-  const v = r.body.result;
-  const out: Record<string, string> = {};
-  for (const s of v.local_shards) out[`${s.shard_id}/${v.peer_id}`] = s.state;
-  for (const s of v.remote_shards) out[`${s.shard_id}/${s.peer_id}`] = s.state;
-  return out;
-}
-
-async function allActive(c: Cluster, i: number, name: string): Promise<boolean> {
-  const st = await states(c, i, name).catch(() => null);
-  return st !== null && Object.values(st).length > 0 && Object.values(st).every((s) => s === 'Active');
 }
 
 /** Peer ids (as the API gives them) by peer index, from each running peer's GET /cluster. */
@@ -105,21 +78,6 @@ async function placement(c: Cluster, name: string): Promise<Map<number, number[]
     const r = await api(p.url, 'GET', `/collections/${name}/cluster`);
     if (r.status !== 200) throw new Error(`collection cluster info: ${r.status} ${JSON.stringify(r.body)}`);
     for (const s of r.body.result.local_shards) out.set(s.shard_id, [...(out.get(s.shard_id) ?? []), p.index]);
-  }
-  return out;
-}
-
-/** Per shard: the digest of every replica (peer id → `count:digest`), asked of the running peers that hold them. */
-async function digests(c: Cluster, name: string, shards: number): Promise<Map<number, Map<string, string>>> {
-  const out = new Map<number, Map<string, string>>();
-  for (const p of c.running()) {
-    for (let s = 0; s < shards; s++) {
-      const r = await api(p.url, 'GET', `/collections/${name}/shards/${s}/digest`);
-      if (r.status !== 200) continue;
-      const m = out.get(s) ?? new Map<string, string>();
-      m.set(String(r.body.result.peer_id), `${r.body.result.points_count}:${r.body.result.digest}`);
-      out.set(s, m);
-    }
   }
   return out;
 }

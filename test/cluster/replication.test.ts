@@ -9,6 +9,7 @@ import test from 'ava';
 
 import { spec } from '../support/contract';
 import { Cluster, api, change, waitFor } from './harness';
+import { allActive, digests, scrollAll, states } from './replicas';
 
 const DIM = 4;
 
@@ -22,28 +23,6 @@ function points(from: number, n: number, tag = 'a'): Array<{ id: number; vector:
 
 async function upsert(url: string, name: string, pts: unknown[], q = 'wait=true'): Promise<{ status: number; body: any }> {
   return api(url, 'PUT', `/collections/${name}/points?${q}`, { points: pts });
-}
-
-async function scrollAll(url: string, name: string, q = ''): Promise<Array<{ id: number; payload: any }>> {
-  const out: Array<{ id: number; payload: any }> = [];
-  let offset: unknown = null;
-  for (;;) {
-    const r = await api(url, 'POST', `/collections/${name}/points/scroll${q}`, { limit: 500, offset, with_payload: true });
-    if (r.status !== 200) throw new Error(`scroll: ${r.status} ${JSON.stringify(r.body)}`);
-    out.push(...r.body.result.points);
-    offset = r.body.result.next_page_offset;
-    if (offset === null) return out;
-  }
-}
-
-/** Per shard and peer: the replica state, from a peer's view of the collection's cluster. */
-async function states(c: Cluster, i: number, name: string): Promise<Record<string, string>> {
-  const r = await api(c.peers[i].url, 'GET', `/collections/${name}/cluster`);
-  const v = r.body.result;
-  const out: Record<string, string> = {};
-  for (const s of v.local_shards) out[`${s.shard_id}/${v.peer_id}`] = s.state;
-  for (const s of v.remote_shards) out[`${s.shard_id}/${s.peer_id}`] = s.state;
-  return out;
 }
 
 test.serial('3 peers, 3 shards, RF 2: writes through every peer; count, scroll, retrieve and query agree through every peer with consistency=all', async (t) => {
@@ -106,26 +85,6 @@ test.serial('3 peers, 3 shards, RF 2: writes through every peer; count, scroll, 
     t.is(n.body.result.count, 250);
   }
 });
-
-/** Per shard: the digests of every replica (asked of the peers that hold them). */
-async function digests(c: Cluster, name: string, shards: number): Promise<Map<number, Map<string, string>>> {
-  const out = new Map<number, Map<string, string>>();
-  for (const p of c.running()) {
-    for (let s = 0; s < shards; s++) {
-      const r = await api(p.url, 'GET', `/collections/${name}/shards/${s}/digest`);
-      if (r.status !== 200) continue;
-      const m = out.get(s) ?? new Map<string, string>();
-      m.set(String(r.body.result.peer_id), `${r.body.result.points_count}:${r.body.result.digest}`);
-      out.set(s, m);
-    }
-  }
-  return out;
-}
-
-async function allActive(c: Cluster, i: number, name: string): Promise<boolean> {
-  const st = await states(c, i, name).catch(() => null);
-  return st !== null && Object.values(st).length > 0 && Object.values(st).every((s) => s === 'Active');
-}
 
 test.serial('a peer killed under a writer (RF 2): its replicas go Dead, writes go on, and after its restart recovery makes every replica Active with identical content', async (t) => {
   const c = await Cluster.start(3);

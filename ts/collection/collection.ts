@@ -305,11 +305,11 @@ export class Collection {
     return [...this.shards.values()].filter((r) => r.local !== null).map((r) => r.shardId);
   }
 
-  /** The local replica of shard `id`, or a 404 naming it (501 when it lives on other peers only). */
+  /** The local replica of shard `id`, or a 404 naming it (503 when it lives on other peers only). */
   localShard(id: number): LocalShard {
     const r = this.shards.get(id);
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    return r.localShard(false);
+    return r.localShard();
   }
 
   /** The replica sets in shard id order, for cluster views. */
@@ -502,7 +502,7 @@ export class Collection {
   async replaceShard(id: number, source: string): Promise<void> {
     const r = this.shards.get(id);
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
-    await r.localShard(true).close();
+    await r.localShard().close();
     const reopen = async () => r.setLocal(new LocalReplica(this.localPeer, await this.openShard(id)));
     try {
       await swapDirectory(this.dir, String(id), source, true, reopen);

@@ -229,7 +229,7 @@ export class ReplicaSet {
   }
 
   /** This peer's replica for a management call on its data (snapshots): 503 when the shard has no replica here. */
-  localShard(_write: boolean): LocalShard {
+  localShard(): LocalShard {
     const local = this.local;
     if (local !== null) return local;
     throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica on this peer${this.describe()}`);

@@ -31,7 +31,7 @@ import {
 } from '../collection/shard-keys';
 import type { Config } from '../config/types';
 import type { FieldSchema } from '../shard/field-schema';
-import { ClusterState, placeKeyShards, placeShards } from './cluster-state';
+import { ClusterState, placeKeyShards, placeShards, type ClusterCollection } from './cluster-state';
 import type { MetadataConsensus } from './metadata-consensus';
 import { validateCollectionName, type AliasAction, type TableOfContent } from './toc';
 
@@ -71,6 +71,14 @@ export class Dispatcher {
     readonly consensus: MetadataConsensus | null,
     private readonly config: Config,
   ) {}
+
+  /** A collection (or alias) as the cluster state has it, or the reference's 404. */
+  private clusterCollection(collection: string): { state: ClusterState; name: string; c: ClusterCollection } {
+    const state = this.consensus!.clusterState;
+    const name = state.resolve(collection);
+    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    return { state, name, c: state.collection(name)! };
+  }
 
   private ms(timeoutS: number | null): number {
     return (timeoutS ?? DEFAULT_CONSENSUS_TIMEOUT_S) * 1000;
@@ -153,10 +161,7 @@ export class Dispatcher {
       await this.toc.createShardKey(collection, req.key, req.shardsNumber ?? c.config.params.shard_number);
       return true;
     }
-    const state = this.consensus.clusterState;
-    const name = state.resolve(collection);
-    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
-    const c = state.collection(name)!;
+    const { state, name, c } = this.clusterCollection(collection);
     if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
     if (ClusterState.shardKeys(c).some((e) => keyId(e.key) === keyId(req.key))) throw keyExistsError(req.key, collection);
     let pool: string[];
@@ -181,9 +186,7 @@ export class Dispatcher {
    */
   async changeReplicas(collection: string, change: ReplicaChange, timeoutS: number | null): Promise<boolean> {
     if (this.consensus === null) throw new BadRequestError('Distributed mode disabled');
-    const state = this.consensus.clusterState;
-    const name = state.resolve(collection);
-    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    const { state, name } = this.clusterCollection(collection);
     const ms = this.ms(timeoutS);
     if (change.kind === 'drop_replica') return (await this.consensus.propose({ op: 'dropReplica', collection: name, shard: change.shard, peer: change.peer }, ms)) as boolean;
     const existing = state.transfers(name).find((t) => t.shard === change.shard && t.from === change.from && t.to === change.to);
@@ -215,10 +218,7 @@ export class Dispatcher {
       await this.toc.dropShardKey(collection, key);
       return true;
     }
-    const state = this.consensus.clusterState;
-    const name = state.resolve(collection);
-    if (name === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
-    const c = state.collection(name)!;
+    const { name, c } = this.clusterCollection(collection);
     if (c.config.params.sharding_method !== 'custom') throw autoShardingRefusal();
     if (!ClusterState.shardKeys(c).some((e) => keyId(e.key) === keyId(key))) throw keyMissingError(key, collection);
     return (await this.consensus.propose({ op: 'dropShardKey', collection: name, key }, this.ms(timeoutS))) as boolean;

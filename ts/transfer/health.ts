@@ -60,11 +60,6 @@ export class PeerHealth {
     return e?.downSince == null ? 0 : Date.now() - e.downSince;
   }
 
-  /** Peer id → alive, for the cluster view. */
-  snapshot(): Record<string, boolean> {
-    return Object.fromEntries([...this.entries.keys()].map((p) => [p, this.alive(p)]));
-  }
-
   private tick(): void {
     const peers = this.opts.peers();
     for (const id of this.entries.keys()) if (!(id in peers)) this.entries.delete(id);

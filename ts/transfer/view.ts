@@ -1,6 +1,6 @@
 /**
  * What the API layers show of replication on this peer: transfers it drives with their
- * progress, which peers answer health checks, the other peers' consensus details, and
+ * progress, the other peers' consensus details, and
  * the counts of calls between peers. The p2p cluster link implements it.
  *
  * Owns: the shape of that view. Must never: change anything.
@@ -24,8 +24,6 @@ export interface PeerDetails {
 export interface ReplicationView {
   /** Transfers this peer is the source of. */
   transfers(): TransferProgress[];
-  /** Whether a peer answered its last health checks. */
-  alive(peer: string): boolean;
   /** Another peer's consensus details (null when it does not answer within `timeoutMs`). */
   peerDetails(peer: string, timeoutMs: number): Promise<PeerDetails | null>;
   /** Calls to other peers' points service by method: made and failed. */

@@ -1,0 +1,52 @@
+/**
+ * Reads of a cluster's replicas that the replication tests share: every point of a
+ * collection (scrolled), the replica states a peer sees, whether they are all Active,
+ * and each replica's content digest.
+ */
+
+import { api, type Cluster } from './harness';
+
+/** Every point of `name` through `url`, page by page (`q`: query parameters, e.g. `?consistency=all`). */
+export async function scrollAll(url: string, name: string, q = ''): Promise<Array<{ id: number; payload: any }>> {
+  const out: Array<{ id: number; payload: any }> = [];
+  let offset: unknown = null;
+  for (;;) {
+    const r = await api(url, 'POST', `/collections/${name}/points/scroll${q}`, { limit: 500, offset, with_payload: true });
+    if (r.status !== 200) throw new Error(`scroll: ${r.status} ${JSON.stringify(r.body)}`);
+    out.push(...r.body.result.points);
+    offset = r.body.result.next_page_offset;
+    if (offset === null) return out;
+  }
+}
+
+/** Per `shard/peer`: the replica state, as peer `i` sees the collection's cluster. */
+export async function states(c: Cluster, i: number, name: string): Promise<Record<string, string>> {
+  const r = await api(c.peers[i].url, 'GET', `/collections/${name}/cluster`, undefined, 3000);
+  if (r.status !== 200) throw new Error(`collection cluster info: ${r.status} ${JSON.stringify(r.body)}`);
+  const v = r.body.result;
+  const out: Record<string, string> = {};
+  for (const s of v.local_shards) out[`${s.shard_id}/${v.peer_id}`] = s.state;
+  for (const s of v.remote_shards) out[`${s.shard_id}/${s.peer_id}`] = s.state;
+  return out;
+}
+
+/** Whether peer `i` sees every replica of the collection Active (false when it does not answer). */
+export async function allActive(c: Cluster, i: number, name: string): Promise<boolean> {
+  const st = await states(c, i, name).catch(() => null);
+  return st !== null && Object.values(st).length > 0 && Object.values(st).every((s) => s === 'Active');
+}
+
+/** Per shard: the digest of every replica (peer id → `count:digest`), asked of the running peers that hold them. */
+export async function digests(c: Cluster, name: string, shards: number): Promise<Map<number, Map<string, string>>> {
+  const out = new Map<number, Map<string, string>>();
+  for (const p of c.running()) {
+    for (let s = 0; s < shards; s++) {
+      const r = await api(p.url, 'GET', `/collections/${name}/shards/${s}/digest`);
+      if (r.status !== 200) continue;
+      const m = out.get(s) ?? new Map<string, string>();
+      m.set(String(r.body.result.peer_id), `${r.body.result.points_count}:${r.body.result.digest}`);
+      out.set(s, m);
+    }
+  }
+  return out;
+}
