@@ -54,6 +54,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   private status: (() => PeerDetails) | null = null;
   /** This peer's collections (set by `serve`). */
   private toc: TableOfContent | null = null;
+  /** Resolves once the local changes of the consensus entries applied so far are made (set by `serve`). */
+  private settled: () => Promise<void> = () => Promise.resolve();
   private orphanTimer: NodeJS.Timeout | null = null;
   readonly clients: PointsClients;
   readonly health: PeerHealth;
@@ -108,6 +110,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   serve(toc: TableOfContent, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
+    this.settled = settled;
     this.transport.addServices((server: grpc.Server) => addPointsService(server, { toc, peer: this.peer, settled, status }, this.logger));
   }
 
@@ -172,7 +175,14 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       for (;;) {
         const replicas = this.replicasOf(target);
         const state = replicas[peer];
-        if (state === undefined || state === 'Dead') return 'marked';
+        // Consensus has it out already (e.g. a move's source that dropped its replica): the
+        // write waiting on this must see the placement that says so (ReplicaSet.replicate
+        // sends itself again to the replicas of a changed placement), and this peer's
+        // replica sets take it only once the entry's local changes are made.
+        if (state === undefined || state === 'Dead') {
+          await this.settled();
+          return 'marked';
+        }
         // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
         if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
           throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
@@ -185,8 +195,10 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
           return 'marked';
         } catch (err) {
           // Gone meanwhile (removed, or the collection re-created): nothing to mark.
-          if (err instanceof NotFoundError) return 'marked';
-          if (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead') return 'marked';
+          if (err instanceof NotFoundError || (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead')) {
+            await this.settled();
+            return 'marked';
+          }
           if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
             await sleep(DEACTIVATE_RETRY_MS);
             continue;
