@@ -50,3 +50,16 @@ export async function digests(c: Cluster, name: string, shards: number): Promise
   }
   return out;
 }
+
+/** The value of a metric series of `/metrics` at `url` whose labels include `labels` (0 when absent). */
+export async function metric(url: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.eE+-]+)$/.exec(line);
+    if (m === null || !m[1].endsWith(name)) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/([a-zA-Z_]+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
+  }
+  return sum;
+}
