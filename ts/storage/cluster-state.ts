@@ -360,9 +360,6 @@ export class ClusterState {
           throw new BadInputError(`shard ${t.shard} of ${name} already has a replica on peer ${t.to}`);
         }
         if (!TRANSFER_METHODS.includes(t.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(t.method)}`);
-        if (t.method === 'wal_delta' && target === undefined) {
-          throw new BadInputError(`the wal_delta method needs an existing replica of shard ${t.shard} on peer ${t.to} (it sends only the operations that replica lacks); use stream_records or snapshot`);
-        }
         shard.replicas[t.to] = 'Partial';
         c.transfers = [...(c.transfers ?? []), { ...t }];
         return done(true, [name]);

@@ -205,10 +205,10 @@ export class Dispatcher {
     } else {
       kind = change.kind;
     }
-    // No method asked: `storage.shard_transfer_method`, else stream_records. wal_delta sends
-    // only what the target's replica lacks: a target without one gets the points streamed.
-    let method: RunMethod = (change.method as RunMethod | null) ?? this.config.storage.shard_transfer_method ?? 'stream_records';
-    if (method === 'wal_delta' && (kind !== 'recovery' || this.consensus.clusterState.collection(name)?.shards.find((s) => s.id === change.shard)?.replicas[change.to] === undefined)) method = 'stream_records';
+    // No method asked: `storage.shard_transfer_method`, else stream_records. (wal_delta to a
+    // new replica sends the source's whole WAL history when it still holds it from the
+    // first operation, and otherwise goes on as stream_records, as the reference does.)
+    const method: RunMethod = (change.method as RunMethod | null) ?? this.config.storage.shard_transfer_method ?? 'stream_records';
     const transfer = { shard: change.shard, from: change.from, to: change.to, method, kind };
     return (await this.consensus.propose({ op: 'startTransfer', collection: name, transfer }, ms)) as boolean;
   }
