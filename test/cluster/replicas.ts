@@ -1,10 +1,23 @@
 /**
  * Reads of a cluster's replicas that the replication tests share: every point of a
  * collection (scrolled), the replica states a peer sees, whether they are all Active,
- * and each replica's content digest.
+ * and each replica's content digest; and which shard a point id goes to.
  */
 
+import { crc32c } from '../../ts/common/crc32c';
 import { api, type Cluster } from './harness';
+
+/** The shard a numeric point id goes to (crc32c of its key over shard_number, as the collection routes it; the tests check it against the peers' digests). */
+export function shardOf(id: number, shards: number): number {
+  return crc32c(Buffer.from(`n:${id}`, 'utf8')) % shards;
+}
+
+/** `n` ids from `from` on that go to `shard`. */
+export function idsOnShard(shard: number, shards: number, n: number, from = 0): number[] {
+  const out: number[] = [];
+  for (let id = from; out.length < n; id++) if (shardOf(id, shards) === shard) out.push(id);
+  return out;
+}
 
 /** Every point of `name` through `url`, page by page (`q`: query parameters, e.g. `?consistency=all`). */
 export async function scrollAll(url: string, name: string, q = ''): Promise<Array<{ id: number; payload: any }>> {
