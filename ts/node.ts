@@ -132,7 +132,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   let consensus: MetadataConsensus | null = null;
   if (config.cluster.enabled) {
     try {
-      consensus = await startConsensus(config, logger, toc, uri, bootstrap, cluster!);
+      consensus = await startConsensus(config, logger, toc, snapshots, uri, bootstrap, cluster!);
     } catch (err) {
       await toc.close();
       if (err instanceof ConsensusStartError || err instanceof TlsSetupError) throw new StartupError(err.message);
@@ -202,6 +202,7 @@ async function startConsensus(
   config: Config,
   logger: Logger,
   toc: TableOfContent,
+  snapshots: Snapshots,
   uri: string | null,
   bootstrap: string | null,
   cluster: { transport: GrpcTransport; link: P2PClusterLink; peerId: string },
@@ -212,6 +213,7 @@ async function startConsensus(
   let consensusRef: MetadataConsensus | null = null;
   link.serve(
     toc,
+    snapshots,
     () => machine.idle(),
     () => peerDetails(consensusRef, QDRANT_API_VERSION),
   );

@@ -92,6 +92,28 @@ test('membership: a learner\'s URI is recorded; a removed peer loses its replica
   t.deepEqual(s.shardsOn('2'), []);
 });
 
+test('membership: a removed peer\'s transfers end as aborted, and a shard whose only replica it held stays, without replicas', (t) => {
+  const s = new ClusterState();
+  s.setPeerUri('1', 'http://a:6335');
+  for (const [p, uri] of [['2', 'http://b:6335'], ['3', 'http://c:6335']]) s.applyConfChange({ type: 'addLearner', peer: p, context: uri });
+  const placed = (rs: Array<Record<string, 'Active' | 'Dead'>>) => rs.map((replicas, id) => ({ id, replicas }));
+  t.true(s.apply({ op: 'createCollection', name: 'solo', uuid: 'u1', config: cfg(), shards: placed([{ '1': 'Active' }, { '2': 'Active' }, { '3': 'Active' }]) }, null).ok);
+  t.true(s.apply({ op: 'createCollection', name: 'dup', uuid: 'u2', config: cfg(), shards: placed([{ '2': 'Active', '3': 'Dead' }, { '1': 'Active', '2': 'Active' }]) }, null).ok);
+  // To the removed peer (a new replica), and from it (a recovery of a Dead replica).
+  t.true(s.apply({ op: 'startTransfer', collection: 'solo', transfer: { shard: 0, from: '1', to: '2', method: 'stream_records', kind: 'replicate' } }, null).ok);
+  t.true(s.apply({ op: 'startTransfer', collection: 'dup', transfer: { shard: 0, from: '2', to: '3', method: 'stream_records', kind: 'recovery' } }, null).ok);
+  t.deepEqual(s.applyConfChange({ type: 'removePeer', peer: '2' }).sort(), ['dup', 'solo']);
+  t.deepEqual(s.transfers('solo'), []);
+  t.deepEqual(s.transfers('dup'), []);
+  t.deepEqual(s.collection('solo')!.shards, placed([{ '1': 'Active' }, {}, { '3': 'Active' }]));
+  t.deepEqual(s.collection('dup')!.shards, placed([{ '3': 'Dead' }, { '1': 'Active' }]));
+  // The shard left without replicas keeps its place: nothing can be started from it, and the collection's other operations go on.
+  const from = s.apply({ op: 'startTransfer', collection: 'solo', transfer: { shard: 1, from: '1', to: '3', method: 'stream_records', kind: 'replicate' } }, null);
+  t.false(from.ok);
+  t.true(s.apply({ op: 'updateCollection', name: 'solo', patch: { optimizers_config: { indexing_threshold: 100 } } }, null).ok);
+  t.is(ClusterState.decode(s.encode()).collection('solo')!.shards.length, 3);
+});
+
 test('two replicas fed the same operations agree, also when one restarts from a snapshot midway', (t) => {
   const ops: MetaOp[] = [];
   for (let i = 0; i < 30; i++) {

@@ -462,6 +462,13 @@ export class LocalShard {
     return false;
   }
 
+  /** Vectors waiting to be indexed beyond the indexing threshold, over every vector (a transfer's target is keeping up while this stays small). */
+  indexBacklog(): number {
+    let n = 0;
+    for (const s of this.vectors.values()) n += s.indexBacklog();
+    return n;
+  }
+
   /** Waits until no optimizer job runs or is due (tests, benchmarks, shutdown). */
   async waitOptimized(): Promise<void> {
     for (;;) {
@@ -655,6 +662,17 @@ export class LocalShard {
   clocks(): ClockTag[] {
     this.readable();
     return this.clockMap.entries();
+  }
+
+  /** The highest tick applied on (peer, clock); 0n when none was. */
+  clockTick(peer: bigint, clock: number): bigint {
+    return this.clockMap.tickOf(peer, clock);
+  }
+
+  /** Resolves once every operation applied so far is durable. */
+  async sync(): Promise<void> {
+    this.usable();
+    await this.syncWal();
   }
 
   /**

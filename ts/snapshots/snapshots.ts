@@ -471,23 +471,43 @@ export class Snapshots {
   /** Recovers shard `shardId` of an existing collection from a shard snapshot of the same shard. */
   async recoverShard(name: string, shardId: number, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
     await this.recover('shard', source, checksum, () => this.toc.get(name).localShard(shardId), async (snap) => {
-      if (snap.manifest.shards[0] !== shardId) {
-        throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
+      await this.replaceShardWith(name, shardId, snap, priority === 'replica');
+    });
+  }
+
+  /**
+   * A shard transfer by snapshot, on the target: the archive `input` (a shard snapshot
+   * streamed from the source) replaces this peer's replica of the shard. Nothing
+   * consensus knows changes here (the transfer does that). Resolves with the archive's size.
+   */
+  async replaceShardFromStream(name: string, shardId: number, input: Readable): Promise<number> {
+    this.toc.get(name).localShard(shardId);
+    const received = await this.receive(input);
+    const size = (await fs.stat(received.file)).size;
+    await this.recover('shard', { file: received.file, checksum: received.checksum, owned: true }, null, () => undefined, async (snap) => {
+      await this.replaceShardWith(name, shardId, snap, false);
+    });
+    return size;
+  }
+
+  /** Checks an unpacked shard snapshot against shard `shardId` of collection `name` and, unless `checkOnly`, replaces the shard's data with it. */
+  private async replaceShardWith(name: string, shardId: number, snap: UnpackedSnapshot, checkOnly: boolean): Promise<void> {
+    if (snap.manifest.shards[0] !== shardId) {
+      throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
+    }
+    await this.toc.exclusive(async () => {
+      const c = this.toc.get(name);
+      const why = incompatibility(c.config, snap.meta.config);
+      if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
+      // Custom sharding: the shard must belong to the same key here and in the snapshot.
+      const here = c.shardKeyOf(shardId);
+      const there = snap.meta.shard_keys?.find((e) => e.shards.includes(shardId))?.key;
+      if (here !== undefined && (there === undefined || keyId(there) !== keyId(here))) {
+        const theirs = there === undefined ? 'no shard key' : `shard key ${showKey(there)}`;
+        throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
       }
-      await this.toc.exclusive(async () => {
-        const c = this.toc.get(name);
-        const why = incompatibility(c.config, snap.meta.config);
-        if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
-        // Custom sharding: the shard must belong to the same key here and in the snapshot.
-        const here = c.shardKeyOf(shardId);
-        const there = snap.meta.shard_keys?.find((e) => e.shards.includes(shardId))?.key;
-        if (here !== undefined && (there === undefined || keyId(there) !== keyId(here))) {
-          const theirs = there === undefined ? 'no shard key' : `shard key ${showKey(there)}`;
-          throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
-        }
-        if (priority === 'replica') return;
-        await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
-      });
+      if (checkOnly) return;
+      await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
     });
   }
 

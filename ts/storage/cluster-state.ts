@@ -16,6 +16,7 @@
 import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
+import { TRANSFER_METHODS, type TransferMethod } from '../collection/cluster-link';
 import {
   autoShardingRefusal,
   emptyPlacementError,
@@ -49,7 +50,8 @@ export interface TransferInfo {
   shard: number;
   from: PeerId;
   to: PeerId;
-  method: 'stream_records';
+  /** How the shard is copied; the source may switch a `wal_delta` transfer to `stream_records` (`switchTransfer`). */
+  method: TransferMethod;
   kind: 'recovery' | 'replicate' | 'move';
 }
 
@@ -90,6 +92,8 @@ export type MetaOp =
   | { op: 'startTransfer'; collection: string; transfer: TransferInfo }
   /** Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's replica); otherwise the target is marked Dead (a replicate's new replica is dropped). */
   | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean }
+  /** The source changes a running transfer's method (a `wal_delta` whose difference the WAL cannot resolve goes on as `stream_records`: the target empties its replica). */
+  | { op: 'switchTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; method: TransferMethod }
   /** A shard key of a custom-sharded collection: one shard per entry of `placement`, on those peers (chosen by the proposer). */
   | { op: 'createShardKey'; collection: string; key: ShardKey; placement: PeerId[][] }
   | { op: 'dropShardKey'; collection: string; key: ShardKey }
@@ -355,6 +359,7 @@ export class ClusterState {
         } else if (target !== undefined) {
           throw new BadInputError(`shard ${t.shard} of ${name} already has a replica on peer ${t.to}`);
         }
+        if (!TRANSFER_METHODS.includes(t.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(t.method)}`);
         shard.replicas[t.to] = 'Partial';
         c.transfers = [...(c.transfers ?? []), { ...t }];
         return done(true, [name]);
@@ -366,6 +371,15 @@ export class ClusterState {
         const shard = c.shards.find((s) => s.id === op.shard)!;
         c.transfers = (c.transfers ?? []).filter((x) => x !== t);
         this.endTarget(shard, t, op.ok);
+        return done(true, [name]);
+      }
+      case 'switchTransfer': {
+        const [name, c] = this.requireCollection(op.collection);
+        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to);
+        if (t === undefined) throw new NotFoundError(`no transfer of shard ${op.shard} of ${name} from peer ${op.from} to peer ${op.to}`);
+        if (!TRANSFER_METHODS.includes(op.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(op.method)}`);
+        if (t.method === op.method) return done(false, []);
+        c.transfers = (c.transfers ?? []).map((x) => (x === t ? { ...t, method: op.method } : x));
         return done(true, [name]);
       }
       case 'createShardKey': {

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
 import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
-import type { ClusterLink, HeldClock, ShardTarget } from '../../collection/cluster-link';
+import type { ClusterLink, HeldClock, ShardTarget, TransferMethod } from '../../collection/cluster-link';
 import type { LocalReplica } from '../../collection/local-replica';
 import { isActive, type ReplicaState } from '../../collection/replica-state';
 import type { UpdateOptions } from '../../collection/replica';
@@ -22,13 +22,14 @@ import type { ReplicaOperation } from '../../collection/replica-operation';
 import type { Config } from '../../config/types';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TableOfContent } from '../../storage/toc';
+import type { Snapshots } from '../../snapshots/snapshots';
 import type { WriterClocks } from '../../storage/writer-clocks';
 import { PeerHealth } from '../../transfer/health';
-import { OutgoingTransfers, type TransferProgress } from '../../transfer/stream';
+import { OutgoingTransfers, type TransferOutcomes, type TransferProgress } from '../../transfer/outgoing';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
 import type { P2PTls } from './grpc';
-import { addPointsService, forwardUpdate, PointsClients, RemoteReplica } from './points';
+import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
 import type { GrpcTransport } from './transport';
 
 /**
@@ -91,6 +92,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       listener: config.storage.node_type === 'Listener',
       incomingLimit: config.storage.performance.incoming_shard_transfers_limit,
       outgoingLimit: config.storage.performance.outgoing_shard_transfers_limit,
+      recoveryMethod: config.storage.shard_transfer_method ?? 'wal_delta',
       isLeader: () => this.consensus?.status().role === 'leader',
       state: () => this.requireConsensus().clusterState,
       alive: (p) => this.health.alive(p),
@@ -107,11 +109,20 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   }
 
   /** Serves the points service for this peer's collections on the p2p server (before it starts). */
-  serve(toc: TableOfContent, settled: () => Promise<void>, status: () => PeerDetails): void {
+  serve(toc: TableOfContent, snapshots: Snapshots, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
     this.settled = settled;
-    this.transport.addServices((server: grpc.Server) => addPointsService(server, { toc, peer: this.peer, settled, status }, this.logger));
+    const backend: PointsBackend = {
+      toc,
+      peer: this.peer,
+      settled,
+      status,
+      shardSnapshot: (collection, shard) => snapshots.streamShard(collection, shard),
+      replaceShard: (collection, shard, input) => snapshots.replaceShardFromStream(collection, shard, input),
+      fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
+    };
+    this.transport.addServices((server: grpc.Server) => addPointsService(server, backend, this.logger));
   }
 
   /** Consensus runs: health checks and supervision start. */
@@ -260,8 +271,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     return this.clocks.take(`${target.uuid}/${target.shard}`);
   }
 
-  transferOut(target: ShardTarget, to: string, source: LocalReplica): void {
-    this.outgoing.start(target, to, source);
+  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod): void {
+    this.outgoing.start(target, to, source, method);
   }
 
   transferGone(target: ShardTarget, to: string): void {
@@ -286,6 +297,10 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   /** Transfers this peer is the source of, with their progress. */
   transfers(): TransferProgress[] {
     return this.outgoing.progress();
+  }
+
+  transferOutcomes(): TransferOutcomes {
+    return this.outgoing.outcomes;
   }
 
   async peerDetails(peer: string, timeoutMs: number): Promise<PeerDetails | null> {

@@ -13,11 +13,12 @@
  */
 
 import * as grpc from '@grpc/grpc-js';
+import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
-import type { ShardTarget } from '../../collection/cluster-link';
-import type { Collection } from '../../collection/collection';
+import type { ShardTarget, TransferMethod } from '../../collection/cluster-link';
+import { methodOf, type Collection } from '../../collection/collection';
 import type { LocalReplica } from '../../collection/local-replica';
 import {
   DEFAULT_READ,
@@ -40,6 +41,7 @@ import type { ClockTag } from '../../shard/clocks';
 import type { Filter } from '../../shard/filter';
 import { normalizePointId } from '../../shard/id-tracker';
 import type { TableOfContent } from '../../storage/toc';
+import type { TaggedOperation, TransferTarget } from '../../transfer/outgoing';
 import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
 
 // -- wire -----------------------------------------------------------------------------------
@@ -67,7 +69,18 @@ interface ReadMsg {
   request: Buffer;
 }
 
-export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready';
+export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready' | 'clocks' | 'index_backlog';
+
+interface ReplayMsg {
+  target: TargetMsg;
+  records: Array<{ operation: Buffer; tag_peer: string; tag_clock: number; tag_tick: string }>;
+  wait: boolean;
+}
+
+interface PullSnapshotMsg {
+  target: TargetMsg;
+  from: string;
+}
 
 const KIND_TRAILER = 'quiver-error-kind';
 
@@ -137,6 +150,12 @@ export interface PointsBackend {
   settled(): Promise<void>;
   /** This peer's consensus details (GET /cluster/telemetry of another peer asks them). */
   status(): unknown;
+  /** A fresh snapshot archive of this peer's replica of a shard (the source of a snapshot transfer). */
+  shardSnapshot(collection: string, shard: number): Promise<Readable>;
+  /** Replaces this peer's replica of a shard with the archive `input`; resolves with its size in bytes. */
+  replaceShard(collection: string, shard: number, input: Readable): Promise<number>;
+  /** The snapshot archive of `from`'s replica of `target`, streamed from that peer. */
+  fetchSnapshot(from: string, target: ShardTarget): Readable;
 }
 
 function errorStatus(err: unknown): Partial<grpc.StatusObject> {
@@ -201,6 +220,37 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
       return { operation_id: String(id) };
     }),
     Status: unary<object, object>(async () => ({ result: Buffer.from(JSON.stringify(backend.status()), 'utf8') })),
+    Replay: unary<ReplayMsg, object>(async (m) => {
+      const { set } = await resolveTarget(backend, m.target);
+      const local = localOf(backend, set, m.target);
+      for (const r of m.records) {
+        const tag: ClockTag = { peer: BigInt(r.tag_peer), clock: r.tag_clock, tick: BigInt(r.tag_tick) };
+        await local.update(decodeReplicaOperation(r.operation), { wait: false, ordering: 'weak', timeout: null }, tag);
+      }
+      if (m.wait) await local.shard.sync();
+      return { operation_id: '0' };
+    }),
+    ShardSnapshot: (call: grpc.ServerWritableStream<TargetMsg, { data: Buffer }>) => {
+      void (async () => {
+        const { set } = await resolveTarget(backend, call.request);
+        localOf(backend, set, call.request);
+        const archive = await backend.shardSnapshot(call.request.collection, call.request.shard);
+        call.on('cancelled', () => archive.destroy());
+        for await (const chunk of archive) {
+          if (!call.write({ data: chunk as Buffer })) await new Promise<void>((resolve) => call.once('drain', resolve));
+        }
+        call.end();
+      })().catch((err: unknown) => {
+        if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p shard snapshot stream failed');
+        call.emit('error', errorStatus(err));
+      });
+    },
+    PullSnapshot: unary<PullSnapshotMsg, object>(async (m) => {
+      const { collection, set } = await resolveTarget(backend, m.target);
+      localOf(backend, set, m.target);
+      const bytes = await backend.replaceShard(collection.name, m.target.shard, backend.fetchSnapshot(m.from, { collection: m.target.collection, uuid: m.target.uuid, shard: m.target.shard }));
+      return { bytes: String(bytes) };
+    }),
     Read: unary<ReadMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
       const result = await readLocal(backend, collection, set, m);
@@ -211,12 +261,14 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
 
 async function readLocal(b: PointsBackend, collection: Collection, set: ReplicaSet, m: ReadMsg): Promise<unknown> {
   if (m.kind === 'transfer_ready') {
-    // The target of a transfer is ready once it applied the transfer's start (its replica emptied and open).
-    const { from } = JSON.parse(m.request.toString('utf8')) as { from: string };
+    // The target of a transfer is ready once it applied the transfer's start with this method (for stream_records: its replica emptied and open).
+    const { from, method } = JSON.parse(m.request.toString('utf8')) as { from: string; method?: TransferMethod };
     const t = (collection.meta.cluster?.transfers ?? []).find((x) => x.shard === m.target.shard && x.from === from && x.to === b.peer);
-    return { ready: t !== undefined && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
+    return { ready: t !== undefined && methodOf(t) === (method ?? 'stream_records') && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
   }
   const r = localOf(b, set, m.target);
+  if (m.kind === 'clocks') return r.shard.clocks().map((t) => ({ peer: t.peer.toString(), clock: t.clock, tick: t.tick.toString() }));
+  if (m.kind === 'index_backlog') return { backlog: r.shard.indexBacklog() };
   const req = decodeRead(m.kind, m.request) as never;
   switch (m.kind) {
     case 'retrieve':
@@ -243,6 +295,9 @@ interface PointsClient extends grpc.Client {
   Forward(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
   Read(req: ReadMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
   Status(req: object, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
+  Replay(req: ReplayMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
+  PullSnapshot(req: PullSnapshotMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { bytes: string }) => void): grpc.ClientUnaryCall;
+  ShardSnapshot(req: TargetMsg, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<{ data: Buffer }>;
 }
 
 interface Pool {
@@ -283,7 +338,7 @@ export class PointsClients {
   }
 
   /** One call to the peer at `uri` (`peer` names it in errors), bounded by `timeoutMs`. */
-  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status', req: UpdateMsg | ReadMsg | object, timeoutMs: number | null): Promise<T> {
+  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status' | 'Replay' | 'PullSnapshot', req: UpdateMsg | ReadMsg | ReplayMsg | PullSnapshotMsg | object, timeoutMs: number | null): Promise<T> {
     return new Promise((resolve, reject) => {
       let pool: Pool;
       try {
@@ -314,6 +369,40 @@ export class PointsClients {
       );
       pool.inFlight.add(call);
     });
+  }
+
+  /**
+   * A shard snapshot streamed from the peer at `uri` (no deadline: it ends with the
+   * archive, or fails when the peer stops answering health checks, which cancels it).
+   */
+  snapshotStream(uri: string, peer: string, target: ShardTarget): Readable {
+    const pool = this.pool(uri);
+    const client = pool.clients[pool.next++ % pool.clients.length];
+    const stat = this.stats.get('ShardSnapshot') ?? { calls: 0, failures: 0 };
+    this.stats.set('ShardSnapshot', stat);
+    stat.calls++;
+    const call = client.ShardSnapshot(targetMsg(target), new grpc.Metadata(), {});
+    pool.inFlight.add(call as unknown as grpc.ClientUnaryCall);
+    const out = new PassThrough();
+    call.on('data', (m: { data: Buffer }) => {
+      if (!out.write(m.data)) {
+        call.pause();
+        out.once('drain', () => call.resume());
+      }
+    });
+    call.on('end', () => {
+      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
+      out.end();
+    });
+    call.on('error', (err: grpc.ServiceError) => {
+      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
+      stat.failures++;
+      out.destroy(callError(err, peer, 0));
+    });
+    out.on('close', () => {
+      if (!out.writableFinished) call.cancel();
+    });
+    return out;
   }
 
   /** Cancels every call in flight to `uri` (its peer stopped answering): they fail as unavailable at once. */
@@ -349,8 +438,13 @@ function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
 
 // -- the remote replica -----------------------------------------------------------------------
 
+/** Reads a transfer makes of its target. */
+const TRANSFER_CALL: ReadOptions = { consistency: { factor: 1 }, timeout: null };
+/** A snapshot transfer's fetch and restore: long, ended early by the health checks when a peer goes. */
+const PULL_TIMEOUT_MS = 6 * 3600 * 1000;
+
 /** The replica of a shard that another peer holds, over the points service. */
-export class RemoteReplica implements Replica {
+export class RemoteReplica implements TransferTarget {
   readonly isLocal = false;
 
   constructor(
@@ -404,10 +498,34 @@ export class RemoteReplica implements Replica {
     return this.read('any_match', { filter }, opts);
   }
 
-  /** Whether this peer applied the start of a transfer from `from` (its replica is empty and Partial). */
-  async transferReady(from: string, timeoutMs: number): Promise<boolean> {
-    const r = await this.read<{ ready: boolean }>('transfer_ready', { from }, { consistency: { factor: 1 }, timeout: timeoutMs / 1000 });
+  /** Whether this peer applied the start of a transfer from `from` with `method` (for stream_records: its replica is empty), its replica Partial. */
+  async transferReady(from: string, method: TransferMethod, timeoutMs: number): Promise<boolean> {
+    const r = await this.read<{ ready: boolean }>('transfer_ready', { from, method }, { consistency: { factor: 1 }, timeout: timeoutMs / 1000 });
     return r.ready;
+  }
+
+  async clocks(): Promise<ClockTag[]> {
+    const r = await this.read<Array<{ peer: string; clock: number; tick: string }>>('clocks', {}, TRANSFER_CALL);
+    return r.map((t) => ({ peer: BigInt(t.peer), clock: t.clock, tick: BigInt(t.tick) }));
+  }
+
+  async indexBacklog(): Promise<number> {
+    return (await this.read<{ backlog: number }>('index_backlog', {}, TRANSFER_CALL)).backlog;
+  }
+
+  async replay(ops: readonly TaggedOperation[], wait: boolean): Promise<void> {
+    const msg: ReplayMsg = {
+      target: targetMsg(this.target),
+      records: ops.map((o) => ({ operation: encodeReplicaOperation(o.op), tag_peer: o.tag.peer.toString(), tag_clock: o.tag.clock, tag_tick: o.tag.tick.toString() })),
+      wait,
+    };
+    await this.clients.call(this.uri(), this.peer, 'Replay', msg, null);
+  }
+
+  /** The target (this remote peer) fetches `from`'s snapshot of the shard and restores it; no deadline but the health checks (a big shard takes a while). */
+  async pullSnapshot(from: string): Promise<number> {
+    const res = await this.clients.call<{ bytes: string }>(this.uri(), this.peer, 'PullSnapshot', { target: targetMsg(this.target), from }, PULL_TIMEOUT_MS);
+    return Number(res.bytes);
   }
 }
 
