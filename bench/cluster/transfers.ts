@@ -214,7 +214,7 @@ export async function transferThroughput(o: ThroughputOptions): Promise<Throughp
           rep,
           from: ids[holder],
           to: ids[to],
-          shownMethods: [...shown],
+          shownMethods: [...shown].sort(),
           ms,
           acceptedMs,
           pointsPerSec: Math.round(o.points / (ms / 1000)),
@@ -283,38 +283,34 @@ export interface DeltaRow {
 export interface DeltaResult {
   params: DeltaOptions;
   rows: DeltaRow[];
-  summary: Array<{ method: string; n: number; activeMs: number; identicalMs: number; transferMs: number | null; shownMethods: string[] }>;
-  ratio: { active: number | null; identical: number | null };
+  summary: Array<{ method: string; n: number; activeMs: number; fromListeningMs: number | null; identicalMs: number; transferMs: number | null; shownMethods: string[] }>;
+  ratio: { active: number | null; fromListening: number | null; transfer: number | null; identical: number | null };
 }
 
 export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
-  console.log(`delta: ${o.points} x ${o.dim}-d, one shard, RF 2, 3 peers; ${o.writes} writes missed (${o.fault}), ${o.trials} trials per method (${o.methods.join(', ')})`);
+  console.log(`delta: ${o.points} x ${o.dim}-d, one shard, RF 2, 3 peers per method; ${o.writes} writes missed (${o.fault}), ${o.trials} trials per method (${o.methods.join(', ')})`);
   const name = 'delta';
   const rows: DeltaRow[] = [];
-  const envOf = (method: string) => ({ SERVICE__TELEMETRY_DISABLED: 'true', SERVICE__STORAGE__SHARD_TRANSFER_METHOD: method });
-  const c = await Cluster.prepare(3, {});
+  // One cluster per method, every peer started with it, both up all along: a replica
+  // rebuilt by one method is never the next trial's starting point for the other (a
+  // replica filled by stream_records holds untagged records, which wal_delta cannot use).
+  const clusters = new Map<string, { c: Cluster; ids: string[]; nextId: number; env: Record<string, string> }>();
   try {
-    await c.startPeer(0, null, envOf(o.methods[0]));
-    for (let i = 1; i < 3; i++) await c.startPeer(i, 0, envOf(o.methods[0]));
-    await c.waitVoters(3);
-    await createCollection(c, name, { vectors: { size: o.dim, distance: 'Cosine' }, shard_number: 1, replication_factor: 2, optimizers_config: { indexing_threshold: 0 } });
-    await load(c, name, o.points, o.dim);
-    const ids = await peerIds(c);
-    let nextId = o.points;
-    let current = o.methods[0];
+    for (const method of o.methods) {
+      const env = { SERVICE__TELEMETRY_DISABLED: 'true', SERVICE__STORAGE__SHARD_TRANSFER_METHOD: method };
+      const c = await Cluster.start(3, env);
+      clusters.set(method, { c, ids: [], nextId: o.points, env });
+      await createCollection(c, name, { vectors: { size: o.dim, distance: 'Cosine' }, shard_number: 1, replication_factor: 2, optimizers_config: { indexing_threshold: 0 } });
+      console.log(`  cluster for ${method}:`);
+      await load(c, name, o.points, o.dim);
+      clusters.get(method)!.ids = await peerIds(c);
+    }
     for (let trial = 0; trial < o.trials; trial++) {
       const order = trial % 2 === 0 ? o.methods : [...o.methods].reverse();
       for (const method of order) {
-        if (method !== current) {
-          // The method is a setting of the peers: every peer is restarted with it.
-          for (let i = 0; i < 3; i++) {
-            await c.kill(i, 'SIGTERM');
-            await c.startPeer(i, null, envOf(method));
-          }
-          await c.waitVoters(3, 120_000);
-          await waitFor('all Active after the restarts', () => settled(c, name), 300_000, 200);
-          current = method;
-        }
+        const k = clusters.get(method)!;
+        const { c, ids } = k;
+        await waitFor('all Active, no transfer', () => settled(c, name), 300_000, 200);
         const leader = await c.waitLeader();
         const holders = [...(await viewOf(c.peers[leader].url, name)).replicas.get(0)!.keys()].map((p) => ids.indexOf(p));
         const victim = holders.find((i) => i !== leader) ?? holders[0];
@@ -322,12 +318,12 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
         if (o.fault === 'kill') await c.kill(victim, 'SIGKILL');
         else c.signal(victim, 'SIGSTOP');
         const w0 = Date.now();
-        const first = nextId;
+        const first = k.nextId;
         let failures = 0;
         const clients = survivors.map((i) => new RawClient(c.peers[i].url));
         try {
           for (let b = 0; b < o.writes / 100; b++) {
-            const batch = Array.from({ length: 100 }, (_, k) => first + b * 100 + k);
+            const batch = Array.from({ length: 100 }, (_, j) => first + b * 100 + j);
             for (let attempt = 0; ; attempt++) {
               const x = await clients[(b + attempt) % 2].request('PUT', `/collections/${name}/points?wait=true`, body(batch, o.dim)).catch(() => null);
               if (x?.status === 200) break;
@@ -339,14 +335,15 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
         } finally {
           for (const cl of clients) cl.close();
         }
-        nextId += o.writes;
+        k.nextId += o.writes;
         const writeMs = Date.now() - w0;
-        // The victim's replica is out of the writes (Dead) before it comes back.
+        // The victim's replica is Dead and no transfer to it is under way (a recovery the
+        // leader started before it saw the peer down is aborted after 4 s) before it comes back.
         const stateBeforeBack = await waitFor(
-          'the victim marked Dead',
+          'the victim Dead, no transfer to it',
           async () => {
-            const s = (await viewOf(c.peers[survivors[0]].url, name)).replicas.get(0)?.get(ids[victim]);
-            return s !== undefined && s !== 'Active' ? s : null;
+            const v = await viewOf(c.peers[survivors[0]].url, name);
+            return v.replicas.get(0)?.get(ids[victim]) === 'Dead' && !v.transfers.some((t) => String(t.to) === ids[victim]) ? 'Dead' : null;
           },
           60_000,
           100,
@@ -354,7 +351,7 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
         const r0 = Date.now();
         let listeningMs: number | null = null;
         if (o.fault === 'kill') {
-          await c.startPeer(victim, null, envOf(method));
+          await c.startPeer(victim, null, k.env);
           listeningMs = Date.now() - r0;
         } else c.signal(victim, 'SIGCONT');
         let transferSeenMs: number | null = null;
@@ -402,15 +399,15 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
           stateBeforeBack,
           listeningMs,
           transferSeenMs,
-          shownMethods: [...shown],
+          shownMethods: [...shown].sort(),
           activeMs,
           identicalMs,
           points: count,
-          lost: count === null ? -1 : Math.max(0, nextId - count),
+          lost: count === null ? -1 : Math.max(0, k.nextId - count),
         };
         rows.push(row);
         console.log(
-          `  ${method} trial ${trial + 1}: ${o.writes} writes in ${writeMs} ms while peer ${victim} was ${o.fault === 'kill' ? 'down' : 'stopped'} (${stateBeforeBack}); back: ${listeningMs === null ? '' : `listening ${listeningMs} ms, `}transfer seen ${transferSeenMs ?? '–'} ms (${row.shownMethods.join(', ') || 'none seen'}), Active ${activeMs ?? 'never'} ms, identical ${identicalMs ?? 'never'} ms; ${count} points on it`,
+          `  ${method} trial ${trial + 1}: ${o.writes} writes in ${writeMs} ms while peer ${victim} was ${o.fault === 'kill' ? 'down' : 'stopped'}; back: ${listeningMs === null ? '' : `listening ${listeningMs} ms, `}transfer seen ${transferSeenMs ?? '–'} ms (${row.shownMethods.join(', ') || 'none seen'}), Active ${activeMs ?? 'never'} ms, identical ${identicalMs ?? 'never'} ms; ${count} points on it`,
         );
         if (activeMs === null || identicalMs === null || row.lost !== 0) throw new Error(`delta: the replica did not come back whole: ${JSON.stringify(row)}`);
       }
@@ -422,21 +419,27 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
         method,
         n: mine.length,
         activeMs: median(mine.map((x) => x.activeMs!)),
+        fromListeningMs: o.fault === 'kill' ? median(mine.map((x) => x.activeMs! - x.listeningMs!)) : null,
         identicalMs: median(mine.map((x) => x.identicalMs!)),
         transferMs: seen.length ? median(seen.map((x) => x.activeMs! - x.transferSeenMs!)) : null,
-        shownMethods: [...new Set(mine.flatMap((x) => x.shownMethods))],
+        shownMethods: [...new Set(mine.flatMap((x) => x.shownMethods))].sort(),
       };
     });
     const wal = summary.find((s) => s.method === 'wal_delta');
     const stream = summary.find((s) => s.method === 'stream_records');
+    const r = (a: number | null | undefined, b: number | null | undefined) => (a && b ? round(a / b, 2) : null);
     const ratio = {
-      active: wal && stream ? round(stream.activeMs / wal.activeMs, 2) : null,
-      identical: wal && stream ? round(stream.identicalMs / wal.identicalMs, 2) : null,
+      active: r(stream?.activeMs, wal?.activeMs),
+      fromListening: r(stream?.fromListeningMs, wal?.fromListeningMs),
+      transfer: r(stream?.transferMs, wal?.transferMs),
+      identical: r(stream?.identicalMs, wal?.identicalMs),
     };
     return { params: o, rows, summary, ratio };
   } finally {
-    for (const p of c.peers) if (p.server) c.signal(p.index, 'SIGCONT');
-    await c.destroy();
+    for (const { c } of clusters.values()) {
+      for (const p of c.peers) if (p.server) c.signal(p.index, 'SIGCONT');
+      await c.destroy();
+    }
   }
 }
 
@@ -653,7 +656,7 @@ export async function moves(o: MovesOptions): Promise<MovesResult> {
           shard,
           from,
           to,
-          shownMethods: [...shown],
+          shownMethods: [...shown].sort(),
           ms,
           writesDuring,
           writeFailuresDuring: failuresDuring,
