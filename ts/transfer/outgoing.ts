@@ -216,7 +216,14 @@ class Run {
       this.rethrow();
       this.finishing = true;
       this.progress.stage = 'finishing';
-      await this.ctx.propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: true }, PROPOSE_TIMEOUT_MS);
+      // Under the write lock: a forward that failed while the finish was being committed
+      // (the target died meanwhile) would leave an acknowledged write off a target that
+      // the finish makes Active, the only replica after a move. No write is applied here
+      // until the finish is committed, and one whose forward failed before aborts instead.
+      await this.source.exclusive(async () => {
+        this.rethrow();
+        await this.ctx.propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: true }, PROPOSE_TIMEOUT_MS);
+      });
       ok = true;
       this.ended = true;
       this.outcomes.finished[this.progress.method] = (this.outcomes.finished[this.progress.method] ?? 0) + 1;
