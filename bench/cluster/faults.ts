@@ -32,7 +32,7 @@
  * named in the report.
  *
  * `--mode transfer-kill` (`--trials` 50 per method of `--methods`, default `auto`; RF
- * `--rf` 1; `--preload` 150,000 points first): the same writers and readers, but each
+ * `--rf` 1; `--preload` 60,000 points first): the same writers and readers, but each
  * trial moves a shard and kills (SIGKILL) the transfer's source or target (alternately)
  * at a random moment of it, then checks that every acknowledged point is there once,
  * that replicas agree, and (polled every 100 ms throughout) that every shard always has
@@ -82,7 +82,7 @@ const TRIALS = numFlag(argv, 'trials', 50);
 const METHODS = (flagValue(argv, 'methods') ?? 'auto').split(',');
 for (const m of METHODS) if (!['auto', 'stream_records', 'snapshot', 'wal_delta'].includes(m)) throw new Error(`--methods: unknown method ${m}`);
 /** transfer-kill: points loaded before the trials (so a transfer takes a while). */
-const PRELOAD = numFlag(argv, 'preload', TRANSFER_KILL ? 150_000 : 0);
+const PRELOAD = numFlag(argv, 'preload', TRANSFER_KILL ? 60_000 : 0);
 const DOWN_MIN_MS = numFlag(argv, 'down-min-ms', 1000);
 const DOWN_MAX_MS = numFlag(argv, 'down-max-ms', 3000);
 const SEED = numFlag(argv, 'seed', 1);
@@ -496,9 +496,9 @@ function report(final: Final | null, startedAt: string, elapsedS: number): { jso
 //
 // `--mode transfer-kill`: instead of cycles of random faults, `--trials` trials per method
 // of `--methods`: a shard is moved (`move_shard`, the method named; `auto` names none) to a
-// peer that lacks it, and at a random moment of the transfer (uniform over the time an
-// undisturbed move of that method took, from the request's answer) its source or its
-// target (alternately) is killed (SIGKILL) and started again 1-3 s later. Then every peer
+// peer that lacks it, and at a random moment of the transfer (a fraction u of it drawn
+// uniformly: of the progress the source shows, or of the time an undisturbed move of
+// that method stayed listed) its source or its target (alternately) is killed (SIGKILL) and started again 1-3 s later. Then every peer
 // must see every replica Active and no transfer; every point acknowledged so far must be
 // there (scrolled through a peer in rotation), once; every shard's replicas must agree.
 // Throughout, a poller asks a peer not under the fault every 100 ms whether every shard
@@ -512,6 +512,9 @@ interface TransferTrial {
   to: number;
   victim: 'source' | 'target';
   victimPeer: number;
+  /** The fraction of the transfer drawn for the kill, and what decided the moment (`progress` shown by the source, or `time`). */
+  at: number;
+  by: string;
   delayMs: number;
   /** The transfer was still listed right before the kill (the kill hit it while it ran). */
   during: boolean;
@@ -646,17 +649,36 @@ async function transferTrial(c: Cluster, ids: string[], method: string, n: numbe
   const shard = n % SHARDS;
   const victim: 'source' | 'target' = n % 2 === 0 ? 'source' : 'target';
   const expected = calibration[method];
-  const delayMs = rng.int(0, expected);
-  // Uniform over the transfer: measured from the request's answer, as the calibration was.
+  // The kill's moment: a fraction u of the transfer, drawn uniformly. While the source
+  // shows the transfer's progress as "(sent/total)" the kill comes once sent/total >= u;
+  // without such progress (a snapshot's stages), once u of the time an undisturbed move
+  // of the method stayed listed here has passed (the machine's load changes how long a
+  // transfer takes: progress follows it, a time measured once does not).
+  const u = rng.float();
   const downMs = rng.int(DOWN_MIN_MS, DOWN_MAX_MS);
   phase = `transfer-kill of the ${victim}`;
   const { from, to } = await moveOnce(c, ids, method, shard);
-  await sleep(delayMs);
+  const t0 = Date.now();
+  let listed: ClusterView['transfers'][number] | undefined;
+  let by = 'time';
+  for (;;) {
+    // The source lists the transfer with its progress.
+    const v = await clusterView(c.peers[from].url, 2000).catch(() => null);
+    listed = v?.transfers.find((t) => t.shard_id === shard && String(t.to) === ids[to]);
+    if (v !== null && listed === undefined) break;
+    const m = /\((\d+)\/(\d+)\)/.exec(listed?.comment ?? '');
+    if (m !== null && Number(m[2]) > 0 && Number(m[1]) / Number(m[2]) >= u) {
+      by = 'progress';
+      break;
+    }
+    if (m === null && Date.now() - t0 >= u * expected) break;
+    // A stalled transfer (or a progress not shown for long) is killed at three times the undisturbed time at most.
+    if (Date.now() - t0 >= 3 * expected) break;
+    await sleep(25);
+  }
+  const delayMs = Date.now() - t0;
   const victimPeer = victim === 'source' ? from : to;
   const watcher = [0, 1, 2].find((i) => i !== from && i !== to)!;
-  // The source lists the transfer with its progress.
-  const before = await clusterView(c.peers[from].url).catch(() => null);
-  const listed = before?.transfers.find((t) => t.shard_id === shard && String(t.to) === ids[to]);
   faulted = victimPeer;
   available.delete(victimPeer);
   logStreams[victimPeer].write(`{"bench":"trial ${n + 1} (${method}): SIGKILL of the ${victim} of shard ${shard}'s move ${from} -> ${to}"}\n`);
@@ -680,6 +702,8 @@ async function transferTrial(c: Cluster, ids: string[], method: string, n: numbe
     to,
     victim,
     victimPeer,
+    at: round(u, 3),
+    by,
     delayMs,
     during: listed !== undefined,
     progress: listed?.comment ?? null,
@@ -710,7 +734,7 @@ async function transferTrial(c: Cluster, ids: string[], method: string, n: numbe
   row.lostExamples = present.examples;
   if (RF > 1) row.divergent = divergent(await digests(c, NAME, SHARDS), RF).map((x) => `shard ${x.shard}: ${x.why}`);
   console.log(
-    `trial ${n + 1} (${method}): shard ${shard} ${from} → ${to}, ${victim} (peer ${victimPeer}) killed ${delayMs} ms after the request${row.during ? ` during the transfer (${row.progress ?? 'no progress shown'})` : ', after the transfer had ended'}, down ${downMs} ms; ` +
+    `trial ${n + 1} (${method}): shard ${shard} ${from} → ${to}, ${victim} (peer ${victimPeer}) killed at u=${row.at} (by ${by}) ${delayMs} ms after the request${row.during ? ` during the transfer (${row.progress ?? 'no progress shown'})` : ', after the transfer had ended'}, down ${downMs} ms; ` +
       `${row.outcome}; settled ${row.settleMs} ms after the restart; ${present.checked} ids checked through peer ${through}: ${present.lost} lost, ${present.duplicated} duplicated${row.divergent.length ? `; DIVERGENT ${row.divergent.join('; ')}` : ''}; ` +
       `writes ${writes.batchesAcked} acked / ${writes.batchesFailed} failed`,
   );
@@ -769,7 +793,7 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
     `Command: \`npm run bench:faults${argv.length ? ` -- ${argv.join(' ')}` : ''}\` at commit ${SOURCE.commit}${SOURCE.changed.length ? ` (changed: ${SOURCE.changed.join(', ')})` : ''}; started ${startedAt}, ${round(elapsedS / 60, 1)} min. ` +
       `3 peers on 127.0.0.1 (one shared ${os.cpus().length}-core machine, load average at the end ${os.loadavg().map((x) => round(x, 2)).join(' ')}), one collection: RF ${RF}, shard_number ${SHARDS}, ${DIM}-d Dot vectors, ${f(PRELOAD)} points loaded first. ` +
       `${WRITERS} writers (batches of ${BATCH}, wait=true, ${Math.round(OVERWRITE * 100)}% overwrites, ${WRITE_PAUSE_MS} ms between batches) and ${READERS} readers run throughout, through the peers not under the fault. ` +
-      `Each trial moves shard (trial mod ${SHARDS}) from a peer holding it to one lacking it (\`move_shard\`, the method named; \`auto\` names none: the default method), waits a random time within how long an undisturbed move of that method stayed listed here after the request's answer, ` +
+      `Each trial moves shard (trial mod ${SHARDS}) from a peer holding it to one lacking it (\`move_shard\`, the method named; \`auto\` names none: the default method), waits for a random moment of the transfer (u drawn uniformly in [0, 1): while the source shows progress as (sent/total), until that fraction reaches u; otherwise u times how long an undisturbed move of that method stayed listed here after the request's answer), ` +
       `then kills (SIGKILL) the source (odd trials) or the target (even trials), starts it again after ${DOWN_MIN_MS / 1000}-${DOWN_MAX_MS / 1000} s, and waits until every peer sees every replica Active and no transfer for ${SETTLE_MS} ms. ` +
       `Then every id acknowledged so far is looked for by a scroll through one peer (in rotation): missing = lost, returned twice = duplicated${RF > 1 ? "; every shard's replica digests must be equal" : ''}. ` +
       'Throughout, every 100 ms a peer not under the fault is asked whether every shard has an Active replica. Seed ' +
@@ -809,10 +833,10 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
   md.push('', '## Failed reads', '');
   if (reads.failures.size === 0) md.push('none');
   for (const [k, n] of [...reads.failures].sort((a, b) => b[1] - a[1])) md.push(`- ${n} × \`${k}\``);
-  md.push('', '## Trials', '', '| trial | method | shard | from → to | killed | after ms | during (progress) | down ms | outcome | settled ms | lost | dup | divergent |', '|---:|---|---:|---|---|---:|---|---:|---|---:|---:|---:|---|');
+  md.push('', '## Trials', '', '| trial | method | shard | from → to | killed | u (by) | after ms | during (progress) | down ms | outcome | settled ms | lost | dup | divergent |', '|---:|---|---:|---|---|---|---:|---|---:|---|---:|---:|---:|---|');
   for (const t of trials) {
     md.push(
-      `| ${t.trial} | ${t.method} | ${t.shard} | ${t.from} → ${t.to} | ${t.victim} (peer ${t.victimPeer}) | ${t.delayMs} | ${t.during ? `yes${t.progress ? ` (${t.progress.replace(/\|/g, '/')})` : ''}` : 'no'} | ${t.downMs} | ${t.outcome} | ${t.settleMs ?? 'never'} | ${t.lost}${t.lostExamples.length ? ` (${t.lostExamples.join(', ')})` : ''} | ${t.duplicated} | ${t.divergent.join('; ')} |`,
+      `| ${t.trial} | ${t.method} | ${t.shard} | ${t.from} → ${t.to} | ${t.victim} (peer ${t.victimPeer}) | ${t.at} (${t.by}) | ${t.delayMs} | ${t.during ? `yes${t.progress ? ` (${t.progress.replace(/\|/g, '/')})` : ''}` : 'no'} | ${t.downMs} | ${t.outcome} | ${t.settleMs ?? 'never'} | ${t.lost}${t.lostExamples.length ? ` (${t.lostExamples.join(', ')})` : ''} | ${t.duplicated} | ${t.divergent.join('; ')} |`,
     );
   }
   if (hangs.length) md.push('', '## Hangs', '', ...hangs.map((h) => `- ${h}`));
