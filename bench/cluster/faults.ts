@@ -496,9 +496,9 @@ function report(final: Final | null, startedAt: string, elapsedS: number): { jso
 //
 // `--mode transfer-kill`: instead of cycles of random faults, `--trials` trials per method
 // of `--methods`: a shard is moved (`move_shard`, the method named; `auto` names none) to a
-// peer that lacks it, and at a random moment of the transfer (a fraction u of it drawn
-// uniformly: of the progress the source shows, or of the time an undisturbed move of
-// that method stayed listed) its source or its target (alternately) is killed (SIGKILL) and started again 1-3 s later. Then every peer
+// peer that lacks it, and at a random moment of the transfer (a fraction u, drawn
+// uniformly, of its time, estimated from the progress the source shows and an
+// undisturbed move's timing) its source or its target (alternately) is killed (SIGKILL) and started again 1-3 s later. Then every peer
 // must see every replica Active and no transfer; every point acknowledged so far must be
 // there (scrolled through a peer in rotation), once; every shard's replicas must agree.
 // Throughout, a poller asks a peer not under the fault every 100 ms whether every shard
@@ -512,9 +512,9 @@ interface TransferTrial {
   to: number;
   victim: 'source' | 'target';
   victimPeer: number;
-  /** The fraction of the transfer drawn for the kill, and what decided the moment (`progress` shown by the source, or `time`). */
+  /** The fraction of the transfer's time drawn for the kill, and the transfer's whole time as estimated at the kill. */
   at: number;
-  by: string;
+  estimateMs: number;
   delayMs: number;
   /** The transfer was still listed right before the kill (the kill hit it while it ran). */
   during: boolean;
@@ -533,7 +533,16 @@ interface TransferTrial {
 }
 
 const trials: TransferTrial[] = [];
-const calibration: Record<string, number> = {};
+/** Per method, an undisturbed move: ms from the request's answer to the copy's end (the comment no longer "Transferring ..."), and from there until it is no longer listed. */
+const calibration: Record<string, { copyMs: number; tailMs: number }> = {};
+
+/** The copy's progress in a transfer's comment, "(sent/total)", or null. */
+function progressOf(comment: string | undefined): { sent: number; total: number } | null {
+  const m = /\((\d+)\/(\d+)\)/.exec(comment ?? '');
+  return m === null ? null : { sent: Number(m[1]), total: Number(m[2]) };
+}
+
+const copying = (comment: string | undefined): boolean => (comment ?? '').startsWith('Transferring');
 const activePolls = { polls: 0, unanswered: 0, violations: [] as string[] };
 /** Peer the poller must not ask (under a fault). */
 let faulted: number | null = null;
@@ -649,31 +658,33 @@ async function transferTrial(c: Cluster, ids: string[], method: string, n: numbe
   const shard = n % SHARDS;
   const victim: 'source' | 'target' = n % 2 === 0 ? 'source' : 'target';
   const expected = calibration[method];
-  // The kill's moment: a fraction u of the transfer, drawn uniformly. While the source
-  // shows the transfer's progress as "(sent/total)" the kill comes once sent/total >= u;
-  // without such progress (a snapshot's stages), once u of the time an undisturbed move
-  // of the method stayed listed here has passed (the machine's load changes how long a
-  // transfer takes: progress follows it, a time measured once does not).
+  // The kill's moment: a fraction u, drawn uniformly, of the transfer's time from the
+  // request's answer until it is no longer listed. That time is estimated as it goes,
+  // so the machine's load does not push kills past the end: the copy's time from the
+  // progress the source shows, "(sent/total)" (the undisturbed move's copy time when it
+  // shows none, as a snapshot does), plus the undisturbed move's time after the copy
+  // (queued writes, indexing, the finish).
   const u = rng.float();
   const downMs = rng.int(DOWN_MIN_MS, DOWN_MAX_MS);
   phase = `transfer-kill of the ${victim}`;
   const { from, to } = await moveOnce(c, ids, method, shard);
   const t0 = Date.now();
   let listed: ClusterView['transfers'][number] | undefined;
-  let by = 'time';
+  let copyEnd: number | null = null;
+  let estimate = expected.copyMs + expected.tailMs;
   for (;;) {
     // The source lists the transfer with its progress.
     const v = await clusterView(c.peers[from].url, 2000).catch(() => null);
     listed = v?.transfers.find((t) => t.shard_id === shard && String(t.to) === ids[to]);
+    const e = Date.now() - t0;
     if (v !== null && listed === undefined) break;
-    const m = /\((\d+)\/(\d+)\)/.exec(listed?.comment ?? '');
-    if (m !== null && Number(m[2]) > 0 && Number(m[1]) / Number(m[2]) >= u) {
-      by = 'progress';
-      break;
+    if (listed !== undefined) {
+      const pr = progressOf(listed.comment);
+      if (!copying(listed.comment)) copyEnd ??= e;
+      const copy = copyEnd ?? (pr !== null && pr.sent > 0 ? (e * pr.total) / pr.sent : Math.max(expected.copyMs, e));
+      estimate = copy + expected.tailMs;
     }
-    if (m === null && Date.now() - t0 >= u * expected) break;
-    // A stalled transfer (or a progress not shown for long) is killed at three times the undisturbed time at most.
-    if (Date.now() - t0 >= 3 * expected) break;
+    if (e >= u * estimate || e >= 10 * (expected.copyMs + expected.tailMs)) break;
     await sleep(25);
   }
   const delayMs = Date.now() - t0;
@@ -703,7 +714,7 @@ async function transferTrial(c: Cluster, ids: string[], method: string, n: numbe
     victim,
     victimPeer,
     at: round(u, 3),
-    by,
+    estimateMs: Math.round(estimate),
     delayMs,
     during: listed !== undefined,
     progress: listed?.comment ?? null,
@@ -734,7 +745,7 @@ async function transferTrial(c: Cluster, ids: string[], method: string, n: numbe
   row.lostExamples = present.examples;
   if (RF > 1) row.divergent = divergent(await digests(c, NAME, SHARDS), RF).map((x) => `shard ${x.shard}: ${x.why}`);
   console.log(
-    `trial ${n + 1} (${method}): shard ${shard} ${from} → ${to}, ${victim} (peer ${victimPeer}) killed at u=${row.at} (by ${by}) ${delayMs} ms after the request${row.during ? ` during the transfer (${row.progress ?? 'no progress shown'})` : ', after the transfer had ended'}, down ${downMs} ms; ` +
+    `trial ${n + 1} (${method}): shard ${shard} ${from} → ${to}, ${victim} (peer ${victimPeer}) killed at u=${row.at} of ~${row.estimateMs} ms, ${delayMs} ms after the request${row.during ? ` during the transfer (${row.progress ?? 'no progress shown'})` : ', after the transfer had ended'}, down ${downMs} ms; ` +
       `${row.outcome}; settled ${row.settleMs} ms after the restart; ${present.checked} ids checked through peer ${through}: ${present.lost} lost, ${present.duplicated} duplicated${row.divergent.length ? `; DIVERGENT ${row.divergent.join('; ')}` : ''}; ` +
       `writes ${writes.batchesAcked} acked / ${writes.batchesFailed} failed`,
   );
@@ -747,14 +758,24 @@ async function runTransferKill(c: Cluster, save: (final: Final | null) => void):
   try {
     let n = 0;
     for (const method of METHODS) {
-      // An undisturbed move first: how long the transfer is listed after the request's
-      // answer with this method here (the kills land uniformly within that).
+      // An undisturbed move first: how long its copy and what follows take here.
       const moved = await moveOnce(c, ids, method, n % SHARDS);
       const t0 = Date.now();
-      await waitFor('the calibration transfer ends', async () => !(await clusterView(c.peers[moved.from].url)).transfers.some((t) => t.shard_id === n % SHARDS), CYCLE_TIMEOUT_MS, 50);
-      calibration[method] = Math.max(100, Date.now() - t0);
+      let copyMs: number | null = null;
+      await waitFor(
+        'the calibration transfer ends',
+        async () => {
+          const l = (await clusterView(c.peers[moved.from].url)).transfers.find((t) => t.shard_id === n % SHARDS);
+          if (l !== undefined && !copying(l.comment)) copyMs ??= Date.now() - t0;
+          return l === undefined;
+        },
+        CYCLE_TIMEOUT_MS,
+        25,
+      );
+      const total = Date.now() - t0;
+      calibration[method] = { copyMs: copyMs ?? total, tailMs: total - (copyMs ?? total) };
       if ((await waitSettled(c, CYCLE_TIMEOUT_MS)) === null) throw new Error(`the calibration move (${method}) did not settle`);
-      console.log(`${method}: an undisturbed move is listed ${calibration[method]} ms after the request's answer; kills land uniformly within that`);
+      console.log(`${method}: an undisturbed move: copy ${calibration[method].copyMs} ms, then ${calibration[method].tailMs} ms until it is no longer listed`);
       for (let k = 0; k < TRIALS; k++) {
         if (!(await transferTrial(c, ids, method, n++))) return;
         if (n % 5 === 0) save(null);
@@ -793,7 +814,7 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
     `Command: \`npm run bench:faults${argv.length ? ` -- ${argv.join(' ')}` : ''}\` at commit ${SOURCE.commit}${SOURCE.changed.length ? ` (changed: ${SOURCE.changed.join(', ')})` : ''}; started ${startedAt}, ${round(elapsedS / 60, 1)} min. ` +
       `3 peers on 127.0.0.1 (one shared ${os.cpus().length}-core machine, load average at the end ${os.loadavg().map((x) => round(x, 2)).join(' ')}), one collection: RF ${RF}, shard_number ${SHARDS}, ${DIM}-d Dot vectors, ${f(PRELOAD)} points loaded first. ` +
       `${WRITERS} writers (batches of ${BATCH}, wait=true, ${Math.round(OVERWRITE * 100)}% overwrites, ${WRITE_PAUSE_MS} ms between batches) and ${READERS} readers run throughout, through the peers not under the fault. ` +
-      `Each trial moves shard (trial mod ${SHARDS}) from a peer holding it to one lacking it (\`move_shard\`, the method named; \`auto\` names none: the default method), waits for a random moment of the transfer (u drawn uniformly in [0, 1): while the source shows progress as (sent/total), until that fraction reaches u; otherwise u times how long an undisturbed move of that method stayed listed here after the request's answer), ` +
+      `Each trial moves shard (trial mod ${SHARDS}) from a peer holding it to one lacking it (\`move_shard\`, the method named; \`auto\` names none: the default method), waits for a random moment of the transfer (a fraction u, drawn uniformly, of its time from the request's answer until it is no longer listed, estimated as it goes: the copy from the progress "(sent/total)" the source shows, or an undisturbed move's copy time when it shows none, plus an undisturbed move's time after its copy), ` +
       `then kills (SIGKILL) the source (odd trials) or the target (even trials), starts it again after ${DOWN_MIN_MS / 1000}-${DOWN_MAX_MS / 1000} s, and waits until every peer sees every replica Active and no transfer for ${SETTLE_MS} ms. ` +
       `Then every id acknowledged so far is looked for by a scroll through one peer (in rotation): missing = lost, returned twice = duplicated${RF > 1 ? "; every shard's replica digests must be equal" : ''}. ` +
       'Throughout, every 100 ms a peer not under the fault is asked whether every shard has an Active replica. Seed ' +
@@ -809,7 +830,7 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
     if (t.length === 0) continue;
     const st = stats(t.filter((x) => x.settleMs !== null).map((x) => x.settleMs!));
     md.push(
-      `| ${m} (undisturbed ${calibration[m]} ms) | ${t.length} | ${t.filter((x) => x.during).length} | ${t.filter((x) => x.victim === 'source').length} / ${t.filter((x) => x.victim === 'target').length} | ${t.filter((x) => x.outcome === 'moved').length} / ${t.filter((x) => x.outcome === 'stayed').length}${t.some((x) => x.outcome === 'both' || x.outcome === 'neither') ? ` (other: ${t.filter((x) => x.outcome === 'both' || x.outcome === 'neither').length})` : ''} | ${st.median} / ${st.worst} | ${f(t.at(-1)!.checkedIds)} | ${t.reduce((a, x) => a + x.lost, 0)} | ${t.reduce((a, x) => a + x.duplicated, 0)} | ${t.filter((x) => x.divergent.length).length} |`,
+      `| ${m} (undisturbed: copy ${calibration[m].copyMs} ms + ${calibration[m].tailMs} ms) | ${t.length} | ${t.filter((x) => x.during).length} | ${t.filter((x) => x.victim === 'source').length} / ${t.filter((x) => x.victim === 'target').length} | ${t.filter((x) => x.outcome === 'moved').length} / ${t.filter((x) => x.outcome === 'stayed').length}${t.some((x) => x.outcome === 'both' || x.outcome === 'neither') ? ` (other: ${t.filter((x) => x.outcome === 'both' || x.outcome === 'neither').length})` : ''} | ${st.median} / ${st.worst} | ${f(t.at(-1)!.checkedIds)} | ${t.reduce((a, x) => a + x.lost, 0)} | ${t.reduce((a, x) => a + x.duplicated, 0)} | ${t.filter((x) => x.divergent.length).length} |`,
     );
   }
   md.push(
@@ -833,10 +854,10 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
   md.push('', '## Failed reads', '');
   if (reads.failures.size === 0) md.push('none');
   for (const [k, n] of [...reads.failures].sort((a, b) => b[1] - a[1])) md.push(`- ${n} × \`${k}\``);
-  md.push('', '## Trials', '', '| trial | method | shard | from → to | killed | u (by) | after ms | during (progress) | down ms | outcome | settled ms | lost | dup | divergent |', '|---:|---|---:|---|---|---|---:|---|---:|---|---:|---:|---:|---|');
+  md.push('', '## Trials', '', '| trial | method | shard | from → to | killed | u (of ~ms) | after ms | during (progress) | down ms | outcome | settled ms | lost | dup | divergent |', '|---:|---|---:|---|---|---|---:|---|---:|---|---:|---:|---:|---|');
   for (const t of trials) {
     md.push(
-      `| ${t.trial} | ${t.method} | ${t.shard} | ${t.from} → ${t.to} | ${t.victim} (peer ${t.victimPeer}) | ${t.at} (${t.by}) | ${t.delayMs} | ${t.during ? `yes${t.progress ? ` (${t.progress.replace(/\|/g, '/')})` : ''}` : 'no'} | ${t.downMs} | ${t.outcome} | ${t.settleMs ?? 'never'} | ${t.lost}${t.lostExamples.length ? ` (${t.lostExamples.join(', ')})` : ''} | ${t.duplicated} | ${t.divergent.join('; ')} |`,
+      `| ${t.trial} | ${t.method} | ${t.shard} | ${t.from} → ${t.to} | ${t.victim} (peer ${t.victimPeer}) | ${t.at} (${t.estimateMs}) | ${t.delayMs} | ${t.during ? `yes${t.progress ? ` (${t.progress.replace(/\|/g, '/')})` : ''}` : 'no'} | ${t.downMs} | ${t.outcome} | ${t.settleMs ?? 'never'} | ${t.lost}${t.lostExamples.length ? ` (${t.lostExamples.join(', ')})` : ''} | ${t.duplicated} | ${t.divergent.join('; ')} |`,
     );
   }
   if (hangs.length) md.push('', '## Hangs', '', ...hangs.map((h) => `- ${h}`));
