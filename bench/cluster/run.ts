@@ -356,11 +356,13 @@ function markdown(r: Results): string {
       '|---|---|---:|---:|---:|---:|',
       ...x.summary.map((m) => `| ${m.method} | ${m.shownMethods.join(', ') || '–'} | ${m.n} | ${(m.medianMs / 1000).toFixed(1)} | ${fmt(m.pointsPerSec)} | ${m.mibPerSec} |`),
       '',
-      '| method | round | from → to | accepted ms | done ms | points/s | MiB/s | CPU s source / target | digest kept |',
-      '|---|---:|---|---:|---:|---:|---:|---|---|',
-      ...x.rows.map((w) => `| ${w.method} | ${w.rep + 1} | ${w.from} → ${w.to} | ${w.acceptedMs} | ${w.ms} | ${fmt(w.pointsPerSec)} | ${w.mibPerSec} | ${w.cpuSourceSec} / ${w.cpuTargetSec} | ${w.digestKept ? 'yes' : 'NO'} |`),
+      '| method | round | from → to | accepted ms | done ms | points/s | MiB/s | CPU s source / target | digest kept | aborted attempts before |',
+      '|---|---:|---|---:|---:|---:|---:|---|---|---:|',
+      ...x.rows.map((w) => `| ${w.method} | ${w.rep + 1} | ${w.from} → ${w.to} | ${w.acceptedMs} | ${w.ms} | ${fmt(w.pointsPerSec)} | ${w.mibPerSec} | ${w.cpuSourceSec} / ${w.cpuTargetSec} | ${w.digestKept ? 'yes' : 'NO'} | ${w.aborts?.length ?? 0} |`),
       '',
     );
+    for (const w of x.rows) for (const a of w.aborts ?? []) out.push(`- ${w.method}, round ${w.rep + 1}: ${a}`);
+    if (x.rows.some((w) => w.aborts?.length)) out.push('');
   }
   const de = r.sections.delta;
   if (de) {
@@ -401,10 +403,12 @@ function markdown(r: Results): string {
       '',
       `Result: **${x.ok ? 'all held' : 'FAILED'}**. Writes: ${fmt(x.writes.acked)} batches acknowledged (${fmt(x.writes.freshAcked)} fresh points, ${fmt(x.writes.overwritesAcked)} overwrites), ${fmt(x.writes.failed)} failed${Object.keys(x.writes.failures).length ? ` (${Object.entries(x.writes.failures).map(([m, n]) => `${n} × \`${m}\``).join('; ')})` : ''}.`,
       '',
-      '| method asked | listed as | shard | from → to | s | write batches acknowledged during | failed | digests equal | exact count (expected) |',
-      '|---|---|---:|---|---:|---:|---:|---|---|',
-      ...x.moves.map((w) => `| ${w.method} | ${w.shownMethods.join(', ') || '–'} | ${w.shard} | ${w.from} → ${w.to} | ${(w.ms / 1000).toFixed(1)} | ${w.writesDuring} | ${w.writeFailuresDuring} | ${w.digestsEqual ? 'yes' : 'NO'} | ${fmt(w.count)} (${w.expected})${w.countOk ? '' : ' WRONG'} |`),
+      '| method asked | listed as | shard | from → to | s | write batches acknowledged during | failed | digests equal | exact count (expected) | aborted attempts before |',
+      '|---|---|---:|---|---:|---:|---:|---|---|---:|',
+      ...x.moves.map((w) => `| ${w.method} | ${w.shownMethods.join(', ') || '–'} | ${w.shard} | ${w.from} → ${w.to} | ${(w.ms / 1000).toFixed(1)} | ${w.writesDuring} | ${w.writeFailuresDuring} | ${w.digestsEqual ? 'yes' : 'NO'} | ${fmt(w.count)} (${w.expected})${w.countOk ? '' : ' WRONG'} | ${w.aborts?.length ?? 0} |`),
       '',
+      ...x.moves.flatMap((w) => (w.aborts ?? []).map((a) => `- ${w.method}, shard ${w.shard}: ${a}`)),
+      ...(x.moves.some((w) => w.aborts?.length) ? [''] : []),
       '| after the moves with | scrolled through peer | points returned | distinct | duplicated | lost | wrong value | sum of shard counts |',
       '|---|---:|---:|---:|---:|---:|---:|---:|',
       ...x.checks.map((k) => `| ${k.method} | ${k.via} | ${fmt(k.scrolled)} | ${fmt(k.distinct)} | ${k.duplicated} | ${k.lost}${k.lostExamples.length ? ` (${k.lostExamples.join(', ')})` : ''} | ${k.wrongValue} | ${fmt(k.shardPointsSum)} |`),

@@ -136,6 +136,60 @@ async function shardDigest(url: string, name: string, shard: number): Promise<{ 
   return { points: r.body.result.points_count, digest: r.body.result.digest };
 }
 
+/**
+ * Moves `shard` from peer index `from` to `to` (`move_shard` naming `method`) and waits
+ * until every peer sees it moved: `to` Active, `from` without it, no transfer listed.
+ * A move the cluster aborts (the source's view lists no transfer and `to` holds no
+ * replica) is asked again, up to 5 times; the reasons (the source's log line) are kept.
+ * Times are of the last, successful, attempt.
+ */
+async function moveShard(
+  c: Cluster,
+  name: string,
+  ids: readonly string[],
+  shard: number,
+  from: number,
+  to: number,
+  method: string,
+): Promise<{ ms: number; acceptedMs: number; shown: string[]; aborts: string[] }> {
+  const aborts: string[] = [];
+  for (let attempt = 0; ; attempt++) {
+    // Nothing else moving this shard (a recovery, an earlier attempt's end) before asking.
+    await waitFor(`no transfer of shard ${shard}`, async () => !(await viewOf(c.peers[from].url, name, 3000)).transfers.some((t) => t.shard_id === shard), 600_000, 100);
+    const shown = new Set<string>();
+    const t0 = Date.now();
+    const logged = c.peers[from].server!.logLines().length;
+    const r = await change(c.peers[from].url, 'POST', `/collections/${name}/cluster?timeout=60`, { move_shard: { shard_id: shard, from_peer_id: Number(ids[from]), to_peer_id: Number(ids[to]), method } }, 70_000);
+    if (r.status !== 200) throw new Error(`move_shard (${method}) of shard ${shard}: ${r.status} ${JSON.stringify(r.body)}`);
+    const acceptedMs = Date.now() - t0;
+    const outcome = await waitFor(
+      `shard ${shard} moved to peer ${to} (${method})`,
+      async () => {
+        const views = await Promise.all(c.peers.map((p) => viewOf(p.url, name, 5000)));
+        for (const x of views) for (const t of x.transfers) shown.add(t.method);
+        const src = views[from].replicas.get(shard)!;
+        if (!views[from].transfers.some((t) => t.shard_id === shard) && !src.has(ids[to])) return 'aborted';
+        const moved = views.every((x) => {
+          const reps = x.replicas.get(shard)!;
+          return !x.transfers.some((t) => t.shard_id === shard) && reps.get(ids[to]) === 'Active' && !reps.has(ids[from]) && [...reps.values()].every((st) => st === 'Active');
+        });
+        return moved ? 'moved' : null;
+      },
+      1_800_000,
+      100,
+    );
+    if (outcome === 'moved') return { ms: Date.now() - t0, acceptedMs, shown: [...shown].sort(), aborts };
+    const why = c.peers[from]
+      .server!.logLines()
+      .slice(logged)
+      .filter((l) => /shard transfer failed|abort/i.test(String(l.msg)))
+      .map((l) => `${l.msg}: ${JSON.stringify((l.err as { message?: string } | undefined)?.message ?? l.err ?? '')}`.slice(0, 300));
+    aborts.push(`attempt ${attempt + 1} aborted after ${Date.now() - t0} ms${why.length ? `: ${why.join(' | ')}` : ' (no reason logged by the source)'}`);
+    console.log(`  move of shard ${shard} (${method}) ${aborts.at(-1)}; asking again`);
+    if (attempt >= 4) throw new Error(`move_shard (${method}) of shard ${shard} aborted 5 times: ${aborts.join('; ')}`);
+  }
+}
+
 const METHODS = ['stream_records', 'snapshot', 'wal_delta'] as const;
 
 // -- 1. throughput per method -------------------------------------------------------------------
@@ -154,6 +208,8 @@ export interface ThroughputRow {
   to: string;
   /** Methods `GET /collections/{c}/cluster` listed while the transfer ran. */
   shownMethods: string[];
+  /** Attempts the cluster aborted before this one (asked again). */
+  aborts: string[];
   /** Request sent → the target's replica Active and no transfer listed (ms). */
   ms: number;
   /** Request sent → the answer (the transfer started in consensus) (ms). */
@@ -191,22 +247,7 @@ export async function transferThroughput(o: ThroughputOptions): Promise<Throughp
         const to = (holder + 1) % 3;
         const pids = [c.peers[holder].server!.pid, c.peers[to].server!.pid];
         const cpu0 = pids.map((p) => cpuOf([p]));
-        const shown = new Set<string>();
-        const t0 = Date.now();
-        const r = await change(c.peers[holder].url, 'POST', `/collections/${name}/cluster?timeout=60`, { move_shard: { shard_id: 0, from_peer_id: Number(ids[holder]), to_peer_id: Number(ids[to]), method } }, 70_000);
-        if (r.status !== 200) throw new Error(`move_shard (${method}): ${r.status} ${JSON.stringify(r.body)}`);
-        const acceptedMs = Date.now() - t0;
-        await waitFor(
-          `the shard Active on peer ${to} (${method})`,
-          async () => {
-            const v = await viewOf(c.peers[to].url, name, 3000);
-            for (const t of v.transfers) shown.add(t.method);
-            return v.transfers.length === 0 && v.replicas.get(0)?.get(ids[to]) === 'Active' && v.replicas.get(0)!.size === 1;
-          },
-          1_800_000,
-          50,
-        );
-        const ms = Date.now() - t0;
+        const { ms, acceptedMs, shown, aborts } = await moveShard(c, name, ids, 0, holder, to, method);
         const cpu = pids.map((p, k) => round(cpuOf([p]) - cpu0[k], 1));
         const after = await shardDigest(c.peers[to].url, name, 0);
         const row: ThroughputRow = {
@@ -214,7 +255,8 @@ export async function transferThroughput(o: ThroughputOptions): Promise<Throughp
           rep,
           from: ids[holder],
           to: ids[to],
-          shownMethods: [...shown].sort(),
+          shownMethods: shown,
+          aborts,
           ms,
           acceptedMs,
           pointsPerSec: Math.round(o.points / (ms / 1000)),
@@ -460,6 +502,8 @@ export interface MoveRow {
   from: string;
   to: string;
   shownMethods: string[];
+  /** Attempts the cluster aborted before the one that moved it (asked again). */
+  aborts: string[];
   ms: number;
   writesDuring: number;
   writeFailuresDuring: number;
@@ -624,24 +668,7 @@ export async function moves(o: MovesOptions): Promise<MovesResult> {
         const from = holders[(m + shard) % holders.length];
         const acked0 = w.acked;
         const failed0 = w.failed;
-        const shown = new Set<string>();
-        const t0 = Date.now();
-        const r = await change(c.peers[ids.indexOf(from)].url, 'POST', `/collections/${name}/cluster?timeout=60`, { move_shard: { shard_id: shard, from_peer_id: Number(from), to_peer_id: Number(to), method } }, 70_000);
-        if (r.status !== 200) throw new Error(`move_shard (${method}) of shard ${shard}: ${r.status} ${JSON.stringify(r.body)}`);
-        await waitFor(
-          `shard ${shard} moved to peer ${to}`,
-          async () => {
-            const views = await Promise.all(c.peers.map((p) => viewOf(p.url, name, 3000)));
-            for (const x of views) for (const t of x.transfers) shown.add(t.method);
-            return views.every((x) => {
-              const reps = x.replicas.get(shard)!;
-              return x.transfers.length === 0 && reps.get(to) === 'Active' && !reps.has(from) && [...reps.values()].every((s) => s === 'Active');
-            });
-          },
-          1_800_000,
-          100,
-        );
-        const ms = Date.now() - t0;
+        const { ms, shown, aborts } = await moveShard(c, name, ids, shard, ids.indexOf(from), ids.indexOf(to), method);
         const writesDuring = w.acked - acked0;
         const failuresDuring = w.failed - failed0;
         await w.pause();
@@ -656,7 +683,8 @@ export async function moves(o: MovesOptions): Promise<MovesResult> {
           shard,
           from,
           to,
-          shownMethods: [...shown].sort(),
+          shownMethods: shown,
+          aborts,
           ms,
           writesDuring,
           writeFailuresDuring: failuresDuring,
