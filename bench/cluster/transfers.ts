@@ -61,14 +61,22 @@ function body(ids: readonly number[], dim: number, values: ReadonlyMap<number, n
 async function load(c: Cluster, name: string, n: number, dim: number): Promise<number> {
   const clients = c.peers.map((p) => new RawClient(p.url));
   const batches = Math.ceil(n / 1000);
+  let retried = 0;
   try {
     const t = await runConcurrent(batches, 3, async (i) => {
       const ids = Array.from({ length: Math.min(1000, n - i * 1000) }, (_, k) => i * 1000 + k);
-      const r = await clients[i % clients.length].request('PUT', `/collections/${name}/points?wait=true`, body(ids, dim));
-      if (r.status !== 200) throw new Error(`load: ${r.status} ${r.body.toString().slice(0, 300)}`);
+      const b = body(ids, dim);
+      // An upsert is idempotent: a batch refused (a peer starved of CPU missed its health checks) is sent again.
+      for (let attempt = 0; ; attempt++) {
+        const r = await clients[(i + attempt) % clients.length].request('PUT', `/collections/${name}/points?wait=true`, b).catch((e: Error) => ({ status: 0, body: Buffer.from(e.message) }));
+        if (r.status === 200) break;
+        if (attempt >= 20) throw new Error(`load: ${r.status} ${r.body.toString().slice(0, 300)}`);
+        retried++;
+        await sleep(500);
+      }
       if ((i + 1) % 100 === 0) process.stdout.write(`  loaded ${Math.min(n, (i + 1) * 1000)} points\r`);
     });
-    console.log(`  loaded ${n} points in ${round(t.seconds, 1)} s (${Math.round(n / t.seconds)} points/s)`);
+    console.log(`  loaded ${n} points in ${round(t.seconds, 1)} s (${Math.round(n / t.seconds)} points/s${retried ? `, ${retried} batches sent again` : ''})`);
     return t.seconds;
   } finally {
     for (const cl of clients) cl.close();
