@@ -325,7 +325,10 @@ export interface DeltaRow {
   transferSeenMs: number | null;
   shownMethods: string[];
   activeMs: number | null;
+  /** When the digests were asked for in the comparison that found them equal. */
   identicalMs: number | null;
+  /** How long that comparison took (both replicas hash every point). */
+  digestMs: number | null;
   points: number | null;
   lost: number;
 }
@@ -425,19 +428,24 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
           }
           await sleep(25);
         }
+        let digestMs: number | null = null;
         if (activeMs !== null) {
+          // The replicas' content is compared as it is when the digests are asked for:
+          // `identicalMs` is that moment (the first comparison that found them equal);
+          // hashing every point of both replicas takes `digestMs` more.
           await waitFor(
             'identical digests',
             async () => {
+              const asked = Date.now();
               const d = await Promise.all(holders.map((i) => shardDigest(c.peers[i].url, name, 0)));
-              return d.every((x) => x.points === d[0].points && x.digest === d[0].digest);
+              if (!d.every((x) => x.points === d[0].points && x.digest === d[0].digest)) return false;
+              identicalMs = asked - r0;
+              digestMs = Date.now() - asked;
+              return true;
             },
             120_000,
             100,
-          ).then(
-            () => (identicalMs = Date.now() - r0),
-            () => undefined,
-          );
+          ).catch(() => undefined);
         }
         const count = await api(c.peers[victim].url, 'GET', `/collections/${name}/cluster`).then((x) => x.body.result.local_shards[0]?.points_count ?? null, () => null);
         const row: DeltaRow = {
@@ -452,12 +460,13 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
           shownMethods: [...shown].sort(),
           activeMs,
           identicalMs,
+          digestMs,
           points: count,
           lost: count === null ? -1 : Math.max(0, k.nextId - count),
         };
         rows.push(row);
         console.log(
-          `  ${method} trial ${trial + 1}: ${o.writes} writes in ${writeMs} ms while peer ${victim} was ${o.fault === 'kill' ? 'down' : 'stopped'}; back: ${listeningMs === null ? '' : `listening ${listeningMs} ms, `}transfer seen ${transferSeenMs ?? '–'} ms (${row.shownMethods.join(', ') || 'none seen'}), Active ${activeMs ?? 'never'} ms, identical ${identicalMs ?? 'never'} ms; ${count} points on it`,
+          `  ${method} trial ${trial + 1}: ${o.writes} writes in ${writeMs} ms while peer ${victim} was ${o.fault === 'kill' ? 'down' : 'stopped'}; back: ${listeningMs === null ? '' : `listening ${listeningMs} ms, `}transfer seen ${transferSeenMs ?? '–'} ms (${row.shownMethods.join(', ') || 'none seen'}), Active ${activeMs ?? 'never'} ms, digests equal as of ${identicalMs ?? 'never'} ms (hashing took ${digestMs ?? '–'} ms); ${count} points on it`,
         );
         if (activeMs === null || identicalMs === null || row.lost !== 0) throw new Error(`delta: the replica did not come back whole: ${JSON.stringify(row)}`);
       }
