@@ -35,7 +35,7 @@ import type { Logger } from 'pino';
 import type { Engine, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
-import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, type ClockEntryJson, type ClockTag } from './clocks';
+import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isReplicatedClock, type ClockEntryJson, type ClockTag } from './clocks';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
@@ -285,13 +285,16 @@ export class LocalShard {
    * tag and applied like a local write. With `wait`, resolves once the operation (or,
    * when skipped, everything logged before) is durable.
    */
-  async applyTagged(operation: ShardOperation | ((shard: LocalShard) => ShardOperation), tag: ClockTag, wait: boolean): Promise<TaggedApplyResult> {
+  async applyTagged(operation: ShardOperation | ((shard: LocalShard) => ShardOperation), tag: ClockTag, wait: boolean, force = false): Promise<TaggedApplyResult> {
     const problem = clockTagProblem(tag);
     if (problem !== null) throw new RangeError(`clock tag (${tag.peer}, ${tag.clock}, ${tag.tick}): ${problem}`);
     this.usable();
     const result = await this.exclusive(async (): Promise<TaggedApplyResult> => {
       this.usable();
-      if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
+      // `force` (a transfer replaying a stretch of another replica's history in its order):
+      // applied even when seen, so every point ends as the history leaves it whatever
+      // order this replica saw some of those writes in before.
+      if (!force && this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
       // A selector is resolved here, under the lock, as a local write's is.
       const op = typeof operation === 'function' ? operation(this) : operation;
       checkOperation(op);
@@ -669,6 +672,19 @@ export class LocalShard {
     return this.clockMap.tickOf(peer, clock);
   }
 
+  /**
+   * Takes another replica's replicated clocks as seen (a stream_records transfer's last
+   * batch: this replica now holds every write that replica's data held). Not logged: a
+   * restart may forget it, which only makes this replica look further behind.
+   */
+  adoptClocks(tags: readonly ClockTag[]): void {
+    this.usable();
+    for (const t of tags) {
+      if (clockTagProblem(t) !== null) throw new RangeError(`clock tag (${t.peer}, ${t.clock}, ${t.tick}) is not valid`);
+      if (isReplicatedClock(t.clock)) this.clockMap.advance(t);
+    }
+  }
+
   /** Resolves once every operation applied so far is durable. */
   async sync(): Promise<void> {
     this.usable();
@@ -710,8 +726,10 @@ export class LocalShard {
   async historyStartFor(seen: readonly ClockTag[]): Promise<bigint | null> {
     const theirs = new ClockMap();
     for (const t of seen) theirs.advance(t);
+    // Replicated clocks only: this shard's own clocks tag untagged writes (the batches that
+    // filled it, single-node writes), whose content its replicated clocks account for.
     const behind = new Set<string>();
-    for (const t of this.clockMap.entries()) if (theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
+    for (const t of this.clockMap.entries()) if (isReplicatedClock(t.clock) && theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
     const { oldestSeq, lastSeq } = this.history();
     // Untagged records were all written before the first tagged one: the oldest tells.
     const oldest = oldestSeq <= lastSeq ? await this.readRetained(oldestSeq, 1) : [];
