@@ -225,6 +225,8 @@ export class ReplicaSet {
   /** ` (replicas: peer 1 Active, peer 2 Dead)` for messages. */
   private describe(): string {
     if (this.states === null) return '';
+    // Its replicas were on peers removed from the cluster: only a snapshot recovery brings it back.
+    if (Object.keys(this.states).length === 0) return ' (it has no replica left: recover it from a snapshot)';
     return ` (replicas: ${Object.entries(this.states).map(([p, s]) => `peer ${p} ${s}`).join(', ')})`;
   }
 

@@ -16,7 +16,8 @@
  * Priorities on one node (SPEC 2.5): `snapshot` and `no_sync` put the snapshot's
  * data in place; `replica` prefers the data already here: an existing collection is
  * left as it is (after checking the snapshot fits it), and a new collection is
- * created empty with the snapshot's configuration.
+ * created empty with the snapshot's configuration. In cluster mode recoveries run
+ * their own last step through consensus (cluster.ts) over the same unpacking.
  *
  * Owns: names, temp files, the steps above, progress logs. Must never: parse HTTP
  * (ts/api/rest/snapshots.ts does) or write archive entries by hand (archive.ts).
@@ -59,6 +60,18 @@ export interface StartupRestore {
   snapshots: Array<{ path: string; collection: string }>;
   force: boolean;
   storageSnapshot: string | null;
+}
+
+/**
+ * Where start-up recovery puts collections: this node's storage, or (the first peer of
+ * a new cluster) the cluster, through consensus (cluster.ts).
+ */
+export interface RestoreTarget {
+  has(collection: string): boolean;
+  /** Recovers `collection` from `source` with priority `snapshot`. */
+  recoverCollection(collection: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void>;
+  /** Creates these aliases (alias → collection) where their collection exists. */
+  restoreAliases(aliases: Record<string, string>): Promise<void>;
 }
 
 /** `YYYY-MM-DD-HH-MM-SS` in UTC. */
@@ -429,8 +442,9 @@ export class Snapshots {
    * The steps every recovery shares: `precheck` (an owned upload is removed when it
    * throws), the archive as a local file with its checksum checked, unpacked and
    * validated, then `apply`; temp files and the staging folder go whatever happens.
+   * Cluster recovery (cluster.ts) runs its own `apply` through these steps.
    */
-  private async recover(kind: SnapshotKind, source: RecoverySource, checksum: string | null, precheck: () => void, apply: (snap: UnpackedSnapshot) => Promise<void>): Promise<void> {
+  async recover(kind: SnapshotKind, source: RecoverySource, checksum: string | null, precheck: () => void, apply: (snap: UnpackedSnapshot) => Promise<void>): Promise<void> {
     try {
       precheck();
     } catch (err) {
@@ -508,10 +522,10 @@ export class Snapshots {
     return { file, checksum: meter.hash.digest('hex') };
   }
 
-  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves. */
-  async restoreAtStartup(r: StartupRestore): Promise<void> {
+  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves; into this node's storage unless `target` says otherwise. */
+  async restoreAtStartup(r: StartupRestore, target: RestoreTarget = this.localTarget()): Promise<void> {
     const refuse = (collection: string, from: string) => {
-      if (this.toc.has(collection) && !r.force) {
+      if (target.has(collection) && !r.force) {
         throw new BadInputError(`collection ${collection} already exists; --force_snapshot lets ${from} replace it`);
       }
     };
@@ -535,10 +549,10 @@ export class Snapshots {
         for (const [collection, inner] of mapping) {
           checkSnapshotName(inner);
           const innerFile = path.join(dir, inner);
-          await this.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
+          await target.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
           this.logger.info({ collection, from: file }, 'collection restored from the full-storage snapshot');
         }
-        await this.toc.restoreAliases(raw.collections_aliases ?? {});
+        await target.restoreAliases(raw.collections_aliases ?? {});
       } finally {
         await fs.rm(dir, { recursive: true, force: true });
       }
@@ -547,9 +561,17 @@ export class Snapshots {
       const file = path.resolve(s.path);
       if (!(await fs.stat(file).catch(() => null))?.isFile()) throw new BadInputError(`--snapshot ${s.path}: no such file`);
       refuse(s.collection, '--snapshot');
-      await this.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
+      await target.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
       this.logger.info({ collection: s.collection, from: file }, 'collection restored from a snapshot at start-up');
     }
+  }
+
+  private localTarget(): RestoreTarget {
+    return {
+      has: (collection) => this.toc.has(collection),
+      recoverCollection: (collection, source, priority, checksum) => this.recoverCollection(collection, source, priority, checksum),
+      restoreAliases: (aliases) => this.toc.restoreAliases(aliases),
+    };
   }
 }
 

@@ -39,6 +39,7 @@ import { routeGuard } from './auth';
 import { Authenticator } from '../../auth/authenticate';
 import type { AuditLog } from '../../auth/audit';
 import { validateFilter } from '../../shard/filter';
+import { ClusterSnapshots } from '../../snapshots/cluster';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats, requestDone } from './stats';
 
@@ -68,6 +69,8 @@ export interface RestDeps {
   consensus?: MetadataConsensus | null;
   /** Replication on this peer (transfers, peer health, p2p calls) in cluster mode. */
   replication?: ReplicationView | null;
+  /** Snapshot recovery through consensus (cluster mode); built from `consensus` when absent. */
+  clusterSnapshots?: ClusterSnapshots | null;
 }
 
 export interface RestApp {
@@ -125,7 +128,8 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);
   addPointRoutes(routes, toc);
-  addSnapshotRoutes(routes, toc, snapshots, logger, consensus !== null);
+  const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
+  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots);
   addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());
