@@ -32,6 +32,7 @@ import type { PeerDetails } from './transfer/view';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
 import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
+import { ClusterBackup } from './snapshots/backup';
 import { ClusterSnapshots } from './snapshots/cluster';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
@@ -139,7 +140,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   let clusterSnapshots: ClusterSnapshots | null = null;
   if (config.cluster.enabled) {
     try {
-      consensus = await startConsensus(config, logger, toc, uri, bootstrap, cluster!);
+      consensus = await startConsensus(config, logger, toc, snapshots, uri, bootstrap, cluster!);
     } catch (err) {
       await toc.close();
       if (err instanceof ConsensusStartError || err instanceof TlsSetupError) throw new StartupError(err.message);
@@ -163,7 +164,8 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   }
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
-  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus, replication: cluster?.link ?? null, clusterSnapshots });
+  const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
+  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
@@ -224,6 +226,7 @@ async function startConsensus(
   config: Config,
   logger: Logger,
   toc: TableOfContent,
+  snapshots: Snapshots,
   uri: string | null,
   bootstrap: string | null,
   cluster: { transport: GrpcTransport; link: P2PClusterLink; peerId: string },
@@ -234,6 +237,7 @@ async function startConsensus(
   let consensusRef: MetadataConsensus | null = null;
   link.serve(
     toc,
+    snapshots,
     () => machine.idle(),
     () => peerDetails(consensusRef, QDRANT_API_VERSION),
   );

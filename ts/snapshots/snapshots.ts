@@ -173,10 +173,10 @@ export class Snapshots {
 
   // -- creating --------------------------------------------------------------------------
 
-  private async pin(c: Collection, ids: number[]): Promise<Map<number, ShardSnapshotFiles>> {
+  private async pin(c: Collection, ids: number[], withContent = false): Promise<Map<number, ShardSnapshotFiles>> {
     const pins = new Map<number, ShardSnapshotFiles>();
     try {
-      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot());
+      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot(withContent));
     } catch (err) {
       await Promise.all([...pins.values()].map((p) => p.release()));
       throw err;
@@ -249,9 +249,24 @@ export class Snapshots {
 
   /** A fresh shard snapshot streamed straight out (nothing stored); the shard's files stay pinned until the stream ends. */
   async streamShard(nameOrAlias: string, shardId: number): Promise<Readable> {
+    return (await this.shardArchive(nameOrAlias, shardId, false)).stream;
+  }
+
+  /**
+   * streamShard, with the point count and content digest of exactly what the archive
+   * holds (taken with its checkpoint, under the shard's update lock: writes to the shard
+   * wait while the digest is read). A cluster backup records them (backup.ts).
+   */
+  async streamShardWithContent(nameOrAlias: string, shardId: number): Promise<{ stream: Readable; points: number; digest: string }> {
+    const { stream, content } = await this.shardArchive(nameOrAlias, shardId, true);
+    return { stream, points: content!.points, digest: content!.digest };
+  }
+
+  private async shardArchive(nameOrAlias: string, shardId: number, withContent: boolean): Promise<{ stream: Readable; content: ShardSnapshotFiles['content'] }> {
     const c = this.toc.get(nameOrAlias);
     c.localShard(shardId);
-    const pins = await this.pin(c, [shardId]);
+    const pins = await this.pin(c, [shardId], withContent);
+    const content = pins.get(shardId)!.content;
     const stream = tarStream(snapshotEntries('shard', c, pins, this.version));
     let released = false;
     const release = () => {
@@ -262,7 +277,23 @@ export class Snapshots {
     stream.once('close', release);
     stream.once('end', release);
     stream.once('error', release);
-    return stream;
+    return { stream, content };
+  }
+
+  /**
+   * Publishes a new archive of `entries` in `dir` of the store, named by `naming` (given
+   * the time stamp), as every snapshot is published: complete before it is listed. Files
+   * the entries name are read, not moved.
+   */
+  async publishArchive(dir: string, naming: (ts: string) => string, entries: Iterable<TarEntry> | AsyncIterable<TarEntry>): Promise<SnapshotDescription> {
+    const name = await this.reserveName(dir, naming);
+    return this.publish(dir, name, entries, async () => undefined);
+  }
+
+  /** A new temp file's path in the snapshot temp folder (cleared at start-up); the caller removes it. */
+  async tempFile(suffix: string): Promise<string> {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    return path.join(this.tempDir, `${randomUUID()}.${suffix}.tmp`);
   }
 
   async createFull(): Promise<SnapshotDescription> {

@@ -39,6 +39,7 @@ import { routeGuard } from './auth';
 import { Authenticator } from '../../auth/authenticate';
 import type { AuditLog } from '../../auth/audit';
 import { validateFilter } from '../../shard/filter';
+import { ClusterBackup } from '../../snapshots/backup';
 import { ClusterSnapshots } from '../../snapshots/cluster';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats, requestDone } from './stats';
@@ -71,6 +72,8 @@ export interface RestDeps {
   replication?: ReplicationView | null;
   /** Snapshot recovery through consensus (cluster mode); built from `consensus` when absent. */
   clusterSnapshots?: ClusterSnapshots | null;
+  /** Whole-cluster backups (`POST /cluster/backup`); when absent, one that reads this peer's replicas only. */
+  backup?: ClusterBackup;
 }
 
 export interface RestApp {
@@ -129,7 +132,8 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   addClusterRoutes(routes, toc, consensus, replication);
   addPointRoutes(routes, toc);
   const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
-  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots);
+  const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
+  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup);
   addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());

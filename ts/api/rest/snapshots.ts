@@ -11,13 +11,14 @@ import busboy from 'busboy';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 
+import type { ClusterBackup } from '../../snapshots/backup';
 import type { ClusterSnapshots } from '../../snapshots/cluster';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
 import { validateCollectionName, type TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
 import { BadRequestError, FormatError, NotFoundError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
-import { body, param, queryBool, readTimeout } from './parse';
+import { body, optionalBody, param, queryBool, readTimeout } from './parse';
 import type { RouteTable } from './route';
 
 function priorityOf(x: unknown, where: string, Err: typeof FormatError | typeof QueryFormatError): Priority {
@@ -112,7 +113,7 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
  * `cluster`: in cluster mode, recoveries go through it (consensus registers the
  * recovered shards, the other replicas follow the priority: ts/snapshots/cluster.ts).
  */
-export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, cluster: ClusterSnapshots | null = null): void {
+export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, cluster: ClusterSnapshots | null = null, backup: ClusterBackup | null = null): void {
   const recoverCollection = (name: string, source: RecoverySource, priority: Priority, checksum: string | null) =>
     cluster === null ? snapshots.recoverCollection(name, source, priority, checksum) : cluster.recoverCollection(name, source, priority, checksum);
   const recoverShard = (name: string, id: number, source: RecoverySource, priority: Priority, checksum: string | null) =>
@@ -258,6 +259,21 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
       return true;
     });
   });
+
+  // -- whole-cluster backups (ours) -----------------------------------------------------------
+  // One archive of every shard of the collections asked for (all by default), each from an
+  // Active replica on whichever peer holds it, in this peer's snapshot store (listed,
+  // downloaded and deleted as a full snapshot): ts/snapshots/backup.ts.
+  if (backup !== null) {
+    routes.add('POST', '/cluster/backup', async (ctx: Context) => {
+      const names = optionalBody(ctx).collections;
+      if (names !== undefined && names !== null && (!Array.isArray(names) || !names.every((n) => typeof n === 'string'))) {
+        throw new FormatError('collections: expected a list of collection names');
+      }
+      const collections = Array.isArray(names) ? (names as string[]) : null;
+      await waitOrAccept(ctx, logger, 'cluster backup', () => backup.create(collections));
+    });
+  }
 
   // -- full-storage snapshots --------------------------------------------------------------
   routes.add('GET', '/snapshots', async (ctx: Context) => {
