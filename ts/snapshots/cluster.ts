@@ -279,12 +279,14 @@ export class ClusterSnapshots implements RestoreTarget {
   /** Ends the recovery of one shard (proposed again while consensus has no leader, so a replica is not left in ManualRecovery). */
   private async finish(name: string, shard: number, priority: RecoveryPriority, ok: boolean, previous: ReplicaState | null): Promise<void> {
     const deadline = Date.now() + FINISH_RETRY_MS;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       try {
         const now = (await this.propose({ op: 'finishSnapshotRecovery', collection: name, shard, peer: this.self, priority, ok, previous })) as ReplicaState | null;
         if (ok && now === 'Dead') this.logger.info({ collection: name, shard }, 'an active replica appeared during the recovery: this peer\'s replica is recovered from it (replica priority)');
         return;
       } catch (err) {
+        // An earlier attempt that timed out may have been applied after all: then this one is refused, and the recovery ended.
+        if (attempt > 0 && this.state.collection(name)?.shards.find((s) => s.id === shard)?.replicas[this.self] !== 'ManualRecovery') return;
         if (!leaderTrouble(err) || Date.now() > deadline) throw err;
         await sleep(RETRY_PAUSE_MS);
       }

@@ -1,6 +1,8 @@
 /**
  * REST routes of snapshots: collection snapshots, shard snapshots and full-storage
- * snapshots (create, list, download, delete, recover, upload).
+ * snapshots (create, list, download, delete, recover, upload), and whole-cluster
+ * backups (ours: `POST /cluster/backup`). In cluster mode recoveries go through
+ * consensus (ts/snapshots/cluster.ts).
  *
  * Owns: request and response shapes, `wait` (default true; false answers 202 and the
  * work goes on), multipart upload parsing (streamed to a temp file, never held in
