@@ -22,14 +22,16 @@ import type { ReplicaOperation } from '../../collection/replica-operation';
 import type { Config } from '../../config/types';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TableOfContent } from '../../storage/toc';
-import type { Snapshots } from '../../snapshots/snapshots';
 import type { WriterClocks } from '../../storage/writer-clocks';
 import { PeerHealth } from '../../transfer/health';
 import { OutgoingTransfers, type TransferOutcomes, type TransferProgress } from '../../transfer/outgoing';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
+import type { ShardArchiveInfo, ShardFetcher } from '../../snapshots/backup';
+import type { Snapshots } from '../../snapshots/snapshots';
 import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
+import { addShardSnapshotService, fetchShardSnapshot } from './shard-snapshots';
 import type { GrpcTransport } from './transport';
 
 /**
@@ -43,13 +45,15 @@ const DEACTIVATE_ATTEMPT_MS = 2_000;
 const DEACTIVATE_RETRY_MS = 250;
 /** How often deferred Dead markings are proposed again. */
 const DEACTIVATE_BACKGROUND_MS = 1000;
+/** Bound of one shard snapshot streamed from another peer (a cluster backup): the whole shard goes through it. */
+const SHARD_SNAPSHOT_TIMEOUT_MS = 60 * 60 * 1000;
 
 /** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
 function leaderTrouble(err: unknown): boolean {
   return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
 }
 
-export class P2PClusterLink implements ClusterLink, ReplicationView {
+export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetcher {
   private consensus: MetadataConsensus | null = null;
   /** This peer's consensus details (set by `serve`). */
   private status: (() => PeerDetails) | null = null;
@@ -70,7 +74,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     readonly peer: string,
     config: Config,
     private readonly transport: GrpcTransport,
-    tls: P2PTls | null,
+    private readonly tls: P2PTls | null,
     private readonly clocks: WriterClocks,
     private readonly logger: Logger,
   ) {
@@ -106,7 +110,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     });
   }
 
-  /** Serves the points service for this peer's collections on the p2p server (before it starts). */
+  /** Serves the points and shard snapshot services for this peer's collections on the p2p server (before it starts). */
   serve(toc: TableOfContent, snapshots: Snapshots, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
@@ -119,7 +123,15 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       replaceShard: (collection, shard, input) => snapshots.replaceShardFromStream(collection, shard, input),
       fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
     };
-    this.transport.addServices((server: grpc.Server) => addPointsService(server, backend, this.logger));
+    this.transport.addServices((server: grpc.Server) => {
+      addPointsService(server, backend, this.logger);
+      addShardSnapshotService(server, { toc, snapshots, peer: this.peer, settled }, this.logger);
+    });
+  }
+
+  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`. */
+  fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
+    return fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS }, target, file);
   }
 
   /** Consensus runs: health checks and supervision start. */

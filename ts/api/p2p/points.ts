@@ -46,7 +46,7 @@ import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
 
 // -- wire -----------------------------------------------------------------------------------
 
-interface TargetMsg {
+export interface TargetMsg {
   collection: string;
   uuid: string;
   shard: number;
@@ -102,7 +102,7 @@ const CODE_OF_KIND: Record<ErrorKind, grpc.status> = {
   cluster_unavailable: grpc.status.UNAVAILABLE,
 };
 
-function targetMsg(t: ShardTarget): TargetMsg {
+export function targetMsg(t: ShardTarget): TargetMsg {
   return { collection: t.collection, uuid: t.uuid, shard: t.shard };
 }
 
@@ -158,7 +158,7 @@ export interface PointsBackend {
   fetchSnapshot(from: string, target: ShardTarget): Readable;
 }
 
-function errorStatus(err: unknown): Partial<grpc.StatusObject> {
+export function errorStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
   if (err instanceof QuiverError && (err.kind as string) in CODE_OF_KIND) {
     metadata.set(KIND_TRAILER, err.kind);
@@ -168,7 +168,7 @@ function errorStatus(err: unknown): Partial<grpc.StatusObject> {
 }
 
 /** The collection and replica set a call names; waits once for pending local changes when this peer does not have them yet. */
-async function resolveTarget(b: PointsBackend, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
+export async function resolveTarget(b: Pick<PointsBackend, 'toc' | 'peer' | 'settled'>, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
   for (let attempt = 0; ; attempt++) {
     const c = b.toc.peek(t.collection);
     if (c !== undefined && c.meta.cluster?.uuid === t.uuid) {
@@ -427,7 +427,7 @@ export class PointsClients {
 }
 
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
-function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
+export function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
   const kind = err.metadata?.get(KIND_TRAILER)?.[0];
   if (typeof kind === 'string' && kind in CODE_OF_KIND) return new QuiverError(kind as ErrorKind, '', err.details);
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
