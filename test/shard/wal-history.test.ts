@@ -220,7 +220,7 @@ test('applyTagged skips operations it has seen: a replica sent the same history 
   fs.rmSync(dstDir, { recursive: true, force: true });
 });
 
-test('a shard\'s own clocks (untagged writes, transfer batches) are not history another replica is behind on; adopted clocks count; a forced replay applies a seen write again', async (t) => {
+test('a shard\'s own clocks (untagged writes, transfer batches) are not history another replica is behind on; adopted clocks count', async (t) => {
   const srcDir = tmp();
   const dstDir = tmp();
   const src = await open(srcDir, { peerId: 1n });
@@ -240,13 +240,6 @@ test('a shard\'s own clocks (untagged writes, transfer batches) are not history 
   const fresh = await open(tmp(), { peerId: 3n });
   fresh.adoptClocks([...src.clocks()]);
   t.deepEqual(fresh.clocks(), src.clocks().filter((c) => c.clock >= REPLICATED_CLOCK_BASE));
-  // Forced: a seen write is applied again (a wal_delta replays history in its order).
-  await dst.update(() => upsert([1], { v: 9 }), true);
-  const skipped = await dst.applyTagged(upsert([1], { v: 1 }), { peer: 5n, clock: REPLICATED_CLOCK_BASE, tick: 1n }, true);
-  t.false(skipped.applied);
-  const forced = await dst.applyTagged(upsert([1], { v: 1 }), { peer: 5n, clock: REPLICATED_CLOCK_BASE, tick: 1n }, true, true);
-  t.true(forced.applied);
-  t.deepEqual(Object.values(await state(dst)).map((p) => p.payload), [{ v: 1 }, { v: 0 }, { v: 0 }]);
   for (const s of [src, dst, fresh]) await s.close();
   fs.rmSync(srcDir, { recursive: true, force: true });
   fs.rmSync(dstDir, { recursive: true, force: true });

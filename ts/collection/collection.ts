@@ -112,6 +112,8 @@ export interface PlacedTransfer {
   from: string;
   to: string;
   method?: TransferMethod;
+  /** Tells this transfer from an earlier one between the same peers ('' in placements saved before ids). */
+  id?: string;
 }
 
 /** The method of a placed transfer. */
@@ -223,7 +225,7 @@ export class Collection {
     // Transfers this peer was the source of before it started again: their runs died with
     // the process (the target may hold part of the shard), so they are aborted, and the
     // supervisor starts them afresh.
-    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to);
+    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to, t.id);
     return c;
   }
 
@@ -243,25 +245,25 @@ export class Collection {
   private driveTransfers(placement: ClusterPlacement, before: readonly PlacedTransfer[]): void {
     if (this.link === null) return;
     const now = placement.transfers ?? [];
-    const key = (t: { shard: number; from: string; to: string }) => `${t.shard}/${t.from}/${t.to}`;
+    const key = (t: PlacedTransfer) => `${t.shard}/${t.from}/${t.to}/${t.id ?? ''}`;
     const current = new Set(now.map(key));
     for (const t of before) {
-      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to);
+      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to, t.id ?? '');
     }
     const known = new Set(before.map(key));
     for (const t of now) {
       if (t.from !== placement.peer || known.has(key(t))) continue;
       const source = this.shards.get(t.shard)?.localReplica;
-      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source, methodOf(t));
-      else this.link.transferLost(this.shardTarget(t.shard), t.to);
+      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source, methodOf(t), t.id ?? '');
+      else this.link.transferLost(this.shardTarget(t.shard), t.to, t.id ?? '');
     }
   }
 
   /** Transfers the placement applied here says this peer is the source of. */
-  outgoingTransfers(): Array<{ shard: number; to: string }> {
+  outgoingTransfers(): Array<{ shard: number; to: string; id: string }> {
     const placement = this.meta.cluster;
     if (placement === undefined) return [];
-    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to }));
+    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to, id: t.id ?? '' }));
   }
 
   /** How peers name shard `id` of this collection. */
@@ -487,7 +489,7 @@ export class Collection {
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
       const incoming = (placement.transfers ?? []).find((t) => t.shard === r.shardId && t.to === placement.peer);
       const previously = before.find((t) => t.shard === r.shardId && t.to === placement.peer);
-      if (wantLocal && r.local !== null && incoming !== undefined && methodOf(incoming) === 'stream_records' && (was !== 'Partial' || previously === undefined || methodOf(previously) !== 'stream_records')) {
+      if (wantLocal && r.local !== null && incoming !== undefined && methodOf(incoming) === 'stream_records' && (was !== 'Partial' || previously === undefined || (previously.id ?? '') !== (incoming.id ?? '') || methodOf(previously) !== 'stream_records')) {
         // A stream_records transfer to this peer starts (or a wal_delta one switched to it):
         // its replica starts empty, before any write or batch of the transfer reaches it
         // (the source waits until this peer has applied it). The other methods keep the

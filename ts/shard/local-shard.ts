@@ -287,16 +287,13 @@ export class LocalShard {
    * tag and applied like a local write. With `wait`, resolves once the operation (or,
    * when skipped, everything logged before) is durable.
    */
-  async applyTagged(operation: ShardOperation | ((shard: LocalShard) => ShardOperation), tag: ClockTag, wait: boolean, force = false): Promise<TaggedApplyResult> {
+  async applyTagged(operation: ShardOperation | ((shard: LocalShard) => ShardOperation), tag: ClockTag, wait: boolean): Promise<TaggedApplyResult> {
     const problem = clockTagProblem(tag);
     if (problem !== null) throw new RangeError(`clock tag (${tag.peer}, ${tag.clock}, ${tag.tick}): ${problem}`);
     this.usable();
     const result = await this.exclusive(async (): Promise<TaggedApplyResult> => {
       this.usable();
-      // `force` (a transfer replaying a stretch of another replica's history in its order):
-      // applied even when seen, so every point ends as the history leaves it whatever
-      // order this replica saw some of those writes in before.
-      if (!force && this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
+      if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
       // A selector is resolved here, under the lock, as a local write's is.
       const op = typeof operation === 'function' ? operation(this) : operation;
       checkOperation(op);
@@ -716,9 +713,10 @@ export class LocalShard {
   }
 
   /**
-   * Takes another replica's replicated clocks as seen (a stream_records transfer's last
-   * batch: this replica now holds every write that replica's data held). Not logged: a
-   * restart may forget it, which only makes this replica look further behind.
+   * Takes another replica's replicated clocks as seen: the end of a transfer's copy, whose
+   * operations this replica applied as its own untagged writes, so that its clock map
+   * never claims a write its data may lack (a copy cut short leaves the map as it was).
+   * Not logged: a restart may forget it, which only makes this replica look further behind.
    */
   adoptClocks(tags: readonly ClockTag[]): void {
     this.usable();

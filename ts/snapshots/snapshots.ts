@@ -525,18 +525,18 @@ export class Snapshots {
    * streamed from the source) replaces this peer's replica of the shard. Nothing
    * consensus knows changes here (the transfer does that). Resolves with the archive's size.
    */
-  async replaceShardFromStream(name: string, shardId: number, input: Readable): Promise<number> {
+  async replaceShardFromStream(name: string, shardId: number, input: Readable, stillWanted: () => void): Promise<number> {
     this.toc.get(name).localShard(shardId);
     const received = await this.receive(input);
     const size = (await fs.stat(received.file)).size;
     await this.recover('shard', { file: received.file, checksum: received.checksum, owned: true }, null, () => undefined, async (snap) => {
-      await this.replaceShardWith(name, shardId, snap, false);
+      await this.replaceShardWith(name, shardId, snap, false, stillWanted);
     });
     return size;
   }
 
   /** Checks an unpacked shard snapshot against shard `shardId` of collection `name` and, unless `checkOnly`, replaces the shard's data with it. */
-  private async replaceShardWith(name: string, shardId: number, snap: UnpackedSnapshot, checkOnly: boolean): Promise<void> {
+  private async replaceShardWith(name: string, shardId: number, snap: UnpackedSnapshot, checkOnly: boolean, stillWanted: () => void = () => undefined): Promise<void> {
     if (snap.manifest.shards[0] !== shardId) {
       throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
     }
@@ -552,6 +552,8 @@ export class Snapshots {
         throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
       }
       if (checkOnly) return;
+      // Checked again here, where nothing else changes the collection: the caller may no longer want it (a transfer that ended).
+      stillWanted();
       await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
     });
   }

@@ -53,6 +53,13 @@ export interface TransferInfo {
   /** How the shard is copied; the source may switch a `wal_delta` transfer to `stream_records` (`switchTransfer`). */
   method: TransferMethod;
   kind: 'recovery' | 'replicate' | 'move';
+  /**
+   * Chosen by the proposer: tells this transfer from an earlier one of the same shard
+   * between the same peers (a restart applied together with the abort before it). Its
+   * copy traffic carries it, and the target takes copy traffic of the transfer it has
+   * only. Absent in states written before transfers had ids.
+   */
+  id?: string;
 }
 
 export interface ClusterCollection {
@@ -398,6 +405,7 @@ export class ClusterState {
           throw new BadInputError(`shard ${t.shard} of ${name} already has a replica on peer ${t.to}`);
         }
         if (!TRANSFER_METHODS.includes(t.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(t.method)}`);
+        if (t.id !== undefined && (typeof t.id !== 'string' || t.id.length === 0 || t.id.length > 64)) throw new BadInputError('a shard transfer id is 1 to 64 characters');
         shard.replicas[t.to] = 'Partial';
         c.transfers = [...(c.transfers ?? []), { ...t }];
         return done(true, [name]);

@@ -209,7 +209,7 @@ export class Dispatcher {
     // new replica sends the source's whole WAL history when it still holds it from the
     // first operation, and otherwise goes on as stream_records, as the reference does.)
     const method: RunMethod = (change.method as RunMethod | null) ?? this.config.storage.shard_transfer_method ?? 'stream_records';
-    const transfer = { shard: change.shard, from: change.from, to: change.to, method, kind };
+    const transfer = { shard: change.shard, from: change.from, to: change.to, method, kind, id: randomUUID() };
     return (await this.consensus.propose({ op: 'startTransfer', collection: name, transfer }, ms)) as boolean;
   }
 

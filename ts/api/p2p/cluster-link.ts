@@ -32,6 +32,7 @@ import type { Snapshots } from '../../snapshots/snapshots';
 import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
 import { addShardSnapshotService, fetchShardSnapshot } from './shard-snapshots';
+import { RemoteTransferTarget } from './transfer-target';
 import type { GrpcTransport } from './transport';
 
 /**
@@ -104,7 +105,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     });
     this.outgoing = new OutgoingTransfers({
       peer,
-      remote: (target, p) => this.remote(target, p),
+      remote: (target, p, id) => new RemoteTransferTarget(p, target, this.clients, (x) => this.uriOf(x), id),
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
       logger,
     });
@@ -120,7 +121,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       settled,
       status,
       shardSnapshot: (collection, shard) => snapshots.streamShard(collection, shard),
-      replaceShard: (collection, shard, input) => snapshots.replaceShardFromStream(collection, shard, input),
+      replaceShard: (collection, shard, input, stillWanted) => snapshots.replaceShardFromStream(collection, shard, input, stillWanted),
       fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
     };
     this.transport.addServices((server: grpc.Server) => {
@@ -271,18 +272,18 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     return this.clocks.take(`${target.uuid}/${target.shard}`);
   }
 
-  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod): void {
-    this.outgoing.start(target, to, source, method);
+  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod, id: string): void {
+    this.outgoing.start(target, to, source, method, id);
   }
 
-  transferGone(target: ShardTarget, to: string): void {
-    this.outgoing.stop(target, to);
+  transferGone(target: ShardTarget, to: string, id: string): void {
+    this.outgoing.stop(target, to, id);
   }
 
-  transferLost(target: ShardTarget, to: string): void {
+  transferLost(target: ShardTarget, to: string, id: string): void {
     // Consensus may not run yet (this peer is starting): the next pass of checkOrphans tries again.
     if (this.consensus === null) return;
-    this.outgoing.abandon(target, to);
+    this.outgoing.abandon(target, to, id);
   }
 
   /** Every second: transfers this peer is the source of that no run drives are aborted (see transferLost). */
@@ -290,7 +291,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     const toc = this.toc;
     if (toc === null || this.consensus === null) return;
     for (const c of toc.all()) {
-      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to);
+      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to, t.id);
     }
   }
 
