@@ -521,15 +521,24 @@ export class Snapshots {
   }
 
   /**
-   * A shard transfer by snapshot, on the target: the archive `input` (a shard snapshot
-   * streamed from the source) replaces this peer's replica of the shard. Nothing
-   * consensus knows changes here (the transfer does that). Resolves with the archive's size.
+   * A shard transfer by snapshot, on the target: `fetch` writes a shard snapshot of the
+   * source's replica into a temp file, which then replaces this peer's replica of the
+   * shard, if `stillWanted()` holds once it is unpacked. Nothing consensus knows changes
+   * here (the transfer does that). Resolves with the archive's size.
    */
-  async replaceShardFromStream(name: string, shardId: number, input: Readable, stillWanted: () => void): Promise<number> {
+  async replaceShardFetched(name: string, shardId: number, fetch: (file: string) => Promise<void>, stillWanted: () => void): Promise<number> {
     this.toc.get(name).localShard(shardId);
-    const received = await this.receive(input);
-    const size = (await fs.stat(received.file)).size;
-    await this.recover('shard', { file: received.file, checksum: received.checksum, owned: true }, null, () => undefined, async (snap) => {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const file = path.join(this.tempDir, `${randomUUID()}.transfer.tmp`);
+    let size: number;
+    try {
+      await fetch(file);
+      size = (await fs.stat(file)).size;
+    } catch (err) {
+      await fs.rm(file, { force: true });
+      throw err;
+    }
+    await this.recover('shard', { file, checksum: null, owned: true }, null, () => undefined, async (snap) => {
       await this.replaceShardWith(name, shardId, snap, false, stillWanted);
     });
     return size;

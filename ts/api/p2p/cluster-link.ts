@@ -65,6 +65,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   readonly health: PeerHealth;
   private readonly supervisor: ReplicaSupervisor;
   private readonly outgoing: OutgoingTransfers;
+  /** Snapshot fetches from each peer in flight (cancelled when the peer stops answering health checks). */
+  private readonly fetching = new Map<string, Set<AbortController>>();
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
   private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
   /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
@@ -85,6 +87,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       self: peer,
       probe: (uri, timeoutMs) => this.transport.whoIs(uri, timeoutMs),
       onDown: (p, uri) => {
+        for (const f of this.fetching.get(p) ?? []) f.abort();
         const n = this.clients.cancelAll(uri);
         if (n > 0) this.logger.warn({ peer: p, calls: n }, 'cancelled the calls in flight to a peer that stopped answering');
       },
@@ -120,9 +123,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       peer: this.peer,
       settled,
       status,
-      shardSnapshot: (collection, shard) => snapshots.streamShard(collection, shard),
-      replaceShard: (collection, shard, input, stillWanted) => snapshots.replaceShardFromStream(collection, shard, input, stillWanted),
-      fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
+      pullShard: (from, target, stillWanted, signal) =>
+        snapshots.replaceShardFetched(target.collection, target.shard, (file) => this.fetchSnapshot(from, target, file, false, signal).then(() => undefined), stillWanted),
     };
     this.transport.addServices((server: grpc.Server) => {
       addPointsService(server, backend, this.logger);
@@ -130,9 +132,27 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     });
   }
 
-  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`. */
-  fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
-    return fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS }, target, file);
+  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`, with its content figures. */
+  async fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
+    const got = await this.fetchSnapshot(peer, target, file, true);
+    return { points: got.points!, digest: got.digest!, size: got.size, sha256: got.sha256 };
+  }
+
+  /** `peer`'s snapshot of its Active replica of a shard into `file`; stopped when `signal` aborts or the peer stops answering health checks. */
+  private async fetchSnapshot(peer: string, target: ShardTarget, file: string, content: boolean, signal?: AbortSignal) {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) stop.abort();
+    const mine = this.fetching.get(peer) ?? new Set<AbortController>();
+    this.fetching.set(peer, mine);
+    mine.add(stop);
+    try {
+      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content, signal: stop.signal }, target, file);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      mine.delete(stop);
+    }
   }
 
   /** Consensus runs: health checks and supervision start. */
