@@ -340,6 +340,23 @@ export interface PointsCallStats {
   failures: number;
 }
 
+/**
+ * The next client of the pool, round robin, skipping clients whose connection is not
+ * ready while another's is: a connection still waiting out its reconnect backoff (the
+ * peer restarted) fails a call at once, though its neighbour reaches the peer.
+ */
+function pick(pool: Pool): PointsClient {
+  const n = pool.clients.length;
+  for (let i = 0; i < n; i++) {
+    const c = pool.clients[(pool.next + i) % n];
+    if (c.getChannel().getConnectivityState(false) === grpc.connectivityState.READY) {
+      pool.next += i + 1;
+      return c;
+    }
+  }
+  return pool.clients[pool.next++ % n];
+}
+
 /** Pooled clients of the points service, per peer URI. */
 export class PointsClients {
   private readonly pools = new Map<string, Pool>();
@@ -375,7 +392,7 @@ export class PointsClients {
         reject(new ShardUnavailableError(`peer ${peer}: ${(err as Error).message}`));
         return;
       }
-      const client = pool.clients[pool.next++ % pool.clients.length];
+      const client = pick(pool);
       const stat = this.stats.get(method) ?? { calls: 0, failures: 0 };
       this.stats.set(method, stat);
       stat.calls++;
