@@ -60,6 +60,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   private status: (() => PeerDetails) | null = null;
   /** This peer's collections (set by `serve`). */
   private toc: TableOfContent | null = null;
+  /** Resolves once the local changes of the consensus entries applied so far are made (set by `serve`). */
+  private settled: () => Promise<void> = () => Promise.resolve();
   private orphanTimer: NodeJS.Timeout | null = null;
   readonly clients: PointsClients;
   readonly health: PeerHealth;
@@ -118,6 +120,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   serve(toc: TableOfContent, snapshots: Snapshots, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
+    this.settled = settled;
     const backend: PointsBackend = {
       toc,
       peer: this.peer,
@@ -216,7 +219,14 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       for (;;) {
         const replicas = this.replicasOf(target);
         const state = replicas[peer];
-        if (state === undefined || state === 'Dead') return 'marked';
+        // Consensus has it out already (e.g. a move's source that dropped its replica): the
+        // write waiting on this must see the placement that says so (ReplicaSet.replicate
+        // sends itself again to the replicas of a changed placement), and this peer's
+        // replica sets take it only once the entry's local changes are made.
+        if (state === undefined || state === 'Dead') {
+          await this.settled();
+          return 'marked';
+        }
         // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
         if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
           throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
@@ -229,8 +239,10 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
           return 'marked';
         } catch (err) {
           // Gone meanwhile (removed, or the collection re-created): nothing to mark.
-          if (err instanceof NotFoundError) return 'marked';
-          if (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead') return 'marked';
+          if (err instanceof NotFoundError || (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead')) {
+            await this.settled();
+            return 'marked';
+          }
           if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
             await sleep(DEACTIVATE_RETRY_MS);
             continue;
