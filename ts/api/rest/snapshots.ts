@@ -3,8 +3,8 @@
  * snapshots (create, list, download, delete, recover, upload).
  *
  * Owns: request and response shapes, `wait` (default true; false answers 202 and the
- * work goes on), multipart upload parsing (streamed to a temp file, never held in
- * memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
+ * work goes on), multipart upload parsing (streamed into Snapshots.receive, never
+ * held in memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
  */
 
 import busboy from 'busboy';
@@ -51,7 +51,7 @@ async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: ()
   accepted(ctx);
 }
 
-/** The `snapshot` part of a multipart upload, received into a temp file. */
+/** The `snapshot` part of a multipart upload, received (unpacked as it arrives: Snapshots.receive). */
 function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySource> {
   const type = ctx.get('content-type');
   if (!type.toLowerCase().startsWith('multipart/form-data')) {
@@ -65,7 +65,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
       reject(new BadRequestError(`malformed multipart upload: ${(err as Error).message}`));
       return;
     }
-    let receiving: Promise<{ file: string; checksum: string }> | null = null;
+    let receiving: Promise<RecoverySource> | null = null;
     let failed: Error | null = null;
     bb.on('file', (field, stream) => {
       if (field !== 'snapshot' || receiving !== null) {
@@ -81,7 +81,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
       ctx.req.resume();
       if (receiving === null) reject(failed);
       else receiving.then(async (got) => {
-        await import('node:fs/promises').then((fs) => fs.rm(got.file, { force: true }));
+        await snapshots.discard(got);
         reject(failed);
       }, () => reject(failed));
     });
@@ -91,7 +91,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
         reject(new BadRequestError('the multipart upload has no part named `snapshot`'));
         return;
       }
-      receiving.then((got) => resolve({ file: got.file, checksum: got.checksum, owned: true }), reject);
+      receiving.then(resolve, reject);
     });
     ctx.req.on('aborted', () => bb.destroy(new Error('the client closed the connection during the upload')));
     ctx.req.pipe(bb);
