@@ -52,6 +52,7 @@ export class LabelSet implements Iterable<bigint> {
   }
 
   add(label: bigint): this {
+    if (label < 0n) throw new RangeError(`label ${label} is negative`);
     const marks = this.marks;
     if (marks !== null) {
       if (label < marks.length) {

@@ -38,6 +38,7 @@ export class OffsetTable<V> {
 
   /** `value` must not be undefined (undefined marks a free slot). */
   set(offset: number, value: V): this {
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset table key ${offset} is not a non-negative integer`);
     const slots = this.slots;
     if (slots !== null) {
       if (offset < slots.length) {

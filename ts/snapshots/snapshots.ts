@@ -69,13 +69,14 @@ export type RecoverySource = { location: string } | { file: string; checksum: st
 
 /**
  * An upload unpacked as it was received (Snapshots.receive): the staging folder, the
- * names extracted, the archive's SHA-256 and size, and what stopped the unpacking if
- * something did (reported by the recovery, after its own checks, as a file's would be).
+ * names extracted, the archive's SHA-256 (when it was asked for) and size, and what
+ * stopped the unpacking if something did (reported by the recovery, after its own
+ * checks, as a file's would be).
  */
 export interface ReceivedUpload {
   staged: string;
   names: string[];
-  checksum: string;
+  checksum: string | null;
   bytes: number;
   failure: unknown;
 }
@@ -510,8 +511,11 @@ export class Snapshots {
     try {
       if ('staged' in source) {
         staged = { dir: source.staged, size: source.bytes, preloaded: new Map() };
-        const wrong = mismatch(source.checksum);
-        if (wrong) throw wrong;
+        if (expected !== null) {
+          if (source.checksum === null) throw new Error('the upload was received without its SHA-256, and a checksum is to be checked');
+          const wrong = mismatch(source.checksum);
+          if (wrong) throw wrong;
+        }
         if (source.failure !== null) throw unpackError(source.failure);
         if (preload) {
           for (const rel of source.names) this.preloadFile(staged.preloaded, staged.dir, rel);
@@ -609,14 +613,15 @@ export class Snapshots {
 
   /**
    * Receives an uploaded archive, unpacking it into a staging folder on the storage
-   * file system as it arrives and hashing it on the way (no temp copy of the archive
-   * is written); the caller then recovers from what this returns. If the unpacking
-   * fails (a bad archive, a full disk) the rest of the upload is still read, to know
-   * its checksum, and the failure is the recovery's to report, after its own checks.
+   * file system as it arrives (no temp copy of the archive is written), and hashing it
+   * on the way when `hash` (a checksum is to be checked); the caller then recovers from
+   * what this returns. If the unpacking fails (a bad archive, a full disk) the rest of
+   * the upload is still read, to know its checksum, and the failure is the recovery's
+   * to report, after its own checks.
    */
-  async receive(input: Readable): Promise<ReceivedUpload> {
+  async receive(input: Readable, hash = true): Promise<ReceivedUpload> {
     const dir = await this.toc.stagingDir();
-    const hash = createHash('sha256');
+    const hasher = hash ? createHash('sha256') : null;
     let bytes = 0;
     const started = Date.now();
     let lastLog = started;
@@ -631,7 +636,7 @@ export class Snapshots {
     try {
       for await (const chunk of input) {
         const b = chunk as Buffer;
-        hash.update(b);
+        hasher?.update(b);
         bytes += b.length;
         const now = Date.now();
         if (now - lastLog >= PROGRESS_EVERY_MS) {
@@ -650,7 +655,7 @@ export class Snapshots {
     const names = await extracting;
     // What a failed unpacking left takes no room while the recovery gets to report it.
     if (failure !== null) await fs.rm(dir, { recursive: true, force: true });
-    return { staged: dir, names, checksum: hash.digest('hex'), bytes, failure };
+    return { staged: dir, names, checksum: hasher?.digest('hex') ?? null, bytes, failure };
   }
 
   /** Removes what `source` holds that nobody will read (an upload whose request failed). */

@@ -51,8 +51,8 @@ async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: ()
   accepted(ctx);
 }
 
-/** The `snapshot` part of a multipart upload, received (unpacked as it arrives: Snapshots.receive). */
-function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySource> {
+/** The `snapshot` part of a multipart upload, received (unpacked as it arrives: Snapshots.receive; hashed when a checksum is to be checked). */
+function receiveUpload(ctx: Context, snapshots: Snapshots, hash: boolean): Promise<RecoverySource> {
   const type = ctx.get('content-type');
   if (!type.toLowerCase().startsWith('multipart/form-data')) {
     throw new BadRequestError('the snapshot must be uploaded as multipart/form-data with a part named `snapshot`');
@@ -72,7 +72,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
         stream.resume();
         return;
       }
-      receiving = snapshots.receive(stream);
+      receiving = snapshots.receive(stream, hash);
       receiving.catch(() => undefined);
     });
     bb.on('error', (err: Error) => {
@@ -182,7 +182,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     queryBool(ctx, 'wait', true);
     readTimeout(ctx);
     const name = param(ctx, 'collection_name');
-    const source = await receiveUpload(ctx, snapshots);
+    const source = await receiveUpload(ctx, snapshots, checksum !== null);
     await waitOrAccept(ctx, logger, `recover ${name} from an upload`, async () => {
       await snapshots.recoverCollection(name, source, priority, checksum);
       return true;
@@ -243,7 +243,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
     queryBool(ctx, 'wait', true);
     readTimeout(ctx);
-    const source = await receiveUpload(ctx, snapshots);
+    const source = await receiveUpload(ctx, snapshots, checksum !== null);
     await waitOrAccept(ctx, logger, `recover ${c.name} shard ${id} from an upload`, async () => {
       await snapshots.recoverShard(c.name, id, source, priority, checksum);
       return true;
