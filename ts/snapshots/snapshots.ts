@@ -30,7 +30,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { PassThrough, Readable, Transform } from 'node:stream';
+import { PassThrough, Readable, Transform, type TransformOptions } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 
@@ -52,8 +52,12 @@ export const PRIORITIES: readonly Priority[] = ['replica', 'snapshot', 'no_sync'
 const MAX_ENTRIES = 100_000;
 /** Archives are read in pieces of this size when recovering. */
 const READ_CHUNK = 4 * 1024 * 1024;
-/** An upload is written to its temp file in batches of up to this many bytes. */
-const RECEIVE_BATCH = 8 * 1024 * 1024;
+/**
+ * Stream options of what feeds the tar reader: chunks are handed over one by one as
+ * they came (a byte-mode stream's read() joins whatever is buffered into one new
+ * Buffer: a copy of the whole archive), and few are buffered.
+ */
+const CHUNKWISE = { readableObjectMode: true, readableHighWaterMark: 4 };
 /** A file of a shard folder in an archive being unpacked: `<shard id>/<name>`. */
 const SHARD_FILE_RE = /^([0-9]{1,9})\/([^/]+)$/;
 /** At most this many shards' files are read while an archive unpacks (the others' when their shards open). */
@@ -119,8 +123,9 @@ class Meter extends Transform {
   constructor(
     private readonly report: (bytes: number, seconds: number) => void,
     private readonly hashing = true,
+    options?: TransformOptions,
   ) {
-    super();
+    super(options);
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
@@ -461,6 +466,7 @@ export class Snapshots {
       const meter = new Meter(
         (bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), of: +(size / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'unpacking snapshot'),
         hash,
+        CHUNKWISE,
       );
       const onFile = preload ? (rel: string) => this.preloadFile(preloaded, dir, rel) : undefined;
       // An uncompressed tar cannot hold more content than its own size.
@@ -625,7 +631,7 @@ export class Snapshots {
     let bytes = 0;
     const started = Date.now();
     let lastLog = started;
-    const feed = new PassThrough({ highWaterMark: READ_CHUNK });
+    const feed = new PassThrough({ ...CHUNKWISE, writableObjectMode: true, writableHighWaterMark: 64 });
     let failure: unknown = null;
     const extracting = extractTar(feed, dir, { maxEntries: MAX_ENTRIES }).catch((err: unknown) => {
       failure = err;
