@@ -574,7 +574,7 @@ export class Snapshots {
   /** Recovers collection `name` (created when absent) from a collection snapshot. */
   async recoverCollection(name: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
     const target = this.toc.resolveName(name);
-    // A new collection's shard states are decoded while the archive unpacks. Not when it
+    // A new collection's shard files are read ahead while the archive unpacks. Not when it
     // replaces one: the old collection is closed first there, so the two are never in
     // memory together.
     const preload = priority !== 'replica' && !this.toc.has(target);
