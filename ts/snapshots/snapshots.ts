@@ -416,7 +416,8 @@ export class Snapshots {
       if (!res.ok || res.body === null) {
         throw new BadRequestError(`Failed to download snapshot from ${url.href}: HTTP ${res.status}`);
       }
-      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'));
+      // Counted only: a checksum to check is computed as the archive is unpacked.
+      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'), false);
       await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), meter, createWriteStream(file));
       return { file, cleanup };
     } catch (err) {
