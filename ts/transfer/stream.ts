@@ -70,6 +70,9 @@ class Run {
   private failure: unknown = null;
   private openGate!: () => void;
   private readonly gate = new Promise<void>((resolve) => (this.openGate = resolve));
+  private markQuiet!: () => void;
+  /** Resolves once this run sends nothing more to the target but what its forwarding grace forwards. */
+  readonly quiet = new Promise<void>((resolve) => (this.markQuiet = resolve));
   readonly progress: TransferProgress;
 
   constructor(
@@ -85,6 +88,9 @@ class Run {
   stop(): void {
     if (this.finishing) return;
     this.stopped = true;
+    // Ended in consensus: a new transfer of the shard to the same peer (restart_transfer,
+    // or a recovery started again) gets a new run, which starts once this one is quiet.
+    this.ended = true;
     this.openGate();
   }
 
@@ -131,6 +137,7 @@ class Run {
       // second for the other peers; a peer slower than the grace resends a write whose
       // placement changed under it, see ReplicaSet.replicate).
       this.ended = true;
+      this.markQuiet();
       if (ok) await new Promise((r) => setTimeout(r, FORWARD_GRACE_MS));
       await this.source.stopForwarding(sink);
     }
@@ -143,6 +150,9 @@ class Run {
     for (;;) {
       if (this.stopped || this.failure !== null) return;
       const done = await this.source.exclusive(async () => {
+        // The transfer may have ended while this batch waited for the lock: a batch sent
+        // now could reach a new replica of the next transfer to the same peer.
+        if (this.stopped) return true;
         const shard = this.source.shard;
         const found = shard.scroll(cursor, BATCH + 1, null, compareKeys);
         const page = found.slice(0, BATCH);
@@ -189,7 +199,9 @@ export class OutgoingTransfers {
     if (existing !== undefined && !existing.ended) return;
     const run = new Run(this.ctx, target, to, source);
     this.runs.set(key, run);
-    void run.run().finally(() => {
+    // A run stopped by the end of the last transfer may still be sending its last batch.
+    const previous = existing?.quiet ?? Promise.resolve();
+    void previous.then(() => run.run()).finally(() => {
       if (this.runs.get(key) === run) this.runs.delete(key);
     });
   }
