@@ -483,6 +483,9 @@ export class Collection {
       if (wantLocal && r.local === null) {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));
       } else if (!wantLocal && r.local !== null) {
+        // The new states first: while this replica's data goes (a finished move's source),
+        // reads and writes already go to the replicas that hold the shard now, not to none.
+        r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
         await this.dropLocal(r);
       }
       r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
