@@ -1,10 +1,23 @@
 /**
  * Reads of a cluster's replicas that the replication tests share: every point of a
  * collection (scrolled), the replica states a peer sees, whether they are all Active,
- * and each replica's content digest.
+ * and each replica's content digest; and which shard a point id goes to.
  */
 
+import { crc32c } from '../../ts/common/crc32c';
 import { api, type Cluster } from './harness';
+
+/** The shard a numeric point id goes to (crc32c of its key over shard_number, as the collection routes it; the tests check it against the peers' digests). */
+export function shardOf(id: number, shards: number): number {
+  return crc32c(Buffer.from(`n:${id}`, 'utf8')) % shards;
+}
+
+/** `n` ids from `from` on that go to `shard`. */
+export function idsOnShard(shard: number, shards: number, n: number, from = 0): number[] {
+  const out: number[] = [];
+  for (let id = from; out.length < n; id++) if (shardOf(id, shards) === shard) out.push(id);
+  return out;
+}
 
 /** Every point of `name` through `url`, page by page (`q`: query parameters, e.g. `?consistency=all`). */
 export async function scrollAll(url: string, name: string, q = ''): Promise<Array<{ id: number; payload: any }>> {
@@ -49,4 +62,17 @@ export async function digests(c: Cluster, name: string, shards: number): Promise
     }
   }
   return out;
+}
+
+/** The value of a metric series of `/metrics` at `url` whose labels include `labels` (0 when absent). */
+export async function metric(url: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.eE+-]+)$/.exec(line);
+    if (m === null || !m[1].endsWith(name)) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/([a-zA-Z_]+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
+  }
+  return sum;
 }

@@ -12,9 +12,8 @@
 
 import test, { type ExecutionContext } from 'ava';
 
-import { crc32c } from '../../ts/common/crc32c';
 import { Cluster, api, change, sleep, waitFor } from './harness';
-import { allActive, digests, scrollAll, states } from './replicas';
+import { allActive, digests, idsOnShard, scrollAll, shardOf, states } from './replicas';
 
 const DIM = 4;
 
@@ -50,18 +49,6 @@ function errorOf(r: Answer): string {
 /** A request that may not be answered at all (connection refused, aborted): null then. */
 async function tryApi(url: string, method: string, route: string, body?: unknown, timeoutMs = 10_000): Promise<Answer | null> {
   return api(url, method, route, body, timeoutMs).catch(() => null);
-}
-
-/** The shard a numeric point id goes to (crc32c of its key over shard_number, as the collection routes it; checked against the peers' digests below). */
-function shardOf(id: number, shards: number): number {
-  return crc32c(Buffer.from(`n:${id}`, 'utf8')) % shards;
-}
-
-/** `n` ids from `from` on that go to `shard`. */
-function idsOnShard(shard: number, shards: number, n: number, from = 0): number[] {
-  const out: number[] = [];
-  for (let id = from; out.length < n; id++) if (shardOf(id, shards) === shard) out.push(id);
-  return out;
 }
 
 /** Peer ids (as the API gives them) by peer index, from each running peer's GET /cluster. */

@@ -9,6 +9,7 @@ import test from 'ava';
 
 import { startServer } from '../crash/server';
 import { Cluster, api, change, waitFor } from './harness';
+import { metric } from './replicas';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -33,7 +34,8 @@ async function digest(c: Cluster, i: number, name: string): Promise<string> {
   return `${r.body.result.points_count}:${r.body.result.digest}`;
 }
 
-test.serial('replicate and move a shard under a live writer (stream_records), drop a replica; refusals', async (t) => {
+for (const method of ['stream_records', 'snapshot', 'wal_delta'] as const) {
+test.serial(`replicate and move a shard under a live writer (${method}), drop a replica; refusals`, async (t) => {
   const c = await Cluster.start(3);
   t.teardown(() => c.destroy());
   const ids = await Promise.all([0, 1, 2].map(async (i) => String((await c.info(i)).peer_id)));
@@ -52,17 +54,20 @@ test.serial('replicate and move a shard under a live writer (stream_records), dr
     for (let b = 0; !stop; b++) {
       const r = await api(c.peers[ri].url, 'PUT', '/collections/m/points?wait=true', { points: points(100_000 + b * 20, 20) }).catch(() => null);
       if (r?.status === 200) acked.push(b);
+      // Writes that select points by id go through the transfer too (a payload change, a delete of ids that do not exist).
+      await api(c.peers[ri].url, 'POST', '/collections/m/points/payload?wait=true', { payload: { b }, points: [100_000 + b * 20] }).catch(() => null);
+      await api(c.peers[ri].url, 'POST', '/collections/m/points/delete?wait=true', { points: [900_000 + b] }).catch(() => null);
     }
   })();
 
-  const rep = await change(c.peers[ri].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]) } });
+  const rep = await change(c.peers[ri].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]), method } });
   t.is(rep.status, 200, JSON.stringify(rep.body));
   t.is(rep.body.result, true);
   await waitFor('the new replica is Active', async () => (await replicas(c, ri, 'm'))[ids[qi]] === 'Active');
   const n = acked.length;
   await waitFor('writes go on', async () => acked.length >= n + 3);
 
-  const mv = await change(c.peers[qi].url, 'POST', '/collections/m/cluster', { move_shard: { shard_id: 0, from_peer_id: Number(ids[qi]), to_peer_id: Number(ids[ri]), method: 'stream_records' } });
+  const mv = await change(c.peers[qi].url, 'POST', '/collections/m/cluster', { move_shard: { shard_id: 0, from_peer_id: Number(ids[qi]), to_peer_id: Number(ids[ri]), method } });
   t.is(mv.status, 200, JSON.stringify(mv.body));
   await waitFor('moved: a replica on the third peer, none on the second', async () => {
     const r = await replicas(c, hi, 'm');
@@ -79,13 +84,24 @@ test.serial('replicate and move a shard under a live writer (stream_records), dr
   t.is(count, 5000 + acked.length * 20);
   await waitFor('the moved-away replica\'s folder is gone', async () => (await fs.readdir(path.join(c.peers[qi].dir, 'storage', 'collections', 'm')).catch(() => [])).every((f) => f !== '0'));
 
-  // Refusals: a target that holds a replica; a method not built; no such transfer; the last active replica; unknown operations.
+  // Both transfers finished, with the method asked (wal_delta: the replicate sends the young
+  // shard's whole history; the move's source was filled by that copy, whose history is not
+  // its own, so it switches to stream_records).
+  const finished = async (m: string) => (await metric(c.peers[hi].url, 'cluster_transfers_finished_total', { method: m })) + (await metric(c.peers[qi].url, 'cluster_transfers_finished_total', { method: m }));
+  if (method === 'wal_delta') {
+    t.is(await finished('wal_delta'), 1);
+    t.is(await finished('stream_records'), 1);
+  } else {
+    t.is(await finished(method), 2);
+  }
+
+  // Refusals: a target that holds a replica; resharding's method; no such transfer; the last active replica; unknown operations.
   const dup = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[ri]) } });
   t.is(dup.status, 400);
   t.regex(dup.body.status.error, /already has a replica on peer/);
-  const snap = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]), method: 'snapshot' } });
-  t.is(snap.status, 501);
-  t.regex(snap.body.status.error, /method `snapshot` is not available/);
+  const resharding = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]), method: 'resharding_stream_records' } });
+  t.is(resharding.status, 400);
+  t.regex(resharding.body.status.error, /used by resharding only/);
   const abort = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { abort_transfer: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]) } });
   t.is(abort.status, 404);
   t.regex(abort.body.status.error, /is not being transferred/);
@@ -101,6 +117,7 @@ test.serial('replicate and move a shard under a live writer (stream_records), dr
   await waitFor('one replica left, seen from every peer', async () => (await Promise.all([0, 1, 2].map((i) => replicas(c, i, 'm')))).every((r) => Object.keys(r).join() === home));
   t.is((await api(c.peers[ri].url, 'POST', '/collections/m/points/count', { exact: true })).body.result.count, count);
 });
+}
 
 test('a single node refuses collection cluster changes: Distributed mode disabled', async (t) => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-transfers-'));

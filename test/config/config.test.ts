@@ -53,6 +53,7 @@ const DOCUMENTED_DEFAULTS: Config = {
     on_disk_payload: true,
     wal: { wal_capacity_mb: 32, wal_segments_ahead: 0 },
     node_type: 'Normal',
+    shard_transfer_method: null,
     performance: { max_search_threads: 0, optimizer_cpu_budget: 0, incoming_shard_transfers_limit: 1, outgoing_shard_transfers_limit: 1 },
     optimizers: {
       deleted_threshold: 0.2,

@@ -371,3 +371,31 @@ test('pinSnapshot: a fresh checkpoint holding every write acknowledged before th
   t.true(again.has(normalizePointId(7777)));
   await again.close();
 });
+
+test('pinSnapshot with content: the point count and digest are of exactly the pinned checkpoint, while writes go on', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir, spec(), 3_600_000);
+  await shard.update(() => upsert([1, 2, 3], (i) => ({ n: i })).op, true);
+  let stop = false;
+  let next = 100;
+  const writer = (async () => {
+    while (!stop) await shard.update(() => upsert([next++], (i) => ({ n: i })).op, true);
+  })();
+  await waitFor('writes under way', () => next > 120);
+  const pin = await shard.pinSnapshot(true);
+  const at = next;
+  await waitFor('writes go on after the pin', () => next > at + 20);
+  stop = true;
+  await writer;
+  t.truthy(pin.content);
+  t.notDeepEqual(await shard.digest(), pin.content, 'the shard moved on after the pin');
+  const copy = tmp();
+  fs.writeFileSync(path.join(copy, 'checkpoint.json'), pin.checkpoint);
+  for (const f of pin.files) fs.copyFileSync(path.join(dir, f), path.join(copy, f));
+  await pin.release();
+  await shard.close();
+  const restored = await open(copy);
+  t.deepEqual(await restored.digest(), pin.content, 'the copy of the pinned files has the recorded count and digest');
+  t.is(restored.pointCount, pin.content!.points);
+  await restored.close();
+});

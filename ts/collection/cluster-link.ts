@@ -26,6 +26,16 @@ export interface HeldClock {
   release(used: boolean): void;
 }
 
+/**
+ * How a transfer copies a shard: `stream_records` sends the points in batches (the
+ * target starts empty); `snapshot` sends a snapshot of the shard's files and then the
+ * writes applied meanwhile; `wal_delta` sends the operations the target's replica lacks,
+ * read from the source's WAL (the target keeps its data).
+ */
+export type TransferMethod = 'stream_records' | 'snapshot' | 'wal_delta';
+
+export const TRANSFER_METHODS: readonly TransferMethod[] = ['stream_records', 'snapshot', 'wal_delta'];
+
 export interface ClusterLink {
   /** This peer's id (decimal u64). */
   readonly peer: string;
@@ -49,13 +59,13 @@ export interface ClusterLink {
    * This peer's replica `source` is the source of a transfer of its shard to `to` (the
    * placement applied here says so): starts driving it, or does nothing when it runs.
    */
-  transferOut(target: ShardTarget, to: string, source: LocalReplica): void;
+  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod, id: string): void;
   /** The placement applied here no longer has that transfer (finished or aborted): stops driving it. */
-  transferGone(target: ShardTarget, to: string): void;
+  transferGone(target: ShardTarget, to: string, id: string): void;
   /**
    * This peer is the source of a transfer that no run here drives (it started again, or
    * the run failed before it could abort the transfer): aborts it through consensus,
    * unless a run drives it.
    */
-  transferLost(target: ShardTarget, to: string): void;
+  transferLost(target: ShardTarget, to: string, id: string): void;
 }

@@ -50,7 +50,7 @@ import {
 } from './replica';
 import { isSelected, type ReplicaOperation } from './replica-operation';
 import { ReplicaSet, type ReplicaSetCluster } from './replica-set';
-import type { ClusterLink, ShardTarget } from './cluster-link';
+import type { ClusterLink, ShardTarget, TransferMethod } from './cluster-link';
 import { isActive, servesReads, type ReplicaState } from './replica-state';
 import {
   autoShardingRefusal,
@@ -103,8 +103,22 @@ export interface ClusterPlacement {
   peer: string;
   /** Per shard: peer id → replica state. */
   shards: Array<{ id: number; replicas: Record<string, ReplicaState> }>;
-  /** Transfers in progress: `from` streams shard `shard` to `to` (absent: none). */
-  transfers?: Array<{ shard: number; from: string; to: string }>;
+  /** Transfers in progress: `from` copies shard `shard` to `to` by `method` (absent: none; a method absent in placements saved before methods existed is stream_records). */
+  transfers?: PlacedTransfer[];
+}
+
+export interface PlacedTransfer {
+  shard: number;
+  from: string;
+  to: string;
+  method?: TransferMethod;
+  /** Tells this transfer from an earlier one between the same peers ('' in placements saved before ids). */
+  id?: string;
+}
+
+/** The method of a placed transfer. */
+export function methodOf(t: PlacedTransfer): TransferMethod {
+  return t.method ?? 'stream_records';
 }
 
 export interface CollectionMeta {
@@ -211,7 +225,7 @@ export class Collection {
     // Transfers this peer was the source of before it started again: their runs died with
     // the process (the target may hold part of the shard), so they are aborted, and the
     // supervisor starts them afresh.
-    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to);
+    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to, t.id);
     return c;
   }
 
@@ -228,28 +242,28 @@ export class Collection {
   }
 
   /** Starts the transfers this peer is the source of, and stops those that ended (`before`: the transfers of the previous placement). */
-  private driveTransfers(placement: ClusterPlacement, before: ReadonlyArray<{ shard: number; from: string; to: string }>): void {
+  private driveTransfers(placement: ClusterPlacement, before: readonly PlacedTransfer[]): void {
     if (this.link === null) return;
     const now = placement.transfers ?? [];
-    const key = (t: { shard: number; from: string; to: string }) => `${t.shard}/${t.from}/${t.to}`;
+    const key = (t: PlacedTransfer) => `${t.shard}/${t.from}/${t.to}/${t.id ?? ''}`;
     const current = new Set(now.map(key));
     for (const t of before) {
-      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to);
+      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to, t.id ?? '');
     }
     const known = new Set(before.map(key));
     for (const t of now) {
       if (t.from !== placement.peer || known.has(key(t))) continue;
       const source = this.shards.get(t.shard)?.localReplica;
-      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source);
-      else this.link.transferLost(this.shardTarget(t.shard), t.to);
+      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source, methodOf(t), t.id ?? '');
+      else this.link.transferLost(this.shardTarget(t.shard), t.to, t.id ?? '');
     }
   }
 
   /** Transfers the placement applied here says this peer is the source of. */
-  outgoingTransfers(): Array<{ shard: number; to: string }> {
+  outgoingTransfers(): Array<{ shard: number; to: string; id: string }> {
     const placement = this.meta.cluster;
     if (placement === undefined) return [];
-    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to }));
+    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to, id: t.id ?? '' }));
   }
 
   /** How peers name shard `id` of this collection. */
@@ -473,12 +487,15 @@ export class Collection {
       const replicas = replicasIn(placement, r.shardId) ?? {};
       const was = r.replicas?.[placement.peer];
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
-      const receiving = (placement.transfers ?? []).some((t) => t.shard === r.shardId && t.to === placement.peer);
-      if (wantLocal && r.local !== null && receiving && was !== 'Partial') {
-        // A transfer to this peer starts: its replica starts empty, before any write or
-        // batch of the transfer reaches it (the source waits until this peer has applied it).
+      const incoming = (placement.transfers ?? []).find((t) => t.shard === r.shardId && t.to === placement.peer);
+      const previously = before.find((t) => t.shard === r.shardId && t.to === placement.peer);
+      if (wantLocal && r.local !== null && incoming !== undefined && methodOf(incoming) === 'stream_records' && (was !== 'Partial' || previously === undefined || (previously.id ?? '') !== (incoming.id ?? '') || methodOf(previously) !== 'stream_records')) {
+        // A stream_records transfer to this peer starts (or a wal_delta one switched to it):
+        // its replica starts empty, before any write or batch of the transfer reaches it
+        // (the source waits until this peer has applied it). The other methods keep the
+        // replica: wal_delta adds what it lacks, snapshot replaces it whole.
         await this.dropLocal(r);
-        this.logger.info({ shard: r.shardId }, 'replica emptied: a transfer to this peer starts');
+        this.logger.info({ shard: r.shardId, method: methodOf(incoming) }, 'replica emptied: a transfer to this peer starts');
       }
       if (wantLocal && r.local === null) {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));

@@ -53,6 +53,9 @@ export class LocalReplica implements Replica {
   private sink: ForwardSink | null = null;
   /** Writes (and transfer batches) in order while forwarding. */
   private forwarding: Promise<unknown> = Promise.resolve();
+  /** Writes applied outside that order (no sink was set when they began), and who waits for them to end. */
+  private unchained = 0;
+  private unchainedDone: Array<() => void> = [];
 
   constructor(
     readonly peer: string,
@@ -63,7 +66,12 @@ export class LocalReplica implements Replica {
   }
 
   update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
-    if (this.sink === null) return this.apply(op, opts, tag, null);
+    if (this.sink === null) {
+      this.unchained++;
+      return this.apply(op, opts, tag, null).finally(() => {
+        if (--this.unchained === 0) for (const f of this.unchainedDone.splice(0)) f();
+      });
+    }
     // The source of a transfer: applies and forwards one write at a time, so the target
     // gets the writes and the batches of points in the order this replica applied them.
     return this.exclusive(async () => {
@@ -87,11 +95,18 @@ export class LocalReplica implements Replica {
 
   // -- the source side of a transfer ------------------------------------------------------
 
-  /** Sends every write this replica applies to `sink` too, in order (it replaces any sink set before). */
-  async forwardTo(sink: ForwardSink): Promise<void> {
+  /**
+   * Sends every write this replica applies to `sink` too, in order (it replaces any sink
+   * set before). Resolves once the writes that began before the sink was set are done,
+   * with the shard's last operation number then: every operation after it is forwarded
+   * (operations at or before it may be forwarded too).
+   */
+  async forwardTo(sink: ForwardSink): Promise<bigint> {
     await this.exclusive(async () => {
       this.sink = sink;
     });
+    if (this.unchained > 0) await new Promise<void>((resolve) => this.unchainedDone.push(resolve));
+    return this.shard.lastSeq;
   }
 
   /** Stops forwarding to `sink` (nothing when another sink replaced it); resolves once no write is being forwarded to it. */

@@ -222,10 +222,12 @@ export class ReplicaSet {
     return Math.max(1, Math.min(this.cluster.params().write_consistency_factor, replicas));
   }
 
-  /** ` (replicas: peer 1 Active, peer 2 Dead)` for messages. */
+  /** ` (replicas: peer 1 Active, peer 2 Dead)` for messages; a shard left without any says so and what to do. */
   private describe(): string {
     if (this.states === null) return '';
-    return ` (replicas: ${Object.entries(this.states).map(([p, s]) => `peer ${p} ${s}`).join(', ')})`;
+    const all = Object.entries(this.states);
+    if (all.length === 0) return ' (it has no replica left: its replicas were on peers removed from the cluster, or dropped; recover the shard from a snapshot)';
+    return ` (replicas: ${all.map(([p, s]) => `peer ${p} ${s}`).join(', ')})`;
   }
 
   /** This peer's replica for a management call on its data (snapshots): 503 when the shard has no replica here. */
@@ -275,7 +277,8 @@ export class ReplicaSet {
     const states = this.states ?? {};
     const link = this.cluster!.link;
     if (ordering === 'strong') {
-      const leader = highestPeer(Object.keys(states).filter((p) => states[p] !== 'Listener'))!;
+      const leader = highestPeer(Object.keys(states).filter((p) => states[p] !== 'Listener'));
+      if (leader === null) throw new ShardUnavailableError(`shard ${this.shardId} of collection \`${this.collection}\` has no replica to order writes${this.describe()}`);
       if (!isActive(states[leader]) || (leader !== this.localPeer && !link.alive(leader))) {
         throw new ShardUnavailableError(
           `writes with ordering=strong to shard ${this.shardId} of collection \`${this.collection}\` go through the replica on peer ${leader}, which is ${isActive(states[leader]) ? 'unreachable' : states[leader]}; retry later or use ordering=medium`,

@@ -315,11 +315,12 @@ function checkLeaf(rule: LeafRule, value: unknown, keys: string[], report: (mess
       report(`must be true or false, got ${got}`);
       return undefined;
     case 'enum': {
+      if (value === null && rule.nullable) return null;
       if (typeof value === 'string') {
         const match = rule.values.find((v) => (rule.anyCase ? v.toLowerCase() === value.toLowerCase() : v === value));
         if (match !== undefined) return match;
       }
-      report(`must be one of ${rule.values.join(', ')}, got ${got}`);
+      report(`must be one of ${rule.values.join(', ')}${rule.nullable ? ' or null' : ''}, got ${got}`);
       return undefined;
     }
     case 'string': {

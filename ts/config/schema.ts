@@ -37,6 +37,7 @@ export interface BooleanRule {
 export interface EnumRule {
   kind: 'enum';
   values: readonly string[];
+  nullable?: boolean;
   /** Accept any letter case and store the spelling from `values`. */
   anyCase?: boolean;
 }
@@ -102,6 +103,7 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
         on_disk_payload: bool,
         wal: { kind: 'section', keys: { wal_capacity_mb: int(1), wal_segments_ahead: int(0) } },
         node_type: { kind: 'enum', values: ['Normal', 'Listener'] },
+        shard_transfer_method: { kind: 'enum', values: ['stream_records', 'snapshot', 'wal_delta'], nullable: true },
         performance: {
           kind: 'section',
           // A negative CPU budget is meaningful: "all CPUs but this many".

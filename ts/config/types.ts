@@ -36,6 +36,8 @@ export interface StorageConfig {
    */
   wal: { wal_capacity_mb: number; wal_segments_ahead: number };
   node_type: 'Normal' | 'Listener';
+  /** Method of automatic recoveries and of transfers asked for without one; null: wal_delta for recoveries, stream_records for the rest. */
+  shard_transfer_method: 'stream_records' | 'snapshot' | 'wal_delta' | null;
   performance: { max_search_threads: number; optimizer_cpu_budget: number; incoming_shard_transfers_limit: number; outgoing_shard_transfers_limit: number };
   optimizers: {
     deleted_threshold: number;

@@ -10,8 +10,11 @@
  * running cluster (`--bootstrap`) and founding one (`--uri`), promoting learners once
  * they caught up, forwarding proposals to the leader, waiting for an applied index
  * (with a timeout), compaction every `compact_wal_entries` applied entries, recovery
- * from the leader's snapshot (POST /cluster/recover), and stopping for good on a
- * storage error (no more votes, acknowledgements or proposals).
+ * from the leader's snapshot (POST /cluster/recover), stopping for good on a storage
+ * error (no more votes, acknowledgements or proposals), and telling a lost quorum
+ * apart from an election under way (when each peer was last heard from): without a
+ * majority of voters reachable, calls answer at once that nothing can commit, naming
+ * the missing peers, instead of waiting out their timeout.
  * Must never: block the event loop (all file I/O is asynchronous), send a message
  * before what it acknowledges is durable, or apply entries out of log order; know what
  * an entry means (the state machine does) or how a peer is reached (the transport
@@ -25,7 +28,7 @@ import type { ClusterConfig } from '../config/types';
 import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from './codec';
 import { FileRaftStorage } from './file-storage';
 import type { ReplicatedStateMachine } from './machine';
-import { RaftNode, type Ready, type Role } from './raft';
+import { RaftNode, quorum, type Ready, type Role } from './raft';
 import type { RaftStorage } from './storage';
 import { PeerCallError, type JoinRequest, type JoinResponse, type PeerHandlers, type PeerTransport, type SendFailures } from './transport';
 import type { ConfChange, Entry, HardState, PeerId, Snapshot } from './types';
@@ -47,6 +50,15 @@ const RECENT_APPLIED = 4096;
 const PEER_SYNC_MS = 1000;
 /** Entries kept in the log behind a compaction snapshot. */
 const COMPACTION_MARGIN = 32;
+/** Election timeout of the core, in ticks (plus a random 0 to the same again). */
+const ELECTION_TICKS = 10;
+/**
+ * A voter counts as unreachable once nothing came from it for this many of the longest
+ * election timeouts (2 × ELECTION_TICKS ticks: 5 s at the default tick of 100 ms). A
+ * leaderless peer campaigns at least once per election timeout, and every voter answers a
+ * pre-vote (granted or not), so a reachable voter is heard from well within it.
+ */
+const UNREACHABLE_AFTER_TIMEOUTS = 2.5;
 
 export interface DriverOptions {
   /** `cluster.consensus` of the configuration. */
@@ -100,6 +112,10 @@ export class ConsensusDriver {
   private fault: Error | null = null;
   private stopped = false;
   private lastUpdate = new Date();
+  /** When each other peer's last Raft message to this one arrived (ms since the epoch). */
+  private readonly heard = new Map<PeerId, number>();
+  /** When this driver started: before a full window has passed, no peer is said to be unreachable. */
+  private readonly startedAt = Date.now();
   private ownUri: string | null;
   readonly peerId: PeerId;
   private readonly machine: ReplicatedStateMachine;
@@ -167,7 +183,7 @@ export class ConsensusDriver {
   }
 
   private newNode(): RaftNode {
-    return new RaftNode({ id: this.peerId, storage: this.storage, random: Math.random, electionTicks: 10, heartbeatTicks: 2 });
+    return new RaftNode({ id: this.peerId, storage: this.storage, random: Math.random, electionTicks: ELECTION_TICKS, heartbeatTicks: 2 });
   }
 
   // -- joining -----------------------------------------------------------------------------
@@ -199,7 +215,7 @@ export class ConsensusDriver {
     if (!/^[1-9][0-9]{0,19}$/.test(req.peerId)) throw new PeerCallError('invalid_argument', `peer id ${JSON.stringify(req.peerId)} is not an unsigned 64-bit number`);
     const st = this.node.status();
     if (st.role !== 'leader') {
-      if (st.leader === null) throw new PeerCallError('unavailable', 'no leader elected yet; retry');
+      if (st.leader === null) throw new PeerCallError('unavailable', this.quorumLoss() ?? 'no leader elected yet; retry');
       return this.transport.join(this.uriOf(st.leader), req);
     }
     let uri = req.uri;
@@ -222,6 +238,7 @@ export class ConsensusDriver {
     if (this.stopped) return;
     this.pendingTicks = Math.min(this.pendingTicks + 1, 5);
     this.kick();
+    if (this.waiters.size > 0) this.failWaitersWithoutQuorum();
   }
 
   private kick(): void {
@@ -421,7 +438,9 @@ export class ConsensusDriver {
     try {
       if (st.role === 'leader') return await this.proposeLocal(data, confChange);
       if (st.leader === null) {
-        throw new ClusterUnavailableError('the cluster has no leader right now (it is starting, or electing one after a failure); metadata changes are refused until one is elected: retry');
+        throw new ClusterUnavailableError(
+          this.quorumLoss() ?? 'the cluster has no leader right now (it is starting, or electing one after a failure); metadata changes are refused until one is elected: retry',
+        );
       }
       const op = confChange ? Buffer.from(JSON.stringify(confChange)) : data;
       return await this.transport.propose(this.uriOf(st.leader), op, confChange !== null, timeoutMs);
@@ -431,6 +450,57 @@ export class ConsensusDriver {
         throw new ClusterUnavailableError(`the leader refused or could not take the change: ${err.message}`);
       }
       throw err;
+    }
+  }
+
+  /**
+   * Why no metadata change can be made now, when this peer knows it: it is a voter, it
+   * has no leader, and fewer voters than a majority (itself included) were heard from
+   * within the unreachable window, so no leader can be elected and nothing can commit
+   * until enough of them are back. Null otherwise (a leader, a known leader, a learner, a
+   * majority reachable: an election is on or about to be; or too soon after start to say).
+   */
+  private quorumLoss(): string | null {
+    if (this.fault !== null || this.stopped) return null;
+    const st = this.node.status();
+    if (st.role === 'leader' || st.leader !== null || !st.isVoter) return null;
+    const now = Date.now();
+    const windowMs = UNREACHABLE_AFTER_TIMEOUTS * 2 * ELECTION_TICKS * this.opts.settings.tick_period_ms;
+    if (now - this.startedAt < windowMs) return null;
+    const voters = st.conf.voters;
+    const needed = quorum(voters.length);
+    const silent = voters.filter((v) => v !== this.peerId && now - (this.heard.get(v) ?? 0) >= windowMs);
+    const reachable = voters.length - silent.length;
+    if (reachable >= needed) return null;
+    const peers = this.machine.peers();
+    const missing = silent
+      .map((v) => {
+        const at = this.heard.get(v);
+        const since = at === undefined ? `not since this peer started ${Math.round((now - this.startedAt) / 1000)} s ago` : `for ${Math.round((now - at) / 1000)} s`;
+        return `peer ${v}${peers[v] !== undefined ? ` (${peers[v]})` : ''} not heard from ${since}`;
+      })
+      .join(', ');
+    return (
+      `the cluster has no leader and cannot elect one: consensus has no quorum: ${reachable} of ${voters.length} voters reachable from this peer, ${needed} needed (${missing}). ` +
+      'Metadata changes (collections, aliases, payload indexes, shard transfers and replicas, adding or removing peers) are refused until a majority of voters is back' +
+      (voters.length === 2 ? '; a cluster of 2 voters needs both' : '') +
+      ': restart the missing peers with their storage; for a peer lost for good see "Recovering from node loss" in docs/cluster.md'
+    );
+  }
+
+  /**
+   * Calls waiting for an entry that cannot commit (no quorum: see quorumLoss) answer now
+   * instead of at their timeout. Their entry stays in this peer's log: a leader elected
+   * once enough peers are back may still commit and apply it.
+   */
+  private failWaitersWithoutQuorum(): void {
+    const lost = this.quorumLoss();
+    if (lost === null) return;
+    const commit = this.node.status().commit;
+    for (const [index, w] of this.waiters) {
+      if (index <= commit) continue; // committed: it is being applied
+      this.waiters.delete(index);
+      w.reject(new ClusterUnavailableError(`the change (consensus entry ${index}) was not committed: ${lost}. It may still be applied once enough peers are back`));
     }
   }
 
@@ -526,7 +596,7 @@ export class ConsensusDriver {
       st = this.node.status();
     }
     if (st.role === 'leader') throw new BadInputError('this peer is the leader: /cluster/recover is called on a peer that lags behind it');
-    if (st.leader === null) throw new ClusterUnavailableError('the cluster has no leader right now; retry');
+    if (st.leader === null) throw new ClusterUnavailableError(this.quorumLoss() ?? 'the cluster has no leader right now; retry');
     let snap: Snapshot;
     try {
       snap = decodeSnapshot((await this.transport.snapshot(this.uriOf(st.leader))).snapshot);
@@ -588,6 +658,7 @@ export class ConsensusDriver {
           return;
         }
         if (m.to !== this.peerId) return;
+        this.heard.set(m.from, Date.now());
         if (this.inbox.length > 10_000) return; // overloaded: Raft retries
         this.inbox.push(() => {
           try {

@@ -35,7 +35,7 @@ import type { Logger } from 'pino';
 import type { Engine, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
-import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, type ClockEntryJson, type ClockTag } from './clocks';
+import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isReplicatedClock, type ClockEntryJson, type ClockTag } from './clocks';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
@@ -92,6 +92,8 @@ export interface ShardSnapshotFiles {
   checkpoint: Buffer;
   files: string[];
   appliedSeq: bigint;
+  /** When asked for: the point count and content digest (as `digest()`) of exactly the checkpoint's state. */
+  content?: { points: number; digest: string };
   release(): Promise<void>;
 }
 
@@ -462,6 +464,13 @@ export class LocalShard {
     return false;
   }
 
+  /** Vectors waiting to be indexed beyond the indexing threshold, over every vector (a transfer's target is keeping up while this stays small). */
+  indexBacklog(): number {
+    let n = 0;
+    for (const s of this.vectors.values()) n += s.indexBacklog();
+    return n;
+  }
+
   /** Waits until no optimizer job runs or is due (tests, benchmarks, shutdown). */
   async waitOptimized(): Promise<void> {
     for (;;) {
@@ -486,27 +495,13 @@ export class LocalShard {
     return this.checkpointing;
   }
 
-  private async doCheckpoint(): Promise<void> {
+  /** `underLock` runs after the checkpoint, still under the update lock (nothing written since). */
+  private async doCheckpoint(underLock?: () => Promise<void>): Promise<void> {
     if (this.failed) return;
     const dir = this.opts.dir;
     const saved = await this.exclusive(async () => {
-      const seq = this.appliedSeq;
-      const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
-      if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
-      const started = Date.now();
-      await this.wal.sync();
-      const vectors: Record<string, VectorFiles> = {};
-      let i = 0;
-      for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
-      const state = `state-${seq}.bin`;
-      await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
-      const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
-      const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
-      await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
-      this.checkpointSeq = seq;
-      this.hasCheckpoint = true;
-      this.current = cp;
-      this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
+      const cp = await this.saveCheckpoint(dir);
+      if (underLock) await underLock();
       return cp;
     });
     if (!saved) return;
@@ -514,6 +509,28 @@ export class LocalShard {
     // walRetainBytes (whole segments, oldest first, so what stays is contiguous).
     if (!this.walClosed) await this.track(this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n, this.walRetainBytes));
     await this.removeUnusedFiles();
+  }
+
+  /** Writes a checkpoint of the state now (the caller holds the update lock); null when the last one is still current. */
+  private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
+    const seq = this.appliedSeq;
+    const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
+    if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
+    const started = Date.now();
+    await this.wal.sync();
+    const vectors: Record<string, VectorFiles> = {};
+    let i = 0;
+    for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
+    const state = `state-${seq}.bin`;
+    await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
+    const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
+    const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
+    await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
+    this.checkpointSeq = seq;
+    this.hasCheckpoint = true;
+    this.current = cp;
+    this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
+    return cp;
   }
 
   /** Removes state and index files that neither the current checkpoint nor a snapshot in progress uses. */
@@ -536,31 +553,52 @@ export class LocalShard {
    * it: the checkpoint covers everything up to `appliedSeq`, and a restored shard
    * starts an empty WAL at `appliedSeq + 1` (`walSegmentName`).
    */
-  async pinSnapshot(): Promise<ShardSnapshotFiles> {
+  async pinSnapshot(withContent = false): Promise<ShardSnapshotFiles> {
     this.usable();
     // A checkpoint already running may have taken the lock before a write that was
     // acknowledged before this call: wait for it, then start one of our own.
     while (this.checkpointing !== null) await this.checkpointing.catch(() => undefined);
-    await this.checkpoint();
-    this.usable();
-    const cp = this.current;
-    if (cp === null) throw new Error(`shard ${this.opts.dir} has no checkpoint after checkpointing`);
-    const files = checkpointFiles(cp);
-    for (const f of files) this.pinned.set(f, (this.pinned.get(f) ?? 0) + 1);
+    let cp: CheckpointFile | null = null;
+    let content: ShardSnapshotFiles['content'];
+    if (withContent) {
+      // The checkpoint's files are pinned and its content read under the update lock,
+      // right after it is written: the digest is of exactly its state (writes wait meanwhile).
+      this.checkpointing = this.doCheckpoint(async () => {
+        cp = this.current;
+        if (cp === null) return;
+        this.pin(checkpointFiles(cp));
+        try {
+          content = await this.digest();
+        } catch (err) {
+          this.unpin(checkpointFiles(cp));
+          cp = null;
+          throw err;
+        }
+      }).finally(() => {
+        this.checkpointing = null;
+      });
+      await this.checkpointing;
+      this.usable();
+    } else {
+      await this.checkpoint();
+      this.usable();
+      cp = this.current;
+      if (cp !== null) this.pin(checkpointFiles(cp));
+    }
+    const taken = cp as CheckpointFile | null;
+    if (taken === null) throw new Error(`shard ${this.opts.dir} has no checkpoint after checkpointing`);
+    const files = checkpointFiles(taken);
     let released = false;
     return {
       dir: this.opts.dir,
-      checkpoint: Buffer.from(JSON.stringify(cp)),
+      checkpoint: Buffer.from(JSON.stringify(taken)),
       files,
-      appliedSeq: BigInt(cp.applied_seq),
+      appliedSeq: BigInt(taken.applied_seq),
+      ...(content !== undefined ? { content } : {}),
       release: async () => {
         if (released) return;
         released = true;
-        for (const f of files) {
-          const n = (this.pinned.get(f) ?? 1) - 1;
-          if (n === 0) this.pinned.delete(f);
-          else this.pinned.set(f, n);
-        }
+        this.unpin(files);
         // A checkpoint in progress cleans up after itself; one that has not begun its
         // write waits for the lock, so this clean-up never sees its new files
         // half-named (written, but not yet in checkpoint.json).
@@ -568,6 +606,18 @@ export class LocalShard {
         await this.exclusive(() => this.removeUnusedFiles()).catch((err: unknown) => this.logger.warn({ err }, 'removing files a snapshot held failed'));
       },
     };
+  }
+
+  private pin(files: readonly string[]): void {
+    for (const f of files) this.pinned.set(f, (this.pinned.get(f) ?? 0) + 1);
+  }
+
+  private unpin(files: readonly string[]): void {
+    for (const f of files) {
+      const n = (this.pinned.get(f) ?? 1) - 1;
+      if (n === 0) this.pinned.delete(f);
+      else this.pinned.set(f, n);
+    }
   }
 
   /** Stops timers and the optimizer's next jobs, writes a last checkpoint, closes the WAL. */
@@ -657,6 +707,31 @@ export class LocalShard {
     return this.clockMap.entries();
   }
 
+  /** The highest tick applied on (peer, clock); 0n when none was. */
+  clockTick(peer: bigint, clock: number): bigint {
+    return this.clockMap.tickOf(peer, clock);
+  }
+
+  /**
+   * Takes another replica's replicated clocks as seen: the end of a transfer's copy, whose
+   * operations this replica applied as its own untagged writes, so that its clock map
+   * never claims a write its data may lack (a copy cut short leaves the map as it was).
+   * Not logged: a restart may forget it, which only makes this replica look further behind.
+   */
+  adoptClocks(tags: readonly ClockTag[]): void {
+    this.usable();
+    for (const t of tags) {
+      if (clockTagProblem(t) !== null) throw new RangeError(`clock tag (${t.peer}, ${t.clock}, ${t.tick}) is not valid`);
+      if (isReplicatedClock(t.clock)) this.clockMap.advance(t);
+    }
+  }
+
+  /** Resolves once every operation applied so far is durable. */
+  async sync(): Promise<void> {
+    this.usable();
+    await this.syncWal();
+  }
+
   /**
    * The retained WAL: records `oldestSeq`..`lastSeq` can be read (none when oldestSeq
    * is lastSeq + 1). Replay after a restart starts after `checkpointSeq`; the records
@@ -692,8 +767,10 @@ export class LocalShard {
   async historyStartFor(seen: readonly ClockTag[]): Promise<bigint | null> {
     const theirs = new ClockMap();
     for (const t of seen) theirs.advance(t);
+    // Replicated clocks only: this shard's own clocks tag untagged writes (the batches that
+    // filled it, single-node writes), whose content its replicated clocks account for.
     const behind = new Set<string>();
-    for (const t of this.clockMap.entries()) if (theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
+    for (const t of this.clockMap.entries()) if (isReplicatedClock(t.clock) && theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
     const { oldestSeq, lastSeq } = this.history();
     // Untagged records were all written before the first tagged one: the oldest tells.
     const oldest = oldestSeq <= lastSeq ? await this.readRetained(oldestSeq, 1) : [];

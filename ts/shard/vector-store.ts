@@ -279,6 +279,20 @@ export class VectorStore {
     return this.indexed ? this.indexed.labels.size : 0;
   }
 
+  /**
+   * Vectors the optimizer has yet to put into the HNSW index beyond what the indexing
+   * threshold leaves in the flat index on purpose: 0 while a collection is below the
+   * threshold, or when indexing is off.
+   */
+  indexBacklog(): number {
+    const t = this.spec.indexingThresholdKb;
+    if (t <= 0) return 0;
+    const flat = this.appendable.labels.size;
+    const frozen = this.frozen?.labels.size ?? 0;
+    const thresholdVectors = Math.ceil((t * 1024) / (this.spec.dim * 4));
+    return frozen + Math.max(0, flat - thresholdVectors);
+  }
+
   /** Engine stats of the HNSW index, or null before it is first built. */
   indexedStats(): IndexStats | null {
     return this.indexed ? this.indexed.index.stats() : null;

@@ -16,7 +16,8 @@
  * Priorities on one node (SPEC 2.5): `snapshot` and `no_sync` put the snapshot's
  * data in place; `replica` prefers the data already here: an existing collection is
  * left as it is (after checking the snapshot fits it), and a new collection is
- * created empty with the snapshot's configuration.
+ * created empty with the snapshot's configuration. In cluster mode recoveries run
+ * their own last step through consensus (cluster.ts) over the same unpacking.
  *
  * Owns: names, temp files, the steps above, progress logs. Must never: parse HTTP
  * (ts/api/rest/snapshots.ts does) or write archive entries by hand (archive.ts).
@@ -59,6 +60,18 @@ export interface StartupRestore {
   snapshots: Array<{ path: string; collection: string }>;
   force: boolean;
   storageSnapshot: string | null;
+}
+
+/**
+ * Where start-up recovery puts collections: this node's storage, or (the first peer of
+ * a new cluster) the cluster, through consensus (cluster.ts).
+ */
+export interface RestoreTarget {
+  has(collection: string): boolean;
+  /** Recovers `collection` from `source` with priority `snapshot`. */
+  recoverCollection(collection: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void>;
+  /** Creates these aliases (alias → collection) where their collection exists. */
+  restoreAliases(aliases: Record<string, string>): Promise<void>;
 }
 
 /** `YYYY-MM-DD-HH-MM-SS` in UTC. */
@@ -160,10 +173,10 @@ export class Snapshots {
 
   // -- creating --------------------------------------------------------------------------
 
-  private async pin(c: Collection, ids: number[]): Promise<Map<number, ShardSnapshotFiles>> {
+  private async pin(c: Collection, ids: number[], withContent = false): Promise<Map<number, ShardSnapshotFiles>> {
     const pins = new Map<number, ShardSnapshotFiles>();
     try {
-      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot());
+      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot(withContent));
     } catch (err) {
       await Promise.all([...pins.values()].map((p) => p.release()));
       throw err;
@@ -236,9 +249,24 @@ export class Snapshots {
 
   /** A fresh shard snapshot streamed straight out (nothing stored); the shard's files stay pinned until the stream ends. */
   async streamShard(nameOrAlias: string, shardId: number): Promise<Readable> {
+    return (await this.shardArchive(nameOrAlias, shardId, false)).stream;
+  }
+
+  /**
+   * streamShard, with the point count and content digest of exactly what the archive
+   * holds (taken with its checkpoint, under the shard's update lock: writes to the shard
+   * wait while the digest is read). A cluster backup records them (backup.ts).
+   */
+  async streamShardWithContent(nameOrAlias: string, shardId: number): Promise<{ stream: Readable; points: number; digest: string }> {
+    const { stream, content } = await this.shardArchive(nameOrAlias, shardId, true);
+    return { stream, points: content!.points, digest: content!.digest };
+  }
+
+  private async shardArchive(nameOrAlias: string, shardId: number, withContent: boolean): Promise<{ stream: Readable; content: ShardSnapshotFiles['content'] }> {
     const c = this.toc.get(nameOrAlias);
     c.localShard(shardId);
-    const pins = await this.pin(c, [shardId]);
+    const pins = await this.pin(c, [shardId], withContent);
+    const content = pins.get(shardId)!.content;
     const stream = tarStream(snapshotEntries('shard', c, pins, this.version));
     let released = false;
     const release = () => {
@@ -249,7 +277,23 @@ export class Snapshots {
     stream.once('close', release);
     stream.once('end', release);
     stream.once('error', release);
-    return stream;
+    return { stream, content };
+  }
+
+  /**
+   * Publishes a new archive of `entries` in `dir` of the store, named by `naming` (given
+   * the time stamp), as every snapshot is published: complete before it is listed. Files
+   * the entries name are read, not moved.
+   */
+  async publishArchive(dir: string, naming: (ts: string) => string, entries: Iterable<TarEntry> | AsyncIterable<TarEntry>): Promise<SnapshotDescription> {
+    const name = await this.reserveName(dir, naming);
+    return this.publish(dir, name, entries, async () => undefined);
+  }
+
+  /** A new temp file's path in the snapshot temp folder (cleared at start-up); the caller removes it. */
+  async tempFile(suffix: string): Promise<string> {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    return path.join(this.tempDir, `${randomUUID()}.${suffix}.tmp`);
   }
 
   async createFull(): Promise<SnapshotDescription> {
@@ -429,8 +473,9 @@ export class Snapshots {
    * The steps every recovery shares: `precheck` (an owned upload is removed when it
    * throws), the archive as a local file with its checksum checked, unpacked and
    * validated, then `apply`; temp files and the staging folder go whatever happens.
+   * Cluster recovery (cluster.ts) runs its own `apply` through these steps.
    */
-  private async recover(kind: SnapshotKind, source: RecoverySource, checksum: string | null, precheck: () => void, apply: (snap: UnpackedSnapshot) => Promise<void>): Promise<void> {
+  async recover(kind: SnapshotKind, source: RecoverySource, checksum: string | null, precheck: () => void, apply: (snap: UnpackedSnapshot) => Promise<void>): Promise<void> {
     try {
       precheck();
     } catch (err) {
@@ -471,23 +516,45 @@ export class Snapshots {
   /** Recovers shard `shardId` of an existing collection from a shard snapshot of the same shard. */
   async recoverShard(name: string, shardId: number, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
     await this.recover('shard', source, checksum, () => this.toc.get(name).localShard(shardId), async (snap) => {
-      if (snap.manifest.shards[0] !== shardId) {
-        throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
+      await this.replaceShardWith(name, shardId, snap, priority === 'replica');
+    });
+  }
+
+  /**
+   * A shard transfer by snapshot, on the target: the archive `input` (a shard snapshot
+   * streamed from the source) replaces this peer's replica of the shard. Nothing
+   * consensus knows changes here (the transfer does that). Resolves with the archive's size.
+   */
+  async replaceShardFromStream(name: string, shardId: number, input: Readable, stillWanted: () => void): Promise<number> {
+    this.toc.get(name).localShard(shardId);
+    const received = await this.receive(input);
+    const size = (await fs.stat(received.file)).size;
+    await this.recover('shard', { file: received.file, checksum: received.checksum, owned: true }, null, () => undefined, async (snap) => {
+      await this.replaceShardWith(name, shardId, snap, false, stillWanted);
+    });
+    return size;
+  }
+
+  /** Checks an unpacked shard snapshot against shard `shardId` of collection `name` and, unless `checkOnly`, replaces the shard's data with it. */
+  private async replaceShardWith(name: string, shardId: number, snap: UnpackedSnapshot, checkOnly: boolean, stillWanted: () => void = () => undefined): Promise<void> {
+    if (snap.manifest.shards[0] !== shardId) {
+      throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
+    }
+    await this.toc.exclusive(async () => {
+      const c = this.toc.get(name);
+      const why = incompatibility(c.config, snap.meta.config);
+      if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
+      // Custom sharding: the shard must belong to the same key here and in the snapshot.
+      const here = c.shardKeyOf(shardId);
+      const there = snap.meta.shard_keys?.find((e) => e.shards.includes(shardId))?.key;
+      if (here !== undefined && (there === undefined || keyId(there) !== keyId(here))) {
+        const theirs = there === undefined ? 'no shard key' : `shard key ${showKey(there)}`;
+        throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
       }
-      await this.toc.exclusive(async () => {
-        const c = this.toc.get(name);
-        const why = incompatibility(c.config, snap.meta.config);
-        if (why) throw new BadInputError(`Snapshot is not compatible with existing collection: ${why}`);
-        // Custom sharding: the shard must belong to the same key here and in the snapshot.
-        const here = c.shardKeyOf(shardId);
-        const there = snap.meta.shard_keys?.find((e) => e.shards.includes(shardId))?.key;
-        if (here !== undefined && (there === undefined || keyId(there) !== keyId(here))) {
-          const theirs = there === undefined ? 'no shard key' : `shard key ${showKey(there)}`;
-          throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
-        }
-        if (priority === 'replica') return;
-        await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
-      });
+      if (checkOnly) return;
+      // Checked again here, where nothing else changes the collection: the caller may no longer want it (a transfer that ended).
+      stillWanted();
+      await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
     });
   }
 
@@ -508,10 +575,10 @@ export class Snapshots {
     return { file, checksum: meter.hash.digest('hex') };
   }
 
-  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves. */
-  async restoreAtStartup(r: StartupRestore): Promise<void> {
+  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves; into this node's storage unless `target` says otherwise. */
+  async restoreAtStartup(r: StartupRestore, target: RestoreTarget = this.localTarget()): Promise<void> {
     const refuse = (collection: string, from: string) => {
-      if (this.toc.has(collection) && !r.force) {
+      if (target.has(collection) && !r.force) {
         throw new BadInputError(`collection ${collection} already exists; --force_snapshot lets ${from} replace it`);
       }
     };
@@ -535,10 +602,10 @@ export class Snapshots {
         for (const [collection, inner] of mapping) {
           checkSnapshotName(inner);
           const innerFile = path.join(dir, inner);
-          await this.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
+          await target.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
           this.logger.info({ collection, from: file }, 'collection restored from the full-storage snapshot');
         }
-        await this.toc.restoreAliases(raw.collections_aliases ?? {});
+        await target.restoreAliases(raw.collections_aliases ?? {});
       } finally {
         await fs.rm(dir, { recursive: true, force: true });
       }
@@ -547,9 +614,17 @@ export class Snapshots {
       const file = path.resolve(s.path);
       if (!(await fs.stat(file).catch(() => null))?.isFile()) throw new BadInputError(`--snapshot ${s.path}: no such file`);
       refuse(s.collection, '--snapshot');
-      await this.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
+      await target.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
       this.logger.info({ collection: s.collection, from: file }, 'collection restored from a snapshot at start-up');
     }
+  }
+
+  private localTarget(): RestoreTarget {
+    return {
+      has: (collection) => this.toc.has(collection),
+      recoverCollection: (collection, source, priority, checksum) => this.recoverCollection(collection, source, priority, checksum),
+      restoreAliases: (aliases) => this.toc.restoreAliases(aliases),
+    };
   }
 }
 

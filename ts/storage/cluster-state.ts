@@ -16,6 +16,7 @@
 import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
+import { TRANSFER_METHODS, type TransferMethod } from '../collection/cluster-link';
 import {
   autoShardingRefusal,
   emptyPlacementError,
@@ -49,8 +50,16 @@ export interface TransferInfo {
   shard: number;
   from: PeerId;
   to: PeerId;
-  method: 'stream_records';
+  /** How the shard is copied; the source may switch a `wal_delta` transfer to `stream_records` (`switchTransfer`). */
+  method: TransferMethod;
   kind: 'recovery' | 'replicate' | 'move';
+  /**
+   * Chosen by the proposer: tells this transfer from an earlier one of the same shard
+   * between the same peers (a restart applied together with the abort before it). Its
+   * copy traffic carries it, and the target takes copy traffic of the transfer it has
+   * only. Absent in states written before transfers had ids.
+   */
+  id?: string;
 }
 
 export interface ClusterCollection {
@@ -80,6 +89,10 @@ export type MetaOp =
       shards: ShardPlacement[];
       /** The proposer's `storage.max_collections`: every peer applies the same limit (a local setting would make peers disagree). */
       max_collections?: number | null;
+      /** Payload indexes from the start (a collection created by a snapshot recovery); none when absent. */
+      payload_schema?: Record<string, FieldSchema>;
+      /** Custom sharding, created by a snapshot recovery with its keys' shards in `shards`: the id the next key's first shard gets. */
+      next_shard_id?: number;
     }
   | { op: 'updateCollection'; name: string; patch: unknown }
   | { op: 'deleteCollection'; name: string }
@@ -90,11 +103,41 @@ export type MetaOp =
   | { op: 'startTransfer'; collection: string; transfer: TransferInfo }
   /** Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's replica); otherwise the target is marked Dead (a replicate's new replica is dropped). */
   | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean }
+  /** The source changes a running transfer's method (a `wal_delta` whose difference the WAL cannot resolve goes on as `stream_records`: the target empties its replica). */
+  | { op: 'switchTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; method: TransferMethod }
   /** A shard key of a custom-sharded collection: one shard per entry of `placement`, on those peers (chosen by the proposer). */
   | { op: 'createShardKey'; collection: string; key: ShardKey; placement: PeerId[][] }
   | { op: 'dropShardKey'; collection: string; key: ShardKey }
   /** Removes a peer's replica of a shard (`drop_replica`); never the shard's last active one, nor one in a transfer. */
-  | { op: 'dropReplica'; collection: string; shard: number; peer: PeerId };
+  | { op: 'dropReplica'; collection: string; shard: number; peer: PeerId }
+  /**
+   * A snapshot recovery of shard `shard` on `peer` begins (its replica is registered when
+   * absent). What it does is decided here, when applied (see `recoveryStart`): the answer
+   * is a `RecoveryStart`.
+   */
+  | { op: 'startSnapshotRecovery'; collection: string; shard: number; peer: PeerId; priority: RecoveryPriority }
+  /**
+   * The snapshot's data is in place on `peer` (`ok`), or could not be put there: its
+   * replica leaves ManualRecovery (see `recoveryFinish`). `previous`: its state before the
+   * recovery began (null: it had none). Answers the replica's new state (null: removed).
+   */
+  | { op: 'finishSnapshotRecovery'; collection: string; shard: number; peer: PeerId; priority: RecoveryPriority; ok: boolean; previous: ReplicaState | null };
+
+/** Which data wins when a snapshot is recovered into a shard that has other replicas (SPEC 2.5). */
+export type RecoveryPriority = 'replica' | 'snapshot' | 'no_sync';
+
+/**
+ * What the start of a snapshot recovery decided for the recovering peer's replica:
+ * `kept` (priority replica, and its replica is Active already: the data there wins, the
+ * snapshot changes nothing), `sync` (priority replica, and another replica is Active:
+ * the peer's replica is Dead and will be recovered from an active one, so the snapshot's
+ * data is not used), `restore` (its replica is ManualRecovery: the snapshot's data goes
+ * in, then finishSnapshotRecovery). `previous`: the replica's state before (null: none).
+ */
+export interface RecoveryStart {
+  action: 'kept' | 'sync' | 'restore';
+  previous: ReplicaState | null;
+}
 
 /** What applying an operation did: its answer, and which local things to bring in line. */
 export type ApplyResult =
@@ -258,7 +301,13 @@ export class ClusterState {
         if (limit !== null && Object.keys(this.data.collections).length >= limit) {
           throw new BadInputError(`cannot create more than ${limit} collections (storage.max_collections)`);
         }
-        this.data.collections[op.name] = { uuid: op.uuid, config: op.config, payload_schema: {}, shards: op.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })) };
+        this.data.collections[op.name] = {
+          uuid: op.uuid,
+          config: op.config,
+          payload_schema: { ...(op.payload_schema ?? {}) },
+          shards: op.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas }, ...(s.shard_key !== undefined ? { shard_key: s.shard_key } : {}) })),
+          ...(op.next_shard_id !== undefined ? { next_shard_id: op.next_shard_id } : {}),
+        };
         return done(true, [op.name]);
       }
       case 'updateCollection': {
@@ -356,6 +405,8 @@ export class ClusterState {
         } else if (target !== undefined) {
           throw new BadInputError(`shard ${t.shard} of ${name} already has a replica on peer ${t.to}`);
         }
+        if (!TRANSFER_METHODS.includes(t.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(t.method)}`);
+        if (t.id !== undefined && (typeof t.id !== 'string' || t.id.length === 0 || t.id.length > 64)) throw new BadInputError('a shard transfer id is 1 to 64 characters');
         shard.replicas[t.to] = 'Partial';
         c.transfers = [...(c.transfers ?? []), { ...t }];
         return done(true, [name]);
@@ -367,6 +418,15 @@ export class ClusterState {
         const shard = c.shards.find((s) => s.id === op.shard)!;
         c.transfers = (c.transfers ?? []).filter((x) => x !== t);
         this.endTarget(shard, t, op.ok);
+        return done(true, [name]);
+      }
+      case 'switchTransfer': {
+        const [name, c] = this.requireCollection(op.collection);
+        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to);
+        if (t === undefined) throw new NotFoundError(`no transfer of shard ${op.shard} of ${name} from peer ${op.from} to peer ${op.to}`);
+        if (!TRANSFER_METHODS.includes(op.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(op.method)}`);
+        if (t.method === op.method) return done(false, []);
+        c.transfers = (c.transfers ?? []).map((x) => (x === t ? { ...t, method: op.method } : x));
         return done(true, [name]);
       }
       case 'createShardKey': {
@@ -410,6 +470,61 @@ export class ClusterState {
         delete shard.replicas[op.peer];
         return done(true, [name]);
       }
+      case 'startSnapshotRecovery': {
+        const [name, c] = this.requireCollection(op.collection);
+        const shard = c.shards.find((s) => s.id === op.shard);
+        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        if (!Object.prototype.hasOwnProperty.call(this.data.peers, op.peer)) throw new BadInputError(`Peer ${op.peer} does not exist`);
+        if ((c.transfers ?? []).some((t) => t.shard === op.shard && (t.from === op.peer || t.to === op.peer))) {
+          throw new BadInputError(`the replica of shard ${op.shard} of ${name} on peer ${op.peer} is in a transfer: abort it before recovering a snapshot there`);
+        }
+        const current = shard.replicas[op.peer];
+        const previous = current ?? null;
+        const othersActive = Object.entries(shard.replicas).some(([p, st]) => p !== op.peer && isActive(st));
+        let action: RecoveryStart['action'];
+        if (op.priority === 'replica' && current !== undefined && isActive(current)) {
+          action = 'kept';
+        } else if (op.priority === 'replica' && othersActive) {
+          action = 'sync';
+          shard.replicas[op.peer] = 'Dead';
+        } else {
+          // Its data is replaced: no writes nor reads meanwhile (it may be the shard's last active replica).
+          action = 'restore';
+          shard.replicas[op.peer] = 'ManualRecovery';
+        }
+        const value: RecoveryStart = { action, previous };
+        return done(value, current === shard.replicas[op.peer] ? [] : [name]);
+      }
+      case 'finishSnapshotRecovery': {
+        const [name, c] = this.requireCollection(op.collection);
+        const shard = c.shards.find((s) => s.id === op.shard);
+        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        const current = shard.replicas[op.peer];
+        if (current !== 'ManualRecovery') {
+          throw new BadInputError(`the replica of shard ${op.shard} of ${name} on peer ${op.peer} is ${current ?? 'absent'}: it is not being recovered from a snapshot`);
+        }
+        const othersActive = Object.entries(shard.replicas).some(([p, st]) => p !== op.peer && isActive(st));
+        if (!op.ok) {
+          // Its data was left as it was: back to what it was, but never Active beside
+          // active replicas that took writes meanwhile (it is recovered from them).
+          if (op.previous === null) delete shard.replicas[op.peer];
+          else shard.replicas[op.peer] = isActive(op.previous) && !othersActive ? op.previous : 'Dead';
+        } else if (op.priority === 'replica' && othersActive) {
+          // An active replica appeared meanwhile: the existing data wins after all.
+          shard.replicas[op.peer] = 'Dead';
+        } else {
+          shard.replicas[op.peer] = 'Active';
+          if (op.priority === 'snapshot') {
+            // The snapshot's data wins: every other replica follows this one.
+            for (const t of (c.transfers ?? []).filter((x) => x.shard === op.shard)) {
+              c.transfers = (c.transfers ?? []).filter((x) => x !== t);
+              this.endTarget(shard, t, false);
+            }
+            for (const p of Object.keys(shard.replicas)) if (p !== op.peer && shard.replicas[p] !== undefined) shard.replicas[p] = 'Dead';
+          }
+        }
+        return done(shard.replicas[op.peer] ?? null, [name]);
+      }
     }
   }
 }
@@ -444,6 +559,37 @@ export function placeKeyShards(pool: readonly PeerId[], shardNumber: number, rep
   if (peers.length === 0) throw new Error('no peers to place shards on');
   const copies = Math.min(replicationFactor, peers.length);
   return Array.from({ length: shardNumber }, (_, id) => Array.from({ length: copies }, (_, r) => peers[(offset + id * copies + r) % peers.length]));
+}
+
+/**
+ * Placement of a collection created by a snapshot recovery on `self` (priority
+ * `snapshot`): the shards `ids` placed as placeShards places them, except that every
+ * shard the snapshot holds (`held`) has its replica on `self` in state ManualRecovery
+ * (in place of the last peer placed when `self` was not among them) and its other
+ * replicas Dead, so they follow `self` once its data is in. `keyOf` gives each shard's
+ * key (custom sharding).
+ */
+export function placeRecovered(
+  peers: readonly PeerId[],
+  ids: readonly number[],
+  replicationFactor: number,
+  offset: number,
+  self: PeerId,
+  held: readonly number[],
+  keyOf: (id: number) => ShardKey | undefined = () => undefined,
+): ShardPlacement[] {
+  return placeShards(peers, ids.length, replicationFactor, offset).map((p, i) => {
+    const id = ids[i];
+    let replicas = p.replicas;
+    if (held.includes(id)) {
+      const others = Object.keys(replicas).filter((peer) => peer !== self);
+      if (others.length === Object.keys(replicas).length) others.pop();
+      replicas = { [self]: 'ManualRecovery' };
+      for (const peer of others) replicas[peer] = 'Dead';
+    }
+    const key = keyOf(id);
+    return { id, replicas, ...(key !== undefined ? { shard_key: key } : {}) };
+  });
 }
 
 /** Equal payload schemas (same fields, same definitions). */

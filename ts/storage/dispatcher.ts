@@ -18,7 +18,7 @@
 
 import { randomInt, randomUUID } from 'node:crypto';
 
-import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, NotImplementedError } from '../common/errors';
+import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError } from '../common/errors';
 import { applyCollectionUpdate, parseCreateCollection } from '../collection/config';
 import {
   autoShardingRefusal,
@@ -58,12 +58,12 @@ export interface CreateShardKeyRequest {
   placement: string[] | null;
 }
 
-/** The transfer methods this version runs: `stream_records` (also the default). */
-function requireMethod(method: TransferMethod | null): void {
-  if (method === null || method === 'stream_records') return;
+/** A method asked for: the three the transfers run; `resharding_stream_records` belongs to resharding. */
+function requireMethod(method: TransferMethod | null): asserts method is RunMethod | null {
   if (method === 'resharding_stream_records') throw new BadRequestError('transfer method `resharding_stream_records` is used by resharding only');
-  throw new NotImplementedError(`shard transfer method \`${method}\` is not available in this version of Quiver yet; use \`stream_records\` (the default)`);
 }
+
+type RunMethod = Exclude<TransferMethod, 'resharding_stream_records'>;
 
 export class Dispatcher {
   constructor(
@@ -221,7 +221,11 @@ export class Dispatcher {
     } else {
       kind = change.kind;
     }
-    const transfer = { shard: change.shard, from: change.from, to: change.to, method: 'stream_records' as const, kind };
+    // No method asked: `storage.shard_transfer_method`, else stream_records. (wal_delta to a
+    // new replica sends the source's whole WAL history when it still holds it from the
+    // first operation, and otherwise goes on as stream_records, as the reference does.)
+    const method: RunMethod = (change.method as RunMethod | null) ?? this.config.storage.shard_transfer_method ?? 'stream_records';
+    const transfer = { shard: change.shard, from: change.from, to: change.to, method, kind, id: randomUUID() };
     return (await this.consensus.propose({ op: 'startTransfer', collection: name, transfer }, ms)) as boolean;
   }
 

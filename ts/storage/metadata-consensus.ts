@@ -9,7 +9,7 @@
  * Must never: apply an operation itself, or reach another peer except through the driver.
  */
 
-import { BadInputError } from '../common/errors';
+import { BadRequestError } from '../common/errors';
 import type { ConsensusDriver, ConsensusStatus } from '../consensus/driver';
 import type { PeerId } from '../consensus/types';
 import { encodeMetaOp, type ClusterStateMachine } from './cluster-machine';
@@ -38,11 +38,16 @@ export class MetadataConsensus {
     return this.driver.propose(encodeMetaOp(op), timeoutMs);
   }
 
-  /** DELETE /cluster/peer/{id}: refuses while the peer holds shards, unless forced. */
+  /**
+   * DELETE /cluster/peer/{id}: refuses while the peer holds replicas (any state), unless
+   * forced, with the reference's 400 and words. Forced, the removal drops the peer's
+   * replicas from the placement and aborts the transfers it takes part in (ClusterState
+   * applyConfChange); a shard whose every replica was on it stays, without replicas,
+   * until it is recovered from a snapshot.
+   */
   async removePeer(peer: PeerId, force: boolean, timeoutMs: number): Promise<boolean> {
-    if (!force && this.driver.isMember(peer)) {
-      const shards = this.machine.state.shardsOn(peer);
-      if (shards.length > 0) throw new BadInputError(`Cannot remove peer ${peer} as there are shards on it (${shards.length}); move them first or use force=true`);
+    if (!force && this.driver.isMember(peer) && this.machine.state.shardsOn(peer).length > 0) {
+      throw new BadRequestError(`Cannot remove peer ${peer} as there are shards on it`);
     }
     return this.driver.removePeer(peer, timeoutMs);
   }

@@ -9,8 +9,10 @@
  * never: move data (stream.ts does) or act on a peer that is not the leader.
  */
 
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 
+import type { TransferMethod } from '../collection/cluster-link';
 import { isActive } from '../collection/replica-state';
 import type { ClusterState, MetaOp } from '../storage/cluster-state';
 
@@ -26,6 +28,8 @@ export interface SupervisorContext {
   /** `storage.performance.{incoming,outgoing}_shard_transfers_limit`: automatic transfers a peer takes part in at once. */
   incomingLimit: number;
   outgoingLimit: number;
+  /** Method of recovery transfers (`storage.shard_transfer_method`, else wal_delta). */
+  recoveryMethod: TransferMethod;
   isLeader(): boolean;
   state(): ClusterState;
   alive(peer: string): boolean;
@@ -135,7 +139,7 @@ export class ReplicaSupervisor {
         outgoing.set(from, (outgoing.get(from) ?? 0) + 1);
         this.propose(
           `recover/${name}/${shard.id}`,
-          { op: 'startTransfer', collection: name, transfer: { shard: shard.id, from, to: dead[0], method: 'stream_records', kind: 'recovery' } },
+          { op: 'startTransfer', collection: name, transfer: { shard: shard.id, from, to: dead[0], method: this.ctx.recoveryMethod, kind: 'recovery', id: randomUUID() } },
           'recovering a Dead replica',
         );
       }

@@ -6,9 +6,9 @@
  * Owns: the shape of that view. Must never: change anything.
  */
 
-import type { TransferProgress } from './stream';
+import type { TransferOutcomes, TransferProgress } from './outgoing';
 
-export type { TransferProgress };
+export type { TransferOutcomes, TransferProgress };
 
 /** A peer's consensus details, as GET /cluster/telemetry shows them. */
 export interface PeerDetails {
@@ -24,6 +24,8 @@ export interface PeerDetails {
 export interface ReplicationView {
   /** Transfers this peer is the source of. */
   transfers(): TransferProgress[];
+  /** Transfers this peer drove to their end, by method and outcome. */
+  transferOutcomes(): TransferOutcomes;
   /** Another peer's consensus details (null when it does not answer within `timeoutMs`). */
   peerDetails(peer: string, timeoutMs: number): Promise<PeerDetails | null>;
   /** Calls to other peers' points service by method: made and failed. */

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
 import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
-import type { ClusterLink, HeldClock, ShardTarget } from '../../collection/cluster-link';
+import type { ClusterLink, HeldClock, ShardTarget, TransferMethod } from '../../collection/cluster-link';
 import type { LocalReplica } from '../../collection/local-replica';
 import { isActive, type ReplicaState } from '../../collection/replica-state';
 import type { UpdateOptions } from '../../collection/replica';
@@ -24,11 +24,15 @@ import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TableOfContent } from '../../storage/toc';
 import type { WriterClocks } from '../../storage/writer-clocks';
 import { PeerHealth } from '../../transfer/health';
-import { OutgoingTransfers, type TransferProgress } from '../../transfer/stream';
+import { OutgoingTransfers, type TransferOutcomes, type TransferProgress } from '../../transfer/outgoing';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
+import type { ShardArchiveInfo, ShardFetcher } from '../../snapshots/backup';
+import type { Snapshots } from '../../snapshots/snapshots';
 import type { P2PTls } from './grpc';
-import { addPointsService, forwardUpdate, PointsClients, RemoteReplica } from './points';
+import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
+import { addShardSnapshotService, fetchShardSnapshot } from './shard-snapshots';
+import { RemoteTransferTarget } from './transfer-target';
 import type { GrpcTransport } from './transport';
 
 /**
@@ -42,13 +46,15 @@ const DEACTIVATE_ATTEMPT_MS = 2_000;
 const DEACTIVATE_RETRY_MS = 250;
 /** How often deferred Dead markings are proposed again. */
 const DEACTIVATE_BACKGROUND_MS = 1000;
+/** Bound of one shard snapshot streamed from another peer (a cluster backup): the whole shard goes through it. */
+const SHARD_SNAPSHOT_TIMEOUT_MS = 60 * 60 * 1000;
 
 /** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
 function leaderTrouble(err: unknown): boolean {
   return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
 }
 
-export class P2PClusterLink implements ClusterLink, ReplicationView {
+export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetcher {
   private consensus: MetadataConsensus | null = null;
   /** This peer's consensus details (set by `serve`). */
   private status: (() => PeerDetails) | null = null;
@@ -69,7 +75,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     readonly peer: string,
     config: Config,
     private readonly transport: GrpcTransport,
-    tls: P2PTls | null,
+    private readonly tls: P2PTls | null,
     private readonly clocks: WriterClocks,
     private readonly logger: Logger,
   ) {
@@ -89,6 +95,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       listener: config.storage.node_type === 'Listener',
       incomingLimit: config.storage.performance.incoming_shard_transfers_limit,
       outgoingLimit: config.storage.performance.outgoing_shard_transfers_limit,
+      recoveryMethod: config.storage.shard_transfer_method ?? 'wal_delta',
       isLeader: () => this.consensus?.status().role === 'leader',
       state: () => this.requireConsensus().clusterState,
       alive: (p) => this.health.alive(p),
@@ -98,17 +105,34 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     });
     this.outgoing = new OutgoingTransfers({
       peer,
-      remote: (target, p) => this.remote(target, p),
+      remote: (target, p, id) => new RemoteTransferTarget(p, target, this.clients, (x) => this.uriOf(x), id),
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
       logger,
     });
   }
 
-  /** Serves the points service for this peer's collections on the p2p server (before it starts). */
-  serve(toc: TableOfContent, settled: () => Promise<void>, status: () => PeerDetails): void {
+  /** Serves the points and shard snapshot services for this peer's collections on the p2p server (before it starts). */
+  serve(toc: TableOfContent, snapshots: Snapshots, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
-    this.transport.addServices((server: grpc.Server) => addPointsService(server, { toc, peer: this.peer, settled, status }, this.logger));
+    const backend: PointsBackend = {
+      toc,
+      peer: this.peer,
+      settled,
+      status,
+      shardSnapshot: (collection, shard) => snapshots.streamShard(collection, shard),
+      replaceShard: (collection, shard, input, stillWanted) => snapshots.replaceShardFromStream(collection, shard, input, stillWanted),
+      fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
+    };
+    this.transport.addServices((server: grpc.Server) => {
+      addPointsService(server, backend, this.logger);
+      addShardSnapshotService(server, { toc, snapshots, peer: this.peer, settled }, this.logger);
+    });
+  }
+
+  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`. */
+  fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
+    return fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS }, target, file);
   }
 
   /** Consensus runs: health checks and supervision start. */
@@ -248,18 +272,18 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     return this.clocks.take(`${target.uuid}/${target.shard}`);
   }
 
-  transferOut(target: ShardTarget, to: string, source: LocalReplica): void {
-    this.outgoing.start(target, to, source);
+  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod, id: string): void {
+    this.outgoing.start(target, to, source, method, id);
   }
 
-  transferGone(target: ShardTarget, to: string): void {
-    this.outgoing.stop(target, to);
+  transferGone(target: ShardTarget, to: string, id: string): void {
+    this.outgoing.stop(target, to, id);
   }
 
-  transferLost(target: ShardTarget, to: string): void {
+  transferLost(target: ShardTarget, to: string, id: string): void {
     // Consensus may not run yet (this peer is starting): the next pass of checkOrphans tries again.
     if (this.consensus === null) return;
-    this.outgoing.abandon(target, to);
+    this.outgoing.abandon(target, to, id);
   }
 
   /** Every second: transfers this peer is the source of that no run drives are aborted (see transferLost). */
@@ -267,13 +291,17 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     const toc = this.toc;
     if (toc === null || this.consensus === null) return;
     for (const c of toc.all()) {
-      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to);
+      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to, t.id);
     }
   }
 
   /** Transfers this peer is the source of, with their progress. */
   transfers(): TransferProgress[] {
     return this.outgoing.progress();
+  }
+
+  transferOutcomes(): TransferOutcomes {
+    return this.outgoing.outcomes;
   }
 
   async peerDetails(peer: string, timeoutMs: number): Promise<PeerDetails | null> {

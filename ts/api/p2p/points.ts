@@ -13,11 +13,12 @@
  */
 
 import * as grpc from '@grpc/grpc-js';
+import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
-import type { ShardTarget } from '../../collection/cluster-link';
-import type { Collection } from '../../collection/collection';
+import type { ShardTarget, TransferMethod } from '../../collection/cluster-link';
+import { methodOf, type Collection } from '../../collection/collection';
 import type { LocalReplica } from '../../collection/local-replica';
 import {
   DEFAULT_READ,
@@ -44,13 +45,13 @@ import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
 
 // -- wire -----------------------------------------------------------------------------------
 
-interface TargetMsg {
+export interface TargetMsg {
   collection: string;
   uuid: string;
   shard: number;
 }
 
-interface UpdateMsg {
+export interface UpdateMsg {
   target: TargetMsg;
   operation: Buffer;
   wait: boolean;
@@ -59,6 +60,8 @@ interface UpdateMsg {
   tag_peer: string;
   tag_clock: number;
   tag_tick: string;
+  /** A transfer's copy: the transfer's id (empty otherwise). */
+  transfer?: string;
 }
 
 interface ReadMsg {
@@ -67,7 +70,36 @@ interface ReadMsg {
   request: Buffer;
 }
 
-export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready';
+export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready' | 'clocks' | 'index_backlog';
+
+export interface ClockMsg {
+  peer: string;
+  clock: number;
+  tick: string;
+}
+
+export interface ReplayMsg {
+  target: TargetMsg;
+  operations: Buffer[];
+  wait: boolean;
+  transfer: string;
+  adopt: boolean;
+  clocks: ClockMsg[];
+}
+
+export interface PullSnapshotMsg {
+  target: TargetMsg;
+  from: string;
+  transfer: string;
+}
+
+export function clockMsg(t: ClockTag): ClockMsg {
+  return { peer: t.peer.toString(), clock: t.clock, tick: t.tick.toString() };
+}
+
+export function clockOf(m: ClockMsg): ClockTag {
+  return { peer: BigInt(m.peer), clock: m.clock, tick: BigInt(m.tick) };
+}
 
 const KIND_TRAILER = 'quiver-error-kind';
 
@@ -89,7 +121,7 @@ const CODE_OF_KIND: Record<ErrorKind, grpc.status> = {
   cluster_unavailable: grpc.status.UNAVAILABLE,
 };
 
-function targetMsg(t: ShardTarget): TargetMsg {
+export function targetMsg(t: ShardTarget): TargetMsg {
   return { collection: t.collection, uuid: t.uuid, shard: t.shard };
 }
 
@@ -137,9 +169,15 @@ export interface PointsBackend {
   settled(): Promise<void>;
   /** This peer's consensus details (GET /cluster/telemetry of another peer asks them). */
   status(): unknown;
+  /** A fresh snapshot archive of this peer's replica of a shard (the source of a snapshot transfer). */
+  shardSnapshot(collection: string, shard: number): Promise<Readable>;
+  /** Replaces this peer's replica of a shard with the archive `input`, if `stillWanted()` holds once it is unpacked; resolves with its size in bytes. */
+  replaceShard(collection: string, shard: number, input: Readable, stillWanted: () => void): Promise<number>;
+  /** The snapshot archive of `from`'s replica of `target`, streamed from that peer. */
+  fetchSnapshot(from: string, target: ShardTarget): Readable;
 }
 
-function errorStatus(err: unknown): Partial<grpc.StatusObject> {
+export function errorStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
   if (err instanceof QuiverError && (err.kind as string) in CODE_OF_KIND) {
     metadata.set(KIND_TRAILER, err.kind);
@@ -149,7 +187,7 @@ function errorStatus(err: unknown): Partial<grpc.StatusObject> {
 }
 
 /** The collection and replica set a call names; waits once for pending local changes when this peer does not have them yet. */
-async function resolveTarget(b: PointsBackend, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
+export async function resolveTarget(b: Pick<PointsBackend, 'toc' | 'peer' | 'settled'>, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
   for (let attempt = 0; ; attempt++) {
     const c = b.toc.peek(t.collection);
     if (c !== undefined && c.meta.cluster?.uuid === t.uuid) {
@@ -191,8 +229,11 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
     };
   server.addService(p2pPackage().Points.service, {
     Update: unary<UpdateMsg, object>(async (m) => {
-      const { set } = await resolveTarget(backend, m.target);
-      const id = await localOf(backend, set, m.target).update(decodeReplicaOperation(m.operation), updateOptions(m), tagOf(m));
+      const { collection, set } = await resolveTarget(backend, m.target);
+      const local = localOf(backend, set, m.target);
+      // A transfer's copy is applied as this replica's own write (see transfer/outgoing.ts).
+      if (m.transfer) requireTransfer(backend, collection, set, m.target, m.transfer);
+      const id = await local.update(decodeReplicaOperation(m.operation), updateOptions(m), m.transfer ? undefined : tagOf(m));
       return { operation_id: String(id) };
     }),
     Forward: unary<UpdateMsg, object>(async (m) => {
@@ -201,6 +242,70 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
       return { operation_id: String(id) };
     }),
     Status: unary<object, object>(async () => ({ result: Buffer.from(JSON.stringify(backend.status()), 'utf8') })),
+    Replay: unary<ReplayMsg, object>(async (m) => {
+      const { collection, set } = await resolveTarget(backend, m.target);
+      const local = localOf(backend, set, m.target);
+      requireTransfer(backend, collection, set, m.target, m.transfer);
+      for (const op of m.operations) await local.update(decodeReplicaOperation(op), { wait: false, ordering: 'weak', timeout: null });
+      if (m.adopt) {
+        requireTransfer(backend, collection, set, m.target, m.transfer);
+        local.shard.adoptClocks(m.clocks.map(clockOf));
+      }
+      if (m.wait) await local.shard.sync();
+      return { operation_id: '0' };
+    }),
+    ShardSnapshot: (call: grpc.ServerWritableStream<TargetMsg, { data: Buffer }>) => {
+      let archive: Readable | null = null;
+      let gone = false;
+      const onGone = () => {
+        gone = true;
+        archive?.destroy();
+      };
+      call.once('cancelled', onGone);
+      call.once('close', onGone);
+      void (async () => {
+        const { set } = await resolveTarget(backend, call.request);
+        localOf(backend, set, call.request);
+        archive = await backend.shardSnapshot(call.request.collection, call.request.shard);
+        if (gone) return;
+        for await (const chunk of archive) {
+          if (gone) return;
+          if (!call.write({ data: chunk as Buffer })) {
+            await new Promise<void>((resolve) => {
+              call.once('drain', resolve);
+              call.once('cancelled', resolve);
+              call.once('close', resolve);
+            });
+          }
+        }
+        call.end();
+      })()
+        .catch((err: unknown) => {
+          if (gone) return;
+          if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p shard snapshot stream failed');
+          call.emit('error', errorStatus(err));
+        })
+        .finally(() => (archive as Readable | null)?.destroy());
+    },
+    PullSnapshot: (call: grpc.ServerUnaryCall<PullSnapshotMsg, object>, cb: grpc.sendUnaryData<object>) => {
+      const m = call.request;
+      let input: Readable | null = null;
+      call.once('cancelled', () => input?.destroy(new ShardUnavailableError('the transfer stopped: its source cancelled the snapshot fetch')));
+      (async () => {
+        const { collection, set } = await resolveTarget(backend, m.target);
+        localOf(backend, set, m.target);
+        const wanted = () => requireTransfer(backend, collection, set, m.target, m.transfer);
+        wanted();
+        input = backend.fetchSnapshot(m.from, { collection: m.target.collection, uuid: m.target.uuid, shard: m.target.shard });
+        return { bytes: String(await backend.replaceShard(collection.name, m.target.shard, input, wanted)) };
+      })().then(
+        (res) => cb(null, res),
+        (err: unknown) => {
+          if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p snapshot pull failed');
+          cb(errorStatus(err));
+        },
+      );
+    },
     Read: unary<ReadMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
       const result = await readLocal(backend, collection, set, m);
@@ -209,14 +314,24 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
   });
 }
 
+/** The copy of transfer `id` reaches this peer only while the placement applied here has that transfer to it, its replica Partial. */
+function requireTransfer(b: PointsBackend, collection: Collection, set: ReplicaSet, t: TargetMsg, id: string): void {
+  const running = (collection.meta.cluster?.transfers ?? []).some((x) => x.shard === t.shard && x.to === b.peer && (x.id ?? '') === id);
+  if (!running || set.replicas?.[b.peer] !== 'Partial') {
+    throw new ShardUnavailableError(`transfer ${id} of shard ${t.shard} of collection \`${t.collection}\` to peer ${b.peer} is not running there (it ended, or another one replaced it)`);
+  }
+}
+
 async function readLocal(b: PointsBackend, collection: Collection, set: ReplicaSet, m: ReadMsg): Promise<unknown> {
   if (m.kind === 'transfer_ready') {
-    // The target of a transfer is ready once it applied the transfer's start (its replica emptied and open).
-    const { from } = JSON.parse(m.request.toString('utf8')) as { from: string };
-    const t = (collection.meta.cluster?.transfers ?? []).find((x) => x.shard === m.target.shard && x.from === from && x.to === b.peer);
-    return { ready: t !== undefined && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
+    // The target of a transfer is ready once it applied the transfer's start (for stream_records: its replica emptied and open).
+    const { from, method, id } = JSON.parse(m.request.toString('utf8')) as { from: string; method: TransferMethod; id: string };
+    const t = (collection.meta.cluster?.transfers ?? []).find((x) => x.shard === m.target.shard && x.from === from && x.to === b.peer && (x.id ?? '') === id);
+    return { ready: t !== undefined && methodOf(t) === method && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
   }
   const r = localOf(b, set, m.target);
+  if (m.kind === 'clocks') return r.shard.clocks().map(clockMsg);
+  if (m.kind === 'index_backlog') return { backlog: r.shard.indexBacklog() };
   const req = decodeRead(m.kind, m.request) as never;
   switch (m.kind) {
     case 'retrieve':
@@ -243,6 +358,9 @@ interface PointsClient extends grpc.Client {
   Forward(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
   Read(req: ReadMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
   Status(req: object, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
+  Replay(req: ReplayMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
+  PullSnapshot(req: PullSnapshotMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { bytes: string }) => void): grpc.ClientUnaryCall;
+  ShardSnapshot(req: TargetMsg, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<{ data: Buffer }>;
 }
 
 interface Pool {
@@ -283,7 +401,7 @@ export class PointsClients {
   }
 
   /** One call to the peer at `uri` (`peer` names it in errors), bounded by `timeoutMs`. */
-  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status', req: UpdateMsg | ReadMsg | object, timeoutMs: number | null): Promise<T> {
+  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status' | 'Replay' | 'PullSnapshot', req: UpdateMsg | ReadMsg | ReplayMsg | PullSnapshotMsg | object, timeoutMs: number | null, signal?: AbortSignal): Promise<T> {
     return new Promise((resolve, reject) => {
       let pool: Pool;
       try {
@@ -313,7 +431,45 @@ export class PointsClients {
         },
       );
       pool.inFlight.add(call);
+      if (signal !== undefined) {
+        if (signal.aborted) call.cancel();
+        else signal.addEventListener('abort', () => call.cancel(), { once: true });
+      }
     });
+  }
+
+  /**
+   * A shard snapshot streamed from the peer at `uri` (no deadline: it ends with the
+   * archive, or fails when the peer stops answering health checks, which cancels it).
+   */
+  snapshotStream(uri: string, peer: string, target: ShardTarget): Readable {
+    const pool = this.pool(uri);
+    const client = pool.clients[pool.next++ % pool.clients.length];
+    const stat = this.stats.get('ShardSnapshot') ?? { calls: 0, failures: 0 };
+    this.stats.set('ShardSnapshot', stat);
+    stat.calls++;
+    const call = client.ShardSnapshot(targetMsg(target), new grpc.Metadata(), {});
+    pool.inFlight.add(call as unknown as grpc.ClientUnaryCall);
+    const out = new PassThrough();
+    call.on('data', (m: { data: Buffer }) => {
+      if (!out.write(m.data)) {
+        call.pause();
+        out.once('drain', () => call.resume());
+      }
+    });
+    call.on('end', () => {
+      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
+      out.end();
+    });
+    call.on('error', (err: grpc.ServiceError) => {
+      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
+      stat.failures++;
+      out.destroy(callError(err, peer, 0));
+    });
+    out.on('close', () => {
+      if (!out.writableFinished) call.cancel();
+    });
+    return out;
   }
 
   /** Cancels every call in flight to `uri` (its peer stopped answering): they fail as unavailable at once. */
@@ -338,7 +494,7 @@ export class PointsClients {
 }
 
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
-function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
+export function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
   const kind = err.metadata?.get(KIND_TRAILER)?.[0];
   if (typeof kind === 'string' && kind in CODE_OF_KIND) return new QuiverError(kind as ErrorKind, '', err.details);
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
@@ -355,13 +511,13 @@ export class RemoteReplica implements Replica {
 
   constructor(
     readonly peer: string,
-    private readonly target: ShardTarget,
-    private readonly clients: PointsClients,
+    protected readonly target: ShardTarget,
+    protected readonly clients: PointsClients,
     /** The peer's URI now (peers' addresses come from consensus). */
     private readonly uriOf: (peer: string) => string,
   ) {}
 
-  private uri(): string {
+  protected uri(): string {
     return this.uriOf(this.peer);
   }
 
@@ -374,7 +530,7 @@ export class RemoteReplica implements Replica {
     return Number(res.operation_id);
   }
 
-  private async read<T>(kind: ReadKind, req: unknown, opts: ReadOptions): Promise<T> {
+  protected async read<T>(kind: ReadKind, req: unknown, opts: ReadOptions): Promise<T> {
     const msg: ReadMsg = { target: targetMsg(this.target), kind, request: encodeRead(kind, req) };
     const res = await this.clients.call<{ result: Buffer }>(this.uri(), this.peer, 'Read', msg, this.timeoutMs(opts));
     return JSON.parse(res.result.toString('utf8')) as T;
@@ -404,15 +560,11 @@ export class RemoteReplica implements Replica {
     return this.read('any_match', { filter }, opts);
   }
 
-  /** Whether this peer applied the start of a transfer from `from` (its replica is empty and Partial). */
-  async transferReady(from: string, timeoutMs: number): Promise<boolean> {
-    const r = await this.read<{ ready: boolean }>('transfer_ready', { from }, { consistency: { factor: 1 }, timeout: timeoutMs / 1000 });
-    return r.ready;
-  }
 }
 
-export function updateMsg(target: ShardTarget, op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag | null): UpdateMsg {
+export function updateMsg(target: ShardTarget, op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag | null, transfer = ''): UpdateMsg {
   return {
+    transfer,
     target: targetMsg(target),
     operation: encodeReplicaOperation(op),
     wait: opts.wait,

@@ -41,10 +41,22 @@ function transferInfo(t: TransferInfo, progress: TransferProgress | undefined): 
   const out: Record<string, unknown> = { shard_id: t.shard, from: Number(t.from), to: Number(t.to), sync: t.kind !== 'move', method: t.method };
   if (progress !== undefined) {
     const seconds = (Date.now() - progress.startedAt) / 1000;
-    const rate = progress.pointsSent / Math.max(seconds, 0.001);
-    const left = Math.max(0, progress.pointsTotal - progress.pointsSent);
-    const eta = progress.pointsSent > 0 ? `${(left / rate).toFixed(2)}s` : 'unknown';
-    out.comment = `Transferring records (${progress.pointsSent}/${progress.pointsTotal}), started ${seconds.toFixed(0)}s ago, ETA: ${eta}`;
+    const started = `started ${seconds.toFixed(0)}s ago`;
+    if (progress.stage === 'indexing') {
+      out.comment = `Waiting for the target to index the ${progress.pointsSent} records it received, ${started}`;
+    } else if (progress.stage === 'queue') {
+      out.comment = `Sending the operations queued during the copy, ${started}`;
+    } else if (progress.stage === 'finishing') {
+      out.comment = `Finishing, ${started}`;
+    } else if (progress.method === 'snapshot') {
+      out.comment = `Transferring a snapshot of ${progress.pointsTotal} records, ${started}`;
+    } else {
+      const rate = progress.pointsSent / Math.max(seconds, 0.001);
+      const left = Math.max(0, progress.pointsTotal - progress.pointsSent);
+      const eta = progress.pointsSent > 0 ? `${(left / rate).toFixed(2)}s` : 'unknown';
+      const what = progress.method === 'wal_delta' ? 'operations' : 'records';
+      out.comment = `Transferring ${what} (${progress.pointsSent}/${progress.pointsTotal}), ${started}, ETA: ${eta}`;
+    }
   }
   return out;
 }
@@ -131,8 +143,17 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
     const raw = param(ctx, 'shard_id');
     if (!/^[0-9]{1,9}$/.test(raw)) throw new QueryFormatError(`shard_id: ${JSON.stringify(raw)} is not an unsigned integer`);
     const shard = Number(raw);
-    const d = await c.localShard(shard).digest();
-    ok(ctx, { shard_id: shard, peer_id: Number(consensus?.peerId ?? toc.peerId.toString()), points_count: d.points, digest: d.digest });
+    const local = c.localShard(shard);
+    const d = await local.digest();
+    const wal = local.history();
+    ok(ctx, {
+      shard_id: shard,
+      peer_id: Number(consensus?.peerId ?? toc.peerId.toString()),
+      points_count: d.points,
+      digest: d.digest,
+      // The operations this replica's WAL still holds (what a wal_delta transfer from it can send).
+      wal: { oldest: Number(wal.oldestSeq), last: Number(wal.lastSeq) },
+    });
   });
 
   routes.add('GET', '/collections/{collection_name}/cluster', (ctx: Context) => {

@@ -41,8 +41,7 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
 
 /**
  * Routes that are served, but some of whose operations answer 501 (the README lists
- * them): `POST /collections/{name}/cluster` with the `snapshot` and `wal_delta` transfer
- * methods or resharding. Not registered here (their own module serves them); the API
+ * them): `POST /collections/{name}/cluster` with a resharding operation. Not registered here (their own module serves them); the API
  * fuzz suite reads this list too, to accept those 501s.
  */
 export const PARTLY_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [['POST', '/collections/{collection_name}/cluster']];

@@ -140,22 +140,60 @@ export class RequestStats {
     });
     new Gauge({
       name: `${prefix}cluster_transfer_points_sent`,
-      help: 'Points sent so far by a shard transfer this peer drives',
-      labelNames: ['collection', 'shard', 'to'],
+      help: 'Points (operations, for wal_delta) sent so far by a shard transfer this peer drives',
+      labelNames: ['collection', 'shard', 'to', 'method'],
       registers: reg,
       collect() {
         this.reset();
-        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to }, t.pointsSent);
+        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to, method: t.method }, t.pointsSent);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfers_finished_total`,
+      help: 'Shard transfers this peer drove that finished (the target Active), by method',
+      labelNames: ['method'],
+      registers: reg,
+      collect() {
+        this.reset();
+        for (const [method, n] of Object.entries(view.transferOutcomes().finished)) this.set({ method }, n);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfers_failed_total`,
+      help: 'Shard transfers this peer drove that failed and were aborted, by method',
+      labelNames: ['method'],
+      registers: reg,
+      collect() {
+        this.reset();
+        for (const [method, n] of Object.entries(view.transferOutcomes().failed)) this.set({ method }, n);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfers_switched_total`,
+      help: 'wal_delta transfers this peer drove that went on as stream_records (the WAL could not resolve the difference)',
+      registers: reg,
+      collect() {
+        this.set(view.transferOutcomes().switched);
+      },
+    });
+    new Gauge({
+      name: `${prefix}cluster_transfer_bytes_sent`,
+      help: 'Snapshot archive bytes a shard transfer by snapshot this peer drives has sent (known once the target restored it)',
+      labelNames: ['collection', 'shard', 'to', 'method'],
+      registers: reg,
+      collect() {
+        this.reset();
+        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to, method: t.method }, t.bytesSent);
       },
     });
     new Gauge({
       name: `${prefix}cluster_transfer_points_total`,
-      help: 'Points a shard transfer this peer drives has to send',
-      labelNames: ['collection', 'shard', 'to'],
+      help: 'Points (operations, for wal_delta) a shard transfer this peer drives has to send',
+      labelNames: ['collection', 'shard', 'to', 'method'],
       registers: reg,
       collect() {
         this.reset();
-        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to }, t.pointsTotal);
+        for (const t of view.transfers()) this.set({ collection: t.collection, shard: String(t.shard), to: t.to, method: t.method }, t.pointsTotal);
       },
     });
     new Gauge({
