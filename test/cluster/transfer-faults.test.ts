@@ -25,10 +25,12 @@ import * as path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
-import { Cluster, api, waitFor } from './harness';
+import { Cluster } from './harness';
 import {
+  call,
   ActiveMonitor,
   METHODS,
+  TEST_DEADLINE_MS,
   TRANSFER_DEADLINE_MS,
   Writer,
   allActiveEverywhere,
@@ -41,15 +43,19 @@ import {
   midTransfer,
   peerIds,
   range,
+  restart,
   sameContent,
   shardReplicas,
   transferEnd,
   vec,
   view,
+  WAIT_MS,
+  waitFor,
+  type Method,
 } from './transfer-support';
 
-/** Points of the transferred shard: a transfer of them is still running when a test acts on it. */
-const N = 20_000;
+/** Points of the transferred shard (and missed by a recovering replica): a transfer of them is still copying when a test acts on it, which takes milliseconds. */
+const N = 10_000;
 const NAME = 'f';
 
 /** The shard folders of a collection on a peer's disk. */
@@ -58,17 +64,11 @@ async function shardFolders(c: Cluster, i: number, name: string): Promise<string
   return entries.filter((e) => /^[0-9]+$/.test(e)).sort();
 }
 
-/** Starts three peers and their leader's index; the cluster goes at teardown. */
-async function start(t: ExecutionContext): Promise<{ c: Cluster; ids: string[]; leader: number }> {
-  const c = await Cluster.start(3);
+/** Starts three peers (recoveries by `method`) and their leader's index; the cluster goes at teardown. */
+async function start(t: ExecutionContext, method: Method = 'stream_records'): Promise<{ c: Cluster; ids: string[]; leader: number }> {
+  const c = await Cluster.start(3, { SERVICE__STORAGE__SHARD_TRANSFER_METHOD: method });
   t.teardown(() => c.destroy());
   return { c, ids: await peerIds(c), leader: await c.waitLeader() };
-}
-
-/** Restarts a killed peer and waits until it is a voter again and ready. */
-async function restart(c: Cluster, i: number): Promise<void> {
-  await c.startPeer(i);
-  await c.waitVoters(3);
 }
 
 /**
@@ -97,7 +97,8 @@ async function finalChecks(t: ExecutionContext, c: Cluster, w: Writer, m: Active
 
 for (const method of METHODS) {
   test.serial(`${method}: kill -9 of the source of a move in the middle: the move is aborted, the other replica stays Active, the killed source comes back and recovers`, async (t) => {
-    const { c, ids, leader } = await start(t);
+    t.timeout(TEST_DEADLINE_MS);
+    const { c, ids, leader } = await start(t, method);
     await createCollection(c, NAME, { shard_number: 1, replication_factor: 2 });
     const holders = Object.keys(await shardReplicas(c, 0, NAME, 0)).map((id) => ids.indexOf(id));
     // The source: a replica holder that is not the leader (this test kills a source, not the leader).
@@ -124,7 +125,8 @@ for (const method of METHODS) {
   });
 
   test.serial(`${method}: kill -9 of the target of a replicate in the middle: aborted, the source stays Active; the restarted target drops what it had, a new replicate to it runs to the end`, async (t) => {
-    const { c, ids, leader } = await start(t);
+    t.timeout(TEST_DEADLINE_MS);
+    const { c, ids, leader } = await start(t, method);
     await createCollection(c, NAME, { shard_number: 1, replication_factor: 1 });
     const s = ids.indexOf(Object.keys(await shardReplicas(c, 0, NAME, 0))[0]);
     // The target: a peer without the replica that is not the leader; the writer goes through the third.
@@ -154,7 +156,8 @@ for (const method of METHODS) {
   });
 
   test.serial(`${method}: kill -9 of the consensus leader (neither source nor target) in the middle of a replicate: the transfer ends (finished or aborted), the cluster goes on; after the leader's restart every replica is Active and identical`, async (t) => {
-    const { c, ids, leader } = await start(t);
+    t.timeout(TEST_DEADLINE_MS);
+    const { c, ids, leader } = await start(t, method);
     await createCollection(c, NAME, { shard_number: 1, replication_factor: 1 });
     let s = ids.indexOf(Object.keys(await shardReplicas(c, 0, NAME, 0))[0]);
     const [p, q] = [0, 1, 2].filter((i) => i !== leader);
@@ -180,7 +183,7 @@ for (const method of METHODS) {
     t.log(`the transfer ended: ${JSON.stringify(end)}`);
     const finished = JSON.stringify(end) === JSON.stringify({ [ids[s]]: 'Active', [ids[r]]: 'Active' });
     t.true(finished || JSON.stringify(end) === JSON.stringify({ [ids[s]]: 'Active' }), `finished or aborted: ${JSON.stringify(end)}`);
-    await c.waitLeader(undefined, [c.peers[s], c.peers[r]]);
+    await c.waitLeader(WAIT_MS, [c.peers[s], c.peers[r]]);
     await w.more('writes go on without the old leader', 20);
 
     await restart(c, leader);
@@ -191,19 +194,21 @@ for (const method of METHODS) {
 // -- automatic recovery -----------------------------------------------------------------------
 
 /**
- * Makes the replica on `victim` Dead (killed; the writer's next write to it fails), and
- * restarts it: the leader's supervisor starts a recovery to it. Returns the recovery's
- * source (index), seen in the middle of the transfer.
+ * Makes the replica on `victim` Dead (killed; the writer's next write to it fails), loads
+ * the points `missed` meanwhile (what a wal_delta recovery replays; the other methods
+ * copy the whole shard), and restarts it: the leader's supervisor starts a recovery to
+ * it. Returns the recovery's source (index), seen in the middle of its copy.
  */
-async function deadThenRecovering(c: Cluster, ids: string[], victim: number, observer: number, w: Writer): Promise<number> {
+async function deadThenRecovering(c: Cluster, ids: string[], victim: number, observer: number, w: Writer, missed: number[]): Promise<number> {
   await c.kill(victim);
   await waitFor(`the replica on peer ${victim} Dead`, async () => (await shardReplicas(c, observer, NAME, 0))[ids[victim]] === 'Dead');
+  await load(c.peers[observer].url, NAME, missed, 'missed');
   await w.more('writes go on while it is Dead', 20);
   await c.startPeer(victim);
   const t = await waitFor(
     `a recovery to peer ${victim} listed`,
     async () => (await view(c, observer, NAME)).shard_transfers.find((x) => String(x.to) === ids[victim]) ?? null,
-    undefined,
+    WAIT_MS,
     10,
   );
   const source = ids.indexOf(String(t.from));
@@ -213,38 +218,49 @@ async function deadThenRecovering(c: Cluster, ids: string[], victim: number, obs
 
 for (const method of METHODS) {
   test.serial(`${method}, recovery: kill -9 of its target, then of its source, in the middle: each time aborted and started again until every replica is Active and identical`, async (t) => {
-    const { c, ids, leader } = await start(t);
+    t.timeout(TEST_DEADLINE_MS);
+    const { c, ids, leader } = await start(t, method);
     await createCollection(c, NAME, { shard_number: 1, replication_factor: 3 });
     const victim = [0, 1, 2].find((i) => i !== leader)!;
     const w0 = [0, 1, 2].find((i) => i !== leader && i !== victim)!;
     await load(c.peers[w0].url, NAME, range(0, N));
     const w = new Writer(t, () => c.peers[w0].url, NAME, 1_000_000, 10, 20);
     const m = new ActiveMonitor(t, c, NAME, 1, () => [w0, leader, victim]);
+    const t0 = Date.now();
 
     // The target dies in the middle of its recovery: aborted, Dead again; restarted, recovered again.
-    await deadThenRecovering(c, ids, victim, w0, w);
+    const missed = method === 'wal_delta' ? N : 0;
+    await deadThenRecovering(c, ids, victim, w0, w, range(N, missed));
+    t.log(`${Date.now() - t0} ms: recovering`);
     await c.kill(victim);
     await transferEnd(c, w0, NAME, 0, ids[victim]);
     await waitFor('the recovery aborted: its target Dead', async () => (await shardReplicas(c, w0, NAME, 0))[ids[victim]] === 'Dead');
     await c.startPeer(victim);
+    t.log(`${Date.now() - t0} ms: aborted`);
     await waitFor('the target recovered', async () => (await shardReplicas(c, w0, NAME, 0))[ids[victim]] === 'Active', TRANSFER_DEADLINE_MS);
-    await c.waitVoters(3);
+    await c.waitVoters(3, WAIT_MS);
 
     // Dead again, and this time its recovery's source dies in the middle: aborted, then a
     // recovery from another Active replica.
-    const source = await deadThenRecovering(c, ids, victim, w0, w);
+    t.log(`${Date.now() - t0} ms: recovered`);
+    const source = await deadThenRecovering(c, ids, victim, w0, w, range(N + missed, missed));
+    t.log(`${Date.now() - t0} ms: recovering again`);
     await c.kill(source);
     // The source stays down: the target can become Active again only by a recovery from the replica left.
     const keep = [0, 1, 2].find((i) => i !== source && i !== victim)!;
     await waitFor('the target recovered from the replica left', async () => (await shardReplicas(c, keep, NAME, 0))[ids[victim]] === 'Active', TRANSFER_DEADLINE_MS);
+    t.log(`${Date.now() - t0} ms: recovered from the replica left`);
     t.is((await shardReplicas(c, keep, NAME, 0))[ids[source]], 'Dead', 'the killed source is Dead');
     await w.more('writes go on', 20);
     await restart(c, source);
-    await finalChecks(t, c, w, m, range(0, N), 1, 3);
+    t.log(`${Date.now() - t0} ms: the source restarted`);
+    await finalChecks(t, c, w, m, range(0, N + 2 * missed), 1, 3);
+    t.log(`${Date.now() - t0} ms: done`);
   });
 
   test.serial(`${method}, recovery: kill -9 of the consensus leader (neither source nor target) in the middle: the recovery ends, the replica becomes Active, all identical`, async (t) => {
-    const { c, ids, leader } = await start(t);
+    t.timeout(TEST_DEADLINE_MS);
+    const { c, ids, leader } = await start(t, method);
     await createCollection(c, NAME, { shard_number: 1, replication_factor: 2 });
     const [a, b] = [0, 1, 2].filter((i) => i !== leader);
     const holders = Object.keys(await shardReplicas(c, a, NAME, 0)).map((id) => ids.indexOf(id));
@@ -258,14 +274,14 @@ for (const method of METHODS) {
     const w = new Writer(t, () => c.peers[a].url, NAME, 1_000_000, 10, 20);
     const m = new ActiveMonitor(t, c, NAME, 1, () => [a, b, leader]);
 
-    const source = await deadThenRecovering(c, ids, b, a, w);
+    const source = await deadThenRecovering(c, ids, b, a, w, range(N, method === 'wal_delta' ? N : 0));
     t.is(source, a, 'the recovery\'s source is the other replica');
     await c.kill(leader);
     await waitFor('the replica recovered', async () => (await shardReplicas(c, a, NAME, 0))[ids[b]] === 'Active', TRANSFER_DEADLINE_MS);
-    await c.waitLeader(undefined, [c.peers[a], c.peers[b]]);
+    await c.waitLeader(WAIT_MS, [c.peers[a], c.peers[b]]);
     await w.more('writes go on without the old leader', 20);
     await restart(c, leader);
-    await finalChecks(t, c, w, m, range(0, N), 1, 2);
+    await finalChecks(t, c, w, m, range(0, method === 'wal_delta' ? 2 * N : N), 1, 2);
   });
 }
 
@@ -347,7 +363,7 @@ class Mutator {
             apply = () => ids.forEach((id) => model.points.set(id, { i: id, tag: 'over', k }));
           }
         }
-        const r = await api(url, req[0], `/collections/${NAME}/${req[1]}?wait=true`, req[2], 30_000).catch((err: unknown) => ({ status: 0, body: String(err) }));
+        const r = await call(url, req[0], `/collections/${NAME}/${req[1]}?wait=true`, req[2]).catch((err: unknown) => ({ status: 0, body: String(err) }));
         this.ops++;
         if (r.status === 200) {
           apply();
@@ -380,9 +396,9 @@ class Reader {
         const url = c.peers[k % 3].url;
         const ids = Array.from({ length: 50 }, (_, j) => (k * 50 + j) % 1000);
         const [got, count, found] = await Promise.all([
-          api(url, 'POST', `/collections/${NAME}/points`, { ids, with_payload: true }),
-          api(url, 'POST', `/collections/${NAME}/points/count`, { exact: true }),
-          api(url, 'POST', `/collections/${NAME}/points/query`, { query: vec(k), limit: 10 }),
+          call(url, 'POST', `/collections/${NAME}/points`, { ids, with_payload: true }),
+          call(url, 'POST', `/collections/${NAME}/points/count`, { exact: true }),
+          call(url, 'POST', `/collections/${NAME}/points/query`, { query: vec(k), limit: 10 }),
         ]).catch((err: unknown) => [{ status: 0, body: String(err) }, null, null] as Array<{ status: number; body: any } | null>);
         this.reads++;
         const check = (what: string, r: { status: number; body: any } | null, right: (body: any) => boolean) => {
@@ -405,9 +421,10 @@ class Reader {
 
 for (const method of METHODS) {
   test.serial(`${method}: a move and a replicate while the collection is written (upserts, deletes, payload updates, through every peer) and read: no acknowledged change lost, nothing twice, replicas identical`, async (t) => {
-    const { c, ids } = await start(t);
+    t.timeout(TEST_DEADLINE_MS);
+    const { c, ids } = await start(t, method);
     await createCollection(c, NAME, { shard_number: 2, replication_factor: 1 });
-    const base = 8000;
+    const base = 5000;
     await load(c.peers[0].url, NAME, range(0, base));
     const where = await Promise.all([0, 1].map(async (s) => ids.indexOf(Object.keys(await shardReplicas(c, 0, NAME, s))[0])));
     const spare = [0, 1, 2].find((i) => !where.includes(i))!;
@@ -445,7 +462,7 @@ for (const method of METHODS) {
       const twice: number[] = [];
       let offset: unknown = null;
       do {
-        const r = await api(p.url, 'POST', `/collections/${NAME}/points/scroll`, { limit: 1000, offset, with_payload: true });
+        const r = await call(p.url, 'POST', `/collections/${NAME}/points/scroll`, { limit: 1000, offset, with_payload: true });
         t.is(r.status, 200);
         for (const pt of r.body.result.points) {
           if (seen.has(pt.id)) twice.push(pt.id);
@@ -460,7 +477,7 @@ for (const method of METHODS) {
       t.deepEqual(extra.slice(0, 10), [], `through peer ${p.index}: ${extra.length} points that should not be there (deleted, or never written)`);
       t.deepEqual(twice.slice(0, 10), [], `through peer ${p.index}: points listed twice`);
       t.deepEqual(wrong.slice(0, 10), [], `through peer ${p.index}: ${wrong.length} points with a payload other than the acknowledged one`);
-      const count = await api(p.url, 'POST', `/collections/${NAME}/points/count`, { exact: true });
+      const count = await call(p.url, 'POST', `/collections/${NAME}/points/count`, { exact: true });
       t.is(count.body.result.count, seen.size);
     }
     const n = await sameContent(t, c, NAME, 2);
@@ -472,7 +489,7 @@ for (const method of METHODS) {
 // -- the end of a move -------------------------------------------------------------------------
 
 // KNOWN PRODUCT BUG, found by these tests and not fixed here: this test FAILS (about half
-// of the moves give 503s). When a move ends, its source drops its replica as soon as it
+// of the moves give 503s, whatever the method; six moves, two by each method). When a move ends, its source drops its replica as soon as it
 // applies the finish, while the other peers, one consensus apply behind, still send the
 // shard's reads and writes there: reads answer 503 "peer X holds no replica of shard 0",
 // writes 503 "the write reached 0 of 1 replicas ..." (the resend to the new placement
@@ -482,8 +499,9 @@ for (const method of METHODS) {
 // clients see 503s for tens of milliseconds per move. Fixing it is a design choice for the
 // data path (the source keeping its moved replica for a grace, serving and forwarding; or
 // a sender that waits for its placement to change when a replica says it moved away).
-for (const method of METHODS) {
-  test.serial(`${method}: reads and writes through every peer go on across the end of a move, without a 503 [FAILS: known product bug, see the comment above]`, async (t) => {
+{
+  test.serial('reads and writes through every peer go on across the end of a move, without a 503 [FAILS: known product bug, see the comment above]', async (t) => {
+    t.timeout(TEST_DEADLINE_MS);
     const { c, ids } = await start(t);
     await createCollection(c, NAME, { shard_number: 1, replication_factor: 1 });
     await load(c.peers[0].url, NAME, range(0, 2000));
@@ -494,14 +512,14 @@ for (const method of METHODS) {
       (async () => {
         for (let b = 0; !stop; b++) {
           const id = 100_000 * (i + 1) + b;
-          const r = await api(c.peers[i].url, 'PUT', `/collections/${NAME}/points?wait=true`, { points: [{ id, vector: vec(id), payload: { i: id } }] });
+          const r = await call(c.peers[i].url, 'PUT', `/collections/${NAME}/points?wait=true`, { points: [{ id, vector: vec(id), payload: { i: id } }] });
           if (r.status === 200) acked.push(id);
           else failures.push(`write via peer ${i}: ${r.status} ${errorOf(r)}`);
         }
       })(),
       (async () => {
         while (!stop) {
-          const r = await api(c.peers[i].url, 'POST', `/collections/${NAME}/points/count`, { exact: true });
+          const r = await call(c.peers[i].url, 'POST', `/collections/${NAME}/points/count`, { exact: true });
           if (r.status !== 200) failures.push(`read via peer ${i}: ${r.status} ${errorOf(r)}`);
         }
       })(),
@@ -511,6 +529,7 @@ for (const method of METHODS) {
       await Promise.all(loops);
     });
     for (let k = 0; k < 6; k++) {
+      const method = METHODS[k % METHODS.length];
       const home = Object.keys(await shardReplicas(c, 0, NAME, 0))[0];
       const dest = ids[(ids.indexOf(home) + 1) % 3];
       const before = failures.length;
@@ -519,7 +538,7 @@ for (const method of METHODS) {
       await everyPeerSees(c, NAME, 0, { [dest]: 'Active' });
       const n = acked.length;
       await waitFor('writes go on after the move', () => acked.length >= n + 10);
-      t.log(`move ${k + 1} (peer ${ids.indexOf(home)} → ${ids.indexOf(dest)}): ${failures.length - before} requests failed`);
+      t.log(`move ${k + 1} (${method}, peer ${ids.indexOf(home)} → ${ids.indexOf(dest)}): ${failures.length - before} requests failed`);
     }
     stop = true;
     await Promise.all(loops);

@@ -24,10 +24,13 @@ import * as path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
-import { Cluster, api, change, waitFor } from './harness';
-import { digests } from './replicas';
+import { Cluster, change } from './harness';
 import {
+  call,
+  digests,
   METHODS,
+  TEST_DEADLINE_MS,
+  REQUEST_DEADLINE_MS,
   Writer,
   clusterOp,
   createCollection,
@@ -44,11 +47,16 @@ import {
   shardReplicas,
   transferEnd,
   view,
+  waitFor,
   type Answer,
 } from './transfer-support';
 
-/** Points of the shard the abort and restart tests transfer: enough that a run lasts a good while (about 2 s on an idle machine with stream_records). */
-const BIG = 40_000;
+/**
+ * Points of the shard the abort and restart tests transfer: enough that a copy lasts a
+ * good while on an idle machine (about 4 s with stream_records, 3 s with snapshot, 1 s of
+ * WAL replay with wal_delta), many times what an abort takes.
+ */
+const BIG = 60_000;
 
 let cluster: Cluster | null = null;
 let ids: string[] = [];
@@ -68,7 +76,7 @@ function c(): Cluster {
 
 /** A request that expects a refusal (no retry), through peer `i`. */
 function post(i: number, name: string, body: unknown, q = ''): Promise<Answer> {
-  return api(c().peers[i].url, 'POST', `/collections/${name}/cluster${q}`, body);
+  return call(c().peers[i].url, 'POST', `/collections/${name}/cluster${q}`, body);
 }
 
 /** Every peer's view (replicas, transfers) and every replica's digest, to compare before and after refusals. */
@@ -160,13 +168,13 @@ test.serial('refusals of POST /collections/{c}/cluster: the reference\'s status 
 
   // Nothing changed: every peer's view of replicas and transfers, every replica's content.
   t.is(await snapshot(name, 2), before);
-  t.is((await api(c().peers[0].url, 'POST', `/collections/${name}/points/count`, { exact: true })).body.result.count, 300);
+  t.is((await call(c().peers[0].url, 'POST', `/collections/${name}/points/count`, { exact: true })).body.result.count, 300);
 });
 
 test.serial('create_sharding_key and drop_sharding_key through POST /collections/{c}/cluster', async (t) => {
   const name = 'keyed';
   await createCollection(c(), name, { sharding_method: 'custom' });
-  const keys = async (i: number) => (await api(c().peers[i].url, 'GET', `/collections/${name}/shards`)).body.result.shard_keys.map((k: { key: unknown }) => k.key);
+  const keys = async (i: number) => (await call(c().peers[i].url, 'GET', `/collections/${name}/shards`)).body.result.shard_keys.map((k: { key: unknown }) => k.key);
 
   const made = await clusterOp(c(), 1, name, { create_sharding_key: { shard_key: 'north', shards_number: 1, replication_factor: 2, placement: [Number(ids[0]), Number(ids[2])] } });
   t.is(made.status, 200, JSON.stringify(made.body));
@@ -182,8 +190,8 @@ test.serial('create_sharding_key and drop_sharding_key through POST /collections
   });
   // Points under a key are written and read through the peer that holds none of its replicas.
   const pts = range(0, 20).map((id) => ({ id, vector: [1, 0, 0, id], payload: { id } }));
-  t.is((await api(c().peers[1].url, 'PUT', `/collections/${name}/points?wait=true`, { points: pts, shard_key: 'north' })).status, 200);
-  const counted = await api(c().peers[1].url, 'POST', `/collections/${name}/points/count`, { exact: true, shard_key: 'north' });
+  t.is((await call(c().peers[1].url, 'PUT', `/collections/${name}/points?wait=true`, { points: pts, shard_key: 'north' })).status, 200);
+  const counted = await call(c().peers[1].url, 'POST', `/collections/${name}/points/count`, { exact: true, shard_key: 'north' });
   t.is(counted.body.result.count, 20);
 
   // Refusals: an existing key, an empty placement, an unknown peer, a key that does not exist; nothing changes.
@@ -205,7 +213,7 @@ test.serial('create_sharding_key and drop_sharding_key through POST /collections
     }
     return true;
   });
-  t.is((await api(c().peers[0].url, 'POST', `/collections/${name}/points/count`, { exact: true })).body.result.count, 0);
+  t.is((await call(c().peers[0].url, 'POST', `/collections/${name}/points/count`, { exact: true })).body.result.count, 0);
   refused(t, await post(1, name, { drop_sharding_key: { shard_key: 'north' } }), 400, /does not exist/, 'a key dropped already');
   t.is((await clusterOp(c(), 1, name, { drop_sharding_key: { shard_key: 7 } })).status, 200);
 });
@@ -218,6 +226,7 @@ async function shardFolders(i: number, name: string): Promise<string[]> {
 
 for (const method of METHODS) {
   test.serial(`${method}: while a transfer runs a second one of the shard and drop_replica of its ends are refused; abort in the middle of a replicate and of a move, restart in the middle; no acknowledged point lost`, async (t) => {
+    t.timeout(TEST_DEADLINE_MS);
     const name = `big_${method}`;
     await createCollection(c(), name, { shard_number: 1, replication_factor: 1 });
     const home = Object.keys(await shardReplicas(c(), 0, name, 0))[0];
@@ -281,9 +290,9 @@ for (const method of METHODS) {
       t.deepEqual(lost, [], `peer ${i}: acknowledged points lost`);
       t.deepEqual(duplicated, []);
     }
-    const count = await api(c().peers[x].url, 'POST', `/collections/${name}/points/count?consistency=all`, { exact: true });
+    const count = await call(c().peers[x].url, 'POST', `/collections/${name}/points/count?consistency=all`, { exact: true });
     t.is(count.body.result.count, BIG + w.acked.length);
     // Left for the next tests: the collection's folders go with it.
-    t.is((await change(c().peers[0].url, 'DELETE', `/collections/${name}`)).status, 200);
+    t.is((await change(c().peers[0].url, 'DELETE', `/collections/${name}`, undefined, REQUEST_DEADLINE_MS)).status, 200);
   });
 }

@@ -8,15 +8,13 @@
 
 import type { ExecutionContext } from 'ava';
 
-import { Cluster, api, change, sleep, waitFor } from './harness';
-import { digests, scrollAll } from './replicas';
+import { Cluster, api, change, sleep, waitFor as waitForAtMost } from './harness';
 
 /**
- * The transfer methods each test runs with (`method` of move_shard, replicate_shard and
- * restart_transfer). Only `stream_records` runs in this version; `snapshot` and
- * `wal_delta` join this list when they are built.
+ * The transfer methods each test runs with: `method` of move_shard, replicate_shard and
+ * restart_transfer, and `storage.shard_transfer_method` for recoveries.
  */
-export const METHODS = ['stream_records'] as const;
+export const METHODS = ['stream_records', 'snapshot', 'wal_delta'] as const;
 export type Method = (typeof METHODS)[number];
 
 export const DIM = 4;
@@ -30,6 +28,43 @@ export function range(from: number, n: number): number[] {
 }
 
 export type Answer = { status: number; body: any };
+
+/**
+ * How long these tests let one request take before they give up on it: a bound for a
+ * broken product, generous because the peers share two cores with the tests and their
+ * writers, readers and monitors (and, in a check, with a CPU burner).
+ */
+export const REQUEST_DEADLINE_MS = 60_000;
+
+/**
+ * How long one of the long tests may take (ava's t.timeout; the project's ava timeout is
+ * 2 minutes without a result): a bound for a broken product on a loaded machine, where
+ * tests of about a minute may take several times that.
+ */
+export const TEST_DEADLINE_MS = 300_000;
+
+/** How long a condition of these tests may take (a bound, not a measure): as REQUEST_DEADLINE_MS, longer than the harness's default. */
+export const WAIT_MS = 120_000;
+
+/** `waitFor` of test/support/wait.ts with WAIT_MS as the deadline. */
+export function waitFor<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = WAIT_MS, everyMs = 50): Promise<T> {
+  return waitForAtMost(what, probe, timeoutMs, everyMs);
+}
+
+/** Restarts a killed peer and waits until every peer counts it a voter and is ready. */
+export async function restart(c: Cluster, i: number): Promise<void> {
+  await c.startPeer(i);
+  await c.waitVoters(c.peers.length, WAIT_MS);
+}
+
+/** A request (harness `api`) with REQUEST_DEADLINE_MS; a request that fails names its route. */
+export async function call(url: string, method: string, route: string, body?: unknown, timeoutMs = REQUEST_DEADLINE_MS): Promise<Answer> {
+  try {
+    return await api(url, method, route, body, timeoutMs);
+  } catch (err) {
+    throw new Error(`${method} ${url}${route}: ${String(err)}`);
+  }
+}
 
 /** The error text of an answer (the envelope's status.error), or the body as text. */
 export function errorOf(r: Answer): string {
@@ -60,7 +95,7 @@ export interface CollectionView {
 
 /** `GET /collections/{name}/cluster` through peer `i`. */
 export async function view(c: Cluster, i: number, name: string): Promise<CollectionView> {
-  const r = await api(c.peers[i].url, 'GET', `/collections/${name}/cluster`, undefined, 3000);
+  const r = await call(c.peers[i].url, 'GET', `/collections/${name}/cluster`);
   if (r.status !== 200) throw new Error(`GET /collections/${name}/cluster on peer ${i}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body.result as CollectionView;
 }
@@ -88,20 +123,20 @@ export function placementOf(v: CollectionView): string {
 
 /** `POST /collections/{name}/cluster` as a client that retries while there is no leader (harness `change`). */
 export function clusterOp(c: Cluster, i: number, name: string, body: unknown, q = ''): Promise<Answer> {
-  return change(c.peers[i].url, 'POST', `/collections/${name}/cluster${q}`, body);
+  return change(c.peers[i].url, 'POST', `/collections/${name}/cluster${q}`, body, REQUEST_DEADLINE_MS);
 }
 
 export async function createCollection(c: Cluster, name: string, params: Record<string, unknown>): Promise<void> {
-  const r = await change(c.running()[0].url, 'PUT', `/collections/${name}`, { vectors: { size: DIM, distance: 'Dot' }, ...params });
+  const r = await change(c.running()[0].url, 'PUT', `/collections/${name}`, { vectors: { size: DIM, distance: 'Dot' }, ...params }, REQUEST_DEADLINE_MS);
   if (r.status !== 200) throw new Error(`create ${name}: ${r.status} ${JSON.stringify(r.body)}`);
-  await waitFor(`every peer has ${name}`, async () => (await Promise.all(c.running().map((p) => api(p.url, 'GET', `/collections/${name}`)))).every((x) => x.status === 200));
+  await waitFor(`every peer has ${name}`, async () => (await Promise.all(c.running().map((p) => call(p.url, 'GET', `/collections/${name}`)))).every((x) => x.status === 200));
 }
 
-/** Upserts points `ids` (payload `{i, tag}`) through `url`, `batch` per request, wait=true. */
-export async function load(url: string, name: string, ids: readonly number[], tag = 'base', batch = 2000): Promise<void> {
+/** Upserts points `ids` (payload `{i, tag}`) through `url`, `batch` per request (one WAL operation each, what wal_delta replays), wait=true. */
+export async function load(url: string, name: string, ids: readonly number[], tag = 'base', batch = 500): Promise<void> {
   for (let k = 0; k < ids.length; k += batch) {
     const points = ids.slice(k, k + batch).map((id) => ({ id, vector: vec(id), payload: { i: id, tag } }));
-    const r = await api(url, 'PUT', `/collections/${name}/points?wait=true`, { points }, 60_000);
+    const r = await call(url, 'PUT', `/collections/${name}/points?wait=true`, { points });
     if (r.status !== 200) throw new Error(`load ${name}: ${r.status} ${JSON.stringify(r.body)}`);
   }
 }
@@ -113,19 +148,33 @@ export function progressOf(t: TransferView): { sent: number; total: number } | n
 }
 
 /**
+ * Whether a source's progress comment says the transfer is copying: `stream_records`
+ * has sent part of the points, not all; `wal_delta` has not sent every operation yet
+ * (it sends up to 256 at a time, so a count of 0 is all a view may show of it);
+ * `snapshot` is fetching and restoring its archive.
+ */
+export function copying(t: TransferView): boolean {
+  const c = t.comment ?? '';
+  if (c.startsWith('Transferring a snapshot')) return true;
+  const p = progressOf(t);
+  if (p === null) return false;
+  if (c.startsWith('Transferring records')) return p.sent > 0 && p.sent < p.total;
+  return c.startsWith('Transferring operations') && p.sent < p.total;
+}
+
+/**
  * Waits until peer `source` (index) drives the transfer of `shard` to peer id `to` and
- * has sent part of the shard, not all of it: the transfer is in the middle of its run.
+ * is copying (see `copying`): the transfer is in the middle of its run.
  */
 export async function midTransfer(c: Cluster, source: number, name: string, shard: number, to: string): Promise<TransferView> {
   return waitFor(
-    `the transfer of shard ${shard} to peer ${to} in the middle of its run (seen on its source, peer ${source})`,
+    `the transfer of shard ${shard} to peer ${to} in the middle of its copy (seen on its source, peer ${source})`,
     async () => {
       const v = await view(c, source, name);
       const t = v.shard_transfers.find((x) => x.shard_id === shard && String(x.to) === to);
-      const p = t === undefined ? null : progressOf(t);
-      return p !== null && p.sent > 0 && p.sent < p.total ? t! : null;
+      return t !== undefined && copying(t) ? t : null;
     },
-    undefined,
+    WAIT_MS,
     10,
   );
 }
@@ -140,6 +189,7 @@ export async function noTransfers(c: Cluster, name: string, among: number[] = c.
 
 /** How long a transfer of the big shards of these tests may take on a loaded machine (a bound, not a measure). */
 export const TRANSFER_DEADLINE_MS = 180_000;
+
 
 /**
  * Waits until peer `i` lists no transfer of `shard` to peer id `to` any more, and gives
@@ -203,6 +253,32 @@ export async function allActiveEverywhere(c: Cluster, name: string, timeoutMs?: 
   );
 }
 
+/** Every point of `name` through `url`, page by page. */
+export async function scrollAll(url: string, name: string): Promise<Array<{ id: number; payload: any }>> {
+  const out: Array<{ id: number; payload: any }> = [];
+  let offset: unknown = null;
+  do {
+    const r = await call(url, 'POST', `/collections/${name}/points/scroll`, { limit: 1000, offset, with_payload: true });
+    if (r.status !== 200) throw new Error(`scroll: ${r.status} ${JSON.stringify(r.body)}`);
+    out.push(...r.body.result.points);
+    offset = r.body.result.next_page_offset;
+  } while (offset !== null);
+  return out;
+}
+
+/** Per shard: the digest of every replica (peer id → `count:digest`), asked of the running peers that hold them. */
+export async function digests(c: Cluster, name: string, shards: number): Promise<Map<number, Map<string, string>>> {
+  const out = new Map<number, Map<string, string>>();
+  for (const p of c.running()) {
+    for (let s = 0; s < shards; s++) {
+      const r = await call(p.url, 'GET', `/collections/${name}/shards/${s}/digest`);
+      if (r.status !== 200) continue;
+      out.set(s, (out.get(s) ?? new Map<string, string>()).set(String(r.body.result.peer_id), `${r.body.result.points_count}:${r.body.result.digest}`));
+    }
+  }
+  return out;
+}
+
 /** Every shard's replicas (on running peers) have the same content; returns shard → replica count. */
 export async function sameContent(t: ExecutionContext, c: Cluster, name: string, shards: number): Promise<Map<number, number>> {
   const d = await digests(c, name, shards);
@@ -241,7 +317,7 @@ export class Writer {
       for (let b = 0; !this.stopped; b++) {
         const ids = range(firstId + b * batch, batch);
         const points = ids.map((id) => ({ id, vector: vec(id), payload: { i: id, tag: 'w' } }));
-        const r = await api(url(), 'PUT', `/collections/${name}/points?wait=true`, { points }, 30_000).catch((err: unknown) => ({ status: 0, body: String(err) }));
+        const r = await call(url(), 'PUT', `/collections/${name}/points?wait=true`, { points }).catch((err: unknown) => ({ status: 0, body: String(err) }));
         if (r.status === 200) {
           this.acked.push(...ids);
           if (pauseMs > 0) await sleep(pauseMs);
