@@ -103,7 +103,7 @@ test.serial(`replicate and move a shard under a live writer (${method}), drop a 
   t.is(resharding.status, 400);
   t.regex(resharding.body.status.error, /used by resharding only/);
   const abort = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { abort_transfer: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[qi]) } });
-  t.is(abort.status, 400);
+  t.is(abort.status, 404);
   t.regex(abort.body.status.error, /is not being transferred/);
   const bad = await api(c.peers[0].url, 'POST', '/collections/m/cluster', { fly_shard: {} });
   t.is(bad.status, 400);

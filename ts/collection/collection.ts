@@ -511,8 +511,9 @@ export class Collection {
       if (wantLocal && r.local === null) {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));
       } else if (!wantLocal && r.local !== null) {
-        // The new states first: a write that starts here while the data is dropped goes to
-        // the replicas of the new placement (a move's target), not to the old ones less this.
+        // The new states first: while this replica's data goes (a finished move's source),
+        // reads and writes already go to the replicas that hold the shard now (a write that
+        // starts here meanwhile reaches the move's target), not to the old ones less this.
         r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
         await this.dropLocal(r);
       }

@@ -13,7 +13,7 @@
  * (placement and uuids are chosen by the proposer and travel in the operation).
  */
 
-import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
+import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
 import { TRANSFER_METHODS, type TransferMethod } from '../collection/cluster-link';
@@ -392,8 +392,9 @@ export class ClusterState {
         const [name, c] = this.requireCollection(op.collection);
         const t = op.transfer;
         const shard = c.shards.find((s) => s.id === t.shard);
-        if (!shard) throw new NotFoundError(`Shard ${t.shard} of ${name} does not exist`);
-        if (!Object.prototype.hasOwnProperty.call(this.data.peers, t.to)) throw new BadInputError(`Peer ${t.to} does not exist`);
+        // The reference's 400s (checked before consensus too, by the dispatcher).
+        if (!shard) throw new BadRequestError(`Shard ${t.shard} of ${name} does not exist`);
+        for (const p of [t.to, t.from]) if (!Object.prototype.hasOwnProperty.call(this.data.peers, p)) throw unknownPeerError(p);
         if (t.from === t.to) throw new BadInputError(`a shard transfer needs two different peers (${t.from})`);
         const source = shard.replicas[t.from];
         if (source === undefined || !isActive(source)) throw new BadInputError(`shard ${t.shard} of ${name} has no active replica on peer ${t.from}`);
@@ -455,9 +456,11 @@ export class ClusterState {
       case 'dropReplica': {
         const [name, c] = this.requireCollection(op.collection);
         const shard = c.shards.find((s) => s.id === op.shard);
-        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        // The reference's 400s (checked before consensus too, by the dispatcher).
+        if (!shard) throw new BadRequestError(`Shard ${op.shard} of ${name} does not exist`);
+        if (!Object.prototype.hasOwnProperty.call(this.data.peers, op.peer)) throw unknownPeerError(op.peer);
         const st = shard.replicas[op.peer];
-        if (st === undefined) throw new NotFoundError(`Shard ${op.shard} of ${name} has no replica on peer ${op.peer}`);
+        if (st === undefined) throw new BadRequestError(`Shard ${op.shard} of ${name} has no replica on peer ${op.peer}`);
         if ((c.transfers ?? []).some((t) => t.shard === op.shard && (t.from === op.peer || t.to === op.peer))) {
           throw new BadInputError(`the replica of shard ${op.shard} on peer ${op.peer} is in a transfer: abort it first`);
         }

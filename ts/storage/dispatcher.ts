@@ -186,12 +186,28 @@ export class Dispatcher {
    */
   async changeReplicas(collection: string, change: ReplicaChange, timeoutS: number | null): Promise<boolean> {
     if (this.consensus === null) throw new BadRequestError('Distributed mode disabled');
-    const { state, name } = this.clusterCollection(collection);
+    const { state, name, c } = this.clusterCollection(collection);
     const ms = this.ms(timeoutS);
-    if (change.kind === 'drop_replica') return (await this.consensus.propose({ op: 'dropReplica', collection: name, shard: change.shard, peer: change.peer }, ms)) as boolean;
+    // The reference's early checks, in its order (the state machine checks again): the
+    // shard, then the peers (400); a transfer to abort or restart must exist (404).
+    const shardExists = (): void => {
+      if (!c.shards.some((s) => s.id === change.shard)) throw new BadRequestError(`Shard ${change.shard} of ${name} does not exist`);
+    };
+    const peerExists = (p: string): void => {
+      if (!Object.prototype.hasOwnProperty.call(state.peers, p)) throw unknownPeerError(p);
+    };
+    if (change.kind === 'drop_replica') {
+      shardExists();
+      peerExists(change.peer);
+      return (await this.consensus.propose({ op: 'dropReplica', collection: name, shard: change.shard, peer: change.peer }, ms)) as boolean;
+    }
     const existing = state.transfers(name).find((t) => t.shard === change.shard && t.from === change.from && t.to === change.to);
     if (change.kind === 'abort' || change.kind === 'restart') {
-      if (existing === undefined) throw new BadRequestError(`Shard ${change.shard} of ${name} is not being transferred from peer ${change.from} to peer ${change.to}`);
+      if (existing === undefined) throw new NotFoundError(`Shard ${change.shard} of ${name} is not being transferred from peer ${change.from} to peer ${change.to}`);
+    } else {
+      shardExists();
+      peerExists(change.to);
+      peerExists(change.from);
     }
     if (change.kind !== 'abort') requireMethod(change.method);
     if (change.kind === 'abort') {
