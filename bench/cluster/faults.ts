@@ -296,12 +296,24 @@ const logStreams = [0, 1, 2].map((i) => fs.createWriteStream(path.join(logDir, `
 function attachLog(c: Cluster, i: number, note: string): void {
   logStreams[i].write(`{"bench":"${note}","at":"${new Date().toISOString()}"}\n`);
   const s = c.peers[i].server;
+  // What it logged while starting (shards loaded, swaps finished), before the pipe takes over.
+  for (const l of s?.logLines() ?? []) logStreams[i].write(`${JSON.stringify(l)}\n`);
   s?.child.stdout?.pipe(logStreams[i], { end: false });
   s?.child.stderr?.pipe(logStreams[i], { end: false });
 }
 
+/** Set when a peer could not start again: the run stops, and the peers' storage is kept for a look. */
+let startFailure: string | null = null;
+
 async function startPeer(c: Cluster, i: number, bootstrap: number | null, note: string): Promise<void> {
-  await c.startPeer(i, bootstrap);
+  try {
+    await c.startPeer(i, bootstrap);
+  } catch (err) {
+    startFailure = `peer ${i} (${note}) could not start: ${(err as Error).message.slice(0, 3000)}`;
+    logStreams[i].write(`{"bench":"${note}: the peer did not start","error":${JSON.stringify((err as Error).message)}}\n`);
+    hangs.push(startFailure);
+    throw err;
+  }
   attachLog(c, i, note);
 }
 
@@ -804,6 +816,7 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
     writes: { ...writes, failures: Object.fromEntries(writes.failures), byPhase: Object.fromEntries(writes.byPhase), idsAcknowledged: acked.size },
     reads: { ok: Object.fromEntries(reads.ok), failed: Object.fromEntries(reads.failed), failures: Object.fromEntries(reads.failures), staleCounts: reads.staleCounts },
     hangs,
+    startFailure,
     final,
     logDir: KEEP_LOGS || hangs.length || trials.some((t) => t.lost || t.duplicated || t.divergent.length) || activePolls.violations.length || (final && (lostFinal || wrongFinal || final.divergent.length)) ? logDir : null,
     trials,
@@ -837,7 +850,7 @@ function transferReport(final: Final | null, startedAt: string, elapsedS: number
     '',
     '| measure | value |',
     '|---|---|',
-    `| hangs (not settled within ${CYCLE_TIMEOUT_MS / 1000} s) | ${hangs.length} |`,
+    `| hangs (not settled within ${CYCLE_TIMEOUT_MS / 1000} s) or peers that did not start again | ${hangs.length} |`,
     `| polls of "every shard has an Active replica" / unanswered / shards without one | ${f(activePolls.polls)} / ${f(activePolls.unanswered)} / ${activePolls.violations.length} |`,
     `| write batches acknowledged / failed | ${f(writes.batchesAcked)} / ${f(writes.batchesFailed)} |`,
     `| distinct ids acknowledged (with the ${f(PRELOAD)} loaded) | ${f(acked.size)} |`,
@@ -905,15 +918,21 @@ async function main(): Promise<void> {
     const md = write(final);
     console.log(md);
     for (const p of c.peers) if (p.server) c.signal(p.index, 'SIGCONT');
-    await c.destroy();
-    for (const s of logStreams) s.end();
     const failed =
+      startFailure !== null ||
       hangs.length > 0 ||
       final === null ||
       final.divergent.length > 0 ||
       final.perPeer.some((p) => p.lost !== 0 || p.wrongValue !== 0) ||
       trials.some((t) => t.lost !== 0 || t.duplicated !== 0 || t.divergent.length > 0) ||
       activePolls.violations.length > 0;
+    if (startFailure === null) await c.destroy();
+    else {
+      // The storage of a peer that could not start is what tells why: kept.
+      await Promise.all(c.running().map((p) => c.kill(p.index, 'SIGKILL')));
+      console.log(`a peer could not start; the peers' storage is kept in ${c.root}`);
+    }
+    for (const s of logStreams) s.end();
     if (!failed && !KEEP_LOGS) fs.rmSync(logDir, { recursive: true, force: true });
     else console.log(`peer logs kept in ${logDir}`);
     process.exitCode = failed ? 1 : 0;

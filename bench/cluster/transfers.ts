@@ -61,14 +61,22 @@ function body(ids: readonly number[], dim: number, values: ReadonlyMap<number, n
 async function load(c: Cluster, name: string, n: number, dim: number): Promise<number> {
   const clients = c.peers.map((p) => new RawClient(p.url));
   const batches = Math.ceil(n / 1000);
+  let retried = 0;
   try {
     const t = await runConcurrent(batches, 3, async (i) => {
       const ids = Array.from({ length: Math.min(1000, n - i * 1000) }, (_, k) => i * 1000 + k);
-      const r = await clients[i % clients.length].request('PUT', `/collections/${name}/points?wait=true`, body(ids, dim));
-      if (r.status !== 200) throw new Error(`load: ${r.status} ${r.body.toString().slice(0, 300)}`);
+      const b = body(ids, dim);
+      // An upsert is idempotent: a batch refused (a peer starved of CPU missed its health checks) is sent again.
+      for (let attempt = 0; ; attempt++) {
+        const r = await clients[(i + attempt) % clients.length].request('PUT', `/collections/${name}/points?wait=true`, b).catch((e: Error) => ({ status: 0, body: Buffer.from(e.message) }));
+        if (r.status === 200) break;
+        if (attempt >= 20) throw new Error(`load: ${r.status} ${r.body.toString().slice(0, 300)}`);
+        retried++;
+        await sleep(500);
+      }
       if ((i + 1) % 100 === 0) process.stdout.write(`  loaded ${Math.min(n, (i + 1) * 1000)} points\r`);
     });
-    console.log(`  loaded ${n} points in ${round(t.seconds, 1)} s (${Math.round(n / t.seconds)} points/s)`);
+    console.log(`  loaded ${n} points in ${round(t.seconds, 1)} s (${Math.round(n / t.seconds)} points/s${retried ? `, ${retried} batches sent again` : ''})`);
     return t.seconds;
   } finally {
     for (const cl of clients) cl.close();
@@ -136,6 +144,60 @@ async function shardDigest(url: string, name: string, shard: number): Promise<{ 
   return { points: r.body.result.points_count, digest: r.body.result.digest };
 }
 
+/**
+ * Moves `shard` from peer index `from` to `to` (`move_shard` naming `method`) and waits
+ * until every peer sees it moved: `to` Active, `from` without it, no transfer listed.
+ * A move the cluster aborts (the source's view lists no transfer and `to` holds no
+ * replica) is asked again, up to 5 times; the reasons (the source's log line) are kept.
+ * Times are of the last, successful, attempt.
+ */
+async function moveShard(
+  c: Cluster,
+  name: string,
+  ids: readonly string[],
+  shard: number,
+  from: number,
+  to: number,
+  method: string,
+): Promise<{ ms: number; acceptedMs: number; shown: string[]; aborts: string[] }> {
+  const aborts: string[] = [];
+  for (let attempt = 0; ; attempt++) {
+    // Nothing else moving this shard (a recovery, an earlier attempt's end) before asking.
+    await waitFor(`no transfer of shard ${shard}`, async () => !(await viewOf(c.peers[from].url, name, 3000)).transfers.some((t) => t.shard_id === shard), 600_000, 100);
+    const shown = new Set<string>();
+    const t0 = Date.now();
+    const logged = c.peers[from].server!.logLines().length;
+    const r = await change(c.peers[from].url, 'POST', `/collections/${name}/cluster?timeout=60`, { move_shard: { shard_id: shard, from_peer_id: Number(ids[from]), to_peer_id: Number(ids[to]), method } }, 70_000);
+    if (r.status !== 200) throw new Error(`move_shard (${method}) of shard ${shard}: ${r.status} ${JSON.stringify(r.body)}`);
+    const acceptedMs = Date.now() - t0;
+    const outcome = await waitFor(
+      `shard ${shard} moved to peer ${to} (${method})`,
+      async () => {
+        const views = await Promise.all(c.peers.map((p) => viewOf(p.url, name, 5000)));
+        for (const x of views) for (const t of x.transfers) shown.add(t.method);
+        const src = views[from].replicas.get(shard)!;
+        if (!views[from].transfers.some((t) => t.shard_id === shard) && !src.has(ids[to])) return 'aborted';
+        const moved = views.every((x) => {
+          const reps = x.replicas.get(shard)!;
+          return !x.transfers.some((t) => t.shard_id === shard) && reps.get(ids[to]) === 'Active' && !reps.has(ids[from]) && [...reps.values()].every((st) => st === 'Active');
+        });
+        return moved ? 'moved' : null;
+      },
+      1_800_000,
+      100,
+    );
+    if (outcome === 'moved') return { ms: Date.now() - t0, acceptedMs, shown: [...shown].sort(), aborts };
+    const why = c.peers[from]
+      .server!.logLines()
+      .slice(logged)
+      .filter((l) => /shard transfer failed|abort/i.test(String(l.msg)))
+      .map((l) => `${l.msg}: ${JSON.stringify((l.err as { message?: string } | undefined)?.message ?? l.err ?? '')}`.slice(0, 300));
+    aborts.push(`attempt ${attempt + 1} aborted after ${Date.now() - t0} ms${why.length ? `: ${why.join(' | ')}` : ' (no reason logged by the source)'}`);
+    console.log(`  move of shard ${shard} (${method}) ${aborts.at(-1)}; asking again`);
+    if (attempt >= 4) throw new Error(`move_shard (${method}) of shard ${shard} aborted 5 times: ${aborts.join('; ')}`);
+  }
+}
+
 const METHODS = ['stream_records', 'snapshot', 'wal_delta'] as const;
 
 // -- 1. throughput per method -------------------------------------------------------------------
@@ -154,6 +216,8 @@ export interface ThroughputRow {
   to: string;
   /** Methods `GET /collections/{c}/cluster` listed while the transfer ran. */
   shownMethods: string[];
+  /** Attempts the cluster aborted before this one (asked again). */
+  aborts: string[];
   /** Request sent → the target's replica Active and no transfer listed (ms). */
   ms: number;
   /** Request sent → the answer (the transfer started in consensus) (ms). */
@@ -191,22 +255,7 @@ export async function transferThroughput(o: ThroughputOptions): Promise<Throughp
         const to = (holder + 1) % 3;
         const pids = [c.peers[holder].server!.pid, c.peers[to].server!.pid];
         const cpu0 = pids.map((p) => cpuOf([p]));
-        const shown = new Set<string>();
-        const t0 = Date.now();
-        const r = await change(c.peers[holder].url, 'POST', `/collections/${name}/cluster?timeout=60`, { move_shard: { shard_id: 0, from_peer_id: Number(ids[holder]), to_peer_id: Number(ids[to]), method } }, 70_000);
-        if (r.status !== 200) throw new Error(`move_shard (${method}): ${r.status} ${JSON.stringify(r.body)}`);
-        const acceptedMs = Date.now() - t0;
-        await waitFor(
-          `the shard Active on peer ${to} (${method})`,
-          async () => {
-            const v = await viewOf(c.peers[to].url, name, 3000);
-            for (const t of v.transfers) shown.add(t.method);
-            return v.transfers.length === 0 && v.replicas.get(0)?.get(ids[to]) === 'Active' && v.replicas.get(0)!.size === 1;
-          },
-          1_800_000,
-          50,
-        );
-        const ms = Date.now() - t0;
+        const { ms, acceptedMs, shown, aborts } = await moveShard(c, name, ids, 0, holder, to, method);
         const cpu = pids.map((p, k) => round(cpuOf([p]) - cpu0[k], 1));
         const after = await shardDigest(c.peers[to].url, name, 0);
         const row: ThroughputRow = {
@@ -214,7 +263,8 @@ export async function transferThroughput(o: ThroughputOptions): Promise<Throughp
           rep,
           from: ids[holder],
           to: ids[to],
-          shownMethods: [...shown].sort(),
+          shownMethods: shown,
+          aborts,
           ms,
           acceptedMs,
           pointsPerSec: Math.round(o.points / (ms / 1000)),
@@ -275,7 +325,10 @@ export interface DeltaRow {
   transferSeenMs: number | null;
   shownMethods: string[];
   activeMs: number | null;
+  /** When the digests were asked for in the comparison that found them equal. */
   identicalMs: number | null;
+  /** How long that comparison took (both replicas hash every point). */
+  digestMs: number | null;
   points: number | null;
   lost: number;
 }
@@ -375,19 +428,24 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
           }
           await sleep(25);
         }
+        let digestMs: number | null = null;
         if (activeMs !== null) {
+          // The replicas' content is compared as it is when the digests are asked for:
+          // `identicalMs` is that moment (the first comparison that found them equal);
+          // hashing every point of both replicas takes `digestMs` more.
           await waitFor(
             'identical digests',
             async () => {
+              const asked = Date.now();
               const d = await Promise.all(holders.map((i) => shardDigest(c.peers[i].url, name, 0)));
-              return d.every((x) => x.points === d[0].points && x.digest === d[0].digest);
+              if (!d.every((x) => x.points === d[0].points && x.digest === d[0].digest)) return false;
+              identicalMs = asked - r0;
+              digestMs = Date.now() - asked;
+              return true;
             },
             120_000,
             100,
-          ).then(
-            () => (identicalMs = Date.now() - r0),
-            () => undefined,
-          );
+          ).catch(() => undefined);
         }
         const count = await api(c.peers[victim].url, 'GET', `/collections/${name}/cluster`).then((x) => x.body.result.local_shards[0]?.points_count ?? null, () => null);
         const row: DeltaRow = {
@@ -402,12 +460,13 @@ export async function deltaRecovery(o: DeltaOptions): Promise<DeltaResult> {
           shownMethods: [...shown].sort(),
           activeMs,
           identicalMs,
+          digestMs,
           points: count,
           lost: count === null ? -1 : Math.max(0, k.nextId - count),
         };
         rows.push(row);
         console.log(
-          `  ${method} trial ${trial + 1}: ${o.writes} writes in ${writeMs} ms while peer ${victim} was ${o.fault === 'kill' ? 'down' : 'stopped'}; back: ${listeningMs === null ? '' : `listening ${listeningMs} ms, `}transfer seen ${transferSeenMs ?? '–'} ms (${row.shownMethods.join(', ') || 'none seen'}), Active ${activeMs ?? 'never'} ms, identical ${identicalMs ?? 'never'} ms; ${count} points on it`,
+          `  ${method} trial ${trial + 1}: ${o.writes} writes in ${writeMs} ms while peer ${victim} was ${o.fault === 'kill' ? 'down' : 'stopped'}; back: ${listeningMs === null ? '' : `listening ${listeningMs} ms, `}transfer seen ${transferSeenMs ?? '–'} ms (${row.shownMethods.join(', ') || 'none seen'}), Active ${activeMs ?? 'never'} ms, digests equal as of ${identicalMs ?? 'never'} ms (hashing took ${digestMs ?? '–'} ms); ${count} points on it`,
         );
         if (activeMs === null || identicalMs === null || row.lost !== 0) throw new Error(`delta: the replica did not come back whole: ${JSON.stringify(row)}`);
       }
@@ -460,6 +519,8 @@ export interface MoveRow {
   from: string;
   to: string;
   shownMethods: string[];
+  /** Attempts the cluster aborted before the one that moved it (asked again). */
+  aborts: string[];
   ms: number;
   writesDuring: number;
   writeFailuresDuring: number;
@@ -624,24 +685,7 @@ export async function moves(o: MovesOptions): Promise<MovesResult> {
         const from = holders[(m + shard) % holders.length];
         const acked0 = w.acked;
         const failed0 = w.failed;
-        const shown = new Set<string>();
-        const t0 = Date.now();
-        const r = await change(c.peers[ids.indexOf(from)].url, 'POST', `/collections/${name}/cluster?timeout=60`, { move_shard: { shard_id: shard, from_peer_id: Number(from), to_peer_id: Number(to), method } }, 70_000);
-        if (r.status !== 200) throw new Error(`move_shard (${method}) of shard ${shard}: ${r.status} ${JSON.stringify(r.body)}`);
-        await waitFor(
-          `shard ${shard} moved to peer ${to}`,
-          async () => {
-            const views = await Promise.all(c.peers.map((p) => viewOf(p.url, name, 3000)));
-            for (const x of views) for (const t of x.transfers) shown.add(t.method);
-            return views.every((x) => {
-              const reps = x.replicas.get(shard)!;
-              return x.transfers.length === 0 && reps.get(to) === 'Active' && !reps.has(from) && [...reps.values()].every((s) => s === 'Active');
-            });
-          },
-          1_800_000,
-          100,
-        );
-        const ms = Date.now() - t0;
+        const { ms, shown, aborts } = await moveShard(c, name, ids, shard, ids.indexOf(from), ids.indexOf(to), method);
         const writesDuring = w.acked - acked0;
         const failuresDuring = w.failed - failed0;
         await w.pause();
@@ -656,7 +700,8 @@ export async function moves(o: MovesOptions): Promise<MovesResult> {
           shard,
           from,
           to,
-          shownMethods: [...shown].sort(),
+          shownMethods: shown,
+          aborts,
           ms,
           writesDuring,
           writeFailuresDuring: failuresDuring,

@@ -26,7 +26,7 @@ import { BadInputError, BadRequestError, NotFoundError, ShardUnavailableError, s
 import { type Filter } from '../shard/filter';
 import { crc32c } from '../common/crc32c';
 import { type PointKey } from '../shard/id-tracker';
-import { swapDirectory } from '../common/files';
+import { swapDirectory, syncDir } from '../common/files';
 import { LocalShard, type ShardPreload } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import type { Payload, WithPayload } from '../shard/payload-store';
@@ -485,7 +485,20 @@ export class Collection {
       set.setLocal(null);
       await local.drop();
     }
-    if (this.dir !== '') await fs.rm(path.join(this.dir, String(set.shardId)), { recursive: true, force: true });
+    if (this.dir === '') return;
+    // Renamed away, then deleted: a crash midway leaves the shard's folder whole or gone,
+    // never half deleted (a folder without its checkpoint but with a WAL cut by one does
+    // not open: the node would not start again). The placement saying it is gone is
+    // written after this; start-up removes `.dropped-*` leftovers (finishSwaps).
+    const gone = path.join(this.dir, `.dropped-${set.shardId}-${process.pid}-${Date.now()}`);
+    try {
+      await fs.rename(path.join(this.dir, String(set.shardId)), gone);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw err;
+    }
+    await syncDir(this.dir);
+    await fs.rm(gone, { recursive: true, force: true });
   }
 
   /**

@@ -156,7 +156,8 @@ const exists = (p: string) => fs.access(p).then(() => true, () => false);
 
 /**
  * Completes or undoes the swaps (swapDirectory) a crash interrupted in `parent`, then
- * removes their leftovers. Returns what it did, for the log.
+ * removes their leftovers and folders renamed away for deletion (`.dropped-*`). Returns
+ * what it did, for the log.
  */
 export async function finishSwaps(parent: string): Promise<string[]> {
   const done: string[] = [];
@@ -188,7 +189,8 @@ export async function finishSwaps(parent: string): Promise<string[]> {
     await fs.rm(path.join(parent, n), { force: true });
   }
   for (const n of await fs.readdir(parent)) {
-    if (n.startsWith('.replaced-') || n.startsWith('.failed-')) await fs.rm(path.join(parent, n), { recursive: true, force: true });
+    // `.dropped-*`: a replica's folder renamed away to be deleted (Collection.dropLocal) when a crash came.
+    if (n.startsWith('.replaced-') || n.startsWith('.failed-') || n.startsWith('.dropped-')) await fs.rm(path.join(parent, n), { recursive: true, force: true });
   }
   await syncDir(parent);
   return done;
