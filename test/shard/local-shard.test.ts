@@ -12,8 +12,11 @@ import pino from 'pino';
 
 import { loadEngine } from '../../bindings';
 import type { VectorSpec } from '../../ts/shard/vector-store';
-import { normalizePointId } from '../../ts/shard/id-tracker';
-import { LocalShard } from '../../ts/shard/local-shard';
+import { IdTracker, normalizePointId } from '../../ts/shard/id-tracker';
+import { LocalShard, keepFilter, type ShardState } from '../../ts/shard/local-shard';
+import { PayloadStore } from '../../ts/shard/payload-store';
+import { runAll } from '../../ts/shard/slices';
+import { crc32c } from '../../ts/common/crc32c';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { parseFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
@@ -398,4 +401,45 @@ test('pinSnapshot with content: the point count and digest are of exactly the pi
   t.deepEqual(await restored.digest(), pin.content, 'the copy of the pinned files has the recorded count and digest');
   t.is(restored.pointCount, pin.content!.points);
   await restored.close();
+});
+
+test('which labels a shard keeps at load: live and listed for the vector, with dense and with sparse offsets', (t) => {
+  // A tracker with the given offsets (ids 1000 + i), from bytes as a state file holds it.
+  const trackerWith = (offsets: bigint[], counter: bigint): IdTracker => {
+    const n = offsets.length;
+    const b = Buffer.alloc(24 + n * 25 + 4);
+    b.write('QIDT', 0, 'latin1');
+    b.writeUInt16LE(1, 4);
+    b.writeBigUInt64LE(counter, 8);
+    b.writeBigUInt64LE(BigInt(n), 16);
+    offsets.forEach((o, i) => {
+      const at = 24 + i * 25;
+      b[at] = 0;
+      b.writeBigUInt64LE(1000n + BigInt(i), at + 1);
+      b.writeBigUInt64LE(o, at + 9);
+      b.writeBigUInt64LE(1n, at + 17);
+    });
+    b.writeUInt32LE(crc32c(b, 0, b.length - 4), b.length - 4);
+    return IdTracker.fromBytes(b);
+  };
+  for (const [what, offsets, counter] of [
+    ['dense', [0n, 1n, 2n, 5n, 9n], 10n],
+    ['sparse', [3n, 1n << 30n, (1n << 40n) + 7n, 1n << 52n], (1n << 52n) + 1n],
+  ] as const) {
+    const tracker = trackerWith([...offsets], counter);
+    const listed = BigUint64Array.from([offsets[0], offsets[2], offsets[3], counter + 5n]);
+    const state: ShardState = { tracker, payloads: new PayloadStore(), present: new Map([['', listed]]) };
+    const keep = runAll(keepFilter(state, ''));
+    t.deepEqual(
+      offsets.map((o) => keep(o)),
+      [true, false, true, true, false].slice(0, offsets.length),
+      `${what}: live and listed`,
+    );
+    t.false(keep(counter + 5n), `${what}: listed but not live`);
+    t.false(keep(counter + 1000n), `${what}: neither`);
+    // A state that does not list the vector's labels (format 1, or another vector): every live label.
+    const all = runAll(keepFilter(state, 'other'));
+    t.true(offsets.every((o) => all(o)), `${what}: unlisted vector keeps every live label`);
+    t.false(all(counter + 5n));
+  }
 });

@@ -264,7 +264,7 @@ export class LocalShard {
       for (const [name, store] of this.vectors) {
         store.fileNo = cp.file_no ?? 0;
         const files = cp.vectors[name];
-        if (files) loads.push(store.load(this.opts.dir, files, decoding.then((st) => keepFilter(st, name)), (f) => preloaded?.takeIndex(f) ?? null));
+        if (files) loads.push(store.load(this.opts.dir, files, decoding.then((st) => runSliced(keepFilter(st, name))), (f) => preloaded?.takeIndex(f) ?? null));
       }
       const settled = await Promise.allSettled([decoding, ...loads]);
       const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -1324,8 +1324,9 @@ function* decodeState(buf: Buffer, name: string): Steps<ShardState> {
  * live points, and of these only the ones the state lists as carrying the vector
  * when it lists them (format 1 files do not). When the offsets are dense enough, one
  * byte per offset answers; otherwise the tracker and a set of the listed labels do.
+ * In steps (runSliced). Exported for tests.
  */
-function keepFilter(state: ShardState, name: string): (label: bigint) => boolean {
+export function* keepFilter(state: ShardState, name: string): Steps<(label: bigint) => boolean> {
   const { tracker } = state;
   const listed = state.present?.get(name) ?? null;
   if (listed === null) return (l) => tracker.at(l) !== undefined;
@@ -1333,8 +1334,13 @@ function keepFilter(state: ShardState, name: string): (label: bigint) => boolean
   if (limit <= Math.max(1 << 20, 8 * tracker.size)) {
     // 1: a live offset; 2: a live offset the state lists for this vector.
     const marks = new Uint8Array(limit);
-    for (const o of tracker.offsetNumbers()) marks[o] = 1;
+    let n = 0;
+    for (const o of tracker.offsetNumbers()) {
+      marks[o] = 1;
+      if ((++n & 65535) === 0) yield;
+    }
     for (let i = 0; i < listed.length; i++) {
+      if ((i & 65535) === 65535) yield;
       const l = listed[i];
       if (l < limit) {
         const o = Number(l);
@@ -1343,7 +1349,11 @@ function keepFilter(state: ShardState, name: string): (label: bigint) => boolean
     }
     return (l) => l < limit && marks[Number(l)] === 2;
   }
-  const set = new LabelSet(listed);
+  const set = new LabelSet();
+  for (let i = 0; i < listed.length; i++) {
+    if ((i & 65535) === 65535) yield;
+    set.add(listed[i]);
+  }
   return (l) => set.has(l) && tracker.at(l) !== undefined;
 }
 
