@@ -16,9 +16,18 @@
  * 4. `recovery`: a peer down `--recovery-down` (60) seconds while `--recovery-writes`
  *    (10,000) points are written with RF 2, then restarted: time until its replicas
  *    are Active with identical content (bench/cluster/recovery.ts).
+ * 5. `transfers`: points/s and MiB/s of a `move_shard` of a `--transfer-points`
+ *    (1,000,000) x 128-d shard with each method of `--methods` (bench/cluster/transfers.ts).
+ * 6. `delta`: the time to bring back a replica that missed `--delta-writes` (10,000)
+ *    writes, per `storage.shard_transfer_method` (wal_delta against stream_records).
+ * 7. `moves`: every shard of a `--moves-points` (1,000,000) collection moved once per
+ *    method under a live writer: nothing lost or duplicated, equal digests.
+ * Sections 1-4 run by default; 5-7 only when named in `--only` (each loads up to a
+ * million points).
  *
  * Writes bench/results/cluster-<tag>.{json,md} (tag: the date, `-quick` added when
- * `--points` is below 100,000); sections not run this time are kept from an existing
+ * `--points` is below 100,000; `<date>-transfers` when only sections 5-7 run, `-quick`
+ * added when they load fewer points than by default); sections not run this time are kept from an existing
  * file of the same tag.
  */
 
@@ -31,8 +40,10 @@ import { boolFlag, checkFlags, sourceVersion, flagValue, listFlag, numFlag, roun
 import { FULL_POINTS } from './data';
 import { recovery, type RecoveryRow } from './recovery';
 import { replication, type ReplicationResult } from './replication';
+import { TRANSFER_METHODS, deltaRecovery, moves, transferThroughput, type DeltaResult, type MovesResult, type ThroughputResult } from './transfers';
 
-const SECTIONS = ['failover', 'catchup', 'replication', 'recovery'] as const;
+const SECTIONS = ['failover', 'catchup', 'replication', 'recovery', 'transfers', 'delta', 'moves'] as const;
+const DEFAULT_SECTIONS = ['failover', 'catchup', 'replication', 'recovery'];
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -58,15 +69,31 @@ checkFlags(argv, [
   'recovery-writes',
   'recovery-base',
   'data-dir',
+  'methods',
+  'transfer-points',
+  'transfer-reps',
+  'delta-points',
+  'delta-writes',
+  'delta-trials',
+  'delta-fault',
+  'moves-points',
+  'moves-shards',
+  'moves-batch',
+  'dim',
 ]);
-const ONLY = listFlag(argv, 'only', SECTIONS) as Section[];
+const ONLY = listFlag(argv, 'only', DEFAULT_SECTIONS) as Section[];
 for (const s of ONLY) if (!(SECTIONS as readonly string[]).includes(s)) throw new Error(`--only: unknown section ${s} (known: ${SECTIONS.join(', ')})`);
 const TRIALS = numFlag(argv, 'trials', 20);
 const COLLECTIONS = numFlag(argv, 'collections', 200);
 const DOWN_SECONDS = numFlag(argv, 'down-seconds', 60);
 const POINTS = numFlag(argv, 'points', FULL_POINTS);
 const REPO = path.join(__dirname, '..', '..', '..');
-const TAG = flagValue(argv, 'tag') ?? `${today()}${POINTS < FULL_POINTS ? '-quick' : ''}`;
+const TRANSFER_SECTIONS: readonly string[] = ['transfers', 'delta', 'moves'];
+/** The transfer sections (5-7) write their own file (cluster-<date>-transfers), `-quick` with fewer points than their defaults. */
+const TRANSFERS_ONLY = ONLY.every((s) => TRANSFER_SECTIONS.includes(s));
+const TRANSFERS_QUICK = numFlag(argv, 'transfer-points', 1_000_000) < 1_000_000 || numFlag(argv, 'moves-points', 1_000_000) < 1_000_000 || numFlag(argv, 'delta-points', 500_000) < 200_000;
+const TAG =
+  flagValue(argv, 'tag') ?? (TRANSFERS_ONLY ? `${today()}-transfers${TRANSFERS_QUICK ? '-quick' : ''}` : `${today()}${POINTS < FULL_POINTS ? '-quick' : ''}`);
 const vectors = { size: 4, distance: 'Cosine' };
 
 const leaderByTerm = new Map<number, number>();
@@ -180,6 +207,9 @@ interface Results {
     catchup?: SectionRun<CatchUpResult>;
     replication?: SectionRun<ReplicationResult>;
     recovery?: SectionRun<{ rows: RecoveryRow[]; requirementMs: number }>;
+    transfers?: SectionRun<ThroughputResult>;
+    delta?: SectionRun<DeltaResult>;
+    moves?: SectionRun<MovesResult>;
   };
 }
 
@@ -309,6 +339,78 @@ function markdown(r: Results): string {
       if (msgs.length) out.push(`Failed write attempts with base ${fmt(w.base)}: ${msgs.map(([m, n]) => `${n} × \`${m}\``).join('; ')}.`, '');
     }
   }
+  const tr = r.sections.transfers;
+  if (tr) {
+    const x = tr.result;
+    const p = x.params;
+    out.push(
+      '## Shard transfer throughput per method',
+      '',
+      `${ran(tr)}. 3 peers, one collection of ${fmt(p.points)} points × ${p.dim}-d (Cosine) with a payload \`{"i": id, "tag": "t<id % 100>"}\`, shard_number 1, replication_factor 1, ` +
+        '`optimizers_config.indexing_threshold: 0` (no HNSW graph is built anywhere: the figures are the transfer, not an index build). ' +
+        `The shard is moved (\`move_shard\` with the method named) to the next peer, ${p.reps} round(s), the order of the methods rotated each round. ` +
+        `Timed from the request until the target's replica is Active and no transfer is listed. MiB/s: (vector bytes ${fmt(p.vectorBytes)} + payload JSON bytes ${fmt(p.payloadBytes)}) / wall seconds. ` +
+        'The moved replica must have the digest the shard had before the first move.',
+      '',
+      '| method asked | listed as | moves | median s | points/s | MiB/s |',
+      '|---|---|---:|---:|---:|---:|',
+      ...x.summary.map((m) => `| ${m.method} | ${m.shownMethods.join(', ') || '–'} | ${m.n} | ${(m.medianMs / 1000).toFixed(1)} | ${fmt(m.pointsPerSec)} | ${m.mibPerSec} |`),
+      '',
+      '| method | round | from → to | accepted ms | done ms | points/s | MiB/s | CPU s source / target | digest kept |',
+      '|---|---:|---|---:|---:|---:|---:|---|---|',
+      ...x.rows.map((w) => `| ${w.method} | ${w.rep + 1} | ${w.from} → ${w.to} | ${w.acceptedMs} | ${w.ms} | ${fmt(w.pointsPerSec)} | ${w.mibPerSec} | ${w.cpuSourceSec} / ${w.cpuTargetSec} | ${w.digestKept ? 'yes' : 'NO'} |`),
+      '',
+    );
+  }
+  const de = r.sections.delta;
+  if (de) {
+    const x = de.result;
+    const p = x.params;
+    out.push(
+      `## Bringing back a replica that missed ${fmt(p.writes)} writes: wal_delta against stream_records`,
+      '',
+      `${ran(de)}. Per method its own cluster of 3 peers, every peer started with \`storage.shard_transfer_method\` set to it (both clusters up all along, the trials alternating between them), ` +
+        `one shard of ${fmt(p.points)} points × ${p.dim}-d, replication_factor 2, indexing_threshold 0. ` +
+        `A peer holding a replica (not the consensus leader) is ${p.fault === 'kill' ? 'killed (SIGKILL)' : 'stopped (SIGSTOP)'}; ${fmt(p.writes)} fresh points are written through the two others (batches of 100, wait=true); ` +
+        `once its replica is Dead (and no transfer to it is listed) it is ${p.fault === 'kill' ? 'started again' : 'continued (SIGCONT)'}. Times from then${p.fault === 'kill' ? ' (the process spawned; "from listening": from its REST port answering)' : ''}: ` +
+        'the transfer to it first listed, its replica Active on every peer (no transfer listed), the two replicas\' digests equal (the digest hashes every point: that figure includes the hashing of both replicas).',
+      '',
+      '| method | trials | listed as | median → Active ms | from listening ms | transfer ms (listed → Active) | → identical digests ms |',
+      '|---|---:|---|---:|---:|---:|---:|',
+      ...x.summary.map((m) => `| ${m.method} | ${m.n} | ${m.shownMethods.join(', ') || '–'} | ${m.activeMs} | ${m.fromListeningMs ?? '–'} | ${m.transferMs ?? '–'} | ${m.identicalMs} |`),
+      '',
+      `Ratio stream_records / wal_delta (medians): **${x.ratio.active ?? '–'}×** to Active${x.ratio.fromListening ? `, ${x.ratio.fromListening}× from listening` : ''}, ${x.ratio.transfer ?? '–'}× for the transfer itself, ${x.ratio.identical ?? '–'}× to identical digests (the issue asks for wal_delta at least 5× faster).`,
+      '',
+      '| method | trial | writes ms | failed writes (retried) | state before back | listening ms | transfer listed ms | Active ms | identical ms | points on it |',
+      '|---|---:|---:|---:|---|---:|---:|---:|---:|---:|',
+      ...x.rows.map((w) => `| ${w.method} | ${w.trial + 1} | ${w.writeMs} | ${w.writeFailures} | ${w.stateBeforeBack} | ${w.listeningMs ?? '–'} | ${w.transferSeenMs ?? '–'} | ${w.activeMs ?? 'never'} | ${w.identicalMs ?? 'never'} | ${w.points === null ? '–' : fmt(w.points)} |`),
+      '',
+    );
+  }
+  const mv = r.sections.moves;
+  if (mv) {
+    const x = mv.result;
+    const p = x.params;
+    out.push(
+      '## Every shard moved under a live writer, per method',
+      '',
+      `${ran(mv)}. 3 peers, one collection of ${fmt(p.points)} points × ${p.dim}-d, shard_number ${p.shards}, replication_factor 2, indexing_threshold 0. ` +
+        `A writer upserts without a break (batches of ${p.batch}, wait=true, through the peers in turn): fresh ids, or (${Math.round(p.overwrite * 100)}%) loaded ids again with a new payload value. ` +
+        'Each shard is moved (`move_shard`, the method named) from one of its peers to the one that lacks it; once every peer sees it moved, the writer pauses (its request in flight ends), ' +
+        "the shard's replicas must have equal digests and the exact count must equal the points acknowledged; after each method's round every point is scrolled through one peer.",
+      '',
+      `Result: **${x.ok ? 'all held' : 'FAILED'}**. Writes: ${fmt(x.writes.acked)} batches acknowledged (${fmt(x.writes.freshAcked)} fresh points, ${fmt(x.writes.overwritesAcked)} overwrites), ${fmt(x.writes.failed)} failed${Object.keys(x.writes.failures).length ? ` (${Object.entries(x.writes.failures).map(([m, n]) => `${n} × \`${m}\``).join('; ')})` : ''}.`,
+      '',
+      '| method asked | listed as | shard | from → to | s | write batches acknowledged during | failed | digests equal | exact count (expected) |',
+      '|---|---|---:|---|---:|---:|---:|---|---|',
+      ...x.moves.map((w) => `| ${w.method} | ${w.shownMethods.join(', ') || '–'} | ${w.shard} | ${w.from} → ${w.to} | ${(w.ms / 1000).toFixed(1)} | ${w.writesDuring} | ${w.writeFailuresDuring} | ${w.digestsEqual ? 'yes' : 'NO'} | ${fmt(w.count)} (${w.expected})${w.countOk ? '' : ' WRONG'} |`),
+      '',
+      '| after the moves with | scrolled through peer | points returned | distinct | duplicated | lost | wrong value | sum of shard counts |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|',
+      ...x.checks.map((k) => `| ${k.method} | ${k.via} | ${fmt(k.scrolled)} | ${fmt(k.distinct)} | ${k.duplicated} | ${k.lost}${k.lostExamples.length ? ` (${k.lostExamples.join(', ')})` : ''} | ${k.wrongValue} | ${fmt(k.shardPointsSum)} |`),
+      '',
+    );
+  }
   return out.join('\n');
 }
 
@@ -333,6 +435,7 @@ async function main(): Promise<void> {
     await fs.writeFile(jsonPath, JSON.stringify(results, null, 2) + '\n');
     await fs.writeFile(mdPath, markdown(results) + '\n');
   };
+  let failed = false;
   const dataDir = path.resolve(flagValue(argv, 'data-dir') ?? path.join(REPO, 'bench', 'data'));
   for (const s of SECTIONS) {
     if (!ONLY.includes(s)) continue;
@@ -369,11 +472,35 @@ async function main(): Promise<void> {
       });
       results.sections.recovery = { at, command, source, result: { rows, requirementMs: 30_000 } };
     }
+    const methods = listFlag(argv, 'methods', TRANSFER_METHODS);
+    const dim = numFlag(argv, 'dim', 128);
+    if (s === 'transfers') {
+      const result = await transferThroughput({ points: numFlag(argv, 'transfer-points', 1_000_000), dim, methods, reps: numFlag(argv, 'transfer-reps', 2) });
+      results.sections.transfers = { at, command, source, result };
+    }
+    if (s === 'delta') {
+      const fault = flagValue(argv, 'delta-fault') ?? 'kill';
+      if (fault !== 'kill' && fault !== 'stop') throw new Error(`--delta-fault: kill or stop, got ${fault}`);
+      const result = await deltaRecovery({
+        points: numFlag(argv, 'delta-points', 500_000),
+        dim,
+        writes: numFlag(argv, 'delta-writes', 10_000),
+        trials: numFlag(argv, 'delta-trials', 3),
+        methods: listFlag(argv, 'methods', ['wal_delta', 'stream_records']),
+        fault,
+      });
+      results.sections.delta = { at, command, source, result };
+    }
+    if (s === 'moves') {
+      const result = await moves({ points: numFlag(argv, 'moves-points', 1_000_000), dim, shards: numFlag(argv, 'moves-shards', 3), methods, batch: numFlag(argv, 'moves-batch', 100), overwrite: 0.3 });
+      results.sections.moves = { at, command, source, result };
+      if (!result.ok) failed = true;
+    }
     await save();
   }
   console.log(markdown(results));
   console.log(`wrote ${path.relative(process.cwd(), jsonPath)} and ${path.relative(process.cwd(), mdPath)}`);
-  if (twoLeaders.length > 0) process.exit(1);
+  if (twoLeaders.length > 0 || failed) process.exit(1);
 }
 
 main().catch((err) => {

@@ -179,6 +179,25 @@ export async function midTransfer(c: Cluster, source: number, name: string, shar
   );
 }
 
+/**
+ * Like midTransfer, but null when the transfer ends before it is seen copying (a small
+ * shard's snapshot, or a short delta, on a loaded machine): the caller tries again.
+ */
+export async function midTransferOrEnd(c: Cluster, source: number, name: string, shard: number, to: string): Promise<TransferView | null> {
+  const got = await waitFor(
+    `the transfer of shard ${shard} to peer ${to} in the middle of its copy, or its end (seen on its source, peer ${source})`,
+    async () => {
+      const v = await view(c, source, name);
+      const t = v.shard_transfers.find((x) => x.shard_id === shard && String(x.to) === to);
+      if (t === undefined) return 'ended' as const;
+      return copying(t) ? t : null;
+    },
+    WAIT_MS,
+    10,
+  );
+  return got === 'ended' ? null : got;
+}
+
 /** Waits until no peer of `among` (indexes) lists a transfer of the collection. */
 export async function noTransfers(c: Cluster, name: string, among: number[] = c.running().map((p) => p.index)): Promise<void> {
   await waitFor(`no transfer of ${name} listed on peers ${among.join(', ')}`, async () => {

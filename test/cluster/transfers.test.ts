@@ -119,6 +119,59 @@ test.serial(`replicate and move a shard under a live writer (${method}), drop a 
 });
 }
 
+test.serial('moves under writers that go through every peer, the source too: the replicas stay identical after each move (RF 2)', async (t) => {
+  // Found by bench:cluster --only moves: the source of a move dropped its data before it
+  // took the new placement, and a write that started there meanwhile went to the other
+  // old replica only (never to the move's target), acknowledged; the replicas differed.
+  // The window is the time the source takes to drop its data: 10,000 points of 64-d.
+  const dim = 64;
+  const wide = (from: number, n: number) => Array.from({ length: n }, (_, k) => ({ id: from + k, vector: Array.from({ length: dim }, (_, j) => Math.sin(from + k + j)), payload: { i: from + k } }));
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const ids = await Promise.all([0, 1, 2].map(async (i) => String((await c.info(i)).peer_id)));
+  t.is((await change(c.peers[0].url, 'PUT', '/collections/mv', { vectors: { size: dim, distance: 'Dot' }, shard_number: 1, replication_factor: 2 })).status, 200);
+  await waitFor('every peer has the collection', async () => (await Promise.all(c.peers.map((p) => api(p.url, 'GET', '/collections/mv')))).every((r) => r.status === 200));
+  for (let b = 0; b < 10; b++) t.is((await api(c.peers[b % 3].url, 'PUT', '/collections/mv/points?wait=true', { points: wide(b * 1000, 1000) })).status, 200);
+
+  // One writer through each peer, fresh ids each; paused, each resolves once its request in flight has ended.
+  let acked = 0;
+  const gate: { paused: boolean; idle: Array<() => void> } = { paused: false, idle: [] };
+  let stop = false;
+  const writers = [0, 1, 2].map(async (w) => {
+    for (let b = 0; !stop; b++) {
+      if (gate.paused) {
+        gate.idle[w]?.();
+        await new Promise((r) => setTimeout(r, 20));
+        continue;
+      }
+      const r = await api(c.peers[w].url, 'PUT', '/collections/mv/points?wait=true', { points: wide(1_000_000 * (w + 1) + b * 10, 10) }).catch(() => null);
+      if (r?.status === 200) acked++;
+    }
+  });
+  const pause = () => Promise.all([0, 1, 2].map((w) => new Promise<void>((r) => ((gate.idle[w] = r), (gate.paused = true)))));
+
+  for (let move = 0; move < 4; move++) {
+    const holders = Object.keys(await replicas(c, 0, 'mv'));
+    const to = ids.find((p) => !holders.includes(p))!;
+    const from = holders[move % 2];
+    const n = acked;
+    await waitFor('writes go on before the move', async () => acked >= n + 3);
+    const mv = await change(c.peers[ids.indexOf(from)].url, 'POST', '/collections/mv/cluster', { move_shard: { shard_id: 0, from_peer_id: Number(from), to_peer_id: Number(to) } });
+    t.is(mv.status, 200, JSON.stringify(mv.body));
+    await waitFor(`move ${move + 1} seen by every peer`, async () =>
+      (await Promise.all([0, 1, 2].map((i) => replicas(c, i, 'mv')))).every((r) => r[to] === 'Active' && r[from] === undefined && Object.values(r).every((s) => s === 'Active')),
+    );
+    await pause();
+    const d = await Promise.all([to, ...holders.filter((p) => p !== from)].map((p) => digest(c, ids.indexOf(p), 'mv')));
+    t.is(d[0], d[1], `move ${move + 1}: the replicas differ`);
+    t.is(Number(d[0].split(':')[0]), 10_000 + acked * 10, `move ${move + 1}: points on the replicas against those acknowledged`);
+    gate.idle = [];
+    gate.paused = false;
+  }
+  stop = true;
+  await Promise.all(writers);
+});
+
 test('a single node refuses collection cluster changes: Distributed mode disabled', async (t) => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-transfers-'));
   const s = await startServer(dir, {});

@@ -27,7 +27,7 @@ import { type Filter } from '../shard/filter';
 import { crc32c } from '../common/crc32c';
 import { type PointKey } from '../shard/id-tracker';
 import { swapDirectory } from '../common/files';
-import { LocalShard } from '../shard/local-shard';
+import { LocalShard, type ShardPreload } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import type { Payload, WithPayload } from '../shard/payload-store';
 import { higherIsBetter } from '../shard/vector-store';
@@ -200,13 +200,23 @@ export class Collection {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
   }
 
-  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger, nodePeerId = 0n, link: ClusterLink | null = null): Promise<Collection> {
+  /** `preloaded`: shard state files already being decoded (a snapshot recovery), by shard id. */
+  static async open(
+    name: string,
+    dir: string,
+    meta: CollectionMeta,
+    engine: Engine,
+    logger: Logger,
+    nodePeerId = 0n,
+    link: ClusterLink | null = null,
+    preloaded: ReadonlyMap<number, ShardPreload> = new Map(),
+  ): Promise<Collection> {
     const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }), nodePeerId, link);
     const placement = meta.cluster;
     const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(replicasIn(placement, id) ?? {}, placement.peer);
     const ids = shardIdsOf(meta);
     if (meta.config.params.sharding_method === 'custom') await c.removeStrayShards(ids);
-    const opened = await Promise.allSettled(ids.map((id) => (isLocal(id) ? c.openShard(id) : Promise.resolve(null))));
+    const opened = await Promise.allSettled(ids.map((id) => (isLocal(id) ? c.openShard(id, undefined, preloaded.get(id)) : Promise.resolve(null))));
     const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       // Close what did open, so a caller can move the directory back (snapshot recovery).
@@ -294,7 +304,7 @@ export class Collection {
     return this.meta.cluster?.peer ?? STANDALONE_PEER;
   }
 
-  private openShard(id: number, dir = path.join(this.dir, String(id))): Promise<LocalShard> {
+  private openShard(id: number, dir = path.join(this.dir, String(id)), preloaded?: ShardPreload): Promise<LocalShard> {
     if (this.engine === null) throw new Error(`collection ${this.name} was built over given replicas and opens no shard`);
     const { config, payload_schema } = this.meta;
     // wal_capacity_mb is both the segment size and the history a checkpoint keeps (docs/storage.md).
@@ -311,6 +321,7 @@ export class Collection {
       flushIntervalMs: config.optimizer_config.flush_interval_sec * 1000,
       payloadIndexes: payload_schema,
       logger: this.logger.child({ shard: id }),
+      preloaded,
     });
   }
 
@@ -501,7 +512,8 @@ export class Collection {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));
       } else if (!wantLocal && r.local !== null) {
         // The new states first: while this replica's data goes (a finished move's source),
-        // reads and writes already go to the replicas that hold the shard now, not to none.
+        // reads and writes already go to the replicas that hold the shard now (a write that
+        // starts here meanwhile reaches the move's target), not to the old ones less this.
         r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
         await this.dropLocal(r);
       }

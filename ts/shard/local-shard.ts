@@ -32,17 +32,19 @@ import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
-import type { Engine, Wal } from '../../bindings/engine';
+import type { Engine, VectorIndex, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
 import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isReplicatedClock, type ClockEntryJson, type ClockTag } from './clocks';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
-import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { crc32cSteps, runSliced, type Steps } from './slices';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
+import { LabelSet } from './label-set';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { removeTempFiles, syncDir, writeFileAtomic } from '../common/files';
 
@@ -62,6 +64,77 @@ export interface ShardOptions {
   flushIntervalMs: number;
   payloadIndexes: Record<string, FieldSchema>;
   logger: Logger;
+  /** This shard's files already being read (a snapshot recovery starts that while it unpacks the rest): used as the checkpoint names them. */
+  preloaded?: ShardPreload;
+}
+
+/**
+ * A shard's files read ahead of its opening: `fileReady` is told of each file of the
+ * shard folder as soon as it is complete on disk, and vector index files start loading
+ * on the engine's threads at once; `startDecoding` then starts decoding the state
+ * file on the main thread, in slices (not before: the slices would hold up the
+ * writing of the rest of the archive, which needs the main thread for every piece).
+ * The shard takes what its checkpoint names as it opens; `discard` frees what nobody
+ * took (a recovery that failed, or files the checkpoint does not name).
+ */
+export class ShardPreload {
+  private stateFile: string | null = null;
+  private state: { file: string; decoding: Promise<ShardState> } | null = null;
+  private readonly indexes = new Map<string, Promise<VectorIndex>>();
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly dir: string,
+  ) {}
+
+  fileReady(name: string): void {
+    if (STATE_FILE_RE.test(name)) {
+      this.stateFile ??= name;
+    } else if (INDEX_FILE_RE.test(name) && !this.indexes.has(name)) {
+      const loading = this.engine.loadIndex(path.join(this.dir, name));
+      loading.catch(() => undefined);
+      this.indexes.set(name, loading);
+    }
+  }
+
+  startDecoding(): void {
+    if (this.stateFile === null || this.state !== null) return;
+    const decoding = decodeStateFile(path.join(this.dir, this.stateFile));
+    // Awaited when the shard opens (a failure then fails the opening), else dropped.
+    decoding.catch(() => undefined);
+    this.state = { file: this.stateFile, decoding };
+  }
+
+  /** The decoded state file `file`, if it is the one being decoded (given once). */
+  takeState(file: string): Promise<ShardState> | null {
+    if (this.state?.file !== file) return null;
+    const { decoding } = this.state;
+    this.state = null;
+    return decoding;
+  }
+
+  /** The loaded index file `file`, if it is being loaded (given once: the caller closes it). */
+  takeIndex(file: string): Promise<VectorIndex> | null {
+    const loading = this.indexes.get(file) ?? null;
+    this.indexes.delete(file);
+    return loading;
+  }
+
+  /** Closes the indexes nobody took, once they have loaded. */
+  discard(): void {
+    for (const loading of this.indexes.values()) void loading.then((index) => index.close(), () => undefined);
+    this.indexes.clear();
+    this.state = null;
+    this.stateFile = null;
+  }
+}
+
+/** A shard state file, decoded: what a shard is loaded from (with its vector indexes). */
+export interface ShardState {
+  tracker: IdTracker;
+  payloads: PayloadStore;
+  /** Per vector name, the labels that carry that vector (null in format 1 files, which do not say). */
+  present: Map<string, BigUint64Array> | null;
 }
 
 export interface CheckpointFile {
@@ -184,15 +257,21 @@ export class LocalShard {
     if (leftovers > 0) this.logger.info({ dir: this.opts.dir, files: leftovers }, 'removed temp files of a write a crash interrupted');
     const cp = await readCheckpoint(this.opts.dir);
     if (cp) {
-      const state = await fs.readFile(path.join(this.opts.dir, cp.state));
-      const { tracker, payloads, present } = decodeState(state, cp.state);
-      this.tracker = tracker;
-      this.payloads = payloads;
+      const preloaded = this.opts.preloaded;
+      const decoding = preloaded?.takeState(cp.state) ?? decodeStateFile(path.join(this.opts.dir, cp.state));
+      // The vector indexes load on the engine's threads while the state is decoded here.
+      const loads: Promise<void>[] = [];
       for (const [name, store] of this.vectors) {
         store.fileNo = cp.file_no ?? 0;
         const files = cp.vectors[name];
-        if (files) await store.load(this.opts.dir, files, (l) => this.tracker.at(l) !== undefined, present?.get(name) ?? null);
+        if (files) loads.push(store.load(this.opts.dir, files, decoding.then((st) => keepFilter(st, name)), (f) => preloaded?.takeIndex(f) ?? null));
       }
+      const settled = await Promise.allSettled([decoding, ...loads]);
+      const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      const { tracker, payloads } = await decoding;
+      this.tracker = tracker;
+      this.payloads = payloads;
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
       this.clockMap = ClockMap.fromJSON(cp.clocks ?? []);
@@ -1164,72 +1243,108 @@ function* encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<s
   yield u32(crc32cFinish(crc));
 }
 
-function decodeStateV3(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> } {
+/** Reads and decodes a shard state file (in slices: the event loop keeps turning). */
+export async function decodeStateFile(file: string): Promise<ShardState> {
+  const buf = await fs.readFile(file);
+  return runSliced(decodeState(buf, path.basename(file)));
+}
+
+/** A copy of `n` little-endian u64 at `buf[at..]`, as an array (whatever the alignment). */
+function u64Array(buf: Buffer, at: number, n: number): BigUint64Array {
+  const out = new BigUint64Array(n);
+  if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(buf.subarray(at, at + n * 8));
+  else for (let j = 0; j < n; j++) out[j] = buf.readBigUInt64LE(at + j * 8);
+  return out;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** The per-vector label lists of a state file at `buf[at..limit)`; returns them and where they end. */
+function decodePresent(buf: Buffer, at: number, limit: number, name: string): { present: Map<string, BigUint64Array>; at: number } {
+  const truncated = () => new Error(`${name}: truncated`);
+  if (at + 4 > limit) throw truncated();
+  const count = buf.readUInt32LE(at);
+  at += 4;
+  const present = new Map<string, BigUint64Array>();
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > limit) throw truncated();
+    const nlen = buf.readUInt32LE(at);
+    if (at + 4 + nlen + 4 > limit) throw truncated();
+    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
+    at += 4 + nlen;
+    const n = buf.readUInt32LE(at);
+    at += 4;
+    if (at + n * 8 > limit) throw truncated();
+    present.set(vname, u64Array(buf, at, n));
+    at += n * 8;
+  }
+  return { present, at };
+}
+
+function* decodeStateV3(buf: Buffer, name: string): Steps<ShardState> {
   const truncated = () => new Error(`${name}: truncated`);
   const end = buf.length - 4;
-  if (crc32c(buf, 0, end) !== buf.readUInt32LE(end)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  if ((yield* crc32cSteps(buf, 0, end)) !== buf.readUInt32LE(end)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  // The file's checksum covers the tracker's and the payloads' own: they are not computed again.
+  const covered = { checksumCovered: true };
   let at = 4;
   const tlen = buf.readUInt32LE(at);
   at += 4;
   if (at + tlen + 4 > end) throw truncated();
-  const tracker = IdTracker.fromBytes(buf.subarray(at, at + tlen));
+  const tracker = yield* IdTracker.decode(buf.subarray(at, at + tlen), covered);
   at += tlen;
-  const count = buf.readUInt32LE(at);
-  at += 4;
-  const present = new Map<string, Set<bigint>>();
-  for (let i = 0; i < count; i++) {
-    if (at + 4 > end) throw truncated();
-    const nlen = buf.readUInt32LE(at);
-    if (at + 4 + nlen + 4 > end) throw truncated();
-    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
-    at += 4 + nlen;
-    const n = buf.readUInt32LE(at);
-    at += 4;
-    if (at + n * 8 > end) throw truncated();
-    const set = new Set<bigint>();
-    for (let j = 0; j < n; j++) set.add(buf.readBigUInt64LE(at + j * 8));
-    at += n * 8;
-    present.set(vname, set);
-  }
-  const payloads = PayloadStore.fromBytes(buf.subarray(at, end));
-  return { tracker, payloads, present };
+  const lists = decodePresent(buf, at, end, name);
+  const payloads = yield* PayloadStore.decode(buf.subarray(lists.at, end), covered);
+  return { tracker, payloads, present: lists.present };
 }
 
-function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> | null } {
+function* decodeState(buf: Buffer, name: string): Steps<ShardState> {
   const magic = buf.length >= 12 ? buf.readUInt32LE(0) : 0;
-  if (magic === STATE_MAGIC_V3) return decodeStateV3(buf, name);
+  if (magic === STATE_MAGIC_V3) return yield* decodeStateV3(buf, name);
   if (magic !== STATE_MAGIC && magic !== STATE_MAGIC_V1) throw new Error(`${name}: not a Quiver shard state file`);
-  if (crc32c(buf, 8) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  if ((yield* crc32cSteps(buf, 8)) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
   const truncated = () => new Error(`${name}: truncated`);
   const tlen = buf.readUInt32LE(8);
   if (12 + tlen > buf.length) throw truncated();
-  const tracker = IdTracker.fromBytes(buf.subarray(12, 12 + tlen));
-  if (magic === STATE_MAGIC_V1) return { tracker, payloads: PayloadStore.fromBytes(buf.subarray(12 + tlen)), present: null };
+  const tracker = yield* IdTracker.decode(buf.subarray(12, 12 + tlen));
+  if (magic === STATE_MAGIC_V1) return { tracker, payloads: yield* PayloadStore.decode(buf.subarray(12 + tlen)), present: null };
   let at = 12 + tlen;
   if (at + 4 > buf.length) throw truncated();
   const plen = buf.readUInt32LE(at);
   if (at + 4 + plen + 4 > buf.length) throw truncated();
-  const payloads = PayloadStore.fromBytes(buf.subarray(at + 4, at + 4 + plen));
+  const payloads = yield* PayloadStore.decode(buf.subarray(at + 4, at + 4 + plen));
   at += 4 + plen;
-  const count = buf.readUInt32LE(at);
-  at += 4;
-  const present = new Map<string, Set<bigint>>();
-  for (let i = 0; i < count; i++) {
-    if (at + 4 > buf.length) throw truncated();
-    const nlen = buf.readUInt32LE(at);
-    if (at + 4 + nlen + 4 > buf.length) throw truncated();
-    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
-    at += 4 + nlen;
-    const n = buf.readUInt32LE(at);
-    at += 4;
-    if (at + n * 8 > buf.length) throw truncated();
-    const set = new Set<bigint>();
-    for (let j = 0; j < n; j++) set.add(buf.readBigUInt64LE(at + j * 8));
-    at += n * 8;
-    present.set(vname, set);
+  const lists = decodePresent(buf, at, buf.length, name);
+  if (lists.at !== buf.length) throw new Error(`${name}: ${buf.length - lists.at} unexpected bytes at the end`);
+  return { tracker, payloads, present: lists.present };
+}
+
+/**
+ * Which labels the indexes of vector `name` keep at load (VectorStore.load): those of
+ * live points, and of these only the ones the state lists as carrying the vector
+ * when it lists them (format 1 files do not). When the offsets are dense enough, one
+ * byte per offset answers; otherwise the tracker and a set of the listed labels do.
+ */
+function keepFilter(state: ShardState, name: string): (label: bigint) => boolean {
+  const { tracker } = state;
+  const listed = state.present?.get(name) ?? null;
+  if (listed === null) return (l) => tracker.at(l) !== undefined;
+  const limit = Number(tracker.nextOffset);
+  if (limit <= Math.max(1 << 20, 8 * tracker.size)) {
+    // 1: a live offset; 2: a live offset the state lists for this vector.
+    const marks = new Uint8Array(limit);
+    for (const o of tracker.offsetNumbers()) marks[o] = 1;
+    for (let i = 0; i < listed.length; i++) {
+      const l = listed[i];
+      if (l < limit) {
+        const o = Number(l);
+        if (marks[o] === 1) marks[o] = 2;
+      }
+    }
+    return (l) => l < limit && marks[Number(l)] === 2;
   }
-  if (at !== buf.length) throw new Error(`${name}: ${buf.length - at} unexpected bytes at the end`);
-  return { tracker, payloads, present };
+  const set = new LabelSet(listed);
+  return (l) => set.has(l) && tracker.at(l) !== undefined;
 }
 
 /** JSON with object keys sorted at every level (the same value always gives the same text). */

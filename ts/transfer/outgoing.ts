@@ -275,8 +275,15 @@ class Run {
       this.rethrow();
       this.finishing = true;
       this.progress.stage = 'finishing';
-      const finished = await this.ctx.propose(this.finishOp(true), PROPOSE_TIMEOUT_MS);
-      if (finished !== true) throw new Error('the transfer was aborted before its finish was committed');
+      // Under the write lock: a forward that failed while the finish was being committed
+      // (the target died meanwhile) would leave an acknowledged write off a target that
+      // the finish makes Active, the only replica after a move. No write is applied here
+      // until the finish is committed, and one whose forward failed before aborts instead.
+      await this.source.exclusive(async () => {
+        this.rethrow();
+        const finished = await this.ctx.propose(this.finishOp(true), PROPOSE_TIMEOUT_MS);
+        if (finished !== true) throw new Error('the transfer was aborted before its finish was committed');
+      });
       ok = true;
       this.ended = true;
       this.outcomes.finished[this.progress.method] = (this.outcomes.finished[this.progress.method] ?? 0) + 1;

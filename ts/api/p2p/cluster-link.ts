@@ -60,11 +60,15 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   private status: (() => PeerDetails) | null = null;
   /** This peer's collections (set by `serve`). */
   private toc: TableOfContent | null = null;
+  /** Resolves once the local changes of the consensus entries applied so far are made (set by `serve`). */
+  private settled: () => Promise<void> = () => Promise.resolve();
   private orphanTimer: NodeJS.Timeout | null = null;
   readonly clients: PointsClients;
   readonly health: PeerHealth;
   private readonly supervisor: ReplicaSupervisor;
   private readonly outgoing: OutgoingTransfers;
+  /** Snapshot fetches from each peer in flight (cancelled when the peer stops answering health checks). */
+  private readonly fetching = new Map<string, Set<AbortController>>();
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
   private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
   /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
@@ -85,6 +89,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       self: peer,
       probe: (uri, timeoutMs) => this.transport.whoIs(uri, timeoutMs),
       onDown: (p, uri) => {
+        for (const f of this.fetching.get(p) ?? []) f.abort();
         const n = this.clients.cancelAll(uri);
         if (n > 0) this.logger.warn({ peer: p, calls: n }, 'cancelled the calls in flight to a peer that stopped answering');
       },
@@ -115,14 +120,14 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   serve(toc: TableOfContent, snapshots: Snapshots, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
+    this.settled = settled;
     const backend: PointsBackend = {
       toc,
       peer: this.peer,
       settled,
       status,
-      shardSnapshot: (collection, shard) => snapshots.streamShard(collection, shard),
-      replaceShard: (collection, shard, input, stillWanted) => snapshots.replaceShardFromStream(collection, shard, input, stillWanted),
-      fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
+      pullShard: (from, target, stillWanted, signal) =>
+        snapshots.replaceShardFetched(target.collection, target.shard, (file) => this.fetchSnapshot(from, target, file, false, signal).then(() => undefined), stillWanted),
     };
     this.transport.addServices((server: grpc.Server) => {
       addPointsService(server, backend, this.logger);
@@ -130,9 +135,27 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     });
   }
 
-  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`. */
-  fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
-    return fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS }, target, file);
+  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`, with its content figures. */
+  async fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
+    const got = await this.fetchSnapshot(peer, target, file, true);
+    return { points: got.points!, digest: got.digest!, size: got.size, sha256: got.sha256 };
+  }
+
+  /** `peer`'s snapshot of its Active replica of a shard into `file`; stopped when `signal` aborts or the peer stops answering health checks. */
+  private async fetchSnapshot(peer: string, target: ShardTarget, file: string, content: boolean, signal?: AbortSignal) {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) stop.abort();
+    const mine = this.fetching.get(peer) ?? new Set<AbortController>();
+    this.fetching.set(peer, mine);
+    mine.add(stop);
+    try {
+      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content, signal: stop.signal }, target, file);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      mine.delete(stop);
+    }
   }
 
   /** Consensus runs: health checks and supervision start. */
@@ -196,7 +219,14 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       for (;;) {
         const replicas = this.replicasOf(target);
         const state = replicas[peer];
-        if (state === undefined || state === 'Dead') return 'marked';
+        // Consensus has it out already (e.g. a move's source that dropped its replica): the
+        // write waiting on this must see the placement that says so (ReplicaSet.replicate
+        // sends itself again to the replicas of a changed placement), and this peer's
+        // replica sets take it only once the entry's local changes are made.
+        if (state === undefined || state === 'Dead') {
+          await this.settled();
+          return 'marked';
+        }
         // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
         if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
           throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
@@ -209,8 +239,10 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
           return 'marked';
         } catch (err) {
           // Gone meanwhile (removed, or the collection re-created): nothing to mark.
-          if (err instanceof NotFoundError) return 'marked';
-          if (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead') return 'marked';
+          if (err instanceof NotFoundError || (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead')) {
+            await this.settled();
+            return 'marked';
+          }
           if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
             await sleep(DEACTIVATE_RETRY_MS);
             continue;

@@ -13,7 +13,6 @@
  */
 
 import * as grpc from '@grpc/grpc-js';
-import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
@@ -169,12 +168,12 @@ export interface PointsBackend {
   settled(): Promise<void>;
   /** This peer's consensus details (GET /cluster/telemetry of another peer asks them). */
   status(): unknown;
-  /** A fresh snapshot archive of this peer's replica of a shard (the source of a snapshot transfer). */
-  shardSnapshot(collection: string, shard: number): Promise<Readable>;
-  /** Replaces this peer's replica of a shard with the archive `input`, if `stillWanted()` holds once it is unpacked; resolves with its size in bytes. */
-  replaceShard(collection: string, shard: number, input: Readable, stillWanted: () => void): Promise<number>;
-  /** The snapshot archive of `from`'s replica of `target`, streamed from that peer. */
-  fetchSnapshot(from: string, target: ShardTarget): Readable;
+  /**
+   * A transfer by snapshot, on its target: fetches `from`'s snapshot of its replica of the
+   * shard and replaces this peer's replica with it, if `stillWanted()` holds once it is
+   * unpacked; resolves with the archive's size in bytes.
+   */
+  pullShard(from: string, target: ShardTarget, stillWanted: () => void, signal: AbortSignal): Promise<number>;
 }
 
 export function errorStatus(err: unknown): Partial<grpc.StatusObject> {
@@ -254,50 +253,16 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
       if (m.wait) await local.shard.sync();
       return { operation_id: '0' };
     }),
-    ShardSnapshot: (call: grpc.ServerWritableStream<TargetMsg, { data: Buffer }>) => {
-      let archive: Readable | null = null;
-      let gone = false;
-      const onGone = () => {
-        gone = true;
-        archive?.destroy();
-      };
-      call.once('cancelled', onGone);
-      call.once('close', onGone);
-      void (async () => {
-        const { set } = await resolveTarget(backend, call.request);
-        localOf(backend, set, call.request);
-        archive = await backend.shardSnapshot(call.request.collection, call.request.shard);
-        if (gone) return;
-        for await (const chunk of archive) {
-          if (gone) return;
-          if (!call.write({ data: chunk as Buffer })) {
-            await new Promise<void>((resolve) => {
-              call.once('drain', resolve);
-              call.once('cancelled', resolve);
-              call.once('close', resolve);
-            });
-          }
-        }
-        call.end();
-      })()
-        .catch((err: unknown) => {
-          if (gone) return;
-          if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p shard snapshot stream failed');
-          call.emit('error', errorStatus(err));
-        })
-        .finally(() => (archive as Readable | null)?.destroy());
-    },
     PullSnapshot: (call: grpc.ServerUnaryCall<PullSnapshotMsg, object>, cb: grpc.sendUnaryData<object>) => {
       const m = call.request;
-      let input: Readable | null = null;
-      call.once('cancelled', () => input?.destroy(new ShardUnavailableError('the transfer stopped: its source cancelled the snapshot fetch')));
+      const cancel = new AbortController();
+      call.once('cancelled', () => cancel.abort());
       (async () => {
         const { collection, set } = await resolveTarget(backend, m.target);
         localOf(backend, set, m.target);
         const wanted = () => requireTransfer(backend, collection, set, m.target, m.transfer);
         wanted();
-        input = backend.fetchSnapshot(m.from, { collection: m.target.collection, uuid: m.target.uuid, shard: m.target.shard });
-        return { bytes: String(await backend.replaceShard(collection.name, m.target.shard, input, wanted)) };
+        return { bytes: String(await backend.pullShard(m.from, { collection: m.target.collection, uuid: m.target.uuid, shard: m.target.shard }, wanted, cancel.signal)) };
       })().then(
         (res) => cb(null, res),
         (err: unknown) => {
@@ -375,6 +340,23 @@ export interface PointsCallStats {
   failures: number;
 }
 
+/**
+ * The next client of the pool, round robin, skipping clients whose connection is not
+ * ready while another's is: a connection still waiting out its reconnect backoff (the
+ * peer restarted) fails a call at once, though its neighbour reaches the peer.
+ */
+function pick(pool: Pool): PointsClient {
+  const n = pool.clients.length;
+  for (let i = 0; i < n; i++) {
+    const c = pool.clients[(pool.next + i) % n];
+    if (c.getChannel().getConnectivityState(false) === grpc.connectivityState.READY) {
+      pool.next += i + 1;
+      return c;
+    }
+  }
+  return pool.clients[pool.next++ % n];
+}
+
 /** Pooled clients of the points service, per peer URI. */
 export class PointsClients {
   private readonly pools = new Map<string, Pool>();
@@ -410,7 +392,7 @@ export class PointsClients {
         reject(new ShardUnavailableError(`peer ${peer}: ${(err as Error).message}`));
         return;
       }
-      const client = pool.clients[pool.next++ % pool.clients.length];
+      const client = pick(pool);
       const stat = this.stats.get(method) ?? { calls: 0, failures: 0 };
       this.stats.set(method, stat);
       stat.calls++;
@@ -436,40 +418,6 @@ export class PointsClients {
         else signal.addEventListener('abort', () => call.cancel(), { once: true });
       }
     });
-  }
-
-  /**
-   * A shard snapshot streamed from the peer at `uri` (no deadline: it ends with the
-   * archive, or fails when the peer stops answering health checks, which cancels it).
-   */
-  snapshotStream(uri: string, peer: string, target: ShardTarget): Readable {
-    const pool = this.pool(uri);
-    const client = pool.clients[pool.next++ % pool.clients.length];
-    const stat = this.stats.get('ShardSnapshot') ?? { calls: 0, failures: 0 };
-    this.stats.set('ShardSnapshot', stat);
-    stat.calls++;
-    const call = client.ShardSnapshot(targetMsg(target), new grpc.Metadata(), {});
-    pool.inFlight.add(call as unknown as grpc.ClientUnaryCall);
-    const out = new PassThrough();
-    call.on('data', (m: { data: Buffer }) => {
-      if (!out.write(m.data)) {
-        call.pause();
-        out.once('drain', () => call.resume());
-      }
-    });
-    call.on('end', () => {
-      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
-      out.end();
-    });
-    call.on('error', (err: grpc.ServiceError) => {
-      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
-      stat.failures++;
-      out.destroy(callError(err, peer, 0));
-    });
-    out.on('close', () => {
-      if (!out.writableFinished) call.cancel();
-    });
-    return out;
   }
 
   /** Cancels every call in flight to `uri` (its peer stopped answering): they fail as unavailable at once. */

@@ -1,7 +1,7 @@
 /**
  * The `ShardSnapshots` service of proto/p2p.proto: a peer asks another for a snapshot
  * of that peer's Active replica of a shard, streamed back (cluster backups,
- * ts/snapshots/backup.ts).
+ * ts/snapshots/backup.ts; transfers by snapshot, on their target).
  *
  * Owns: the wire of that call (a first message with the content's point count and
  * digest, then the archive in pieces, with the receiver's flow control), its deadline,
@@ -11,7 +11,7 @@
 
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { Transform } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -19,7 +19,6 @@ import type { Logger } from 'pino';
 import { QuiverError, ShardUnavailableError } from '../../common/errors';
 import type { ShardTarget } from '../../collection/cluster-link';
 import { isActive } from '../../collection/replica-state';
-import type { ShardArchiveInfo } from '../../snapshots/backup';
 import type { Snapshots } from '../../snapshots/snapshots';
 import type { TableOfContent } from '../../storage/toc';
 import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
@@ -54,7 +53,7 @@ function drained(call: grpc.ServerWritableStream<unknown, Chunk>): Promise<void>
   });
 }
 
-async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStream<{ target: TargetMsg }, Chunk>, logger: Logger): Promise<void> {
+async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStream<{ target: TargetMsg; content: boolean }, Chunk>, logger: Logger): Promise<void> {
   try {
     const t = call.request.target;
     const { collection, set } = await resolveTarget(b, t);
@@ -62,9 +61,18 @@ async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStr
     if (set.localReplica === null || state === undefined || !isActive(state)) {
       throw new ShardUnavailableError(`peer ${b.peer} has no active replica of shard ${t.shard} of collection \`${t.collection}\` (${state ?? 'none'})`);
     }
-    const { stream, points, digest } = await b.snapshots.streamShardWithContent(collection.name, t.shard);
+    let stream: Readable;
+    let info = '{}';
+    if (call.request.content) {
+      const got = await b.snapshots.streamShardWithContent(collection.name, t.shard);
+      stream = got.stream;
+      info = JSON.stringify({ points: got.points, digest: got.digest });
+    } else {
+      stream = await b.snapshots.streamShard(collection.name, t.shard);
+    }
     try {
-      call.write({ data: Buffer.alloc(0), info: JSON.stringify({ points, digest }) });
+      if (call.cancelled) return;
+      call.write({ data: Buffer.alloc(0), info });
       for await (const piece of stream) {
         if (call.cancelled) return;
         if (!call.write({ data: piece as Buffer, info: '' })) await drained(call);
@@ -82,28 +90,29 @@ async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStr
 /** Adds the ShardSnapshots service to a p2p gRPC server. */
 export function addShardSnapshotService(server: grpc.Server, backend: ShardSnapshotBackend, logger: Logger): void {
   server.addService(p2pPackage().ShardSnapshots.service, {
-    Stream: (call: grpc.ServerWritableStream<{ target: TargetMsg }, Chunk>) => void serveStream(backend, call, logger),
+    Stream: (call: grpc.ServerWritableStream<{ target: TargetMsg; content: boolean }, Chunk>) => void serveStream(backend, call, logger),
   });
 }
 
 interface ShardSnapshotsClient extends grpc.Client {
-  Stream(req: { target: TargetMsg }, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<Chunk>;
+  Stream(req: { target: TargetMsg; content: boolean }, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<Chunk>;
 }
 
 /**
  * Streams `peer`'s (at `uri`) snapshot of its Active replica of `target` into `file`,
- * within `timeoutMs`; resolves with the content's point count and digest as the source
- * recorded them, and the archive's size and SHA-256 as received.
+ * within `timeoutMs` (and until `signal` aborts); resolves with the archive's size and
+ * SHA-256 as received, and, when `content` is asked for, the content's point count and
+ * digest as the source recorded them.
  */
 export async function fetchShardSnapshot(
-  opts: { uri: string; peer: string; tls: P2PTls | null; timeoutMs: number },
+  opts: { uri: string; peer: string; tls: P2PTls | null; timeoutMs: number; content: boolean; signal?: AbortSignal },
   target: ShardTarget,
   file: string,
-): Promise<ShardArchiveInfo> {
+): Promise<{ points: number | null; digest: string | null; size: number; sha256: string }> {
   const { target: address } = grpcTarget(opts.uri);
   const creds = opts.tls ? grpc.credentials.createSsl(opts.tls.ca, opts.tls.key, opts.tls.cert) : grpc.credentials.createInsecure();
   const client = new (p2pPackage().ShardSnapshots)(address, creds, CHANNEL_OPTIONS) as ShardSnapshotsClient;
-  let info: { points: number; digest: string } | null = null;
+  let info: { points?: number; digest?: string } | null = null;
   const h = createHash('sha256');
   let size = 0;
   const bytes = new Transform({
@@ -111,7 +120,7 @@ export async function fetchShardSnapshot(
     transform(msg: Chunk, _enc, cb) {
       if (info === null) {
         try {
-          info = JSON.parse(msg.info) as { points: number; digest: string };
+          info = JSON.parse(msg.info) as { points?: number; digest?: string };
         } catch {
           cb(new ShardUnavailableError(`peer ${opts.peer} sent a shard snapshot without its header`));
           return;
@@ -124,16 +133,22 @@ export async function fetchShardSnapshot(
       cb(null, msg.data);
     },
   });
+  const onAbort = () => call?.cancel();
+  let call: grpc.ClientReadableStream<Chunk> | null = null;
   try {
-    const call = client.Stream({ target: targetMsg(target) }, new grpc.Metadata(), { deadline: Date.now() + opts.timeoutMs });
+    call = client.Stream({ target: targetMsg(target), content: opts.content }, new grpc.Metadata(), { deadline: Date.now() + opts.timeoutMs });
+    if (opts.signal?.aborted) call.cancel();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
     await pipeline(call, bytes, createWriteStream(file));
   } catch (err) {
     if (err !== null && typeof err === 'object' && 'code' in err && 'details' in err) throw callError(err as grpc.ServiceError, opts.peer, opts.timeoutMs);
     throw err;
   } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
     client.close();
   }
-  const got = info as { points: number; digest: string } | null;
-  if (got === null || typeof got.points !== 'number' || typeof got.digest !== 'string') throw new ShardUnavailableError(`peer ${opts.peer} sent a shard snapshot without its header`);
-  return { points: got.points, digest: got.digest, size, sha256: h.digest('hex') };
+  const got = info as { points?: number; digest?: string } | null;
+  if (got === null) throw new ShardUnavailableError(`peer ${opts.peer} sent a shard snapshot without its header`);
+  if (opts.content && (typeof got.points !== 'number' || typeof got.digest !== 'string')) throw new ShardUnavailableError(`peer ${opts.peer} sent a shard snapshot without its content figures`);
+  return { points: got.points ?? null, digest: got.digest ?? null, size, sha256: h.digest('hex') };
 }

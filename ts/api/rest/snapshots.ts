@@ -5,8 +5,8 @@
  * consensus (ts/snapshots/cluster.ts).
  *
  * Owns: request and response shapes, `wait` (default true; false answers 202 and the
- * work goes on), multipart upload parsing (streamed to a temp file, never held in
- * memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
+ * work goes on), multipart upload parsing (streamed into Snapshots.receive, never
+ * held in memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
  */
 
 import busboy from 'busboy';
@@ -55,8 +55,8 @@ async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: ()
   accepted(ctx);
 }
 
-/** The `snapshot` part of a multipart upload, received into a temp file. */
-function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySource> {
+/** The `snapshot` part of a multipart upload, received (unpacked as it arrives: Snapshots.receive; hashed when a checksum is to be checked). */
+function receiveUpload(ctx: Context, snapshots: Snapshots, hash: boolean): Promise<RecoverySource> {
   const type = ctx.get('content-type');
   if (!type.toLowerCase().startsWith('multipart/form-data')) {
     throw new BadRequestError('the snapshot must be uploaded as multipart/form-data with a part named `snapshot`');
@@ -69,14 +69,14 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
       reject(new BadRequestError(`malformed multipart upload: ${(err as Error).message}`));
       return;
     }
-    let receiving: Promise<{ file: string; checksum: string }> | null = null;
+    let receiving: Promise<RecoverySource> | null = null;
     let failed: Error | null = null;
     bb.on('file', (field, stream) => {
       if (field !== 'snapshot' || receiving !== null) {
         stream.resume();
         return;
       }
-      receiving = snapshots.receive(stream);
+      receiving = snapshots.receive(stream, hash);
       receiving.catch(() => undefined);
     });
     bb.on('error', (err: Error) => {
@@ -85,7 +85,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
       ctx.req.resume();
       if (receiving === null) reject(failed);
       else receiving.then(async (got) => {
-        await import('node:fs/promises').then((fs) => fs.rm(got.file, { force: true }));
+        await snapshots.discard(got);
         reject(failed);
       }, () => reject(failed));
     });
@@ -95,7 +95,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
         reject(new BadRequestError('the multipart upload has no part named `snapshot`'));
         return;
       }
-      receiving.then((got) => resolve({ file: got.file, checksum: got.checksum, owned: true }), reject);
+      receiving.then(resolve, reject);
     });
     ctx.req.on('aborted', () => bb.destroy(new Error('the client closed the connection during the upload')));
     ctx.req.pipe(bb);
@@ -196,7 +196,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     queryBool(ctx, 'wait', true);
     readTimeout(ctx);
     const name = param(ctx, 'collection_name');
-    const source = await receiveUpload(ctx, snapshots);
+    const source = await receiveUpload(ctx, snapshots, checksum !== null);
     await waitOrAccept(ctx, logger, `recover ${name} from an upload`, async () => {
       await recoverCollection(name, source, priority, checksum);
       return true;
@@ -255,7 +255,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
     queryBool(ctx, 'wait', true);
     readTimeout(ctx);
-    const source = await receiveUpload(ctx, snapshots);
+    const source = await receiveUpload(ctx, snapshots, checksum !== null);
     await waitOrAccept(ctx, logger, `recover ${name} shard ${id} from an upload`, async () => {
       await recoverShard(name, id, source, priority, checksum);
       return true;
