@@ -32,6 +32,8 @@ import type { PeerDetails } from './transfer/view';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
 import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
+import { ClusterBackup } from './snapshots/backup';
+import { ClusterSnapshots } from './snapshots/cluster';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
 import { MetadataConsensus } from './storage/metadata-consensus';
@@ -110,26 +112,32 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     }
   }
   const toc = await TableOfContent.open(storagePath, engine, logger, config.storage.max_collections, cluster?.link ?? null);
+  const uri = options.uri ?? null;
+  const bootstrap = options.bootstrap ?? null;
+  const restoring = options.restore !== undefined && (options.restore.snapshots.length > 0 || options.restore.storageSnapshot !== null);
+  if (!config.cluster.enabled && (uri !== null || bootstrap !== null)) {
+    await toc.close();
+    throw new StartupError('--uri and --bootstrap need cluster mode: set cluster.enabled: true (or SERVICE__CLUSTER__ENABLED=true)');
+  }
+  if (config.cluster.enabled && restoring && bootstrap !== null) {
+    // As the reference: start-up recovery is for a single node or the first peer of a new
+    // cluster; a joining peer recovers through the snapshot API once it is a member.
+    await toc.close();
+    throw new StartupError(
+      '--snapshot and --storage-snapshot cannot be used on a peer that joins a cluster (--bootstrap): recover them at start-up on the first peer of a new cluster, or through the snapshot API of a running peer',
+    );
+  }
   let snapshots: Snapshots;
   try {
     snapshots = await Snapshots.open(config, toc, logger, info.version);
-    if (options.restore) await snapshots.restoreAtStartup(options.restore);
+    if (options.restore && !config.cluster.enabled) await snapshots.restoreAtStartup(options.restore);
   } catch (err) {
     await toc.close();
     if (err instanceof QuiverError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
     throw err;
   }
-  const uri = options.uri ?? null;
-  const bootstrap = options.bootstrap ?? null;
-  if (!config.cluster.enabled && (uri !== null || bootstrap !== null)) {
-    await toc.close();
-    throw new StartupError('--uri and --bootstrap need cluster mode: set cluster.enabled: true (or SERVICE__CLUSTER__ENABLED=true)');
-  }
-  if (config.cluster.enabled && (options.restore?.snapshots.length || options.restore?.storageSnapshot)) {
-    await toc.close();
-    throw new StartupError('--snapshot and --storage-snapshot recover on a single node only; in cluster mode recover a collection through its snapshot API');
-  }
   let consensus: MetadataConsensus | null = null;
+  let clusterSnapshots: ClusterSnapshots | null = null;
   if (config.cluster.enabled) {
     try {
       consensus = await startConsensus(config, logger, toc, snapshots, uri, bootstrap, cluster!);
@@ -138,10 +146,26 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       if (err instanceof ConsensusStartError || err instanceof TlsSetupError) throw new StartupError(err.message);
       throw err;
     }
+    clusterSnapshots = new ClusterSnapshots({ snapshots, toc, consensus, config, logger });
+    if (restoring) {
+      // The first peer of a new cluster: the collections are created through consensus
+      // (this peer elects itself first), before the API serves.
+      try {
+        await clusterSnapshots.leaderKnown(config.cluster.consensus.bootstrap_timeout_sec * 1000);
+        await snapshots.restoreAtStartup(options.restore!, clusterSnapshots);
+      } catch (err) {
+        await consensus.close();
+        cluster!.link.close();
+        await toc.close();
+        if (err instanceof QuiverError) throw new StartupError(`snapshot recovery at start-up failed: ${err.detail}`);
+        throw err;
+      }
+    }
   }
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
-  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus, replication: cluster?.link ?? null });
+  const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
+  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 

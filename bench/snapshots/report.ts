@@ -106,6 +106,28 @@ export interface SnapshotResults {
   snapshot: { name: string; bytes: number; sha256: string } | null;
   fullSnapshot: { name: string; bytes: number; sha256: string } | null;
   phases: PhaseRow[];
+  /** `--base`: the recoveries timed on both builds, interleaved (null without --base). */
+  ab?: {
+    base: string;
+    baseLabel: string | null;
+    baseGit: string;
+    rounds: number;
+    rows: Array<{ round: number; op: string; tag: string; seconds: number; mibPerSec: number; mainCpuSec: number | null; otherCpuSec: number | null; same: boolean }>;
+    summary: Array<{
+      op: string;
+      label: string;
+      newMedianSec: number;
+      baseMedianSec: number;
+      newMedianMiBs: number;
+      baseMedianMiBs: number;
+      newBestMiBs: number;
+      baseBestMiBs: number;
+      /** base median seconds ÷ new median seconds. */
+      speedup: number;
+      newMedianCpuSec: number;
+      baseMedianCpuSec: number;
+    }>;
+  } | null;
   checks: string[];
   problems: string[];
 }
@@ -164,9 +186,11 @@ export function markdown(r: SnapshotResults): string {
   // -- targets
   L.push('## Target');
   L.push('');
-  const worst = r.phases.reduce<PhaseRow | null>((a, b) => (a === null || b.rss.growthMiB > a.rss.growthMiB ? b : a), null);
+  // This build's phases (the base build's, with --base, are there to compare with).
+  const own = r.phases.filter((x) => !x.label.endsWith('[base]'));
+  const worst = own.reduce<PhaseRow | null>((a, b) => (a === null || b.rss.growthMiB > a.rss.growthMiB ? b : a), null);
   if (worst) {
-    const ok = r.phases.every((x) => x.rss.growthMiB < RSS_GROWTH_LIMIT_MIB);
+    const ok = own.every((x) => x.rss.growthMiB < RSS_GROWTH_LIMIT_MIB);
     L.push(
       `- Creating, downloading, uploading and recovering a snapshot grows the server's RSS by less than ${RSS_GROWTH_LIMIT_MIB} MB: ` +
         `largest growth ${num(worst.rss.growthMiB)} MiB (${worst.label}) ${ok ? '**met**' : '**not met**'}` +
@@ -174,9 +198,9 @@ export function markdown(r: SnapshotResults): string {
         (r.fullSnapshot ? ` (collection archive ${num((r.snapshot?.bytes ?? 0) / 2 ** 20, 0)} MiB, full-storage archive ${num(r.fullSnapshot.bytes / 2 ** 20, 0)} MiB)` : '') +
         '.',
     );
-    const tr = r.phases.reduce<PhaseRow | null>((a, b) => (a === null || (b.rss.transientMiB ?? 0) > (a.rss.transientMiB ?? 0) ? b : a), null);
+    const tr = own.reduce<PhaseRow | null>((a, b) => (a === null || (b.rss.transientMiB ?? 0) > (a.rss.transientMiB ?? 0) ? b : a), null);
     if (tr && tr.rss.transientMiB !== null) {
-      const okT = r.phases.every((x) => (x.rss.transientMiB ?? 0) < RSS_GROWTH_LIMIT_MIB);
+      const okT = own.every((x) => (x.rss.transientMiB ?? 0) < RSS_GROWTH_LIMIT_MIB);
       L.push(
         `- The same with the memory the server still holds afterwards left out (a recovery keeps the recovered collection loaded; "transient" column): ` +
           `largest ${num(tr.rss.transientMiB)} MiB (${tr.label}) ${okT ? '**met**' : '**not met**'}.`,
@@ -185,8 +209,43 @@ export function markdown(r: SnapshotResults): string {
     const creates = r.phases.filter((x) => x.key === 'create' || x.key === 'create-again' || x.key === 'full-create');
     const recs = r.phases.filter((x) => x.key === 'upload' || x.key.startsWith('recover'));
     L.push(`- Throughput of create: ${creates.map((x) => `${num(x.mibPerSec)} MiB/s (${x.label})`).join(', ')}; of recover: ${recs.map((x) => `${num(x.mibPerSec)} MiB/s (${x.label})`).join(', ')}.`);
+    if (r.ab) {
+      L.push(
+        `- Recovery, this build against the base build, medians of ${r.ab.rounds} rounds: ` +
+          r.ab.summary.map((x) => `${x.label} ${num(x.newMedianMiBs)} against ${num(x.baseMedianMiBs)} MiB/s (${num(x.speedup, 2)}×; best ${num(x.newBestMiBs)})`).join('; ') +
+          '.',
+      );
+    }
   }
   L.push('');
+
+  // -- side by side
+  if (r.ab) {
+    const ab = r.ab;
+    L.push('## Side by side with the base build');
+    L.push('');
+    L.push(
+      `The base build (${ab.baseLabel ?? ab.baseGit}, from \`${ab.base}\`) ran as a second server beside this one, with the same archive (a hard link in its snapshots folder). ` +
+        `${ab.rounds} rounds; in each, operation after operation, the two servers one after the other, the order flipped every time; each recovered collection was checked and deleted before the next. ` +
+        'Seconds: request sent → answer, plus the wait until the collection reports every point. Server CPU: main thread + other threads, seconds, median.',
+    );
+    L.push('');
+    L.push('| recovery | new median s | base median s | **speed-up** | new MiB/s (median / best) | base MiB/s (median / best) | server CPU s new / base |');
+    L.push('|---|---:|---:|---:|---:|---:|---:|');
+    for (const x of ab.summary) {
+      L.push(`| ${x.label} | ${num(x.newMedianSec, 2)} | ${num(x.baseMedianSec, 2)} | **${num(x.speedup, 2)}×** | ${num(x.newMedianMiBs)} / ${num(x.newBestMiBs)} | ${num(x.baseMedianMiBs)} / ${num(x.baseBestMiBs)} | ${num(x.newMedianCpuSec, 2)} / ${num(x.baseMedianCpuSec, 2)} |`);
+    }
+    L.push('');
+    L.push('Every run, in order:');
+    L.push('');
+    L.push('| round | recovery | build | seconds | MiB/s | server CPU s main / other |');
+    L.push('|---:|---|---|---:|---:|---:|');
+    for (const x of ab.rows) {
+      const label = ab.summary.find((y) => y.op === x.op)?.label ?? x.op;
+      L.push(`| ${x.round} | ${label} | ${x.tag} | ${num(x.seconds, 2)} | ${num(x.mibPerSec)} | ${num(x.mainCpuSec, 2)} / ${num(x.otherCpuSec, 2)} |`);
+    }
+    L.push('');
+  }
 
   // -- table
   L.push('## Phases');

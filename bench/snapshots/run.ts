@@ -41,10 +41,15 @@ interface Options {
   out: string;
   keepStorage: boolean;
   settleMs: number;
+  /** A built checkout to compare recoveries with (its server runs beside this one's). */
+  base: string | null;
+  baseLabel: string | null;
+  rounds: number;
 }
 
 const USAGE = `usage: npm run bench:snapshots -- [--points 1000000] [--dim 128] [--batch 1000] [--concurrency 3]
-         [--index] [--no-full] [--settle-ms 1500] [--keep-storage] [--out bench/results/snapshots-<date>]`;
+         [--index] [--no-full] [--settle-ms 1500] [--keep-storage] [--out bench/results/snapshots-<date>]
+         [--base <built checkout> [--base-label TEXT] [--rounds 3]]`;
 
 function parseOptions(argv: string[]): Options {
   const o: Options = {
@@ -57,6 +62,9 @@ function parseOptions(argv: string[]): Options {
     out: path.join(REPO_ROOT, 'bench', 'results', `snapshots-${today()}`),
     keepStorage: false,
     settleMs: 1500,
+    base: null,
+    baseLabel: null,
+    rounds: 3,
   };
   const intArg = (v: string | undefined, name: string) => {
     const n = Number(String(v).replace(/[_,]/g, ''));
@@ -90,6 +98,18 @@ function parseOptions(argv: string[]): Options {
         break;
       case '--keep-storage':
         o.keepStorage = true;
+        break;
+      case '--base': {
+        const v = next();
+        if (!v) throw new Error(`--base needs the path of a built checkout\n${USAGE}`);
+        o.base = path.resolve(v);
+        break;
+      }
+      case '--base-label':
+        o.baseLabel = next() ?? null;
+        break;
+      case '--rounds':
+        o.rounds = intArg(next(), a);
         break;
       case '--out': {
         const v = next();
@@ -263,26 +283,27 @@ async function phase(
   label: string,
   request: string,
   fn: () => Promise<{ bytes: number; details?: PhaseRow['details'] }>,
+  target: { server: QuiverServer; sampler: MemSampler } = ctx,
 ): Promise<PhaseRow> {
   await sleep(ctx.o.settleMs);
   console.log(`${label}: ${request} ...`);
-  await ctx.sampler.begin();
-  const c0: ServerCpu | null = ctx.server.cpu();
+  await target.sampler.begin();
+  const c0: ServerCpu | null = target.server.cpu();
   const t0 = performance.now();
   let res: { bytes: number; details?: PhaseRow['details'] };
   try {
     res = await fn();
   } catch (e) {
-    await ctx.sampler.end().catch(() => undefined);
+    await target.sampler.end().catch(() => undefined);
     throw e;
   }
   const seconds = (performance.now() - t0) / 1000;
-  const w = await ctx.sampler.end();
-  const cpu = cpuDelta(c0, ctx.server.cpu());
+  const w = await target.sampler.end();
+  const cpu = cpuDelta(c0, target.server.cpu());
   const rss = rssFigures(w);
   // What the server still holds a moment later (for a recovery: the new collection's data).
   await sleep(ctx.o.settleMs);
-  const settled = ctx.server.rss();
+  const settled = target.server.rss();
   if (settled !== null) {
     rss.settledMiB = round(settled / MiB, 1);
     rss.retainedMiB = round(rss.settledMiB - rss.baselineMiB, 1);
@@ -306,7 +327,8 @@ async function phase(
       `peak at ${rss.peakAtSec} s, end ${rss.endMiB} MiB, ${ctx.o.settleMs} ms later ${rss.settledMiB} MiB; ${rss.samples} samples, max gap ${rss.maxGapMs} ms); server CPU main ${row.serverMainCpuSec} s, other ${row.serverOtherCpuSec} s`,
   );
   if (Object.keys(row.details).length) console.log(`  ${JSON.stringify(row.details)}`);
-  if (rss.growthMiB >= RSS_GROWTH_LIMIT_MIB) {
+  // The base build's figures (--base) are there to compare with, not this build's problems.
+  if (rss.growthMiB >= RSS_GROWTH_LIMIT_MIB && target.server === ctx.server) {
     ctx.problems.push(
       `${label} (\`${request}\`): the server's RSS grew by ${rss.growthMiB} MiB (≥ ${RSS_GROWTH_LIMIT_MIB} MB), from ${rss.baselineMiB} to ${rss.peakMiB} MiB ` +
         `(RssAnon +${rss.anonGrowthMiB} MiB, RssFile +${rss.fileGrowthMiB} MiB; peak ${rss.peakAtSec} s into a ${row.seconds} s operation) with a ${row.archiveMiB} MiB archive.`,
@@ -315,6 +337,124 @@ async function phase(
   ctx.phases.push(row);
   return row;
 }
+
+// -- side by side with a base build ------------------------------------------------------------
+
+const AB_OPS = [
+  { op: 'upload', label: 'upload + recover (new collection)' },
+  { op: 'file', label: 'recover file:// (new collection)' },
+  { op: 'replace', label: 'recover file:// replacing a collection' },
+] as const;
+
+/**
+ * `--base`: starts the server of the base checkout beside this one, gives it the same
+ * archive (a hard link in its snapshots folder), and times the three recoveries on
+ * both, `--rounds` times, interleaved: in each round, operation after operation, the
+ * two servers one after the other, the order flipped every time. Each recovered
+ * collection is checked and deleted (untimed) before the next. Rows also go to the
+ * phase table; the summary gives medians and their ratio.
+ */
+async function compareWithBase(ctx: Ctx, snap: Description, archive: string, sampleIds: number[], reference: string, checks: string[]): Promise<NonNullable<SnapshotResults['ab']>> {
+  const o = ctx.o;
+  const baseRoot = o.base!;
+  const base = await QuiverServer.start({ root: baseRoot, nodeArgs: [], keepStorage: o.keepStorage, env: {} });
+  const baseClient = new RawClient(base.url);
+  const baseSampler = new MemSampler(base.pid, 20);
+  let baseGit = 'unknown';
+  try {
+    baseGit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: baseRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    /* not a git checkout (e.g. a `git archive` export): --base-label says what it is */
+  }
+  console.log(`A/B: base server from ${baseRoot} (${o.baseLabel ?? baseGit}), pid ${base.pid}, ${base.url}`);
+  const baseArchive = path.join(base.dir, 'snapshots', 'ab', snap.name);
+  fs.mkdirSync(path.dirname(baseArchive), { recursive: true });
+  try {
+    fs.linkSync(archive, baseArchive);
+  } catch {
+    fs.copyFileSync(archive, baseArchive);
+  }
+  const targets = [
+    { tag: 'new', server: ctx.server, client: ctx.client, sampler: ctx.sampler, archive },
+    { tag: 'base', server: base, client: baseClient, sampler: baseSampler, archive: baseArchive },
+  ];
+  const rows: NonNullable<SnapshotResults['ab']>['rows'] = [];
+  try {
+    for (let roundNo = 1; roundNo <= o.rounds; roundNo++) {
+      for (const [i, { op, label }] of AB_OPS.entries()) {
+        const order = (roundNo + i) % 2 === 0 ? targets : [...targets].reverse();
+        for (const t of order) {
+          const name = `ab_${op}_${roundNo}`;
+          const location = `file://${t.archive}`;
+          if (op === 'replace') {
+            await t.client.json('PUT', `/collections/${name}/snapshots/recover?wait=true`, { location, priority: 'snapshot' });
+            await waitPoints(t.client, name, o.points, 600);
+          }
+          const request =
+            op === 'upload'
+              ? `POST /collections/${name}/snapshots/upload?priority=snapshot (multipart, streamed)`
+              : `PUT /collections/${name}/snapshots/recover {"location":"file://…/${snap.name}","priority":"snapshot"}${op === 'replace' ? ' (existing)' : ''}`;
+          const row = await phase(
+            ctx,
+            `ab-${op}`,
+            `A/B round ${roundNo}: ${label} [${t.tag}]`,
+            request,
+            async () => {
+              if (op === 'upload') {
+                const u = await uploadMultipart(`${t.server.url}/collections/${name}/snapshots/upload?priority=snapshot&wait=true`, 'snapshot', t.archive);
+                if (u.status !== 200) throw new Error(`upload [${t.tag}]: HTTP ${u.status} ${u.body.slice(0, 500)}`);
+              } else {
+                await t.client.json('PUT', `/collections/${name}/snapshots/recover?wait=true`, { location, priority: 'snapshot' });
+              }
+              const w = await waitPoints(t.client, name, o.points, 600);
+              return { bytes: snap.size, details: { pointsWaitSec: round3(w.seconds) } };
+            },
+            t,
+          );
+          const same = (await samplePoints(t.client, name, sampleIds)) === reference;
+          if (!same) ctx.problems.push(`A/B round ${roundNo}, ${label} [${t.tag}]: sampled points differ from the source`);
+          rows.push({ round: roundNo, op, tag: t.tag, seconds: row.seconds, mibPerSec: row.mibPerSec, mainCpuSec: row.serverMainCpuSec, otherCpuSec: row.serverOtherCpuSec, same });
+          await t.client.json('DELETE', `/collections/${name}`);
+        }
+      }
+    }
+  } finally {
+    baseClient.close();
+    await baseSampler.stop().catch(() => undefined);
+    const stopped = await base.stop();
+    if (stopped.code !== 0) ctx.problems.push(`the base server exited with code ${stopped.code} after SIGTERM`);
+  }
+  const median = (xs: number[]) => {
+    const v = [...xs].sort((a, b) => a - b);
+    return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+  };
+  const summary = AB_OPS.map(({ op, label }) => {
+    const of = (tag: string) => rows.filter((r) => r.op === op && r.tag === tag);
+    const n = of('new');
+    const b = of('base');
+    const nSec = median(n.map((r) => r.seconds));
+    const bSec = median(b.map((r) => r.seconds));
+    const cpu = (rs: typeof rows) => median(rs.map((r) => (r.mainCpuSec ?? NaN) + (r.otherCpuSec ?? NaN)));
+    return {
+      op,
+      label,
+      newMedianSec: round3(nSec),
+      baseMedianSec: round3(bSec),
+      newMedianMiBs: round(snap.size / MiB / nSec, 1),
+      baseMedianMiBs: round(snap.size / MiB / bSec, 1),
+      newBestMiBs: Math.max(...n.map((r) => r.mibPerSec)),
+      baseBestMiBs: Math.max(...b.map((r) => r.mibPerSec)),
+      speedup: round(bSec / nSec, 2),
+      newMedianCpuSec: round(cpu(n), 2),
+      baseMedianCpuSec: round(cpu(b), 2),
+    };
+  });
+  const allSame = rows.every((r) => r.same);
+  checks.push(`A/B: ${rows.length} recoveries (${o.rounds} rounds × ${AB_OPS.length} operations × 2 builds), points ${sampleIds.join(', ')} ${allSame ? 'identical to the source after every one' : '**differ** after some (see problems)'}`);
+  return { base: baseRoot, baseLabel: o.baseLabel, baseGit, rounds: o.rounds, rows, summary };
+}
+
+const round3 = (x: number) => round(x, 3);
 
 // -- main -------------------------------------------------------------------------------------
 
@@ -486,6 +626,9 @@ async function main(): Promise<void> {
       if (!same) ctx.problems.push(`${name}: sampled points differ from the source collection after recovery`);
     }
 
+    // -- 4c. the same recoveries side by side with the base build ------------------------------
+    const ab = o.base === null ? null : await compareWithBase(ctx, snap, path.join(snapshotsPath, c, snap.name), sampleIds, reference, checks);
+
     // -- 5. full storage -------------------------------------------------------------------------
     let full: SnapshotResults['fullSnapshot'] = null;
     if (o.full) {
@@ -529,7 +672,8 @@ async function main(): Promise<void> {
       argv,
       commands: [
         'npm run build:addon   # the native addon the server needs (once)',
-        `npm run bench:snapshots${argv.length ? ` -- ${argv.join(' ')}` : ''}`,
+        ...(o.base ? ['# --base: a checkout of the code to compare, built (npx tsc -p tsconfig.json, and its native addon)'] : []),
+        `npm run bench:snapshots${argv.length ? ` -- ${argv.map((x) => (/[\s"']/.test(x) ? JSON.stringify(x) : x)).join(' ')}` : ''}`,
         '# = tsc -p tsconfig.json (prebench:snapshots), then node dist/bench/snapshots/run.js',
       ],
       machine,
@@ -558,6 +702,7 @@ async function main(): Promise<void> {
       snapshot: { name: snap.name, bytes: snap.size, sha256: snap.checksum ?? '' },
       fullSnapshot: full,
       phases: ctx.phases,
+      ab,
       checks,
       problems: ctx.problems,
     };

@@ -84,11 +84,12 @@ test.serial('three peers: a collection created on a follower appears on every pe
     return true;
   });
 
-  // Snapshot recovery would bypass consensus: refused with a clear 501 before reading anything.
+  // Snapshot recovery goes through consensus (test/cluster/snapshot-recovery.test.ts); a bad location is a 400 that changes nothing.
   const recover = await api(c.peers[0].url, 'PUT', '/collections/books/snapshots/recover', { location: 'file:///nowhere.snapshot' });
-  t.is(recover.status, 501);
-  t.regex(recover.body.status.error, /snapshot recovery in cluster mode is not available/);
-  t.is((await api(c.peers[0].url, 'PUT', '/collections/books/shards/0/snapshots/recover', { location: 'file:///nowhere.snapshot' })).status, 501);
+  t.is(recover.status, 400);
+  t.regex(recover.body.status.error, /outside the snapshots directory/);
+  t.is((await api(c.peers[0].url, 'PUT', '/collections/books/shards/0/snapshots/recover', { location: 'file:///nowhere.snapshot' })).status, 400);
+  t.is((await api(c.peers[0].url, 'PUT', '/collections/books/shards/99/snapshots/recover', { location: 'file:///nowhere.snapshot' })).status, 404);
 
   // Points reach shards on other peers; a collection snapshot holds this peer's replicas.
   const upsert = await api(c.peers[0].url, 'PUT', '/collections/books/points?wait=true', { points: [{ id: 1, vector: [1, 0, 0, 0] }] });

@@ -129,10 +129,10 @@ export class Cluster {
     return peer;
   }
 
-  /** Starts (or restarts) peer `i`; with `bootstrapFrom` it joins through that peer. */
-  async startPeer(i: number, bootstrapFrom: number | null = null, extraEnv: Record<string, string> = {}): Promise<Peer> {
+  /** Starts (or restarts) peer `i`; with `bootstrapFrom` it joins through that peer. `extraArgs` go on its command line. */
+  async startPeer(i: number, bootstrapFrom: number | null = null, extraEnv: Record<string, string> = {}, extraArgs: string[] = []): Promise<Peer> {
     const p = this.peers[i];
-    const args = ['--uri', p.uri];
+    const args = ['--uri', p.uri, ...extraArgs];
     if (bootstrapFrom !== null) args.push('--bootstrap', this.peers[bootstrapFrom].uri);
     p.server = await startServer(
       p.dir,

@@ -9,7 +9,7 @@ import test from 'ava';
 
 import { parseCreateCollection } from '../../ts/collection/config';
 import { loadConfig } from '../../ts/config';
-import { ClusterState, placeKeyShards, placeShards, type MetaOp } from '../../ts/storage/cluster-state';
+import { ClusterState, placeKeyShards, placeRecovered, placeShards, type MetaOp, type RecoveryPriority, type ShardPlacement } from '../../ts/storage/cluster-state';
 
 const config = loadConfig({ configPath: null, env: {}, cwd: process.cwd() });
 const cfg = (body: object = {}) => parseCreateCollection({ vectors: { size: 4, distance: 'Dot' }, ...body }, config);
@@ -204,4 +204,110 @@ test('shard key placement: replicas on distinct peers of the pool, round robin, 
   t.deepEqual(placeKeyShards(['2', '3'], 2, 1, 1), [['3'], ['2']]);
   t.deepEqual(placeKeyShards(['1', '1'], 2, 3, 0), [['1'], ['1']], 'a peer named twice is one peer');
   t.throws(() => placeKeyShards([], 1, 1, 0));
+});
+
+/** Three peers and collection `r`: shard 0 on peers 1 and 2, shard 1 on peer 3 only. */
+function recovering(): ClusterState {
+  const s = new ClusterState();
+  for (const p of ['1', '2', '3', '4']) s.setPeerUri(p, `http://p${p}:6335`);
+  const shards: ShardPlacement[] = [
+    { id: 0, replicas: { '1': 'Active', '2': 'Active' } },
+    { id: 1, replicas: { '3': 'Active' } },
+  ];
+  s.apply({ op: 'createCollection', name: 'r', uuid: 'u-r', config: cfg({ shard_number: 2 }), shards }, null);
+  return s;
+}
+
+const start = (shard: number, peer: string, priority: RecoveryPriority): MetaOp => ({ op: 'startSnapshotRecovery', collection: 'r', shard, peer, priority });
+const finish = (shard: number, peer: string, priority: RecoveryPriority, ok: boolean, previous: string | null): MetaOp =>
+  ({ op: 'finishSnapshotRecovery', collection: 'r', shard, peer, priority, ok, previous }) as MetaOp;
+const valueOf = (r: ReturnType<ClusterState['apply']>) => (r.ok ? r.value : `error: ${r.error.message}`);
+const replicasOf = (s: ClusterState, shard: number) => ({ ...s.collection('r')!.shards.find((x) => x.id === shard)!.replicas });
+
+test('snapshot recovery, priority replica: an active replica here is kept; beside other active replicas this peer\'s is recovered from them; with none, the snapshot\'s data goes in', (t) => {
+  const s = recovering();
+  t.deepEqual(valueOf(s.apply(start(0, '1', 'replica'), null)), { action: 'kept', previous: 'Active' });
+  t.deepEqual(replicasOf(s, 0), { '1': 'Active', '2': 'Active' });
+  // A peer without a replica beside active ones: registered Dead, for the supervisor to recover.
+  t.deepEqual(valueOf(s.apply(start(0, '4', 'replica'), null)), { action: 'sync', previous: null });
+  t.deepEqual(replicasOf(s, 0), { '1': 'Active', '2': 'Active', '4': 'Dead' });
+  // The only replica was on a removed peer: the shard has none, and the snapshot's data is all there is.
+  s.applyConfChange({ type: 'removePeer', peer: '3' });
+  t.deepEqual(replicasOf(s, 1), {});
+  t.deepEqual(valueOf(s.apply(start(1, '4', 'replica'), null)), { action: 'restore', previous: null });
+  t.deepEqual(replicasOf(s, 1), { '4': 'ManualRecovery' });
+  t.is(valueOf(s.apply(finish(1, '4', 'replica', true, null), null)), 'Active');
+  t.deepEqual(replicasOf(s, 1), { '4': 'Active' });
+  // Replayed, the finish is refused and changes nothing.
+  const before = Buffer.from(s.encode()).toString();
+  t.regex(String(valueOf(s.apply(finish(1, '4', 'replica', true, null), null))), /is Active: it is not being recovered from a snapshot/);
+  t.is(Buffer.from(s.encode()).toString(), before);
+});
+
+test('snapshot recovery, priority snapshot: this peer\'s replica takes the data and the others follow it (Dead, transfers aborted); no_sync leaves the others', (t) => {
+  const s = recovering();
+  t.true(s.apply({ op: 'startTransfer', collection: 'r', transfer: { shard: 0, from: '2', to: '3', method: 'stream_records', kind: 'replicate' } }, null).ok);
+  // The last active replica may go ManualRecovery for its data to be replaced.
+  t.deepEqual(valueOf(s.apply(start(1, '3', 'snapshot'), null)), { action: 'restore', previous: 'Active' });
+  t.deepEqual(replicasOf(s, 1), { '3': 'ManualRecovery' });
+  t.is(valueOf(s.apply(finish(1, '3', 'snapshot', true, 'Active'), null)), 'Active');
+  t.deepEqual(valueOf(s.apply(start(0, '1', 'snapshot'), null)), { action: 'restore', previous: 'Active' });
+  t.deepEqual(replicasOf(s, 0), { '1': 'ManualRecovery', '2': 'Active', '3': 'Partial' });
+  t.is(valueOf(s.apply(finish(0, '1', 'snapshot', true, 'Active'), null)), 'Active');
+  t.deepEqual(replicasOf(s, 0), { '1': 'Active', '2': 'Dead' }, 'the other replica follows; the replicate transfer is aborted with its new replica');
+  t.deepEqual(s.transfers('r'), []);
+
+  const n = recovering();
+  t.deepEqual(valueOf(n.apply(start(0, '4', 'no_sync'), null)), { action: 'restore', previous: null });
+  t.is(valueOf(n.apply(finish(0, '4', 'no_sync', true, null), null)), 'Active');
+  t.deepEqual(replicasOf(n, 0), { '1': 'Active', '2': 'Active', '4': 'Active' });
+});
+
+test('snapshot recovery that failed: the replica goes back (removed when new, never Active beside active replicas); refusals change nothing', (t) => {
+  const s = recovering();
+  s.apply(start(0, '4', 'snapshot'), null);
+  t.is(valueOf(s.apply(finish(0, '4', 'snapshot', false, null), null)), null);
+  t.deepEqual(replicasOf(s, 0), { '1': 'Active', '2': 'Active' });
+  s.apply(start(0, '1', 'snapshot'), null);
+  t.is(valueOf(s.apply(finish(0, '1', 'snapshot', false, 'Active'), null)), 'Dead', 'others took writes meanwhile');
+  s.apply(start(1, '3', 'snapshot'), null);
+  t.is(valueOf(s.apply(finish(1, '3', 'snapshot', false, 'Active'), null)), 'Active', 'nothing could be written meanwhile');
+
+  const before = Buffer.from(s.encode()).toString();
+  t.regex(String(valueOf(s.apply(start(9, '1', 'snapshot'), null))), /Not found: Shard 9 of r does not exist/);
+  t.regex(String(valueOf(s.apply(start(0, '7', 'snapshot'), null))), /Peer 7 does not exist/);
+  t.regex(String(valueOf(s.apply({ ...start(0, '1', 'snapshot'), collection: 'nope' } as MetaOp, null))), /Collection `nope` doesn't exist/);
+  t.true(s.apply({ op: 'startTransfer', collection: 'r', transfer: { shard: 0, from: '2', to: '1', method: 'stream_records', kind: 'recovery' } }, null).ok);
+  const inTransfer = Buffer.from(s.encode()).toString();
+  t.regex(String(valueOf(s.apply(start(0, '1', 'snapshot'), null))), /is in a transfer/);
+  t.is(Buffer.from(s.encode()).toString(), inTransfer);
+  t.not(before, inTransfer);
+});
+
+test('a collection created by a snapshot recovery: its payload indexes, shard keys and next shard id; the held shards on the recovering peer, their other replicas Dead', (t) => {
+  const p = placeRecovered(['1', '2', '3'], [0, 1, 2], 2, 0, '3', [0, 2]);
+  t.deepEqual(p, [
+    { id: 0, replicas: { '3': 'ManualRecovery', '1': 'Dead' } },
+    { id: 1, replicas: { '2': 'Active', '3': 'Active' } },
+    { id: 2, replicas: { '3': 'ManualRecovery', '1': 'Dead' } },
+  ]);
+  const keyedP = placeRecovered(['1', '2'], [2, 5], 1, 0, '2', [5], (id) => (id === 2 ? 'a' : 7));
+  t.deepEqual(keyedP, [
+    { id: 2, replicas: { '1': 'Active' }, shard_key: 'a' },
+    { id: 5, replicas: { '2': 'ManualRecovery' }, shard_key: 7 },
+  ]);
+  const s = new ClusterState();
+  for (const peer of ['1', '2']) s.setPeerUri(peer, `http://p${peer}:6335`);
+  const r = s.apply(
+    { op: 'createCollection', name: 'k', uuid: 'u-k', config: cfg({ sharding_method: 'custom' }), shards: keyedP, payload_schema: { genre: { type: 'keyword' } as never }, next_shard_id: 6 },
+    null,
+  );
+  t.true(r.ok);
+  t.deepEqual(ClusterState.shardKeys(s.collection('k')!), [
+    { key: 'a', shards: [2] },
+    { key: 7, shards: [5] },
+  ]);
+  t.deepEqual(Object.keys(s.collection('k')!.payload_schema), ['genre']);
+  t.true(s.apply({ op: 'createShardKey', collection: 'k', key: 'b', placement: [['1']] }, null).ok);
+  t.deepEqual(ClusterState.shardKeys(s.collection('k')!).map((e) => e.shards), [[2], [5], [6]]);
 });

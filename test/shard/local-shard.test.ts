@@ -12,8 +12,11 @@ import pino from 'pino';
 
 import { loadEngine } from '../../bindings';
 import type { VectorSpec } from '../../ts/shard/vector-store';
-import { normalizePointId } from '../../ts/shard/id-tracker';
-import { LocalShard } from '../../ts/shard/local-shard';
+import { IdTracker, normalizePointId } from '../../ts/shard/id-tracker';
+import { LocalShard, keepFilter, type ShardState } from '../../ts/shard/local-shard';
+import { PayloadStore } from '../../ts/shard/payload-store';
+import { runAll } from '../../ts/shard/slices';
+import { crc32c } from '../../ts/common/crc32c';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { parseFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
@@ -370,4 +373,73 @@ test('pinSnapshot: a fresh checkpoint holding every write acknowledged before th
   const again = await open(copy);
   t.true(again.has(normalizePointId(7777)));
   await again.close();
+});
+
+test('pinSnapshot with content: the point count and digest are of exactly the pinned checkpoint, while writes go on', async (t) => {
+  const dir = tmp();
+  const shard = await open(dir, spec(), 3_600_000);
+  await shard.update(() => upsert([1, 2, 3], (i) => ({ n: i })).op, true);
+  let stop = false;
+  let next = 100;
+  const writer = (async () => {
+    while (!stop) await shard.update(() => upsert([next++], (i) => ({ n: i })).op, true);
+  })();
+  await waitFor('writes under way', () => next > 120);
+  const pin = await shard.pinSnapshot(true);
+  const at = next;
+  await waitFor('writes go on after the pin', () => next > at + 20);
+  stop = true;
+  await writer;
+  t.truthy(pin.content);
+  t.notDeepEqual(await shard.digest(), pin.content, 'the shard moved on after the pin');
+  const copy = tmp();
+  fs.writeFileSync(path.join(copy, 'checkpoint.json'), pin.checkpoint);
+  for (const f of pin.files) fs.copyFileSync(path.join(dir, f), path.join(copy, f));
+  await pin.release();
+  await shard.close();
+  const restored = await open(copy);
+  t.deepEqual(await restored.digest(), pin.content, 'the copy of the pinned files has the recorded count and digest');
+  t.is(restored.pointCount, pin.content!.points);
+  await restored.close();
+});
+
+test('which labels a shard keeps at load: live and listed for the vector, with dense and with sparse offsets', (t) => {
+  // A tracker with the given offsets (ids 1000 + i), from bytes as a state file holds it.
+  const trackerWith = (offsets: bigint[], counter: bigint): IdTracker => {
+    const n = offsets.length;
+    const b = Buffer.alloc(24 + n * 25 + 4);
+    b.write('QIDT', 0, 'latin1');
+    b.writeUInt16LE(1, 4);
+    b.writeBigUInt64LE(counter, 8);
+    b.writeBigUInt64LE(BigInt(n), 16);
+    offsets.forEach((o, i) => {
+      const at = 24 + i * 25;
+      b[at] = 0;
+      b.writeBigUInt64LE(1000n + BigInt(i), at + 1);
+      b.writeBigUInt64LE(o, at + 9);
+      b.writeBigUInt64LE(1n, at + 17);
+    });
+    b.writeUInt32LE(crc32c(b, 0, b.length - 4), b.length - 4);
+    return IdTracker.fromBytes(b);
+  };
+  for (const [what, offsets, counter] of [
+    ['dense', [0n, 1n, 2n, 5n, 9n], 10n],
+    ['sparse', [3n, 1n << 30n, (1n << 40n) + 7n, 1n << 52n], (1n << 52n) + 1n],
+  ] as const) {
+    const tracker = trackerWith([...offsets], counter);
+    const listed = BigUint64Array.from([offsets[0], offsets[2], offsets[3], counter + 5n]);
+    const state: ShardState = { tracker, payloads: new PayloadStore(), present: new Map([['', listed]]) };
+    const keep = runAll(keepFilter(state, ''));
+    t.deepEqual(
+      offsets.map((o) => keep(o)),
+      [true, false, true, true, false].slice(0, offsets.length),
+      `${what}: live and listed`,
+    );
+    t.false(keep(counter + 5n), `${what}: listed but not live`);
+    t.false(keep(counter + 1000n), `${what}: neither`);
+    // A state that does not list the vector's labels (format 1, or another vector): every live label.
+    const all = runAll(keepFilter(state, 'other'));
+    t.true(offsets.every((o) => all(o)), `${what}: unlisted vector keeps every live label`);
+    t.false(all(counter + 5n));
+  }
 });

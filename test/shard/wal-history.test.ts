@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import pino from 'pino';
 
 import { loadEngine } from '../../bindings';
-import { ClockMap, ClockSet, type ClockTag } from '../../ts/shard/clocks';
+import { ClockMap, ClockSet, REPLICATED_CLOCK_BASE, type ClockTag } from '../../ts/shard/clocks';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { HistoryGoneError, LocalShard, checkpointProblem, type ShardOptions } from '../../ts/shard/local-shard';
 import { OperationFormatError, decodeRecord, encodeOperation, recordTag, type ShardOperation } from '../../ts/shard/operations';
@@ -220,6 +220,31 @@ test('applyTagged skips operations it has seen: a replica sent the same history 
   fs.rmSync(dstDir, { recursive: true, force: true });
 });
 
+test('a shard\'s own clocks (untagged writes, transfer batches) are not history another replica is behind on; adopted clocks count', async (t) => {
+  const srcDir = tmp();
+  const dstDir = tmp();
+  const src = await open(srcDir, { peerId: 1n });
+  const dst = await open(dstDir, { peerId: 2n });
+  const write = writer(5n);
+  // The source was filled by untagged batches (its own clocks), then got replicated writes.
+  await src.update(() => upsert([1, 2, 3], { v: 0 }), true);
+  await write(src, upsert([1], { v: 1 }), true);
+  t.true(src.clocks().some((c) => c.clock < REPLICATED_CLOCK_BASE), 'the untagged batch took a local clock');
+  // A replica that holds the same data and adopted the source's replicated clocks lacks nothing.
+  await dst.update(() => upsert([1, 2, 3], { v: 0 }), true);
+  await dst.applyTagged(upsert([1], { v: 1 }), { peer: 5n, clock: REPLICATED_CLOCK_BASE, tick: 1n }, true);
+  t.is(await src.historyStartFor(dst.clocks()), src.history().lastSeq + 1n);
+  // A replica with nothing of the replicated writes starts at the first one.
+  t.is(await src.historyStartFor([]), 2n);
+  // adoptClocks takes replicated clocks only.
+  const fresh = await open(tmp(), { peerId: 3n });
+  fresh.adoptClocks([...src.clocks()]);
+  t.deepEqual(fresh.clocks(), src.clocks().filter((c) => c.clock >= REPLICATED_CLOCK_BASE));
+  for (const s of [src, dst, fresh]) await s.close();
+  fs.rmSync(srcDir, { recursive: true, force: true });
+  fs.rmSync(dstDir, { recursive: true, force: true });
+});
+
 // -- retention --------------------------------------------------------------------------
 
 function walBytes(dir: string): number[] {
@@ -231,13 +256,27 @@ function walBytes(dir: string): number[] {
     .map((n) => fs.statSync(path.join(wal, n)).size);
 }
 
+/** Replicated writes as a writer peer makes them: each lane is one of its clocks, ticking from 1. */
+function writer(peer: bigint): (shard: LocalShard, op: ShardOperation, wait: boolean, lane?: number) => Promise<bigint> {
+  const ticks = new Map<number, bigint>();
+  return async (shard, op, wait, lane = 0) => {
+    const clock = REPLICATED_CLOCK_BASE + lane;
+    const tick = (ticks.get(clock) ?? 0n) + 1n;
+    ticks.set(clock, tick);
+    const r = await shard.applyTagged(op, { peer, clock, tick }, wait);
+    if (!r.applied) throw new Error('a new tick was skipped');
+    return r.seq;
+  };
+}
+
 test('a checkpoint keeps the newest walRetainBytes of the WAL as history; replay after a restart starts after the checkpoint', async (t) => {
   const dir = tmp();
   const opts = { peerId: 3n, walSegmentBytes: 4096, walRetainBytes: 16_384 };
   let shard = await open(dir, opts);
+  const write = writer(7n);
   const marks: Array<{ seq: bigint; clocks: ClockTag[] }> = [];
   for (let i = 0; i < 300; i++) {
-    const seq = await shard.update(() => upsert([i % 50, 1000 + i], { i }), i % 10 === 0);
+    const seq = await write(shard, upsert([i % 50, 1000 + i], { i }), i % 10 === 0);
     if (i % 50 === 0) marks.push({ seq, clocks: shard.clocks() });
   }
   await shard.checkpoint();
@@ -286,16 +325,17 @@ test('a replica that missed writes catches up from the retained history (the wal
   const forward = async (from: bigint) => {
     for (const r of await allHistory(src, from)) await dst.applyTagged(r.op, r.tag!, false);
   };
+  const write = writer(9n);
   // Replicated for a while (writes arrive from two writers at once, so two clocks).
-  for (let i = 0; i < 40; i++) await Promise.all([src.update(() => upsert([i], { i }), true), src.update(() => upsert([500 + i]), true)]);
+  for (let i = 0; i < 40; i++) await Promise.all([write(src, upsert([i], { i }), true, 0), write(src, upsert([500 + i]), true, 1)]);
   await forward(1n);
   t.deepEqual(await state(dst), await state(src));
   // Then the replica is away while more writes and checkpoints happen.
   for (let i = 0; i < 30; i++) {
-    await src.update(() => upsert([i, 900 + i], { away: i }), true);
+    await write(src, upsert([i, 900 + i], { away: i }), true);
     if (i % 10 === 9) await src.checkpoint();
   }
-  await src.update(() => ({ kind: 'delete', ids: [normalizePointId(3), normalizePointId(900)] }), true);
+  await write(src, { kind: 'delete', ids: [normalizePointId(3), normalizePointId(900)] }, true);
   const start = await src.historyStartFor(dst.clocks());
   t.is(start, 81n, 'right after the last operation the replica has');
   t.true(src.history().oldestSeq > 1n && src.history().oldestSeq <= start!, `history kept from ${src.history().oldestSeq}`);

@@ -47,29 +47,29 @@ test('a write forwarded as the copy ends, whose forward then fails, aborts the t
   const releaseCopyEnd = gate();
   const forwardSeen = gate();
   const forwardFails = gate();
-  const target = {
-    peer: '2',
-    isLocal: false,
-    transferReady: async () => true,
+  const target: TransferTarget = {
+    ready: async () => true,
     clocks: async () => [],
     pullSnapshot: async () => 1,
     indexBacklog: async () => 0,
-    replay: async (_ops: unknown[], wait: boolean) => {
-      if (!wait) return;
+    copy: async () => undefined,
+    batch: async () => undefined,
+    replay: async (_ops, end) => {
+      if (!end.wait) return;
       copyEnd.open();
       await releaseCopyEnd.promise;
     },
-    // A forwarded write: the target died meanwhile.
-    update: async () => {
+    // A write forwarded after the copy: the target died meanwhile.
+    deliver: async () => {
       forwardSeen.open();
       await forwardFails.promise;
       throw new ShardUnavailableError('peer 2 cannot be reached: connection refused');
     },
-  } as unknown as TransferTarget;
+  };
   const proposals: MetaOp[] = [];
   const out = new OutgoingTransfers({ peer: '1', remote: () => target, propose: async (op) => void proposals.push(op), logger });
 
-  out.start({ collection: 'c', uuid: 'u', shard: 0 }, '2', source, 'snapshot');
+  out.start({ collection: 'c', uuid: 'u', shard: 0 }, '2', source, 'snapshot', 't1');
   await copyEnd.promise;
   // A client write on the source as the copy ends: it waits for the copy's last step, then is forwarded.
   const write = source.update(

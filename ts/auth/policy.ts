@@ -115,6 +115,8 @@ const TABLE: Record<string, Requirement> = {
   'GET /cluster/telemetry': listing,
   'POST /cluster/recover': globalManage,
   'DELETE /cluster/peer/{peer_id}': globalManage,
+  // Ours: a backup of every shard of the cluster (ts/snapshots/backup.ts).
+  'POST /cluster/backup': globalManage,
   'GET /cluster/metadata/keys': globalRead,
   'GET /cluster/metadata/keys/{key}': globalRead,
   'PUT /cluster/metadata/keys/{key}': globalManage,

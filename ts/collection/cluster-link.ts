@@ -59,13 +59,13 @@ export interface ClusterLink {
    * This peer's replica `source` is the source of a transfer of its shard to `to` (the
    * placement applied here says so): starts driving it, or does nothing when it runs.
    */
-  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod): void;
+  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod, id: string): void;
   /** The placement applied here no longer has that transfer (finished or aborted): stops driving it. */
-  transferGone(target: ShardTarget, to: string): void;
+  transferGone(target: ShardTarget, to: string, id: string): void;
   /**
    * This peer is the source of a transfer that no run here drives (it started again, or
    * the run failed before it could abort the transfer): aborts it through consensus,
    * unless a run drives it.
    */
-  transferLost(target: ShardTarget, to: string): void;
+  transferLost(target: ShardTarget, to: string, id: string): void;
 }

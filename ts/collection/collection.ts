@@ -27,7 +27,7 @@ import { type Filter } from '../shard/filter';
 import { crc32c } from '../common/crc32c';
 import { type PointKey } from '../shard/id-tracker';
 import { swapDirectory, syncDir } from '../common/files';
-import { LocalShard } from '../shard/local-shard';
+import { LocalShard, type ShardPreload } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import type { Payload, WithPayload } from '../shard/payload-store';
 import { higherIsBetter } from '../shard/vector-store';
@@ -112,6 +112,8 @@ export interface PlacedTransfer {
   from: string;
   to: string;
   method?: TransferMethod;
+  /** Tells this transfer from an earlier one between the same peers ('' in placements saved before ids). */
+  id?: string;
 }
 
 /** The method of a placed transfer. */
@@ -198,13 +200,23 @@ export class Collection {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
   }
 
-  static async open(name: string, dir: string, meta: CollectionMeta, engine: Engine, logger: Logger, nodePeerId = 0n, link: ClusterLink | null = null): Promise<Collection> {
+  /** `preloaded`: shard state files already being decoded (a snapshot recovery), by shard id. */
+  static async open(
+    name: string,
+    dir: string,
+    meta: CollectionMeta,
+    engine: Engine,
+    logger: Logger,
+    nodePeerId = 0n,
+    link: ClusterLink | null = null,
+    preloaded: ReadonlyMap<number, ShardPreload> = new Map(),
+  ): Promise<Collection> {
     const c = new Collection(name, dir, meta, engine, logger.child({ collection: name }), nodePeerId, link);
     const placement = meta.cluster;
     const isLocal = (id: number) => placement === undefined || Object.prototype.hasOwnProperty.call(replicasIn(placement, id) ?? {}, placement.peer);
     const ids = shardIdsOf(meta);
     if (meta.config.params.sharding_method === 'custom') await c.removeStrayShards(ids);
-    const opened = await Promise.allSettled(ids.map((id) => (isLocal(id) ? c.openShard(id) : Promise.resolve(null))));
+    const opened = await Promise.allSettled(ids.map((id) => (isLocal(id) ? c.openShard(id, undefined, preloaded.get(id)) : Promise.resolve(null))));
     const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       // Close what did open, so a caller can move the directory back (snapshot recovery).
@@ -223,7 +235,7 @@ export class Collection {
     // Transfers this peer was the source of before it started again: their runs died with
     // the process (the target may hold part of the shard), so they are aborted, and the
     // supervisor starts them afresh.
-    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to);
+    if (placement && link !== null) for (const t of c.outgoingTransfers()) link.transferLost(c.shardTarget(t.shard), t.to, t.id);
     return c;
   }
 
@@ -243,25 +255,25 @@ export class Collection {
   private driveTransfers(placement: ClusterPlacement, before: readonly PlacedTransfer[]): void {
     if (this.link === null) return;
     const now = placement.transfers ?? [];
-    const key = (t: { shard: number; from: string; to: string }) => `${t.shard}/${t.from}/${t.to}`;
+    const key = (t: PlacedTransfer) => `${t.shard}/${t.from}/${t.to}/${t.id ?? ''}`;
     const current = new Set(now.map(key));
     for (const t of before) {
-      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to);
+      if (t.from === placement.peer && !current.has(key(t))) this.link.transferGone(this.shardTarget(t.shard), t.to, t.id ?? '');
     }
     const known = new Set(before.map(key));
     for (const t of now) {
       if (t.from !== placement.peer || known.has(key(t))) continue;
       const source = this.shards.get(t.shard)?.localReplica;
-      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source, methodOf(t));
-      else this.link.transferLost(this.shardTarget(t.shard), t.to);
+      if (source) this.link.transferOut(this.shardTarget(t.shard), t.to, source, methodOf(t), t.id ?? '');
+      else this.link.transferLost(this.shardTarget(t.shard), t.to, t.id ?? '');
     }
   }
 
   /** Transfers the placement applied here says this peer is the source of. */
-  outgoingTransfers(): Array<{ shard: number; to: string }> {
+  outgoingTransfers(): Array<{ shard: number; to: string; id: string }> {
     const placement = this.meta.cluster;
     if (placement === undefined) return [];
-    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to }));
+    return (placement.transfers ?? []).filter((t) => t.from === placement.peer).map((t) => ({ shard: t.shard, to: t.to, id: t.id ?? '' }));
   }
 
   /** How peers name shard `id` of this collection. */
@@ -292,7 +304,7 @@ export class Collection {
     return this.meta.cluster?.peer ?? STANDALONE_PEER;
   }
 
-  private openShard(id: number, dir = path.join(this.dir, String(id))): Promise<LocalShard> {
+  private openShard(id: number, dir = path.join(this.dir, String(id)), preloaded?: ShardPreload): Promise<LocalShard> {
     if (this.engine === null) throw new Error(`collection ${this.name} was built over given replicas and opens no shard`);
     const { config, payload_schema } = this.meta;
     // wal_capacity_mb is both the segment size and the history a checkpoint keeps (docs/storage.md).
@@ -309,6 +321,7 @@ export class Collection {
       flushIntervalMs: config.optimizer_config.flush_interval_sec * 1000,
       payloadIndexes: payload_schema,
       logger: this.logger.child({ shard: id }),
+      preloaded,
     });
   }
 
@@ -500,7 +513,7 @@ export class Collection {
       const wantLocal = Object.prototype.hasOwnProperty.call(replicas, placement.peer);
       const incoming = (placement.transfers ?? []).find((t) => t.shard === r.shardId && t.to === placement.peer);
       const previously = before.find((t) => t.shard === r.shardId && t.to === placement.peer);
-      if (wantLocal && r.local !== null && incoming !== undefined && methodOf(incoming) === 'stream_records' && (was !== 'Partial' || previously === undefined || methodOf(previously) !== 'stream_records')) {
+      if (wantLocal && r.local !== null && incoming !== undefined && methodOf(incoming) === 'stream_records' && (was !== 'Partial' || previously === undefined || (previously.id ?? '') !== (incoming.id ?? '') || methodOf(previously) !== 'stream_records')) {
         // A stream_records transfer to this peer starts (or a wal_delta one switched to it):
         // its replica starts empty, before any write or batch of the transfer reaches it
         // (the source waits until this peer has applied it). The other methods keep the
@@ -511,8 +524,9 @@ export class Collection {
       if (wantLocal && r.local === null) {
         r.setLocal(new LocalReplica(placement.peer, await this.openShard(r.shardId)));
       } else if (!wantLocal && r.local !== null) {
-        // The new states first: a write that starts here while the data is dropped goes to
-        // the replicas of the new placement (a move's target), not to the old ones less this.
+        // The new states first: while this replica's data goes (a finished move's source),
+        // reads and writes already go to the replicas that hold the shard now (a write that
+        // starts here meanwhile reaches the move's target), not to the old ones less this.
         r.setStates(replicas, placement.peer, this.incomingOf(placement, r.shardId));
         await this.dropLocal(r);
       }

@@ -87,14 +87,21 @@ export async function removeTempFiles(dir: string): Promise<number> {
   return stale.length;
 }
 
-/** Fsyncs every file and directory under `root` (an unpacked snapshot, before it replaces anything). */
+/**
+ * Fsyncs every file and directory under `root` (an unpacked snapshot, before it
+ * replaces anything): the entries of a directory at the same time (the disk gets
+ * them all at once), each directory after its entries.
+ */
 export async function syncTree(root: string): Promise<void> {
   const entries = await fs.readdir(root, { withFileTypes: true });
-  for (const e of entries) {
-    const p = path.join(root, e.name);
-    if (e.isDirectory()) await syncTree(p);
-    else if (e.isFile()) await syncFile(p);
-  }
+  await Promise.all(
+    entries.map((e) => {
+      const p = path.join(root, e.name);
+      if (e.isDirectory()) return syncTree(p);
+      if (e.isFile()) return syncFile(p);
+      return undefined;
+    }),
+  );
   await syncDir(root);
 }
 

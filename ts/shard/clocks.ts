@@ -40,6 +40,20 @@ export function clockTagProblem(tag: ClockTag): string | null {
   return null;
 }
 
+/**
+ * Clock ids from here up tag replicated writes (a peer's writer clocks, reserved per peer
+ * in ts/storage/writer-clocks.ts); below it, a shard's own writer tags the writes made to
+ * it without a tag (a single node's writes, the batches of a stream_records transfer).
+ * A replica's map of replicated clocks says which replicated writes its data holds;
+ * local clocks say nothing another replica can compare.
+ */
+export const REPLICATED_CLOCK_BASE = 1 << 20;
+
+/** Whether a clock tags replicated writes (not a shard's own untagged writes). */
+export function isReplicatedClock(clock: number): boolean {
+  return clock >= REPLICATED_CLOCK_BASE;
+}
+
 /** A (peer, clock) pair as one Map key. */
 export function clockKey(peer: bigint, clock: number): string {
   return `${peer}/${clock}`;

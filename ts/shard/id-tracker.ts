@@ -36,9 +36,18 @@
  * partially filled tracker.
  */
 
-import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { OffsetTable } from './offset-table';
+import { crc32cSteps, runAll, type Steps } from './slices';
 
 export const U64_MAX = (1n << 64n) - 1n;
+
+/**
+ * Offsets stay below 2^53, so each is also exactly a JS number: the tables keyed by
+ * offset use numbers, which a Map hashes several times faster than bigints. (A
+ * shard would need 2^53 inserts to reach it.)
+ */
+export const OFFSET_LIMIT = 1n << 53n;
 
 export class PointIdError extends Error {
   constructor(message: string) {
@@ -165,12 +174,51 @@ export interface TrackerEntry {
   readonly removed?: boolean;
 }
 
-interface MutableEntry {
-  id: PointKey;
-  offset: bigint;
-  version: bigint;
-  /** Set when the point is removed (the scroll-order cache drops it lazily); always present, so entries share one shape. */
-  removed: boolean;
+/**
+ * One tracked point. A million of them are built when a shard loads, so an entry is
+ * one object of numbers where the values fit (offsets always do, see OFFSET_LIMIT;
+ * ids and versions below 2^53 nearly always), and the bigint and PointKey forms
+ * callers see are made when asked for (the PointKey is kept once made).
+ */
+class Entry implements TrackerEntry {
+  constructor(
+    /** The point id when it is an integer below 2^53, else -1 (then `key` is set from the start). */
+    readonly num: number,
+    private key: PointKey | null,
+    /** The offset (below OFFSET_LIMIT). */
+    readonly off: number,
+    private ver: number | bigint,
+    /** Set when the point is removed (the scroll-order cache drops it lazily). */
+    public removed: boolean,
+  ) {}
+
+  get id(): PointKey {
+    if (this.key === null) this.key = numKey(BigInt(this.num));
+    return this.key;
+  }
+
+  get offset(): bigint {
+    return BigInt(this.off);
+  }
+
+  get version(): bigint {
+    return typeof this.ver === 'number' ? BigInt(this.ver) : this.ver;
+  }
+
+  set version(v: bigint) {
+    this.ver = v < OFFSET_LIMIT ? Number(v) : v;
+  }
+}
+
+/** A safe integer id's number (the key of IdTracker.byNum), or -1 for an id kept by its string key. */
+function numOf(key: PointKey): number {
+  return key.kind === 'num' && key.value < OFFSET_LIMIT ? Number(key.value) : -1;
+}
+
+/** Scroll order of two entries (compareKeys), without making PointKeys for integer ids below 2^53. */
+function compareEntries(a: Entry, b: Entry): number {
+  if (a.num >= 0 && b.num >= 0) return a.num - b.num;
+  return compareKeys(a.id, b.id);
 }
 
 export interface UpsertResult {
@@ -190,23 +238,35 @@ const UUID_ENTRY_LEN = 1 + 16 + 8 + 8;
 const TAG_NUM = 0;
 const TAG_UUID = 1;
 
+export interface DecodeOptions {
+  /**
+   * The bytes are part of a file whose own checksum, just verified, covers them (a
+   * shard state file): the inner checksum is not computed a second time.
+   */
+  checksumCovered?: boolean;
+}
+
 export class IdTracker {
-  private readonly byKey = new Map<string, MutableEntry>();
-  private readonly byOffset = new Map<bigint, MutableEntry>();
+  /** Points with an integer id below 2^53, by that id as a number (an array while the ids are dense, else a Map: both far faster than a Map of strings). */
+  private readonly byNum = new OffsetTable<Entry>();
+  /** The other points (UUIDs, integers from 2^53 on), by PointKey.key. */
+  private readonly byKey = new Map<string, Entry>();
+  /** Keyed by the offset as a number (see OFFSET_LIMIT). */
+  private readonly byOffset = new OffsetTable<Entry>();
   private counter = 0n;
   /**
    * Entries in scroll order. After writes it is brought up to date lazily: points
    * added since are sorted on their own and merged in, removed ones dropped, which
    * costs a linear pass instead of a full sort.
    */
-  private byIdCache: MutableEntry[] | null = null;
-  private pendingAdds: MutableEntry[] = [];
+  private byIdCache: Entry[] | null = null;
+  private pendingAdds: Entry[] = [];
   private pendingRemovals = 0;
   private removedInCache = 0;
 
   /** Number of tracked points. */
   get size(): number {
-    return this.byKey.size;
+    return this.byNum.size + this.byKey.size;
   }
 
   /** The offset the next new point will get. Never decreases. */
@@ -222,17 +282,20 @@ export class IdTracker {
   upsert(id: unknown, version: bigint | number): UpsertResult {
     const key = toKey(id);
     const v = toU64(version, 'version');
-    const existing = this.byKey.get(key.key);
+    const num = numOf(key);
+    const existing = this.find(key, num);
     if (existing) {
       const applied = v > existing.version;
       if (applied) existing.version = v;
       return { offset: existing.offset, created: false, versionApplied: applied };
     }
-    if (this.counter >= U64_MAX) throw new RangeError('id tracker offset counter exhausted');
-    const entry: MutableEntry = { id: key, offset: this.counter, version: v, removed: false };
+    if (this.counter >= OFFSET_LIMIT) throw new RangeError('id tracker offset counter exhausted');
+    const entry = new Entry(num, num >= 0 ? null : key, Number(this.counter), 0, false);
+    entry.version = v;
     this.counter += 1n;
-    this.byKey.set(key.key, entry);
-    this.byOffset.set(entry.offset, entry);
+    if (num >= 0) this.byNum.set(num, entry);
+    else this.byKey.set(key.key, entry);
+    this.byOffset.set(entry.off, entry);
     if (this.byIdCache !== null) {
       this.pendingAdds.push(entry);
       // Points added faster than anyone scrolls: a full sort at the next scroll is
@@ -245,32 +308,38 @@ export class IdTracker {
   /** Removes a point; returns its freed offset (never handed out again), or null when unknown. */
   delete(id: unknown): bigint | null {
     const key = toKey(id);
-    const entry = this.byKey.get(key.key);
+    const num = numOf(key);
+    const entry = this.find(key, num);
     if (!entry) return null;
-    this.byKey.delete(key.key);
-    this.byOffset.delete(entry.offset);
+    if (num >= 0) this.byNum.delete(num);
+    else this.byKey.delete(key.key);
+    this.byOffset.delete(entry.off);
     entry.removed = true;
     if (this.byIdCache !== null) this.pendingRemovals++;
     return entry.offset;
   }
 
   has(id: unknown): boolean {
-    return this.byKey.has(toKey(id).key);
+    return this.find(toKey(id)) !== undefined;
+  }
+
+  private find(key: PointKey, num = numOf(key)): Entry | undefined {
+    return num >= 0 ? this.byNum.get(num) : this.byKey.get(key.key);
   }
 
   offsetOf(id: unknown): bigint | null {
-    return this.byKey.get(toKey(id).key)?.offset ?? null;
+    return this.find(toKey(id))?.offset ?? null;
   }
 
   /** The point id stored at `offset`, or null when that offset is free. */
   idOf(offset: bigint | number): PointKey | null {
-    const o = typeof offset === 'number' ? (Number.isSafeInteger(offset) ? BigInt(offset) : -1n) : offset;
+    const o = typeof offset === 'number' ? offset : offset < OFFSET_LIMIT ? Number(offset) : -1;
     return this.byOffset.get(o)?.id ?? null;
   }
 
   /** The stored version of a point, or null when unknown. */
   version(id: unknown): bigint | null {
-    return this.byKey.get(toKey(id).key)?.version ?? null;
+    return this.find(toKey(id))?.version ?? null;
   }
 
   private dropScrollCache(): void {
@@ -282,7 +351,12 @@ export class IdTracker {
 
   /** The live entry at `offset` (read-only view; do not keep it across writes), or undefined. */
   at(offset: bigint): TrackerEntry | undefined {
-    return this.byOffset.get(offset);
+    return offset < OFFSET_LIMIT ? this.byOffset.get(Number(offset)) : undefined;
+  }
+
+  /** The live offsets as numbers (see OFFSET_LIMIT), in no particular order. */
+  offsetNumbers(): IterableIterator<number> {
+    return this.byOffset.keys();
   }
 
   /** Live entries in no particular order (read-only views), without copying or sorting. */
@@ -298,12 +372,12 @@ export class IdTracker {
   sortedById(): readonly TrackerEntry[] {
     const cache = this.byIdCache;
     if (cache === null || this.pendingAdds.length > cache.length / 4) {
-      const out = [...this.byKey.values()];
-      out.sort((a, b) => compareKeys(a.id, b.id));
+      const out = [...this.byNum.values(), ...this.byKey.values()];
+      out.sort(compareEntries);
       this.byIdCache = out;
       this.removedInCache = 0;
     } else if (this.pendingAdds.length > 0 || this.pendingRemovals > 0) {
-      const live = (e: MutableEntry) => !e.removed;
+      const live = (e: Entry) => !e.removed;
       // Removed entries stay in the view (readers skip them) until they are a tenth of
       // it: dropping them is a pass over every entry, which costs more than the sort
       // of the additions (memory-bound on large trackers).
@@ -313,16 +387,16 @@ export class IdTracker {
         base = cache.filter(live);
         this.removedInCache = 0;
       }
-      const adds = this.pendingAdds.filter(live).sort((a, b) => compareKeys(a.id, b.id));
+      const adds = this.pendingAdds.filter(live).sort(compareEntries);
       // Each add finds its place by binary search; the runs between are copied whole.
-      const out: MutableEntry[] = adds.length === 0 ? base : [];
+      const out: Entry[] = adds.length === 0 ? base : [];
       let from = 0;
       for (const a of adds) {
         let lo = from;
         let hi = base.length;
         while (lo < hi) {
           const mid = (lo + hi) >>> 1;
-          if (compareKeys(base[mid].id, a.id) < 0) lo = mid + 1;
+          if (compareEntries(base[mid], a) < 0) lo = mid + 1;
           else hi = mid;
         }
         for (let i = from; i < lo; i++) out.push(base[i]);
@@ -346,8 +420,9 @@ export class IdTracker {
 
   /** Entries in the reference scroll order (see compareKeys). */
   entriesById(): TrackerEntry[] {
-    const out = [...this.byKey.values()].map(snapshot);
-    out.sort((a, b) => compareKeys(a.id, b.id));
+    const entries = [...this.byNum.values(), ...this.byKey.values()];
+    entries.sort(compareEntries);
+    const out = entries.map(snapshot);
     return out;
   }
 
@@ -361,9 +436,9 @@ export class IdTracker {
     const out = new BigUint64Array(this.byOffset.size);
     let i = 0;
     let sorted = true;
-    for (const o of this.byOffset.keys()) {
-      if (i > 0 && o < out[i - 1]) sorted = false;
-      out[i++] = o;
+    for (const e of this.byOffset.values()) {
+      if (i > 0 && e.offset < out[i - 1]) sorted = false;
+      out[i++] = e.offset;
     }
     if (!sorted) out.sort();
     return out;
@@ -392,8 +467,13 @@ export class IdTracker {
     };
     for (const o of offsets) {
       if (p + UUID_ENTRY_LEN > piece.length) yield flush();
-      const e = this.byOffset.get(o) as MutableEntry;
-      if (e.id.kind === 'num') {
+      const e = this.byOffset.get(Number(o)) as Entry;
+      if (e.num >= 0) {
+        piece[p] = TAG_NUM;
+        view.setUint32(p + 1, e.num % 4294967296, true);
+        view.setUint32(p + 5, Math.floor(e.num / 4294967296), true);
+        p += 9;
+      } else if (e.id.kind === 'num') {
         piece[p] = TAG_NUM;
         view.setBigUint64(p + 1, e.id.value, true);
         p += 9;
@@ -403,7 +483,8 @@ export class IdTracker {
         for (let i = 0; i < 16; i++) piece[p + 1 + i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
         p += 17;
       }
-      view.setBigUint64(p, e.offset, true);
+      view.setUint32(p, e.off % 4294967296, true);
+      view.setUint32(p + 4, Math.floor(e.off / 4294967296), true);
       view.setBigUint64(p + 8, e.version, true);
       p += 16;
     }
@@ -416,7 +497,7 @@ export class IdTracker {
   /** Exact byte length of toBytes() (known without serialising). */
   byteLength(): number {
     let len = HEADER_LEN + 4;
-    for (const e of this.byOffset.values()) len += e.id.kind === 'num' ? NUM_ENTRY_LEN : UUID_ENTRY_LEN;
+    for (const e of this.byOffset.values()) len += e.num >= 0 || e.id.kind === 'num' ? NUM_ENTRY_LEN : UUID_ENTRY_LEN;
     return len;
   }
 
@@ -425,6 +506,15 @@ export class IdTracker {
   }
 
   static fromBytes(input: Uint8Array): IdTracker {
+    return runAll(IdTracker.decode(input));
+  }
+
+  /**
+   * fromBytes in steps (see slices.ts), for a loader that keeps the event loop
+   * turning. The tracker is built as the entries are checked; one that fails a check
+   * is thrown away, never returned.
+   */
+  static *decode(input: Uint8Array, opts: DecodeOptions = {}): Steps<IdTracker> {
     if (!(input instanceof Uint8Array)) throw new IdTrackerFormatError('id tracker data is not a byte array');
     const bytes = input;
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -433,9 +523,11 @@ export class IdTracker {
     };
     if (bytes.length < HEADER_LEN + 4) fail(`truncated (${bytes.length} bytes, header needs ${HEADER_LEN + 4})`);
     for (let i = 0; i < 4; i++) if (bytes[i] !== MAGIC[i]) fail('bad magic (not an id tracker file)');
-    const stored = view.getUint32(bytes.length - 4, true);
-    const actual = crc32c(bytes, 0, bytes.length - 4);
-    if (stored !== actual) fail(`checksum mismatch (stored ${hex32(stored)}, computed ${hex32(actual)}) or truncated data`);
+    if (!opts.checksumCovered) {
+      const stored = view.getUint32(bytes.length - 4, true);
+      const actual = yield* crc32cSteps(bytes, 0, bytes.length - 4);
+      if (stored !== actual) fail(`checksum mismatch (stored ${hex32(stored)}, computed ${hex32(actual)}) or truncated data`);
+    }
     const fmt = view.getUint16(4, true);
     if (fmt !== FORMAT_VERSION) fail(`unsupported format version ${fmt} (expected ${FORMAT_VERSION})`);
     const flags = view.getUint16(6, true);
@@ -444,51 +536,61 @@ export class IdTracker {
     const count = view.getBigUint64(16, true);
     const end = bytes.length - 4;
     if (count > BigInt(Math.floor((end - HEADER_LEN) / NUM_ENTRY_LEN))) fail(`entry count ${count} does not fit the data`);
+    if (counter > OFFSET_LIMIT) fail(`next offset ${counter} is beyond 2^53`);
 
-    const entries: MutableEntry[] = [];
-    const seen = new Set<string>();
+    const t = new IdTracker();
+    t.counter = counter;
+    const limit = Number(counter);
     let p = HEADER_LEN;
-    let prevOffset = -1n;
-    for (let n = 0; n < Number(count); n++) {
-      if (p + 1 > end) fail(`truncated at entry ${n}`);
+    let prevOffset = -1;
+    const n = Number(count);
+    for (let k = 0; k < n; k++) {
+      if ((k & 1023) === 1023) yield;
+      if (p + 1 > end) fail(`truncated at entry ${k}`);
       const tag = bytes[p];
-      let id: PointKey;
+      let num = -1;
+      let id: PointKey | null = null;
       if (tag === TAG_NUM) {
-        if (p + NUM_ENTRY_LEN > end) fail(`truncated at entry ${n}`);
-        id = numKey(view.getBigUint64(p + 1, true));
+        if (p + NUM_ENTRY_LEN > end) fail(`truncated at entry ${k}`);
+        const hi = view.getUint32(p + 5, true);
+        if (hi < 0x200000) num = hi * 4294967296 + view.getUint32(p + 1, true);
+        else id = numKey(view.getBigUint64(p + 1, true));
         p += 9;
       } else if (tag === TAG_UUID) {
-        if (p + UUID_ENTRY_LEN > end) fail(`truncated at entry ${n}`);
+        if (p + UUID_ENTRY_LEN > end) fail(`truncated at entry ${k}`);
         let h = '';
         for (let i = 0; i < 16; i++) h += bytes[p + 1 + i].toString(16).padStart(2, '0');
         id = uuidKey(`${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`);
         p += 17;
       } else {
-        return fail(`unknown id tag ${tag} at entry ${n}`);
+        return fail(`unknown id tag ${tag} at entry ${k}`);
       }
-      const offset = view.getBigUint64(p, true);
-      const version = view.getBigUint64(p + 8, true);
+      // Below the counter (checked above to be at most 2^53), so exact as a number.
+      const o = view.getUint32(p + 4, true) * 4294967296 + view.getUint32(p, true);
+      const vhi = view.getUint32(p + 12, true);
+      const version = vhi < 0x200000 ? vhi * 4294967296 + view.getUint32(p + 8, true) : view.getBigUint64(p + 8, true);
       p += 16;
-      if (offset <= prevOffset) fail(`offsets not strictly ascending at entry ${n}`);
-      if (offset >= counter) fail(`offset ${offset} at entry ${n} is not below the counter ${counter}`);
-      if (seen.has(id.key)) fail(`duplicate point id ${id.key} at entry ${n}`);
-      seen.add(id.key);
-      prevOffset = offset;
-      entries.push({ id, offset, version, removed: false });
+      if (o <= prevOffset) fail(`offsets not strictly ascending at entry ${k}`);
+      if (o >= limit) fail(`offset ${view.getBigUint64(p - 16, true)} at entry ${k} is not below the counter ${counter}`);
+      const entry = new Entry(num, id, o, version, false);
+      if (num >= 0) {
+        const before = t.byNum.size;
+        t.byNum.set(num, entry);
+        if (t.byNum.size === before) fail(`duplicate point id n:${num} at entry ${k}`);
+      } else {
+        const before = t.byKey.size;
+        t.byKey.set(id!.key, entry);
+        if (t.byKey.size === before) fail(`duplicate point id ${id!.key} at entry ${k}`);
+      }
+      t.byOffset.set(o, entry);
+      prevOffset = o;
     }
     if (p !== end) fail(`${end - p} unexpected trailing bytes after ${count} entries`);
-
-    const t = new IdTracker();
-    t.counter = counter;
-    for (const e of entries) {
-      t.byKey.set(e.id.key, e);
-      t.byOffset.set(e.offset, e);
-    }
     return t;
   }
 }
 
-function snapshot(e: MutableEntry): TrackerEntry {
+function snapshot(e: Entry): TrackerEntry {
   return { id: e.id, offset: e.offset, version: e.version };
 }
 

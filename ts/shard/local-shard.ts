@@ -32,17 +32,19 @@ import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
-import type { Engine, Wal } from '../../bindings/engine';
+import type { Engine, VectorIndex, Wal } from '../../bindings/engine';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
-import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, type ClockEntryJson, type ClockTag } from './clocks';
+import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isReplicatedClock, type ClockEntryJson, type ClockTag } from './clocks';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
-import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { crc32cSteps, runSliced, type Steps } from './slices';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
+import { LabelSet } from './label-set';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { removeTempFiles, syncDir, writeFileAtomic } from '../common/files';
 
@@ -62,6 +64,77 @@ export interface ShardOptions {
   flushIntervalMs: number;
   payloadIndexes: Record<string, FieldSchema>;
   logger: Logger;
+  /** This shard's files already being read (a snapshot recovery starts that while it unpacks the rest): used as the checkpoint names them. */
+  preloaded?: ShardPreload;
+}
+
+/**
+ * A shard's files read ahead of its opening: `fileReady` is told of each file of the
+ * shard folder as soon as it is complete on disk, and vector index files start loading
+ * on the engine's threads at once; `startDecoding` then starts decoding the state
+ * file on the main thread, in slices (not before: the slices would hold up the
+ * writing of the rest of the archive, which needs the main thread for every piece).
+ * The shard takes what its checkpoint names as it opens; `discard` frees what nobody
+ * took (a recovery that failed, or files the checkpoint does not name).
+ */
+export class ShardPreload {
+  private stateFile: string | null = null;
+  private state: { file: string; decoding: Promise<ShardState> } | null = null;
+  private readonly indexes = new Map<string, Promise<VectorIndex>>();
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly dir: string,
+  ) {}
+
+  fileReady(name: string): void {
+    if (STATE_FILE_RE.test(name)) {
+      this.stateFile ??= name;
+    } else if (INDEX_FILE_RE.test(name) && !this.indexes.has(name)) {
+      const loading = this.engine.loadIndex(path.join(this.dir, name));
+      loading.catch(() => undefined);
+      this.indexes.set(name, loading);
+    }
+  }
+
+  startDecoding(): void {
+    if (this.stateFile === null || this.state !== null) return;
+    const decoding = decodeStateFile(path.join(this.dir, this.stateFile));
+    // Awaited when the shard opens (a failure then fails the opening), else dropped.
+    decoding.catch(() => undefined);
+    this.state = { file: this.stateFile, decoding };
+  }
+
+  /** The decoded state file `file`, if it is the one being decoded (given once). */
+  takeState(file: string): Promise<ShardState> | null {
+    if (this.state?.file !== file) return null;
+    const { decoding } = this.state;
+    this.state = null;
+    return decoding;
+  }
+
+  /** The loaded index file `file`, if it is being loaded (given once: the caller closes it). */
+  takeIndex(file: string): Promise<VectorIndex> | null {
+    const loading = this.indexes.get(file) ?? null;
+    this.indexes.delete(file);
+    return loading;
+  }
+
+  /** Closes the indexes nobody took, once they have loaded. */
+  discard(): void {
+    for (const loading of this.indexes.values()) void loading.then((index) => index.close(), () => undefined);
+    this.indexes.clear();
+    this.state = null;
+    this.stateFile = null;
+  }
+}
+
+/** A shard state file, decoded: what a shard is loaded from (with its vector indexes). */
+export interface ShardState {
+  tracker: IdTracker;
+  payloads: PayloadStore;
+  /** Per vector name, the labels that carry that vector (null in format 1 files, which do not say). */
+  present: Map<string, BigUint64Array> | null;
 }
 
 export interface CheckpointFile {
@@ -92,6 +165,8 @@ export interface ShardSnapshotFiles {
   checkpoint: Buffer;
   files: string[];
   appliedSeq: bigint;
+  /** When asked for: the point count and content digest (as `digest()`) of exactly the checkpoint's state. */
+  content?: { points: number; digest: string };
   release(): Promise<void>;
 }
 
@@ -182,15 +257,21 @@ export class LocalShard {
     if (leftovers > 0) this.logger.info({ dir: this.opts.dir, files: leftovers }, 'removed temp files of a write a crash interrupted');
     const cp = await readCheckpoint(this.opts.dir);
     if (cp) {
-      const state = await fs.readFile(path.join(this.opts.dir, cp.state));
-      const { tracker, payloads, present } = decodeState(state, cp.state);
-      this.tracker = tracker;
-      this.payloads = payloads;
+      const preloaded = this.opts.preloaded;
+      const decoding = preloaded?.takeState(cp.state) ?? decodeStateFile(path.join(this.opts.dir, cp.state));
+      // The vector indexes load on the engine's threads while the state is decoded here.
+      const loads: Promise<void>[] = [];
       for (const [name, store] of this.vectors) {
         store.fileNo = cp.file_no ?? 0;
         const files = cp.vectors[name];
-        if (files) await store.load(this.opts.dir, files, (l) => this.tracker.at(l) !== undefined, present?.get(name) ?? null);
+        if (files) loads.push(store.load(this.opts.dir, files, decoding.then((st) => runSliced(keepFilter(st, name))), (f) => preloaded?.takeIndex(f) ?? null));
       }
+      const settled = await Promise.allSettled([decoding, ...loads]);
+      const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      const { tracker, payloads } = await decoding;
+      this.tracker = tracker;
+      this.payloads = payloads;
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
       this.clockMap = ClockMap.fromJSON(cp.clocks ?? []);
@@ -493,27 +574,13 @@ export class LocalShard {
     return this.checkpointing;
   }
 
-  private async doCheckpoint(): Promise<void> {
+  /** `underLock` runs after the checkpoint, still under the update lock (nothing written since). */
+  private async doCheckpoint(underLock?: () => Promise<void>): Promise<void> {
     if (this.failed) return;
     const dir = this.opts.dir;
     const saved = await this.exclusive(async () => {
-      const seq = this.appliedSeq;
-      const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
-      if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
-      const started = Date.now();
-      await this.wal.sync();
-      const vectors: Record<string, VectorFiles> = {};
-      let i = 0;
-      for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
-      const state = `state-${seq}.bin`;
-      await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
-      const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
-      const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
-      await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
-      this.checkpointSeq = seq;
-      this.hasCheckpoint = true;
-      this.current = cp;
-      this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
+      const cp = await this.saveCheckpoint(dir);
+      if (underLock) await underLock();
       return cp;
     });
     if (!saved) return;
@@ -521,6 +588,28 @@ export class LocalShard {
     // walRetainBytes (whole segments, oldest first, so what stays is contiguous).
     if (!this.walClosed) await this.track(this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n, this.walRetainBytes));
     await this.removeUnusedFiles();
+  }
+
+  /** Writes a checkpoint of the state now (the caller holds the update lock); null when the last one is still current. */
+  private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
+    const seq = this.appliedSeq;
+    const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
+    if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
+    const started = Date.now();
+    await this.wal.sync();
+    const vectors: Record<string, VectorFiles> = {};
+    let i = 0;
+    for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
+    const state = `state-${seq}.bin`;
+    await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
+    const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
+    const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
+    await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
+    this.checkpointSeq = seq;
+    this.hasCheckpoint = true;
+    this.current = cp;
+    this.logger.debug({ dir, seq: String(seq), ms: Date.now() - started }, 'checkpoint written');
+    return cp;
   }
 
   /** Removes state and index files that neither the current checkpoint nor a snapshot in progress uses. */
@@ -543,31 +632,52 @@ export class LocalShard {
    * it: the checkpoint covers everything up to `appliedSeq`, and a restored shard
    * starts an empty WAL at `appliedSeq + 1` (`walSegmentName`).
    */
-  async pinSnapshot(): Promise<ShardSnapshotFiles> {
+  async pinSnapshot(withContent = false): Promise<ShardSnapshotFiles> {
     this.usable();
     // A checkpoint already running may have taken the lock before a write that was
     // acknowledged before this call: wait for it, then start one of our own.
     while (this.checkpointing !== null) await this.checkpointing.catch(() => undefined);
-    await this.checkpoint();
-    this.usable();
-    const cp = this.current;
-    if (cp === null) throw new Error(`shard ${this.opts.dir} has no checkpoint after checkpointing`);
-    const files = checkpointFiles(cp);
-    for (const f of files) this.pinned.set(f, (this.pinned.get(f) ?? 0) + 1);
+    let cp: CheckpointFile | null = null;
+    let content: ShardSnapshotFiles['content'];
+    if (withContent) {
+      // The checkpoint's files are pinned and its content read under the update lock,
+      // right after it is written: the digest is of exactly its state (writes wait meanwhile).
+      this.checkpointing = this.doCheckpoint(async () => {
+        cp = this.current;
+        if (cp === null) return;
+        this.pin(checkpointFiles(cp));
+        try {
+          content = await this.digest();
+        } catch (err) {
+          this.unpin(checkpointFiles(cp));
+          cp = null;
+          throw err;
+        }
+      }).finally(() => {
+        this.checkpointing = null;
+      });
+      await this.checkpointing;
+      this.usable();
+    } else {
+      await this.checkpoint();
+      this.usable();
+      cp = this.current;
+      if (cp !== null) this.pin(checkpointFiles(cp));
+    }
+    const taken = cp as CheckpointFile | null;
+    if (taken === null) throw new Error(`shard ${this.opts.dir} has no checkpoint after checkpointing`);
+    const files = checkpointFiles(taken);
     let released = false;
     return {
       dir: this.opts.dir,
-      checkpoint: Buffer.from(JSON.stringify(cp)),
+      checkpoint: Buffer.from(JSON.stringify(taken)),
       files,
-      appliedSeq: BigInt(cp.applied_seq),
+      appliedSeq: BigInt(taken.applied_seq),
+      ...(content !== undefined ? { content } : {}),
       release: async () => {
         if (released) return;
         released = true;
-        for (const f of files) {
-          const n = (this.pinned.get(f) ?? 1) - 1;
-          if (n === 0) this.pinned.delete(f);
-          else this.pinned.set(f, n);
-        }
+        this.unpin(files);
         // A checkpoint in progress cleans up after itself; one that has not begun its
         // write waits for the lock, so this clean-up never sees its new files
         // half-named (written, but not yet in checkpoint.json).
@@ -575,6 +685,18 @@ export class LocalShard {
         await this.exclusive(() => this.removeUnusedFiles()).catch((err: unknown) => this.logger.warn({ err }, 'removing files a snapshot held failed'));
       },
     };
+  }
+
+  private pin(files: readonly string[]): void {
+    for (const f of files) this.pinned.set(f, (this.pinned.get(f) ?? 0) + 1);
+  }
+
+  private unpin(files: readonly string[]): void {
+    for (const f of files) {
+      const n = (this.pinned.get(f) ?? 1) - 1;
+      if (n === 0) this.pinned.delete(f);
+      else this.pinned.set(f, n);
+    }
   }
 
   /** Stops timers and the optimizer's next jobs, writes a last checkpoint, closes the WAL. */
@@ -669,6 +791,20 @@ export class LocalShard {
     return this.clockMap.tickOf(peer, clock);
   }
 
+  /**
+   * Takes another replica's replicated clocks as seen: the end of a transfer's copy, whose
+   * operations this replica applied as its own untagged writes, so that its clock map
+   * never claims a write its data may lack (a copy cut short leaves the map as it was).
+   * Not logged: a restart may forget it, which only makes this replica look further behind.
+   */
+  adoptClocks(tags: readonly ClockTag[]): void {
+    this.usable();
+    for (const t of tags) {
+      if (clockTagProblem(t) !== null) throw new RangeError(`clock tag (${t.peer}, ${t.clock}, ${t.tick}) is not valid`);
+      if (isReplicatedClock(t.clock)) this.clockMap.advance(t);
+    }
+  }
+
   /** Resolves once every operation applied so far is durable. */
   async sync(): Promise<void> {
     this.usable();
@@ -710,8 +846,10 @@ export class LocalShard {
   async historyStartFor(seen: readonly ClockTag[]): Promise<bigint | null> {
     const theirs = new ClockMap();
     for (const t of seen) theirs.advance(t);
+    // Replicated clocks only: this shard's own clocks tag untagged writes (the batches that
+    // filled it, single-node writes), whose content its replicated clocks account for.
     const behind = new Set<string>();
-    for (const t of this.clockMap.entries()) if (theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
+    for (const t of this.clockMap.entries()) if (isReplicatedClock(t.clock) && theirs.tickOf(t.peer, t.clock) < t.tick) behind.add(clockKey(t.peer, t.clock));
     const { oldestSeq, lastSeq } = this.history();
     // Untagged records were all written before the first tagged one: the oldest tells.
     const oldest = oldestSeq <= lastSeq ? await this.readRetained(oldestSeq, 1) : [];
@@ -1105,72 +1243,118 @@ function* encodeState(tracker: IdTracker, payloads: PayloadStore, vectors: Map<s
   yield u32(crc32cFinish(crc));
 }
 
-function decodeStateV3(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> } {
+/** Reads and decodes a shard state file (in slices: the event loop keeps turning). */
+export async function decodeStateFile(file: string): Promise<ShardState> {
+  const buf = await fs.readFile(file);
+  return runSliced(decodeState(buf, path.basename(file)));
+}
+
+/** A copy of `n` little-endian u64 at `buf[at..]`, as an array (whatever the alignment). */
+function u64Array(buf: Buffer, at: number, n: number): BigUint64Array {
+  const out = new BigUint64Array(n);
+  if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(buf.subarray(at, at + n * 8));
+  else for (let j = 0; j < n; j++) out[j] = buf.readBigUInt64LE(at + j * 8);
+  return out;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** The per-vector label lists of a state file at `buf[at..limit)`; returns them and where they end. */
+function decodePresent(buf: Buffer, at: number, limit: number, name: string): { present: Map<string, BigUint64Array>; at: number } {
+  const truncated = () => new Error(`${name}: truncated`);
+  if (at + 4 > limit) throw truncated();
+  const count = buf.readUInt32LE(at);
+  at += 4;
+  const present = new Map<string, BigUint64Array>();
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > limit) throw truncated();
+    const nlen = buf.readUInt32LE(at);
+    if (at + 4 + nlen + 4 > limit) throw truncated();
+    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
+    at += 4 + nlen;
+    const n = buf.readUInt32LE(at);
+    at += 4;
+    if (at + n * 8 > limit) throw truncated();
+    present.set(vname, u64Array(buf, at, n));
+    at += n * 8;
+  }
+  return { present, at };
+}
+
+function* decodeStateV3(buf: Buffer, name: string): Steps<ShardState> {
   const truncated = () => new Error(`${name}: truncated`);
   const end = buf.length - 4;
-  if (crc32c(buf, 0, end) !== buf.readUInt32LE(end)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  if ((yield* crc32cSteps(buf, 0, end)) !== buf.readUInt32LE(end)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  // The file's checksum covers the tracker's and the payloads' own: they are not computed again.
+  const covered = { checksumCovered: true };
   let at = 4;
   const tlen = buf.readUInt32LE(at);
   at += 4;
   if (at + tlen + 4 > end) throw truncated();
-  const tracker = IdTracker.fromBytes(buf.subarray(at, at + tlen));
+  const tracker = yield* IdTracker.decode(buf.subarray(at, at + tlen), covered);
   at += tlen;
-  const count = buf.readUInt32LE(at);
-  at += 4;
-  const present = new Map<string, Set<bigint>>();
-  for (let i = 0; i < count; i++) {
-    if (at + 4 > end) throw truncated();
-    const nlen = buf.readUInt32LE(at);
-    if (at + 4 + nlen + 4 > end) throw truncated();
-    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
-    at += 4 + nlen;
-    const n = buf.readUInt32LE(at);
-    at += 4;
-    if (at + n * 8 > end) throw truncated();
-    const set = new Set<bigint>();
-    for (let j = 0; j < n; j++) set.add(buf.readBigUInt64LE(at + j * 8));
-    at += n * 8;
-    present.set(vname, set);
-  }
-  const payloads = PayloadStore.fromBytes(buf.subarray(at, end));
-  return { tracker, payloads, present };
+  const lists = decodePresent(buf, at, end, name);
+  const payloads = yield* PayloadStore.decode(buf.subarray(lists.at, end), covered);
+  return { tracker, payloads, present: lists.present };
 }
 
-function decodeState(buf: Buffer, name: string): { tracker: IdTracker; payloads: PayloadStore; present: Map<string, Set<bigint>> | null } {
+function* decodeState(buf: Buffer, name: string): Steps<ShardState> {
   const magic = buf.length >= 12 ? buf.readUInt32LE(0) : 0;
-  if (magic === STATE_MAGIC_V3) return decodeStateV3(buf, name);
+  if (magic === STATE_MAGIC_V3) return yield* decodeStateV3(buf, name);
   if (magic !== STATE_MAGIC && magic !== STATE_MAGIC_V1) throw new Error(`${name}: not a Quiver shard state file`);
-  if (crc32c(buf, 8) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
+  if ((yield* crc32cSteps(buf, 8)) !== buf.readUInt32LE(4)) throw new Error(`${name}: checksum mismatch (the file is corrupt)`);
   const truncated = () => new Error(`${name}: truncated`);
   const tlen = buf.readUInt32LE(8);
   if (12 + tlen > buf.length) throw truncated();
-  const tracker = IdTracker.fromBytes(buf.subarray(12, 12 + tlen));
-  if (magic === STATE_MAGIC_V1) return { tracker, payloads: PayloadStore.fromBytes(buf.subarray(12 + tlen)), present: null };
+  const tracker = yield* IdTracker.decode(buf.subarray(12, 12 + tlen));
+  if (magic === STATE_MAGIC_V1) return { tracker, payloads: yield* PayloadStore.decode(buf.subarray(12 + tlen)), present: null };
   let at = 12 + tlen;
   if (at + 4 > buf.length) throw truncated();
   const plen = buf.readUInt32LE(at);
   if (at + 4 + plen + 4 > buf.length) throw truncated();
-  const payloads = PayloadStore.fromBytes(buf.subarray(at + 4, at + 4 + plen));
+  const payloads = yield* PayloadStore.decode(buf.subarray(at + 4, at + 4 + plen));
   at += 4 + plen;
-  const count = buf.readUInt32LE(at);
-  at += 4;
-  const present = new Map<string, Set<bigint>>();
-  for (let i = 0; i < count; i++) {
-    if (at + 4 > buf.length) throw truncated();
-    const nlen = buf.readUInt32LE(at);
-    if (at + 4 + nlen + 4 > buf.length) throw truncated();
-    const vname = buf.toString('utf8', at + 4, at + 4 + nlen);
-    at += 4 + nlen;
-    const n = buf.readUInt32LE(at);
-    at += 4;
-    if (at + n * 8 > buf.length) throw truncated();
-    const set = new Set<bigint>();
-    for (let j = 0; j < n; j++) set.add(buf.readBigUInt64LE(at + j * 8));
-    at += n * 8;
-    present.set(vname, set);
+  const lists = decodePresent(buf, at, buf.length, name);
+  if (lists.at !== buf.length) throw new Error(`${name}: ${buf.length - lists.at} unexpected bytes at the end`);
+  return { tracker, payloads, present: lists.present };
+}
+
+/**
+ * Which labels the indexes of vector `name` keep at load (VectorStore.load): those of
+ * live points, and of these only the ones the state lists as carrying the vector
+ * when it lists them (format 1 files do not). When the offsets are dense enough, one
+ * byte per offset answers; otherwise the tracker and a set of the listed labels do.
+ * In steps (runSliced). Exported for tests.
+ */
+export function* keepFilter(state: ShardState, name: string): Steps<(label: bigint) => boolean> {
+  const { tracker } = state;
+  const listed = state.present?.get(name) ?? null;
+  if (listed === null) return (l) => tracker.at(l) !== undefined;
+  const limit = Number(tracker.nextOffset);
+  if (limit <= Math.max(1 << 20, 8 * tracker.size)) {
+    // 1: a live offset; 2: a live offset the state lists for this vector.
+    const marks = new Uint8Array(limit);
+    let n = 0;
+    for (const o of tracker.offsetNumbers()) {
+      marks[o] = 1;
+      if ((++n & 65535) === 0) yield;
+    }
+    for (let i = 0; i < listed.length; i++) {
+      if ((i & 65535) === 65535) yield;
+      const l = listed[i];
+      if (l < limit) {
+        const o = Number(l);
+        if (marks[o] === 1) marks[o] = 2;
+      }
+    }
+    return (l) => l < limit && marks[Number(l)] === 2;
   }
-  if (at !== buf.length) throw new Error(`${name}: ${buf.length - at} unexpected bytes at the end`);
-  return { tracker, payloads, present };
+  const set = new LabelSet();
+  for (let i = 0; i < listed.length; i++) {
+    if ((i & 65535) === 65535) yield;
+    set.add(listed[i]);
+  }
+  return (l) => set.has(l) && tracker.at(l) !== undefined;
 }
 
 /** JSON with object keys sorted at every level (the same value always gives the same text). */

@@ -59,9 +59,13 @@
  * PayloadFormatError and never returns a partially filled store.
  */
 
-import { CRC32C_INIT, crc32c, crc32cFinish, crc32cUpdate } from '../common/crc32c';
-import { concatChunks } from './id-tracker';
+import { isAscii } from 'node:buffer';
+
+import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { OFFSET_LIMIT, concatChunks, type DecodeOptions } from './id-tracker';
 import { MAX_NESTING_DEPTH } from './limits';
+import { OffsetTable } from './offset-table';
+import { crc32cSteps, runAll, type Steps } from './slices';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 export interface JsonObject {
@@ -146,6 +150,27 @@ function checkValue(v: unknown, path: string, stack: object[]): void {
     default:
       throw new PayloadError(`payload value at ${path} is ${describe(v)}, not a JSON value`);
   }
+}
+
+/**
+ * Whether `x`, a value JSON.parse returned, is a valid payload: an object, nested at
+ * most MAX_NESTING_DEPTH deep (as checkValue counts), with finite numbers (JSON.parse
+ * turns 1e999 into Infinity). Everything else JSON.parse gives is a JSON value.
+ */
+function parsedPayloadFine(x: unknown): boolean {
+  return typeof x === 'object' && x !== null && !Array.isArray(x) && parsedFine(x, 0);
+}
+
+function parsedFine(v: unknown, enclosing: number): boolean {
+  if (typeof v === 'number') return Number.isFinite(v);
+  if (typeof v !== 'object' || v === null) return true;
+  if (enclosing >= MAX_NESTING_DEPTH) return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!parsedFine(v[i], enclosing + 1)) return false;
+    return true;
+  }
+  for (const k in v) if (!parsedFine((v as Record<string, unknown>)[k], enclosing + 1)) return false;
+  return true;
 }
 
 /** Throws a PayloadError unless `x` is a JSON object whose values are all JSON values. */
@@ -327,20 +352,69 @@ function checkOffset(offset: bigint): void {
   }
 }
 
+/** The map key of an offset: a number below OFFSET_LIMIT (what a shard's offsets always are; a Map hashes it fast), else the bigint. */
+function k(offset: bigint): number | bigint {
+  return offset < OFFSET_LIMIT ? Number(offset) : offset;
+}
+
+function* withBigintKeys(it: IterableIterator<[number | bigint, Payload]>): IterableIterator<[bigint, Readonly<Payload>]> {
+  for (const [key, v] of it) yield [typeof key === 'number' ? BigInt(key) : key, v];
+}
+
+/** Payloads by map key (k()): an OffsetTable for the numbers, a Map for the rare bigints. */
+class PayloadMap {
+  private readonly table = new OffsetTable<Payload>();
+  private big: Map<bigint, Payload> | null = null;
+
+  get size(): number {
+    return this.table.size + (this.big?.size ?? 0);
+  }
+
+  get(key: number | bigint): Payload | undefined {
+    return typeof key === 'number' ? this.table.get(key) : this.big?.get(key);
+  }
+
+  has(key: number | bigint): boolean {
+    return this.get(key) !== undefined;
+  }
+
+  set(key: number | bigint, v: Payload): void {
+    if (typeof key === 'number') this.table.set(key, v);
+    else (this.big ??= new Map()).set(key, v);
+  }
+
+  delete(key: number | bigint): boolean {
+    return typeof key === 'number' ? this.table.delete(key) : (this.big?.delete(key) ?? false);
+  }
+
+  *keys(): IterableIterator<number | bigint> {
+    yield* this.table.keys();
+    if (this.big) yield* this.big.keys();
+  }
+
+  *entries(): IterableIterator<[number | bigint, Payload]> {
+    yield* this.table.entries();
+    if (this.big) yield* this.big.entries();
+  }
+}
+
+/** Payload entries parsed per JSON.parse call when decoding (see decode). */
+const PARSE_BATCH = 512;
+
 export class PayloadStore {
-  private readonly map = new Map<bigint, Payload>();
+  private readonly map = new PayloadMap();
 
   get size(): number {
     return this.map.size;
   }
 
   has(offset: bigint): boolean {
-    return this.map.has(offset);
+    return this.map.has(k(offset));
   }
 
   /** The stored payload (do not modify it), or a fresh `{}` for a point without one. */
   get(offset: bigint): Readonly<Payload> {
-    return this.map.get(offset) ?? {};
+    return this.map.get(k(offset)) ?? {};
   }
 
   /** Merges `payload` into the point's payload, at `key` when given (header comment). */
@@ -348,10 +422,10 @@ export class PayloadStore {
     checkOffset(offset);
     validatePayload(payload);
     const segs = key === undefined || key === null ? null : parsePath(key);
-    let target = this.map.get(offset);
+    let target = this.map.get(k(offset));
     if (target === undefined) {
       target = {};
-      this.map.set(offset, target);
+      this.map.set(k(offset), target);
     }
     if (segs === null) mergeInto(target, payload);
     else setAt(target, segs, 0, payload);
@@ -360,38 +434,38 @@ export class PayloadStore {
   overwrite(offset: bigint, payload: Payload): void {
     checkOffset(offset);
     validatePayload(payload);
-    this.map.set(offset, cloneObject(payload));
+    this.map.set(k(offset), cloneObject(payload));
   }
 
   deleteKeys(offset: bigint, keys: string[]): void {
     checkOffset(offset);
     const paths = parsePaths(keys, 'keys');
-    const target = this.map.get(offset);
+    const target = this.map.get(k(offset));
     if (target === undefined) return;
     for (const segs of paths) deleteAt(target, segs, 0);
   }
 
   clear(offset: bigint): void {
     checkOffset(offset);
-    if (this.map.has(offset)) this.map.set(offset, {});
+    if (this.map.has(k(offset))) this.map.set(k(offset), {});
   }
 
   /** Drops the point's entry; returns whether it had one. */
   remove(offset: bigint): boolean {
-    return this.map.delete(offset);
+    return this.map.delete(k(offset));
   }
 
   select(offset: bigint, withPayload: WithPayload): Payload | null {
     return select(this.get(offset) as Payload, withPayload);
   }
 
-  /** Entries in insertion order. */
+  /** Entries in ascending offset order (in insertion order if the offsets have become very sparse; offsets from 2^53 on last). */
   entries(): IterableIterator<[bigint, Readonly<Payload>]> {
-    return this.map.entries();
+    return withBigintKeys(this.map.entries());
   }
 
   [Symbol.iterator](): IterableIterator<[bigint, Readonly<Payload>]> {
-    return this.map.entries();
+    return this.entries();
   }
 
   /** The serialised payloads (see toBytes) in pieces of about `pieceBytes`: nothing the size of the whole is built. */
@@ -399,7 +473,8 @@ export class PayloadStore {
     const offsets = new BigUint64Array(this.map.size);
     let n = 0;
     let sorted = true;
-    for (const o of this.map.keys()) {
+    for (const key of this.map.keys()) {
+      const o = typeof key === 'number' ? BigInt(key) : key;
       if (n > 0 && o < offsets[n - 1]) sorted = false;
       offsets[n++] = o;
     }
@@ -421,7 +496,7 @@ export class PayloadStore {
       return out;
     };
     for (const o of offsets) {
-      const body = JSON.stringify(this.map.get(o));
+      const body = JSON.stringify(this.map.get(k(o)));
       const len = Buffer.byteLength(body, 'utf8');
       if (p + 12 + len > piece.length) {
         if (p > 0) yield flush();
@@ -443,6 +518,19 @@ export class PayloadStore {
   }
 
   static fromBytes(input: Uint8Array): PayloadStore {
+    return runAll(PayloadStore.decode(input));
+  }
+
+  /**
+   * fromBytes in steps (see slices.ts), for a loader that keeps the event loop
+   * turning. Entries are parsed a batch at a time: their texts, each of which must
+   * be a JSON object (`{...}`), are joined into one JSON array, decoded as strict
+   * UTF-8 and parsed at once, which must give exactly one value per entry. (The
+   * checksum guards against damage; a crafted file whose texts only parse joined
+   * could at most move payloads between its own points, each still a valid one.)
+   * The store is built as entries pass their checks; one that fails is thrown away.
+   */
+  static *decode(input: Uint8Array, opts: DecodeOptions = {}): Steps<PayloadStore> {
     const fail = (msg: string): never => {
       throw new PayloadFormatError(`payload data is corrupt: ${msg}`);
     };
@@ -452,39 +540,96 @@ export class PayloadStore {
     if (bytes.length < HEADER_LEN + 4) fail(`truncated (${bytes.length} bytes, header needs ${HEADER_LEN + 4})`);
     for (let i = 0; i < 4; i++) if (bytes[i] !== MAGIC[i]) fail('bad magic (not a payload file)');
     const end = bytes.length - 4;
-    const stored = view.getUint32(end, true);
-    const actual = crc32c(bytes, 0, end);
-    if (stored !== actual) fail(`checksum mismatch (stored ${stored >>> 0}, computed ${actual >>> 0}) or truncated data`);
+    if (!opts.checksumCovered) {
+      const stored = view.getUint32(end, true);
+      const actual = yield* crc32cSteps(bytes, 0, end);
+      if (stored !== actual) fail(`checksum mismatch (stored ${stored >>> 0}, computed ${actual >>> 0}) or truncated data`);
+    }
     const fmt = view.getUint16(4, true);
     if (fmt !== FORMAT_VERSION) fail(`unsupported format version ${fmt} (expected ${FORMAT_VERSION})`);
     if (view.getUint16(6, true) !== 0) fail(`unknown flags ${view.getUint16(6, true)}`);
     const count = view.getBigUint64(8, true);
     if (count > BigInt(Math.floor((end - HEADER_LEN) / 12))) fail(`entry count ${count} does not fit the data`);
     const dec = new TextDecoder('utf-8', { fatal: true });
-    const map = new Map<bigint, Payload>();
+    const store = new PayloadStore();
+    const n = Number(count);
+    // One batch: where each text starts and ends, and the offsets.
+    const starts = new Uint32Array(PARSE_BATCH);
+    const ends = new Uint32Array(PARSE_BATCH);
+    const offsets: Array<number | bigint> = new Array<number | bigint>(PARSE_BATCH);
+    let joined = Buffer.allocUnsafe(1 << 16);
     let p = HEADER_LEN;
-    let prev = -1n;
-    for (let i = 0n; i < count; i++) {
-      if (p + 12 > end) fail(`entry ${i} is truncated`);
-      const offset = view.getBigUint64(p, true);
-      const n = view.getUint32(p + 8, true);
-      p += 12;
-      if (offset <= prev) fail(`entry ${i}: offset ${offset} is not above the previous one`);
-      prev = offset;
-      if (n > end - p) fail(`entry ${i}: length ${n} runs past the data`);
-      let value: unknown;
-      try {
-        value = JSON.parse(dec.decode(bytes.subarray(p, p + n)));
-        validatePayload(value);
-      } catch (e) {
-        return fail(`entry ${i} (offset ${offset}): ${(e as Error).message}`);
+    // The previous offset: a number while offsets are below OFFSET_LIMIT, then a bigint.
+    let prevNum = -1;
+    let prevBig: bigint | null = null;
+    for (let first = 0; first < n; first += PARSE_BATCH) {
+      const m = Math.min(PARSE_BATCH, n - first);
+      let textBytes = 0;
+      for (let j = 0; j < m; j++) {
+        const i = first + j;
+        if (p + 12 > end) fail(`entry ${i} is truncated`);
+        const hi = view.getUint32(p + 4, true);
+        const offset = hi < 0x200000 ? hi * 4294967296 + view.getUint32(p, true) : view.getBigUint64(p, true);
+        const len = view.getUint32(p + 8, true);
+        p += 12;
+        if (typeof offset === 'number') {
+          if (prevBig !== null || offset <= prevNum) fail(`entry ${i}: offset ${offset} is not above the previous one`);
+          prevNum = offset;
+        } else {
+          if (prevBig !== null && offset <= prevBig) fail(`entry ${i}: offset ${offset} is not above the previous one`);
+          prevBig = offset;
+        }
+        if (len > end - p) fail(`entry ${i}: length ${len} runs past the data`);
+        if (len < 2 || bytes[p] !== 0x7b || bytes[p + len - 1] !== 0x7d) fail(`entry ${i} (offset ${offset}): payload must be a JSON object`);
+        offsets[j] = offset;
+        starts[j] = p;
+        ends[j] = p + len;
+        textBytes += len;
+        p += len;
       }
-      map.set(offset, value as Payload);
-      p += n;
+      // "[" text "," text ... "]"
+      const total = textBytes + m + 1;
+      if (joined.length < total) joined = Buffer.allocUnsafe(Math.max(total, joined.length * 2));
+      let w = 0;
+      joined[w++] = 0x5b;
+      for (let j = 0; j < m; j++) {
+        if (j > 0) joined[w++] = 0x2c;
+        joined.set(bytes.subarray(starts[j], ends[j]), w);
+        w += ends[j] - starts[j];
+      }
+      joined[w++] = 0x5d;
+      let values: unknown;
+      try {
+        const text = joined.subarray(0, w);
+        // ASCII (most payloads) is valid UTF-8 and becomes a string without decoding.
+        values = JSON.parse(isAscii(text) ? text.toString('latin1') : dec.decode(text));
+      } catch (e) {
+        // Which entry: the first that does not decode and parse on its own.
+        for (let j = 0; j < m; j++) {
+          try {
+            JSON.parse(dec.decode(bytes.subarray(starts[j], ends[j])));
+          } catch (e2) {
+            return fail(`entry ${first + j} (offset ${offsets[j]}): ${(e2 as Error).message}`);
+          }
+        }
+        return fail(`entries ${first} to ${first + m - 1}: ${(e as Error).message}`);
+      }
+      if (!Array.isArray(values) || values.length !== m) return fail(`entries ${first} to ${first + m - 1} do not parse as ${m} JSON objects`);
+      for (let j = 0; j < m; j++) {
+        // What JSON.parse gives is a JSON value but for depth and overflowing numbers:
+        // checked quickly, and validatePayload says what is wrong if anything is.
+        if (!parsedPayloadFine(values[j])) {
+          try {
+            validatePayload(values[j]);
+          } catch (e) {
+            return fail(`entry ${first + j} (offset ${offsets[j]}): ${(e as Error).message}`);
+          }
+        }
+        store.map.set(offsets[j], values[j] as Payload);
+      }
+      yield;
     }
     if (p !== end) fail(`${end - p} unexpected bytes after the last entry`);
-    const store = new PayloadStore();
-    for (const [k, v] of map) store.map.set(k, v);
     return store;
   }
 }

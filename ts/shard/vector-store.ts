@@ -27,7 +27,9 @@ import * as os from 'node:os';
 
 import type { Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 
+import { LabelSet } from './label-set';
 import { MAX_ENGINE_COUNT } from './limits';
+import { runSliced, type Steps } from './slices';
 
 /** What an index of one named vector is built with. */
 export interface VectorSpec {
@@ -87,7 +89,7 @@ interface Tracked {
    * write never waits for the write lock of a graph the optimizer is adding to
    * unless it rewrites a point that is in that graph.
    */
-  labels: Set<bigint>;
+  labels: LabelSet;
   /** Bumped on every mutation: a checkpoint saves an index only when it changed. */
   gen: number;
   savedGen: number;
@@ -95,7 +97,7 @@ interface Tracked {
 }
 
 function track(index: VectorIndex): Tracked {
-  return { index, labels: new Set(), gen: 1, savedGen: 0, savedFile: null };
+  return { index, labels: new LabelSet(), gen: 1, savedGen: 0, savedFile: null };
 }
 
 /** The labels of `labels` that `t` holds, removed from its set. */
@@ -103,6 +105,24 @@ function takeHeld(t: Tracked, labels: BigUint64Array): BigUint64Array {
   const held: bigint[] = [];
   for (const l of labels) if (t.labels.delete(l)) held.push(l);
   return BigUint64Array.from(held);
+}
+
+/**
+ * Adds to `into` (and `newer`) the labels of `labels` that `keep` accepts and `newer`
+ * does not hold yet; returns the others. In steps, for runSliced.
+ */
+function* keptInto(into: LabelSet, labels: BigUint64Array, keep: (label: bigint) => boolean, newer: LabelSet | null): Steps<bigint[]> {
+  const drop: bigint[] = [];
+  for (let i = 0; i < labels.length; i++) {
+    if ((i & 4095) === 4095) yield;
+    const l = labels[i];
+    if (!keep(l) || (newer !== null && newer.has(l))) drop.push(l);
+    else {
+      newer?.add(l);
+      into.add(l);
+    }
+  }
+  return drop;
 }
 
 /** Thrown inside an optimizer job that close() or drop() stopped. */
@@ -134,7 +154,7 @@ export class VectorStore {
   /** Set when the graph parameters changed: the next vacuum rebuilds even without deletes. */
   private rebuildDue = false;
   /** Labels that hold a vector of this name (any index). */
-  readonly present = new Set<bigint>();
+  private presentSet = new LabelSet();
   private lastWrite = 0;
   private cancelled = false;
   /** The running job's target and the labels copied into it so far (see copyInto). */
@@ -152,6 +172,11 @@ export class VectorStore {
     private readonly logger: Logger,
   ) {
     this.appendable = track(engine.createIndex(this.flatOptions()));
+  }
+
+  /** Labels that hold a vector of this name (any index). */
+  get present(): LabelSet {
+    return this.presentSet;
   }
 
   private flatOptions(): IndexOptions {
@@ -571,41 +596,60 @@ export class VectorStore {
   }
 
   /**
-   * Loads the indexes a checkpoint names and reconciles them with the shard's live
-   * labels: a label the shard no longer tracks is removed, and a label held by the
-   * appendable index (always the newest copy) is removed from the others.
+   * Loads the indexes a checkpoint names (on the engine's threads while the caller
+   * works out `keep`; `preloaded` gives those already loading) and reconciles them
+   * with the shard's state: an index keeps a label when `keep` says so (a live point
+   * that the state lists as carrying this vector: a copy a move left in the graph of a
+   * point whose vector was deleted meanwhile is not one) and no index before it (the
+   * appendable one holds the newest copy, then frozen, then indexed) has kept it; the
+   * others are deleted from it. If anything fails, the indexes loaded so far are
+   * closed and the store is left as it was.
    */
-  async load(dir: string, files: VectorFiles, live: (label: bigint) => boolean, present: Set<bigint> | null): Promise<void> {
-    const open = async (file: string): Promise<Tracked> => {
-      const t = track(await this.engine.loadIndex(path.join(dir, file)));
-      t.savedGen = t.gen;
-      t.savedFile = file;
-      return t;
-    };
-    this.appendable = await open(files.appendable);
-    this.frozen = files.frozen ? await open(files.frozen) : null;
-    this.indexed = files.indexed ? await open(files.indexed) : null;
-    this.present.clear();
-    const newer = new Set<bigint>();
-    for (const t of this.all()) {
+  async load(
+    dir: string,
+    files: VectorFiles,
+    keepOf: Promise<(label: bigint) => boolean>,
+    preloaded: (file: string) => Promise<VectorIndex> | null = () => null,
+  ): Promise<void> {
+    const names = [files.appendable, files.frozen, files.indexed];
+    const opened = await Promise.allSettled(names.map((f) => (f ? (preloaded(f) ?? this.engine.loadIndex(path.join(dir, f))) : Promise.resolve(null))));
+    const loaded = opened.map((r) => (r.status === 'fulfilled' ? r.value : null));
+    try {
+      for (const r of opened) if (r.status === 'rejected') throw r.reason;
+      const keep = await keepOf;
+      const tracked = loaded.map((index, i) => {
+        if (index === null) return null;
+        const t = track(index);
+        t.savedGen = t.gen;
+        t.savedFile = names[i];
+        return t;
+      });
+      const present = await this.reconcile(tracked.filter((t): t is Tracked => t !== null), keep);
+      // The empty index the constructor made (load runs before the store is used).
+      this.appendable.index.close();
+      this.appendable = tracked[0]!;
+      this.frozen = tracked[1];
+      this.indexed = tracked[2];
+      this.presentSet = present;
+    } catch (err) {
+      for (const index of loaded) index?.close();
+      throw err;
+    }
+  }
+
+  /** Fills each index's labels (see load); returns the labels of all of them. */
+  private async reconcile(all: Tracked[], keep: (label: bigint) => boolean): Promise<LabelSet> {
+    // With one index, no label can be held twice: nothing earlier to check against.
+    const newer = all.length > 1 ? new LabelSet() : null;
+    for (const t of all) {
       const labels = await t.index.liveLabels();
-      const drop: bigint[] = [];
-      for (const l of labels) {
-        // `present` (saved with the checkpoint) says which labels carry this vector: a
-        // copy a move left in the graph of a point whose vector was deleted meanwhile
-        // is not one of them.
-        if (!live(l) || newer.has(l) || (present !== null && !present.has(l))) drop.push(l);
-        else {
-          newer.add(l);
-          t.labels.add(l);
-          this.present.add(l);
-        }
-      }
+      const drop = await runSliced(keptInto(t.labels, labels, keep, newer));
       if (drop.length > 0) {
         await t.index.delete(BigUint64Array.from(drop));
         t.gen++;
       }
     }
+    return newer ?? new LabelSet(all[0]?.labels);
   }
 
   /** Whether an index changed since the last save (a checkpoint is due even without new writes). */

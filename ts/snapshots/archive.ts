@@ -8,7 +8,7 @@
  * config.json            the collection's configuration and payload index schema
  * payload_index.json     the payload index schema alone
  * shard_key_mapping.json custom sharding only: [{ key, shards }], each key and its shard ids
- * <shard_id>/            one folder per shard (a shard snapshot has one)
+ * <shard_id>/            one folder per shard (a shard snapshot has one; a cluster peer's collection snapshot its replicas)
  *   checkpoint.json      names the files below and the last applied WAL sequence number
  *   state-<seq>.bin      id tracker, payloads, which points carry each vector
  *   vec-*.qvi            engine index files
@@ -140,9 +140,11 @@ export async function validateUnpacked(dir: string, kind: SnapshotKind, config: 
     known = Array.from({ length: meta.config.params.shard_number }, (_, i) => i);
     layout = `the configuration has ${known.length}`;
   }
-  const expected = kind === 'collection' ? known : manifest.shards;
+  // A collection snapshot holds the shards its peer had: all of them on a single node,
+  // that peer's replicas in a cluster (each once).
+  const expected = manifest.shards;
   if (kind === 'shard' && (expected.length !== 1 || !known.includes(expected[0]))) throw bad('a shard snapshot holds exactly one shard of its collection');
-  if (manifest.shards.length !== expected.length || manifest.shards.some((s, i) => s !== expected[i])) {
+  if (expected.some((s, i) => !known.includes(s) || expected.indexOf(s) !== i)) {
     throw bad(`snapshot.json lists shards ${JSON.stringify(manifest.shards)}, ${layout}`);
   }
   const allowed = new Set(['snapshot.json', 'config.json', 'payload_index.json', ...(custom ? [SHARD_KEY_MAPPING] : []), ...expected.map(String)]);

@@ -7,16 +7,21 @@
  * temp file while its SHA-256 is computed, then published by the store (local folder
  * or S3). Nothing is listed until it is complete.
  *
- * Recovery: the archive is brought to a local file (file://, http(s)://, s3://, an
- * upload), its checksum checked when one is given, unpacked into a hidden folder on
- * the storage file system, validated, and only then swapped in (TableOfContent.
+ * Recovery: the archive is brought to a local file (file://, http(s)://, s3://) and
+ * unpacked into a hidden folder on the storage file system (an upload is unpacked
+ * there as it arrives), its checksum checked when one is given (computed on the way,
+ * in the same pass), validated, synced, and only then swapped in (TableOfContent.
  * replaceCollection, Collection.replaceShard). A failure at any step leaves the
- * existing collection exactly as it was.
+ * existing collection exactly as it was. For a new collection, each shard's files
+ * start loading while the rest is unpacked and synced (ShardPreload): its vector
+ * indexes on the engine's threads as soon as they are on disk, its state file once
+ * everything is written; the shards then open with them.
  *
  * Priorities on one node (SPEC 2.5): `snapshot` and `no_sync` put the snapshot's
  * data in place; `replica` prefers the data already here: an existing collection is
  * left as it is (after checking the snapshot fits it), and a new collection is
- * created empty with the snapshot's configuration.
+ * created empty with the snapshot's configuration. In cluster mode recoveries run
+ * their own last step through consensus (cluster.ts) over the same unpacking.
  *
  * Owns: names, temp files, the steps above, progress logs. Must never: parse HTTP
  * (ts/api/rest/snapshots.ts does) or write archive entries by hand (archive.ts).
@@ -26,7 +31,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { PassThrough, Readable, Transform, type TransformOptions } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 
@@ -35,7 +40,7 @@ import type { Collection } from '../collection/collection';
 import { keyId, showKey } from '../collection/shard-keys';
 import type { Config } from '../config/types';
 import { syncFile } from '../common/files';
-import type { ShardSnapshotFiles } from '../shard/local-shard';
+import { ShardPreload, type ShardSnapshotFiles } from '../shard/local-shard';
 import { validateCollectionName, type TableOfContent } from '../storage/toc';
 import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';
 import { LocalSnapshotStore, checkSnapshotName, type SnapshotDescription, type SnapshotStore } from './store';
@@ -46,6 +51,18 @@ export const PRIORITIES: readonly Priority[] = ['replica', 'snapshot', 'no_sync'
 
 /** An archive never has more entries than this (a shard has a handful of files). */
 const MAX_ENTRIES = 100_000;
+/** Archives are read in pieces of this size when recovering. */
+const READ_CHUNK = 4 * 1024 * 1024;
+/**
+ * Stream options of what feeds the tar reader: chunks are handed over one by one as
+ * they came (a byte-mode stream's read() joins whatever is buffered into one new
+ * Buffer: a copy of the whole archive), and few are buffered.
+ */
+const CHUNKWISE = { readableObjectMode: true, readableHighWaterMark: 4 };
+/** A file of a shard folder in an archive being unpacked: `<shard id>/<name>`. */
+const SHARD_FILE_RE = /^([0-9]{1,9})\/([^/]+)$/;
+/** At most this many shards' files are read while an archive unpacks (the others' when their shards open). */
+const MAX_PRELOADS = 16;
 /** Progress is logged at most this often during long archive work. */
 const PROGRESS_EVERY_MS = 5_000;
 
@@ -53,12 +70,46 @@ const PROGRESS_EVERY_MS = 5_000;
  * Where an archive to recover from comes from: a recovery `location`, or a local file
  * (its SHA-256 when already known; `owned` files are removed once read).
  */
-export type RecoverySource = { location: string } | { file: string; checksum: string | null; owned: boolean };
+export type RecoverySource = { location: string } | { file: string; checksum: string | null; owned: boolean } | ReceivedUpload;
+
+/**
+ * An upload unpacked as it was received (Snapshots.receive): the staging folder, the
+ * names extracted, the archive's SHA-256 (when it was asked for) and size, and what
+ * stopped the unpacking if something did (reported by the recovery, after its own
+ * checks, as a file's would be).
+ */
+export interface ReceivedUpload {
+  staged: string;
+  names: string[];
+  checksum: string | null;
+  bytes: number;
+  failure: unknown;
+}
+
+/** Milliseconds of a recovery's steps, for its log line. */
+interface PhaseTimes {
+  obtain?: number;
+  extract?: number;
+  validate?: number;
+  apply?: number;
+}
 
 export interface StartupRestore {
   snapshots: Array<{ path: string; collection: string }>;
   force: boolean;
   storageSnapshot: string | null;
+}
+
+/**
+ * Where start-up recovery puts collections: this node's storage, or (the first peer of
+ * a new cluster) the cluster, through consensus (cluster.ts).
+ */
+export interface RestoreTarget {
+  has(collection: string): boolean;
+  /** Recovers `collection` from `source` with priority `snapshot`. */
+  recoverCollection(collection: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void>;
+  /** Creates these aliases (alias → collection) where their collection exists. */
+  restoreAliases(aliases: Record<string, string>): Promise<void>;
 }
 
 /** `YYYY-MM-DD-HH-MM-SS` in UTC. */
@@ -72,19 +123,26 @@ function diskError(err: unknown, what: string): unknown {
   return err;
 }
 
-/** A pass-through stream that hashes and counts what flows, logging progress now and then. */
+/**
+ * A pass-through stream that counts what flows (and hashes it, unless `hashing` is
+ * false), logging progress now and then.
+ */
 class Meter extends Transform {
   readonly hash = createHash('sha256');
   bytes = 0;
   private lastLog = Date.now();
   private readonly started = Date.now();
 
-  constructor(private readonly report: (bytes: number, seconds: number) => void) {
-    super();
+  constructor(
+    private readonly report: (bytes: number, seconds: number) => void,
+    private readonly hashing = true,
+    options?: TransformOptions,
+  ) {
+    super(options);
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
-    this.hash.update(chunk);
+    if (this.hashing) this.hash.update(chunk);
     this.bytes += chunk.length;
     const now = Date.now();
     if (now - this.lastLog >= PROGRESS_EVERY_MS) {
@@ -160,10 +218,10 @@ export class Snapshots {
 
   // -- creating --------------------------------------------------------------------------
 
-  private async pin(c: Collection, ids: number[]): Promise<Map<number, ShardSnapshotFiles>> {
+  private async pin(c: Collection, ids: number[], withContent = false): Promise<Map<number, ShardSnapshotFiles>> {
     const pins = new Map<number, ShardSnapshotFiles>();
     try {
-      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot());
+      for (const id of ids) pins.set(id, await c.localShard(id).pinSnapshot(withContent));
     } catch (err) {
       await Promise.all([...pins.values()].map((p) => p.release()));
       throw err;
@@ -236,9 +294,24 @@ export class Snapshots {
 
   /** A fresh shard snapshot streamed straight out (nothing stored); the shard's files stay pinned until the stream ends. */
   async streamShard(nameOrAlias: string, shardId: number): Promise<Readable> {
+    return (await this.shardArchive(nameOrAlias, shardId, false)).stream;
+  }
+
+  /**
+   * streamShard, with the point count and content digest of exactly what the archive
+   * holds (taken with its checkpoint, under the shard's update lock: writes to the shard
+   * wait while the digest is read). A cluster backup records them (backup.ts).
+   */
+  async streamShardWithContent(nameOrAlias: string, shardId: number): Promise<{ stream: Readable; points: number; digest: string }> {
+    const { stream, content } = await this.shardArchive(nameOrAlias, shardId, true);
+    return { stream, points: content!.points, digest: content!.digest };
+  }
+
+  private async shardArchive(nameOrAlias: string, shardId: number, withContent: boolean): Promise<{ stream: Readable; content: ShardSnapshotFiles['content'] }> {
     const c = this.toc.get(nameOrAlias);
     c.localShard(shardId);
-    const pins = await this.pin(c, [shardId]);
+    const pins = await this.pin(c, [shardId], withContent);
+    const content = pins.get(shardId)!.content;
     const stream = tarStream(snapshotEntries('shard', c, pins, this.version));
     let released = false;
     const release = () => {
@@ -249,7 +322,23 @@ export class Snapshots {
     stream.once('close', release);
     stream.once('end', release);
     stream.once('error', release);
-    return stream;
+    return { stream, content };
+  }
+
+  /**
+   * Publishes a new archive of `entries` in `dir` of the store, named by `naming` (given
+   * the time stamp), as every snapshot is published: complete before it is listed. Files
+   * the entries name are read, not moved.
+   */
+  async publishArchive(dir: string, naming: (ts: string) => string, entries: Iterable<TarEntry> | AsyncIterable<TarEntry>): Promise<SnapshotDescription> {
+    const name = await this.reserveName(dir, naming);
+    return this.publish(dir, name, entries, async () => undefined);
+  }
+
+  /** A new temp file's path in the snapshot temp folder (cleared at start-up); the caller removes it. */
+  async tempFile(suffix: string): Promise<string> {
+    await fs.mkdir(this.tempDir, { recursive: true });
+    return path.join(this.tempDir, `${randomUUID()}.${suffix}.tmp`);
   }
 
   async createFull(): Promise<SnapshotDescription> {
@@ -371,7 +460,8 @@ export class Snapshots {
       if (!res.ok || res.body === null) {
         throw new BadRequestError(`Failed to download snapshot from ${url.href}: HTTP ${res.status}`);
       }
-      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'));
+      // Counted only: a checksum to check is computed as the archive is unpacked.
+      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'), false);
       await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), meter, createWriteStream(file));
       return { file, cleanup };
     } catch (err) {
@@ -385,74 +475,156 @@ export class Snapshots {
 
   private static async sha256(file: string): Promise<string> {
     const h = createHash('sha256');
-    for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
+    for await (const chunk of createReadStream(file, { highWaterMark: READ_CHUNK })) h.update(chunk as Buffer);
     return h.digest('hex');
   }
 
-  /** Unpacks and validates `file` in a staging folder on the storage file system. */
-  private async unpack(file: string, kind: SnapshotKind): Promise<UnpackedSnapshot> {
+  /**
+   * Starts reading shard file `rel` (`<shard id>/<name>`) of the archive being unpacked
+   * into `dir` (see ShardPreload): a vector index loads on the engine's threads at once.
+   */
+  private preloadFile(preloaded: Map<number, ShardPreload>, dir: string, rel: string): void {
+    const m = SHARD_FILE_RE.exec(rel);
+    if (m === null) return;
+    const id = Number(m[1]);
+    let p = preloaded.get(id);
+    if (p === undefined) {
+      if (preloaded.size >= MAX_PRELOADS) return;
+      preloaded.set(id, (p = new ShardPreload(this.toc.engine, path.join(dir, m[1]))));
+    }
+    p.fileReady(m[2]);
+  }
+
+  /**
+   * Unpacks `file` into a new staging folder on the storage file system, hashing it on
+   * the way when `hash`. With `preload`, each shard's vector indexes start loading as
+   * soon as they are on disk, while the rest is written, and its state file starts
+   * decoding once everything is written (while it is synced and checked); the shards
+   * then open with them (Collection.open). On failure the folder is removed and what
+   * was started is discarded.
+   */
+  private async unpackFile(file: string, hash: boolean, preload: boolean): Promise<{ dir: string; sha256: string | null; size: number; preloaded: Map<number, ShardPreload> }> {
     const dir = await this.toc.stagingDir();
-    const started = Date.now();
+    const preloaded = new Map<number, ShardPreload>();
     try {
       const size = (await fs.stat(file)).size;
-      const meter = new Meter((bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), of: +(size / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'unpacking snapshot'));
+      const meter = new Meter(
+        (bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), of: +(size / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'unpacking snapshot'),
+        hash,
+        CHUNKWISE,
+      );
+      const onFile = preload ? (rel: string) => this.preloadFile(preloaded, dir, rel) : undefined;
       // An uncompressed tar cannot hold more content than its own size.
-      await extractTar(createReadStream(file).pipe(meter), dir, { maxBytes: size, maxEntries: MAX_ENTRIES });
-      const unpacked = await validateUnpacked(dir, kind, this.config);
-      this.logger.info({ bytes: size, seconds: (Date.now() - started) / 1000 }, 'snapshot unpacked');
-      return unpacked;
+      await extractTar(createReadStream(file, { highWaterMark: READ_CHUNK }).pipe(meter), dir, { maxBytes: size, maxEntries: MAX_ENTRIES, onFile });
+      for (const p of preloaded.values()) p.startDecoding();
+      return { dir, sha256: hash ? meter.hash.digest('hex') : null, size, preloaded };
     } catch (err) {
+      for (const p of preloaded.values()) p.discard();
       await fs.rm(dir, { recursive: true, force: true });
-      if (err instanceof TarError) throw new BadInputError(`Invalid snapshot: ${err.message}`);
-      throw diskError(err, 'unpacking the snapshot');
+      throw unpackError(err);
     }
   }
 
-  /** The archive of `source` as a local file, its checksum checked when one is given. */
-  private async archiveOf(source: RecoverySource, checksum: string | null): Promise<{ file: string; cleanup(): Promise<void> }> {
-    const got =
-      'location' in source
-        ? await this.obtain(source.location)
-        : { file: source.file, cleanup: async () => (source.owned ? fs.rm(source.file, { force: true }) : undefined) };
-    if (checksum !== null) {
-      const known = 'location' in source ? null : source.checksum;
-      const actual = known ?? (await Snapshots.sha256(got.file));
-      if (actual !== checksum.toLowerCase()) {
-        await got.cleanup();
-        throw new ChecksumMismatchError(checksum, actual);
-      }
-    }
-    return got;
+  /** The archive of `source` (a location or a file) as a local file, with the checksum it is known to have (an upload's), if any. */
+  private async archiveOf(source: Exclude<RecoverySource, ReceivedUpload>): Promise<{ file: string; known: string | null; cleanup(): Promise<void> }> {
+    if ('location' in source) return { ...(await this.obtain(source.location)), known: null };
+    return { file: source.file, known: source.checksum, cleanup: async () => (source.owned ? fs.rm(source.file, { force: true }) : undefined) };
   }
 
   /**
    * The steps every recovery shares: `precheck` (an owned upload is removed when it
-   * throws), the archive as a local file with its checksum checked, unpacked and
-   * validated, then `apply`; temp files and the staging folder go whatever happens.
+   * throws); the archive unpacked into a staging folder (a received upload already is)
+   * with its checksum checked when one is given (hashed while it is unpacked, unless
+   * known); validated; then `apply`. Temp files and the staging folder go whatever
+   * happens. A checksum that does not match is reported as such, whatever else is
+   * wrong with the archive, and nothing is applied. Cluster recovery (cluster.ts) runs
+   * its own `apply` through these steps.
    */
-  private async recover(kind: SnapshotKind, source: RecoverySource, checksum: string | null, precheck: () => void, apply: (snap: UnpackedSnapshot) => Promise<void>): Promise<void> {
+  async recover(
+    kind: SnapshotKind,
+    source: RecoverySource,
+    checksum: string | null,
+    precheck: () => void,
+    apply: (snap: UnpackedSnapshot, preloaded: ReadonlyMap<number, ShardPreload>) => Promise<void>,
+    preload = false,
+  ): Promise<void> {
     try {
       precheck();
     } catch (err) {
-      await discard(source);
+      await this.discard(source);
       throw err;
     }
-    const archive = await this.archiveOf(source, checksum);
-    let unpacked: UnpackedSnapshot | null = null;
+    const started = Date.now();
+    const times: PhaseTimes = {};
+    const expected = checksum?.toLowerCase() ?? null;
+    const mismatch = (actual: string) => (expected !== null && actual !== expected ? new ChecksumMismatchError(checksum!, actual) : null);
+    let staged: { dir: string; size: number; preloaded: Map<number, ShardPreload> } | null = null;
+    let archive: { file: string; known: string | null; cleanup(): Promise<void> } | null = null;
     try {
-      unpacked = await this.unpack(archive.file, kind);
-      await archive.cleanup();
-      await apply(unpacked);
+      if ('staged' in source) {
+        staged = { dir: source.staged, size: source.bytes, preloaded: new Map() };
+        if (expected !== null) {
+          if (source.checksum === null) throw new Error('the upload was received without its SHA-256, and a checksum is to be checked');
+          const wrong = mismatch(source.checksum);
+          if (wrong) throw wrong;
+        }
+        if (source.failure !== null) throw unpackError(source.failure);
+        if (preload) {
+          for (const rel of source.names) this.preloadFile(staged.preloaded, staged.dir, rel);
+          for (const p of staged.preloaded.values()) p.startDecoding();
+        }
+      } else {
+        archive = await this.archiveOf(source);
+        times.obtain = Date.now() - started;
+        const known = expected === null ? null : archive.known;
+        const bad = known !== null ? mismatch(known) : null;
+        if (bad) throw bad;
+        const extracting = Date.now();
+        let got;
+        try {
+          got = await this.unpackFile(archive.file, expected !== null && known === null, preload);
+        } catch (err) {
+          // The archive did not unpack: a checksum given with it decides what is reported.
+          if (expected !== null && known === null) {
+            const wrong = mismatch(await Snapshots.sha256(archive.file).catch(() => ''));
+            if (wrong) throw wrong;
+          }
+          throw err;
+        }
+        staged = { dir: got.dir, size: got.size, preloaded: got.preloaded };
+        times.extract = Date.now() - extracting;
+        if (got.sha256 !== null) {
+          const wrong = mismatch(got.sha256);
+          if (wrong) throw wrong;
+        }
+        await archive.cleanup();
+      }
+      const validating = Date.now();
+      const unpacked = await validateUnpacked(staged.dir, kind, this.config).catch((err: unknown) => {
+        throw unpackError(err);
+      });
+      times.validate = Date.now() - validating;
+      const applying = Date.now();
+      await apply(unpacked, staged.preloaded);
+      times.apply = Date.now() - applying;
+      const seconds = (Date.now() - started) / 1000;
+      this.logger.info({ kind, bytes: staged.size, seconds, mbPerSec: +(staged.size / 1048576 / Math.max(seconds, 1e-3)).toFixed(1), ms: times }, 'snapshot recovered');
     } finally {
-      await archive.cleanup();
-      if (unpacked) await fs.rm(unpacked.dir, { recursive: true, force: true });
+      for (const p of staged?.preloaded.values() ?? []) p.discard();
+      await archive?.cleanup();
+      if (staged) await fs.rm(staged.dir, { recursive: true, force: true });
+      else if ('staged' in source) await fs.rm(source.staged, { recursive: true, force: true });
     }
   }
 
   /** Recovers collection `name` (created when absent) from a collection snapshot. */
   async recoverCollection(name: string, source: RecoverySource, priority: Priority, checksum: string | null): Promise<void> {
     const target = this.toc.resolveName(name);
-    await this.recover('collection', source, checksum, () => validateCollectionName(target), async (snap) => {
+    // A new collection's shard files are read ahead while the archive unpacks. Not when it
+    // replaces one: the old collection is closed first there, so the two are never in
+    // memory together.
+    const preload = priority !== 'replica' && !this.toc.has(target);
+    await this.recover('collection', source, checksum, () => validateCollectionName(target), async (snap, preloaded) => {
       const existing = this.toc.has(target) ? this.toc.get(target) : null;
       if (existing) {
         const why = incompatibility(existing.config, snap.meta.config);
@@ -464,8 +636,8 @@ export class Snapshots {
         this.logger.info({ collection: target, priority }, existing ? 'snapshot checked; replica priority keeps the existing data' : 'collection created empty from the snapshot configuration (replica priority)');
         return;
       }
-      await this.toc.replaceCollection(target, snap.dir);
-    });
+      await this.toc.replaceCollection(target, snap.dir, preloaded);
+    }, preload);
   }
 
   /** Recovers shard `shardId` of an existing collection from a shard snapshot of the same shard. */
@@ -476,22 +648,31 @@ export class Snapshots {
   }
 
   /**
-   * A shard transfer by snapshot, on the target: the archive `input` (a shard snapshot
-   * streamed from the source) replaces this peer's replica of the shard. Nothing
-   * consensus knows changes here (the transfer does that). Resolves with the archive's size.
+   * A shard transfer by snapshot, on the target: `fetch` writes a shard snapshot of the
+   * source's replica into a temp file, which then replaces this peer's replica of the
+   * shard, if `stillWanted()` holds once it is unpacked. Nothing consensus knows changes
+   * here (the transfer does that). Resolves with the archive's size.
    */
-  async replaceShardFromStream(name: string, shardId: number, input: Readable): Promise<number> {
+  async replaceShardFetched(name: string, shardId: number, fetch: (file: string) => Promise<void>, stillWanted: () => void): Promise<number> {
     this.toc.get(name).localShard(shardId);
-    const received = await this.receive(input);
-    const size = (await fs.stat(received.file)).size;
-    await this.recover('shard', { file: received.file, checksum: received.checksum, owned: true }, null, () => undefined, async (snap) => {
-      await this.replaceShardWith(name, shardId, snap, false);
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const file = path.join(this.tempDir, `${randomUUID()}.transfer.tmp`);
+    let size: number;
+    try {
+      await fetch(file);
+      size = (await fs.stat(file)).size;
+    } catch (err) {
+      await fs.rm(file, { force: true });
+      throw err;
+    }
+    await this.recover('shard', { file, checksum: null, owned: true }, null, () => undefined, async (snap) => {
+      await this.replaceShardWith(name, shardId, snap, false, stillWanted);
     });
     return size;
   }
 
   /** Checks an unpacked shard snapshot against shard `shardId` of collection `name` and, unless `checkOnly`, replaces the shard's data with it. */
-  private async replaceShardWith(name: string, shardId: number, snap: UnpackedSnapshot, checkOnly: boolean): Promise<void> {
+  private async replaceShardWith(name: string, shardId: number, snap: UnpackedSnapshot, checkOnly: boolean, stillWanted: () => void = () => undefined): Promise<void> {
     if (snap.manifest.shards[0] !== shardId) {
       throw new BadInputError(`Snapshot is not compatible with the shard: it holds shard ${snap.manifest.shards[0]}, not shard ${shardId}`);
     }
@@ -507,31 +688,69 @@ export class Snapshots {
         throw new BadInputError(`Snapshot is not compatible with the shard: shard ${shardId} belongs to shard key ${showKey(here)} here, to ${theirs} in the snapshot`);
       }
       if (checkOnly) return;
+      // Checked again here, where nothing else changes the collection: the caller may no longer want it (a transfer that ended).
+      stillWanted();
       await c.replaceShard(shardId, path.join(snap.dir, String(shardId)));
     });
   }
 
   /**
-   * Receives an uploaded archive into a temp file, hashing it on the way; the
-   * caller then recovers from it (`{ file, checksum }` as the source).
+   * Receives an uploaded archive, unpacking it into a staging folder on the storage
+   * file system as it arrives (no temp copy of the archive is written), and hashing it
+   * on the way when `hash` (a checksum is to be checked); the caller then recovers from
+   * what this returns. If the unpacking fails (a bad archive, a full disk) the rest of
+   * the upload is still read, to know its checksum, and the failure is the recovery's
+   * to report, after its own checks.
    */
-  async receive(input: Readable): Promise<{ file: string; checksum: string }> {
-    await fs.mkdir(this.tempDir, { recursive: true });
-    const file = path.join(this.tempDir, `${randomUUID()}.upload.tmp`);
-    const meter = new Meter((bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'receiving snapshot upload'));
+  async receive(input: Readable, hash = true): Promise<ReceivedUpload> {
+    const dir = await this.toc.stagingDir();
+    const hasher = hash ? createHash('sha256') : null;
+    let bytes = 0;
+    const started = Date.now();
+    let lastLog = started;
+    const feed = new PassThrough({ ...CHUNKWISE, writableObjectMode: true, writableHighWaterMark: 64 });
+    let failure: unknown = null;
+    const extracting = extractTar(feed, dir, { maxEntries: MAX_ENTRIES }).catch((err: unknown) => {
+      failure = err;
+      // Nothing reads it any more (extractTar may have failed before it started to).
+      feed.destroy();
+      return [] as string[];
+    });
     try {
-      await pipeline(input, meter, createWriteStream(file));
+      for await (const chunk of input) {
+        const b = chunk as Buffer;
+        hasher?.update(b);
+        bytes += b.length;
+        const now = Date.now();
+        if (now - lastLog >= PROGRESS_EVERY_MS) {
+          lastLog = now;
+          this.logger.info({ mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / ((now - started) / 1000)).toFixed(1) }, 'receiving snapshot upload');
+        }
+        if (!feed.destroyed && !feed.write(b)) await drainedOrClosed(feed);
+      }
+      feed.end();
     } catch (err) {
-      await fs.rm(file, { force: true });
+      feed.destroy();
+      await extracting;
+      await fs.rm(dir, { recursive: true, force: true });
       throw diskError(err, 'receiving the snapshot upload');
     }
-    return { file, checksum: meter.hash.digest('hex') };
+    const names = await extracting;
+    // What a failed unpacking left takes no room while the recovery gets to report it.
+    if (failure !== null) await fs.rm(dir, { recursive: true, force: true });
+    return { staged: dir, names, checksum: hasher?.digest('hex') ?? null, bytes, failure };
   }
 
-  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves. */
-  async restoreAtStartup(r: StartupRestore): Promise<void> {
+  /** Removes what `source` holds that nobody will read (an upload whose request failed). */
+  async discard(source: RecoverySource): Promise<void> {
+    if ('staged' in source) await fs.rm(source.staged, { recursive: true, force: true });
+    else if ('file' in source && source.owned) await fs.rm(source.file, { force: true });
+  }
+
+  /** `--storage-snapshot` and `--snapshot` at start-up, before the API serves; into this node's storage unless `target` says otherwise. */
+  async restoreAtStartup(r: StartupRestore, target: RestoreTarget = this.localTarget()): Promise<void> {
     const refuse = (collection: string, from: string) => {
-      if (this.toc.has(collection) && !r.force) {
+      if (target.has(collection) && !r.force) {
         throw new BadInputError(`collection ${collection} already exists; --force_snapshot lets ${from} replace it`);
       }
     };
@@ -555,10 +774,10 @@ export class Snapshots {
         for (const [collection, inner] of mapping) {
           checkSnapshotName(inner);
           const innerFile = path.join(dir, inner);
-          await this.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
+          await target.recoverCollection(collection, { file: innerFile, checksum: null, owned: true }, 'snapshot', null);
           this.logger.info({ collection, from: file }, 'collection restored from the full-storage snapshot');
         }
-        await this.toc.restoreAliases(raw.collections_aliases ?? {});
+        await target.restoreAliases(raw.collections_aliases ?? {});
       } finally {
         await fs.rm(dir, { recursive: true, force: true });
       }
@@ -567,15 +786,37 @@ export class Snapshots {
       const file = path.resolve(s.path);
       if (!(await fs.stat(file).catch(() => null))?.isFile()) throw new BadInputError(`--snapshot ${s.path}: no such file`);
       refuse(s.collection, '--snapshot');
-      await this.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
+      await target.recoverCollection(s.collection, { file, checksum: null, owned: false }, 'snapshot', null);
       this.logger.info({ collection: s.collection, from: file }, 'collection restored from a snapshot at start-up');
     }
   }
+
+  private localTarget(): RestoreTarget {
+    return {
+      has: (collection) => this.toc.has(collection),
+      recoverCollection: (collection, source, priority, checksum) => this.recoverCollection(collection, source, priority, checksum),
+      restoreAliases: (aliases) => this.toc.restoreAliases(aliases),
+    };
+  }
 }
 
-/** Removes an owned source file that will not be read (the request failed before). */
-async function discard(source: RecoverySource): Promise<void> {
-  if ('file' in source && source.owned) await fs.rm(source.file, { force: true });
+/** What a failed unpacking throws: a bad archive is bad input, a full disk says so. */
+function unpackError(err: unknown): unknown {
+  if (err instanceof TarError) return new BadInputError(`Invalid snapshot: ${err.message}`);
+  return diskError(err, 'unpacking the snapshot');
+}
+
+/** Resolves once `s` wants more data, or is closed (its reader gave up). */
+function drainedOrClosed(s: PassThrough): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      s.off('drain', done);
+      s.off('close', done);
+      resolve();
+    };
+    s.on('drain', done);
+    s.on('close', done);
+  });
 }
 
 async function releaseAll(pins: Map<number, ShardSnapshotFiles>): Promise<void> {

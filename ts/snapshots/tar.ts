@@ -65,13 +65,26 @@ export interface ExtractOptions {
   maxBytes?: number;
   /** Upper bound on the number of file and directory entries. */
   maxEntries?: number;
+  /**
+   * Called once a regular file is complete on disk (written and closed), with its
+   * relative name, before the next entry is read. It must not throw; what it starts
+   * is the caller's (the archive may still turn out invalid afterwards).
+   */
+  onFile?: (rel: string) => void;
 }
 
 const BLOCK = 512;
 /** Metadata entries (PAX headers, GNU long names) larger than this are refused. */
 const MAX_META = 1024 * 1024;
-/** File data is written to disk in pieces of about this size. */
+/** File data is read from disk in pieces of about this size when archiving. */
 const WRITE_PIECE = 64 * 1024;
+/**
+ * Extracted file data is written in pieces of about this size (one writev of the
+ * input chunks that make it up, no copy), while the next piece is gathered.
+ */
+const EXTRACT_PIECE = 4 * 1024 * 1024;
+/** At most this many input chunks go into one writev (input in tiny chunks flushes earlier). */
+const MAX_IOVECS = 256;
 
 // ---------------------------------------------------------------- writing
 
@@ -257,6 +270,20 @@ class ByteSource {
       this.available = 0;
     }
   }
+}
+
+/** `bufs` without its first `skip` bytes (after a short writev). */
+function remainder(bufs: Buffer[], skip: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (const b of bufs) {
+    if (skip >= b.length) {
+      skip -= b.length;
+      continue;
+    }
+    out.push(skip > 0 ? b.subarray(skip) : b);
+    skip = 0;
+  }
+  return out;
 }
 
 function cString(block: Buffer, offset: number, length: number): string {
@@ -483,32 +510,47 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
         if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new TarError('already exists in the destination', name);
         throw err;
       }
+      // One write in flight while the next piece is gathered from the input; pieces
+      // are written where they belong (positional writes), each as one writev.
+      let inflight: Promise<void> | null = null;
+      let position = 0;
+      const writePiece = async (bufs: Buffer[], bytes: number, at: number): Promise<void> => {
+        let done = 0;
+        while (done < bytes) {
+          const { bytesWritten } = await fh.writev(done === 0 ? bufs : remainder(bufs, done), at + done);
+          if (bytesWritten === 0) throw new Error(`short write to ${abs}`);
+          done += bytesWritten;
+        }
+      };
       try {
         let remaining = size;
-        const pending: Buffer[] = [];
+        let pending: Buffer[] = [];
         let pendingBytes = 0;
         while (remaining > 0) {
-          const p = await src.piece(Math.min(remaining, WRITE_PIECE));
+          const p = await src.piece(Math.min(remaining, EXTRACT_PIECE));
           if (p === null) throw new TarError(`truncated archive (${size - remaining} of ${size} bytes of data)`, name);
           remaining -= p.length;
           pending.push(p);
           pendingBytes += p.length;
-          if (pendingBytes >= WRITE_PIECE || remaining === 0) {
-            const buf = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
-            pending.length = 0;
+          if (pendingBytes >= EXTRACT_PIECE || pending.length >= MAX_IOVECS || remaining === 0) {
+            if (inflight !== null) await inflight;
+            inflight = writePiece(pending, pendingBytes, position);
+            // Until it is awaited, a failure is kept for that await (not unhandled).
+            inflight.catch(() => undefined);
+            position += pendingBytes;
+            pending = [];
             pendingBytes = 0;
-            let off = 0;
-            while (off < buf.length) {
-              const { bytesWritten } = await fh.write(buf, off, buf.length - off);
-              off += bytesWritten;
-            }
           }
         }
+        if (inflight !== null) await inflight;
+        inflight = null;
         const mtime = parseNumber(block, 136, 12, 'mtime', name);
         await fh.utimes(mtime, mtime);
       } finally {
+        if (inflight !== null) await inflight.catch(() => undefined);
         await fh.close();
       }
+      opts.onFile?.(rel);
       if ((await src.skip(padding(size))) < padding(size)) throw new TarError('truncated archive (padding cut short)', name);
       extracted.push(rel);
     }

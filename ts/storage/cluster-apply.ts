@@ -99,7 +99,7 @@ export class LocalApplier {
       uuid: desired.uuid,
       peer: this.peerId,
       shards: desired.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })),
-      transfers: (desired.transfers ?? []).map((t) => ({ shard: t.shard, from: t.from, to: t.to, method: t.method })),
+      transfers: (desired.transfers ?? []).map((t) => ({ shard: t.shard, from: t.from, to: t.to, method: t.method, id: t.id })),
     };
     const shardKeys = desired.config.params.sharding_method === 'custom' ? ClusterState.shardKeys(desired) : undefined;
     if (local && local.meta.cluster?.uuid !== desired.uuid) {

@@ -13,7 +13,7 @@
  * (placement and uuids are chosen by the proposer and travel in the operation).
  */
 
-import { AlreadyExistsError, BadInputError, NotFoundError, QuiverError } from '../common/errors';
+import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, QuiverError } from '../common/errors';
 import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
 import { TRANSFER_METHODS, type TransferMethod } from '../collection/cluster-link';
@@ -53,6 +53,13 @@ export interface TransferInfo {
   /** How the shard is copied; the source may switch a `wal_delta` transfer to `stream_records` (`switchTransfer`). */
   method: TransferMethod;
   kind: 'recovery' | 'replicate' | 'move';
+  /**
+   * Chosen by the proposer: tells this transfer from an earlier one of the same shard
+   * between the same peers (a restart applied together with the abort before it). Its
+   * copy traffic carries it, and the target takes copy traffic of the transfer it has
+   * only. Absent in states written before transfers had ids.
+   */
+  id?: string;
 }
 
 export interface ClusterCollection {
@@ -82,6 +89,10 @@ export type MetaOp =
       shards: ShardPlacement[];
       /** The proposer's `storage.max_collections`: every peer applies the same limit (a local setting would make peers disagree). */
       max_collections?: number | null;
+      /** Payload indexes from the start (a collection created by a snapshot recovery); none when absent. */
+      payload_schema?: Record<string, FieldSchema>;
+      /** Custom sharding, created by a snapshot recovery with its keys' shards in `shards`: the id the next key's first shard gets. */
+      next_shard_id?: number;
     }
   | { op: 'updateCollection'; name: string; patch: unknown }
   | { op: 'deleteCollection'; name: string }
@@ -98,7 +109,35 @@ export type MetaOp =
   | { op: 'createShardKey'; collection: string; key: ShardKey; placement: PeerId[][] }
   | { op: 'dropShardKey'; collection: string; key: ShardKey }
   /** Removes a peer's replica of a shard (`drop_replica`); never the shard's last active one, nor one in a transfer. */
-  | { op: 'dropReplica'; collection: string; shard: number; peer: PeerId };
+  | { op: 'dropReplica'; collection: string; shard: number; peer: PeerId }
+  /**
+   * A snapshot recovery of shard `shard` on `peer` begins (its replica is registered when
+   * absent). What it does is decided here, when applied (see `recoveryStart`): the answer
+   * is a `RecoveryStart`.
+   */
+  | { op: 'startSnapshotRecovery'; collection: string; shard: number; peer: PeerId; priority: RecoveryPriority }
+  /**
+   * The snapshot's data is in place on `peer` (`ok`), or could not be put there: its
+   * replica leaves ManualRecovery (see `recoveryFinish`). `previous`: its state before the
+   * recovery began (null: it had none). Answers the replica's new state (null: removed).
+   */
+  | { op: 'finishSnapshotRecovery'; collection: string; shard: number; peer: PeerId; priority: RecoveryPriority; ok: boolean; previous: ReplicaState | null };
+
+/** Which data wins when a snapshot is recovered into a shard that has other replicas (SPEC 2.5). */
+export type RecoveryPriority = 'replica' | 'snapshot' | 'no_sync';
+
+/**
+ * What the start of a snapshot recovery decided for the recovering peer's replica:
+ * `kept` (priority replica, and its replica is Active already: the data there wins, the
+ * snapshot changes nothing), `sync` (priority replica, and another replica is Active:
+ * the peer's replica is Dead and will be recovered from an active one, so the snapshot's
+ * data is not used), `restore` (its replica is ManualRecovery: the snapshot's data goes
+ * in, then finishSnapshotRecovery). `previous`: the replica's state before (null: none).
+ */
+export interface RecoveryStart {
+  action: 'kept' | 'sync' | 'restore';
+  previous: ReplicaState | null;
+}
 
 /** What applying an operation did: its answer, and which local things to bring in line. */
 export type ApplyResult =
@@ -262,7 +301,13 @@ export class ClusterState {
         if (limit !== null && Object.keys(this.data.collections).length >= limit) {
           throw new BadInputError(`cannot create more than ${limit} collections (storage.max_collections)`);
         }
-        this.data.collections[op.name] = { uuid: op.uuid, config: op.config, payload_schema: {}, shards: op.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas } })) };
+        this.data.collections[op.name] = {
+          uuid: op.uuid,
+          config: op.config,
+          payload_schema: { ...(op.payload_schema ?? {}) },
+          shards: op.shards.map((s) => ({ id: s.id, replicas: { ...s.replicas }, ...(s.shard_key !== undefined ? { shard_key: s.shard_key } : {}) })),
+          ...(op.next_shard_id !== undefined ? { next_shard_id: op.next_shard_id } : {}),
+        };
         return done(true, [op.name]);
       }
       case 'updateCollection': {
@@ -347,8 +392,9 @@ export class ClusterState {
         const [name, c] = this.requireCollection(op.collection);
         const t = op.transfer;
         const shard = c.shards.find((s) => s.id === t.shard);
-        if (!shard) throw new NotFoundError(`Shard ${t.shard} of ${name} does not exist`);
-        if (!Object.prototype.hasOwnProperty.call(this.data.peers, t.to)) throw new BadInputError(`Peer ${t.to} does not exist`);
+        // The reference's 400s (checked before consensus too, by the dispatcher).
+        if (!shard) throw new BadRequestError(`Shard ${t.shard} of ${name} does not exist`);
+        for (const p of [t.to, t.from]) if (!Object.prototype.hasOwnProperty.call(this.data.peers, p)) throw unknownPeerError(p);
         if (t.from === t.to) throw new BadInputError(`a shard transfer needs two different peers (${t.from})`);
         const source = shard.replicas[t.from];
         if (source === undefined || !isActive(source)) throw new BadInputError(`shard ${t.shard} of ${name} has no active replica on peer ${t.from}`);
@@ -360,6 +406,7 @@ export class ClusterState {
           throw new BadInputError(`shard ${t.shard} of ${name} already has a replica on peer ${t.to}`);
         }
         if (!TRANSFER_METHODS.includes(t.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(t.method)}`);
+        if (t.id !== undefined && (typeof t.id !== 'string' || t.id.length === 0 || t.id.length > 64)) throw new BadInputError('a shard transfer id is 1 to 64 characters');
         shard.replicas[t.to] = 'Partial';
         c.transfers = [...(c.transfers ?? []), { ...t }];
         return done(true, [name]);
@@ -409,9 +456,11 @@ export class ClusterState {
       case 'dropReplica': {
         const [name, c] = this.requireCollection(op.collection);
         const shard = c.shards.find((s) => s.id === op.shard);
-        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        // The reference's 400s (checked before consensus too, by the dispatcher).
+        if (!shard) throw new BadRequestError(`Shard ${op.shard} of ${name} does not exist`);
+        if (!Object.prototype.hasOwnProperty.call(this.data.peers, op.peer)) throw unknownPeerError(op.peer);
         const st = shard.replicas[op.peer];
-        if (st === undefined) throw new NotFoundError(`Shard ${op.shard} of ${name} has no replica on peer ${op.peer}`);
+        if (st === undefined) throw new BadRequestError(`Shard ${op.shard} of ${name} has no replica on peer ${op.peer}`);
         if ((c.transfers ?? []).some((t) => t.shard === op.shard && (t.from === op.peer || t.to === op.peer))) {
           throw new BadInputError(`the replica of shard ${op.shard} on peer ${op.peer} is in a transfer: abort it first`);
         }
@@ -420,6 +469,61 @@ export class ClusterState {
         }
         delete shard.replicas[op.peer];
         return done(true, [name]);
+      }
+      case 'startSnapshotRecovery': {
+        const [name, c] = this.requireCollection(op.collection);
+        const shard = c.shards.find((s) => s.id === op.shard);
+        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        if (!Object.prototype.hasOwnProperty.call(this.data.peers, op.peer)) throw new BadInputError(`Peer ${op.peer} does not exist`);
+        if ((c.transfers ?? []).some((t) => t.shard === op.shard && (t.from === op.peer || t.to === op.peer))) {
+          throw new BadInputError(`the replica of shard ${op.shard} of ${name} on peer ${op.peer} is in a transfer: abort it before recovering a snapshot there`);
+        }
+        const current = shard.replicas[op.peer];
+        const previous = current ?? null;
+        const othersActive = Object.entries(shard.replicas).some(([p, st]) => p !== op.peer && isActive(st));
+        let action: RecoveryStart['action'];
+        if (op.priority === 'replica' && current !== undefined && isActive(current)) {
+          action = 'kept';
+        } else if (op.priority === 'replica' && othersActive) {
+          action = 'sync';
+          shard.replicas[op.peer] = 'Dead';
+        } else {
+          // Its data is replaced: no writes nor reads meanwhile (it may be the shard's last active replica).
+          action = 'restore';
+          shard.replicas[op.peer] = 'ManualRecovery';
+        }
+        const value: RecoveryStart = { action, previous };
+        return done(value, current === shard.replicas[op.peer] ? [] : [name]);
+      }
+      case 'finishSnapshotRecovery': {
+        const [name, c] = this.requireCollection(op.collection);
+        const shard = c.shards.find((s) => s.id === op.shard);
+        if (!shard) throw new NotFoundError(`Shard ${op.shard} of ${name} does not exist`);
+        const current = shard.replicas[op.peer];
+        if (current !== 'ManualRecovery') {
+          throw new BadInputError(`the replica of shard ${op.shard} of ${name} on peer ${op.peer} is ${current ?? 'absent'}: it is not being recovered from a snapshot`);
+        }
+        const othersActive = Object.entries(shard.replicas).some(([p, st]) => p !== op.peer && isActive(st));
+        if (!op.ok) {
+          // Its data was left as it was: back to what it was, but never Active beside
+          // active replicas that took writes meanwhile (it is recovered from them).
+          if (op.previous === null) delete shard.replicas[op.peer];
+          else shard.replicas[op.peer] = isActive(op.previous) && !othersActive ? op.previous : 'Dead';
+        } else if (op.priority === 'replica' && othersActive) {
+          // An active replica appeared meanwhile: the existing data wins after all.
+          shard.replicas[op.peer] = 'Dead';
+        } else {
+          shard.replicas[op.peer] = 'Active';
+          if (op.priority === 'snapshot') {
+            // The snapshot's data wins: every other replica follows this one.
+            for (const t of (c.transfers ?? []).filter((x) => x.shard === op.shard)) {
+              c.transfers = (c.transfers ?? []).filter((x) => x !== t);
+              this.endTarget(shard, t, false);
+            }
+            for (const p of Object.keys(shard.replicas)) if (p !== op.peer && shard.replicas[p] !== undefined) shard.replicas[p] = 'Dead';
+          }
+        }
+        return done(shard.replicas[op.peer] ?? null, [name]);
       }
     }
   }
@@ -455,6 +559,37 @@ export function placeKeyShards(pool: readonly PeerId[], shardNumber: number, rep
   if (peers.length === 0) throw new Error('no peers to place shards on');
   const copies = Math.min(replicationFactor, peers.length);
   return Array.from({ length: shardNumber }, (_, id) => Array.from({ length: copies }, (_, r) => peers[(offset + id * copies + r) % peers.length]));
+}
+
+/**
+ * Placement of a collection created by a snapshot recovery on `self` (priority
+ * `snapshot`): the shards `ids` placed as placeShards places them, except that every
+ * shard the snapshot holds (`held`) has its replica on `self` in state ManualRecovery
+ * (in place of the last peer placed when `self` was not among them) and its other
+ * replicas Dead, so they follow `self` once its data is in. `keyOf` gives each shard's
+ * key (custom sharding).
+ */
+export function placeRecovered(
+  peers: readonly PeerId[],
+  ids: readonly number[],
+  replicationFactor: number,
+  offset: number,
+  self: PeerId,
+  held: readonly number[],
+  keyOf: (id: number) => ShardKey | undefined = () => undefined,
+): ShardPlacement[] {
+  return placeShards(peers, ids.length, replicationFactor, offset).map((p, i) => {
+    const id = ids[i];
+    let replicas = p.replicas;
+    if (held.includes(id)) {
+      const others = Object.keys(replicas).filter((peer) => peer !== self);
+      if (others.length === Object.keys(replicas).length) others.pop();
+      replicas = { [self]: 'ManualRecovery' };
+      for (const peer of others) replicas[peer] = 'Dead';
+    }
+    const key = keyOf(id);
+    return { id, replicas, ...(key !== undefined ? { shard_key: key } : {}) };
+  });
 }
 
 /** Equal payload schemas (same fields, same definitions). */

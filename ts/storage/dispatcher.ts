@@ -186,12 +186,28 @@ export class Dispatcher {
    */
   async changeReplicas(collection: string, change: ReplicaChange, timeoutS: number | null): Promise<boolean> {
     if (this.consensus === null) throw new BadRequestError('Distributed mode disabled');
-    const { state, name } = this.clusterCollection(collection);
+    const { state, name, c } = this.clusterCollection(collection);
     const ms = this.ms(timeoutS);
-    if (change.kind === 'drop_replica') return (await this.consensus.propose({ op: 'dropReplica', collection: name, shard: change.shard, peer: change.peer }, ms)) as boolean;
+    // The reference's early checks, in its order (the state machine checks again): the
+    // shard, then the peers (400); a transfer to abort or restart must exist (404).
+    const shardExists = (): void => {
+      if (!c.shards.some((s) => s.id === change.shard)) throw new BadRequestError(`Shard ${change.shard} of ${name} does not exist`);
+    };
+    const peerExists = (p: string): void => {
+      if (!Object.prototype.hasOwnProperty.call(state.peers, p)) throw unknownPeerError(p);
+    };
+    if (change.kind === 'drop_replica') {
+      shardExists();
+      peerExists(change.peer);
+      return (await this.consensus.propose({ op: 'dropReplica', collection: name, shard: change.shard, peer: change.peer }, ms)) as boolean;
+    }
     const existing = state.transfers(name).find((t) => t.shard === change.shard && t.from === change.from && t.to === change.to);
     if (change.kind === 'abort' || change.kind === 'restart') {
-      if (existing === undefined) throw new BadRequestError(`Shard ${change.shard} of ${name} is not being transferred from peer ${change.from} to peer ${change.to}`);
+      if (existing === undefined) throw new NotFoundError(`Shard ${change.shard} of ${name} is not being transferred from peer ${change.from} to peer ${change.to}`);
+    } else {
+      shardExists();
+      peerExists(change.to);
+      peerExists(change.from);
     }
     if (change.kind !== 'abort') requireMethod(change.method);
     if (change.kind === 'abort') {
@@ -209,7 +225,7 @@ export class Dispatcher {
     // new replica sends the source's whole WAL history when it still holds it from the
     // first operation, and otherwise goes on as stream_records, as the reference does.)
     const method: RunMethod = (change.method as RunMethod | null) ?? this.config.storage.shard_transfer_method ?? 'stream_records';
-    const transfer = { shard: change.shard, from: change.from, to: change.to, method, kind };
+    const transfer = { shard: change.shard, from: change.from, to: change.to, method, kind, id: randomUUID() };
     return (await this.consensus.propose({ op: 'startTransfer', collection: name, transfer }, ms)) as boolean;
   }
 

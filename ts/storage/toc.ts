@@ -24,6 +24,7 @@ import { Collection, type ClusterPlacement, type CollectionMeta, type ShardKey, 
 import type { CollectionConfig } from '../collection/config';
 import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../common/files';
 import type { FieldSchema } from '../shard/field-schema';
+import type { ShardPreload } from '../shard/local-shard';
 
 /** Reads this node's peer id, or makes and keeps a new random one. */
 /** This node's peer id (`storage/peer_id`), chosen and saved on first start. */
@@ -64,7 +65,7 @@ export class TableOfContent {
 
   private constructor(
     readonly storagePath: string,
-    private readonly engine: Engine,
+    readonly engine: Engine,
     private readonly logger: Logger,
     private readonly maxCollections: number | null,
     /** The cluster around this peer (cluster mode): collections with a placement reach their remote replicas through it. */
@@ -261,9 +262,10 @@ export class TableOfContent {
    * creating the collection if it does not exist. The swap is two renames with a
    * journal beside them, so a crash between them is undone at start-up. If the new
    * data does not open, the old collection is put back and reopened, and the error
-   * is thrown: the collection is then exactly as it was.
+   * is thrown: the collection is then exactly as it was. `preloaded`: shard state
+   * files of `source` already being decoded (by shard id), used as the shards open.
    */
-  replaceCollection(name: string, source: string): Promise<void> {
+  replaceCollection(name: string, source: string, preloaded: ReadonlyMap<number, ShardPreload> = new Map()): Promise<void> {
     validateCollectionName(name);
     return this.serial(async () => {
       if (!this.collections.has(name) && this.aliases.has(name)) {
@@ -281,7 +283,7 @@ export class TableOfContent {
       }
       try {
         await swapDirectory(this.collectionsDir, name, source, existing !== undefined, async () => {
-          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId, meta.cluster ? this.link : null));
+          this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId, meta.cluster ? this.link : null, preloaded));
         });
       } catch (err) {
         if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger, this.peerId, existing.meta.cluster ? this.link : null));

@@ -18,8 +18,9 @@ import * as path from 'node:path';
 
 import { readJson, writeFileAtomic } from '../common/files';
 import type { HeldClock } from '../collection/cluster-link';
+import { REPLICATED_CLOCK_BASE } from '../shard/clocks';
 
-const FIRST_ID = 1 << 20;
+const FIRST_ID = REPLICATED_CLOCK_BASE;
 const BLOCK = 1 << 16;
 const U32_MAX = 0xffff_ffff;
 

@@ -33,31 +33,31 @@ import type { Logger } from 'pino';
 
 import type { ShardTarget, TransferMethod } from '../collection/cluster-link';
 import type { ForwardSink, LocalReplica } from '../collection/local-replica';
-import type { Replica, UpdateOptions } from '../collection/replica';
+import type { UpdateOptions } from '../collection/replica';
 import { fromShardOperation, type ReplicaOperation } from '../collection/replica-operation';
-import type { ClockTag } from '../shard/clocks';
+import { isReplicatedClock, type ClockTag } from '../shard/clocks';
 import { compareKeys, type PointKey } from '../shard/id-tracker';
 import { HistoryGoneError } from '../shard/local-shard';
 import type { PointWrite } from '../shard/operations';
 import type { MetaOp } from '../storage/cluster-state';
 import { waitUntil } from './wait';
 
-/** One operation of a WAL delta or of the queue, with its clock tag. */
-export interface TaggedOperation {
-  op: ReplicaOperation;
-  tag: ClockTag;
-}
-
 /** The target of a transfer as the source reaches it. */
-export interface TransferTarget extends Replica {
-  /** Whether the target applied the start of the transfer from `from` with `method` (for stream_records: its replica emptied). */
-  transferReady(from: string, method: TransferMethod, timeoutMs: number): Promise<boolean>;
+export interface TransferTarget {
+  /** Whether the target applied the start of this transfer from `from` with `method` (for stream_records: its replica emptied). */
+  ready(from: string, method: TransferMethod, timeoutMs: number): Promise<boolean>;
   /** The target replica's clock map: the highest tick it applied per (peer, clock). */
   clocks(): Promise<ClockTag[]>;
-  /** Applies these operations in order (each skipped if its tag was seen); `wait`: durable when it resolves. */
-  replay(ops: readonly TaggedOperation[], wait: boolean): Promise<void>;
+  /** Part of the copy: a write the target applies as its own (untagged). */
+  copy(op: ReplicaOperation, wait: boolean): Promise<void>;
+  /** Part of the copy: points, as the target's own write. */
+  batch(points: PointWrite[], wait: boolean): Promise<void>;
+  /** Part of the copy: operations in order, as the target's own writes; then `adopt` (the copy is complete: the source's replicated clocks), and durable when `wait`. */
+  replay(ops: readonly ReplicaOperation[], end: { wait: boolean; adopt: readonly ClockTag[] | null }): Promise<void>;
+  /** After the copy: a write the source applied, with its tag, as any replica gets it. */
+  deliver(op: ReplicaOperation, opts: UpdateOptions, tag: ClockTag | null): Promise<void>;
   /** The target fetches a snapshot of `from`'s replica of the shard and replaces its own with it; resolves with the archive's size in bytes. */
-  pullSnapshot(from: string): Promise<number>;
+  pullSnapshot(from: string, signal: AbortSignal): Promise<number>;
   /** Vectors the target has yet to index beyond its indexing threshold. */
   indexBacklog(): Promise<number>;
 }
@@ -65,26 +65,34 @@ export interface TransferTarget extends Replica {
 export interface TransferContext {
   /** This peer's id. */
   peer: string;
-  remote(target: ShardTarget, peer: string): TransferTarget;
+  /** The target of transfer `id`. */
+  remote(target: ShardTarget, peer: string, id: string): TransferTarget;
   propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
   logger: Logger;
 }
 
-/** Points per batch (stream_records), operations per replay call (wal_delta, the queue). */
+/** Points per batch (stream_records), operations per replay call at most. */
 const BATCH = 256;
+/** Bytes (encoded estimate) per replay call at most. */
+const BATCH_BYTES = 16 * 1024 * 1024;
+/** WAL records read at a time (wal_delta). */
+const HISTORY_PAGE = 64;
 /** How long the target may take to apply the transfer's start. */
 const READY_TIMEOUT_MS = 30_000;
 const PROPOSE_TIMEOUT_MS = 30_000;
 /** How long the source keeps forwarding after the finish. */
 const FORWARD_GRACE_MS = 3_000;
-/** Queued writes beyond this many bytes (encoded estimate) fail the transfer: the copy is too slow for the write rate. */
+/** Queued writes beyond this many bytes (encoded estimate) fail the transfer: the copy does not keep up with the write rate. */
 const QUEUE_LIMIT_BYTES = 512 * 1024 * 1024;
-/** Queued writes sent outside the write lock until this few are left; the rest go under it. */
+/** Queued writes sent outside the write lock until this few are left (or for this many rounds); the rest go under it. */
 const QUEUE_TAIL = 64;
+const QUEUE_ROUNDS = 50;
 /** The target keeps up with indexing when at most this many vectors, or this share of the shard, wait to be indexed. */
 const INDEX_LAG_VECTORS = 10_000;
 const INDEX_LAG_SHARE = 0.05;
 const INDEX_POLL_MS = 500;
+/** A target whose index backlog has not shrunk for this long fails the transfer. */
+const INDEX_STALL_MS = 10 * 60_000;
 
 /** Progress of one transfer, for the API, logs and metrics. */
 export interface TransferProgress {
@@ -111,30 +119,48 @@ export interface TransferOutcomes {
   switched: number;
 }
 
-/** A rough size of an operation, to bound the queue. */
-function sizeOf(op: ReplicaOperation): number {
+/** A rough size of an operation in bytes, to bound the queue and the replay calls. */
+export function sizeOf(op: ReplicaOperation): number {
+  let n = 64;
   if (op.kind === 'upsert' || op.kind === 'update_vectors') {
-    let n = 64;
     for (const p of op.points) {
       n += 64;
-      for (const v of Object.values(p.vectors ?? {})) n += (v as ArrayLike<number>).length * 4;
-      if ('payload' in p && p.payload) n += JSON.stringify(p.payload).length;
+      for (const v of p.vectors.values()) n += v.byteLength;
+      if ('payload' in p && p.payload) n += jsonSize(p.payload);
     }
     return n;
   }
-  return 64 + JSON.stringify(op).length;
+  const sel = (op as { select?: { ids: unknown[] | null; filter: unknown } }).select;
+  if (sel?.ids) n += sel.ids.length * 48;
+  if (sel?.filter) n += jsonSize(sel.filter);
+  const payload = (op as { payload?: unknown }).payload;
+  if (payload) n += jsonSize(payload);
+  const keys = (op as { keys?: unknown[]; names?: unknown[] }).keys ?? (op as { names?: unknown[] }).names;
+  if (Array.isArray(keys)) n += keys.length * 32;
+  return n;
+}
+
+function jsonSize(v: unknown): number {
+  return JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x)).length;
 }
 
 class Run {
   private stopped = false;
+  private readonly abort = new AbortController();
   /** Finished or aborted in consensus: only the forwarding grace may still run; a new transfer of the same shard to the same peer replaces this run. */
   ended = false;
   /** The finish is proposed: the transfer's end in consensus is this run's own, and forwarding goes on until the run lets go. */
   private finishing = false;
   private failure: unknown = null;
-  /** Forwarded writes waiting for the copy to end (null once they go straight to the target). */
-  private queue: TaggedOperation[] | null = [];
+  /** Forwarded writes waiting for the copy to end (null once they go to the target). */
+  private queue: ReplicaOperation[] | null = [];
   private queueBytes = 0;
+  /** The copy is complete (the target took this replica's clocks): forwarded writes go with their tags, as to any replica. */
+  private copied = false;
+  /** Taking the target out after a forward it missed (once). */
+  private demoting: Promise<void> | null = null;
+  private readonly remote: TransferTarget;
+  private readonly log: Logger;
   readonly progress: TransferProgress;
 
   constructor(
@@ -143,74 +169,107 @@ class Run {
     private readonly to: string,
     private readonly source: LocalReplica,
     method: TransferMethod,
+    private readonly id: string,
     private readonly outcomes: TransferOutcomes,
   ) {
     this.progress = { collection: target.collection, shard: target.shard, from: ctx.peer, to, method, stage: 'copying', pointsSent: 0, pointsTotal: source.shard.pointCount, bytesSent: 0, startedAt: Date.now() };
+    this.remote = ctx.remote(target, to, id);
+    this.log = ctx.logger.child({ collection: target.collection, shard: target.shard, to, transfer: id });
   }
 
-  /** The transfer ended in consensus; unless this run finished it, it stops now. */
+  /** The transfer ended in consensus; unless this run finished it, it stops now (calls in flight for it are cancelled). */
   stop(): void {
     if (this.finishing) return;
     this.stopped = true;
+    this.abort.abort();
   }
 
+  /** Stopped, or failed: the copy goes no further. */
   private get halted(): boolean {
     return this.stopped || this.failure !== null;
   }
 
-  async run(): Promise<void> {
-    const log = this.ctx.logger.child({ collection: this.target.collection, shard: this.target.shard, to: this.to });
-    const remote = this.ctx.remote(this.target, this.to);
-    const sink: ForwardSink = {
-      forward: async (op: ReplicaOperation, opts: UpdateOptions, tag) => {
-        if (this.halted) return;
+  private finishOp(ok: boolean): MetaOp {
+    return { op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok };
+  }
+
+  /**
+   * A write this replica applied did not reach the target: the target must not serve it
+   * as Active. Before the write is answered: the transfer is aborted, or, when it finished
+   * already, the target is marked Dead (a recovery brings it back).
+   */
+  private demote(err: unknown): Promise<void> {
+    this.failure ??= err;
+    this.demoting ??= (async () => {
+      this.log.warn({ err }, 'a write did not reach the target of the transfer: taking the target out');
+      try {
+        if ((await this.ctx.propose(this.finishOp(false), PROPOSE_TIMEOUT_MS)) === true) return;
+        await this.ctx.propose({ op: 'setReplicaState', collection: this.target.collection, shard: this.target.shard, peer: this.to, state: 'Dead', from: 'Active' }, PROPOSE_TIMEOUT_MS);
+      } catch (e) {
+        this.log.error({ err: e }, 'could not take the target of the transfer out through consensus: it may lack a write');
+      }
+    })();
+    return this.demoting;
+  }
+
+  private readonly sink: ForwardSink = {
+    forward: async (op: ReplicaOperation, opts: UpdateOptions, tag) => {
+      try {
+        if (this.stopped) return;
         if (this.queue !== null) {
-          if (tag === null) {
-            this.failure ??= new Error('an untagged write reached the source of a transfer: it cannot be queued');
-            return;
-          }
-          this.queue.push({ op, tag });
+          if (this.failure !== null) return;
+          this.queue.push(op);
           this.queueBytes += sizeOf(op);
           if (this.queueBytes > QUEUE_LIMIT_BYTES) this.failure ??= new Error(`writes queued during the copy passed ${QUEUE_LIMIT_BYTES / 1048576} MiB: the copy does not keep up with the write rate`);
           return;
         }
-        try {
-          await remote.update(op, { ...opts, ordering: 'weak' }, tag ?? undefined);
-        } catch (err) {
-          this.failure ??= err;
-        }
-      },
-    };
+        if (this.copied) await this.remote.deliver(op, opts, tag);
+        else if (this.failure === null) await this.remote.copy(op, false);
+      } catch (err) {
+        // Before the copy is complete a failure only fails the transfer; after it the target
+        // counts as a replica, so it goes out before the write is answered.
+        if (this.copied) await this.demote(err);
+        else this.failure ??= err;
+      }
+    },
+  };
+
+  async run(): Promise<void> {
+    const log = this.log;
     // Every operation after `since` is queued (or forwarded) from now on.
-    const since = await this.source.forwardTo(sink);
+    const since = await this.source.forwardTo(this.sink);
     let ok = false;
     try {
       log.info({ points: this.progress.pointsTotal, method: this.progress.method }, `shard transfer started (${this.progress.method})`);
-      await this.ready(remote, this.progress.method);
-      if (this.progress.method === 'wal_delta' && !(await this.delta(remote, since, log))) {
-        if (this.halted) return this.rethrow();
+      await this.ready(this.progress.method);
+      if (this.progress.method === 'wal_delta' && !this.stopped && !(await this.delta(since))) {
+        if (this.stopped) return;
+        this.rethrow();
         log.info('wal_delta cannot resolve the difference from the WAL: switching the transfer to stream_records');
         await this.ctx.propose({ op: 'switchTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, method: 'stream_records' }, PROPOSE_TIMEOUT_MS);
         this.progress.method = 'stream_records';
         this.progress.pointsSent = 0;
         this.outcomes.switched++;
-        await this.ready(remote, 'stream_records');
+        await this.ready('stream_records');
       }
+      if (this.stopped) return;
       if (this.progress.method === 'stream_records') {
         await this.source.exclusive(async () => {
           this.queue = null;
           this.queueBytes = 0;
         });
-        await this.stream(remote, log);
+        await this.stream();
+        if (this.stopped) return;
         this.rethrow();
-        await this.keepingUp(remote, log);
+        await this.keepingUp();
       } else if (this.progress.method === 'snapshot') {
         const t0 = Date.now();
-        this.progress.bytesSent = await remote.pullSnapshot(this.ctx.peer);
+        this.progress.bytesSent = await this.remote.pullSnapshot(this.ctx.peer, this.abort.signal);
         this.progress.pointsSent = this.progress.pointsTotal;
         log.info({ bytes: this.progress.bytesSent, ms: Date.now() - t0, queued: this.queue?.length ?? 0 }, 'shard snapshot restored on the target');
+        if (this.stopped) return;
         this.rethrow();
-        await this.drain(remote);
+        await this.drain();
       }
       if (this.stopped) return;
       this.rethrow();
@@ -222,7 +281,8 @@ class Run {
       // until the finish is committed, and one whose forward failed before aborts instead.
       await this.source.exclusive(async () => {
         this.rethrow();
-        await this.ctx.propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: true }, PROPOSE_TIMEOUT_MS);
+        const finished = await this.ctx.propose(this.finishOp(true), PROPOSE_TIMEOUT_MS);
+        if (finished !== true) throw new Error('the transfer was aborted before its finish was committed');
       });
       ok = true;
       this.ended = true;
@@ -230,14 +290,14 @@ class Run {
       log.info({ method: this.progress.method, sent: this.progress.pointsSent, bytes: this.progress.bytesSent, ms: Date.now() - this.progress.startedAt }, 'shard transfer finished');
     } catch (err) {
       this.finishing = false;
-      if (!this.stopped) log.warn({ err }, 'shard transfer failed: aborting it');
-      this.outcomes.failed[this.progress.method] = (this.outcomes.failed[this.progress.method] ?? 0) + 1;
+      if (!this.stopped) {
+        log.warn({ err }, 'shard transfer failed: aborting it');
+        this.outcomes.failed[this.progress.method] = (this.outcomes.failed[this.progress.method] ?? 0) + 1;
+      }
     } finally {
       this.queue = null;
       if (!ok && !this.stopped) {
-        await this.ctx
-          .propose({ op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok: false }, PROPOSE_TIMEOUT_MS)
-          .catch((err: unknown) => log.warn({ err }, 'could not abort the shard transfer through consensus (the leader aborts it when it sees a peer down)'));
+        await this.ctx.propose(this.finishOp(false), PROPOSE_TIMEOUT_MS).catch((err: unknown) => log.warn({ err }, 'could not abort the shard transfer through consensus (the leader aborts it when it sees a peer down)'));
       }
       // Forwarding ends only now, and a while after a finish: until every peer applied the
       // finish, some still send their writes to the source alone (consensus waits up to a
@@ -245,7 +305,8 @@ class Run {
       // placement changed under it, see ReplicaSet.replicate).
       this.ended = true;
       if (ok) await new Promise((r) => setTimeout(r, FORWARD_GRACE_MS));
-      await this.source.stopForwarding(sink);
+      await this.source.stopForwarding(this.sink);
+      if (this.demoting !== null) await this.demoting;
     }
   }
 
@@ -253,82 +314,110 @@ class Run {
     if (this.failure !== null) throw this.failure;
   }
 
-  private async ready(remote: TransferTarget, method: TransferMethod): Promise<void> {
-    await waitUntil(() => remote.transferReady(this.ctx.peer, method, 2000).catch(() => false), READY_TIMEOUT_MS, () => this.stopped, 'the target did not apply the start of the transfer');
+  private async ready(method: TransferMethod): Promise<void> {
+    await waitUntil(() => this.remote.ready(this.ctx.peer, method, 2000).catch(() => false), READY_TIMEOUT_MS, () => this.stopped, 'the target did not apply the start of the transfer');
   }
 
   /**
-   * wal_delta: sends what the target lacks from this replica's WAL, then the queue.
-   * False (nothing sent that matters) when the WAL cannot prove it holds the difference.
+   * wal_delta: sends the stretch of this replica's WAL from the first operation the
+   * target lacks, then the queue. The target applies it all as its own writes, whatever
+   * it saw before (so every point ends as this history leaves it, even where the target
+   * saw some of those writes in another order), and takes this replica's clocks at the
+   * end. False when the WAL cannot prove it holds the difference.
    */
-  private async delta(remote: TransferTarget, since: bigint, log: Logger): Promise<boolean> {
+  private async delta(since: bigint): Promise<boolean> {
     const shard = this.source.shard;
-    const theirs = await remote.clocks();
-    // A target ahead of this replica on some clock holds operations this one lacks: only a full copy makes them equal.
+    const theirs = await this.remote.clocks();
+    // A target ahead of this replica on a replicated clock holds writes this one lacks: only a full copy makes them equal.
     for (const t of theirs) {
-      if (shard.clockTick(t.peer, t.clock) < t.tick) {
-        log.info({ peer: t.peer.toString(), clock: t.clock, theirs: t.tick.toString() }, 'the target has operations this replica lacks');
+      if (isReplicatedClock(t.clock) && shard.clockTick(t.peer, t.clock) < t.tick) {
+        this.log.info({ peer: t.peer.toString(), clock: t.clock, theirs: t.tick.toString() }, 'the target has writes this replica lacks');
         return false;
       }
     }
     const start = await shard.historyStartFor(theirs);
     if (start === null) return false;
-    // Operations start .. since are sent from the WAL; later ones are in the queue.
+    // Operations start .. since come from the WAL; later ones are in the queue.
     this.progress.pointsTotal = Number(since >= start ? since - start + 1n : 0n);
-    log.info({ from: start.toString(), to: since.toString(), operations: this.progress.pointsTotal }, 'wal_delta: sending the operations the target lacks');
+    this.log.info({ from: start.toString(), to: since.toString(), operations: this.progress.pointsTotal }, 'wal_delta: sending the operations the target lacks');
+    let batch: ReplicaOperation[] = [];
+    let bytes = 0;
+    const send = async () => {
+      if (batch.length === 0) return;
+      await this.remote.replay(batch, { wait: false, adopt: null });
+      this.progress.pointsSent += batch.length;
+      batch = [];
+      bytes = 0;
+    };
     for (let at = start; at <= since; ) {
       if (this.halted) return true;
       let records;
       try {
-        records = await shard.readHistory(at, BATCH);
+        records = await shard.readHistory(at, HISTORY_PAGE);
       } catch (err) {
         if (err instanceof HistoryGoneError) return false;
         throw err;
       }
-      const batch: TaggedOperation[] = [];
+      if (records.length === 0) break;
       for (const r of records) {
         if (r.seq > since) break;
-        if (r.tag === null) return false;
-        batch.push({ op: fromShardOperation(r.op), tag: r.tag });
+        const op = fromShardOperation(r.op);
+        batch.push(op);
+        bytes += sizeOf(op);
+        if (batch.length >= BATCH || bytes >= BATCH_BYTES) await send();
+        at = r.seq + 1n;
       }
-      if (batch.length === 0) break;
-      await remote.replay(batch, false);
-      this.progress.pointsSent += batch.length;
-      at = records[batch.length - 1].seq + 1n;
+      if (records[records.length - 1].seq >= since) break;
     }
-    await this.drain(remote);
+    await send();
+    if (this.halted) return true;
+    await this.drain();
     return true;
   }
 
-  /** Sends the queued writes in order; the last few under the write lock, after which writes go straight to the target. */
-  private async drain(remote: TransferTarget): Promise<void> {
+  /** Sends the queued writes in order, the last ones under the write lock with this replica's clocks; from then on writes go to the target with their tags. */
+  private async drain(): Promise<void> {
     this.progress.stage = 'queue';
-    const take = async (all: boolean) => {
-      while (this.queue !== null && this.queue.length > (all ? 0 : QUEUE_TAIL)) {
+    const take = async (keep: number) => {
+      while (this.queue !== null && this.queue.length > keep) {
         this.rethrow();
-        const batch = this.queue.splice(0, BATCH);
-        for (const b of batch) this.queueBytes -= sizeOf(b.op);
-        await remote.replay(batch, false);
+        if (this.stopped) return;
+        const out: ReplicaOperation[] = [];
+        let bytes = 0;
+        while (this.queue.length > keep && out.length < BATCH && bytes < BATCH_BYTES) {
+          const op = this.queue.shift()!;
+          const b = sizeOf(op);
+          this.queueBytes -= b;
+          bytes += b;
+          out.push(op);
+        }
+        await this.remote.replay(out, { wait: false, adopt: null });
       }
     };
-    await take(false);
+    // Outside the lock while writes keep coming, a bounded number of rounds.
+    for (let round = 0; round < QUEUE_ROUNDS && this.queue !== null && this.queue.length > QUEUE_TAIL; round++) await take(QUEUE_TAIL);
     await this.source.exclusive(async () => {
-      await take(true);
+      await take(BATCH);
+      if (this.stopped) return;
+      this.rethrow();
+      const rest = this.queue ?? [];
+      // The copy is complete: the target takes this replica's clocks with the last writes, durably.
+      await this.remote.replay(rest, { wait: true, adopt: this.source.shard.clocks() });
       this.queue = null;
       this.queueBytes = 0;
-      // Durable on the target before the transfer can finish.
-      await remote.replay([], true);
+      this.copied = true;
     });
   }
 
-  /** Sends every point in id order, a batch at a time, each under the source's write lock; the last batch is durable on the target. */
-  private async stream(remote: TransferTarget, log: Logger): Promise<void> {
+  /** Sends every point in id order, a batch at a time, each under the source's write lock; the last batch is durable on the target, with this replica's clocks. */
+  private async stream(): Promise<void> {
     let cursor: PointKey | null = null;
     let batches = 0;
     this.progress.pointsTotal = this.source.shard.pointCount;
     for (;;) {
       if (this.halted) return;
       const done = await this.source.exclusive(async () => {
+        if (this.halted) return true;
         const shard = this.source.shard;
         const found = shard.scroll(cursor, BATCH + 1, null, compareKeys);
         const page = found.slice(0, BATCH);
@@ -339,29 +428,42 @@ class Run {
           points.push({ id: p.key, vectors: await shard.vectorsOf(p.offset, names), payload: payload === null ? null : (structuredClone(payload) as PointWrite['payload']) });
         }
         const last = found.length <= BATCH;
-        await remote.update({ kind: 'upsert', points }, { wait: last, ordering: 'weak', timeout: null });
+        await this.remote.batch(points, false);
         this.progress.pointsSent += points.length;
         this.progress.pointsTotal = Math.max(this.progress.pointsTotal, this.progress.pointsSent);
         cursor = last ? null : found[BATCH].key;
+        if (last) {
+          this.rethrow();
+          await this.remote.replay([], { wait: true, adopt: shard.clocks() });
+          this.copied = true;
+        }
         return last;
       });
       batches++;
-      if (batches % 100 === 0) log.info({ sent: this.progress.pointsSent, total: this.progress.pointsTotal }, 'shard transfer progress');
+      if (batches % 100 === 0) this.log.info({ sent: this.progress.pointsSent, total: this.progress.pointsTotal }, 'shard transfer progress');
       if (done) return;
     }
   }
 
   /** stream_records: the target re-indexes what it received; the transfer finishes once its indexing keeps up. */
-  private async keepingUp(remote: TransferTarget, log: Logger): Promise<void> {
+  private async keepingUp(): Promise<void> {
     this.progress.stage = 'indexing';
     const limit = Math.max(INDEX_LAG_VECTORS, Math.ceil(this.progress.pointsTotal * INDEX_LAG_SHARE));
     let logged = 0;
+    let best = Infinity;
+    let bestAt = Date.now();
     for (;;) {
       if (this.halted) return;
-      const backlog = await remote.indexBacklog();
+      const backlog = await this.remote.indexBacklog();
       if (backlog <= limit) return;
+      if (backlog < best) {
+        best = backlog;
+        bestAt = Date.now();
+      } else if (Date.now() - bestAt > INDEX_STALL_MS) {
+        throw new Error(`the target's index backlog (${backlog} vectors) has not shrunk for ${INDEX_STALL_MS / 60_000} minutes`);
+      }
       if (Date.now() - logged > 5000) {
-        log.info({ backlog, limit }, 'shard transfer: waiting for the target to index what it received');
+        this.log.info({ backlog, limit }, 'shard transfer: waiting for the target to index what it received');
         logged = Date.now();
       }
       await new Promise((r) => setTimeout(r, INDEX_POLL_MS));
@@ -378,8 +480,8 @@ export class OutgoingTransfers {
 
   constructor(private readonly ctx: TransferContext) {}
 
-  private key(target: ShardTarget, to: string): string {
-    return `${target.collection}/${target.uuid}/${target.shard}/${to}`;
+  private key(target: ShardTarget, to: string, id: string): string {
+    return `${target.collection}/${target.uuid}/${target.shard}/${to}/${id}`;
   }
 
   /**
@@ -387,11 +489,11 @@ export class OutgoingTransfers {
    * should be driving, it does nothing for those that run). A run that ended (only its
    * forwarding grace left) is replaced: consensus started a new transfer.
    */
-  start(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod): void {
-    const key = this.key(target, to);
+  start(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod, id: string): void {
+    const key = this.key(target, to, id);
     const existing = this.runs.get(key);
     if (existing !== undefined && !existing.ended) return;
-    const run = new Run(this.ctx, target, to, source, method, this.outcomes);
+    const run = new Run(this.ctx, target, to, source, method, id, this.outcomes);
     this.runs.set(key, run);
     void run.run().finally(() => {
       if (this.runs.get(key) === run) this.runs.delete(key);
@@ -399,8 +501,8 @@ export class OutgoingTransfers {
   }
 
   /** Aborts a transfer from this peer that no run drives (retried by the caller's next pass while it stays listed). */
-  abandon(target: ShardTarget, to: string): void {
-    const key = this.key(target, to);
+  abandon(target: ShardTarget, to: string, id: string): void {
+    const key = this.key(target, to, id);
     const run = this.runs.get(key);
     if ((run !== undefined && !run.ended) || this.abandoning.has(key)) return;
     this.abandoning.add(key);
@@ -412,8 +514,8 @@ export class OutgoingTransfers {
   }
 
   /** The transfer ended in consensus: stops it if it still runs here. */
-  stop(target: ShardTarget, to: string): void {
-    this.runs.get(this.key(target, to))?.stop();
+  stop(target: ShardTarget, to: string, id: string): void {
+    this.runs.get(this.key(target, to, id))?.stop();
   }
 
   progress(): TransferProgress[] {

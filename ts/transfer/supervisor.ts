@@ -9,6 +9,7 @@
  * never: move data (stream.ts does) or act on a peer that is not the leader.
  */
 
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 
 import type { TransferMethod } from '../collection/cluster-link';
@@ -138,7 +139,7 @@ export class ReplicaSupervisor {
         outgoing.set(from, (outgoing.get(from) ?? 0) + 1);
         this.propose(
           `recover/${name}/${shard.id}`,
-          { op: 'startTransfer', collection: name, transfer: { shard: shard.id, from, to: dead[0], method: this.ctx.recoveryMethod, kind: 'recovery' } },
+          { op: 'startTransfer', collection: name, transfer: { shard: shard.id, from, to: dead[0], method: this.ctx.recoveryMethod, kind: 'recovery', id: randomUUID() } },
           'recovering a Dead replica',
         );
       }

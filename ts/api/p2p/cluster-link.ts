@@ -22,14 +22,17 @@ import type { ReplicaOperation } from '../../collection/replica-operation';
 import type { Config } from '../../config/types';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TableOfContent } from '../../storage/toc';
-import type { Snapshots } from '../../snapshots/snapshots';
 import type { WriterClocks } from '../../storage/writer-clocks';
 import { PeerHealth } from '../../transfer/health';
 import { OutgoingTransfers, type TransferOutcomes, type TransferProgress } from '../../transfer/outgoing';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
+import type { ShardArchiveInfo, ShardFetcher } from '../../snapshots/backup';
+import type { Snapshots } from '../../snapshots/snapshots';
 import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
+import { addShardSnapshotService, fetchShardSnapshot } from './shard-snapshots';
+import { RemoteTransferTarget } from './transfer-target';
 import type { GrpcTransport } from './transport';
 
 /**
@@ -43,13 +46,15 @@ const DEACTIVATE_ATTEMPT_MS = 2_000;
 const DEACTIVATE_RETRY_MS = 250;
 /** How often deferred Dead markings are proposed again. */
 const DEACTIVATE_BACKGROUND_MS = 1000;
+/** Bound of one shard snapshot streamed from another peer (a cluster backup): the whole shard goes through it. */
+const SHARD_SNAPSHOT_TIMEOUT_MS = 60 * 60 * 1000;
 
 /** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
 function leaderTrouble(err: unknown): boolean {
   return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
 }
 
-export class P2PClusterLink implements ClusterLink, ReplicationView {
+export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetcher {
   private consensus: MetadataConsensus | null = null;
   /** This peer's consensus details (set by `serve`). */
   private status: (() => PeerDetails) | null = null;
@@ -62,6 +67,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
   readonly health: PeerHealth;
   private readonly supervisor: ReplicaSupervisor;
   private readonly outgoing: OutgoingTransfers;
+  /** Snapshot fetches from each peer in flight (cancelled when the peer stops answering health checks). */
+  private readonly fetching = new Map<string, Set<AbortController>>();
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
   private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
   /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
@@ -72,7 +79,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     readonly peer: string,
     config: Config,
     private readonly transport: GrpcTransport,
-    tls: P2PTls | null,
+    private readonly tls: P2PTls | null,
     private readonly clocks: WriterClocks,
     private readonly logger: Logger,
   ) {
@@ -82,6 +89,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       self: peer,
       probe: (uri, timeoutMs) => this.transport.whoIs(uri, timeoutMs),
       onDown: (p, uri) => {
+        for (const f of this.fetching.get(p) ?? []) f.abort();
         const n = this.clients.cancelAll(uri);
         if (n > 0) this.logger.warn({ peer: p, calls: n }, 'cancelled the calls in flight to a peer that stopped answering');
       },
@@ -102,13 +110,13 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     });
     this.outgoing = new OutgoingTransfers({
       peer,
-      remote: (target, p) => this.remote(target, p),
+      remote: (target, p, id) => new RemoteTransferTarget(p, target, this.clients, (x) => this.uriOf(x), id),
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
       logger,
     });
   }
 
-  /** Serves the points service for this peer's collections on the p2p server (before it starts). */
+  /** Serves the points and shard snapshot services for this peer's collections on the p2p server (before it starts). */
   serve(toc: TableOfContent, snapshots: Snapshots, settled: () => Promise<void>, status: () => PeerDetails): void {
     this.status = status;
     this.toc = toc;
@@ -118,11 +126,36 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
       peer: this.peer,
       settled,
       status,
-      shardSnapshot: (collection, shard) => snapshots.streamShard(collection, shard),
-      replaceShard: (collection, shard, input) => snapshots.replaceShardFromStream(collection, shard, input),
-      fetchSnapshot: (from, target) => this.clients.snapshotStream(this.uriOf(from), from, target),
+      pullShard: (from, target, stillWanted, signal) =>
+        snapshots.replaceShardFetched(target.collection, target.shard, (file) => this.fetchSnapshot(from, target, file, false, signal).then(() => undefined), stillWanted),
     };
-    this.transport.addServices((server: grpc.Server) => addPointsService(server, backend, this.logger));
+    this.transport.addServices((server: grpc.Server) => {
+      addPointsService(server, backend, this.logger);
+      addShardSnapshotService(server, { toc, snapshots, peer: this.peer, settled }, this.logger);
+    });
+  }
+
+  /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`, with its content figures. */
+  async fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
+    const got = await this.fetchSnapshot(peer, target, file, true);
+    return { points: got.points!, digest: got.digest!, size: got.size, sha256: got.sha256 };
+  }
+
+  /** `peer`'s snapshot of its Active replica of a shard into `file`; stopped when `signal` aborts or the peer stops answering health checks. */
+  private async fetchSnapshot(peer: string, target: ShardTarget, file: string, content: boolean, signal?: AbortSignal) {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) stop.abort();
+    const mine = this.fetching.get(peer) ?? new Set<AbortController>();
+    this.fetching.set(peer, mine);
+    mine.add(stop);
+    try {
+      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content, signal: stop.signal }, target, file);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      mine.delete(stop);
+    }
   }
 
   /** Consensus runs: health checks and supervision start. */
@@ -271,18 +304,18 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     return this.clocks.take(`${target.uuid}/${target.shard}`);
   }
 
-  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod): void {
-    this.outgoing.start(target, to, source, method);
+  transferOut(target: ShardTarget, to: string, source: LocalReplica, method: TransferMethod, id: string): void {
+    this.outgoing.start(target, to, source, method, id);
   }
 
-  transferGone(target: ShardTarget, to: string): void {
-    this.outgoing.stop(target, to);
+  transferGone(target: ShardTarget, to: string, id: string): void {
+    this.outgoing.stop(target, to, id);
   }
 
-  transferLost(target: ShardTarget, to: string): void {
+  transferLost(target: ShardTarget, to: string, id: string): void {
     // Consensus may not run yet (this peer is starting): the next pass of checkOrphans tries again.
     if (this.consensus === null) return;
-    this.outgoing.abandon(target, to);
+    this.outgoing.abandon(target, to, id);
   }
 
   /** Every second: transfers this peer is the source of that no run drives are aborted (see transferLost). */
@@ -290,7 +323,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView {
     const toc = this.toc;
     if (toc === null || this.consensus === null) return;
     for (const c of toc.all()) {
-      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to);
+      for (const t of c.outgoingTransfers()) this.outgoing.abandon(c.shardTarget(t.shard), t.to, t.id);
     }
   }
 

@@ -54,6 +54,7 @@ type ServiceCtor = (new (target: string, creds: grpc.ChannelCredentials, options
 interface P2PPackage {
   Raft: RaftClientCtor & { service: grpc.ServiceDefinition };
   Points: ServiceCtor;
+  ShardSnapshots: ServiceCtor;
 }
 
 let loaded: P2PPackage | null = null;

@@ -13,7 +13,6 @@
  */
 
 import * as grpc from '@grpc/grpc-js';
-import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
@@ -41,18 +40,17 @@ import type { ClockTag } from '../../shard/clocks';
 import type { Filter } from '../../shard/filter';
 import { normalizePointId } from '../../shard/id-tracker';
 import type { TableOfContent } from '../../storage/toc';
-import type { TaggedOperation, TransferTarget } from '../../transfer/outgoing';
 import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
 
 // -- wire -----------------------------------------------------------------------------------
 
-interface TargetMsg {
+export interface TargetMsg {
   collection: string;
   uuid: string;
   shard: number;
 }
 
-interface UpdateMsg {
+export interface UpdateMsg {
   target: TargetMsg;
   operation: Buffer;
   wait: boolean;
@@ -61,6 +59,8 @@ interface UpdateMsg {
   tag_peer: string;
   tag_clock: number;
   tag_tick: string;
+  /** A transfer's copy: the transfer's id (empty otherwise). */
+  transfer?: string;
 }
 
 interface ReadMsg {
@@ -71,15 +71,33 @@ interface ReadMsg {
 
 export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready' | 'clocks' | 'index_backlog';
 
-interface ReplayMsg {
-  target: TargetMsg;
-  records: Array<{ operation: Buffer; tag_peer: string; tag_clock: number; tag_tick: string }>;
-  wait: boolean;
+export interface ClockMsg {
+  peer: string;
+  clock: number;
+  tick: string;
 }
 
-interface PullSnapshotMsg {
+export interface ReplayMsg {
+  target: TargetMsg;
+  operations: Buffer[];
+  wait: boolean;
+  transfer: string;
+  adopt: boolean;
+  clocks: ClockMsg[];
+}
+
+export interface PullSnapshotMsg {
   target: TargetMsg;
   from: string;
+  transfer: string;
+}
+
+export function clockMsg(t: ClockTag): ClockMsg {
+  return { peer: t.peer.toString(), clock: t.clock, tick: t.tick.toString() };
+}
+
+export function clockOf(m: ClockMsg): ClockTag {
+  return { peer: BigInt(m.peer), clock: m.clock, tick: BigInt(m.tick) };
 }
 
 const KIND_TRAILER = 'quiver-error-kind';
@@ -102,7 +120,7 @@ const CODE_OF_KIND: Record<ErrorKind, grpc.status> = {
   cluster_unavailable: grpc.status.UNAVAILABLE,
 };
 
-function targetMsg(t: ShardTarget): TargetMsg {
+export function targetMsg(t: ShardTarget): TargetMsg {
   return { collection: t.collection, uuid: t.uuid, shard: t.shard };
 }
 
@@ -150,15 +168,15 @@ export interface PointsBackend {
   settled(): Promise<void>;
   /** This peer's consensus details (GET /cluster/telemetry of another peer asks them). */
   status(): unknown;
-  /** A fresh snapshot archive of this peer's replica of a shard (the source of a snapshot transfer). */
-  shardSnapshot(collection: string, shard: number): Promise<Readable>;
-  /** Replaces this peer's replica of a shard with the archive `input`; resolves with its size in bytes. */
-  replaceShard(collection: string, shard: number, input: Readable): Promise<number>;
-  /** The snapshot archive of `from`'s replica of `target`, streamed from that peer. */
-  fetchSnapshot(from: string, target: ShardTarget): Readable;
+  /**
+   * A transfer by snapshot, on its target: fetches `from`'s snapshot of its replica of the
+   * shard and replaces this peer's replica with it, if `stillWanted()` holds once it is
+   * unpacked; resolves with the archive's size in bytes.
+   */
+  pullShard(from: string, target: ShardTarget, stillWanted: () => void, signal: AbortSignal): Promise<number>;
 }
 
-function errorStatus(err: unknown): Partial<grpc.StatusObject> {
+export function errorStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
   if (err instanceof QuiverError && (err.kind as string) in CODE_OF_KIND) {
     metadata.set(KIND_TRAILER, err.kind);
@@ -168,7 +186,7 @@ function errorStatus(err: unknown): Partial<grpc.StatusObject> {
 }
 
 /** The collection and replica set a call names; waits once for pending local changes when this peer does not have them yet. */
-async function resolveTarget(b: PointsBackend, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
+export async function resolveTarget(b: Pick<PointsBackend, 'toc' | 'peer' | 'settled'>, t: TargetMsg): Promise<{ collection: Collection; set: ReplicaSet }> {
   for (let attempt = 0; ; attempt++) {
     const c = b.toc.peek(t.collection);
     if (c !== undefined && c.meta.cluster?.uuid === t.uuid) {
@@ -210,8 +228,11 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
     };
   server.addService(p2pPackage().Points.service, {
     Update: unary<UpdateMsg, object>(async (m) => {
-      const { set } = await resolveTarget(backend, m.target);
-      const id = await localOf(backend, set, m.target).update(decodeReplicaOperation(m.operation), updateOptions(m), tagOf(m));
+      const { collection, set } = await resolveTarget(backend, m.target);
+      const local = localOf(backend, set, m.target);
+      // A transfer's copy is applied as this replica's own write (see transfer/outgoing.ts).
+      if (m.transfer) requireTransfer(backend, collection, set, m.target, m.transfer);
+      const id = await local.update(decodeReplicaOperation(m.operation), updateOptions(m), m.transfer ? undefined : tagOf(m));
       return { operation_id: String(id) };
     }),
     Forward: unary<UpdateMsg, object>(async (m) => {
@@ -221,36 +242,35 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
     }),
     Status: unary<object, object>(async () => ({ result: Buffer.from(JSON.stringify(backend.status()), 'utf8') })),
     Replay: unary<ReplayMsg, object>(async (m) => {
-      const { set } = await resolveTarget(backend, m.target);
+      const { collection, set } = await resolveTarget(backend, m.target);
       const local = localOf(backend, set, m.target);
-      for (const r of m.records) {
-        const tag: ClockTag = { peer: BigInt(r.tag_peer), clock: r.tag_clock, tick: BigInt(r.tag_tick) };
-        await local.update(decodeReplicaOperation(r.operation), { wait: false, ordering: 'weak', timeout: null }, tag);
+      requireTransfer(backend, collection, set, m.target, m.transfer);
+      for (const op of m.operations) await local.update(decodeReplicaOperation(op), { wait: false, ordering: 'weak', timeout: null });
+      if (m.adopt) {
+        requireTransfer(backend, collection, set, m.target, m.transfer);
+        local.shard.adoptClocks(m.clocks.map(clockOf));
       }
       if (m.wait) await local.shard.sync();
       return { operation_id: '0' };
     }),
-    ShardSnapshot: (call: grpc.ServerWritableStream<TargetMsg, { data: Buffer }>) => {
-      void (async () => {
-        const { set } = await resolveTarget(backend, call.request);
-        localOf(backend, set, call.request);
-        const archive = await backend.shardSnapshot(call.request.collection, call.request.shard);
-        call.on('cancelled', () => archive.destroy());
-        for await (const chunk of archive) {
-          if (!call.write({ data: chunk as Buffer })) await new Promise<void>((resolve) => call.once('drain', resolve));
-        }
-        call.end();
-      })().catch((err: unknown) => {
-        if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p shard snapshot stream failed');
-        call.emit('error', errorStatus(err));
-      });
+    PullSnapshot: (call: grpc.ServerUnaryCall<PullSnapshotMsg, object>, cb: grpc.sendUnaryData<object>) => {
+      const m = call.request;
+      const cancel = new AbortController();
+      call.once('cancelled', () => cancel.abort());
+      (async () => {
+        const { collection, set } = await resolveTarget(backend, m.target);
+        localOf(backend, set, m.target);
+        const wanted = () => requireTransfer(backend, collection, set, m.target, m.transfer);
+        wanted();
+        return { bytes: String(await backend.pullShard(m.from, { collection: m.target.collection, uuid: m.target.uuid, shard: m.target.shard }, wanted, cancel.signal)) };
+      })().then(
+        (res) => cb(null, res),
+        (err: unknown) => {
+          if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p snapshot pull failed');
+          cb(errorStatus(err));
+        },
+      );
     },
-    PullSnapshot: unary<PullSnapshotMsg, object>(async (m) => {
-      const { collection, set } = await resolveTarget(backend, m.target);
-      localOf(backend, set, m.target);
-      const bytes = await backend.replaceShard(collection.name, m.target.shard, backend.fetchSnapshot(m.from, { collection: m.target.collection, uuid: m.target.uuid, shard: m.target.shard }));
-      return { bytes: String(bytes) };
-    }),
     Read: unary<ReadMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
       const result = await readLocal(backend, collection, set, m);
@@ -259,15 +279,23 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
   });
 }
 
+/** The copy of transfer `id` reaches this peer only while the placement applied here has that transfer to it, its replica Partial. */
+function requireTransfer(b: PointsBackend, collection: Collection, set: ReplicaSet, t: TargetMsg, id: string): void {
+  const running = (collection.meta.cluster?.transfers ?? []).some((x) => x.shard === t.shard && x.to === b.peer && (x.id ?? '') === id);
+  if (!running || set.replicas?.[b.peer] !== 'Partial') {
+    throw new ShardUnavailableError(`transfer ${id} of shard ${t.shard} of collection \`${t.collection}\` to peer ${b.peer} is not running there (it ended, or another one replaced it)`);
+  }
+}
+
 async function readLocal(b: PointsBackend, collection: Collection, set: ReplicaSet, m: ReadMsg): Promise<unknown> {
   if (m.kind === 'transfer_ready') {
-    // The target of a transfer is ready once it applied the transfer's start with this method (for stream_records: its replica emptied and open).
-    const { from, method } = JSON.parse(m.request.toString('utf8')) as { from: string; method?: TransferMethod };
-    const t = (collection.meta.cluster?.transfers ?? []).find((x) => x.shard === m.target.shard && x.from === from && x.to === b.peer);
-    return { ready: t !== undefined && methodOf(t) === (method ?? 'stream_records') && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
+    // The target of a transfer is ready once it applied the transfer's start (for stream_records: its replica emptied and open).
+    const { from, method, id } = JSON.parse(m.request.toString('utf8')) as { from: string; method: TransferMethod; id: string };
+    const t = (collection.meta.cluster?.transfers ?? []).find((x) => x.shard === m.target.shard && x.from === from && x.to === b.peer && (x.id ?? '') === id);
+    return { ready: t !== undefined && methodOf(t) === method && set.localReplica !== null && set.replicas?.[b.peer] === 'Partial' };
   }
   const r = localOf(b, set, m.target);
-  if (m.kind === 'clocks') return r.shard.clocks().map((t) => ({ peer: t.peer.toString(), clock: t.clock, tick: t.tick.toString() }));
+  if (m.kind === 'clocks') return r.shard.clocks().map(clockMsg);
   if (m.kind === 'index_backlog') return { backlog: r.shard.indexBacklog() };
   const req = decodeRead(m.kind, m.request) as never;
   switch (m.kind) {
@@ -312,6 +340,23 @@ export interface PointsCallStats {
   failures: number;
 }
 
+/**
+ * The next client of the pool, round robin, skipping clients whose connection is not
+ * ready while another's is: a connection still waiting out its reconnect backoff (the
+ * peer restarted) fails a call at once, though its neighbour reaches the peer.
+ */
+function pick(pool: Pool): PointsClient {
+  const n = pool.clients.length;
+  for (let i = 0; i < n; i++) {
+    const c = pool.clients[(pool.next + i) % n];
+    if (c.getChannel().getConnectivityState(false) === grpc.connectivityState.READY) {
+      pool.next += i + 1;
+      return c;
+    }
+  }
+  return pool.clients[pool.next++ % n];
+}
+
 /** Pooled clients of the points service, per peer URI. */
 export class PointsClients {
   private readonly pools = new Map<string, Pool>();
@@ -338,7 +383,7 @@ export class PointsClients {
   }
 
   /** One call to the peer at `uri` (`peer` names it in errors), bounded by `timeoutMs`. */
-  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status' | 'Replay' | 'PullSnapshot', req: UpdateMsg | ReadMsg | ReplayMsg | PullSnapshotMsg | object, timeoutMs: number | null): Promise<T> {
+  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status' | 'Replay' | 'PullSnapshot', req: UpdateMsg | ReadMsg | ReplayMsg | PullSnapshotMsg | object, timeoutMs: number | null, signal?: AbortSignal): Promise<T> {
     return new Promise((resolve, reject) => {
       let pool: Pool;
       try {
@@ -347,7 +392,7 @@ export class PointsClients {
         reject(new ShardUnavailableError(`peer ${peer}: ${(err as Error).message}`));
         return;
       }
-      const client = pool.clients[pool.next++ % pool.clients.length];
+      const client = pick(pool);
       const stat = this.stats.get(method) ?? { calls: 0, failures: 0 };
       this.stats.set(method, stat);
       stat.calls++;
@@ -368,41 +413,11 @@ export class PointsClients {
         },
       );
       pool.inFlight.add(call);
-    });
-  }
-
-  /**
-   * A shard snapshot streamed from the peer at `uri` (no deadline: it ends with the
-   * archive, or fails when the peer stops answering health checks, which cancels it).
-   */
-  snapshotStream(uri: string, peer: string, target: ShardTarget): Readable {
-    const pool = this.pool(uri);
-    const client = pool.clients[pool.next++ % pool.clients.length];
-    const stat = this.stats.get('ShardSnapshot') ?? { calls: 0, failures: 0 };
-    this.stats.set('ShardSnapshot', stat);
-    stat.calls++;
-    const call = client.ShardSnapshot(targetMsg(target), new grpc.Metadata(), {});
-    pool.inFlight.add(call as unknown as grpc.ClientUnaryCall);
-    const out = new PassThrough();
-    call.on('data', (m: { data: Buffer }) => {
-      if (!out.write(m.data)) {
-        call.pause();
-        out.once('drain', () => call.resume());
+      if (signal !== undefined) {
+        if (signal.aborted) call.cancel();
+        else signal.addEventListener('abort', () => call.cancel(), { once: true });
       }
     });
-    call.on('end', () => {
-      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
-      out.end();
-    });
-    call.on('error', (err: grpc.ServiceError) => {
-      pool.inFlight.delete(call as unknown as grpc.ClientUnaryCall);
-      stat.failures++;
-      out.destroy(callError(err, peer, 0));
-    });
-    out.on('close', () => {
-      if (!out.writableFinished) call.cancel();
-    });
-    return out;
   }
 
   /** Cancels every call in flight to `uri` (its peer stopped answering): they fail as unavailable at once. */
@@ -427,7 +442,7 @@ export class PointsClients {
 }
 
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
-function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
+export function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
   const kind = err.metadata?.get(KIND_TRAILER)?.[0];
   if (typeof kind === 'string' && kind in CODE_OF_KIND) return new QuiverError(kind as ErrorKind, '', err.details);
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
@@ -438,24 +453,19 @@ function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
 
 // -- the remote replica -----------------------------------------------------------------------
 
-/** Reads a transfer makes of its target. */
-const TRANSFER_CALL: ReadOptions = { consistency: { factor: 1 }, timeout: null };
-/** A snapshot transfer's fetch and restore: long, ended early by the health checks when a peer goes. */
-const PULL_TIMEOUT_MS = 6 * 3600 * 1000;
-
 /** The replica of a shard that another peer holds, over the points service. */
-export class RemoteReplica implements TransferTarget {
+export class RemoteReplica implements Replica {
   readonly isLocal = false;
 
   constructor(
     readonly peer: string,
-    private readonly target: ShardTarget,
-    private readonly clients: PointsClients,
+    protected readonly target: ShardTarget,
+    protected readonly clients: PointsClients,
     /** The peer's URI now (peers' addresses come from consensus). */
     private readonly uriOf: (peer: string) => string,
   ) {}
 
-  private uri(): string {
+  protected uri(): string {
     return this.uriOf(this.peer);
   }
 
@@ -468,7 +478,7 @@ export class RemoteReplica implements TransferTarget {
     return Number(res.operation_id);
   }
 
-  private async read<T>(kind: ReadKind, req: unknown, opts: ReadOptions): Promise<T> {
+  protected async read<T>(kind: ReadKind, req: unknown, opts: ReadOptions): Promise<T> {
     const msg: ReadMsg = { target: targetMsg(this.target), kind, request: encodeRead(kind, req) };
     const res = await this.clients.call<{ result: Buffer }>(this.uri(), this.peer, 'Read', msg, this.timeoutMs(opts));
     return JSON.parse(res.result.toString('utf8')) as T;
@@ -498,39 +508,11 @@ export class RemoteReplica implements TransferTarget {
     return this.read('any_match', { filter }, opts);
   }
 
-  /** Whether this peer applied the start of a transfer from `from` with `method` (for stream_records: its replica is empty), its replica Partial. */
-  async transferReady(from: string, method: TransferMethod, timeoutMs: number): Promise<boolean> {
-    const r = await this.read<{ ready: boolean }>('transfer_ready', { from, method }, { consistency: { factor: 1 }, timeout: timeoutMs / 1000 });
-    return r.ready;
-  }
-
-  async clocks(): Promise<ClockTag[]> {
-    const r = await this.read<Array<{ peer: string; clock: number; tick: string }>>('clocks', {}, TRANSFER_CALL);
-    return r.map((t) => ({ peer: BigInt(t.peer), clock: t.clock, tick: BigInt(t.tick) }));
-  }
-
-  async indexBacklog(): Promise<number> {
-    return (await this.read<{ backlog: number }>('index_backlog', {}, TRANSFER_CALL)).backlog;
-  }
-
-  async replay(ops: readonly TaggedOperation[], wait: boolean): Promise<void> {
-    const msg: ReplayMsg = {
-      target: targetMsg(this.target),
-      records: ops.map((o) => ({ operation: encodeReplicaOperation(o.op), tag_peer: o.tag.peer.toString(), tag_clock: o.tag.clock, tag_tick: o.tag.tick.toString() })),
-      wait,
-    };
-    await this.clients.call(this.uri(), this.peer, 'Replay', msg, null);
-  }
-
-  /** The target (this remote peer) fetches `from`'s snapshot of the shard and restores it; no deadline but the health checks (a big shard takes a while). */
-  async pullSnapshot(from: string): Promise<number> {
-    const res = await this.clients.call<{ bytes: string }>(this.uri(), this.peer, 'PullSnapshot', { target: targetMsg(this.target), from }, PULL_TIMEOUT_MS);
-    return Number(res.bytes);
-  }
 }
 
-export function updateMsg(target: ShardTarget, op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag | null): UpdateMsg {
+export function updateMsg(target: ShardTarget, op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag | null, transfer = ''): UpdateMsg {
   return {
+    transfer,
     target: targetMsg(target),
     operation: encodeReplicaOperation(op),
     wait: opts.wait,

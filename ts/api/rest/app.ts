@@ -39,6 +39,8 @@ import { routeGuard } from './auth';
 import { Authenticator } from '../../auth/authenticate';
 import type { AuditLog } from '../../auth/audit';
 import { validateFilter } from '../../shard/filter';
+import { ClusterBackup } from '../../snapshots/backup';
+import { ClusterSnapshots } from '../../snapshots/cluster';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats, requestDone } from './stats';
 
@@ -68,6 +70,10 @@ export interface RestDeps {
   consensus?: MetadataConsensus | null;
   /** Replication on this peer (transfers, peer health, p2p calls) in cluster mode. */
   replication?: ReplicationView | null;
+  /** Snapshot recovery through consensus (cluster mode); built from `consensus` when absent. */
+  clusterSnapshots?: ClusterSnapshots | null;
+  /** Whole-cluster backups (`POST /cluster/backup`); when absent, one that reads this peer's replicas only. */
+  backup?: ClusterBackup;
 }
 
 export interface RestApp {
@@ -125,7 +131,9 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);
   addPointRoutes(routes, toc);
-  addSnapshotRoutes(routes, toc, snapshots, logger, consensus !== null);
+  const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
+  const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
+  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup);
   addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());

@@ -161,6 +161,23 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
     const localPeer = consensus?.peerId ?? toc.peerId.toString();
     const local_shards: Array<{ shard_id: number; shard_key?: ShardKey; points_count: number; state: string }> = [];
     const remote_shards: Array<{ shard_id: number; shard_key?: ShardKey; peer_id: number; state: string }> = [];
+    const placed = consensus?.clusterState.collection(c.name);
+    if (consensus !== null && placed !== undefined) {
+      // Replicas and transfers from one state of consensus, so they agree: the local
+      // storage applies each change a moment later (a finished move's source drops its
+      // data first), and a view mixing the two could show a target still Partial with
+      // its transfer gone.
+      const sets = new Map(c.replicaSets().map((r) => [r.shardId, r]));
+      for (const s of placed.shards) {
+        const keyed = s.shard_key === undefined ? {} : { shard_key: s.shard_key };
+        for (const [peer, state] of Object.entries(s.replicas)) {
+          if (peer === localPeer) local_shards.push({ shard_id: s.id, ...keyed, points_count: sets.get(s.id)?.local?.pointCount ?? 0, state });
+          else remote_shards.push({ shard_id: s.id, ...keyed, peer_id: Number(peer), state });
+        }
+      }
+      ok(ctx, { peer_id: Number(localPeer), shard_count: placed.shards.length, local_shards, remote_shards, shard_transfers: transfersOf(c.name) });
+      return;
+    }
     for (const r of c.replicaSets()) {
       // Custom sharding: each shard names its key (left out with auto sharding, as the reference does).
       const key = c.shardKeyOf(r.shardId);

@@ -49,7 +49,7 @@ export function parseCreate(b: Obj): CreateShardKeyRequest {
     }
     if (s !== 'Active' && s !== 'Partial') throw new BadRequestError(`Initial state cannot be ${s}, only Active or Partial are allowed`);
     // Partial shards wait for a transfer to fill them, and shard transfers are not built yet.
-    if (s === 'Partial') throw new BadInputError('initial_state: `Partial` is not supported by Quiver yet (it needs shard transfers); leave it out or use `Active`');
+    if (s === 'Partial') throw new BadInputError('initial_state: `Partial` is not supported by Quiver yet (the replicas of a new shard key start Active); leave it out or use `Active`');
   }
   return { key, shardsNumber, replicationFactor, placement };
 }

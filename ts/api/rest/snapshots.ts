@@ -1,22 +1,26 @@
 /**
  * REST routes of snapshots: collection snapshots, shard snapshots and full-storage
- * snapshots (create, list, download, delete, recover, upload).
+ * snapshots (create, list, download, delete, recover, upload), and whole-cluster
+ * backups (ours: `POST /cluster/backup`). In cluster mode recoveries go through
+ * consensus (ts/snapshots/cluster.ts).
  *
  * Owns: request and response shapes, `wait` (default true; false answers 202 and the
- * work goes on), multipart upload parsing (streamed to a temp file, never held in
- * memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
+ * work goes on), multipart upload parsing (streamed into Snapshots.receive, never
+ * held in memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
  */
 
 import busboy from 'busboy';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 
+import type { ClusterBackup } from '../../snapshots/backup';
+import type { ClusterSnapshots } from '../../snapshots/cluster';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
 import { validateCollectionName, type TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
-import { BadRequestError, FormatError, NotFoundError, NotImplementedError } from '../../common/errors';
+import { BadRequestError, FormatError, NotFoundError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
-import { body, param, queryBool, readTimeout } from './parse';
+import { body, optionalBody, param, queryBool, readTimeout } from './parse';
 import type { RouteTable } from './route';
 
 function priorityOf(x: unknown, where: string, Err: typeof FormatError | typeof QueryFormatError): Priority {
@@ -51,8 +55,8 @@ async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: ()
   accepted(ctx);
 }
 
-/** The `snapshot` part of a multipart upload, received into a temp file. */
-function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySource> {
+/** The `snapshot` part of a multipart upload, received (unpacked as it arrives: Snapshots.receive; hashed when a checksum is to be checked). */
+function receiveUpload(ctx: Context, snapshots: Snapshots, hash: boolean): Promise<RecoverySource> {
   const type = ctx.get('content-type');
   if (!type.toLowerCase().startsWith('multipart/form-data')) {
     throw new BadRequestError('the snapshot must be uploaded as multipart/form-data with a part named `snapshot`');
@@ -65,14 +69,14 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
       reject(new BadRequestError(`malformed multipart upload: ${(err as Error).message}`));
       return;
     }
-    let receiving: Promise<{ file: string; checksum: string }> | null = null;
+    let receiving: Promise<RecoverySource> | null = null;
     let failed: Error | null = null;
     bb.on('file', (field, stream) => {
       if (field !== 'snapshot' || receiving !== null) {
         stream.resume();
         return;
       }
-      receiving = snapshots.receive(stream);
+      receiving = snapshots.receive(stream, hash);
       receiving.catch(() => undefined);
     });
     bb.on('error', (err: Error) => {
@@ -81,7 +85,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
       ctx.req.resume();
       if (receiving === null) reject(failed);
       else receiving.then(async (got) => {
-        await import('node:fs/promises').then((fs) => fs.rm(got.file, { force: true }));
+        await snapshots.discard(got);
         reject(failed);
       }, () => reject(failed));
     });
@@ -91,7 +95,7 @@ function receiveUpload(ctx: Context, snapshots: Snapshots): Promise<RecoverySour
         reject(new BadRequestError('the multipart upload has no part named `snapshot`'));
         return;
       }
-      receiving.then((got) => resolve({ file: got.file, checksum: got.checksum, owned: true }), reject);
+      receiving.then(resolve, reject);
     });
     ctx.req.on('aborted', () => bb.destroy(new Error('the client closed the connection during the upload')));
     ctx.req.pipe(bb);
@@ -107,14 +111,26 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
   ctx.length = size;
 }
 
-export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, clustered = false): void {
-  // Recovery replaces a collection or shard on this peer alone; in a cluster it must go
-  // through consensus and the other replicas (shard transfers with the snapshot method:
-  // the next distributed issue). Refused before any body is read.
-  const refuseInCluster = () => {
-    if (clustered) {
-      throw new NotImplementedError('snapshot recovery in cluster mode is not available in this version yet; create, list and download work');
+/**
+ * `cluster`: in cluster mode, recoveries go through it (consensus registers the
+ * recovered shards, the other replicas follow the priority: ts/snapshots/cluster.ts).
+ */
+export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, cluster: ClusterSnapshots | null = null, backup: ClusterBackup | null = null): void {
+  const recoverCollection = (name: string, source: RecoverySource, priority: Priority, checksum: string | null) =>
+    cluster === null ? snapshots.recoverCollection(name, source, priority, checksum) : cluster.recoverCollection(name, source, priority, checksum);
+  const recoverShard = (name: string, id: number, source: RecoverySource, priority: Priority, checksum: string | null) =>
+    cluster === null ? snapshots.recoverShard(name, id, source, priority, checksum) : cluster.recoverShard(name, id, source, priority, checksum);
+  /**
+   * The collection and shard a shard recovery names: on a single node the local shard
+   * must exist; in a cluster the shard (this peer need not hold a replica of it yet).
+   */
+  const recoveryTarget = (ctx: Context): { name: string; id: number } => {
+    if (cluster === null) {
+      const { c, id } = shardDir(ctx);
+      return { name: c.name, id };
     }
+    const id = shardIdOf(ctx);
+    return { name: cluster.checkShard(param(ctx, 'collection_name'), id), id };
   };
   /**
    * The store folder of a collection's snapshots. The name must be a valid collection
@@ -162,19 +178,17 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   });
   routes.add('PUT', '/collections/{collection_name}/snapshots/recover', async (ctx: Context) => {
-    refuseInCluster();
     const b = body(ctx);
     if (typeof b.location !== 'string') throw new FormatError('missing field `location`');
     const priority = priorityOf(b.priority, 'priority', FormatError);
     const checksum = checksumOf(b.checksum, 'checksum', FormatError);
     const name = param(ctx, 'collection_name');
     await waitOrAccept(ctx, logger, `recover ${name}`, async () => {
-      await snapshots.recoverCollection(name, { location: b.location as string }, priority, checksum);
+      await recoverCollection(name, { location: b.location as string }, priority, checksum);
       return true;
     });
   });
   routes.addStreaming('POST', '/collections/{collection_name}/snapshots/upload', async (ctx: Context) => {
-    refuseInCluster();
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
     // Every query parameter is checked before the upload is read: a bad one must not
@@ -182,9 +196,9 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     queryBool(ctx, 'wait', true);
     readTimeout(ctx);
     const name = param(ctx, 'collection_name');
-    const source = await receiveUpload(ctx, snapshots);
+    const source = await receiveUpload(ctx, snapshots, checksum !== null);
     await waitOrAccept(ctx, logger, `recover ${name} from an upload`, async () => {
-      await snapshots.recoverCollection(name, source, priority, checksum);
+      await recoverCollection(name, source, priority, checksum);
       return true;
     });
   });
@@ -223,32 +237,45 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   });
   routes.add('PUT', '/collections/{collection_name}/shards/{shard_id}/snapshots/recover', async (ctx: Context) => {
-    refuseInCluster();
-    const { c, id } = shardDir(ctx);
+    const { name, id } = recoveryTarget(ctx);
     const b = body(ctx);
     if (typeof b.location !== 'string') throw new FormatError('missing field `location`');
     const priority = priorityOf(b.priority, 'priority', FormatError);
     const checksum = checksumOf(b.checksum, 'checksum', FormatError);
     // The reference also takes a bare path here; a path is read as a file location.
     const location = b.location.startsWith('/') ? `file://${b.location}` : b.location;
-    await waitOrAccept(ctx, logger, `recover ${c.name} shard ${id}`, async () => {
-      await snapshots.recoverShard(c.name, id, { location }, priority, checksum);
+    await waitOrAccept(ctx, logger, `recover ${name} shard ${id}`, async () => {
+      await recoverShard(name, id, { location }, priority, checksum);
       return true;
     });
   });
   routes.addStreaming('POST', '/collections/{collection_name}/shards/{shard_id}/snapshots/upload', async (ctx: Context) => {
-    refuseInCluster();
-    const { c, id } = shardDir(ctx);
+    const { name, id } = recoveryTarget(ctx);
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
     const checksum = checksumOf(ctx.query.checksum, 'checksum', QueryFormatError);
     queryBool(ctx, 'wait', true);
     readTimeout(ctx);
-    const source = await receiveUpload(ctx, snapshots);
-    await waitOrAccept(ctx, logger, `recover ${c.name} shard ${id} from an upload`, async () => {
-      await snapshots.recoverShard(c.name, id, source, priority, checksum);
+    const source = await receiveUpload(ctx, snapshots, checksum !== null);
+    await waitOrAccept(ctx, logger, `recover ${name} shard ${id} from an upload`, async () => {
+      await recoverShard(name, id, source, priority, checksum);
       return true;
     });
   });
+
+  // -- whole-cluster backups (ours) -----------------------------------------------------------
+  // One archive of every shard of the collections asked for (all by default), each from an
+  // Active replica on whichever peer holds it, in this peer's snapshot store (listed,
+  // downloaded and deleted as a full snapshot): ts/snapshots/backup.ts.
+  if (backup !== null) {
+    routes.add('POST', '/cluster/backup', async (ctx: Context) => {
+      const names = optionalBody(ctx).collections;
+      if (names !== undefined && names !== null && (!Array.isArray(names) || !names.every((n) => typeof n === 'string'))) {
+        throw new FormatError('collections: expected a list of collection names');
+      }
+      const collections = Array.isArray(names) ? (names as string[]) : null;
+      await waitOrAccept(ctx, logger, 'cluster backup', () => backup.create(collections));
+    });
+  }
 
   // -- full-storage snapshots --------------------------------------------------------------
   routes.add('GET', '/snapshots', async (ctx: Context) => {
