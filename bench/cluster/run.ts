@@ -435,7 +435,16 @@ async function main(): Promise<void> {
   }
   const command = `npm run bench:cluster${argv.length ? ` -- ${argv.join(' ')}` : ''}`;
   const source = sourceVersion();
+  const ranNow = new Set<string>();
   const save = async () => {
+    // Sections another run of the same tag saved meanwhile are kept (runs of different sections may overlap).
+    try {
+      const now = JSON.parse(await fs.readFile(jsonPath, 'utf8')) as Results;
+      const mine = results.sections as Record<string, unknown>;
+      results = { ...results, sections: { ...now.sections, ...Object.fromEntries(Object.entries(mine).filter(([k]) => ranNow.has(k))) } };
+    } catch {
+      // no file yet
+    }
     await fs.writeFile(jsonPath, JSON.stringify(results, null, 2) + '\n');
     await fs.writeFile(mdPath, markdown(results) + '\n');
   };
@@ -500,6 +509,7 @@ async function main(): Promise<void> {
       results.sections.moves = { at, command, source, result };
       if (!result.ok) failed = true;
     }
+    ranNow.add(s);
     await save();
   }
   console.log(markdown(results));
