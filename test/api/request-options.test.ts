@@ -6,7 +6,7 @@
 
 import test from 'ava';
 
-import { readParams, writeParams } from '../../ts/api/rest/parse';
+import { readParams, writeParams } from '../../ts/api/request/parse';
 import { DEFAULT_READ } from '../../ts/collection/replica';
 
 test('a write carries wait, ordering and timeout; defaults wait=false, ordering=weak, no timeout', (t) => {

@@ -49,6 +49,11 @@ export async function allActive(c: Cluster, i: number, name: string): Promise<bo
   return st !== null && Object.values(st).length > 0 && Object.values(st).every((s) => s === 'Active');
 }
 
+/** Whether every running peer sees every replica of the collection Active (a read with `consistency=all` through any of them then finds every replica). */
+export async function allActiveEverywhere(c: Cluster, name: string): Promise<boolean> {
+  return (await Promise.all(c.running().map((p) => allActive(c, p.index, name)))).every(Boolean);
+}
+
 /** Per shard: the digest of every replica (peer id → `count:digest`), asked of the running peers that hold them. */
 export async function digests(c: Cluster, name: string, shards: number): Promise<Map<number, Map<string, string>>> {
   const out = new Map<number, Map<string, string>>();

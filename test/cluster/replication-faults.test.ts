@@ -13,7 +13,7 @@
 import test, { type ExecutionContext } from 'ava';
 
 import { Cluster, api, change, sleep, waitFor } from './harness';
-import { allActive, digests, idsOnShard, scrollAll, shardOf, states } from './replicas';
+import { allActive, allActiveEverywhere, digests, idsOnShard, scrollAll, shardOf, states } from './replicas';
 
 const DIM = 4;
 
@@ -564,7 +564,7 @@ test.serial('a writing peer killed and restarted: its new writes to the same ids
   await c.kill(a);
   await c.startPeer(a);
   await c.waitVoters(3);
-  for (const i of [0, a]) await waitFor(`every replica Active as peer ${i} sees it`, () => allActive(c, i, 'k'));
+  await waitFor('every replica Active as every peer sees it', () => allActiveEverywhere(c, 'k'));
   for (const b of batches) {
     const r = await upsert(c.peers[a].url, 'k', pointsOf(b, 'new', 500));
     t.is(r.status, 200, JSON.stringify(r.body));

@@ -19,7 +19,7 @@ import * as path from 'node:path';
 
 import { startServer } from '../crash/server';
 import { Cluster, api, change, waitFor } from './harness';
-import { allActive, digests, scrollAll, states } from './replicas';
+import { allActive, allActiveEverywhere, digests, scrollAll, states } from './replicas';
 
 const DIM = 4;
 
@@ -157,8 +157,8 @@ test.serial('priorities on a replicated shard: snapshot makes the other replicas
   // snapshot: h1's replica takes the snapshot's 100 points; h2's follows it (Dead, then recovered from h1).
   const bySnapshot = await api(c.peers[h1].url, 'PUT', '/collections/p/shards/0/snapshots/recover', { location: `file://${file}`, priority: 'snapshot' });
   t.is(bySnapshot.status, 200, JSON.stringify(bySnapshot.body));
-  await waitFor('both replicas Active again, with the snapshot\'s content', async () => {
-    if (!(await allActive(c, other, 'p'))) return false;
+  await waitFor('both replicas Active again as every peer sees them, with the snapshot\'s content', async () => {
+    if (!(await allActiveEverywhere(c, 'p'))) return false;
     const d = (await digests(c, 'p', 1)).get(0)!;
     return d.size === 2 && new Set(d.values()).size === 1 && [...d.values()][0].startsWith('100:');
   });
@@ -174,8 +174,8 @@ test.serial('priorities on a replicated shard: snapshot makes the other replicas
   await fs.copyFile(file, copy);
   const byReplica = await api(c.peers[other].url, 'PUT', '/collections/p/shards/0/snapshots/recover', { location: `file://${copy}`, priority: 'replica' });
   t.is(byReplica.status, 200, JSON.stringify(byReplica.body));
-  await waitFor('three Active replicas, identical, with the existing 200 points', async () => {
-    if (!(await allActive(c, 0, 'p'))) return false;
+  await waitFor('three Active replicas as every peer sees them, identical, with the existing 200 points', async () => {
+    if (!(await allActiveEverywhere(c, 'p'))) return false;
     const d = (await digests(c, 'p', 1)).get(0)!;
     return d.size === 3 && new Set(d.values()).size === 1 && [...d.values()][0].startsWith('200:');
   });

@@ -9,7 +9,7 @@ import test from 'ava';
 
 import { startServer } from '../crash/server';
 import { Cluster, api, change, waitFor } from './harness';
-import { metric } from './replicas';
+import { allActiveEverywhere, metric } from './replicas';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -79,6 +79,7 @@ test.serial(`replicate and move a shard under a live writer (${method}), drop a 
   await writer;
 
   // Every acknowledged point is on both replicas, which are identical.
+  await waitFor('every peer sees the move done', () => allActiveEverywhere(c, 'm'));
   t.is(await digest(c, hi, 'm'), await digest(c, ri, 'm'));
   const count = (await api(c.peers[qi].url, 'POST', '/collections/m/points/count?consistency=all', { exact: true })).body.result.count;
   t.is(count, 5000 + acked.length * 20);

@@ -13,7 +13,7 @@ import type { Context } from 'koa';
 import { FormatError, NotImplementedError } from '../../common/errors';
 import type { Dispatcher, ReplicaChange, TransferMethod } from '../../storage/dispatcher';
 import { ok } from '../envelope';
-import { body, param, readTimeout, shardKey, type Obj } from './parse';
+import { body, param, readTimeout, shardKey, type Obj } from '../request/parse';
 import type { RouteTable } from './route';
 import { parseCreate } from './shard-keys';
 

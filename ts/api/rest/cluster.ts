@@ -21,7 +21,7 @@ import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { StandaloneModeError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
-import { param, queryBool, readTimeout } from './parse';
+import { param, queryBool, readTimeout } from '../request/parse';
 import type { RouteTable } from './route';
 
 export const ROLE_NAMES: Record<Role, string> = { leader: 'Leader', follower: 'Follower', candidate: 'Candidate', preCandidate: 'PreCandidate' };

@@ -17,7 +17,7 @@ import type { Dispatcher } from '../../storage/dispatcher';
 import type { AliasAction } from '../../storage/toc';
 import { ok } from '../envelope';
 import { BadInputError, FormatError } from '../../common/errors';
-import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from './parse';
+import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from '../request/parse';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';

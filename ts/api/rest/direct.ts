@@ -33,7 +33,7 @@ import { requirementOf } from '../../auth/policy';
 import { errorAnswer } from '../errors';
 import { decide } from './auth';
 import { readJsonBody } from './body';
-import { parseQueryString, type RequestInput } from './parse';
+import { parseQueryString, type RequestInput } from '../request/parse';
 import type { HttpMethod } from './method';
 import { requestDone, type RequestStats } from './stats';
 

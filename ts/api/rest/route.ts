@@ -13,7 +13,7 @@ import type { Router } from '@koa/router';
 import { ok } from '../envelope';
 import { jsonBody } from './body';
 import type { DirectHandler, DirectLane } from './direct';
-import type { RequestInput } from './parse';
+import type { RequestInput } from '../request/parse';
 
 import type { HttpMethod } from './method';
 

@@ -14,7 +14,7 @@ import { BadInputError, BadRequestError, FormatError, ValidationError } from '..
 import { REPLICA_STATES, type ReplicaState } from '../../collection/replica-state';
 import type { CreateShardKeyRequest, Dispatcher } from '../../storage/dispatcher';
 import { ok } from '../envelope';
-import { body, param, readTimeout, shardKey, type Obj } from './parse';
+import { body, param, readTimeout, shardKey, type Obj } from '../request/parse';
 import type { RouteTable } from './route';
 
 /** `shards_number` / `replication_factor`: absent, or a u32 of at least 1 (the reference's NonZeroU32). */

@@ -20,7 +20,7 @@ import { validateCollectionName, type TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
 import { BadRequestError, FormatError, NotFoundError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
-import { body, optionalBody, param, queryBool, readTimeout } from './parse';
+import { body, optionalBody, param, queryBool, readTimeout } from '../request/parse';
 import type { RouteTable } from './route';
 
 function priorityOf(x: unknown, where: string, Err: typeof FormatError | typeof QueryFormatError): Priority {

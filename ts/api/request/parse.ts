@@ -1,7 +1,9 @@
 /**
- * Readers for the parts of REST requests that many routes share: query parameters
- * (`wait`, `ordering`, `timeout`, `consistency`), point ids, vectors, filters and the
- * `with_payload` / `with_vector` selectors.
+ * Readers for the parts of requests that many operations share, in the JSON form of
+ * the reference's API (REST bodies and query strings; the gRPC API translates its
+ * messages to this form): query parameters (`wait`, `ordering`, `timeout`,
+ * `consistency`), point ids, vectors, filters and the `with_payload` / `with_vector`
+ * selectors.
  *
  * Owns: turning JSON into the typed values the collection layer takes, with the
  * reference's status codes for bad input (400 for what does not deserialize, 422 for

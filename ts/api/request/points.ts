@@ -1,0 +1,328 @@
+/**
+ * The points requests of the reference's API in their JSON form (the REST bodies;
+ * gRPC messages are translated to this form first), parsed into typed collection
+ * calls: writes (upsert, delete, payload and vector operations, batch), queries
+ * (query, search, recommend), scroll order.
+ *
+ * Owns: validation of every field, so a bad request is refused before anything is
+ * written and the same input gets the same answer through every API. Must never: know
+ * a transport, hold state or touch disk.
+ */
+
+import type { ForKeys, OrderBy, ReplicaOperation, SearchRequest, Selector } from '../../collection/collection';
+import type { Example, QueryKind, QueryRequest, Recommend } from '../../collection/query';
+import type { PointKey } from '../../shard/id-tracker';
+import type { NamedVectors, PointWrite } from '../../shard/operations';
+import type { Payload } from '../../shard/payload-store';
+import { BadInputError, FormatError, ValidationError } from '../../common/errors';
+import { MAX_ENGINE_COUNT } from '../../shard/limits';
+import {
+  denseVector,
+  engineCount,
+  filter,
+  isObj,
+  keyPath,
+  payload,
+  pointId,
+  pointIds,
+  pointVectors,
+  refuse,
+  shardKeySelector,
+  withPayload,
+  withVector,
+  type Obj,
+} from './parse';
+
+// -- write bodies ---------------------------------------------------------------------------
+
+export function upsertPoints(b: Obj): PointWrite[] {
+  refuse(b, { update_filter: 'conditional upserts (update_filter) are not supported by Quiver' });
+  if (b.update_mode !== undefined && b.update_mode !== null && b.update_mode !== 'upsert') {
+    throw new FormatError('update_mode: only `upsert` is supported by Quiver');
+  }
+  if (Array.isArray(b.points)) {
+    return b.points.map((p: unknown, i: number) => {
+      const where = `points[${i}]`;
+      if (!isObj(p)) throw new FormatError(`${where}: expected an object`);
+      if (p.id === undefined) throw new FormatError(`${where}: missing field \`id\``);
+      if (p.vector === undefined) throw new FormatError(`${where}: missing field \`vector\``);
+      return {
+        id: pointId(p.id, `${where}.id`),
+        vectors: pointVectors(p.vector, `${where}.vector`),
+        payload: p.payload === undefined || p.payload === null ? null : payload(p.payload, `${where}.payload`),
+      };
+    });
+  }
+  if (isObj(b.batch)) {
+    const batch = b.batch;
+    const ids = pointIds(batch.ids, 'batch.ids');
+    const n = ids.length;
+    const vectors: NamedVectors[] = ids.map(() => new Map());
+    const rows = (x: unknown, name: string, field: string) => {
+      if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of vectors`);
+      if (x.length !== n) throw new BadInputError(`${field} has ${x.length} vectors for ${n} ids`);
+      x.forEach((v, i) => vectors[i].set(name, denseVector(v, `${field}[${i}]`)));
+    };
+    if (Array.isArray(batch.vectors)) rows(batch.vectors, '', 'batch.vectors');
+    else if (isObj(batch.vectors)) for (const [name, x] of Object.entries(batch.vectors)) rows(x, name, `batch.vectors.${name}`);
+    else throw new FormatError('batch: missing field `vectors`');
+    let payloads: Array<Payload | null> = ids.map(() => null);
+    if (batch.payloads !== undefined && batch.payloads !== null) {
+      if (!Array.isArray(batch.payloads)) throw new FormatError('batch.payloads: expected an array');
+      if (batch.payloads.length !== n) throw new BadInputError(`batch.payloads has ${batch.payloads.length} payloads for ${n} ids`);
+      payloads = batch.payloads.map((p: unknown, i: number) => (p === null ? null : payload(p, `batch.payloads[${i}]`)));
+    }
+    return ids.map((id, i) => ({ id, vectors: vectors[i], payload: payloads[i] }));
+  }
+  throw new FormatError('expected `points` or `batch`');
+}
+
+/** `{points: [...]}` and/or `{filter: {...}}`; `required` says one of them must be there. */
+export function selector(b: Obj): Selector {
+  const ids = b.points === undefined || b.points === null ? null : pointIds(b.points, 'points');
+  const f = filter(b.filter);
+  if (ids === null && f === null) throw new FormatError('expected `points` or `filter`');
+  return { ids, filter: f };
+}
+
+function vectorNames(x: unknown, field: string): string[] {
+  if (!Array.isArray(x) || !x.every((n) => typeof n === 'string')) throw new FormatError(`${field}: expected an array of vector names`);
+  return x as string[];
+}
+
+export function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors }> {
+  refuse(b, { update_filter: 'conditional updates (update_filter) are not supported by Quiver' });
+  if (!Array.isArray(b.points)) throw new FormatError('missing field `points`');
+  return b.points.map((p: unknown, i: number) => {
+    if (!isObj(p)) throw new FormatError(`points[${i}]: expected an object`);
+    return { id: pointId(p.id, `points[${i}].id`), vectors: pointVectors(p.vector, `points[${i}].vector`) };
+  });
+}
+
+
+function keyOf(b: Obj): string | null {
+  if (b.key === undefined || b.key === null) return null;
+  return keyPath(b.key, 'key');
+}
+
+export function setPayloadOp(b: Obj, overwrite: boolean): ReplicaOperation {
+  if (b.payload === undefined) throw new FormatError('missing field `payload`');
+  const p = payload(b.payload, 'payload');
+  const sel = selector(b);
+  const key = keyOf(b);
+  if (overwrite) {
+    if (key !== null) throw new BadInputError('overwrite payload does not take a `key`; use set payload to write under a key');
+    return { kind: 'overwrite_payload', select: sel, payload: p };
+  }
+  return { kind: 'set_payload', select: sel, payload: p, key };
+}
+
+export function deletePayloadOp(b: Obj): ReplicaOperation {
+  if (!Array.isArray(b.keys)) throw new FormatError('keys: expected an array of strings');
+  const keys = b.keys.map((k: unknown, i: number) => keyPath(k, `keys[${i}]`));
+  return { kind: 'delete_payload', select: selector(b), keys };
+}
+
+export function deleteVectorsOp(b: Obj): ReplicaOperation {
+  const names = vectorNames(b.vector, 'vector');
+  return { kind: 'delete_vectors', select: selector(b), names };
+}
+
+/** One operation of `POST /points/batch`, parsed, with the shard keys it names. */
+export function batchOp(o: unknown, i: number): ForKeys<ReplicaOperation> {
+  const where = `operations[${i}]`;
+  if (!isObj(o) || Object.keys(o).length !== 1) throw new FormatError(`${where}: expected an object with one operation`);
+  const [kind, arg] = Object.entries(o)[0];
+  if (!isObj(arg)) throw new FormatError(`${where}.${kind}: expected an object`);
+  return { req: batchOpOf(kind, arg, where), shards: shardKeySelector(arg.shard_key, `${where}.${kind}.shard_key`) };
+}
+
+function batchOpOf(kind: string, arg: Obj, where: string): ReplicaOperation {
+  switch (kind) {
+    case 'upsert':
+      return { kind: 'upsert', points: upsertPoints(arg) };
+    case 'delete':
+      return { kind: 'delete', select: selector(arg) };
+    case 'set_payload':
+      return setPayloadOp(arg, false);
+    case 'overwrite_payload':
+      return setPayloadOp(arg, true);
+    case 'delete_payload':
+      return deletePayloadOp(arg);
+    case 'clear_payload':
+      return { kind: 'clear_payload', select: selector(arg) };
+    case 'update_vectors':
+      return { kind: 'update_vectors', points: updateVectorPoints(arg) };
+    case 'delete_vectors':
+      return deleteVectorsOp(arg);
+    default:
+      throw new FormatError(
+        `${where}: unknown variant \`${kind}\`, expected one of \`upsert\`, \`delete\`, \`set_payload\`, \`overwrite_payload\`, \`delete_payload\`, \`clear_payload\`, \`update_vectors\`, \`delete_vectors\``,
+      );
+  }
+}
+
+// -- search bodies ---------------------------------------------------------------------------
+
+/** What every similarity request shares: everything of a SearchRequest but the vector and exclusions. */
+type Common = Omit<SearchRequest, 'using' | 'vector' | 'exclude'>;
+
+function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantization'> {
+  if (x === undefined || x === null) return {};
+  if (!isObj(x)) throw new FormatError('params: expected an object');
+  const out: Pick<Common, 'hnswEf' | 'exact' | 'quantization'> = {};
+  if (x.hnsw_ef !== undefined && x.hnsw_ef !== null) out.hnswEf = engineCount(x.hnsw_ef, 'params.hnsw_ef', 0, 1);
+  if (x.exact !== undefined && x.exact !== null) {
+    if (typeof x.exact !== 'boolean') throw new FormatError('params.exact: expected a boolean');
+    out.exact = x.exact;
+  }
+  if (x.quantization !== undefined && x.quantization !== null) {
+    const q = x.quantization;
+    if (!isObj(q)) throw new FormatError('params.quantization: expected an object');
+    const qo: NonNullable<SearchRequest['quantization']> = {};
+    if (q.ignore !== undefined && q.ignore !== null) qo.ignore = Boolean(q.ignore);
+    if (q.rescore !== undefined && q.rescore !== null) qo.rescore = Boolean(q.rescore);
+    if (q.oversampling !== undefined && q.oversampling !== null) {
+      if (typeof q.oversampling !== 'number' || !(q.oversampling >= 1)) throw new ValidationError('params.quantization.oversampling: must be 1 or larger');
+      // A multiplier of k: the engine keeps k × oversampling candidates, a 32-bit count (and takes the factor as a 32-bit float).
+      if (q.oversampling > MAX_ENGINE_COUNT) throw new ValidationError(`params.quantization.oversampling: value ${q.oversampling} invalid, must be ${MAX_ENGINE_COUNT} or smaller`);
+      qo.oversampling = q.oversampling;
+    }
+    out.quantization = qo;
+  }
+  return out;
+}
+
+/** A query of `kind` over `using`, with the fields every similarity request shares read from `b`. */
+function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: QueryKind): QueryRequest {
+  let limit: number;
+  if (b.limit === undefined || b.limit === null) {
+    if (defaultLimit === null) throw new FormatError('missing field `limit`');
+    limit = defaultLimit;
+  } else limit = engineCount(b.limit, 'limit', 0, 1);
+  let scoreThreshold: number | null = null;
+  if (b.score_threshold !== undefined && b.score_threshold !== null) {
+    if (typeof b.score_threshold !== 'number') throw new FormatError('score_threshold: expected a number');
+    scoreThreshold = b.score_threshold;
+  }
+  return {
+    using,
+    query: kind,
+    filter: filter(b.filter),
+    limit,
+    offset: engineCount(b.offset, 'offset', 0),
+    scoreThreshold,
+    ...searchParams(b.params),
+    withPayload: withPayload(b.with_payload, false),
+    withVector: withVector(b.with_vector, false),
+  };
+}
+
+function example(x: unknown, field: string): Example {
+  if (Array.isArray(x)) return { vector: denseVector(x, field) };
+  if (typeof x === 'number' || typeof x === 'string') return { id: pointId(x, field) };
+  if (isObj(x) && 'indices' in x) throw new FormatError(`${field}: sparse vectors are not supported by Quiver`);
+  throw new FormatError(`${field}: expected a vector (array of numbers) or a point id`);
+}
+
+function examples(x: unknown, field: string): Example[] {
+  if (x === undefined || x === null) return [];
+  if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array`);
+  return x.map((e, i) => example(e, `${field}[${i}]`));
+}
+
+function recommendInput(o: Obj, field: string): Recommend {
+  const strategy = o.strategy ?? 'average_vector';
+  if (strategy !== 'average_vector') {
+    if (strategy === 'best_score' || strategy === 'sum_scores') {
+      throw new BadInputError(`${field}strategy \`${String(strategy)}\` is not supported by Quiver; use \`average_vector\``);
+    }
+    throw new FormatError(`${field}strategy: unknown variant ${JSON.stringify(strategy)}, expected one of \`average_vector\`, \`best_score\`, \`sum_scores\``);
+  }
+  const rec = { positive: examples(o.positive, `${field}positive`), negative: examples(o.negative, `${field}negative`) };
+  if (rec.positive.length === 0) throw new BadInputError('At least one positive vector ID required');
+  return rec;
+}
+
+function queryKind(x: unknown): QueryKind {
+  if (x === undefined || x === null) return { none: true };
+  if (Array.isArray(x) || typeof x === 'number' || typeof x === 'string') return { nearest: example(x, 'query') };
+  if (isObj(x)) {
+    if ('nearest' in x) {
+      if (x.mmr !== undefined && x.mmr !== null) throw new FormatError('query.mmr: maximal marginal relevance is not supported by Quiver');
+      return { nearest: example(x.nearest, 'query.nearest') };
+    }
+    if ('recommend' in x) {
+      if (!isObj(x.recommend)) throw new FormatError('query.recommend: expected an object');
+      return { recommend: recommendInput(x.recommend, 'query.recommend.') };
+    }
+    if ('order_by' in x) return { orderBy: orderBy(x.order_by, 'query.order_by') };
+    if ('indices' in x) throw new FormatError('query: sparse vectors are not supported by Quiver');
+    const kind = Object.keys(x)[0];
+    throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\` or \`recommend\``);
+  }
+  throw new FormatError('query: expected a vector, a point id or a query object');
+}
+
+function usingOf(b: Obj): string {
+  return b.using === undefined || b.using === null ? '' : String(b.using);
+}
+
+/** A body of the query API. */
+export function parseQuery(b: Obj): QueryRequest {
+  refuse(b, {
+    prefetch: 'prefetch (hybrid queries) is not supported by Quiver',
+    lookup_from: 'lookup_from is not supported by Quiver',
+  });
+  const using = usingOf(b);
+  return queryRequest(b, 10, using, queryKind(b.query));
+}
+
+/** `vector` of the legacy search: an array, or `{name, vector}`. */
+function legacyVector(x: unknown): { using: string; vector: Float32Array } {
+  if (Array.isArray(x)) return { using: '', vector: denseVector(x, 'vector') };
+  if (isObj(x)) {
+    if ('indices' in x || (isObj(x.vector) && 'indices' in (x.vector as Obj))) throw new FormatError('vector: sparse vectors are not supported by Quiver');
+    if (typeof x.name === 'string' && Array.isArray(x.vector)) return { using: x.name, vector: denseVector(x.vector, 'vector.vector') };
+  }
+  throw new FormatError('missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
+}
+
+/** A body of the legacy search API: a query nearest to its vector. */
+export function parseSearch(b: Obj): QueryRequest {
+  if (b.vector === undefined) throw new FormatError('missing field `vector`');
+  const { using, vector } = legacyVector(b.vector);
+  return queryRequest(b, null, using, { nearest: { vector } });
+}
+
+/** A body of the legacy recommend API. */
+export function parseRecommend(b: Obj): QueryRequest {
+  refuse(b, { lookup_from: 'lookup_from is not supported by Quiver' });
+  const using = usingOf(b);
+  const rec = recommendInput(b, '');
+  return queryRequest(b, null, using, { recommend: rec });
+}
+
+/** A body of a similarity API parsed by `parse`, with the shard keys it names. */
+export function keyed<T>(parse: (b: Obj) => T): (b: Obj) => ForKeys<T> {
+  return (b) => ({ req: parse(b), shards: shardKeySelector(b.shard_key) });
+}
+
+export function batchOf(b: Obj, key: string): Obj[] {
+  const list = b[key];
+  if (!Array.isArray(list)) throw new FormatError(`missing field \`${key}\``);
+  return list.map((x, i) => {
+    if (!isObj(x)) throw new FormatError(`${key}[${i}]: expected an object`);
+    return x;
+  });
+}
+
+export function orderBy(x: unknown, field: string): OrderBy {
+  if (typeof x === 'string') return { key: x, direction: 'asc', start_from: null };
+  if (!isObj(x) || typeof x.key !== 'string') throw new FormatError(`${field}: expected a key or {"key": ..., "direction": ..., "start_from": ...}`);
+  const direction = x.direction ?? 'asc';
+  if (direction !== 'asc' && direction !== 'desc') throw new FormatError(`${field}.direction: unknown variant ${JSON.stringify(direction)}, expected \`asc\` or \`desc\``);
+  const sf = x.start_from ?? null;
+  if (sf !== null && typeof sf !== 'number' && typeof sf !== 'string') throw new FormatError(`${field}.start_from: expected a number or an RFC 3339 datetime`);
+  return { key: x.key, direction, start_from: sf };
+}
