@@ -58,6 +58,8 @@ import {
 /** Points of the transferred shard (and missed by a recovering replica): a transfer of them is still copying when a test acts on it, which takes milliseconds. */
 const N = 10_000;
 const NAME = 'f';
+/** The first id of the points a recovery that was too quick to be seen loads before it is made again (deadThenRecovering). */
+const PADDING = 5_000_000;
 
 /** The shard folders of a collection on a peer's disk. */
 async function shardFolders(c: Cluster, i: number, name: string): Promise<string[]> {
@@ -67,7 +69,9 @@ async function shardFolders(c: Cluster, i: number, name: string): Promise<string
 
 /** Starts three peers (recoveries by `method`) and their leader's index; the cluster goes at teardown. */
 async function start(t: ExecutionContext, method: Method = 'stream_records'): Promise<{ c: Cluster; ids: string[]; leader: number }> {
-  const c = await Cluster.start(3, { SERVICE__STORAGE__SHARD_TRANSFER_METHOD: method });
+  // Transfers paced (storage.performance.shard_transfer_max_mb_per_sec) so that a fast
+  // machine does not finish one between two looks: a 10,000-point copy takes about 2 s.
+  const c = await Cluster.start(3, { SERVICE__STORAGE__SHARD_TRANSFER_METHOD: method, SERVICE__STORAGE__PERFORMANCE__SHARD_TRANSFER_MAX_MB_PER_SEC: '0.5' });
   t.teardown(() => c.destroy());
   return { c, ids: await peerIds(c), leader: await c.waitLeader() };
 }
@@ -199,14 +203,22 @@ for (const method of METHODS) {
  * the points `missed` meanwhile (what a wal_delta recovery replays; the other methods
  * copy the whole shard), and restarts it: the leader's supervisor starts a recovery to
  * it. Returns the recovery's source (index), seen in the middle of its copy.
+ *
+ * A recovery that ends before it is seen copying (a fast machine copies a small shard
+ * between two looks) is made again, with the shard grown meanwhile: each new attempt
+ * loads N · 2^(attempt - 2) more points (ids from PADDING on, appended to `padding`, which
+ * the caller adds to the points it checks), so the copy takes longer every time.
  */
-async function deadThenRecovering(c: Cluster, ids: string[], victim: number, observer: number, w: Writer, missed: number[]): Promise<number> {
-  // A recovery that ends before it is seen copying (a small snapshot on a loaded machine)
-  // is made again: the replica goes Dead again and comes back.
+async function deadThenRecovering(c: Cluster, ids: string[], victim: number, observer: number, w: Writer, missed: number[], padding: number[]): Promise<number> {
   for (let attempt = 1; ; attempt++) {
     await c.kill(victim);
     await waitFor(`the replica on peer ${victim} Dead`, async () => (await shardReplicas(c, observer, NAME, 0))[ids[victim]] === 'Dead');
     await load(c.peers[observer].url, NAME, missed, 'missed');
+    if (attempt > 1) {
+      const more = range(PADDING + padding.length, N * 2 ** (attempt - 2));
+      await load(c.peers[observer].url, NAME, more, 'padding');
+      padding.push(...more);
+    }
     await w.more('writes go on while it is Dead', 20);
     await c.startPeer(victim);
     const t = await waitFor(
@@ -243,7 +255,8 @@ for (const method of METHODS) {
 
     // The target dies in the middle of its recovery: aborted, Dead again; restarted, recovered again.
     const missed = method === 'wal_delta' ? N : 0;
-    await deadThenRecovering(c, ids, victim, w0, w, range(N, missed));
+    const padding: number[] = [];
+    await deadThenRecovering(c, ids, victim, w0, w, range(N, missed), padding);
     t.log(`${Date.now() - t0} ms: recovering`);
     await c.kill(victim);
     await transferEnd(c, w0, NAME, 0, ids[victim]);
@@ -256,7 +269,7 @@ for (const method of METHODS) {
     // Dead again, and this time its recovery's source dies in the middle: aborted, then a
     // recovery from another Active replica.
     t.log(`${Date.now() - t0} ms: recovered`);
-    const source = await deadThenRecovering(c, ids, victim, w0, w, range(N + missed, missed));
+    const source = await deadThenRecovering(c, ids, victim, w0, w, range(N + missed, missed), padding);
     t.log(`${Date.now() - t0} ms: recovering again`);
     await c.kill(source);
     // The source stays down: the target can become Active again only by a recovery from the replica left.
@@ -267,7 +280,7 @@ for (const method of METHODS) {
     await w.more('writes go on', 20);
     await restart(c, source);
     t.log(`${Date.now() - t0} ms: the source restarted`);
-    await finalChecks(t, c, w, m, range(0, N + 2 * missed), 1, 3);
+    await finalChecks(t, c, w, m, [...range(0, N + 2 * missed), ...padding], 1, 3);
     t.log(`${Date.now() - t0} ms: done`);
   });
 
@@ -287,14 +300,15 @@ for (const method of METHODS) {
     const w = new Writer(t, () => c.peers[a].url, NAME, 1_000_000, 10, 20);
     const m = new ActiveMonitor(t, c, NAME, 1, () => [a, b, leader]);
 
-    const source = await deadThenRecovering(c, ids, b, a, w, range(N, method === 'wal_delta' ? N : 0));
+    const padding: number[] = [];
+    const source = await deadThenRecovering(c, ids, b, a, w, range(N, method === 'wal_delta' ? N : 0), padding);
     t.is(source, a, 'the recovery\'s source is the other replica');
     await c.kill(leader);
     await waitFor('the replica recovered', async () => (await shardReplicas(c, a, NAME, 0))[ids[b]] === 'Active', TRANSFER_DEADLINE_MS);
     await c.waitLeader(WAIT_MS, [c.peers[a], c.peers[b]]);
     await w.more('writes go on without the old leader', 20);
     await restart(c, leader);
-    await finalChecks(t, c, w, m, range(0, method === 'wal_delta' ? 2 * N : N), 1, 2);
+    await finalChecks(t, c, w, m, [...range(0, method === 'wal_delta' ? 2 * N : N), ...padding], 1, 2);
   });
 }
 

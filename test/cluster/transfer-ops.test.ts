@@ -62,7 +62,10 @@ let cluster: Cluster | null = null;
 let ids: string[] = [];
 
 test.before(async () => {
-  cluster = await Cluster.start(3);
+  // Transfers paced (storage.performance.shard_transfer_max_mb_per_sec) so that an abort or
+  // a restart asked for in the middle of a copy reaches it on a fast machine too: the
+  // 60,000-point copies take about 6 s.
+  cluster = await Cluster.start(3, { SERVICE__STORAGE__PERFORMANCE__SHARD_TRANSFER_MAX_MB_PER_SEC: '1' });
   ids = await peerIds(cluster);
 });
 
@@ -296,3 +299,23 @@ for (const method of METHODS) {
     t.is((await change(c().peers[0].url, 'DELETE', `/collections/${name}`, undefined, REQUEST_DEADLINE_MS)).status, 200);
   });
 }
+
+test.serial('storage.performance.shard_transfer_max_mb_per_sec paces a transfer: a copy of about 4 MiB at 1 MiB/s cannot end before 2 s have passed', async (t) => {
+  t.timeout(TEST_DEADLINE_MS);
+  const name = 'paced';
+  await createCollection(c(), name, { shard_number: 1, replication_factor: 1 });
+  const home = Object.keys(await shardReplicas(c(), 0, name, 0))[0];
+  const h = ids.indexOf(home);
+  const to = [0, 1, 2].find((i) => i !== h)!;
+  const n = 40_000; // about 100 bytes each as the source counts them (vector, payload, overhead)
+  await load(c().peers[h].url, name, range(0, n));
+  const t0 = Date.now();
+  const rep = await clusterOp(c(), h, name, { replicate_shard: { shard_id: 0, from_peer_id: Number(home), to_peer_id: Number(ids[to]), method: 'stream_records' } });
+  t.is(rep.status, 200, JSON.stringify(rep.body));
+  t.deepEqual(await transferEnd(c(), h, name, 0, ids[to]), { [home]: 'Active', [ids[to]]: 'Active' });
+  const ms = Date.now() - t0;
+  t.log(`${n} points replicated in ${ms} ms at 1 MiB/s`);
+  // ≈ 3.9 MiB: one second of it from the initial budget, the rest at the pace (≈ 2.9 s).
+  t.true(ms >= 2000, `the copy was paced: ${ms} ms`);
+  t.is((await change(c().peers[0].url, 'DELETE', `/collections/${name}`, undefined, REQUEST_DEADLINE_MS)).status, 200);
+});

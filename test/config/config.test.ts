@@ -54,7 +54,7 @@ const DOCUMENTED_DEFAULTS: Config = {
     wal: { wal_capacity_mb: 32, wal_segments_ahead: 0 },
     node_type: 'Normal',
     shard_transfer_method: null,
-    performance: { max_search_threads: 0, optimizer_cpu_budget: 0, incoming_shard_transfers_limit: 1, outgoing_shard_transfers_limit: 1 },
+    performance: { max_search_threads: 0, optimizer_cpu_budget: 0, incoming_shard_transfers_limit: 1, outgoing_shard_transfers_limit: 1, shard_transfer_max_mb_per_sec: null },
     optimizers: {
       deleted_threshold: 0.2,
       vacuum_min_vector_number: 1000,

@@ -17,6 +17,7 @@ import { normalizePointId } from '../../ts/shard/id-tracker';
 import { LocalShard } from '../../ts/shard/local-shard';
 import type { MetaOp } from '../../ts/storage/cluster-state';
 import { OutgoingTransfers, type TransferTarget } from '../../ts/transfer/outgoing';
+import { RateLimiter } from '../../ts/transfer/rate';
 import { testSpec } from '../shard/spec';
 import { waitFor } from '../support/wait';
 
@@ -67,7 +68,7 @@ test('a write forwarded as the copy ends, whose forward then fails, aborts the t
     },
   };
   const proposals: MetaOp[] = [];
-  const out = new OutgoingTransfers({ peer: '1', remote: () => target, propose: async (op) => void proposals.push(op), logger });
+  const out = new OutgoingTransfers({ peer: '1', remote: () => target, propose: async (op) => void proposals.push(op), rate: new RateLimiter(null), logger });
 
   out.start({ collection: 'c', uuid: 'u', shard: 0 }, '2', source, 'snapshot', 't1');
   await copyEnd.promise;

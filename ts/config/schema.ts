@@ -107,7 +107,7 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
         performance: {
           kind: 'section',
           // A negative CPU budget is meaningful: "all CPUs but this many".
-          keys: { max_search_threads: int(0), optimizer_cpu_budget: int(), incoming_shard_transfers_limit: int(1), outgoing_shard_transfers_limit: int(1) },
+          keys: { max_search_threads: int(0), optimizer_cpu_budget: int(), incoming_shard_transfers_limit: int(1), outgoing_shard_transfers_limit: int(1), shard_transfer_max_mb_per_sec: { kind: 'number', integer: false, nullable: true, above: 0 } },
         },
         optimizers: {
           kind: 'section',

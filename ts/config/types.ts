@@ -38,7 +38,7 @@ export interface StorageConfig {
   node_type: 'Normal' | 'Listener';
   /** Method of automatic recoveries and of transfers asked for without one; null: wal_delta for recoveries, stream_records for the rest. */
   shard_transfer_method: 'stream_records' | 'snapshot' | 'wal_delta' | null;
-  performance: { max_search_threads: number; optimizer_cpu_budget: number; incoming_shard_transfers_limit: number; outgoing_shard_transfers_limit: number };
+  performance: { max_search_threads: number; optimizer_cpu_budget: number; incoming_shard_transfers_limit: number; outgoing_shard_transfers_limit: number; shard_transfer_max_mb_per_sec: number | null };
   optimizers: {
     deleted_threshold: number;
     vacuum_min_vector_number: number;

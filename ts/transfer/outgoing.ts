@@ -40,6 +40,7 @@ import { compareKeys, type PointKey } from '../shard/id-tracker';
 import { HistoryGoneError } from '../shard/local-shard';
 import type { PointWrite } from '../shard/operations';
 import type { MetaOp } from '../storage/cluster-state';
+import type { RateLimiter } from './rate';
 import { waitUntil } from './wait';
 
 /** The target of a transfer as the source reaches it. */
@@ -68,6 +69,8 @@ export interface TransferContext {
   /** The target of transfer `id`. */
   remote(target: ShardTarget, peer: string, id: string): TransferTarget;
   propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
+  /** The pace of what this peer sends for its transfers (one budget for all of them). */
+  rate: RateLimiter;
   logger: Logger;
 }
 
@@ -347,7 +350,9 @@ class Run {
       await this.remote.replay(batch, { wait: false, adopt: null });
       this.progress.pointsSent += batch.length;
       batch = [];
+      const paid = bytes;
       bytes = 0;
+      await this.ctx.rate.take(paid, this.abort.signal);
     };
     for (let at = start; at <= since; ) {
       if (this.halted) return true;
@@ -416,6 +421,7 @@ class Run {
     this.progress.pointsTotal = this.source.shard.pointCount;
     for (;;) {
       if (this.halted) return;
+      let sent = 0;
       const done = await this.source.exclusive(async () => {
         if (this.halted) return true;
         const shard = this.source.shard;
@@ -429,6 +435,7 @@ class Run {
         }
         const last = found.length <= BATCH;
         await this.remote.batch(points, false);
+        if (this.ctx.rate.limited) sent = sizeOf({ kind: 'upsert', points });
         this.progress.pointsSent += points.length;
         this.progress.pointsTotal = Math.max(this.progress.pointsTotal, this.progress.pointsSent);
         cursor = last ? null : found[BATCH].key;
@@ -439,6 +446,8 @@ class Run {
         }
         return last;
       });
+      // Paid for after the write lock is released: client writes never wait for the pace.
+      await this.ctx.rate.take(sent, this.abort.signal);
       batches++;
       if (batches % 100 === 0) this.log.info({ sent: this.progress.pointsSent, total: this.progress.pointsTotal }, 'shard transfer progress');
       if (done) return;

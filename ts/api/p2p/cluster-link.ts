@@ -24,6 +24,7 @@ import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TableOfContent } from '../../storage/toc';
 import type { WriterClocks } from '../../storage/writer-clocks';
 import { PeerHealth } from '../../transfer/health';
+import { RateLimiter } from '../../transfer/rate';
 import { OutgoingTransfers, type TransferOutcomes, type TransferProgress } from '../../transfer/outgoing';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
@@ -67,6 +68,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   readonly health: PeerHealth;
   private readonly supervisor: ReplicaSupervisor;
   private readonly outgoing: OutgoingTransfers;
+  /** The pace of everything this peer sends for the transfers it is the source of (`storage.performance.shard_transfer_max_mb_per_sec`). */
+  private readonly transferRate: RateLimiter;
   /** Snapshot fetches from each peer in flight (cancelled when the peer stops answering health checks). */
   private readonly fetching = new Map<string, Set<AbortController>>();
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
@@ -83,6 +86,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     private readonly clocks: WriterClocks,
     private readonly logger: Logger,
   ) {
+    this.transferRate = new RateLimiter(config.storage.performance.shard_transfer_max_mb_per_sec);
     this.clients = new PointsClients({ poolSize: config.cluster.p2p.connection_pool_size, callTimeoutMs: config.cluster.grpc_timeout_ms, tls });
     this.health = new PeerHealth({
       peers: () => ({ ...(this.consensus?.clusterState.peers ?? {}) }),
@@ -112,6 +116,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       peer,
       remote: (target, p, id) => new RemoteTransferTarget(p, target, this.clients, (x) => this.uriOf(x), id),
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
+      rate: this.transferRate,
       logger,
     });
   }
@@ -131,7 +136,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     };
     this.transport.addServices((server: grpc.Server) => {
       addPointsService(server, backend, this.logger);
-      addShardSnapshotService(server, { toc, snapshots, peer: this.peer, settled }, this.logger);
+      addShardSnapshotService(server, { toc, snapshots, peer: this.peer, settled, transferRate: this.transferRate }, this.logger);
     });
   }
 
@@ -151,7 +156,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     this.fetching.set(peer, mine);
     mine.add(stop);
     try {
-      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content, signal: stop.signal }, target, file);
+      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content, transfer: !content, signal: stop.signal }, target, file);
     } finally {
       signal?.removeEventListener('abort', onAbort);
       mine.delete(stop);

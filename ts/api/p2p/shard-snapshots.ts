@@ -21,12 +21,21 @@ import type { ShardTarget } from '../../collection/cluster-link';
 import { isActive } from '../../collection/replica-state';
 import type { Snapshots } from '../../snapshots/snapshots';
 import type { TableOfContent } from '../../storage/toc';
+import type { RateLimiter } from '../../transfer/rate';
 import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
 import { callError, errorStatus, resolveTarget, targetMsg, type TargetMsg } from './points';
 
 interface Chunk {
   data: Buffer;
   info: string;
+}
+
+interface SnapshotRequest {
+  target: TargetMsg;
+  /** Whether the first message carries the content's point count and digest (backups). */
+  content: boolean;
+  /** Whether the archive feeds a shard transfer (its target asks): sent at the pace of this peer's transfers. */
+  transfer: boolean;
 }
 
 export interface ShardSnapshotBackend {
@@ -36,6 +45,8 @@ export interface ShardSnapshotBackend {
   peer: string;
   /** Resolves once local changes from consensus entries applied so far are made. */
   settled(): Promise<void>;
+  /** The pace of what this peer sends for transfers: an archive asked for by a transfer's target pays into it. */
+  transferRate: RateLimiter;
 }
 
 /** Waits until `call` can take more, or it went away (cancelled, closed). */
@@ -53,7 +64,7 @@ function drained(call: grpc.ServerWritableStream<unknown, Chunk>): Promise<void>
   });
 }
 
-async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStream<{ target: TargetMsg; content: boolean }, Chunk>, logger: Logger): Promise<void> {
+async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStream<SnapshotRequest, Chunk>, logger: Logger): Promise<void> {
   try {
     const t = call.request.target;
     const { collection, set } = await resolveTarget(b, t);
@@ -76,6 +87,7 @@ async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStr
       for await (const piece of stream) {
         if (call.cancelled) return;
         if (!call.write({ data: piece as Buffer, info: '' })) await drained(call);
+        if (call.request.transfer) await b.transferRate.take((piece as Buffer).length);
       }
     } finally {
       stream.destroy();
@@ -90,12 +102,12 @@ async function serveStream(b: ShardSnapshotBackend, call: grpc.ServerWritableStr
 /** Adds the ShardSnapshots service to a p2p gRPC server. */
 export function addShardSnapshotService(server: grpc.Server, backend: ShardSnapshotBackend, logger: Logger): void {
   server.addService(p2pPackage().ShardSnapshots.service, {
-    Stream: (call: grpc.ServerWritableStream<{ target: TargetMsg; content: boolean }, Chunk>) => void serveStream(backend, call, logger),
+    Stream: (call: grpc.ServerWritableStream<SnapshotRequest, Chunk>) => void serveStream(backend, call, logger),
   });
 }
 
 interface ShardSnapshotsClient extends grpc.Client {
-  Stream(req: { target: TargetMsg; content: boolean }, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<Chunk>;
+  Stream(req: SnapshotRequest, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<Chunk>;
 }
 
 /**
@@ -105,7 +117,7 @@ interface ShardSnapshotsClient extends grpc.Client {
  * digest as the source recorded them.
  */
 export async function fetchShardSnapshot(
-  opts: { uri: string; peer: string; tls: P2PTls | null; timeoutMs: number; content: boolean; signal?: AbortSignal },
+  opts: { uri: string; peer: string; tls: P2PTls | null; timeoutMs: number; content: boolean; transfer: boolean; signal?: AbortSignal },
   target: ShardTarget,
   file: string,
 ): Promise<{ points: number | null; digest: string | null; size: number; sha256: string }> {
@@ -136,7 +148,7 @@ export async function fetchShardSnapshot(
   const onAbort = () => call?.cancel();
   let call: grpc.ClientReadableStream<Chunk> | null = null;
   try {
-    call = client.Stream({ target: targetMsg(target), content: opts.content }, new grpc.Metadata(), { deadline: Date.now() + opts.timeoutMs });
+    call = client.Stream({ target: targetMsg(target), content: opts.content, transfer: opts.transfer }, new grpc.Metadata(), { deadline: Date.now() + opts.timeoutMs });
     if (opts.signal?.aborted) call.cancel();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     await pipeline(call, bytes, createWriteStream(file));
