@@ -4,7 +4,8 @@
  *
  * Owns: wiring the parts together (in cluster mode: the consensus driver runs the
  * metadata state machine of ts/storage and reaches the other peers through the gRPC
- * transport of ts/api/p2p), binding the HTTP server to `service.host`:`service.http_port`, the facts the
+ * transport of ts/api/p2p), binding the HTTP server to `service.host`:`service.http_port`
+ * and the public gRPC API (ts/api/grpc) to `service.grpc_port`, the facts the
  * service reports about itself (version, commit, start time), and the ordered
  * shutdown: stop accepting, let requests in flight finish (bounded), then close.
  * Must never: exit the process or install signal handlers (bin/quiver does), or read
@@ -20,8 +21,12 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 
 import { loadEngine, requireDurable, type Engine } from '../bindings';
-import { buildRestApp, type ServiceInfo } from './api/rest/app';
-import { QDRANT_API_VERSION } from './api/rest/service';
+import { buildRestApp } from './api/rest/app';
+import { QDRANT_API_VERSION, type ServiceInfo } from './api/info';
+import { makeAuthenticator } from './api/guard';
+import { GrpcApiServer, GrpcStartError } from './api/grpc/server';
+import { grpcServices } from './api/grpc/services';
+import { Dispatcher } from './storage/dispatcher';
 import { ROLE_NAMES } from './api/rest/cluster';
 import type { Config } from './config/types';
 import { QuiverError, ShardUnavailableError } from './common/errors';
@@ -58,6 +63,8 @@ export interface NodeOptions {
 export interface RunningNode {
   /** The port the REST API listens on (the real one when the config asked for 0). */
   port: number;
+  /** The port the public gRPC API listens on; null when `service.grpc_port` is null (gRPC off). */
+  grpcPort: number | null;
   host: string;
   toc: TableOfContent;
   /** Consensus over the metadata (cluster mode), else null. */
@@ -165,13 +172,32 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
   const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
-  const { listener } = buildRestApp(config, { logger, info, toc, snapshots, audit, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
+  const authenticator = makeAuthenticator(config, toc);
+  const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
+  // The gRPC API binds first: once REST listens (what start-up waits for), both serve.
+  let grpcServer: GrpcApiServer | null = null;
+  if (config.service.grpc_port !== null) {
+    const services = grpcServices({ logger, info, toc, dispatcher: new Dispatcher(toc, consensus, config), snapshots, clusterSnapshots });
+    try {
+      grpcServer = await GrpcApiServer.start(config, { logger, authn: authenticator, audit, registry: stats.registry, services }, restTls);
+    } catch (err) {
+      server.close();
+      await consensus?.close();
+      cluster?.link.close();
+      await toc.close();
+      await audit.close();
+      if (err instanceof GrpcStartError) throw new StartupError(err.message);
+      throw err;
+    }
+  }
+
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => {
-      Promise.resolve(consensus?.close())
+      Promise.resolve(grpcServer?.close(0))
+        .then(() => consensus?.close())
         .then(() => toc.close())
         .finally(() => reject(err));
     };
@@ -189,11 +215,12 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
 
   return {
     port: address.port,
+    grpcPort: grpcServer?.port ?? null,
     host: address.address,
     toc,
     consensus,
     close() {
-      closing ??= drain(server, drainTimeoutMs, logger).then(async () => {
+      closing ??= Promise.all([drain(server, drainTimeoutMs, logger), grpcServer?.close(drainTimeoutMs)]).then(async () => {
         // Requests are done: stop consensus (its log is durable at every step), then
         // write a last checkpoint of every shard and close the WALs.
         await consensus?.close();

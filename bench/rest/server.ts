@@ -99,6 +99,8 @@ export class QuiverServer {
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       SERVICE__SERVICE__HTTP_PORT: String(port),
+      // gRPC off unless the options turn it on (opts.env): it would take port 6334.
+      SERVICE__SERVICE__GRPC_PORT: 'null',
       SERVICE__SERVICE__HOST: '127.0.0.1',
       SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
       SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),

@@ -33,6 +33,9 @@ function baseEnv(dir: string, port: number, extra: Record<string, string>): Node
     ...env,
     SERVICE__SERVICE__HOST: '127.0.0.1',
     SERVICE__SERVICE__HTTP_PORT: String(port),
+    // gRPC off unless a test asks for it (SERVICE__SERVICE__GRPC_PORT in `extra`):
+    // servers of parallel tests would all take the default port 6334.
+    SERVICE__SERVICE__GRPC_PORT: 'null',
     SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
     SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
     SERVICE__SERVICE__HTTP_KEEP_ALIVE_TIMEOUT_SEC: String(IDLE_CONNECTION_SEC),

@@ -1,15 +1,18 @@
 /** startNode in process: the port it reports, its shutdown, and what it refuses to start with. */
 
+import * as net from 'node:net';
+
 import test from 'ava';
 import pino from 'pino';
 
 import { loadConfig } from '../../ts/config';
 import { StartupError, startNode } from '../../ts/node';
+import { freePort } from './helpers';
 
 const silent = pino({ level: 'silent' });
 
 function config(overrides: Record<string, string> = {}) {
-  return loadConfig({ env: { SERVICE__SERVICE__HOST: '127.0.0.1', ...overrides } });
+  return loadConfig({ env: { SERVICE__SERVICE__HOST: '127.0.0.1', SERVICE__SERVICE__GRPC_PORT: 'null', ...overrides } });
 }
 
 test('port 0 binds a free port and reports it; close() stops it and is idempotent', async (t) => {
@@ -63,4 +66,47 @@ test('a metrics_prefix Prometheus cannot use is refused at start', async (t) => 
   const cfg = config({ SERVICE__SERVICE__METRICS_PREFIX: 'my-app.' });
   cfg.service.http_port = 0;
   await t.throwsAsync(startNode(cfg, silent), { instanceOf: StartupError, message: /metrics_prefix/ });
+});
+
+test('the gRPC API listens on service.grpc_port beside REST, and close() stops both', async (t) => {
+  const port = await freePort();
+  const cfg = config({ SERVICE__SERVICE__GRPC_PORT: String(port) });
+  cfg.service.http_port = 0;
+  const node = await startNode(cfg, silent);
+  t.is(node.grpcPort, port);
+  const reachable = () =>
+    new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on('error', () => resolve(false));
+    });
+  t.true(await reachable());
+  await node.close();
+  t.false(await reachable());
+});
+
+test('a gRPC port already in use fails start-up, naming service.grpc_port, and leaves no REST port open', async (t) => {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const taken = (blocker.address() as net.AddressInfo).port;
+  try {
+    const cfg = config({ SERVICE__SERVICE__GRPC_PORT: String(taken) });
+    cfg.service.http_port = await freePort();
+    const err = await t.throwsAsync(startNode(cfg, silent), { instanceOf: StartupError });
+    t.regex(err!.message, /gRPC API cannot listen on 127\.0\.0\.1:\d+ \(service\.grpc_port\)/);
+    t.regex(err!.message, /EADDRINUSE|address already in use/i);
+    await t.throwsAsync(fetch(`http://127.0.0.1:${cfg.service.http_port}/healthz`));
+  } finally {
+    blocker.close();
+  }
+});
+
+test('grpc_port null turns gRPC off', async (t) => {
+  const cfg = config();
+  cfg.service.http_port = 0;
+  const node = await startNode(cfg, silent);
+  t.is(node.grpcPort, null);
+  await node.close();
 });

@@ -33,6 +33,8 @@ export async function startServer(storageDir: string, extraEnv: Record<string, s
   Object.assign(env, {
     SERVICE__SERVICE__HOST: '127.0.0.1',
     SERVICE__SERVICE__HTTP_PORT: String(port),
+    // gRPC off unless asked for: servers of parallel tests would all take port 6334.
+    SERVICE__SERVICE__GRPC_PORT: 'null',
     SERVICE__STORAGE__STORAGE_PATH: path.join(storageDir, 'storage'),
     SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(storageDir, 'snapshots'),
     SERVICE__LOG_LEVEL: 'DEBUG',

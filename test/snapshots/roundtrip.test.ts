@@ -54,6 +54,7 @@ function envFor(dir: string, port: number, extra: Record<string, string>): NodeJ
     ...env,
     SERVICE__SERVICE__HOST: '127.0.0.1',
     SERVICE__SERVICE__HTTP_PORT: String(port),
+    SERVICE__SERVICE__GRPC_PORT: 'null',
     SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
     SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
     SERVICE__LOG_LEVEL: 'INFO',

@@ -35,16 +35,20 @@ def free_port() -> int:
 
 
 class Server:
-    """Starts at once; `wait_ready()` waits for /readyz. `env` adds SERVICE__... settings."""
+    """Starts at once; `wait_ready()` waits for /readyz. `env` adds SERVICE__... settings.
+    With `grpc` the public gRPC API listens on `grpc_port` (a free port); else it is off
+    (servers of parallel tests would all take the default port 6334)."""
 
-    def __init__(self, prefix: str = "quiver-", env: dict | None = None, root: str = REPO_ROOT) -> None:
+    def __init__(self, prefix: str = "quiver-", env: dict | None = None, root: str = REPO_ROOT, grpc: bool = False) -> None:
         self.dir = tempfile.mkdtemp(prefix=prefix)
         self.port = free_port()
+        self.grpc_port = free_port() if grpc else None
         self.snapshots = os.path.join(self.dir, "snapshots")
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE__")}
         full_env.update(
             SERVICE__SERVICE__HOST="127.0.0.1",
             SERVICE__SERVICE__HTTP_PORT=str(self.port),
+            SERVICE__SERVICE__GRPC_PORT=str(self.grpc_port) if self.grpc_port is not None else "null",
             SERVICE__STORAGE__STORAGE_PATH=os.path.join(self.dir, "storage"),
             SERVICE__STORAGE__SNAPSHOTS_PATH=self.snapshots,
             # Idle connections outlive any pause of the client (a loaded machine): a client never

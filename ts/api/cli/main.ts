@@ -97,6 +97,9 @@ export async function main(argv: readonly string[]): Promise<void> {
     if (err instanceof StartupError) process.stderr.write(`quiver: ${err.message}\n`);
     process.exit(EXIT_START_FAILED);
   }
+  if (node.grpcPort !== null) {
+    logger.info({ host: node.host, port: node.grpcPort, tls: config.service.enable_tls }, 'gRPC API listening');
+  }
   logger.info(
     { host: node.host, port: node.port, address: `${config.service.enable_tls ? 'https' : 'http'}://${node.host}:${node.port}` },
     'REST API listening',

@@ -36,27 +36,15 @@ import { addServiceRoutes, type ServiceInfo } from './service';
 import { addShardKeyRoutes } from './shard-keys';
 import { addSnapshotRoutes } from './snapshots';
 import { routeGuard } from './auth';
-import { Authenticator } from '../../auth/authenticate';
+import type { Authenticator } from '../../auth/authenticate';
+import { makeAuthenticator } from '../guard';
 import type { AuditLog } from '../../auth/audit';
-import { validateFilter } from '../../shard/filter';
 import { ClusterBackup } from '../../snapshots/backup';
 import { ClusterSnapshots } from '../../snapshots/cluster';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats, requestDone } from './stats';
 
 export type { ServiceInfo } from './service';
-
-/** The authenticator of `config`'s keys; a `value_exists` claim is looked up in `toc`. */
-export function makeAuthenticator(config: Config, toc: TableOfContent): Authenticator {
-  return new Authenticator(
-    { apiKey: config.service.api_key, readOnlyKey: config.service.read_only_api_key, jwtRbac: config.service.jwt_rbac },
-    async (claim) => {
-      if (!toc.has(claim.collection)) return 'no-collection';
-      const filter = validateFilter({ must: claim.matches.map(({ key, value }) => ({ key, match: { value } })) });
-      return (await toc.get(claim.collection).anyMatch(filter)) ? 'found' : 'no-match';
-    },
-  );
-}
 
 export interface RestDeps {
   logger: Logger;

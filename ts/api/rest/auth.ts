@@ -7,16 +7,17 @@
  * but lacks access gets the JSON error envelope with 403 "Forbidden: ...". Every
  * decision is written to the audit log when one is configured.
  *
- * Owns: that middleware and `ctx.state.access`. Must never: decide policy (ts/auth).
+ * Owns: that middleware and `ctx.state.access`; the decision itself is ts/api/guard.ts
+ * `decide`, shared with the direct lane and gRPC. Must never: decide policy (ts/auth).
  */
 
 import type { Context, Middleware, Next } from 'koa';
 
-import { MANAGE, check, type Access, type Requirement } from '../../auth/access';
+import { MANAGE, type Access } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
-import { AuthError, type Authenticator } from '../../auth/authenticate';
+import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
-import { ForbiddenError } from '../../common/errors';
+import { decide } from '../guard';
 
 declare module 'koa' {
   interface DefaultState {
@@ -32,53 +33,6 @@ export function accessOf(ctx: Context): Access {
 
 function clientAddress(ctx: Context): string | null {
   return ctx.req.socket.remoteAddress ?? null;
-}
-
-/** What a guard needs of a request (a Koa context or the direct lane's request). */
-export interface GuardInput {
-  headers: Record<string, string | string[] | undefined>;
-  method: string;
-  path: string;
-  params: Record<string, string | undefined>;
-  address: string | null;
-}
-
-/** A caller refused before any access check: the plain-text answer (401, or 403 for a bad token). */
-export interface Unauthenticated {
-  status: number;
-  message: string;
-}
-
-/**
- * The access decision for one request to a route that needs `req`: the caller's access,
- * or an Unauthenticated answer; throws ForbiddenError when the caller lacks access.
- * Every decision is written to the audit log. The one implementation of the guard: the
- * Koa middleware below and the direct lane (direct.ts) both call it.
- */
-export async function decide(authn: Authenticator, audit: AuditLog | null, req: Exclude<Requirement, { scope: 'open' }>, r: GuardInput): Promise<{ access: Access } | Unauthenticated> {
-  const collection = req.scope === 'collection' ? String(r.params[req.param]) : null;
-  // The audit names the collection a request is about, global-scope ones too (create, delete, recover).
-  const named = collection ?? r.params.collection_name ?? null;
-  const record = (subject: string | null, allowed: boolean, reason: string | null) =>
-    audit?.record({ subject, address: r.address, method: r.method, path: r.path, collection: named, allowed, reason });
-  let caller;
-  try {
-    caller = await authn.authenticate(r.headers);
-  } catch (err) {
-    if (!(err instanceof AuthError)) throw err;
-    record(null, false, err.message);
-    return { status: err.reason === 'unauthenticated' ? 401 : 403, message: err.message };
-  }
-  if (req.scope !== 'listing') {
-    try {
-      check(caller.access, collection, req);
-    } catch (err) {
-      if (err instanceof ForbiddenError) record(caller.subject, false, err.detail);
-      throw err;
-    }
-  }
-  record(caller.subject, true, null);
-  return { access: caller.access };
 }
 
 /** The guard middleware of one route, or null when the route is open to everyone. */

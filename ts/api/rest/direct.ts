@@ -9,7 +9,7 @@
  * those routes skip it; everything else still goes through Koa.
  *
  * The answers are the same: a route is declared once (RouteTable.addDirect) with one
- * handler that both paths call, and the guard (auth.ts `decide`), the body reader
+ * handler that both paths call, and the guard (ts/api/guard.ts `decide`), the body reader
  * (body.ts), the error mapping (errors.ts `errorAnswer`), the envelope and the request
  * log and metrics (stats.ts `requestDone`) are the same functions. test/api/direct.test.ts
  * sends the same requests both ways and compares status, headers and bodies.
@@ -31,7 +31,7 @@ import type { AuditLog } from '../../auth/audit';
 import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
 import { errorAnswer } from '../errors';
-import { decide } from './auth';
+import { decide } from '../guard';
 import { readJsonBody } from './body';
 import { parseQueryString, type RequestInput } from '../request/parse';
 import type { HttpMethod } from './method';

@@ -9,6 +9,7 @@
 import type { Context } from 'koa';
 
 import { ok } from '../envelope';
+import { QDRANT_API_VERSION, SERVICE_TITLE, type ServiceInfo } from '../info';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
@@ -16,27 +17,11 @@ import type { RequestStats } from './stats';
 import type { TableOfContent } from '../../storage/toc';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 
-/**
- * The version of the Qdrant API this server implements, reported as `version` by `/`
- * and `/telemetry`: the official clients compare it with their own (major.minor) and
- * warn when they differ. Quiver's own release is `quiver_version` beside it.
- */
-export const QDRANT_API_VERSION = '1.18.0';
-
-/** Facts about this running process, fixed at start. */
-export interface ServiceInfo {
-  /** Quiver's own version (package.json). */
-  version: string;
-  /** Git commit of the build, null when unknown. */
-  commit: string | null;
-  /** Random per-process id reported by /telemetry. */
-  instanceId: string;
-  startedAt: Date;
-}
+export { QDRANT_API_VERSION, type ServiceInfo } from '../info';
 
 export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: RequestStats, toc: TableOfContent, consensus: MetadataConsensus | null = null): void {
   routes.add('GET', '/', (ctx: Context) => {
-    ctx.body = { title: 'quiver - vector search engine', version: QDRANT_API_VERSION, quiver_version: info.version, commit: info.commit };
+    ctx.body = { title: SERVICE_TITLE, version: QDRANT_API_VERSION, quiver_version: info.version, commit: info.commit };
   });
 
   const text = (body: string) => (ctx: Context) => {

@@ -1,0 +1,38 @@
+/**
+ * Prometheus metrics of the public gRPC API, on the node's one registry (the one
+ * `GET /metrics` serves, ts/api/rest/stats.ts): calls answered by method and status
+ * code, and their durations.
+ *
+ * Owns: those two metrics. Must never: label by anything unbounded: the method label is
+ * the call's path (`/qdrant.Points/Upsert`) of one of the contract's methods, the code
+ * label a gRPC status name.
+ */
+
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+export class GrpcMetrics {
+  private readonly responses: Counter<'method' | 'code'>;
+  private readonly durations: Histogram<'method' | 'code'>;
+
+  constructor(registry: Registry, prefix: string | null) {
+    const p = prefix ?? '';
+    this.responses = new Counter({
+      name: `${p}grpc_responses_total`,
+      help: 'gRPC calls answered, by method (its path) and status code',
+      labelNames: ['method', 'code'],
+      registers: [registry],
+    });
+    this.durations = new Histogram({
+      name: `${p}grpc_responses_duration_seconds`,
+      help: 'Time to answer a gRPC call, by method (its path) and status code',
+      labelNames: ['method', 'code'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    });
+  }
+
+  observe(method: string, code: string, seconds: number): void {
+    this.responses.inc({ method, code });
+    this.durations.observe({ method, code }, seconds);
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * The public API's contract: the reference's v1.18 `.proto` files, committed unchanged
+ * in `proto/qdrant/` (see the NOTICE there), loaded once with @grpc/proto-loader.
+ *
+ * Loader options, fixed for every handler: snake_case field names (`keepCase`), 64-bit
+ * integers as decimal strings, enums by name, unset fields absent (`defaults: false`),
+ * and for each oneof a virtual field naming the member that is set.
+ *
+ * Owns: finding and loading the files, the list of services. Must never: serve.
+ */
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+/** The loader options every handler's message shapes follow. */
+export const LOADER_OPTIONS: protoLoader.Options = { keepCase: true, longs: String, enums: String, defaults: false, oneofs: true };
+
+/** The services of the public API, by full name. */
+export const SERVICE_NAMES = ['qdrant.Qdrant', 'qdrant.Collections', 'qdrant.Points', 'qdrant.Snapshots'] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+/** The folder holding the public API's .proto files (`proto/qdrant`, above ts/ or dist/ts/). */
+export function protoDir(): string {
+  let dir = __dirname;
+  for (;;) {
+    const candidate = path.join(dir, 'proto', 'qdrant');
+    if (fs.existsSync(path.join(candidate, 'qdrant.proto'))) return candidate;
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error('proto/qdrant/qdrant.proto not found above ' + __dirname);
+    dir = parent;
+  }
+}
+
+let loaded: Record<ServiceName, grpc.ServiceDefinition> | null = null;
+
+/** The service definitions of the contract (loaded on first use). */
+export function serviceDefinitions(): Record<ServiceName, grpc.ServiceDefinition> {
+  if (loaded !== null) return loaded;
+  const dir = protoDir();
+  const def = protoLoader.loadSync('qdrant.proto', { ...LOADER_OPTIONS, includeDirs: [dir] });
+  const out = {} as Record<ServiceName, grpc.ServiceDefinition>;
+  for (const name of SERVICE_NAMES) {
+    const svc = def[name];
+    // A message or enum type carries `format`; a service is a map of its methods.
+    if (svc === undefined || 'format' in svc) throw new Error(`${name} is not a service of proto/qdrant`);
+    out[name] = svc as unknown as grpc.ServiceDefinition;
+  }
+  loaded = out;
+  return out;
+}
