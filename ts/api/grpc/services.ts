@@ -16,6 +16,7 @@ import type { ServiceInfo } from '../info';
 import type { GrpcService } from './method';
 import type { ServiceName } from './proto';
 import { collectionsService } from './collections';
+import { pointsService } from './points';
 import { qdrantService } from './qdrant';
 
 export interface GrpcServiceDeps {
@@ -33,5 +34,6 @@ export function grpcServices(deps: GrpcServiceDeps): Partial<Record<ServiceName,
   return {
     'qdrant.Qdrant': qdrantService(deps.info),
     'qdrant.Collections': collectionsService(deps.dispatcher),
+    'qdrant.Points': pointsService(deps.toc, deps.dispatcher),
   };
 }
