@@ -296,12 +296,13 @@ export function retrievedPointOut(r: RecordOut & { order_value?: number }): Json
   return out;
 }
 
-/** A search hit to a ScoredPoint. */
-export function scoredPointOut(r: ScoredOut): Json {
+/** A search hit to a ScoredPoint (a hit of an order_by query carries the value it was ordered by). */
+export function scoredPointOut(r: ScoredOut & { order_value?: number }): Json {
   const out: Json = { id: pointIdOut(r.id), score: r.score, version: String(r.version) };
   if (r.payload !== undefined) out.payload = jsonToMap(r.payload);
   if (r.vector !== undefined) out.vectors = vectorsOut(r.vector);
   if (r.shard_key !== undefined) out.shard_key = shardKeyOut(r.shard_key);
+  if (r.order_value !== undefined) out.order_value = orderValueOut(r.order_value);
   return out;
 }
 
