@@ -4,10 +4,16 @@ workflow against a real bin/quiver: collections (unnamed and named vectors, hnsw
 quantization settings), payload indexes, every kind of point write, reads, every
 search form, aliases, snapshots (collection, shard, full-storage, upload) and deletion.
 
-It starts bin/quiver itself on a free port of 127.0.0.1 with its storage in a temporary
-folder (build first: `make build` or `npx tsc -p tsconfig.json`), prints one TAP line per
-step (`ok N - name` / `not ok N - name`, with the reason as `#` lines), then the plan
-`1..N` and `# pass N` / `# fail N`, and exits non-zero when a step failed.
+It runs the workflow one of two ways: over REST (the default), or with `--grpc` over the
+public gRPC API (`prefer_grpc=True`: the client then sends everything its gRPC mode
+covers through gRPC, and the rest, such as snapshot recovery and shard snapshots,
+through REST, as a user's client does). scripts/run-tests.sh runs both.
+
+It starts bin/quiver itself on a free port of 127.0.0.1 (and a second one for gRPC) with
+its storage in a temporary folder (build first: `make build` or `npx tsc -p
+tsconfig.json`), prints one TAP line per step (`ok N - name` / `not ok N - name`, with
+the reason as `#` lines), then the plan `1..N` and `# pass N` / `# fail N`, and exits
+non-zero when a step failed.
 
 The client parses every answer into its pydantic models, so a response that lacks a
 field or has the wrong shape fails the step that got it.
@@ -58,10 +64,10 @@ UUID_B_NORM = UUID_B.lower()
 # -- the server ---------------------------------------------------------------------------------
 
 class Server(QuiverServer):
-    """bin/quiver on a free port with a temporary storage folder; stopped with SIGTERM."""
+    """bin/quiver on a free port (and a free gRPC port with `grpc`) with a temporary storage folder; stopped with SIGTERM."""
 
-    def __init__(self) -> None:
-        super().__init__(prefix="quiver-py-client-")
+    def __init__(self, grpc: bool) -> None:
+        super().__init__(prefix="quiver-py-client-", grpc=grpc)
 
 
 # -- a tiny TAP runner --------------------------------------------------------------------------
@@ -90,10 +96,24 @@ def step(name: str):
     return run
 
 
+def grpc_code(err: Exception) -> str | None:
+    """The status code name of a failed gRPC call (grpc.RpcError), else None."""
+    code = getattr(err, "code", None)
+    if not callable(code):
+        return None
+    try:
+        return code().name
+    except Exception:  # noqa: BLE001 - not a gRPC error after all
+        return None
+
+
 def describe(err: Exception) -> str:
-    """The client's UnexpectedResponse carries the status and body: show them."""
+    """The client's UnexpectedResponse carries the status and body, a gRPC error its code and details: show them."""
     status = getattr(err, "status_code", None)
     content = getattr(err, "content", None)
+    code = grpc_code(err)
+    if code is not None:
+        return f"{type(err).__name__}: gRPC {code} {err.details()[:1500]}"  # type: ignore[attr-defined]
     if status is not None:
         body = content.decode("utf-8", "replace") if isinstance(content, (bytes, bytearray)) else str(content)
         return f"{type(err).__name__}: HTTP {status} {body[:1500]}"
@@ -113,10 +133,20 @@ def near(actual, expected: float, what: str, eps: float = 1e-3) -> None:
         raise AssertionError(f"{what}: got {actual!r}, expected ≈ {expected}")
 
 
+# The gRPC status the reference answers where its REST API answers each HTTP status.
+GRPC_CODE_OF_HTTP = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 422: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 401: "UNAUTHENTICATED"}
+
+
 def raises_status(status: int, fn, what: str) -> None:
+    """`fn` fails with HTTP `status` over REST, or with the gRPC code the reference answers instead over gRPC."""
     try:
         fn()
     except Exception as err:  # noqa: BLE001
+        code = grpc_code(err)
+        if code is not None:
+            if code != GRPC_CODE_OF_HTTP[status]:
+                raise AssertionError(f"{what}: expected gRPC {GRPC_CODE_OF_HTTP[status]} (HTTP {status}), got {code} {err.details()}") from err  # type: ignore[attr-defined]
+            return
         got = getattr(err, "status_code", None)
         if got != status:
             raise AssertionError(f"{what}: expected HTTP {status}, got {type(err).__name__} {got} {err}") from err
@@ -138,7 +168,7 @@ def city(value: str) -> models.FieldCondition:
 
 # -- the workflow -------------------------------------------------------------------------------
 
-def workflow(client: QdrantClient, url: str) -> None:
+def workflow(client: QdrantClient, url: str, grpc: bool) -> None:
     @step("info: the root answer parses as VersionInfo")
     def _():
         info = client.info()
@@ -540,7 +570,7 @@ def workflow(client: QdrantClient, url: str) -> None:
         if not (d.size > 0 and re.fullmatch(r"[0-9a-f]{64}", d.checksum or "") and re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", d.creation_time or "")):
             raise AssertionError(f"{what}: {d!r}")
 
-    @step("create_snapshot and list_snapshots; the download matches size and checksum; wait=False answers at once")
+    @step("create_snapshot and list_snapshots; the download matches size and checksum; wait=False answers at once (gRPC: the snapshot is made)")
     def _():
         client.create_collection(snap, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT), shard_number=2)
         client.create_payload_index(snap, "g", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
@@ -552,7 +582,11 @@ def workflow(client: QdrantClient, url: str) -> None:
         data = download(f"/collections/{snap}/snapshots/{d.name}")
         eq((len(data), hashlib.sha256(data).hexdigest()), (d.size, d.checksum), "download size and sha256")
         kept["d"], kept["bytes"] = d, data
-        eq(client.create_snapshot(snap, wait=False), None, "wait=False hands back no description")
+        if grpc:
+            # The contract's CreateSnapshotRequest has no `wait`: the client waits, and gets the description.
+            check_description(client.create_snapshot(snap, wait=False), rf"{snap}-\d+-{ts_re}\.snapshot", "create_snapshot over gRPC")
+        else:
+            eq(client.create_snapshot(snap, wait=False), None, "wait=False hands back no description")
         deadline = time.monotonic() + 30  # a bound for a broken server, not a speed requirement
         while len(client.list_snapshots(snap)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -697,9 +731,10 @@ def version_check_is_real(caught: list) -> None:
 
 
 def main() -> int:
+    grpc = "--grpc" in sys.argv[1:]
     started = time.monotonic()
-    print(f"# qdrant-client {getattr(qdrant_client, '__version__', None) or _dist_version()} on Python {sys.version.split()[0]}")
-    server = Server()
+    print(f"# qdrant-client {getattr(qdrant_client, '__version__', None) or _dist_version()} on Python {sys.version.split()[0]}, over {'gRPC (prefer_grpc=True)' if grpc else 'REST'}")
+    server = Server(grpc)
     try:
         try:
             server.wait_ready()
@@ -713,9 +748,12 @@ def main() -> int:
                 warnings.simplefilter("always")
                 version_check_is_real(caught)
                 _before_client.update(threading.enumerate())
-                client = QdrantClient(url=server.url, timeout=30)
+                if grpc:
+                    client = QdrantClient(url=server.url, grpc_port=server.grpc_port, prefer_grpc=True, timeout=30)
+                else:
+                    client = QdrantClient(url=server.url, timeout=30)
                 try:
-                    workflow(client, server.url)
+                    workflow(client, server.url, grpc)
                 finally:
                     client.close()
 
