@@ -180,7 +180,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   // The gRPC API binds first: once REST listens (what start-up waits for), both serve.
   let grpcServer: GrpcApiServer | null = null;
   if (config.service.grpc_port !== null) {
-    const services = grpcServices({ logger, info, toc, dispatcher: new Dispatcher(toc, consensus, config), snapshots, clusterSnapshots });
+    const services = grpcServices({ logger, info, toc, dispatcher: new Dispatcher(toc, consensus, config), snapshots, consensus, replication: cluster?.link ?? null });
     try {
       grpcServer = await GrpcApiServer.start(config, { logger, authn: authenticator, audit, registry: stats.registry, services }, restTls);
     } catch (err) {

@@ -12,16 +12,15 @@ import { canSee } from '../../auth/access';
 import { accessOf } from './auth';
 import type { Context } from 'koa';
 
-import type { ShardKey } from '../../collection/collection';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
-import type { TransferInfo } from '../../storage/cluster-state';
-import type { ReplicationView, TransferProgress } from '../../transfer/view';
+import type { ReplicationView } from '../../transfer/view';
 import type { Role } from '../../consensus/raft';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
 import { StandaloneModeError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
 import { param, queryBool, readTimeout } from '../request/parse';
+import { collectionClusterInfo, collectionTransfers } from '../request/cluster';
 import type { RouteTable } from './route';
 
 export const ROLE_NAMES: Record<Role, string> = { leader: 'Leader', follower: 'Follower', candidate: 'Candidate', preCandidate: 'PreCandidate' };
@@ -36,39 +35,8 @@ export function replicaStateCounts(consensus: MetadataConsensus): Record<string,
   return out;
 }
 
-/** A transfer as ShardTransferInfo; the source peer adds its progress as the comment, as the reference does. */
-function transferInfo(t: TransferInfo, progress: TransferProgress | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = { shard_id: t.shard, from: Number(t.from), to: Number(t.to), sync: t.kind !== 'move', method: t.method };
-  if (progress !== undefined) {
-    const seconds = (Date.now() - progress.startedAt) / 1000;
-    const started = `started ${seconds.toFixed(0)}s ago`;
-    if (progress.stage === 'indexing') {
-      out.comment = `Waiting for the target to index the ${progress.pointsSent} records it received, ${started}`;
-    } else if (progress.stage === 'queue') {
-      out.comment = `Sending the operations queued during the copy, ${started}`;
-    } else if (progress.stage === 'finishing') {
-      out.comment = `Finishing, ${started}`;
-    } else if (progress.method === 'snapshot') {
-      out.comment = `Transferring a snapshot of ${progress.pointsTotal} records, ${started}`;
-    } else {
-      const rate = progress.pointsSent / Math.max(seconds, 0.001);
-      const left = Math.max(0, progress.pointsTotal - progress.pointsSent);
-      const eta = progress.pointsSent > 0 ? `${(left / rate).toFixed(2)}s` : 'unknown';
-      const what = progress.method === 'wal_delta' ? 'operations' : 'records';
-      out.comment = `Transferring ${what} (${progress.pointsSent}/${progress.pointsTotal}), ${started}, ETA: ${eta}`;
-    }
-  }
-  return out;
-}
-
 export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consensus: MetadataConsensus | null, replication: ReplicationView | null = null): void {
-  const transfersOf = (name: string): Array<Record<string, unknown>> => {
-    if (consensus === null) return [];
-    const progress = replication?.transfers() ?? [];
-    return consensus.clusterState
-      .transfers(name)
-      .map((t) => transferInfo(t, progress.find((p) => p.collection === name && p.shard === t.shard && p.to === t.to && p.from === t.from)));
-  };
+  const transfersOf = (name: string) => collectionTransfers(consensus, replication, name);
 
   // GET /cluster/telemetry: the cluster seen from this peer (other peers' details asked over p2p, `timeout` seconds at most).
   routes.add('GET', '/cluster/telemetry', async (ctx: Context) => {
@@ -157,36 +125,6 @@ export function addClusterRoutes(routes: RouteTable, toc: TableOfContent, consen
   });
 
   routes.add('GET', '/collections/{collection_name}/cluster', (ctx: Context) => {
-    const c = toc.get(param(ctx, 'collection_name'));
-    const localPeer = consensus?.peerId ?? toc.peerId.toString();
-    const local_shards: Array<{ shard_id: number; shard_key?: ShardKey; points_count: number; state: string }> = [];
-    const remote_shards: Array<{ shard_id: number; shard_key?: ShardKey; peer_id: number; state: string }> = [];
-    const placed = consensus?.clusterState.collection(c.name);
-    if (consensus !== null && placed !== undefined) {
-      // Replicas and transfers from one state of consensus, so they agree: the local
-      // storage applies each change a moment later (a finished move's source drops its
-      // data first), and a view mixing the two could show a target still Partial with
-      // its transfer gone.
-      const sets = new Map(c.replicaSets().map((r) => [r.shardId, r]));
-      for (const s of placed.shards) {
-        const keyed = s.shard_key === undefined ? {} : { shard_key: s.shard_key };
-        for (const [peer, state] of Object.entries(s.replicas)) {
-          if (peer === localPeer) local_shards.push({ shard_id: s.id, ...keyed, points_count: sets.get(s.id)?.local?.pointCount ?? 0, state });
-          else remote_shards.push({ shard_id: s.id, ...keyed, peer_id: Number(peer), state });
-        }
-      }
-      ok(ctx, { peer_id: Number(localPeer), shard_count: placed.shards.length, local_shards, remote_shards, shard_transfers: transfersOf(c.name) });
-      return;
-    }
-    for (const r of c.replicaSets()) {
-      // Custom sharding: each shard names its key (left out with auto sharding, as the reference does).
-      const key = c.shardKeyOf(r.shardId);
-      const keyed = key === undefined ? {} : { shard_key: key };
-      if (r.local !== null) local_shards.push({ shard_id: r.shardId, ...keyed, points_count: r.local.pointCount, state: r.replicas?.[localPeer] ?? 'Active' });
-      for (const [peer, state] of Object.entries(r.replicas ?? {})) {
-        if (peer !== localPeer) remote_shards.push({ shard_id: r.shardId, ...keyed, peer_id: Number(peer), state });
-      }
-    }
-    ok(ctx, { peer_id: Number(localPeer), shard_count: c.replicaSets().length, local_shards, remote_shards, shard_transfers: transfersOf(c.name) });
+    ok(ctx, collectionClusterInfo(toc, consensus, replication, param(ctx, 'collection_name')));
   });
 }

@@ -9,54 +9,15 @@
 
 import type { Context } from 'koa';
 
-import type { Collection } from '../../collection/collection';
 import type { Config } from '../../config/types';
 import type { Dispatcher } from '../../storage/dispatcher';
-import type { AliasAction } from '../../storage/toc';
 import { ok } from '../envelope';
-import { FormatError } from '../../common/errors';
-import { body, isObj, optionalBody, param, readTimeout, writeParams, type Obj } from '../request/parse';
+import { body, optionalBody, param, readTimeout, writeParams } from '../request/parse';
+import { collectionInfo, parseAliasActions } from '../request/collections';
 import { createIndexBody } from '../request/payload-index';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
-
-export function collectionInfo(c: Collection): Record<string, unknown> {
-  const cfg = c.config;
-  return {
-    status: c.status(),
-    optimizer_status: 'ok',
-    indexed_vectors_count: c.indexedVectorsCount(),
-    points_count: c.pointsCount(),
-    segments_count: c.segmentsCount(),
-    config: {
-      params: cfg.params,
-      hnsw_config: cfg.hnsw_config,
-      optimizer_config: cfg.optimizer_config,
-      wal_config: cfg.wal_config,
-      quantization_config: cfg.quantization_config,
-    },
-    payload_schema: c.payloadSchemaInfo(),
-  };
-}
-
-function aliasActions(b: Obj): AliasAction[] {
-  if (!Array.isArray(b.actions)) throw new FormatError('missing field `actions`');
-  return b.actions.map((a: unknown, i: number): AliasAction => {
-    const where = `actions[${i}]`;
-    if (!isObj(a) || Object.keys(a).length !== 1) throw new FormatError(`${where}: expected one of \`create_alias\`, \`delete_alias\`, \`rename_alias\``);
-    const str = (o: unknown, k: string): string => {
-      if (!isObj(o) || typeof o[k] !== 'string') throw new FormatError(`${where}: missing field \`${k}\``);
-      return o[k] as string;
-    };
-    if ('create_alias' in a) return { create_alias: { collection_name: str(a.create_alias, 'collection_name'), alias_name: str(a.create_alias, 'alias_name') } };
-    if ('delete_alias' in a) return { delete_alias: { alias_name: str(a.delete_alias, 'alias_name') } };
-    if ('rename_alias' in a) {
-      return { rename_alias: { old_alias_name: str(a.rename_alias, 'old_alias_name'), new_alias_name: str(a.rename_alias, 'new_alias_name') } };
-    }
-    throw new FormatError(`${where}: unknown variant \`${Object.keys(a)[0]}\`, expected one of \`create_alias\`, \`delete_alias\`, \`rename_alias\``);
-  });
-}
 
 export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher): void {
   const toc = dispatcher.toc;
@@ -92,7 +53,7 @@ export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher):
   // -- aliases --------------------------------------------------------------------------
   routes.add('POST', '/collections/aliases', async (ctx: Context) => {
     const timeout = readTimeout(ctx);
-    await dispatcher.changeAliases(aliasActions(body(ctx)), timeout);
+    await dispatcher.changeAliases(parseAliasActions(body(ctx)), timeout);
     ok(ctx, true);
   });
 

@@ -16,11 +16,12 @@ import type { Logger } from 'pino';
 import type { ClusterBackup } from '../../snapshots/backup';
 import type { ClusterSnapshots } from '../../snapshots/cluster';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
-import { validateCollectionName, type TableOfContent } from '../../storage/toc';
+import type { TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
-import { BadRequestError, FormatError, NotFoundError } from '../../common/errors';
+import { BadRequestError, FormatError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
 import { body, optionalBody, param, queryBool, readTimeout } from '../request/parse';
+import { collectionSnapshotDir, listCollectionSnapshots } from '../request/snapshots';
 import type { RouteTable } from './route';
 
 function priorityOf(x: unknown, where: string, Err: typeof FormatError | typeof QueryFormatError): Priority {
@@ -132,33 +133,11 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     const id = shardIdOf(ctx);
     return { name: cluster.checkShard(param(ctx, 'collection_name'), id), id };
   };
-  /**
-   * The store folder of a collection's snapshots. The name must be a valid collection
-   * name (no separators, no leading dot): snapshots of a deleted collection stay
-   * reachable, but a crafted name must never reach another folder.
-   */
-  const collectionDir = (ctx: Context) => {
-    const raw = param(ctx, 'collection_name');
-    const name = toc.resolveName(raw);
-    try {
-      validateCollectionName(name);
-    } catch {
-      throw new NotFoundError(`Collection \`${raw}\` doesn't exist!`);
-    }
-    return Snapshots.collectionDir(name);
-  };
-  /** Listing needs the collection, or at least snapshots of it (kept after the collection was deleted). */
-  const listOrMissing = async (ctx: Context, dir: string) => {
-    const list = await snapshots.list(dir);
-    if (list.length === 0 && !toc.has(param(ctx, 'collection_name'))) {
-      throw new NotFoundError(`Collection \`${param(ctx, 'collection_name')}\` doesn't exist!`);
-    }
-    return list;
-  };
+  const collectionDir = (ctx: Context) => collectionSnapshotDir(toc, param(ctx, 'collection_name'));
 
   // -- collection snapshots ----------------------------------------------------------------
   routes.add('GET', '/collections/{collection_name}/snapshots', async (ctx: Context) => {
-    ok(ctx, await listOrMissing(ctx, collectionDir(ctx)));
+    ok(ctx, await listCollectionSnapshots(toc, snapshots, param(ctx, 'collection_name')));
   });
   routes.add('POST', '/collections/{collection_name}/snapshots', async (ctx: Context) => {
     const name = param(ctx, 'collection_name');
