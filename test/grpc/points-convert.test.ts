@@ -28,6 +28,8 @@ import {
 import { checkBatchItem, queryPointsToJson, recommendPointsToJson, searchPointsToJson } from '../../ts/api/grpc/convert/query';
 import { jsonToMap, mapToJson } from '../../ts/api/grpc/convert/value';
 import { QuiverError } from '../../ts/common/errors';
+import { MANAGE } from '../../ts/auth/access';
+import { timeoutSeconds } from '../../ts/api/grpc/convert';
 import { MAX_NESTING_DEPTH } from '../../ts/shard/limits';
 import { PROTO_DIR } from './client';
 
@@ -230,14 +232,19 @@ test('point ids: num and uuid; an id past 2^53 - 1 gets the error REST gives for
 });
 
 test('query parameters: read consistency, write ordering, wait and timeout', (t) => {
-  t.deepEqual(readQuery(req('Get', { read_consistency: { type: 'Majority' }, timeout: '5' })), { consistency: 'majority', timeout: '5' });
-  t.deepEqual(readQuery(req('Get', { read_consistency: { type: 'All' } })), { consistency: 'all' });
-  t.deepEqual(readQuery(req('Get', { read_consistency: { factor: '2' } })), { consistency: '2' });
-  t.deepEqual(readQuery(req('Get', { read_consistency: { factor: '0' } })), { consistency: '0' });
-  t.deepEqual(readQuery(req('Get', {})), {});
-  t.deepEqual(writeQuery(req('Upsert', { wait: true, ordering: { type: 'Strong' }, timeout: '3' })), { wait: 'true', ordering: 'strong', timeout: '3' });
+  t.deepEqual(readQuery(req('Get', { read_consistency: { type: 'Majority' } }), 5), { consistency: 'majority', timeout: '5' });
+  t.deepEqual(readQuery(req('Get', { read_consistency: { type: 'All' } }), null), { consistency: 'all' });
+  t.deepEqual(readQuery(req('Get', { read_consistency: { factor: '2' } }), null), { consistency: '2' });
+  t.deepEqual(readQuery(req('Get', { read_consistency: { factor: '0' } }), null), { consistency: '0' });
+  t.deepEqual(readQuery(req('Get', {}), null), {});
+  t.deepEqual(writeQuery(req('Upsert', { wait: true, ordering: { type: 'Strong' } }), 3), { wait: 'true', ordering: 'strong', timeout: '3' });
   // `ordering` with its default type (Weak) is not on the wire: still weak.
-  t.deepEqual(writeQuery(req('Upsert', { wait: false, ordering: {} })), { wait: 'false', ordering: 'weak' });
+  t.deepEqual(writeQuery(req('Upsert', { wait: false, ordering: {} }), null), { wait: 'false', ordering: 'weak' });
+  // The timeout a call gets: the request's, bounded by the client's deadline (the helper every service uses).
+  const ctx = (timeoutMs: number | null) => ({ access: MANAGE, signal: new AbortController().signal, timeoutMs });
+  t.is(timeoutSeconds(req('Get', { timeout: '5' }).timeout, ctx(null)), 5);
+  t.is(timeoutSeconds(req('Get', { timeout: '5' }).timeout, ctx(2500)), 3);
+  t.is(timeoutSeconds(req('Get', {}).timeout, ctx(null)), null);
 });
 
 test('shard key selectors: one key, several, a target with a fallback', (t) => {

@@ -64,7 +64,8 @@ import {
 } from './convert/points';
 import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, snake, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
 import { mapToJson, type ValueMap } from './convert/value';
-import type { GrpcMethod, GrpcService } from './method';
+import { seconds, timeoutSeconds } from './convert';
+import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
 
 type Long = string | number;
 type Json = Record<string, unknown>;
@@ -98,11 +99,6 @@ interface UpdateOperationMsg {
 }
 
 const C = '/collections/{collection_name}';
-
-/** Seconds since `started` (process.hrtime.bigint()): the `time` of a response. */
-function since(started: bigint): number {
-  return Number(process.hrtime.bigint() - started) / 1e9;
-}
 
 const inCollection = (r: InCollection) => ({ collection_name: r.collection_name });
 
@@ -230,14 +226,14 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
   const write = <R extends WriteMsg>(access: string, toBody: (r: R) => Json, parse: (b: Obj) => ReplicaOperation): GrpcMethod<R> => ({
     access,
     params: inCollection,
-    async handle(r) {
+    async handle(r, ctx) {
       const started = process.hrtime.bigint();
-      const opts = writeParams({ query: writeQuery(r) });
+      const opts = writeParams({ query: writeQuery(r, timeoutSeconds(r.timeout, ctx)) });
       const c = collection(r);
       const b = toBody(r);
       const op = parse(b);
       const result = await c.update(op, opts, shardKeySelector(b.shard_key));
-      return { result: updateResultOut(result), time: since(started) };
+      return { result: updateResultOut(result), time: seconds(started) };
     },
   });
 
@@ -264,14 +260,14 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     UpdateBatch: {
       access: `POST ${C}/points/batch`,
       params: inCollection,
-      async handle(r: WriteMsg & { operations?: UpdateOperationMsg[] }) {
+      async handle(r: WriteMsg & { operations?: UpdateOperationMsg[] }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = writeParams({ query: writeQuery(r) });
+        const opts = writeParams({ query: writeQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const b = { operations: (r.operations ?? []).map(batchOperationBody) };
         const ops = batchOf(b, 'operations').map((o, i) => batchOp(o, i));
         const results = await c.updateBatch(ops, opts);
-        return { result: results.map(updateResultOut), time: since(started) };
+        return { result: results.map(updateResultOut), time: seconds(started) };
       },
     },
 
@@ -279,26 +275,26 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     CreateFieldIndex: {
       access: `PUT ${C}/index`,
       params: inCollection,
-      async handle(r: WriteMsg & CreateFieldIndexMsg) {
+      async handle(r: WriteMsg & CreateFieldIndexMsg, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const query = writeQuery(r);
+        const query = writeQuery(r, timeoutSeconds(r.timeout, ctx));
         const { wait } = writeParams({ query });
         const b: Json = { field_name: r.field_name ?? '' };
         put(b, 'field_schema', fieldSchemaToJson(r));
         const { field, schema } = createIndexBody(b);
         await dispatcher.createPayloadIndex(r.collection_name ?? '', field, schema, readTimeout({ query }));
-        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: since(started) };
+        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: seconds(started) };
       },
     },
     DeleteFieldIndex: {
       access: `DELETE ${C}/index/{field_name}`,
       params: (r: InCollection & { field_name?: string }) => ({ collection_name: r.collection_name, field_name: r.field_name }),
-      async handle(r: WriteMsg & { field_name?: string }) {
+      async handle(r: WriteMsg & { field_name?: string }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const query = writeQuery(r);
+        const query = writeQuery(r, timeoutSeconds(r.timeout, ctx));
         const { wait } = writeParams({ query });
         await dispatcher.dropPayloadIndex(r.collection_name ?? '', r.field_name ?? '', readTimeout({ query }));
-        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: since(started) };
+        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: seconds(started) };
       },
     },
 
@@ -306,25 +302,25 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     Get: {
       access: `POST ${C}/points`,
       params: inCollection,
-      async handle(r: ReadMsg & { ids?: PointIdMsg[]; with_payload?: WithPayloadMsg; with_vectors?: WithVectorsMsg }) {
+      async handle(r: ReadMsg & { ids?: PointIdMsg[]; with_payload?: WithPayloadMsg; with_vectors?: WithVectorsMsg }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const b: Json = { ids: pointIdsToJson(r.ids), ...keyedBody(r) };
         put(b, 'with_payload', withPayloadToJson(r.with_payload));
         put(b, 'with_vector', withVectorsToJson(r.with_vectors));
         const { req, shards } = parseRetrieve(b);
         const records = await c.retrieve(req.ids, req.withPayload, req.withVector, opts, shards);
-        return { result: records.map(retrievedPointOut), time: since(started) };
+        return { result: records.map(retrievedPointOut), time: seconds(started) };
       },
     },
 
     Scroll: {
       access: `POST ${C}/points/scroll`,
       params: inCollection,
-      async handle(r: ReadMsg & { filter?: FilterMsg; offset?: PointIdMsg; limit?: number; with_payload?: WithPayloadMsg; with_vectors?: WithVectorsMsg; order_by?: OrderByMsg }) {
+      async handle(r: ReadMsg & { filter?: FilterMsg; offset?: PointIdMsg; limit?: number; with_payload?: WithPayloadMsg; with_vectors?: WithVectorsMsg; order_by?: OrderByMsg }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const b: Json = keyedBody(r);
         put(b, 'filter', filterToJson(r.filter));
@@ -337,7 +333,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const page = 'ordered' in req ? await c.scrollOrdered(req.ordered, opts, shards) : await c.scroll(req.plain, opts, shards);
         const out: Json = { result: page.points.map(retrievedPointOut), time: 0 };
         if (page.next_page_offset !== null) out.next_page_offset = pointIdOut(page.next_page_offset);
-        out.time = since(started);
+        out.time = seconds(started);
         return out;
       },
     },
@@ -345,16 +341,16 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     Count: {
       access: `POST ${C}/points/count`,
       params: inCollection,
-      async handle(r: ReadMsg & { filter?: FilterMsg; exact?: boolean }) {
+      async handle(r: ReadMsg & { filter?: FilterMsg; exact?: boolean }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const b: Json = keyedBody(r);
         put(b, 'filter', filterToJson(r.filter));
         put(b, 'exact', r.exact ?? undefined);
         const { req, shards } = parseCount(b);
         const count = await c.count(req.filter, opts, shards);
-        return { result: { count: String(count) }, time: since(started) };
+        return { result: { count: String(count) }, time: seconds(started) };
       },
     },
 
@@ -362,77 +358,77 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     Query: {
       access: `POST ${C}/points/query`,
       params: inCollection,
-      async handle(r: QueryPointsMsg) {
+      async handle(r: QueryPointsMsg, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const q = keyed(parseQuery)(queryPointsToJson(r));
         const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map(scoredPointOut), time: since(started) };
+        return { result: points.map(scoredPointOut), time: seconds(started) };
       },
     },
     QueryBatch: {
       access: `POST ${C}/points/query/batch`,
       params: inCollection,
-      async handle(r: ReadMsg & { query_points?: QueryPointsMsg[] }) {
+      async handle(r: ReadMsg & { query_points?: QueryPointsMsg[] }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const items = r.query_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `query_points[${i}]`));
         const reqs = batchOf({ searches: items.map(queryPointsToJson) }, 'searches').map(keyed(parseQuery));
         const results = await c.queryBatch(reqs, opts);
-        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: since(started) };
+        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
       },
     },
     Search: {
       access: `POST ${C}/points/search`,
       params: inCollection,
-      async handle(r: SearchPointsMsg) {
+      async handle(r: SearchPointsMsg, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const q = keyed(parseSearch)(searchPointsToJson(r));
         const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map(scoredPointOut), time: since(started) };
+        return { result: points.map(scoredPointOut), time: seconds(started) };
       },
     },
     SearchBatch: {
       access: `POST ${C}/points/search/batch`,
       params: inCollection,
-      async handle(r: ReadMsg & { search_points?: SearchPointsMsg[] }) {
+      async handle(r: ReadMsg & { search_points?: SearchPointsMsg[] }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const items = r.search_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `search_points[${i}]`));
         const results = await c.queryBatch(batchOf({ searches: items.map(searchPointsToJson) }, 'searches').map(keyed(parseSearch)), opts);
-        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: since(started) };
+        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
       },
     },
     Recommend: {
       access: `POST ${C}/points/recommend`,
       params: inCollection,
-      async handle(r: RecommendPointsMsg) {
+      async handle(r: RecommendPointsMsg, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const q = keyed(parseRecommend)(recommendPointsToJson(r));
         const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map(scoredPointOut), time: since(started) };
+        return { result: points.map(scoredPointOut), time: seconds(started) };
       },
     },
     RecommendBatch: {
       access: `POST ${C}/points/recommend/batch`,
       params: inCollection,
-      async handle(r: ReadMsg & { recommend_points?: RecommendPointsMsg[] }) {
+      async handle(r: ReadMsg & { recommend_points?: RecommendPointsMsg[] }, ctx: GrpcCallContext) {
         const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r) });
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const items = r.recommend_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `recommend_points[${i}]`));
         const results = await c.queryBatch(batchOf({ searches: items.map(recommendPointsToJson) }, 'searches').map(keyed(parseRecommend)), opts);
-        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: since(started) };
+        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
       },
     },
 

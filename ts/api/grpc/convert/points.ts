@@ -233,24 +233,28 @@ function enumName(table: Record<string, string>, v: string | number | undefined,
   return table[String(v)] ?? String(v);
 }
 
-/** The query parameters of a read (`consistency`, `timeout`), as REST's query string holds them. */
-export function readQuery(r: { read_consistency?: ReadConsistencyMsg; timeout?: Long }): ParsedUrlQuery {
+/**
+ * The query parameters of a read (`consistency`, `timeout`), as REST's query string holds
+ * them; `timeoutS` is the timeout the call gets (the request's, bounded by the client's
+ * deadline), null for none.
+ */
+export function readQuery(r: { read_consistency?: ReadConsistencyMsg }, timeoutS: number | null): ParsedUrlQuery {
   const q: ParsedUrlQuery = {};
   const c = r.read_consistency;
   if (present(c)) {
     if (c.value === 'factor' || (c.value === undefined && c.factor !== undefined)) q.consistency = String(c.factor ?? '0');
     else if (c.value === 'type' || (c.value === undefined && c.type !== undefined)) q.consistency = enumName(CONSISTENCY, c.type, 'all');
   }
-  if (present(r.timeout)) q.timeout = String(r.timeout);
+  if (timeoutS !== null) q.timeout = String(timeoutS);
   return q;
 }
 
-/** The query parameters of a write (`wait`, `ordering`, `timeout`). */
-export function writeQuery(r: { wait?: boolean; ordering?: WriteOrderingMsg; timeout?: Long }): ParsedUrlQuery {
+/** The query parameters of a write (`wait`, `ordering`, `timeout`); `timeoutS` as for readQuery. */
+export function writeQuery(r: { wait?: boolean; ordering?: WriteOrderingMsg }, timeoutS: number | null): ParsedUrlQuery {
   const q: ParsedUrlQuery = {};
   if (present(r.wait)) q.wait = r.wait ? 'true' : 'false';
   if (present(r.ordering)) q.ordering = enumName(ORDERING, r.ordering.type, 'weak');
-  if (present(r.timeout)) q.timeout = String(r.timeout);
+  if (timeoutS !== null) q.timeout = String(timeoutS);
   return q;
 }
 
