@@ -4,8 +4,8 @@
 # Suites: Rust unit tests of quiver-core (cargo test, Rust stable), the same tests
 # and a wasm32 build on Debian's Rust 1.63 (scripts/check-msrv.sh), then the ava suites on the
 # compiled TypeScript (TAP output), then the official Python client's workflow against a
-# real server (test/clients/python_client_workflow.py, TAP-like; needs qdrant-client, which
-# .ci/run installs with pip), then the API fuzz suite (test/fuzz/fuzz_api.py: schemathesis and
+# real server, over REST and over gRPC (test/clients/python_client_workflow.py and its
+# --grpc run, TAP-like; needs qdrant-client, which .ci/run installs with pip), then the API fuzz suite (test/fuzz/fuzz_api.py: schemathesis and
 # hypothesis, pinned in scripts/setup.sh, drive every route of the reference's OpenAPI document
 # against a real server with data; TAP), then the Helm chart check (test/helm/check.sh: helm lint,
 # helm template, kubeconform; tools from scripts/install-helm-tools.sh). Exits non-zero when any suite fails or when a suite's output
@@ -59,23 +59,26 @@ run_msrv() {
   [ "$rc" -ne 0 ] && status=1
 }
 
-# Runs a Python script that prints TAP lines (see run_tap), bounded by `timeout` (a hung
+# Runs a Python script (with its arguments) that prints TAP lines (see run_tap), bounded by `timeout` (a hung
 # server must not hold the whole run). A missing interpreter is one failure.
 run_python_tap() {
-  local log=$1 what=$2 seconds=$3 script=$4
+  local log=$1 what=$2 seconds=$3
+  shift 3
   local py=${PYTHON:-python3}
   if ! command -v "$py" >/dev/null 2>&1; then
     echo "not ok 1 - $py not found: install Python 3, then scripts/setup.sh test (it pip-installs what $what needs)" | tee "$log"
     failed=$((failed + 1)); status=1
     return
   fi
-  run_tap "$log" "$what" timeout "$seconds" "$py" "$script"
+  run_tap "$log" "$what" timeout "$seconds" "$py" "$@"
 }
 
 run_python_clients() {
-  echo "== Python client (qdrant-client) workflow against bin/quiver"
+  echo "== Python client (qdrant-client) workflow against bin/quiver, over REST"
   # Each client call also times out.
   run_python_tap "$LOG_DIR/python-clients.log" "python client workflow" 600 test/clients/python_client_workflow.py
+  echo "== Python client (qdrant-client) workflow against bin/quiver, over gRPC (prefer_grpc=True)"
+  run_python_tap "$LOG_DIR/python-clients-grpc.log" "python client workflow over gRPC" 600 test/clients/python_client_workflow.py --grpc
 }
 
 run_fuzz() {

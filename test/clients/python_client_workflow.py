@@ -4,10 +4,16 @@ workflow against a real bin/quiver: collections (unnamed and named vectors, hnsw
 quantization settings), payload indexes, every kind of point write, reads, every
 search form, aliases, snapshots (collection, shard, full-storage, upload) and deletion.
 
-It starts bin/quiver itself on a free port of 127.0.0.1 with its storage in a temporary
-folder (build first: `make build` or `npx tsc -p tsconfig.json`), prints one TAP line per
-step (`ok N - name` / `not ok N - name`, with the reason as `#` lines), then the plan
-`1..N` and `# pass N` / `# fail N`, and exits non-zero when a step failed.
+It runs the workflow one of two ways: over REST (the default), or with `--grpc` over the
+public gRPC API (`prefer_grpc=True`: the client then sends everything its gRPC mode
+covers through gRPC, and the rest, such as snapshot recovery and shard snapshots,
+through REST, as a user's client does). scripts/run-tests.sh runs both.
+
+It starts bin/quiver itself on a free port of 127.0.0.1 (and a second one for gRPC) with
+its storage in a temporary folder (build first: `make build` or `npx tsc -p
+tsconfig.json`), prints one TAP line per step (`ok N - name` / `not ok N - name`, with
+the reason as `#` lines), then the plan `1..N` and `# pass N` / `# fail N`, and exits
+non-zero when a step failed.
 
 The client parses every answer into its pydantic models, so a response that lacks a
 field or has the wrong shape fails the step that got it.
@@ -42,6 +48,8 @@ from quiver_server import Server as QuiverServer, exit_missing  # noqa: E402
 
 try:
     from qdrant_client import QdrantClient, models
+    from qdrant_client import grpc as pb
+    from qdrant_client.conversions.conversion import GrpcToRest, RestToGrpc
     import qdrant_client
 except ImportError as err:  # pragma: no cover - the message is the point
     exit_missing("qdrant_client", err, f".ci/run installs it (`{sys.executable} -m pip install {PINNED}`); run `bash .ci/run` or that pip command.")
@@ -58,10 +66,10 @@ UUID_B_NORM = UUID_B.lower()
 # -- the server ---------------------------------------------------------------------------------
 
 class Server(QuiverServer):
-    """bin/quiver on a free port with a temporary storage folder; stopped with SIGTERM."""
+    """bin/quiver on a free port (and a free gRPC port with `grpc`) with a temporary storage folder; stopped with SIGTERM."""
 
-    def __init__(self) -> None:
-        super().__init__(prefix="quiver-py-client-")
+    def __init__(self, grpc: bool) -> None:
+        super().__init__(prefix="quiver-py-client-", grpc=grpc)
 
 
 # -- a tiny TAP runner --------------------------------------------------------------------------
@@ -90,10 +98,24 @@ def step(name: str):
     return run
 
 
+def grpc_code(err: Exception) -> str | None:
+    """The status code name of a failed gRPC call (grpc.RpcError), else None."""
+    code = getattr(err, "code", None)
+    if not callable(code):
+        return None
+    try:
+        return code().name
+    except Exception:  # noqa: BLE001 - not a gRPC error after all
+        return None
+
+
 def describe(err: Exception) -> str:
-    """The client's UnexpectedResponse carries the status and body: show them."""
+    """The client's UnexpectedResponse carries the status and body, a gRPC error its code and details: show them."""
     status = getattr(err, "status_code", None)
     content = getattr(err, "content", None)
+    code = grpc_code(err)
+    if code is not None:
+        return f"{type(err).__name__}: gRPC {code} {err.details()[:1500]}"  # type: ignore[attr-defined]
     if status is not None:
         body = content.decode("utf-8", "replace") if isinstance(content, (bytes, bytearray)) else str(content)
         return f"{type(err).__name__}: HTTP {status} {body[:1500]}"
@@ -113,10 +135,20 @@ def near(actual, expected: float, what: str, eps: float = 1e-3) -> None:
         raise AssertionError(f"{what}: got {actual!r}, expected ≈ {expected}")
 
 
+# The gRPC status the reference answers where its REST API answers each HTTP status.
+GRPC_CODE_OF_HTTP = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 422: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 401: "UNAUTHENTICATED"}
+
+
 def raises_status(status: int, fn, what: str) -> None:
+    """`fn` fails with HTTP `status` over REST, or with the gRPC code the reference answers instead over gRPC."""
     try:
         fn()
     except Exception as err:  # noqa: BLE001
+        code = grpc_code(err)
+        if code is not None:
+            if code != GRPC_CODE_OF_HTTP[status]:
+                raise AssertionError(f"{what}: expected gRPC {GRPC_CODE_OF_HTTP[status]} (HTTP {status}), got {code} {err.details()}") from err  # type: ignore[attr-defined]
+            return
         got = getattr(err, "status_code", None)
         if got != status:
             raise AssertionError(f"{what}: expected HTTP {status}, got {type(err).__name__} {got} {err}") from err
@@ -138,7 +170,7 @@ def city(value: str) -> models.FieldCondition:
 
 # -- the workflow -------------------------------------------------------------------------------
 
-def workflow(client: QdrantClient, url: str) -> None:
+def workflow(client: QdrantClient, url: str, grpc: bool) -> None:
     @step("info: the root answer parses as VersionInfo")
     def _():
         info = client.info()
@@ -205,7 +237,12 @@ def workflow(client: QdrantClient, url: str) -> None:
         eq(v["text"].hnsw_config.m if v["text"].hnsw_config else None, 8, "text hnsw m")
         eq((named.config.hnsw_config.m, named.config.hnsw_config.ef_construct), (12, 64), "named hnsw")
         q = named.config.quantization_config
-        eq((q.scalar.type, q.scalar.quantile, q.scalar.always_ram), (models.ScalarType.INT8, 0.99, True), "quantization")
+        eq((q.scalar.type, q.scalar.always_ram), (models.ScalarType.INT8, True), "quantization")
+        # The contract's `quantile` is a 32-bit float: over gRPC 0.99 comes back as the float nearest to it.
+        if grpc:
+            near(q.scalar.quantile, 0.99, "quantile", eps=1e-7)
+        else:
+            eq(q.scalar.quantile, 0.99, "quantile")
         raises_status(404, lambda: client.get_collection("py_nope"), "get a missing collection")
 
     @step("update_collection changes optimizer and params settings")
@@ -305,7 +342,8 @@ def workflow(client: QdrantClient, url: str) -> None:
         eq(p[1].vector, [1, 0, 0, 0], "vector of 1")
         eq(p[UUID_B_NORM].payload, {"city": "Oslo", "count": 9}, "payload of UUID_B")
         bare = client.retrieve(PLAIN, ids=[2], with_payload=False, with_vectors=False)
-        eq((ids(bare), bare[0].payload, bare[0].vector), ([2], None, None), "bare record")
+        # The client reads a gRPC record's payload map as a dict, empty when none was sent.
+        eq((ids(bare), bare[0].payload, bare[0].vector), ([2], {} if grpc else None, None), "bare record")
 
     @step("retrieve: selected named vectors")
     def _():
@@ -456,7 +494,7 @@ def workflow(client: QdrantClient, url: str) -> None:
         )
         eq([ids(r.points) for r in res], [[4], [UUID_A, UUID_B_NORM]], "batch")
 
-    @step("search (the older API, through client.http.search_api) and search_batch")
+    @step("search (the older API, through client.http.search_api, and over gRPC its Search RPCs) and search_batch")
     def _():
         res = client.http.search_api.search_points(
             collection_name=PLAIN,
@@ -480,8 +518,27 @@ def workflow(client: QdrantClient, url: str) -> None:
         ).result
         eq([ids(b) for b in batch], [[1], [4, UUID_B_NORM]], "search batch")
         eq(batch[1][0].payload, {"city": "Paris"}, "payload selector in batch")
+        if grpc:
+            # The same searches through the client's own gRPC stubs (its high-level API has no search any more).
+            to_rest = GrpcToRest.convert_scored_point
+            res = [to_rest(p) for p in client.grpc_points.Search(
+                pb.SearchPoints(collection_name=PLAIN, vector=[0, 0, 1, 0], limit=2, with_payload=pb.WithPayloadSelector(enable=True),
+                                filter=RestToGrpc.convert_filter(models.Filter(must=[models.FieldCondition(key="count", range=models.Range(lte=7))]))),
+                timeout=30).result]
+            eq([(p.id, p.payload) for p in res], [(3, {"city": "Berlin", "count": 3}), (7, {"city": "Rome", "count": 7})], "gRPC Search")
+            near(res[1].score, 0.5, "score of 7 over gRPC")
+            res = client.grpc_points.Search(pb.SearchPoints(collection_name=NAMED, vector=[0, 1, 0, 0], vector_name="image", limit=1), timeout=30).result
+            eq([to_rest(p).id for p in res], [11], "gRPC named Search")
+            batch = client.grpc_points.SearchBatch(
+                pb.SearchBatchPoints(collection_name=PLAIN, search_points=[
+                    pb.SearchPoints(collection_name=PLAIN, vector=[1, 0, 0, 0], limit=1),
+                    pb.SearchPoints(collection_name=PLAIN, vector=[0, 0, 0, 1], limit=2, with_payload=pb.WithPayloadSelector(include=pb.PayloadIncludeSelector(fields=["city"]))),
+                ]),
+                timeout=30).result
+            eq([[to_rest(p).id for p in b.result] for b in batch], [[1], [4, UUID_B_NORM]], "gRPC SearchBatch")
+            eq(to_rest(batch[1].result[0]).payload, {"city": "Paris"}, "payload selector in the gRPC batch")
 
-    @step("recommend (the older API, through client.http.search_api)")
+    @step("recommend (the older API, through client.http.search_api, and over gRPC its Recommend RPCs)")
     def _():
         res = client.http.search_api.recommend_points(
             collection_name=PLAIN, recommend_request=models.RecommendRequest(positive=[1], negative=[2], limit=2, with_payload=True)
@@ -496,6 +553,19 @@ def workflow(client: QdrantClient, url: str) -> None:
             collection_name=NAMED, recommend_request=models.RecommendRequest(positive=[10], using="image", limit=1)
         ).result
         eq(ids(res), [12], "recommend using")
+        if grpc:
+            to_rest = GrpcToRest.convert_scored_point
+            pid = RestToGrpc.convert_extended_point_id
+            res = [to_rest(p) for p in client.grpc_points.Recommend(
+                pb.RecommendPoints(collection_name=PLAIN, positive=[pid(1)], negative=[pid(2)], limit=2, with_payload=pb.WithPayloadSelector(enable=True)), timeout=30).result]
+            eq(ids(res), [5, UUID_A], "gRPC Recommend by ids")
+            near(res[0].score, 1.7, "score of 5 over gRPC")
+            res = client.grpc_points.Recommend(
+                pb.RecommendPoints(collection_name=PLAIN, positive_vectors=[pb.Vector(dense=pb.DenseVector(data=[0, 0, 1, 0]))], limit=1), timeout=30).result
+            eq([to_rest(p).id for p in res], [3], "gRPC Recommend by vector")
+            batch = client.grpc_points.RecommendBatch(
+                pb.RecommendBatchPoints(collection_name=NAMED, recommend_points=[pb.RecommendPoints(collection_name=NAMED, positive=[pid(10)], using="image", limit=1)]), timeout=30).result
+            eq([[to_rest(p).id for p in b.result] for b in batch], [[12]], "gRPC RecommendBatch using")
 
     @step("delete points by id and by filter")
     def _():
@@ -534,25 +604,43 @@ def workflow(client: QdrantClient, url: str) -> None:
                 raise AssertionError(f"{path}: content-type {res.headers.get('content-type')!r}")
             return res.read()
 
+    def with_checksum(d, collection: str | None):
+        """Over gRPC the client hands back descriptions without their checksum (its conversion
+        of SnapshotDescription leaves out the field the server sends): take it from the REST
+        listing, so the steps below check it all the same."""
+        if not grpc or d is None:
+            return d
+        api = client.http.snapshots_api
+        listed = api.list_snapshots(collection_name=collection).result if collection is not None else api.list_full_snapshots().result
+        return d.model_copy(update={"checksum": next((x.checksum for x in listed if x.name == d.name), None)})
+
+    def as_listed(d):
+        """`d` as the client's own listing shows it (over gRPC: without the checksum, as above)."""
+        return d.model_copy(update={"checksum": None}) if grpc else d
+
     def check_description(d, pattern: str, what: str) -> None:
         if d is None or not re.fullmatch(pattern, d.name):
             raise AssertionError(f"{what}: name {getattr(d, 'name', None)!r} does not match {pattern}")
         if not (d.size > 0 and re.fullmatch(r"[0-9a-f]{64}", d.checksum or "") and re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", d.creation_time or "")):
             raise AssertionError(f"{what}: {d!r}")
 
-    @step("create_snapshot and list_snapshots; the download matches size and checksum; wait=False answers at once")
+    @step("create_snapshot and list_snapshots; the download matches size and checksum; wait=False answers at once (gRPC: the snapshot is made)")
     def _():
         client.create_collection(snap, vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT), shard_number=2)
         client.create_payload_index(snap, "g", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         client.upsert(snap, wait=True, points=[models.PointStruct(id=i, vector=[i, 1, 0, -i], payload={"g": "odd" if i % 2 else "even", "i": i}) for i in range(1, 11)])
         kept["before"] = snap_points(snap)
-        d = client.create_snapshot(snap)
+        d = with_checksum(client.create_snapshot(snap), snap)
         check_description(d, rf"{snap}-\d+-{ts_re}\.snapshot", "create_snapshot")
-        eq(client.list_snapshots(snap), [d], "list_snapshots")
+        eq(client.list_snapshots(snap), [as_listed(d)], "list_snapshots")
         data = download(f"/collections/{snap}/snapshots/{d.name}")
         eq((len(data), hashlib.sha256(data).hexdigest()), (d.size, d.checksum), "download size and sha256")
         kept["d"], kept["bytes"] = d, data
-        eq(client.create_snapshot(snap, wait=False), None, "wait=False hands back no description")
+        if grpc:
+            # The contract's CreateSnapshotRequest has no `wait`: the client waits, and gets the description.
+            check_description(with_checksum(client.create_snapshot(snap, wait=False), snap), rf"{snap}-\d+-{ts_re}\.snapshot", "create_snapshot over gRPC")
+        else:
+            eq(client.create_snapshot(snap, wait=False), None, "wait=False hands back no description")
         deadline = time.monotonic() + 30  # a bound for a broken server, not a speed requirement
         while len(client.list_snapshots(snap)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -621,9 +709,9 @@ def workflow(client: QdrantClient, url: str) -> None:
     @step("full snapshots: create_full_snapshot (a tar with config.json and one snapshot per collection), list_full_snapshots, delete_full_snapshot")
     def _():
         client.update_collection_aliases(change_aliases_operations=[models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=snap, alias_name="py_snap_alias"))])
-        d = client.create_full_snapshot()
+        d = with_checksum(client.create_full_snapshot(), None)
         check_description(d, rf"full-snapshot-{ts_re}\.snapshot", "create_full_snapshot")
-        eq(client.list_full_snapshots(), [d], "list_full_snapshots")
+        eq(client.list_full_snapshots(), [as_listed(d)], "list_full_snapshots")
         data = download(f"/snapshots/{d.name}")
         eq(hashlib.sha256(data).hexdigest(), d.checksum, "sha256 of the full snapshot")
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -697,9 +785,10 @@ def version_check_is_real(caught: list) -> None:
 
 
 def main() -> int:
+    grpc = "--grpc" in sys.argv[1:]
     started = time.monotonic()
-    print(f"# qdrant-client {getattr(qdrant_client, '__version__', None) or _dist_version()} on Python {sys.version.split()[0]}")
-    server = Server()
+    print(f"# qdrant-client {getattr(qdrant_client, '__version__', None) or _dist_version()} on Python {sys.version.split()[0]}, over {'gRPC (prefer_grpc=True)' if grpc else 'REST'}")
+    server = Server(grpc)
     try:
         try:
             server.wait_ready()
@@ -713,9 +802,12 @@ def main() -> int:
                 warnings.simplefilter("always")
                 version_check_is_real(caught)
                 _before_client.update(threading.enumerate())
-                client = QdrantClient(url=server.url, timeout=30)
+                if grpc:
+                    client = QdrantClient(url=server.url, grpc_port=server.grpc_port, prefer_grpc=True, timeout=30)
+                else:
+                    client = QdrantClient(url=server.url, timeout=30)
                 try:
-                    workflow(client, server.url)
+                    workflow(client, server.url, grpc)
                 finally:
                     client.close()
 

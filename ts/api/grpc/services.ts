@@ -17,6 +17,7 @@ import type { ServiceInfo } from '../info';
 import type { GrpcService } from './method';
 import type { ServiceName } from './proto';
 import { collectionsService } from './collections';
+import { pointsService } from './points';
 import { qdrantService } from './qdrant';
 import { snapshotsService } from './snapshots';
 
@@ -37,6 +38,7 @@ export function grpcServices(deps: GrpcServiceDeps): Partial<Record<ServiceName,
   return {
     'qdrant.Qdrant': qdrantService(deps.info),
     'qdrant.Collections': collectionsService(deps),
+    'qdrant.Points': pointsService(deps.toc, deps.dispatcher),
     'qdrant.Snapshots': snapshotsService(deps.toc, deps.snapshots),
   };
 }

@@ -1,19 +1,21 @@
 /**
  * The points requests of the reference's API in their JSON form (the REST bodies;
  * gRPC messages are translated to this form first), parsed into typed collection
- * calls: writes (upsert, delete, payload and vector operations, batch), queries
- * (query, search, recommend), scroll order.
+ * calls: writes (upsert, delete, payload and vector operations, batch), reads
+ * (retrieve, scroll, count), queries (query, search, recommend), scroll order.
  *
  * Owns: validation of every field, so a bad request is refused before anything is
  * written and the same input gets the same answer through every API. Must never: know
  * a transport, hold state or touch disk.
  */
 
-import type { ForKeys, OrderBy, ReplicaOperation, SearchRequest, Selector } from '../../collection/collection';
+import type { ForKeys, OrderBy, ReplicaOperation, ScrollRequest, SearchRequest, Selector, WithVector } from '../../collection/collection';
+import type { OrderedScrollRequest } from '../../collection/replica';
+import type { Filter } from '../../shard/filter';
 import type { Example, QueryKind, QueryRequest, Recommend } from '../../collection/query';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
-import type { Payload } from '../../shard/payload-store';
+import type { Payload, WithPayload } from '../../shard/payload-store';
 import { BadInputError, FormatError, ValidationError } from '../../common/errors';
 import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import {
@@ -28,6 +30,7 @@ import {
   pointVectors,
   refuse,
   shardKeySelector,
+  uint,
   withPayload,
   withVector,
   type Obj,
@@ -325,4 +328,50 @@ export function orderBy(x: unknown, field: string): OrderBy {
   const sf = x.start_from ?? null;
   if (sf !== null && typeof sf !== 'number' && typeof sf !== 'string') throw new FormatError(`${field}.start_from: expected a number or an RFC 3339 datetime`);
   return { key: x.key, direction, start_from: sf };
+}
+
+// -- read bodies -----------------------------------------------------------------------------
+
+/** A body of `POST /points` (retrieve by ids). */
+export function parseRetrieve(b: Obj): ForKeys<{ ids: PointKey[]; withPayload: WithPayload; withVector: WithVector }> {
+  if (b.ids === undefined) throw new FormatError('missing field `ids`');
+  const ids = pointIds(b.ids, 'ids');
+  return { req: { ids, withPayload: withPayload(b.with_payload, true), withVector: withVector(b.with_vector, false) }, shards: shardKeySelector(b.shard_key) };
+}
+
+/** A body of `POST /points/scroll`: in id order from `offset`, or by a payload value (`order_by`). */
+export function parseScroll(b: Obj): ForKeys<{ ordered: OrderedScrollRequest } | { plain: ScrollRequest }> {
+  const shards = shardKeySelector(b.shard_key);
+  if (b.order_by !== undefined && b.order_by !== null) {
+    return {
+      req: {
+        ordered: {
+          orderBy: orderBy(b.order_by, 'order_by'),
+          limit: uint(b.limit, 'limit', 10, 1),
+          filter: filter(b.filter),
+          withPayload: withPayload(b.with_payload, true),
+          withVector: withVector(b.with_vector, false),
+        },
+      },
+      shards,
+    };
+  }
+  return {
+    req: {
+      plain: {
+        offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
+        limit: uint(b.limit, 'limit', 10, 1),
+        filter: filter(b.filter),
+        withPayload: withPayload(b.with_payload, true),
+        withVector: withVector(b.with_vector, false),
+      },
+    },
+    shards,
+  };
+}
+
+/** A body of `POST /points/count` (absent: `{}`). */
+export function parseCount(b: Obj): ForKeys<{ filter: Filter | null }> {
+  if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
+  return { req: { filter: filter(b.filter) }, shards: shardKeySelector(b.shard_key) };
 }

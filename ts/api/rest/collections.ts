@@ -10,13 +10,11 @@
 import type { Context } from 'koa';
 
 import type { Config } from '../../config/types';
-import { FieldSchemaError, parseFieldSchema } from '../../shard/field-schema';
-import { parseKey } from '../../shard/filter';
 import type { Dispatcher } from '../../storage/dispatcher';
 import { ok } from '../envelope';
-import { BadInputError, FormatError } from '../../common/errors';
 import { body, optionalBody, param, readTimeout, writeParams } from '../request/parse';
 import { collectionInfo, parseAliasActions } from '../request/collections';
+import { createIndexBody } from '../request/payload-index';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
@@ -72,24 +70,7 @@ export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher):
   // -- payload indexes ----------------------------------------------------------------------
   routes.add('PUT', '/collections/{collection_name}/index', async (ctx: Context) => {
     const { wait } = writeParams(ctx);
-    const b = body(ctx);
-    if (typeof b.field_name !== 'string') throw new FormatError('missing field `field_name`');
-    const field = b.field_name;
-    try {
-      parseKey(field, 'field_name');
-    } catch (err) {
-      throw new FormatError(`field_name: ${(err as Error).message}`);
-    }
-    if (b.field_schema === undefined || b.field_schema === null) {
-      throw new BadInputError("Can't auto-detect field type, please specify `field_schema` in the request");
-    }
-    let schema;
-    try {
-      schema = parseFieldSchema(b.field_schema);
-    } catch (err) {
-      if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);
-      throw err;
-    }
+    const { field, schema } = createIndexBody(body(ctx));
     await dispatcher.createPayloadIndex(param(ctx, 'collection_name'), field, schema, readTimeout(ctx));
     ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
   });

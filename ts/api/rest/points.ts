@@ -13,10 +13,10 @@ import type { ReplicaOperation } from '../../collection/collection';
 import type { PointKey } from '../../shard/id-tracker';
 import type { TableOfContent } from '../../storage/toc';
 import { ok } from '../envelope';
-import { FormatError, NotFoundError } from '../../common/errors';
-import { body, filter, param, pointId, pointIds, readParams, shardKeySelector, uint, withPayload, withVector, writeParams, type Obj, type RequestInput } from '../request/parse';
+import { NotFoundError } from '../../common/errors';
+import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
-import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, orderBy, parseQuery, parseRecommend, parseSearch, selector, setPayloadOp, updateVectorPoints, upsertPoints } from '../request/points';
+import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorPoints, upsertPoints } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
 function pathId(raw: string): PointKey {
@@ -54,10 +54,8 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
   routes.addDirect('POST', '/collections/{collection_name}/points', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    const b = body(r);
-    if (b.ids === undefined) throw new FormatError('missing field `ids`');
-    const ids = pointIds(b.ids, 'ids');
-    return c.retrieve(ids, withPayload(b.with_payload, true), withVector(b.with_vector, false), opts, shardKeySelector(b.shard_key));
+    const { req, shards } = parseRetrieve(body(r));
+    return c.retrieve(req.ids, req.withPayload, req.withVector, opts, shards);
   });
 
   routes.add('GET', '/collections/{collection_name}/points/{id}', async (ctx: Context) => {
@@ -73,40 +71,15 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
   routes.addDirect('POST', '/collections/{collection_name}/points/scroll', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    const b = body(r);
-    const shards = shardKeySelector(b.shard_key);
-    if (b.order_by !== undefined && b.order_by !== null) {
-      return c.scrollOrdered(
-        {
-          orderBy: orderBy(b.order_by, 'order_by'),
-          limit: uint(b.limit, 'limit', 10, 1),
-          filter: filter(b.filter),
-          withPayload: withPayload(b.with_payload, true),
-          withVector: withVector(b.with_vector, false),
-        },
-        opts,
-        shards,
-      );
-    }
-    return c.scroll(
-      {
-        offset: b.offset === undefined || b.offset === null ? null : pointId(b.offset, 'offset'),
-        limit: uint(b.limit, 'limit', 10, 1),
-        filter: filter(b.filter),
-        withPayload: withPayload(b.with_payload, true),
-        withVector: withVector(b.with_vector, false),
-      },
-      opts,
-      shards,
-    );
+    const { req, shards } = parseScroll(body(r));
+    return 'ordered' in req ? c.scrollOrdered(req.ordered, opts, shards) : c.scroll(req.plain, opts, shards);
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/count', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    const b = r.request.body === undefined ? {} : body(r);
-    if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
-    return { count: await c.count(filter(b.filter), opts, shardKeySelector(b.shard_key)) };
+    const { req, shards } = parseCount(r.request.body === undefined ? {} : body(r));
+    return { count: await c.count(req.filter, opts, shards) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {

@@ -1,0 +1,310 @@
+/**
+ * The similarity requests of `qdrant.Points` (Query, Search, Recommend and their batch
+ * items; points.proto) to the JSON bodies of the same REST requests, which
+ * `parseQuery`, `parseSearch` and `parseRecommend` of ts/api/request/points.ts parse
+ * for both APIs.
+ *
+ * Owns: those translations, including the kinds of query Quiver does not serve (they are
+ * carried over under their REST names, so the parser refuses them with the REST error).
+ * Must never: decide what a query means or whether it is valid.
+ */
+
+import { FormatError } from '../../../common/errors';
+import { filterToJson, pointIdToJson, timestampToRfc3339, type FilterMsg, type PointIdMsg, type TimestampMsg } from './filter';
+import { mapToJson, valueToJson, int64, type ValueMap, type ValueMsg } from './value';
+import {
+  put,
+  shardKeySelectorToJson,
+  vectorToJson,
+  withPayloadToJson,
+  withVectorsToJson,
+  type DenseVectorMsg,
+  type ReadConsistencyMsg,
+  type ShardKeySelectorMsg,
+  type VectorMsg,
+  type WithPayloadMsg,
+  type WithVectorsMsg,
+} from './points';
+
+type Long = string | number;
+type Json = Record<string, unknown>;
+
+export interface SearchParamsMsg {
+  hnsw_ef?: Long;
+  exact?: boolean;
+  quantization?: { ignore?: boolean; rescore?: boolean; oversampling?: number };
+  indexed_only?: boolean;
+  acorn?: { enable?: boolean; max_selectivity?: number };
+}
+
+interface LookupLocationMsg {
+  collection_name?: string;
+  vector_name?: string;
+  shard_key_selector?: ShardKeySelectorMsg;
+}
+
+interface VectorInputMsg {
+  variant?: string;
+  id?: PointIdMsg;
+  dense?: DenseVectorMsg;
+  sparse?: { values?: number[]; indices?: number[] };
+  multi_dense?: { vectors?: DenseVectorMsg[] };
+  document?: { text?: string; model?: string; options?: ValueMap };
+  image?: { image?: ValueMsg; model?: string; options?: ValueMap };
+  object?: { object?: ValueMsg; model?: string; options?: ValueMap };
+}
+
+interface StartFromMsg {
+  value?: string;
+  float?: number;
+  integer?: Long;
+  timestamp?: TimestampMsg;
+  datetime?: string;
+}
+
+export interface OrderByMsg {
+  key?: string;
+  direction?: string | number;
+  start_from?: StartFromMsg;
+}
+
+interface QueryMsg {
+  variant?: string;
+  nearest?: VectorInputMsg;
+  recommend?: { positive?: VectorInputMsg[]; negative?: VectorInputMsg[]; strategy?: string | number };
+  order_by?: OrderByMsg;
+  fusion?: string | number;
+  sample?: string | number;
+  nearest_with_mmr?: { nearest?: VectorInputMsg; mmr?: { diversity?: number; candidates_limit?: number } };
+  rrf?: { k?: number; weights?: number[] };
+  [other: string]: unknown;
+}
+
+/** What every similarity request of the contract carries. */
+interface Similar {
+  collection_name?: string;
+  filter?: FilterMsg;
+  params?: SearchParamsMsg;
+  score_threshold?: number;
+  limit?: Long;
+  offset?: Long;
+  with_payload?: WithPayloadMsg;
+  with_vectors?: WithVectorsMsg;
+  read_consistency?: ReadConsistencyMsg;
+  shard_key_selector?: ShardKeySelectorMsg;
+  timeout?: Long;
+}
+
+export interface QueryPointsMsg extends Similar {
+  prefetch?: unknown[];
+  query?: QueryMsg;
+  using?: string;
+  lookup_from?: LookupLocationMsg;
+}
+
+export interface SearchPointsMsg extends Similar {
+  vector?: number[];
+  vector_name?: string;
+  sparse_indices?: { data?: number[] };
+}
+
+export interface RecommendPointsMsg extends Similar {
+  positive?: PointIdMsg[];
+  negative?: PointIdMsg[];
+  positive_vectors?: VectorMsg[];
+  negative_vectors?: VectorMsg[];
+  strategy?: string | number;
+  using?: string;
+  lookup_from?: LookupLocationMsg;
+}
+
+function present<T>(x: T | undefined | null): x is T {
+  return x !== undefined && x !== null;
+}
+
+/** A name of the contract's enum in its REST spelling (`BestScore` → `best_score`); a number this contract does not name stays one. */
+export function snake(v: string | number): string | number {
+  return typeof v === 'number' ? v : v.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+export function searchParamsToJson(p: SearchParamsMsg | undefined): Json | undefined {
+  if (!present(p)) return undefined;
+  const out: Json = {};
+  if (present(p.hnsw_ef)) out.hnsw_ef = int64(p.hnsw_ef);
+  put(out, 'exact', p.exact ?? undefined);
+  if (present(p.quantization)) {
+    const q: Json = {};
+    put(q, 'ignore', p.quantization.ignore ?? undefined);
+    put(q, 'rescore', p.quantization.rescore ?? undefined);
+    put(q, 'oversampling', p.quantization.oversampling ?? undefined);
+    out.quantization = q;
+  }
+  put(out, 'indexed_only', p.indexed_only ?? undefined);
+  if (present(p.acorn)) {
+    const a: Json = {};
+    put(a, 'enable', p.acorn.enable ?? undefined);
+    put(a, 'max_selectivity', p.acorn.max_selectivity ?? undefined);
+    out.acorn = a;
+  }
+  return out;
+}
+
+function lookupToJson(l: LookupLocationMsg | undefined): Json | undefined {
+  if (!present(l)) return undefined;
+  const out: Json = { collection: l.collection_name ?? '' };
+  put(out, 'vector', l.vector_name ?? undefined);
+  put(out, 'shard_key', shardKeySelectorToJson(l.shard_key_selector, 'lookup_from.shard_key_selector'));
+  return out;
+}
+
+/** A VectorInput (an id, or a vector of some kind) to the JSON the query API takes. */
+function vectorInputToJson(v: VectorInputMsg | undefined, field: string): unknown {
+  if (!present(v)) return undefined;
+  switch (v.variant) {
+    case 'id':
+      return pointIdToJson(v.id);
+    case 'dense':
+      return v.dense?.data ?? [];
+    case 'sparse':
+      return { indices: v.sparse?.indices ?? [], values: v.sparse?.values ?? [] };
+    case 'multi_dense':
+      return (v.multi_dense?.vectors ?? []).map((d) => d.data ?? []);
+    case 'document':
+      return { text: v.document?.text ?? '', model: v.document?.model ?? '', options: mapToJson(v.document?.options, `${field}.options`) };
+    case 'image':
+      return { image: valueToJson(v.image?.image, `${field}.image`), model: v.image?.model ?? '', options: mapToJson(v.image?.options, `${field}.options`) };
+    case 'object':
+      return { object: valueToJson(v.object?.object, `${field}.object`), model: v.object?.model ?? '', options: mapToJson(v.object?.options, `${field}.options`) };
+    default:
+      throw new FormatError(`${field}: a VectorInput with none of its variants set`);
+  }
+}
+
+function startFromToJson(s: StartFromMsg | undefined, field: string): unknown {
+  if (!present(s)) return undefined;
+  switch (s.value) {
+    case 'float':
+      return s.float ?? 0;
+    case 'integer':
+      return int64(s.integer);
+    case 'timestamp':
+      return timestampToRfc3339(s.timestamp ?? {}, `${field}.timestamp`);
+    case 'datetime':
+      return s.datetime ?? '';
+    default:
+      return undefined;
+  }
+}
+
+/** An OrderBy (scroll, or an order_by query) to REST's `{key, direction, start_from}`. */
+export function orderByToJson(o: OrderByMsg | undefined, field: string): Json | undefined {
+  if (!present(o)) return undefined;
+  const out: Json = { key: o.key ?? '' };
+  if (present(o.direction)) out.direction = snake(o.direction);
+  put(out, 'start_from', startFromToJson(o.start_from, `${field}.start_from`));
+  return out;
+}
+
+/**
+ * A Query to the `query` of the REST body. Kinds Quiver does not serve (discover,
+ * context, fusion, rrf, sample, formula, relevance feedback) keep their REST key: the
+ * parser refuses them by that key, with the REST error, before reading their contents.
+ */
+function queryToJson(q: QueryMsg | undefined): unknown {
+  if (!present(q)) return undefined;
+  switch (q.variant) {
+    case 'nearest':
+      return { nearest: vectorInputToJson(q.nearest, 'query.nearest') };
+    case 'recommend': {
+      const r = q.recommend ?? {};
+      const out: Json = {
+        positive: (r.positive ?? []).map((v, i) => vectorInputToJson(v, `query.recommend.positive[${i}]`)),
+        negative: (r.negative ?? []).map((v, i) => vectorInputToJson(v, `query.recommend.negative[${i}]`)),
+      };
+      if (present(r.strategy)) out.strategy = snake(r.strategy);
+      return { recommend: out };
+    }
+    case 'order_by':
+      return { order_by: orderByToJson(q.order_by, 'query.order_by') };
+    case 'fusion':
+      return { fusion: snake(q.fusion ?? 'RRF') };
+    case 'sample':
+      return { sample: snake(q.sample ?? 'Random') };
+    case 'nearest_with_mmr': {
+      const m = q.nearest_with_mmr ?? {};
+      return { nearest: vectorInputToJson(m.nearest, 'query.nearest'), mmr: { ...(m.mmr ?? {}) } };
+    }
+    case 'rrf':
+      return { rrf: { ...(q.rrf ?? {}) } };
+    case 'discover':
+    case 'context':
+    case 'formula':
+    case 'relevance_feedback':
+      return { [q.variant]: {} };
+    default:
+      throw new FormatError('query: a Query with none of its variants set');
+  }
+}
+
+/** The fields every similarity body shares. */
+function similarToJson(r: Similar, out: Json): Json {
+  put(out, 'filter', filterToJson(r.filter));
+  put(out, 'params', searchParamsToJson(r.params));
+  put(out, 'score_threshold', r.score_threshold ?? undefined);
+  if (present(r.limit)) out.limit = int64(r.limit);
+  if (present(r.offset)) out.offset = int64(r.offset);
+  put(out, 'with_payload', withPayloadToJson(r.with_payload));
+  put(out, 'with_vector', withVectorsToJson(r.with_vectors));
+  put(out, 'shard_key', shardKeySelectorToJson(r.shard_key_selector));
+  return out;
+}
+
+/** QueryPoints to the body of `POST /points/query`. */
+export function queryPointsToJson(r: QueryPointsMsg): Json {
+  const out: Json = {};
+  if (r.prefetch !== undefined && r.prefetch.length > 0) out.prefetch = r.prefetch.map(() => ({}));
+  put(out, 'query', queryToJson(r.query));
+  put(out, 'using', r.using ?? undefined);
+  put(out, 'lookup_from', lookupToJson(r.lookup_from));
+  return similarToJson(r, out);
+}
+
+/** SearchPoints to the body of `POST /points/search`; `limit` is required there, and 0 when not on the wire. */
+export function searchPointsToJson(r: SearchPointsMsg): Json {
+  const values = r.vector ?? [];
+  const vector = present(r.sparse_indices) ? { indices: r.sparse_indices.data ?? [], values } : values;
+  const out: Json = { vector: present(r.vector_name) ? { name: r.vector_name, vector } : vector };
+  out.limit = int64(r.limit);
+  return similarToJson({ ...r, limit: undefined }, out);
+}
+
+/** RecommendPoints to the body of `POST /points/recommend` (ids and vectors together, as REST lists them). */
+export function recommendPointsToJson(r: RecommendPointsMsg): Json {
+  const examples = (ids: PointIdMsg[] | undefined, vectors: VectorMsg[] | undefined, field: string) => [
+    ...(ids ?? []).map(pointIdToJson),
+    ...(vectors ?? []).map((v, i) => vectorToJson(v, `${field}_vectors[${i}]`)),
+  ];
+  const out: Json = {
+    positive: examples(r.positive, r.positive_vectors, 'positive'),
+    negative: examples(r.negative, r.negative_vectors, 'negative'),
+  };
+  if (present(r.strategy)) out.strategy = snake(r.strategy);
+  put(out, 'using', r.using ?? undefined);
+  put(out, 'lookup_from', lookupToJson(r.lookup_from));
+  out.limit = int64(r.limit);
+  return similarToJson({ ...r, limit: undefined }, out);
+}
+
+/**
+ * Checks an item of a batch (QueryBatch, SearchBatch, RecommendBatch): the contract
+ * reuses the single request's message, whose collection, consistency and timeout belong
+ * to the batch. An item naming another collection, or its own consistency or timeout,
+ * is refused rather than silently overruled.
+ */
+export function checkBatchItem(item: Similar, collection: string, field: string): void {
+  if (present(item.collection_name) && item.collection_name !== '' && item.collection_name !== collection) {
+    throw new FormatError(`${field}.collection_name: \`${item.collection_name}\` differs from the batch's collection \`${collection}\``);
+  }
+  if (present(item.read_consistency)) throw new FormatError(`${field}.read_consistency: set read_consistency on the batch, not on its items`);
+  if (present(item.timeout)) throw new FormatError(`${field}.timeout: set timeout on the batch, not on its items`);
+}

@@ -1,0 +1,453 @@
+/**
+ * The `qdrant.Points` service of the public gRPC API (points_service.proto, 30 RPCs).
+ *
+ * Each handler is the twin of a REST route (ts/api/rest/points.ts, and the payload index
+ * routes of ts/api/rest/collections.ts): it translates the message into the JSON form of
+ * the same REST request (./convert), runs the same parser of ts/api/request, makes the
+ * same collection or dispatcher call, and translates the result into the response
+ * message. The RPCs whose REST routes answer 501 (groups, discover, facets, distance
+ * matrices, named vector changes) answer UNIMPLEMENTED naming the feature, after the
+ * same access check.
+ *
+ * Owns: that list of handlers. Must never: hold query, write or validation logic (a
+ * handler does nothing its REST twin does not do), or import ts/api/rest.
+ */
+
+import type { ReplicaOperation } from '../../collection/collection';
+import { NotImplementedError } from '../../common/errors';
+import type { Dispatcher } from '../../storage/dispatcher';
+import type { TableOfContent } from '../../storage/toc';
+import { readParams, readTimeout, shardKeySelector, writeParams, type Obj } from '../request/parse';
+import { createIndexBody } from '../request/payload-index';
+import {
+  batchOf,
+  batchOp,
+  deletePayloadOp,
+  deleteVectorsOp,
+  keyed,
+  parseCount,
+  parseQuery,
+  parseRecommend,
+  parseRetrieve,
+  parseScroll,
+  parseSearch,
+  selector,
+  setPayloadOp,
+  updateVectorPoints,
+  upsertPoints,
+} from '../request/points';
+import { fieldSchemaToJson, type CreateFieldIndexMsg } from './convert/field-index';
+import { filterToJson, pointIdToJson, type FilterMsg, type PointIdMsg } from './convert/filter';
+import {
+  pointIdOut,
+  pointIdsToJson,
+  pointToJson,
+  put,
+  putSelector,
+  readQuery,
+  retrievedPointOut,
+  scoredPointOut,
+  shardKeySelectorToJson,
+  updateResultOut,
+  vectorsToJson,
+  withPayloadToJson,
+  withVectorsToJson,
+  writeQuery,
+  type PointsSelectorMsg,
+  type PointStructMsg,
+  type ReadConsistencyMsg,
+  type ShardKeySelectorMsg,
+  type VectorsMsg,
+  type WithPayloadMsg,
+  type WithVectorsMsg,
+  type WriteOrderingMsg,
+} from './convert/points';
+import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, snake, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
+import { mapToJson, type ValueMap } from './convert/value';
+import { seconds, timeoutSeconds } from './convert';
+import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
+
+type Long = string | number;
+type Json = Record<string, unknown>;
+
+interface InCollection {
+  collection_name?: string;
+}
+
+interface WriteMsg extends InCollection {
+  wait?: boolean;
+  ordering?: WriteOrderingMsg;
+  timeout?: Long;
+  shard_key_selector?: ShardKeySelectorMsg;
+}
+
+interface ReadMsg extends InCollection {
+  read_consistency?: ReadConsistencyMsg;
+  timeout?: Long;
+  shard_key_selector?: ShardKeySelectorMsg;
+}
+
+interface PointVectorsMsg {
+  id?: PointIdMsg;
+  vectors?: VectorsMsg;
+}
+
+/** One operation of UpdateBatchPoints (points.proto `PointsUpdateOperation`). */
+interface UpdateOperationMsg {
+  operation?: string;
+  [member: string]: unknown;
+}
+
+const C = '/collections/{collection_name}';
+
+const inCollection = (r: InCollection) => ({ collection_name: r.collection_name });
+
+/** Fields of a write's body that every REST write body shares: `shard_key`. */
+function keyedBody(r: { shard_key_selector?: ShardKeySelectorMsg }, field = 'shard_key_selector'): Json {
+  const out: Json = {};
+  put(out, 'shard_key', shardKeySelectorToJson(r.shard_key_selector, field));
+  return out;
+}
+
+// -- request bodies, as REST spells them ----------------------------------------------------
+
+interface UpsertMsg extends WriteMsg {
+  points?: PointStructMsg[];
+  update_filter?: FilterMsg;
+  update_mode?: string | number;
+}
+
+/** `PointStructList` and UpsertPoints: REST's `{points, shard_key, update_filter, update_mode}`. */
+function upsertBody(r: Omit<UpsertMsg, 'wait' | 'ordering' | 'timeout'>, field: string): Json {
+  const out = keyedBody(r, `${field}shard_key_selector`);
+  out.points = (r.points ?? []).map((p, i) => pointToJson(p, `${field}points[${i}]`));
+  put(out, 'update_filter', filterToJson(r.update_filter, `${field}update_filter`));
+  if (r.update_mode !== undefined && r.update_mode !== null) out.update_mode = snake(r.update_mode);
+  return out;
+}
+
+function selectorBody(r: { shard_key_selector?: ShardKeySelectorMsg }, s: PointsSelectorMsg | undefined, field: string): Json {
+  const out = keyedBody(r, `${field}shard_key_selector`);
+  putSelector(out, s, field);
+  return out;
+}
+
+interface SetPayloadMsg extends WriteMsg {
+  payload?: ValueMap;
+  points_selector?: PointsSelectorMsg;
+  key?: string;
+}
+
+function setPayloadBody(r: Omit<SetPayloadMsg, 'wait' | 'ordering' | 'timeout'>, field: string): Json {
+  const out = selectorBody(r, r.points_selector, `${field}points_selector`);
+  // A map that is empty is not on the wire: an empty payload, which is what a REST body must hold.
+  out.payload = mapToJson(r.payload, `${field}payload`);
+  put(out, 'key', r.key ?? undefined);
+  return out;
+}
+
+interface DeletePayloadMsg extends WriteMsg {
+  keys?: string[];
+  points_selector?: PointsSelectorMsg;
+}
+
+function deletePayloadBody(r: Omit<DeletePayloadMsg, 'wait' | 'ordering' | 'timeout'>, field: string): Json {
+  const out = selectorBody(r, r.points_selector, `${field}points_selector`);
+  out.keys = r.keys ?? [];
+  return out;
+}
+
+interface UpdateVectorsMsg extends WriteMsg {
+  points?: PointVectorsMsg[];
+  update_filter?: FilterMsg;
+}
+
+function updateVectorsBody(r: Omit<UpdateVectorsMsg, 'wait' | 'ordering' | 'timeout'>, field: string): Json {
+  const out = keyedBody(r, `${field}shard_key_selector`);
+  out.points = (r.points ?? []).map((p, i) => {
+    const point: Json = {};
+    put(point, 'id', pointIdToJson(p.id));
+    put(point, 'vector', vectorsToJson(p.vectors, `${field}points[${i}].vectors`));
+    return point;
+  });
+  put(out, 'update_filter', filterToJson(r.update_filter, `${field}update_filter`));
+  return out;
+}
+
+interface DeleteVectorsMsg extends WriteMsg {
+  points_selector?: PointsSelectorMsg;
+  vectors?: { names?: string[] };
+}
+
+function deleteVectorsBody(r: Omit<DeleteVectorsMsg, 'wait' | 'ordering' | 'timeout'>, field: string): Json {
+  const out = selectorBody(r, r.points_selector, `${field}points_selector`);
+  if (r.vectors !== undefined && r.vectors !== null) out.vector = r.vectors.names ?? [];
+  return out;
+}
+
+/** One PointsUpdateOperation to one operation of REST's `POST /points/batch` (`{kind: {...}}`). */
+function batchOperationBody(o: UpdateOperationMsg, i: number): Json {
+  const field = `operations[${i}].`;
+  const arg = (o.operation === undefined ? {} : o[o.operation] ?? {}) as any;
+  switch (o.operation) {
+    case 'upsert':
+      return { upsert: upsertBody(arg, `${field}upsert.`) };
+    case 'delete_deprecated':
+      return { delete: selectorBody({}, arg, `${field}delete_deprecated`) };
+    case 'set_payload':
+      return { set_payload: setPayloadBody(arg, `${field}set_payload.`) };
+    case 'overwrite_payload':
+      return { overwrite_payload: setPayloadBody(arg, `${field}overwrite_payload.`) };
+    case 'delete_payload':
+      return { delete_payload: deletePayloadBody(arg, `${field}delete_payload.`) };
+    case 'clear_payload_deprecated':
+      return { clear_payload: selectorBody({}, arg, `${field}clear_payload_deprecated`) };
+    case 'update_vectors':
+      return { update_vectors: updateVectorsBody(arg, `${field}update_vectors.`) };
+    case 'delete_vectors':
+      return { delete_vectors: deleteVectorsBody(arg, `${field}delete_vectors.`) };
+    case 'delete_points':
+      return { delete: selectorBody(arg, arg.points, `${field}delete_points.points`) };
+    case 'clear_payload':
+      return { clear_payload: selectorBody(arg, arg.points, `${field}clear_payload.points`) };
+    default:
+      // No operation set: the parser refuses the empty object as it refuses `{}` in a REST batch.
+      return {};
+  }
+}
+
+// -- the service ------------------------------------------------------------------------------
+
+/** The Points service over the table of collections, with the dispatcher for payload indexes (local, or through consensus). */
+export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): GrpcService {
+  const collection = (r: InCollection) => toc.get(r.collection_name ?? '');
+
+  /** A write of one operation: `PUT|POST /collections/{name}/points...`. */
+  const write = <R extends WriteMsg>(access: string, toBody: (r: R) => Json, parse: (b: Obj) => ReplicaOperation): GrpcMethod<R> => ({
+    access,
+    params: inCollection,
+    async handle(r, ctx) {
+      const started = process.hrtime.bigint();
+      const opts = writeParams({ query: writeQuery(r, timeoutSeconds(r.timeout, ctx)) });
+      const c = collection(r);
+      const b = toBody(r);
+      const op = parse(b);
+      const result = await c.update(op, opts, shardKeySelector(b.shard_key));
+      return { result: updateResultOut(result), time: seconds(started) };
+    },
+  });
+
+  const notServed = (access: string, feature: string, params: (r: any) => Record<string, string | undefined> = inCollection): GrpcMethod => ({
+    access,
+    params,
+    async handle() {
+      const [method, pattern] = access.split(' ');
+      throw new NotImplementedError(`${feature} (REST: ${method} ${pattern}) is not available in this version of Quiver yet`);
+    },
+  });
+
+  return {
+    // -- writes ---------------------------------------------------------------------------
+    Upsert: write<UpsertMsg>(`PUT ${C}/points`, (r) => upsertBody(r, ''), (b) => ({ kind: 'upsert', points: upsertPoints(b) })),
+    Delete: write<WriteMsg & { points?: PointsSelectorMsg }>(`POST ${C}/points/delete`, (r) => selectorBody(r, r.points, 'points'), (b) => ({ kind: 'delete', select: selector(b) })),
+    SetPayload: write<SetPayloadMsg>(`POST ${C}/points/payload`, (r) => setPayloadBody(r, ''), (b) => setPayloadOp(b, false)),
+    OverwritePayload: write<SetPayloadMsg>(`PUT ${C}/points/payload`, (r) => setPayloadBody(r, ''), (b) => setPayloadOp(b, true)),
+    DeletePayload: write<DeletePayloadMsg>(`POST ${C}/points/payload/delete`, (r) => deletePayloadBody(r, ''), (b) => deletePayloadOp(b)),
+    ClearPayload: write<WriteMsg & { points?: PointsSelectorMsg }>(`POST ${C}/points/payload/clear`, (r) => selectorBody(r, r.points, 'points'), (b) => ({ kind: 'clear_payload', select: selector(b) })),
+    UpdateVectors: write<UpdateVectorsMsg>(`PUT ${C}/points/vectors`, (r) => updateVectorsBody(r, ''), (b) => ({ kind: 'update_vectors', points: updateVectorPoints(b) })),
+    DeleteVectors: write<DeleteVectorsMsg>(`POST ${C}/points/vectors/delete`, (r) => deleteVectorsBody(r, ''), (b) => deleteVectorsOp(b)),
+
+    UpdateBatch: {
+      access: `POST ${C}/points/batch`,
+      params: inCollection,
+      async handle(r: WriteMsg & { operations?: UpdateOperationMsg[] }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = writeParams({ query: writeQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const b = { operations: (r.operations ?? []).map(batchOperationBody) };
+        const ops = batchOf(b, 'operations').map((o, i) => batchOp(o, i));
+        const results = await c.updateBatch(ops, opts);
+        return { result: results.map(updateResultOut), time: seconds(started) };
+      },
+    },
+
+    // -- payload indexes (the REST routes of ts/api/rest/collections.ts) -------------------
+    CreateFieldIndex: {
+      access: `PUT ${C}/index`,
+      params: inCollection,
+      async handle(r: WriteMsg & CreateFieldIndexMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const query = writeQuery(r, timeoutSeconds(r.timeout, ctx));
+        const { wait } = writeParams({ query });
+        const b: Json = { field_name: r.field_name ?? '' };
+        put(b, 'field_schema', fieldSchemaToJson(r));
+        const { field, schema } = createIndexBody(b);
+        await dispatcher.createPayloadIndex(r.collection_name ?? '', field, schema, readTimeout({ query }));
+        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: seconds(started) };
+      },
+    },
+    DeleteFieldIndex: {
+      access: `DELETE ${C}/index/{field_name}`,
+      params: (r: InCollection & { field_name?: string }) => ({ collection_name: r.collection_name, field_name: r.field_name }),
+      async handle(r: WriteMsg & { field_name?: string }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const query = writeQuery(r, timeoutSeconds(r.timeout, ctx));
+        const { wait } = writeParams({ query });
+        await dispatcher.dropPayloadIndex(r.collection_name ?? '', r.field_name ?? '', readTimeout({ query }));
+        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: seconds(started) };
+      },
+    },
+
+    // -- reads ----------------------------------------------------------------------------
+    Get: {
+      access: `POST ${C}/points`,
+      params: inCollection,
+      async handle(r: ReadMsg & { ids?: PointIdMsg[]; with_payload?: WithPayloadMsg; with_vectors?: WithVectorsMsg }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const b: Json = { ids: pointIdsToJson(r.ids), ...keyedBody(r) };
+        put(b, 'with_payload', withPayloadToJson(r.with_payload));
+        put(b, 'with_vector', withVectorsToJson(r.with_vectors));
+        const { req, shards } = parseRetrieve(b);
+        const records = await c.retrieve(req.ids, req.withPayload, req.withVector, opts, shards);
+        return { result: records.map(retrievedPointOut), time: seconds(started) };
+      },
+    },
+
+    Scroll: {
+      access: `POST ${C}/points/scroll`,
+      params: inCollection,
+      async handle(r: ReadMsg & { filter?: FilterMsg; offset?: PointIdMsg; limit?: number; with_payload?: WithPayloadMsg; with_vectors?: WithVectorsMsg; order_by?: OrderByMsg }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const b: Json = keyedBody(r);
+        put(b, 'filter', filterToJson(r.filter));
+        put(b, 'offset', r.offset === undefined ? undefined : pointIdToJson(r.offset));
+        put(b, 'limit', r.limit ?? undefined);
+        put(b, 'with_payload', withPayloadToJson(r.with_payload));
+        put(b, 'with_vector', withVectorsToJson(r.with_vectors));
+        put(b, 'order_by', orderByToJson(r.order_by, 'order_by'));
+        const { req, shards } = parseScroll(b);
+        const page = 'ordered' in req ? await c.scrollOrdered(req.ordered, opts, shards) : await c.scroll(req.plain, opts, shards);
+        const out: Json = { result: page.points.map(retrievedPointOut), time: 0 };
+        if (page.next_page_offset !== null) out.next_page_offset = pointIdOut(page.next_page_offset);
+        out.time = seconds(started);
+        return out;
+      },
+    },
+
+    Count: {
+      access: `POST ${C}/points/count`,
+      params: inCollection,
+      async handle(r: ReadMsg & { filter?: FilterMsg; exact?: boolean }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const b: Json = keyedBody(r);
+        put(b, 'filter', filterToJson(r.filter));
+        put(b, 'exact', r.exact ?? undefined);
+        const { req, shards } = parseCount(b);
+        const count = await c.count(req.filter, opts, shards);
+        return { result: { count: String(count) }, time: seconds(started) };
+      },
+    },
+
+    // -- similarity -----------------------------------------------------------------------
+    Query: {
+      access: `POST ${C}/points/query`,
+      params: inCollection,
+      async handle(r: QueryPointsMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const q = keyed(parseQuery)(queryPointsToJson(r));
+        const points = await c.query(q.req, opts, q.shards);
+        return { result: points.map(scoredPointOut), time: seconds(started) };
+      },
+    },
+    QueryBatch: {
+      access: `POST ${C}/points/query/batch`,
+      params: inCollection,
+      async handle(r: ReadMsg & { query_points?: QueryPointsMsg[] }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const items = r.query_points ?? [];
+        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `query_points[${i}]`));
+        const reqs = batchOf({ searches: items.map(queryPointsToJson) }, 'searches').map(keyed(parseQuery));
+        const results = await c.queryBatch(reqs, opts);
+        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
+      },
+    },
+    Search: {
+      access: `POST ${C}/points/search`,
+      params: inCollection,
+      async handle(r: SearchPointsMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const q = keyed(parseSearch)(searchPointsToJson(r));
+        const points = await c.query(q.req, opts, q.shards);
+        return { result: points.map(scoredPointOut), time: seconds(started) };
+      },
+    },
+    SearchBatch: {
+      access: `POST ${C}/points/search/batch`,
+      params: inCollection,
+      async handle(r: ReadMsg & { search_points?: SearchPointsMsg[] }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const items = r.search_points ?? [];
+        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `search_points[${i}]`));
+        const results = await c.queryBatch(batchOf({ searches: items.map(searchPointsToJson) }, 'searches').map(keyed(parseSearch)), opts);
+        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
+      },
+    },
+    Recommend: {
+      access: `POST ${C}/points/recommend`,
+      params: inCollection,
+      async handle(r: RecommendPointsMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const q = keyed(parseRecommend)(recommendPointsToJson(r));
+        const points = await c.query(q.req, opts, q.shards);
+        return { result: points.map(scoredPointOut), time: seconds(started) };
+      },
+    },
+    RecommendBatch: {
+      access: `POST ${C}/points/recommend/batch`,
+      params: inCollection,
+      async handle(r: ReadMsg & { recommend_points?: RecommendPointsMsg[] }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const items = r.recommend_points ?? [];
+        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `recommend_points[${i}]`));
+        const results = await c.queryBatch(batchOf({ searches: items.map(recommendPointsToJson) }, 'searches').map(keyed(parseRecommend)), opts);
+        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
+      },
+    },
+
+    // -- what REST answers 501 for ----------------------------------------------------------
+    SearchGroups: notServed(`POST ${C}/points/search/groups`, 'Search with grouping (SearchGroups)'),
+    RecommendGroups: notServed(`POST ${C}/points/recommend/groups`, 'Recommendation with grouping (RecommendGroups)'),
+    QueryGroups: notServed(`POST ${C}/points/query/groups`, 'Query with grouping (QueryGroups)'),
+    Discover: notServed(`POST ${C}/points/discover`, 'Discovery search (Discover)'),
+    DiscoverBatch: notServed(`POST ${C}/points/discover/batch`, 'Batched discovery search (DiscoverBatch)'),
+    Facet: notServed(`POST ${C}/facet`, 'Facet counts (Facet)'),
+    SearchMatrixPairs: notServed(`POST ${C}/points/search/matrix/pairs`, 'The distance matrix (SearchMatrixPairs)'),
+    SearchMatrixOffsets: notServed(`POST ${C}/points/search/matrix/offsets`, 'The distance matrix (SearchMatrixOffsets)'),
+    CreateVectorName: notServed(`PUT ${C}/vectors/{vector_name}`, 'Adding a named vector to a collection (CreateVectorName)', (r: InCollection & { vector_name?: string }) => ({
+      collection_name: r.collection_name,
+      vector_name: r.vector_name,
+    })),
+    DeleteVectorName: notServed(`DELETE ${C}/vectors/{vector_name}`, 'Removing a named vector from a collection (DeleteVectorName)', (r: InCollection & { vector_name?: string }) => ({
+      collection_name: r.collection_name,
+      vector_name: r.vector_name,
+    })),
+  };
+}

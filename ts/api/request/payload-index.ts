@@ -1,0 +1,32 @@
+/**
+ * The payload index requests of the reference's API in their JSON form: the body of
+ * `PUT /collections/{name}/index` (gRPC `CreateFieldIndex` is translated to it first).
+ *
+ * Owns: checking the field name and the field schema before anything is proposed, with
+ * the reference's errors. Must never: know a transport or touch a collection.
+ */
+
+import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../../shard/field-schema';
+import { parseKey } from '../../shard/filter';
+import { BadInputError, FormatError } from '../../common/errors';
+import type { Obj } from './parse';
+
+/** The body of a create-index request: the field's key path and its schema. */
+export function createIndexBody(b: Obj): { field: string; schema: FieldSchema } {
+  if (typeof b.field_name !== 'string') throw new FormatError('missing field `field_name`');
+  const field = b.field_name;
+  try {
+    parseKey(field, 'field_name');
+  } catch (err) {
+    throw new FormatError(`field_name: ${(err as Error).message}`);
+  }
+  if (b.field_schema === undefined || b.field_schema === null) {
+    throw new BadInputError("Can't auto-detect field type, please specify `field_schema` in the request");
+  }
+  try {
+    return { field, schema: parseFieldSchema(b.field_schema) };
+  } catch (err) {
+    if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);
+    throw err;
+  }
+}
