@@ -1,7 +1,7 @@
 /**
  * Process tests of cluster mode: real bin/quiver peers on 127.0.0.1 (test/cluster/harness.ts).
  * Three peers: metadata through consensus (a collection created on a follower appears on
- * every peer with one placement), kill -9 of the leader and restart, SIGSTOP / SIGCONT of
+ * every peer with one placement; its config, `metadata` included, follows updates), kill -9 of the leader and restart, SIGSTOP / SIGCONT of
  * the leader, refusal without a majority, removal of a peer, /cluster/recover on a lagging
  * peer. Five peers: start and leader failover. A standalone node: /cluster disabled, 405s.
  * After every scenario: no two peers ever reported leading the same term.
@@ -47,7 +47,7 @@ test.serial('three peers: a collection created on a follower appears on every pe
   t.deepEqual(new Set(infos.map((i) => Object.keys(i.peers).sort().join())).size, 1, 'every peer lists the same peers');
   t.true(infos.every((i) => i.status === 'enabled' && i.consensus_thread_status.consensus_thread_status === 'working'));
 
-  const created = await change(c.peers[follower].url, 'PUT', '/collections/books', { vectors, replication_factor: 2 });
+  const created = await change(c.peers[follower].url, 'PUT', '/collections/books', { vectors, replication_factor: 2, metadata: { team: 'library', shelf: 1 } });
   t.is(created.status, 200, JSON.stringify(created.body));
   t.is(created.body.result, true);
   // The proposer lists it as soon as it answers; the others once they applied it (the proposer waits up to 1 s for them).
@@ -73,13 +73,14 @@ test.serial('three peers: a collection created on a follower appears on every pe
   // Alias, payload index, config update, through two different peers.
   t.is((await change(c.peers[leader].url, 'POST', '/collections/aliases', { actions: [{ create_alias: { collection_name: 'books', alias_name: 'novels' } }] })).status, 200);
   t.is((await change(c.peers[follower].url, 'PUT', '/collections/novels/index?wait=true', { field_name: 'genre', field_schema: 'keyword' })).status, 200);
-  t.is((await change(c.peers[follower].url, 'PATCH', '/collections/books', { optimizers_config: { indexing_threshold: 1234 } })).status, 200);
-  await waitFor('alias, index and config on every peer', async () => {
+  t.is((await change(c.peers[follower].url, 'PATCH', '/collections/books', { optimizers_config: { indexing_threshold: 1234 }, metadata: { shelf: 2, genre: 'novels' } })).status, 200);
+  await waitFor('alias, index and config (metadata merged) on every peer', async () => {
     for (let i = 0; i < 3; i++) {
       const info = await api(c.peers[i].url, 'GET', '/collections/novels');
       if (info.status !== 200) return false;
       if (info.body.result.payload_schema.genre?.data_type !== 'keyword') return false;
       if (info.body.result.config.optimizer_config.indexing_threshold !== 1234) return false;
+      if (JSON.stringify(info.body.result.config.metadata) !== JSON.stringify({ team: 'library', shelf: 2, genre: 'novels' })) return false;
     }
     return true;
   });

@@ -68,6 +68,18 @@ test('max_collections is enforced when applied', (t) => {
   t.deepEqual(limited.collectionNames(), ['a', 'c']);
 });
 
+test('collection metadata travels in the create and update operations, merged as the reference merges it, and through a snapshot', (t) => {
+  const s = new ClusterState();
+  t.true(s.apply({ ...create('m'), config: cfg({ metadata: { team: 'a', n: 1, gone: true } }) } as MetaOp, null).ok);
+  t.true(s.apply({ op: 'updateCollection', name: 'm', patch: { metadata: { n: 2, gone: null, added: [1] } } }, null).ok);
+  t.deepEqual(s.collection('m')!.config.metadata, { team: 'a', n: 2, added: [1] });
+  // A refused update (strict mode is not served) changes nothing, metadata included.
+  const refused = s.apply({ op: 'updateCollection', name: 'm', patch: { metadata: { n: 3 }, strict_mode_config: { enabled: true } } }, null);
+  t.false(refused.ok);
+  if (!refused.ok) t.is(refused.error.kind, 'bad_input');
+  t.deepEqual(ClusterState.decode(s.encode()).collection('m')!.config.metadata, { team: 'a', n: 2, added: [1] });
+});
+
 test('replica states: the last active replica of a shard cannot be deactivated', (t) => {
   const s = new ClusterState();
   s.apply(create('a'), null);

@@ -29,7 +29,7 @@ import { checkBatchItem, queryPointsToJson, recommendPointsToJson, searchPointsT
 import { jsonToMap, mapToJson } from '../../ts/api/grpc/convert/value';
 import { QuiverError } from '../../ts/common/errors';
 import { MANAGE } from '../../ts/auth/access';
-import { timeoutSeconds } from '../../ts/api/grpc/convert';
+import { timeoutSeconds } from '../../ts/api/grpc/convert/common';
 import { MAX_NESTING_DEPTH } from '../../ts/shard/limits';
 import { PROTO_DIR } from './client';
 
@@ -62,7 +62,7 @@ function kindOf(fn: () => unknown): string {
 
 test('payload values: JSON to Value and back keeps every kind; integers stay integers', (t) => {
   const payload = { s: 'x', i: 7, neg: -3, f: 1.5, big: 1e300, b: false, n: null, l: [1, 'a', [true]], o: { a: { b: [null, 0.25] } }, ['__proto__']: 1 };
-  const wire = res('Get', { result: [{ id: { num: '1' }, payload: jsonToMap(JSON.parse(JSON.stringify(payload))) }] });
+  const wire = res('Get', { result: [{ id: { num: '1' }, payload: jsonToMap(JSON.parse(JSON.stringify(payload)), { depth: 2, what: 'payload' }) }] });
   t.is(wire.result[0].payload.i.kind, 'integer_value');
   t.is(wire.result[0].payload.f.kind, 'double_value');
   t.is(wire.result[0].payload.big.kind, 'double_value');
@@ -70,6 +70,46 @@ test('payload values: JSON to Value and back keeps every kind; integers stay int
   const back = mapToJson(wire.result[0].payload, 'payload');
   t.deepEqual(back, JSON.parse(JSON.stringify(payload)));
   t.true(Object.prototype.hasOwnProperty.call(back, '__proto__'), '__proto__ is a plain key');
+});
+
+test('payload numbers: an integer goes out as integer_value only when int64 holds it exactly; 1e300, 2^64, -0.5 are doubles', (t) => {
+  const numbers: Record<string, number> = {
+    big: 1e300,
+    two64: 2 ** 64,
+    two63: 2 ** 63,
+    minus2_63: -(2 ** 63),
+    two53: 2 ** 53,
+    neg: -0.5,
+    tiny: 5e-324,
+    safe: Number.MAX_SAFE_INTEGER,
+    minSafe: Number.MIN_SAFE_INTEGER,
+    zero: 0,
+  };
+  const wire = res('Get', { result: [{ id: { num: '1' }, payload: jsonToMap(numbers, { depth: 2, what: 'payload' }) }] });
+  const p = wire.result[0].payload;
+  for (const k of ['big', 'two64', 'two63', 'minus2_63', 'two53', 'neg', 'tiny']) t.is(p[k].kind, 'double_value', k);
+  for (const k of ['safe', 'minSafe', 'zero']) t.is(p[k].kind, 'integer_value', k);
+  t.deepEqual(mapToJson(p, 'payload'), numbers, 'every number comes back exactly');
+  // A bigint (never in a stored payload, but the type allows it) beyond int64 is a double too.
+  const b = res('Get', { result: [{ id: { num: '1' }, payload: jsonToMap({ a: 2n ** 64n, b: -(2n ** 63n) }, { depth: 2, what: 'payload' }) }] }).result[0].payload;
+  t.deepEqual([b.a.kind, b.a.double_value, b.b.kind, b.b.integer_value], ['double_value', 2 ** 64, 'integer_value', '-9223372036854775808']);
+});
+
+test('payload values: an answer refuses a value nested deeper than protobuf carries, naming the point, instead of failing in the encoder', (t) => {
+  const nest = (levels: number, leaf: any = 1): any => {
+    let v = leaf;
+    for (let i = 0; i < levels; i++) v = i % 2 === 0 ? { a: v } : [v];
+    return v;
+  };
+  // In a GetResponse the payload's values sit two messages deep: 49 levels of nesting fit, 50 do not.
+  const ok = res('Get', { result: [retrievedPointOut({ id: 7, payload: { x: nest(49) } }, 1)] });
+  t.deepEqual(mapToJson(ok.result[0].payload, 'payload'), { x: nest(49) });
+  t.regex(kindOf(() => retrievedPointOut({ id: 7, payload: { x: nest(50) } }, 1)), /^bad_input: Wrong input: the payload of point 7 nests deeper than a gRPC answer can carry here .*100 levels.* 49 levels/);
+  t.regex(kindOf(() => retrievedPointOut({ id: 7, payload: { x: nest(50, {}) } }, 1)), /^bad_input: .*point 7/);
+  // One level more around it (a BatchResult of QueryBatch): 48 fit, 49 do not.
+  const batch = res('QueryBatch', { result: [{ result: [scoredPointOut({ id: 8, version: 0, score: 1, payload: { x: nest(48) } }, 2)] }], time: 0 });
+  t.deepEqual(mapToJson(batch.result[0].result[0].payload, 'payload'), { x: nest(48) });
+  t.regex(kindOf(() => scoredPointOut({ id: 8, version: 0, score: 1, payload: { x: nest(49) } }, 2)), /^bad_input: .*point 8 .* 48 levels/);
 });
 
 test('payload values: zero and empty values that are not on the wire still arrive', (t) => {
@@ -339,10 +379,10 @@ test('payload indexes: field types and index parameters become REST field schema
 test('answers: records, scored points and update results encode and decode as a client reads them', (t) => {
   const rec = res('Scroll', {
     result: [
-      retrievedPointOut({ id: 1, payload: { a: 1, b: 'x' }, vector: [1, 0.5] }),
-      retrievedPointOut({ id: '550e8400-e29b-41d4-a716-446655440000', vector: { image: [1], text: [2, 3] }, shard_key: 'eu' }),
-      retrievedPointOut({ id: 3, order_value: 2.5, shard_key: 4 }),
-      retrievedPointOut({ id: 4, order_value: 7 }),
+      retrievedPointOut({ id: 1, payload: { a: 1, b: 'x' }, vector: [1, 0.5] }, 1),
+      retrievedPointOut({ id: '550e8400-e29b-41d4-a716-446655440000', vector: { image: [1], text: [2, 3] }, shard_key: 'eu' }, 1),
+      retrievedPointOut({ id: 3, order_value: 2.5, shard_key: 4 }, 1),
+      retrievedPointOut({ id: 4, order_value: 7 }, 1),
     ],
     next_page_offset: { num: '5' },
     time: 0.001,
@@ -358,7 +398,7 @@ test('answers: records, scored points and update results encode and decode as a 
   t.is(rec.result[3].order_value.int, '7');
   t.is(rec.next_page_offset.num, '5');
 
-  const scored = res('Query', { result: [scoredPointOut({ id: 2, version: 3, score: 0.75, payload: {} })], time: 0 });
+  const scored = res('Query', { result: [scoredPointOut({ id: 2, version: 3, score: 0.75, payload: {} }, 1)], time: 0 });
   t.like(scored.result[0], { score: 0.75, version: '3' });
   t.deepEqual(res('Upsert', { result: updateResultOut({ operation_id: 12, status: 'completed' }), time: 0 }).result, { operation_id: '12', status: 'Completed', _operation_id: 'operation_id' });
   t.deepEqual(res('CreateFieldIndex', { result: updateResultOut({ operation_id: null, status: 'acknowledged' }), time: 0 }).result, { status: 'Acknowledged' });

@@ -12,11 +12,13 @@
  * tests that write use collections of their own.
  */
 
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
 import test, { type ExecutionContext } from 'ava';
 
 import { mapToJson } from '../../ts/api/grpc/convert/value';
 import { randomVector, rng } from '../support/vectors';
-import { codeName, startGrpcQuiver, type GrpcQuiver, type QdrantGrpc } from './client';
+import { codeName, PROTO_DIR, startGrpcQuiver, type GrpcQuiver, type QdrantGrpc } from './client';
 
 let q: GrpcQuiver;
 let g: QdrantGrpc;
@@ -510,4 +512,109 @@ test('custom sharding: shard_key_selector writes and reads by key, and hits carr
   // Id 1 under two keys is two points.
   const count = async (k: object) => (await g.call('Points', 'Count', { ...inC('g_keys'), shard_key_selector: { shard_keys: [k] } })).result.count;
   t.deepEqual([await count({ keyword: 'eu' }), await count({ number: '7' })], ['4', '2']);
+});
+
+// -- payload numbers and nesting in answers; requests the decoder cannot read ---------------------
+
+/** Numbers no integer type holds exactly, and the integers around int64's edges as JSON has them. */
+const NUMBERS: Json = { big: 1e300, two64: 2 ** 64, neg: -0.5, two63: 2 ** 63, minus2_63: -(2 ** 63), safe: Number.MAX_SAFE_INTEGER, int: 42 };
+
+test('payload numbers such as 1e300, 2^64 and -0.5 come back as exact doubles from every answer that carries payloads', async (t) => {
+  await restOk(t, 'PUT', '/collections/g_nums', PLAIN_CONFIG);
+  // Point 1 written over REST (2^64 as JSON's 18446744073709551616), point 2 over gRPC (as doubles).
+  const r = await fetch(`${q.server.url}/collections/g_nums/points?wait=true`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: '{"points": [{"id": 1, "vector": [1, 0, 0, 0], "payload": {"big": 1e300, "two64": 18446744073709551616, "neg": -0.5, "two63": 9223372036854775808, "minus2_63": -9223372036854775808, "safe": 9007199254740991, "int": 42}}]}',
+  });
+  t.is(r.status, 200, await r.text());
+  const asDoubles = Object.fromEntries(Object.entries(NUMBERS).map(([k, v]) => [k, Number.isSafeInteger(v) ? { integer_value: String(v) } : { double_value: v }]));
+  await g.call('Points', 'Upsert', { ...inC('g_nums'), wait: true, points: [{ id: pid(2), vectors: { vector: dense([0, 1, 0, 0]) }, payload: asDoubles }] });
+
+  const check = (points: Json[], what: string) => {
+    t.is(points.length, 2, what);
+    for (const p of points) {
+      for (const k of ['big', 'two64', 'neg', 'two63', 'minus2_63']) t.is(p.payload[k].kind, 'double_value', `${what}: ${k}`);
+      for (const k of ['safe', 'int']) t.is(p.payload[k].kind, 'integer_value', `${what}: ${k}`);
+      t.deepEqual(mapToJson(p.payload, 'payload'), NUMBERS, what);
+    }
+  };
+  const all = { with_payload: { enable: true } };
+  check((await g.call('Points', 'Get', { ...inC('g_nums'), ids: [pid(1), pid(2)], ...all })).result, 'Get');
+  check((await g.call('Points', 'Scroll', { ...inC('g_nums'), limit: 10, ...all })).result, 'Scroll');
+  check((await g.call('Points', 'Query', { ...inC('g_nums'), query: { nearest: dense([1, 1, 0, 0]) }, limit: '10', ...all })).result, 'Query');
+  check((await g.call('Points', 'QueryBatch', { ...inC('g_nums'), query_points: [{ query: { nearest: dense([1, 1, 0, 0]) }, limit: '10', ...all }] })).result[0].result, 'QueryBatch');
+  check((await g.call('Points', 'Search', { ...inC('g_nums'), vector: [1, 1, 0, 0], limit: '10', ...all })).result, 'Search');
+  check((await g.call('Points', 'SearchBatch', { ...inC('g_nums'), search_points: [{ vector: [1, 1, 0, 0], limit: '10', ...all }] })).result[0].result, 'SearchBatch');
+  await restOk(t, 'PUT', '/collections/g_nums/points?wait=true', { points: [{ id: 3, vector: [1, 1, 1, 1] }] });
+  check((await g.call('Points', 'Recommend', { ...inC('g_nums'), positive: [pid(3)], limit: '10', ...all })).result, 'Recommend');
+  check((await g.call('Points', 'RecommendBatch', { ...inC('g_nums'), recommend_points: [{ positive: [pid(3)], limit: '10', ...all }] })).result[0].result, 'RecommendBatch');
+});
+
+test('a stored payload nested deeper than protobuf carries: INVALID_ARGUMENT naming the point, never INTERNAL; leaving it out works', async (t) => {
+  let deep: unknown = 'leaf';
+  for (let i = 0; i < 60; i++) deep = { d: deep };
+  // REST takes it (a JSON body may nest 127 levels).
+  await fill(t, 'g_deep', PLAIN_CONFIG, [{ id: 1, vector: [1, 0, 0, 0], payload: { deep, flat: 1 } }]);
+  const refusal = /^Wrong input: the payload of point 1 nests deeper than a gRPC answer can carry here/;
+  await expectCode(t, 'Get', { ...inC('g_deep'), ids: [pid(1)], with_payload: { enable: true } }, 'INVALID_ARGUMENT', refusal);
+  await expectCode(t, 'Scroll', { ...inC('g_deep'), limit: '10', with_payload: { enable: true } }, 'INVALID_ARGUMENT', refusal);
+  await expectCode(t, 'Query', { ...inC('g_deep'), query: { nearest: dense([1, 0, 0, 0]) }, with_payload: { enable: true } }, 'INVALID_ARGUMENT', refusal);
+  const without = await g.call('Points', 'Get', { ...inC('g_deep'), ids: [pid(1)], with_payload: { exclude: { fields: ['deep'] } } });
+  t.deepEqual(mapToJson(without.result[0].payload, 'payload'), { flat: 1 });
+  const metrics = await (await fetch(`${q.server.url}/metrics`)).text();
+  t.notRegex(metrics, /grpc_responses_total\{method="\/qdrant\.Points\/(Get|Scroll|Query)",code="INTERNAL"\}/);
+});
+
+/** A length-delimited protobuf field: its tag, its length, its bytes. */
+function field(no: number, bytes: Buffer): Buffer {
+  const varint = (n: number) => {
+    const out: number[] = [];
+    while (n > 0x7f) {
+      out.push((n & 0x7f) | 0x80);
+      n >>>= 7;
+    }
+    out.push(n);
+    return Buffer.from(out);
+  };
+  return Buffer.concat([varint((no << 3) | 2), varint(bytes.length), bytes]);
+}
+
+/** CountPoints of `collection` whose Filter nests `levels` Filters, each the `filter` of a `must` Condition of the one around it. */
+function nestedCount(collection: string, levels: number): Buffer {
+  let filter: Buffer = Buffer.alloc(0);
+  for (let i = 0; i < levels; i++) filter = field(2, field(4, filter)); // Filter.must[0] = Condition{ filter }
+  return Buffer.concat([field(1, Buffer.from(collection)), field(2, filter)]);
+}
+
+/** Points/Count with `bytes` sent as they are (hand-made, not encoded by a client library). */
+async function rawCount(bytes: Buffer): Promise<{ code: string; details: string; count?: string }> {
+  const def = protoLoader.loadSync('qdrant.proto', { keepCase: true, longs: String, enums: String, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] });
+  const count = (def['qdrant.Points'] as unknown as Record<string, protoLoader.MethodDefinition<object, any>>).Count;
+  const raw = new grpc.Client(q.target, grpc.credentials.createInsecure());
+  try {
+    return await new Promise((resolve) => {
+      raw.makeUnaryRequest('/qdrant.Points/Count', (b: Buffer) => b, (b: Buffer) => count.responseDeserialize(b), bytes, (err, res) => {
+        resolve(err ? { code: codeName(err.code), details: err.details } : { code: 'OK', details: '', count: res?.result?.count });
+      });
+    });
+  } finally {
+    raw.close();
+  }
+}
+
+test('a request the decoder cannot read (a Filter nested 150 levels, bytes cut short) is INVALID_ARGUMENT, not INTERNAL, and counted', async (t) => {
+  const nested = await rawCount(nestedCount('pts', 150));
+  t.is(nested.code, 'INVALID_ARGUMENT', nested.details);
+  t.is(nested.details, 'Wrong input: the request could not be decoded: maximum nesting depth exceeded');
+  const cut = nestedCount('pts', 3);
+  const short = await rawCount(cut.subarray(0, cut.length - 2));
+  t.is(short.code, 'INVALID_ARGUMENT', short.details);
+  t.regex(short.details, /^Wrong input: the request could not be decoded: index out of range/);
+  // The same hand-made message, nested as deep as the decoder goes (and an empty filter matches all).
+  const ok = await rawCount(nestedCount('pts', 40));
+  t.deepEqual(ok, { code: 'OK', details: '', count: String(N) });
+  const metrics = await (await fetch(`${q.server.url}/metrics`)).text();
+  t.regex(metrics, /^grpc_responses_total\{method="\/qdrant\.Points\/Count",code="INVALID_ARGUMENT"\} [2-9]\d*$/m);
+  t.notRegex(metrics, /grpc_responses_total\{method="\/qdrant\.Points\/Count",code="INTERNAL"\}/);
 });

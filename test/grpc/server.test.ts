@@ -4,7 +4,9 @@
  * caller's access, the deadline as timeoutMs, a signal aborted on the client's cancel
  * and at its deadline), RPCs absent from a service answering UNIMPLEMENTED naming them,
  * a method naming an access key the policy lacks refused at start, errors through the
- * status table, and close() letting a call in flight finish.
+ * status table, a request whose bytes cannot be decoded answered INVALID_ARGUMENT (not
+ * grpc-js's INTERNAL) once the caller is authenticated, counted and audited, and close()
+ * letting a call in flight finish.
  */
 
 import test from 'ava';
@@ -12,6 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 
+import type { AuditEvent, AuditLog } from '../../ts/auth/audit';
 import { Authenticator } from '../../ts/auth/authenticate';
 import { GrpcApiServer } from '../../ts/api/grpc/server';
 import type { GrpcCallContext, GrpcService } from '../../ts/api/grpc/method';
@@ -23,12 +26,12 @@ import { codeName, QdrantGrpc } from './client';
 
 const silent = pino({ level: 'silent' });
 
-async function serve(services: Partial<Record<'qdrant.Collections' | 'qdrant.Qdrant', GrpcService>>, env: Record<string, string> = {}) {
+async function serve(services: Partial<Record<'qdrant.Collections' | 'qdrant.Qdrant', GrpcService>>, env: Record<string, string> = {}, audit: AuditLog | null = null) {
   const port = await freePort();
   const config = loadConfig({ env: { SERVICE__SERVICE__HOST: '127.0.0.1', SERVICE__SERVICE__GRPC_PORT: String(port), ...env } });
   const authn = new Authenticator({ apiKey: config.service.api_key, readOnlyKey: config.service.read_only_api_key, jwtRbac: config.service.jwt_rbac }, async () => 'no-collection');
   const registry = new Registry();
-  const server = await GrpcApiServer.start(config, { logger: silent, authn, audit: null, registry, services }, null);
+  const server = await GrpcApiServer.start(config, { logger: silent, authn, audit, registry, services }, null);
   const client = new QdrantGrpc(`127.0.0.1:${server.port}`);
   return { server, client, registry };
 }
@@ -116,6 +119,72 @@ test('an RPC of the contract absent from the services answers UNIMPLEMENTED nami
     const text = await registry.metrics();
     t.regex(text, /^grpc_responses_total\{method="\/qdrant\.Collections\/Delete",code="UNIMPLEMENTED"\} 1$/m);
     t.regex(text, /^grpc_responses_total\{method="\/qdrant\.Collections\/Get",code="NOT_FOUND"\} 1$/m);
+  } finally {
+    client.close();
+    await server.close(1000);
+  }
+});
+
+/** A unary call of `path` carrying `bytes` as they are (no encoding), with `metadata`; its status. */
+function rawCall(port: number, path: string, bytes: Buffer, metadata: Record<string, string> = {}): Promise<grpc.StatusObject | grpc.ServiceError> {
+  const raw = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+  return new Promise((resolve) => {
+    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, md, {}, (err) => {
+      raw.close();
+      resolve(err ?? { code: grpc.status.OK, details: '', metadata: new grpc.Metadata() });
+    });
+  });
+}
+
+test('bytes the decoder cannot read answer INVALID_ARGUMENT once the caller is known, never INTERNAL; counted and audited', async (t) => {
+  const events: AuditEvent[] = [];
+  const audit = { record: (e: AuditEvent) => void events.push(e) } as unknown as AuditLog;
+  let handled = 0;
+  const { server, client, registry } = await serve(
+    {
+      'qdrant.Collections': {
+        Get: {
+          access: 'GET /collections/{collection_name}',
+          params: (r: { collection_name?: string }) => ({ collection_name: r.collection_name }),
+          handle: async () => {
+            handled++;
+            return { time: 0 };
+          },
+        },
+      },
+    },
+    { SERVICE__SERVICE__API_KEY: 'k', SERVICE__SERVICE__READ_ONLY_API_KEY: 'ro' },
+    audit,
+  );
+  try {
+    // Field 1 (collection_name), its length cut off in the middle of the varint.
+    const truncated = Buffer.from([0x0a, 0x80]);
+    const anonymous = await rawCall(server.port, '/qdrant.Collections/Get', truncated);
+    t.is(codeName(anonymous.code), 'UNAUTHENTICATED', 'no credentials: refused before the bytes are looked at');
+    const bad = await rawCall(server.port, '/qdrant.Collections/Get', truncated, { 'api-key': 'ro' });
+    t.is(codeName(bad.code), 'INVALID_ARGUMENT', bad.details);
+    t.regex(bad.details, /^Wrong input: the request could not be decoded: index out of range/);
+    // An unknown field (15) of a wire type protobuf does not have (7).
+    const wire = await rawCall(server.port, '/qdrant.Collections/Get', Buffer.from([0x7f]), { 'api-key': 'k' });
+    t.is(codeName(wire.code), 'INVALID_ARGUMENT', wire.details);
+    t.regex(wire.details, /^Wrong input: the request could not be decoded: invalid wire type 7/);
+    t.is(handled, 0, 'the handler never ran');
+    // The server goes on serving.
+    await client.call('Collections', 'Get', { collection_name: 'c' }, { apiKey: 'k' });
+    t.is(handled, 1);
+
+    const text = await registry.metrics();
+    t.regex(text, /^grpc_responses_total\{method="\/qdrant\.Collections\/Get",code="INVALID_ARGUMENT"\} 2$/m);
+    t.regex(text, /^grpc_responses_total\{method="\/qdrant\.Collections\/Get",code="UNAUTHENTICATED"\} 1$/m);
+    t.notRegex(text, /code="INTERNAL"/);
+    const forGet = events.filter((e) => e.path === '/qdrant.Collections/Get');
+    t.like(forGet[0], { subject: null, allowed: false, method: '/qdrant.Collections/Get' });
+    t.like(forGet[1], { subject: 'read_only_api_key', allowed: true, collection: null, address: '127.0.0.1' });
+    t.like(forGet[2], { subject: 'api_key', allowed: true, collection: null });
+    t.like(forGet[3], { subject: 'api_key', allowed: true, collection: 'c' });
+    t.is(forGet.length, 4);
   } finally {
     client.close();
     await server.close(1000);

@@ -77,6 +77,8 @@ export interface CollectionConfig {
   optimizer_config: OptimizerConfig;
   wal_config: WalConfig;
   quantization_config: QuantizationConfig | null;
+  /** The caller's own JSON object kept with the collection (the reference's `metadata`); absent when never set. */
+  metadata?: Record<string, unknown>;
 }
 
 // ---------------------------------------------------------------------------------
@@ -133,6 +135,42 @@ function rejectUnknown(o: Obj, allowed: readonly string[], where: string, unsupp
   }
 }
 
+/**
+ * `strict_mode_config`: strict mode is not served, so only a setting that changes nothing
+ * is taken (null, `{}`, `enabled: false`, fields that are null); anything else is
+ * refused naming the first field that would change behaviour.
+ */
+function checkStrictMode(x: unknown): void {
+  if (x === undefined || x === null) return;
+  const o = obj(x, 'strict_mode_config');
+  for (const [k, v] of Object.entries(o)) {
+    if (v === null || v === undefined || (k === 'enabled' && v === false)) continue;
+    throw new BadInputError(`strict_mode_config.${k}: strict mode is not supported by Quiver (only \`enabled: false\` is accepted)`);
+  }
+}
+
+/** A `metadata` object (any JSON object), copied; null or absent is none. */
+function parseMetadata(x: unknown): Record<string, unknown> | undefined {
+  if (x === undefined || x === null) return undefined;
+  if (!isObj(x)) throw new FormatError(`metadata: expected an object, got ${JSON.stringify(x)}`);
+  return structuredClone(x);
+}
+
+/**
+ * The reference's merge of an update's `metadata` into the stored one: each top-level key
+ * of the update replaces the stored value, a null removes the key; with nothing stored the
+ * update's object is kept as it is.
+ */
+function mergeMetadata(current: Record<string, unknown> | undefined, update: Record<string, unknown>): Record<string, unknown> {
+  if (current === undefined) return update;
+  const out = structuredClone(current);
+  for (const [k, v] of Object.entries(update)) {
+    if (v === null) delete out[k];
+    else Object.defineProperty(out, k, { value: v, writable: true, enumerable: true, configurable: true });
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------
 
 function parseDistance(x: unknown, field: string): Distance {
@@ -173,6 +211,9 @@ function parseOptimizersDiff(x: unknown, field: string): Partial<OptimizerConfig
     `${field}.`,
   );
   const out: Partial<OptimizerConfig> = {};
+  // Blocking updates while large segments wait for optimization: only "off" (the default) is served.
+  const pu = optional(o, 'prevent_unoptimized', (v) => bool(v, `${field}.prevent_unoptimized`));
+  if (pu === true) throw new BadInputError(`${field}.prevent_unoptimized: blocking updates until segments are optimized is not supported by Quiver`);
   const dt = optional(o, 'deleted_threshold', (v) => num(v, `${field}.deleted_threshold`, 0, 1));
   if (dt !== undefined) out.deleted_threshold = dt;
   const vm = optional(o, 'vacuum_min_vector_number', (v) => int(v, `${field}.vacuum_min_vector_number`, 100));
@@ -342,6 +383,8 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     ...(o.wal_config ? parseWalDiff(o.wal_config, 'wal_config') : {}),
   };
   const quantization = o.quantization_config === undefined ? null : parseQuantization(o.quantization_config, 'quantization_config');
+  checkStrictMode(o.strict_mode_config);
+  const metadata = parseMetadata(o.metadata);
   const out: CollectionConfig = {
     params: { vectors, shard_number, sharding_method, replication_factor, write_consistency_factor, on_disk_payload },
     hnsw_config: hnsw,
@@ -349,6 +392,7 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     wal_config: wal,
     quantization_config: quantization,
   };
+  if (metadata !== undefined) out.metadata = metadata;
   return out;
 }
 
@@ -381,6 +425,9 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
   });
   const next: CollectionConfig = JSON.parse(JSON.stringify(current)) as CollectionConfig;
   let reindex = false;
+  checkStrictMode(o.strict_mode_config);
+  const metadata = parseMetadata(o.metadata);
+  if (metadata !== undefined) next.metadata = mergeMetadata(next.metadata, metadata);
   if (o.params !== undefined && o.params !== null) {
     const p = obj(o.params, 'params');
     rejectUnknown(p, ['replication_factor', 'write_consistency_factor', 'read_fan_out_factor', 'read_fan_out_delay_ms', 'on_disk_payload'], 'params.');

@@ -197,6 +197,7 @@ function checkConfig(c: Record<string, unknown>, config: Config): CollectionConf
     optimizers_config: c.optimizer_config ?? undefined,
     wal_config: c.wal_config ?? undefined,
     quantization_config: c.quantization_config ?? undefined,
+    metadata: c.metadata ?? undefined,
   };
   for (const k of Object.keys(body)) if (body[k] === undefined || body[k] === null) delete body[k];
   try {

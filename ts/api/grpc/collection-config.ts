@@ -14,7 +14,8 @@
  */
 
 import type { Obj } from '../request/parse';
-import { int64, jsonObjectOf, num, pascalEnum, snakeEnum, type ProtoValue } from './convert';
+import { int64Text, num, pascalEnum, snakeEnum } from './convert/common';
+import { jsonToMap, mapToJson } from './convert/value';
 
 type Msg = Record<string, any>;
 
@@ -121,11 +122,22 @@ function nonEmpty(m: Msg | undefined): boolean {
   return m !== undefined && Object.keys(m).length > 0;
 }
 
+/**
+ * A message's fields as the JSON form names them: without the virtual fields the loader
+ * adds for each proto3 `optional` field (`_enabled: 'enabled'`), which no JSON form has.
+ */
+function withoutVirtual(m: Msg): Obj {
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(m)) if (!k.startsWith('_')) out[k] = v;
+  return out;
+}
+
 /** The settings both CreateCollection and UpdateCollection carry: sparse vectors, strict mode, metadata. */
 function commonJson(r: Msg, out: Obj): void {
   if (r.sparse_vectors_config !== undefined && nonEmpty((r.sparse_vectors_config as Msg).map)) out.sparse_vectors = (r.sparse_vectors_config as Msg).map;
-  if (r.strict_mode_config !== undefined) out.strict_mode_config = r.strict_mode_config;
-  if (nonEmpty(r.metadata)) out.metadata = jsonObjectOf(r.metadata as Record<string, ProtoValue>);
+  if (r.strict_mode_config !== undefined) out.strict_mode_config = withoutVirtual(r.strict_mode_config);
+  // An empty map is not on the wire: no metadata (the JSON form's absent field).
+  if (nonEmpty(r.metadata)) out.metadata = mapToJson(r.metadata, 'metadata');
 }
 
 /** CreateCollection as the body of `PUT /collections/{name}`. */
@@ -164,7 +176,7 @@ function protoPick(src: Obj, keys: readonly string[], u64: readonly string[] = [
   for (const k of keys) {
     const v = src[k];
     if (v === undefined || v === null) continue;
-    out[k] = u64.includes(k) ? int64(v as number) : v;
+    out[k] = u64.includes(k) ? int64Text(v as number) : v;
   }
   return out;
 }
@@ -187,7 +199,7 @@ function quantizationProto(q: Obj | null | undefined): Msg | undefined {
 }
 
 function vectorParamsProto(v: Obj): Msg {
-  const out: Msg = { size: int64(v.size as number), distance: v.distance };
+  const out: Msg = { size: int64Text(v.size as number), distance: v.distance };
   if (v.hnsw_config !== undefined && v.hnsw_config !== null) out.hnsw_config = hnswProto(v.hnsw_config as Obj);
   const q = quantizationProto(v.quantization_config as Obj | null | undefined);
   if (q !== undefined) out.quantization_config = q;
@@ -212,14 +224,14 @@ function paramsProto(p: Obj): Msg {
     sharding_method: pascalEnum(String(p.sharding_method ?? 'auto')),
   };
   if (p.read_fan_out_factor !== undefined && p.read_fan_out_factor !== null) out.read_fan_out_factor = p.read_fan_out_factor;
-  if (p.read_fan_out_delay_ms !== undefined && p.read_fan_out_delay_ms !== null) out.read_fan_out_delay_ms = int64(p.read_fan_out_delay_ms as number);
+  if (p.read_fan_out_delay_ms !== undefined && p.read_fan_out_delay_ms !== null) out.read_fan_out_delay_ms = int64Text(p.read_fan_out_delay_ms as number);
   return out;
 }
 
 function optimizersProto(o: Obj): Msg {
   const u64 = ['vacuum_min_vector_number', 'default_segment_number', 'max_segment_size', 'memmap_threshold', 'indexing_threshold', 'flush_interval_sec'];
   const out = protoPick(o, ['deleted_threshold', ...u64], u64);
-  out.max_optimization_threads = o.max_optimization_threads === null || o.max_optimization_threads === undefined ? { setting: 'Auto' } : { value: int64(o.max_optimization_threads as number) };
+  out.max_optimization_threads = o.max_optimization_threads === null || o.max_optimization_threads === undefined ? { setting: 'Auto' } : { value: int64Text(o.max_optimization_threads as number) };
   return out;
 }
 
@@ -267,9 +279,10 @@ export function collectionInfoProto(info: Record<string, unknown>): Msg {
   };
   const q = quantizationProto(cfg.quantization_config as Obj | null);
   if (q !== undefined) config.quantization_config = q;
+  if (cfg.metadata !== undefined && cfg.metadata !== null) config.metadata = jsonToMap(cfg.metadata as Obj, { depth: 3, what: 'the collection\'s metadata' }); // GetCollectionInfoResponse > CollectionInfo > CollectionConfig
   const payload_schema: Msg = {};
   for (const [field, s] of Object.entries((info.payload_schema ?? {}) as Record<string, { data_type: string; params?: Obj; points: number }>)) {
-    const entry: Msg = { data_type: pascalEnum(s.data_type), points: int64(s.points) };
+    const entry: Msg = { data_type: pascalEnum(s.data_type), points: int64Text(s.points) };
     const params = indexParamsProto(s.data_type, s.params);
     if (params !== undefined) entry.params = params;
     payload_schema[field] = entry;
@@ -279,10 +292,10 @@ export function collectionInfoProto(info: Record<string, unknown>): Msg {
   return {
     status: pascalEnum(status),
     optimizer_status: optimizer === 'ok' ? { ok: true } : { ok: false, error: String((optimizer as Obj | null)?.error ?? optimizer) },
-    segments_count: int64(info.segments_count as number),
+    segments_count: int64Text(info.segments_count as number),
     config,
     payload_schema,
-    points_count: int64(info.points_count as number),
-    indexed_vectors_count: int64(info.indexed_vectors_count as number),
+    points_count: int64Text(info.points_count as number),
+    indexed_vectors_count: int64Text(info.indexed_vectors_count as number),
   };
 }

@@ -16,7 +16,7 @@ import { parseClusterChange, parseCreateShardKey, parseDropShardKey, runClusterC
 import { collectionInfo, parseAliasActions } from '../request/collections';
 import type { Obj } from '../request/parse';
 import { collectionInfoProto, createCollectionBody, updateCollectionBody } from './collection-config';
-import { int64, num, protoShardKey, seconds, shardKeyJson, snakeEnum, timeoutSeconds } from './convert';
+import { int64Text, num, seconds, shardKeyOut, shardKeyToJson, snakeEnum, timeoutSeconds } from './convert/common';
 import type { GrpcMethod, GrpcService } from './method';
 
 type Msg = Record<string, any>;
@@ -29,7 +29,7 @@ const byName = (r: Msg) => ({ collection_name: nameOf(r) });
 function createShardKeyJson(k: Msg | undefined): Obj {
   const r = k ?? {};
   const out: Obj = {};
-  if (r.shard_key !== undefined) out.shard_key = shardKeyJson(r.shard_key, 'shard_key');
+  if (r.shard_key !== undefined) out.shard_key = shardKeyToJson(r.shard_key, 'shard_key');
   if (r.shards_number !== undefined) out.shards_number = r.shards_number;
   if (r.replication_factor !== undefined) out.replication_factor = r.replication_factor;
   if (Array.isArray(r.placement) && r.placement.length > 0) out.placement = r.placement.map((p: string) => num(p));
@@ -63,7 +63,7 @@ function clusterOperationBody(r: Msg): Obj {
     case 'create_shard_key':
       return { create_sharding_key: createShardKeyJson(r.create_shard_key) };
     case 'delete_shard_key':
-      return { drop_sharding_key: r.delete_shard_key.shard_key === undefined ? {} : { shard_key: shardKeyJson(r.delete_shard_key.shard_key, 'drop_sharding_key.shard_key') } };
+      return { drop_sharding_key: r.delete_shard_key.shard_key === undefined ? {} : { shard_key: shardKeyToJson(r.delete_shard_key.shard_key, 'drop_sharding_key.shard_key') } };
     case 'replicate_points':
       return { replicate_points: r.replicate_points };
     default:
@@ -164,13 +164,13 @@ export function collectionsService({ dispatcher, consensus, replication }: Colle
       params: byName,
       async handle(r) {
         const info = collectionClusterInfo(toc, consensus, replication, nameOf(r));
-        const key = (k: Parameters<typeof protoShardKey>[0] | undefined) => (k === undefined ? {} : { shard_key: protoShardKey(k) });
+        const key = (k: Parameters<typeof shardKeyOut>[0] | undefined) => (k === undefined ? {} : { shard_key: shardKeyOut(k) });
         return {
-          peer_id: int64(info.peer_id),
-          shard_count: int64(info.shard_count),
-          local_shards: info.local_shards.map((s) => ({ shard_id: s.shard_id, points_count: int64(s.points_count), state: s.state, ...key(s.shard_key) })),
-          remote_shards: info.remote_shards.map((s) => ({ shard_id: s.shard_id, peer_id: int64(s.peer_id), state: s.state, ...key(s.shard_key) })),
-          shard_transfers: info.shard_transfers.map((t) => ({ shard_id: t.shard_id, from: int64(t.from as number), to: int64(t.to as number), sync: t.sync })),
+          peer_id: int64Text(info.peer_id),
+          shard_count: int64Text(info.shard_count),
+          local_shards: info.local_shards.map((s) => ({ shard_id: s.shard_id, points_count: int64Text(s.points_count), state: s.state, ...key(s.shard_key) })),
+          remote_shards: info.remote_shards.map((s) => ({ shard_id: s.shard_id, peer_id: int64Text(s.peer_id), state: s.state, ...key(s.shard_key) })),
+          shard_transfers: info.shard_transfers.map((t) => ({ shard_id: t.shard_id, from: int64Text(t.from as number), to: int64Text(t.to as number), sync: t.sync })),
           resharding_operations: [],
         };
       },
@@ -211,7 +211,7 @@ export function collectionsService({ dispatcher, consensus, replication }: Colle
       async handle(r, ctx) {
         const timeout = timeoutSeconds(r.timeout, ctx);
         const k = (r.request as Msg | undefined)?.shard_key;
-        const key = parseDropShardKey(k === undefined ? {} : { shard_key: shardKeyJson(k, 'shard_key') });
+        const key = parseDropShardKey(k === undefined ? {} : { shard_key: shardKeyToJson(k, 'shard_key') });
         return { result: await dispatcher.dropShardKey(nameOf(r), key, timeout) };
       },
     }),
@@ -222,7 +222,7 @@ export function collectionsService({ dispatcher, consensus, replication }: Colle
       async handle(r) {
         const started = process.hrtime.bigint();
         const keys = toc.get(nameOf(r)).shardKeys() ?? [];
-        return { shard_keys: keys.map((key) => ({ key: protoShardKey(key) })), time: seconds(started) };
+        return { shard_keys: keys.map((key) => ({ key: shardKeyOut(key) })), time: seconds(started) };
       },
     }),
   };

@@ -62,9 +62,9 @@ import {
   type WithVectorsMsg,
   type WriteOrderingMsg,
 } from './convert/points';
-import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, snake, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
+import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
+import { seconds, snakeEnum, timeoutSeconds } from './convert/common';
 import { mapToJson, type ValueMap } from './convert/value';
-import { seconds, timeoutSeconds } from './convert';
 import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
 
 type Long = string | number;
@@ -122,7 +122,7 @@ function upsertBody(r: Omit<UpsertMsg, 'wait' | 'ordering' | 'timeout'>, field: 
   const out = keyedBody(r, `${field}shard_key_selector`);
   out.points = (r.points ?? []).map((p, i) => pointToJson(p, `${field}points[${i}]`));
   put(out, 'update_filter', filterToJson(r.update_filter, `${field}update_filter`));
-  if (r.update_mode !== undefined && r.update_mode !== null) out.update_mode = snake(r.update_mode);
+  if (r.update_mode !== undefined && r.update_mode !== null) out.update_mode = snakeEnum(r.update_mode);
   return out;
 }
 
@@ -311,7 +311,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         put(b, 'with_vector', withVectorsToJson(r.with_vectors));
         const { req, shards } = parseRetrieve(b);
         const records = await c.retrieve(req.ids, req.withPayload, req.withVector, opts, shards);
-        return { result: records.map(retrievedPointOut), time: seconds(started) };
+        return { result: records.map((p) => retrievedPointOut(p, 1)), time: seconds(started) };
       },
     },
 
@@ -331,7 +331,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         put(b, 'order_by', orderByToJson(r.order_by, 'order_by'));
         const { req, shards } = parseScroll(b);
         const page = 'ordered' in req ? await c.scrollOrdered(req.ordered, opts, shards) : await c.scroll(req.plain, opts, shards);
-        const out: Json = { result: page.points.map(retrievedPointOut), time: 0 };
+        const out: Json = { result: page.points.map((p) => retrievedPointOut(p, 1)), time: 0 };
         if (page.next_page_offset !== null) out.next_page_offset = pointIdOut(page.next_page_offset);
         out.time = seconds(started);
         return out;
@@ -364,7 +364,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const c = collection(r);
         const q = keyed(parseQuery)(queryPointsToJson(r));
         const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map(scoredPointOut), time: seconds(started) };
+        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
       },
     },
     QueryBatch: {
@@ -378,7 +378,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `query_points[${i}]`));
         const reqs = batchOf({ searches: items.map(queryPointsToJson) }, 'searches').map(keyed(parseQuery));
         const results = await c.queryBatch(reqs, opts);
-        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
+        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
       },
     },
     Search: {
@@ -390,7 +390,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const c = collection(r);
         const q = keyed(parseSearch)(searchPointsToJson(r));
         const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map(scoredPointOut), time: seconds(started) };
+        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
       },
     },
     SearchBatch: {
@@ -403,7 +403,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const items = r.search_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `search_points[${i}]`));
         const results = await c.queryBatch(batchOf({ searches: items.map(searchPointsToJson) }, 'searches').map(keyed(parseSearch)), opts);
-        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
+        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
       },
     },
     Recommend: {
@@ -415,7 +415,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const c = collection(r);
         const q = keyed(parseRecommend)(recommendPointsToJson(r));
         const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map(scoredPointOut), time: seconds(started) };
+        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
       },
     },
     RecommendBatch: {
@@ -428,7 +428,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const items = r.recommend_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `recommend_points[${i}]`));
         const results = await c.queryBatch(batchOf({ searches: items.map(recommendPointsToJson) }, 'searches').map(keyed(parseRecommend)), opts);
-        return { result: results.map((points) => ({ result: points.map(scoredPointOut) })), time: seconds(started) };
+        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
       },
     },
 

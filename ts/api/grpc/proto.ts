@@ -6,7 +6,13 @@
  * integers as decimal strings, enums by name, unset fields absent (`defaults: false`),
  * and for each oneof a virtual field naming the member that is set.
  *
- * Owns: finding and loading the files, the list of services. Must never: serve.
+ * A request the decoder cannot read (malformed or truncated bytes, messages nested past
+ * protobuf's limit of 100 levels) does not fail inside grpc-js, which would answer
+ * INTERNAL before any of our code runs: each method's request deserializer hands the
+ * wrapper (server.ts) an UndecodableRequest instead, which it answers INVALID_ARGUMENT.
+ *
+ * Owns: finding and loading the files, the list of services, decoding requests. Must
+ * never: serve.
  */
 
 import * as fs from 'node:fs';
@@ -34,6 +40,25 @@ export function protoDir(): string {
   }
 }
 
+/** What a method's handler gets in place of a request whose bytes could not be decoded. */
+export class UndecodableRequest {
+  constructor(
+    /** The decoder's reason (`index out of range: 9 + 10 > 4`, `maximum nesting depth exceeded`). */
+    readonly reason: string,
+  ) {}
+}
+
+/** `deserialize`, answering an UndecodableRequest where it throws. */
+function tolerant(deserialize: grpc.deserialize<unknown>): grpc.deserialize<unknown> {
+  return (bytes: Buffer) => {
+    try {
+      return deserialize(bytes);
+    } catch (err) {
+      return new UndecodableRequest(err instanceof Error ? err.message : String(err));
+    }
+  };
+}
+
 let loaded: Record<ServiceName, grpc.ServiceDefinition> | null = null;
 
 /** The service definitions of the contract (loaded on first use). */
@@ -46,7 +71,8 @@ export function serviceDefinitions(): Record<ServiceName, grpc.ServiceDefinition
     const svc = def[name];
     // A message or enum type carries `format`; a service is a map of its methods.
     if (svc === undefined || 'format' in svc) throw new Error(`${name} is not a service of proto/qdrant`);
-    out[name] = svc as unknown as grpc.ServiceDefinition;
+    const methods = Object.entries(svc as unknown as grpc.ServiceDefinition).map(([rpc, m]) => [rpc, { ...m, requestDeserialize: tolerant(m.requestDeserialize) }]);
+    out[name] = Object.fromEntries(methods) as grpc.ServiceDefinition;
   }
   loaded = out;
   return out;

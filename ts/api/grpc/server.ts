@@ -10,7 +10,9 @@
  * the error's status through the one table (status.ts); and the call's metrics.
  * Refusals: no or unknown credentials answer UNAUTHENTICATED, a token that is not valid
  * PERMISSION_DENIED (as the reference), a caller without access PERMISSION_DENIED
- * "Forbidden: ...".
+ * "Forbidden: ...", a request whose bytes cannot be decoded (proto.ts
+ * UndecodableRequest) INVALID_ARGUMENT "Wrong input: the request could not be decoded:
+ * ..." once the caller is authenticated (counted, and audited, like any other call).
  *
  * TLS: with `service.enable_tls` the same certificate and key as HTTPS, and with
  * `service.verify_https_client_certificate` client certificates are demanded and
@@ -28,12 +30,13 @@ import { MANAGE, type Access, type Requirement } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
 import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
+import { BadInputError } from '../../common/errors';
 import type { Config } from '../../config/types';
 import { decide } from '../guard';
 import { watchTlsFiles, type RestTlsMaterial } from '../tls';
 import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
 import { GrpcMetrics } from './metrics';
-import { serviceDefinitions, SERVICE_NAMES, type ServiceName } from './proto';
+import { serviceDefinitions, SERVICE_NAMES, UndecodableRequest, type ServiceName } from './proto';
 import { codeName, grpcErrorAnswer } from './status';
 
 export interface GrpcApiDeps {
@@ -243,15 +246,19 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
         if (!aborter.signal.aborted) aborter.abort('deadline');
       }, timeoutMs);
     }
+    const undecodable = call.request instanceof UndecodableRequest ? call.request : null;
     void (async () => {
       try {
         let access: Access = MANAGE;
         if (need.scope !== 'open' && authn.enabled) {
-          const decision = await decide(authn, audit, need, {
+          // A request that could not be decoded names no collection: its caller must be
+          // known (any valid credentials), and the call is refused below whatever its access.
+          const requirement: typeof need = undecodable !== null && need.scope === 'collection' ? { scope: 'listing' } : need;
+          const decision = await decide(authn, audit, requirement, {
             headers: headersOf(call.metadata),
             method: path,
             path,
-            params: method.params?.(call.request) ?? {},
+            params: undecodable === null ? (method.params?.(call.request) ?? {}) : {},
             address: addressOf(call.getPeer()),
           });
           if (!('access' in decision)) {
@@ -260,6 +267,7 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
           }
           access = decision.access;
         }
+        if (undecodable !== null) throw new BadInputError(`the request could not be decoded: ${undecodable.reason}`);
         const ctx: GrpcCallContext = { access, signal: aborter.signal, timeoutMs };
         const value = await method.handle(call.request, ctx);
         finish(grpc.status.OK, null, value);

@@ -11,14 +11,14 @@ import type { Snapshots } from '../../snapshots/snapshots';
 import type { SnapshotDescription } from '../../snapshots/store';
 import type { TableOfContent } from '../../storage/toc';
 import { collectionSnapshotDir, listCollectionSnapshots } from '../request/snapshots';
-import { int64, seconds, timestampOf } from './convert';
+import { int64Text, seconds, timestampOf } from './convert/common';
 import type { GrpcMethod, GrpcService } from './method';
 
 type Msg = Record<string, any>;
 
 /** A SnapshotDescription as the proto message. */
 function describe(d: SnapshotDescription): Msg {
-  const out: Msg = { name: d.name, size: int64(d.size) };
+  const out: Msg = { name: d.name, size: int64Text(d.size) };
   const t = timestampOf(d.creation_time);
   if (t !== undefined) out.creation_time = t;
   if (d.checksum !== undefined) out.checksum = d.checksum;

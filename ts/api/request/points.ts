@@ -193,6 +193,23 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
     }
     out.quantization = qo;
   }
+  // Served only as their defaults (off): a value that would change the search is refused.
+  if (x.indexed_only !== undefined && x.indexed_only !== null) {
+    if (typeof x.indexed_only !== 'boolean') throw new FormatError('params.indexed_only: expected a boolean');
+    if (x.indexed_only) throw new BadInputError('params.indexed_only: searching only indexed segments is not supported by Quiver (every search covers all points)');
+  }
+  if (x.acorn !== undefined && x.acorn !== null) {
+    const a = x.acorn;
+    if (!isObj(a)) throw new FormatError('params.acorn: expected an object');
+    if (a.max_selectivity !== undefined && a.max_selectivity !== null) {
+      if (typeof a.max_selectivity !== 'number') throw new FormatError('params.acorn.max_selectivity: expected a number');
+      if (!(a.max_selectivity >= 0 && a.max_selectivity <= 1)) throw new ValidationError(`params.acorn.max_selectivity: value ${a.max_selectivity} invalid, must be from 0 to 1`);
+    }
+    if (a.enable !== undefined && a.enable !== null) {
+      if (typeof a.enable !== 'boolean') throw new FormatError('params.acorn.enable: expected a boolean');
+      if (a.enable) throw new BadInputError('params.acorn.enable: ACORN search is not supported by Quiver');
+    }
+  }
   return out;
 }
 

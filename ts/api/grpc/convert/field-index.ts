@@ -9,7 +9,7 @@
  */
 
 import { FormatError } from '../../../common/errors';
-import { int64 } from './value';
+import { int64 } from './common';
 import { put } from './points';
 
 type Json = Record<string, unknown>;

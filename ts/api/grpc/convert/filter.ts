@@ -9,7 +9,7 @@
 
 import { FormatError } from '../../../common/errors';
 import { MAX_NESTING_DEPTH } from '../../../shard/limits';
-import { int64 } from './value';
+import { int64 } from './common';
 
 type Long = string | number;
 

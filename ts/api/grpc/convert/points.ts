@@ -12,10 +12,11 @@
 
 import type { ParsedUrlQuery } from 'node:querystring';
 
-import type { RecordOut, ScoredOut, ShardKey, UpdateResult } from '../../../collection/collection';
+import type { RecordOut, ScoredOut, UpdateResult } from '../../../collection/collection';
 import { FormatError } from '../../../common/errors';
 import { filterToJson, pointIdToJson, type FilterMsg, type PointIdMsg } from './filter';
-import { int64, jsonToMap, mapToJson, valueToJson, type ValueMap, type ValueMsg } from './value';
+import { shardKeyOut, shardKeyToJson, type ShardKeyMsg } from './common';
+import { jsonToMap, mapToJson, valueToJson, type ValueMap, type ValueMsg } from './value';
 
 type Long = string | number;
 type Json = Record<string, unknown>;
@@ -68,12 +69,6 @@ export interface WithVectorsMsg {
   selector_options?: string;
   enable?: boolean;
   include?: { names?: string[] };
-}
-
-export interface ShardKeyMsg {
-  key?: string;
-  keyword?: string;
-  number?: Long;
 }
 
 export interface ShardKeySelectorMsg {
@@ -202,14 +197,6 @@ export function withVectorsToJson(w: WithVectorsMsg | undefined): unknown {
   }
 }
 
-export function shardKeyToJson(k: ShardKeyMsg | undefined, field: string): string | number {
-  if (present(k)) {
-    if (k.key === 'keyword' || (k.key === undefined && k.keyword !== undefined)) return k.keyword ?? '';
-    if (k.key === 'number' || (k.key === undefined && k.number !== undefined)) return int64(k.number);
-  }
-  throw new FormatError(`${field}: a ShardKey with neither \`keyword\` nor \`number\` set`);
-}
-
 /**
  * A ShardKeySelector to REST's `shard_key`: one key, a list of keys, or (with a
  * fallback) `{target, fallback}`, which takes exactly one target key.
@@ -281,29 +268,37 @@ export function vectorsOut(v: RecordOut['vector']): Json {
   return { vectors: { vectors: named } };
 }
 
-export function shardKeyOut(k: ShardKey): ShardKeyMsg {
-  return typeof k === 'string' ? { keyword: k } : { number: String(k) };
-}
-
 /** An order-by value: an integer when it is one (as REST's JSON shows it), else a float. */
 function orderValueOut(v: number): Json {
   return Number.isSafeInteger(v) ? { int: String(v) } : { float: v };
 }
 
-/** A record (retrieve, scroll) to a RetrievedPoint; `payload` and `vectors` only when asked for. */
-export function retrievedPointOut(r: RecordOut & { order_value?: number }): Json {
+/** The payload of point `id` in a point message enclosed by `depth` messages (1 in a GetResponse, 2 in a batch's BatchResult). */
+function payloadOut(payload: Record<string, unknown>, id: number | string | bigint, depth: number): Json {
+  // The map's values sit inside the point message.
+  return jsonToMap(payload, { depth: depth + 1, what: `the payload of point ${String(id)}` });
+}
+
+/**
+ * A record (retrieve, scroll) to a RetrievedPoint enclosed by `depth` messages (1: it is
+ * an item of the response); `payload` and `vectors` only when asked for.
+ */
+export function retrievedPointOut(r: RecordOut & { order_value?: number }, depth: number): Json {
   const out: Json = { id: pointIdOut(r.id) };
-  if (r.payload !== undefined) out.payload = jsonToMap(r.payload);
+  if (r.payload !== undefined) out.payload = payloadOut(r.payload, r.id, depth);
   if (r.vector !== undefined) out.vectors = vectorsOut(r.vector);
   if (r.shard_key !== undefined) out.shard_key = shardKeyOut(r.shard_key);
   if (r.order_value !== undefined) out.order_value = orderValueOut(r.order_value);
   return out;
 }
 
-/** A search hit to a ScoredPoint (a hit of an order_by query carries the value it was ordered by). */
-export function scoredPointOut(r: ScoredOut & { order_value?: number }): Json {
+/**
+ * A search hit to a ScoredPoint enclosed by `depth` messages (1 in a response, 2 in a
+ * batch's BatchResult); a hit of an order_by query carries the value it was ordered by.
+ */
+export function scoredPointOut(r: ScoredOut & { order_value?: number }, depth: number): Json {
   const out: Json = { id: pointIdOut(r.id), score: r.score, version: String(r.version) };
-  if (r.payload !== undefined) out.payload = jsonToMap(r.payload);
+  if (r.payload !== undefined) out.payload = payloadOut(r.payload, r.id, depth);
   if (r.vector !== undefined) out.vectors = vectorsOut(r.vector);
   if (r.shard_key !== undefined) out.shard_key = shardKeyOut(r.shard_key);
   if (r.order_value !== undefined) out.order_value = orderValueOut(r.order_value);

@@ -11,7 +11,8 @@
 
 import { FormatError } from '../../../common/errors';
 import { filterToJson, pointIdToJson, timestampToRfc3339, type FilterMsg, type PointIdMsg, type TimestampMsg } from './filter';
-import { mapToJson, valueToJson, int64, type ValueMap, type ValueMsg } from './value';
+import { int64, snakeEnum } from './common';
+import { mapToJson, valueToJson, type ValueMap, type ValueMsg } from './value';
 import {
   put,
   shardKeySelectorToJson,
@@ -123,10 +124,6 @@ function present<T>(x: T | undefined | null): x is T {
 }
 
 /** A name of the contract's enum in its REST spelling (`BestScore` → `best_score`); a number this contract does not name stays one. */
-export function snake(v: string | number): string | number {
-  return typeof v === 'number' ? v : v.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
-}
-
 export function searchParamsToJson(p: SearchParamsMsg | undefined): Json | undefined {
   if (!present(p)) return undefined;
   const out: Json = {};
@@ -200,7 +197,7 @@ function startFromToJson(s: StartFromMsg | undefined, field: string): unknown {
 export function orderByToJson(o: OrderByMsg | undefined, field: string): Json | undefined {
   if (!present(o)) return undefined;
   const out: Json = { key: o.key ?? '' };
-  if (present(o.direction)) out.direction = snake(o.direction);
+  if (present(o.direction)) out.direction = snakeEnum(o.direction);
   put(out, 'start_from', startFromToJson(o.start_from, `${field}.start_from`));
   return out;
 }
@@ -221,15 +218,15 @@ function queryToJson(q: QueryMsg | undefined): unknown {
         positive: (r.positive ?? []).map((v, i) => vectorInputToJson(v, `query.recommend.positive[${i}]`)),
         negative: (r.negative ?? []).map((v, i) => vectorInputToJson(v, `query.recommend.negative[${i}]`)),
       };
-      if (present(r.strategy)) out.strategy = snake(r.strategy);
+      if (present(r.strategy)) out.strategy = snakeEnum(r.strategy);
       return { recommend: out };
     }
     case 'order_by':
       return { order_by: orderByToJson(q.order_by, 'query.order_by') };
     case 'fusion':
-      return { fusion: snake(q.fusion ?? 'RRF') };
+      return { fusion: snakeEnum(q.fusion ?? 'RRF') };
     case 'sample':
-      return { sample: snake(q.sample ?? 'Random') };
+      return { sample: snakeEnum(q.sample ?? 'Random') };
     case 'nearest_with_mmr': {
       const m = q.nearest_with_mmr ?? {};
       return { nearest: vectorInputToJson(m.nearest, 'query.nearest'), mmr: { ...(m.mmr ?? {}) } };
@@ -288,7 +285,7 @@ export function recommendPointsToJson(r: RecommendPointsMsg): Json {
     positive: examples(r.positive, r.positive_vectors, 'positive'),
     negative: examples(r.negative, r.negative_vectors, 'negative'),
   };
-  if (present(r.strategy)) out.strategy = snake(r.strategy);
+  if (present(r.strategy)) out.strategy = snakeEnum(r.strategy);
   put(out, 'using', r.using ?? undefined);
   put(out, 'lookup_from', lookupToJson(r.lookup_from));
   out.limit = int64(r.limit);

@@ -4,13 +4,20 @@
  * (`keepCase`, longs as decimal strings, enums as names, unset fields absent, each oneof
  * named by its virtual field).
  *
- * Owns: that translation, bounded in depth (a message nested deeper than a JSON body may
- * be is refused here, before any recursive parser sees it). Must never: validate
- * payloads (ts/api/request/parse.ts does, for every API alike).
+ * The one translation of JSON values for the whole gRPC API: payloads in requests and
+ * answers, inference options, collection metadata.
+ *
+ * Owns: that translation, bounded in depth both ways (a message nested deeper than a JSON
+ * body may be is refused here, before any recursive parser sees it; a stored value nested
+ * deeper than protobuf can carry in an answer is refused with a clear error rather than
+ * failing in the encoder), a refusal of a Value with no kind set, and which numbers go out
+ * as integers. Must never: validate payloads (ts/api/request/parse.ts does, for every API
+ * alike).
  */
 
-import { FormatError } from '../../../common/errors';
+import { BadInputError, FormatError } from '../../../common/errors';
 import { MAX_NESTING_DEPTH } from '../../../shard/limits';
+import { int64 } from './common';
 
 /** A `qdrant.Value` as decoded. */
 export interface ValueMsg {
@@ -26,14 +33,6 @@ export interface ValueMsg {
 
 /** A `map<string, Value>` as decoded (absent when empty). */
 export type ValueMap = Record<string, ValueMsg> | undefined;
-
-/**
- * An int64 as proto-loader gives it (a decimal string) to the JSON number a REST body
- * would hold: exact up to 2^53 - 1, rounded beyond, as JSON.parse rounds it.
- */
-export function int64(x: string | number | undefined): number {
-  return x === undefined ? 0 : Number(x);
-}
 
 function tooDeep(field: string): FormatError {
   return new FormatError(`${field}: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
@@ -78,8 +77,44 @@ export function mapToJson(m: ValueMap, field: string, depth = 0): Record<string,
   return out;
 }
 
-/** A JSON value (as stored: finite numbers, no undefined) to a Value. */
-export function jsonToValue(x: unknown): ValueMsg {
+/**
+ * How deep protobuf messages may nest: the limit of protobufjs (which encodes our answers
+ * and refuses to go deeper) and of the official clients' decoders alike.
+ */
+export const PROTO_MAX_DEPTH = 100;
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** Where a JSON value is written in an answer, for the error when it nests too deep to be carried. */
+export interface ValueAt {
+  /** How many messages enclose its Value (a payload's values in GetResponse: 2, the response and the RetrievedPoint). */
+  depth: number;
+  /** What it is, for the error ("the payload of point 7"). */
+  what: string;
+}
+
+function tooDeepForProto(at: ValueAt): BadInputError {
+  // The message levels of everything around the first Value, and two per level of nesting.
+  const room = Math.max(0, Math.floor((PROTO_MAX_DEPTH - at.depth) / 2));
+  return new BadInputError(
+    `${at.what} nests deeper than a gRPC answer can carry here (protobuf messages nest at most ${PROTO_MAX_DEPTH} levels, which leaves ${room} levels of arrays and objects); read it over REST, or leave it out of the answer`,
+  );
+}
+
+/**
+ * A JSON value (as stored: finite numbers, no undefined) to a Value enclosed by
+ * `at.depth` messages. A number is an `integer_value` only when it is an integer that
+ * fits int64 and that a JSON reader keeps exact (a REST client reads `1` as an integer
+ * too); any other number (1e300, 2^64, -0.5) is a `double_value`, so it always encodes.
+ */
+export function jsonToValue(x: unknown, at: ValueAt): ValueMsg {
+  return toValue(x, at.depth, at);
+}
+
+/** jsonToValue for a Value at message depth `depth`, inside the value described by `at`. */
+function toValue(x: unknown, depth: number, at: ValueAt): ValueMsg {
+  if (depth > PROTO_MAX_DEPTH) throw tooDeepForProto(at);
   if (x === null || x === undefined) return { null_value: 'NULL_VALUE' };
   switch (typeof x) {
     case 'boolean':
@@ -87,24 +122,35 @@ export function jsonToValue(x: unknown): ValueMsg {
     case 'string':
       return { string_value: x };
     case 'number':
-      // Integers a JSON reader keeps exact go out as integers (a REST client reads `1` as an integer too).
       return Number.isSafeInteger(x) ? { integer_value: String(x) } : { double_value: x };
     case 'bigint':
-      return { integer_value: x.toString() };
-    case 'object':
-      if (Array.isArray(x)) return { list_value: { values: x.map(jsonToValue) } };
-      return { struct_value: { fields: jsonToMap(x as Record<string, unknown>) } };
+      return x >= INT64_MIN && x <= INT64_MAX ? { integer_value: x.toString() } : { double_value: Number(x) };
+    case 'object': {
+      // The ListValue or Struct is one level below this Value, its values two.
+      if (depth + 1 > PROTO_MAX_DEPTH) throw tooDeepForProto(at);
+      if (Array.isArray(x)) return { list_value: { values: x.map((v) => toValue(v, depth + 2, at)) } };
+      return { struct_value: { fields: toMap(x as Record<string, unknown>, depth + 2, at) } };
+    }
     default:
       return { null_value: 'NULL_VALUE' };
   }
 }
 
-/** A JSON object to a `map<string, Value>`. */
-export function jsonToMap(o: Record<string, unknown> | null | undefined): Record<string, ValueMsg> {
+/**
+ * A JSON object to a `map<string, Value>` whose values sit at `at.depth` (a payload in a
+ * RetrievedPoint of a GetResponse: 2). Throws a bad-input error naming `at.what` when a
+ * value nests deeper than protobuf can carry there (JSON allows deeper: a REST body may
+ * nest 127 levels).
+ */
+export function jsonToMap(o: Record<string, unknown> | null | undefined, at: ValueAt): Record<string, ValueMsg> {
+  return toMap(o, at.depth, at);
+}
+
+function toMap(o: Record<string, unknown> | null | undefined, depth: number, at: ValueAt): Record<string, ValueMsg> {
   const out: Record<string, ValueMsg> = {};
   if (o === null || o === undefined) return out;
   for (const k of Object.keys(o)) {
-    Object.defineProperty(out, k, { value: jsonToValue(o[k]), writable: true, enumerable: true, configurable: true });
+    Object.defineProperty(out, k, { value: toValue(o[k], depth, at), writable: true, enumerable: true, configurable: true });
   }
   return out;
 }
