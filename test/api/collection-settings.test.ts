@@ -241,3 +241,26 @@ test.serial('search params indexed_only and acorn: off is taken, on is refused t
     t.regex(r.body.status.error, /^Format error in JSON body: params\./);
   }
 });
+
+test.serial('hnsw_config.inline_storage, wal_config.wal_retain_closed and params.quantization ignore/rescore: what would change nothing is taken, the rest refused the same over REST and gRPC', async (t) => {
+  await restOk(t, 'PUT', '/collections/misc_ok', { vectors: VECTORS, hnsw_config: { inline_storage: false }, wal_config: { wal_retain_closed: null } });
+  sameRefusal(
+    t,
+    await rest('PUT', '/collections/misc_bad', { vectors: VECTORS, hnsw_config: { inline_storage: true } }),
+    await g.fail('Collections', 'Create', { collection_name: 'misc_bad', vectors_config: GRPC_VECTORS, hnsw_config: { inline_storage: true } }),
+    /^Wrong input: hnsw_config\.inline_storage: .*not supported by Quiver/,
+  );
+  sameRefusal(
+    t,
+    await rest('PUT', '/collections/misc_bad', { vectors: VECTORS, wal_config: { wal_retain_closed: 3 } }),
+    await g.fail('Collections', 'Create', { collection_name: 'misc_bad', vectors_config: GRPC_VECTORS, wal_config: { wal_retain_closed: '3' } }),
+    /^Wrong input: wal_config\.wal_retain_closed: .*not supported/,
+  );
+  t.is((await rest('GET', '/collections/misc_bad')).status, 404, 'refused creates change nothing');
+  await restOk(t, 'PUT', '/collections/misc_ok/points?wait=true', { points: [{ id: 1, vector: [1, 0] }] });
+  const typed = await rest('POST', '/collections/misc_ok/points/search', { vector: [1, 0], limit: 1, params: { quantization: { rescore: 'no' } } });
+  t.is(typed.status, 400, JSON.stringify(typed.body));
+  t.regex(typed.body.status.error, /params\.quantization\.rescore: expected a boolean/);
+  const fine = await rest('POST', '/collections/misc_ok/points/search', { vector: [1, 0], limit: 1, params: { quantization: { rescore: false, ignore: true } } });
+  t.is(fine.status, 200, JSON.stringify(fine.body));
+});

@@ -200,6 +200,9 @@ function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
   if (od !== undefined) out.on_disk = od;
   const pm = optional(o, 'payload_m', (v) => int(v, `${field}.payload_m`, 0, 256));
   if (pm !== undefined) out.payload_m = pm;
+  // Vectors stored inside the graph's links (a layout for on-disk graphs): only "off" is served.
+  const inline = optional(o, 'inline_storage', (v) => bool(v, `${field}.inline_storage`));
+  if (inline === true) throw new BadInputError(`${field}.inline_storage: vectors stored inline in the HNSW graph are not supported by Quiver`);
   return out;
 }
 
@@ -239,6 +242,9 @@ function parseWalDiff(x: unknown, field: string): Partial<WalConfig> {
   if (cap !== undefined) out.wal_capacity_mb = cap;
   const ahead = optional(o, 'wal_segments_ahead', (v) => int(v, `${field}.wal_segments_ahead`, 0, 64));
   if (ahead !== undefined) out.wal_segments_ahead = ahead;
+  // Quiver's WAL keeps its history by its own rule (docs/storage.md, "WAL history"), not by a count of closed segments.
+  const retain = optional(o, 'wal_retain_closed', (v) => int(v, `${field}.wal_retain_closed`, 0));
+  if (retain !== undefined) throw new BadInputError(`${field}.wal_retain_closed: Quiver's WAL keeps its history by its own rule (see docs/storage.md); a count of closed segments to keep is not supported`);
   return out;
 }
 

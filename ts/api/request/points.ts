@@ -183,8 +183,12 @@ function searchParams(x: unknown): Pick<Common, 'hnswEf' | 'exact' | 'quantizati
     const q = x.quantization;
     if (!isObj(q)) throw new FormatError('params.quantization: expected an object');
     const qo: NonNullable<SearchRequest['quantization']> = {};
-    if (q.ignore !== undefined && q.ignore !== null) qo.ignore = Boolean(q.ignore);
-    if (q.rescore !== undefined && q.rescore !== null) qo.rescore = Boolean(q.rescore);
+    for (const key of ['ignore', 'rescore'] as const) {
+      const v = q[key];
+      if (v === undefined || v === null) continue;
+      if (typeof v !== 'boolean') throw new FormatError(`params.quantization.${key}: expected a boolean`);
+      qo[key] = v;
+    }
     if (q.oversampling !== undefined && q.oversampling !== null) {
       if (typeof q.oversampling !== 'number' || !(q.oversampling >= 1)) throw new ValidationError('params.quantization.oversampling: must be 1 or larger');
       // A multiplier of k: the engine keeps k × oversampling candidates, a 32-bit count (and takes the factor as a 32-bit float).
