@@ -16,6 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
+import { grpcCodeOf } from '../grpc-status';
 import type { ShardTarget, TransferMethod } from '../../collection/cluster-link';
 import { methodOf, type Collection } from '../../collection/collection';
 import type { LocalReplica } from '../../collection/local-replica';
@@ -102,23 +103,6 @@ export function clockOf(m: ClockMsg): ClockTag {
 
 const KIND_TRAILER = 'quiver-error-kind';
 
-/** The gRPC code a call answers for an error kind. */
-const CODE_OF_KIND: Record<ErrorKind, grpc.status> = {
-  bad_input: grpc.status.INVALID_ARGUMENT,
-  already_exists: grpc.status.ALREADY_EXISTS,
-  not_found: grpc.status.NOT_FOUND,
-  service_error: grpc.status.INTERNAL,
-  bad_request: grpc.status.INVALID_ARGUMENT,
-  standalone_mode: grpc.status.FAILED_PRECONDITION,
-  forbidden: grpc.status.PERMISSION_DENIED,
-  timeout: grpc.status.DEADLINE_EXCEEDED,
-  checksum_mismatch: grpc.status.INVALID_ARGUMENT,
-  shard_unavailable: grpc.status.UNAVAILABLE,
-  validation: grpc.status.INVALID_ARGUMENT,
-  format: grpc.status.INVALID_ARGUMENT,
-  not_implemented: grpc.status.UNIMPLEMENTED,
-  cluster_unavailable: grpc.status.UNAVAILABLE,
-};
 
 export function targetMsg(t: ShardTarget): TargetMsg {
   return { collection: t.collection, uuid: t.uuid, shard: t.shard };
@@ -178,9 +162,9 @@ export interface PointsBackend {
 
 export function errorStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
-  if (err instanceof QuiverError && (err.kind as string) in CODE_OF_KIND) {
+  if (err instanceof QuiverError && (err.kind as string) in ERROR_PREFIX) {
     metadata.set(KIND_TRAILER, err.kind);
-    return { code: CODE_OF_KIND[err.kind as ErrorKind], details: err.message, metadata };
+    return { code: grpcCodeOf(err), details: err.message, metadata };
   }
   return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err) };
 }
@@ -444,7 +428,7 @@ export class PointsClients {
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
 export function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
   const kind = err.metadata?.get(KIND_TRAILER)?.[0];
-  if (typeof kind === 'string' && kind in CODE_OF_KIND) return new QuiverError(kind as ErrorKind, '', err.details);
+  if (typeof kind === 'string' && kind in ERROR_PREFIX) return new QuiverError(kind as ErrorKind, '', err.details);
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
   if (err.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
   // grpc-js ends some details with an empty "Resolution note:".
