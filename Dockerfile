@@ -6,7 +6,7 @@
 # which a container with the native addon does not need).
 #
 #   docker build -t quiver .
-#   docker run -p 6333:6333 -v quiver-storage:/quiver/storage quiver
+#   docker run -p 6333:6333 -p 6334:6334 -v quiver-storage:/quiver/storage quiver
 
 FROM node:20-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates build-essential \
@@ -33,8 +33,8 @@ COPY --from=build /src/proto ./proto
 COPY --from=build /src/crates/quiver-node/*.node ./crates/quiver-node/
 ENV SERVICE__STORAGE__STORAGE_PATH=/quiver/storage \
     SERVICE__STORAGE__SNAPSHOTS_PATH=/quiver/snapshots
-# 6333: REST API; 6335: internal API between cluster peers (cluster.enabled).
-EXPOSE 6333 6335
+# 6333: REST API; 6334: gRPC API; 6335: internal API between cluster peers (cluster.enabled).
+EXPOSE 6333 6334 6335
 VOLUME ["/quiver/storage", "/quiver/snapshots"]
 STOPSIGNAL SIGTERM
 CMD ["node", "bin/quiver"]

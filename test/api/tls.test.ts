@@ -6,7 +6,6 @@
  */
 
 import test from 'ava';
-import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -14,87 +13,13 @@ import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type * as tls from 'node:tls';
-import { promisify } from 'node:util';
 import pino from 'pino';
 
 import { loadConfig } from '../../ts/config';
 import { createRestServer, loadRestTls, stopCertificateReload, TlsSetupError } from '../../ts/api/tls';
 import { DEADLINE_MS, sleep, waitFor } from '../support/wait';
 import { runQuiver, startQuiver } from './helpers';
-
-const execFileP = promisify(execFile);
-
-const OPENSSL_CNF = `
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = unused
-[ca_ext]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign
-subjectKeyIdentifier = hash
-[server_ext]
-basicConstraints = CA:FALSE
-subjectAltName = IP:127.0.0.1
-extendedKeyUsage = serverAuth
-[client_ext]
-basicConstraints = CA:FALSE
-extendedKeyUsage = clientAuth
-[ca]
-default_ca = signer
-[signer]
-database = index.txt
-new_certs_dir = issued
-serial = serial
-default_md = sha256
-policy = any
-unique_subject = no
-copy_extensions = none
-[any]
-commonName = supplied
-`;
-
-interface Pki {
-  dir: string;
-  /** Absolute path of a file in the PKI folder. */
-  file(name: string): string;
-  read(name: string): Buffer;
-}
-
-async function makePki(): Promise<Pki> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-tls-'));
-  fs.writeFileSync(path.join(dir, 'openssl.cnf'), OPENSSL_CNF);
-  fs.writeFileSync(path.join(dir, 'index.txt'), '');
-  fs.writeFileSync(path.join(dir, 'serial'), '1000\n');
-  fs.mkdirSync(path.join(dir, 'issued'));
-  const openssl = (args: string[]) => execFileP('openssl', args, { cwd: dir });
-  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-
-  const ca = (name: string, cn: string) =>
-    openssl(['req', '-x509', '-config', 'openssl.cnf', ...newKey, '-keyout', `${name}.key`, '-out', `${name}.pem`,
-      '-days', '3', '-subj', `/CN=${cn}`, '-extensions', 'ca_ext']);
-  // `openssl ca` (not `x509 -req`) because it takes explicit -startdate/-enddate: OpenSSL
-  // 3.0 has no -not_before/-not_after and refuses a negative -days. Run one at a time
-  // (they share the serial file and index).
-  const leaf = async (name: string, cn: string, signer: string, ext: string, dates: string[] = ['-days', '3']) => {
-    await openssl(['req', '-new', '-config', 'openssl.cnf', ...newKey, '-keyout', `${name}.key`, '-out', `${name}.csr`,
-      '-subj', `/CN=${cn}`]);
-    await openssl(['ca', '-batch', '-config', 'openssl.cnf', '-cert', `${signer}.pem`, '-keyfile', `${signer}.key`,
-      '-in', `${name}.csr`, '-out', `${name}.pem`, '-extensions', ext, '-notext', ...dates]);
-  };
-  await Promise.all([ca('ca', 'Quiver Test CA'), ca('ca2', 'Other Test CA')]);
-  await leaf('server-a', 'quiver-a', 'ca', 'server_ext');
-  await leaf('server-b', 'quiver-b', 'ca', 'server_ext');
-  await leaf('client', 'good-client', 'ca', 'client_ext');
-  await leaf('client2', 'foreign-client', 'ca2', 'client_ext');
-  await leaf('expired', 'expired-client', 'ca', 'client_ext', ['-startdate', '20200101000000Z', '-enddate', '20200102000000Z']);
-  return {
-    dir,
-    file: (name) => path.join(dir, name),
-    read: (name) => fs.readFileSync(path.join(dir, name)),
-  };
-}
+import { makePki, type Pki } from '../support/pki';
 
 let pkiPromise: Promise<Pki> | null = null;
 const pki = () => (pkiPromise ??= makePki());

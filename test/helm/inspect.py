@@ -34,11 +34,14 @@ def main():
         spec = sts["spec"]
         need(spec["serviceName"] == headless[0]["metadata"]["name"], "StatefulSet serviceName is the headless Service")
         need(headless[0]["spec"].get("publishNotReadyAddresses") is True, "headless Service publishes not-ready peers")
-        need({p["port"] for p in headless[0]["spec"]["ports"]} == {6333, 6335}, "headless Service has the REST and p2p ports")
+        need({p["port"] for p in headless[0]["spec"]["ports"]} == {6333, 6334, 6335}, "headless Service has the REST, gRPC and p2p ports")
         want_replicas = 5 if what == "five" else 3
         need(spec["replicas"] == want_replicas, f"replicas {want_replicas}")
         pod = spec["template"]["spec"]
         c = pod["containers"][0]
+        need({p["name"]: p["containerPort"] for p in c["ports"]} == {"http": 6333, "grpc": 6334, "p2p": 6335}, "container ports http 6333, grpc 6334, p2p 6335")
+        cfg = yaml.safe_load(by_kind["ConfigMap"][0]["data"]["config.yaml"])
+        need(cfg["service"].get("grpc_port") == 6334, "config.yaml sets service.grpc_port to the container's grpc port")
         need(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness on /readyz")
         need(c["livenessProbe"]["httpGet"]["path"] == "/livez", "liveness on /livez")
         sp = c.get("startupProbe", {})
@@ -55,6 +58,8 @@ def main():
             need(ref.get("name") == secret_name and ref.get("key") == key, f"{var} from Secret {secret_name} key {key}")
         need(c["command"] == ["/bin/sh", "/quiver/etc/start.sh"], "started through the start script")
         need(spec.get("podManagementPolicy") == "Parallel", "pods start in parallel")
+    clients = [s for s in services if s["spec"].get("clusterIP") != "None"]
+    need(len(clients) == 1 and {(p["name"], p["port"], p["targetPort"]) for p in clients[0]["spec"]["ports"]} == {("http", 6333, "http"), ("grpc", 6334, "grpc")}, "client Service exposes http 6333 and grpc 6334")
     pdb = by_kind.get("PodDisruptionBudget", [None])[0]
     need(pdb is not None and pdb["spec"].get("maxUnavailable") == 1, "PodDisruptionBudget with maxUnavailable 1")
     secrets = by_kind.get("Secret", [])

@@ -19,7 +19,7 @@ export const LAYERS: ReadonlyArray<{ unit: string; rank: number; owns: string }>
   { unit: 'ts/api/rest', rank: 10, owns: 'REST (Koa and the direct lane): requests to typed calls, answers to envelopes' },
   { unit: 'ts/api/grpc', rank: 10, owns: 'the public gRPC API (the reference\'s v1.18 contract): proto messages to the JSON-form requests REST parses, answers back, the call wrapper (auth, status codes, metrics)' },
   { unit: 'ts/api/p2p', rank: 10, owns: 'the internal gRPC service between peers and its clients' },
-  { unit: 'ts/api/request', rank: 12, owns: 'the requests of the reference\'s API in their JSON form, parsed and validated into typed calls: shared by REST and gRPC' },
+  { unit: 'ts/api/request', rank: 12, owns: 'the requests of the reference\'s API in their JSON form, parsed and validated into typed calls, and the answers built from the same data: shared by REST and gRPC' },
   { unit: 'ts/api', rank: 15, owns: 'what every API shares: error kinds to HTTP status, the envelope, TLS files' },
   { unit: 'ts/snapshots', rank: 20, owns: 'snapshot archives, their stores (disk, S3) and recovery' },
   { unit: 'ts/auth', rank: 20, owns: 'api keys, JWT, the access model, the audit log' },

@@ -182,6 +182,24 @@ export async function createRestServer(
 }
 
 function scheduleReload(server: https.Server, config: Config, logger: Logger, initial: RestTlsMaterial): void {
+  const stop = watchTlsFiles(config, logger, initial, (next) =>
+    server.setSecureContext({
+      cert: next.cert,
+      key: next.key,
+      ...(next.ca !== null ? { ca: next.ca } : {}),
+    }),
+  );
+  server.once('close', stop);
+  reloadStoppers.set(server, stop);
+}
+
+/**
+ * Reads the certificate files again every `tls.cert_ttl` seconds and calls `apply` with
+ * a set that changed and still loads (REST's HTTPS server and the gRPC API both switch to
+ * it for new connections); a set that fails to load is logged and the current one stays.
+ * Returns the function that stops the timer.
+ */
+export function watchTlsFiles(config: Config, logger: Logger, initial: RestTlsMaterial, apply: (next: RestTlsMaterial) => void): () => void {
   const periodMs = Math.min(config.tls.cert_ttl * 1000, MAX_TIMER_MS);
   let current = initial;
   let timer: NodeJS.Timeout | null = null;
@@ -195,11 +213,7 @@ function scheduleReload(server: https.Server, config: Config, logger: Logger, in
       if (sameMaterial(current, next)) {
         logger.debug({ serialNumber: next.facts.serialNumber }, 'TLS certificate files unchanged');
       } else {
-        server.setSecureContext({
-          cert: next.cert,
-          key: next.key,
-          ...(next.ca !== null ? { ca: next.ca } : {}),
-        });
+        apply(next);
         current = next;
         logger.info(next.facts, 'TLS certificate reloaded: new connections use it');
         warnIfNotValidNow(next.facts, logger);
@@ -219,12 +233,10 @@ function scheduleReload(server: https.Server, config: Config, logger: Logger, in
     timer = setTimeout(() => void reload(), periodMs);
     timer.unref();
   };
-  const stop = () => {
+  schedule();
+  return () => {
     stopped = true;
     if (timer !== null) clearTimeout(timer);
     timer = null;
   };
-  server.once('close', stop);
-  reloadStoppers.set(server, stop);
-  schedule();
 }

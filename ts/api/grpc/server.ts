@@ -30,7 +30,7 @@ import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
 import type { Config } from '../../config/types';
 import { decide } from '../guard';
-import type { RestTlsMaterial } from '../tls';
+import { watchTlsFiles, type RestTlsMaterial } from '../tls';
 import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
 import { GrpcMetrics } from './metrics';
 import { serviceDefinitions, SERVICE_NAMES, type ServiceName } from './proto';
@@ -85,6 +85,55 @@ function requirementOfKey(key: string): Requirement {
 
 type Unary = grpc.handleUnaryCall<unknown, unknown>;
 
+type CaListener = grpc.experimental.CaCertificateUpdateListener;
+type IdentityListener = grpc.experimental.IdentityCertificateUpdateListener;
+
+/**
+ * The certificate files (as loadRestTls read and checked them) for grpc-js: the server's
+ * certificate and key, and the CA its clients' certificates must be signed by. `update`
+ * hands a reloaded set to the server (new connections use it).
+ */
+class TlsFiles implements grpc.experimental.CertificateProvider {
+  private readonly caListeners = new Set<CaListener>();
+  private readonly identityListeners = new Set<IdentityListener>();
+
+  constructor(private material: RestTlsMaterial) {}
+
+  update(next: RestTlsMaterial): void {
+    this.material = next;
+    for (const l of this.caListeners) l(this.caUpdate());
+    for (const l of this.identityListeners) l(this.identityUpdate());
+  }
+
+  private caUpdate() {
+    return this.material.ca === null ? null : { caCertificate: this.material.ca };
+  }
+
+  private identityUpdate() {
+    return { certificate: this.material.cert, privateKey: this.material.key };
+  }
+
+  // The first answer goes out after the listener is registered: grpc-js starts watching
+  // the credentials only once the call that adds the listener returns.
+  addCaCertificateListener(l: CaListener): void {
+    this.caListeners.add(l);
+    queueMicrotask(() => this.caListeners.has(l) && l(this.caUpdate()));
+  }
+
+  removeCaCertificateListener(l: CaListener): void {
+    this.caListeners.delete(l);
+  }
+
+  addIdentityCertificateListener(l: IdentityListener): void {
+    this.identityListeners.add(l);
+    queueMicrotask(() => this.identityListeners.has(l) && l(this.identityUpdate()));
+  }
+
+  removeIdentityCertificateListener(l: IdentityListener): void {
+    this.identityListeners.delete(l);
+  }
+}
+
 export class GrpcApiServer {
   private closing: Promise<void> | null = null;
 
@@ -92,6 +141,7 @@ export class GrpcApiServer {
     private readonly server: grpc.Server,
     /** The port bound (the real one). */
     readonly port: number,
+    private readonly stopReload: (() => void) | null,
   ) {}
 
   /** Binds `service.host`:`service.grpc_port` (which must not be null) and serves. Throws GrpcStartError when it cannot bind. */
@@ -115,28 +165,34 @@ export class GrpcApiServer {
       server.addService(definition, impl);
     }
 
-    const creds =
-      tls === null
-        ? grpc.ServerCredentials.createInsecure()
-        : grpc.ServerCredentials.createSsl(
-            config.service.verify_https_client_certificate ? tls.ca : null,
-            [{ cert_chain: tls.cert, private_key: tls.key }],
-            config.service.verify_https_client_certificate,
-          );
+    let creds = grpc.ServerCredentials.createInsecure();
+    let stopReload: (() => void) | null = null;
+    if (tls !== null) {
+      const verify = config.service.verify_https_client_certificate;
+      const files = new TlsFiles(tls);
+      // grpc-js 1.14 hands this function's first argument to the credentials' identity
+      // slot and its second to the CA slot (the reverse of its declared names); the same
+      // provider serves both, and the CA slot is null when client certificates are not
+      // checked (no certificate is asked for). Pinned by test/grpc/tls.test.ts.
+      creds = grpc.experimental.createCertificateProviderServerCredentials(files, verify ? files : (null as unknown as TlsFiles), verify);
+      stopReload = watchTlsFiles(config, deps.logger.child({ api: 'grpc' }), tls, (next) => files.update(next));
+    }
     const host = config.service.host;
     const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     const bound = await new Promise<number>((resolve, reject) => {
       server.bindAsync(address, creds, (err, p) => (err ? reject(err) : resolve(p)));
     }).catch((err: Error) => {
+      stopReload?.();
       server.forceShutdown();
       throw new GrpcStartError(`the gRPC API cannot listen on ${address} (service.grpc_port): ${err.message}`);
     });
     if (tls !== null) deps.logger.info({ ...tls.facts, verifyClientCertificate: config.service.verify_https_client_certificate }, 'TLS enabled for the gRPC API');
-    return new GrpcApiServer(server, bound);
+    return new GrpcApiServer(server, bound, stopReload);
   }
 
   /** Stops accepting calls, lets calls in flight finish for up to `drainMs`, then cuts them. Safe to call twice. */
   close(drainMs: number): Promise<void> {
+    this.stopReload?.();
     this.closing ??= new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
