@@ -149,7 +149,9 @@ export class GrpcApiServer {
     const port = config.service.grpc_port;
     if (port === null) throw new Error('service.grpc_port is null: gRPC is off');
     const limit = Math.floor(config.service.max_request_size_mb * 1024 * 1024);
-    const server = new grpc.Server({ 'grpc.max_receive_message_length': limit });
+    // Channelz (grpc-js's per-call introspection counters, read by no one here) off: it
+    // costs every call (bench/results/grpc-libs-*.md).
+    const server = new grpc.Server({ 'grpc.max_receive_message_length': limit, 'grpc.enable_channelz': 0 });
     const metrics = new GrpcMetrics(deps.registry, config.service.metrics_prefix);
     const definitions = serviceDefinitions();
     for (const name of SERVICE_NAMES) {
@@ -213,16 +215,39 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
   const need = method === undefined ? null : requirementOfKey(method.access);
   return (call, callback) => {
     const started = process.hrtime.bigint();
-    const aborter = new AbortController();
+    // The context's signal is made on first use: most handlers never read it, and an
+    // AbortController (with a deadline timer) per call costs every call. Until then the
+    // call only records why it ended early.
+    let aborter: AbortController | null = null;
+    let ended: 'cancelled' | 'deadline' | null = null;
     let timer: NodeJS.Timeout | null = null;
     let finished = false;
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+    const timeoutMs = Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : null;
+    const pastDeadline = () => timeoutMs !== null && Date.now() >= deadlineMs;
+    const end = (why: 'cancelled' | 'deadline') => {
+      if (ended !== null) return;
+      ended = why;
+      aborter?.abort(why);
+    };
+    const signal = (): AbortSignal => {
+      if (aborter === null) {
+        aborter = new AbortController();
+        if (ended === null && pastDeadline()) ended = 'deadline';
+        if (ended !== null) aborter.abort(ended);
+        else if (timeoutMs !== null && !finished) timer = setTimeout(() => end('deadline'), Math.max(0, deadlineMs - Date.now()));
+      }
+      return aborter.signal;
+    };
     const finish = (code: grpc.status, details: string | null, value?: unknown) => {
       if (finished) return;
       finished = true;
       if (timer !== null) clearTimeout(timer);
       // A call the client cancelled, or whose deadline passed, is counted as such (grpc-js
       // has already answered it).
-      const counted = aborter.signal.aborted ? (aborter.signal.reason === 'deadline' ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED) : code;
+      if (ended === null && pastDeadline()) ended = 'deadline';
+      const counted = ended === 'deadline' ? grpc.status.DEADLINE_EXCEEDED : ended === 'cancelled' ? grpc.status.CANCELLED : code;
       metrics.observe(path, codeName(counted), Number(process.hrtime.bigint() - started) / 1e9);
       if (code === grpc.status.OK) callback(null, value);
       else callback({ code, details: details ?? '' });
@@ -231,18 +256,8 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
       finish(grpc.status.UNIMPLEMENTED, unimplementedMessage(path));
       return;
     }
-    call.on('cancelled', () => {
-      if (!aborter.signal.aborted) aborter.abort('cancelled');
-    });
-    const deadline = call.getDeadline();
-    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-    let timeoutMs: number | null = null;
-    if (Number.isFinite(deadlineMs)) {
-      timeoutMs = Math.max(0, deadlineMs - Date.now());
-      timer = setTimeout(() => {
-        if (!aborter.signal.aborted) aborter.abort('deadline');
-      }, timeoutMs);
-    }
+    // 'cancelled' may also follow grpc-js's own answer to a passed deadline: named by the clock.
+    call.on('cancelled', () => end(pastDeadline() ? 'deadline' : 'cancelled'));
     void (async () => {
       try {
         let access: Access = MANAGE;
@@ -260,7 +275,13 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
           }
           access = decision.access;
         }
-        const ctx: GrpcCallContext = { access, signal: aborter.signal, timeoutMs };
+        const ctx: GrpcCallContext = {
+          access,
+          get signal() {
+            return signal();
+          },
+          timeoutMs,
+        };
         const value = await method.handle(call.request, ctx);
         finish(grpc.status.OK, null, value);
       } catch (err) {
