@@ -163,7 +163,7 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
-function markdown(r: { tag: string; startedAt: string; machine: Record<string, unknown>; options: Options; requestBytes: number; rows: Row[] }): string {
+export function markdown(r: { tag: string; startedAt: string; machine: Record<string, unknown>; options: Options; requestBytes: number; rows: Row[] }): string {
   const L: string[] = [];
   const o = r.options;
   const m = r.machine as { cores: number; cpuModel: string; node: string; loadAverageAtStart: number[]; loadAverageAtEnd: number[]; coresAvailableAtStart: number; coresAvailableAtEnd: number };
@@ -194,13 +194,13 @@ function markdown(r: { tag: string; startedAt: string; machine: Record<string, u
   if (others.length && r.rows.some((x) => x.lib === 'grpc-js')) {
     L.push('Against @grpc/grpc-js (as Quiver runs it), same concurrency and connections:');
     L.push('');
-    L.push('| server | in flight | client connections | calls/s ratio (best) | server CPU per call ratio (median passes) |');
+    L.push('| server | in flight | client connections | calls/s ratio (medians of the passes) | server CPU per call ratio (medians of the passes) |');
     L.push('|---|---:|---|---:|---:|');
     for (const x of others) {
       const b = base(x.concurrency, x.channels);
       if (!b) continue;
       L.push(
-        `| ${LIB_TEXT[x.lib]} | ${x.concurrency} | ${x.channels ?? '1'} | ${(x.callsPerSec / b.callsPerSec).toFixed(2)}× | ${(median(x.serverCpuPasses) / median(b.serverCpuPasses)).toFixed(2)}× |`,
+        `| ${LIB_TEXT[x.lib]} | ${x.concurrency} | ${x.channels ?? '1'} | ${(median(x.passes) / median(b.passes)).toFixed(2)}× | ${(median(x.serverCpuPasses) / median(b.serverCpuPasses)).toFixed(2)}× |`,
       );
     }
     L.push('');
@@ -308,7 +308,16 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((e) => {
-  console.error(`bench:grpc-libs failed: ${e instanceof Error && e.stack ? e.stack : String(e)}`);
-  process.exit(1);
-});
+if (require.main === module) {
+  const render = process.argv.indexOf('--render');
+  if (render >= 0) {
+    // Re-renders the Markdown of a results JSON (after a change of the report's layout).
+    const file = path.resolve(process.argv[render + 1]);
+    fs.writeFileSync(file.replace(/\.json$/, '.md'), markdown(JSON.parse(fs.readFileSync(file, 'utf8'))) + '\n');
+  } else {
+    main().catch((e) => {
+      console.error(`bench:grpc-libs failed: ${e instanceof Error && e.stack ? e.stack : String(e)}`);
+      process.exit(1);
+    });
+  }
+}

@@ -149,9 +149,7 @@ export class GrpcApiServer {
     const port = config.service.grpc_port;
     if (port === null) throw new Error('service.grpc_port is null: gRPC is off');
     const limit = Math.floor(config.service.max_request_size_mb * 1024 * 1024);
-    // Channelz (grpc-js's per-call introspection counters, read by no one here) off: it
-    // costs every call (bench/results/grpc-libs-*.md).
-    const server = new grpc.Server({ 'grpc.max_receive_message_length': limit, 'grpc.enable_channelz': 0 });
+    const server = new grpc.Server({ 'grpc.max_receive_message_length': limit });
     const metrics = new GrpcMetrics(deps.registry, config.service.metrics_prefix);
     const definitions = serviceDefinitions();
     for (const name of SERVICE_NAMES) {
