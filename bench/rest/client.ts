@@ -249,17 +249,18 @@ export interface RunTiming {
  * Runs `n` jobs with `concurrency` in flight (each in-flight slot takes the next index
  * when its job ends), timing each one.
  */
-export async function runConcurrent(n: number, concurrency: number, job: (i: number) => Promise<void>): Promise<RunTiming> {
+/** Runs jobs 0..n-1 with `concurrency` in flight; `lane` (0..concurrency-1) says which of the in-flight slots runs a job. */
+export async function runConcurrent(n: number, concurrency: number, job: (i: number, lane: number) => Promise<void>): Promise<RunTiming> {
   const latUs = new Float64Array(n);
   let next = 0;
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
-  const lane = async () => {
+  const lane = async (_: unknown, l: number) => {
     for (;;) {
       const i = next++;
       if (i >= n) return;
       const s = process.hrtime.bigint();
-      await job(i);
+      await job(i, l);
       latUs[i] = Number(process.hrtime.bigint() - s) / 1000;
     }
   };

@@ -3,6 +3,7 @@
  */
 import * as path from 'path';
 import { REPO_ROOT, today } from '../engine/common';
+import { GRPC_VARIANTS, type GrpcVariant } from './grpc';
 
 export type FloatFormat = 'full' | 'short';
 
@@ -46,12 +47,18 @@ export interface RestOptions {
   wrk: boolean;
   /** Length of each wrk pass. */
   wrkSeconds: number;
+  /** Also measure the public gRPC API (bench/rest/grpc.ts): upserts and queries beside REST's. */
+  grpc: boolean;
+  /** gRPC clients of the query runs, `<lib>:<channels>` (bench/rest/grpc.ts); at concurrency 1 one per library runs. */
+  grpcClients: GrpcVariant[];
+  /** Also drive REST and gRPC queries with h2load (bench/rest/h2load.ts) when it is installed; passes as long as wrk's. */
+  h2load: boolean;
 }
 
 export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000] [--queries 1000] [--efs 64,128]
          [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
-         [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
+         [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
        npm run bench:rest -- --auth [...]   (authentication cost per request: bench/rest/auth.ts, --auth --help)`;
 
 export function parseRestArgs(argv: string[]): RestOptions {
@@ -79,6 +86,9 @@ export function parseRestArgs(argv: string[]): RestOptions {
     keepStorage: false,
     wrk: true,
     wrkSeconds: 2,
+    grpc: true,
+    grpcClients: [...GRPC_VARIANTS],
+    h2load: true,
   };
   const set = new Set<string>();
   const ints = (v: string | undefined, flag: string, min = 1): number[] => {
@@ -163,6 +173,21 @@ export function parseRestArgs(argv: string[]): RestOptions {
       case '--wrk-seconds':
         o.wrkSeconds = ints(val(), flag)[0];
         break;
+      case '--no-h2load':
+        o.h2load = false;
+        break;
+      case '--no-grpc':
+        o.grpc = false;
+        break;
+      case '--grpc-clients': {
+        const v = String(val())
+          .split(',')
+          .map((x) => x.trim())
+          .filter(Boolean);
+        if (v.length === 0 || v.some((x) => !(GRPC_VARIANTS as string[]).includes(x))) throw new Error(`--grpc-clients: a list of ${GRPC_VARIANTS.join(', ')}`);
+        o.grpcClients = [...new Set(v)] as GrpcVariant[];
+        break;
+      }
       case '--loader':
         o.loader = path.resolve(String(val()));
         break;

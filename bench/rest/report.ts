@@ -12,6 +12,12 @@ export interface CollectionState {
 }
 
 export interface UpsertRow {
+  /** Through REST (`PUT /collections/{c}/points?wait=true`, JSON) or the gRPC API (`Points/Upsert`, wait=true); absent in results from before gRPC: REST. */
+  transport?: 'REST' | 'gRPC';
+  /** gRPC: the client library (bench/rest/grpc.ts). */
+  grpcLib?: 'grpc-js' | 'h2';
+  /** gRPC with several clients: one channel each (`per-worker`) or one shared. */
+  channels?: 'shared' | 'per-worker';
   label: string;
   collection: string;
   batch: number;
@@ -35,8 +41,12 @@ export interface UpsertRow {
 }
 
 export interface QueryRow {
-  /** baseline: GET /readyz through the same server stack (ef and recall do not apply); wrk: REST query driven by wrk (bench/rest/wrk.ts; recall not read). */
-  via: 'baseline' | 'rest' | 'wrk' | 'engine';
+  /** baseline: GET /readyz through the same server stack (ef and recall do not apply); wrk: REST query driven by wrk (bench/rest/wrk.ts; recall not read); grpc: Points/Query through the gRPC API (bench/rest/grpc.ts); grpc-baseline: Qdrant/HealthCheck, the floor of a gRPC call. */
+  via: 'baseline' | 'rest' | 'wrk' | 'engine' | 'grpc' | 'grpc-baseline' | 'h2load-rest' | 'h2load-grpc';
+  /** gRPC rows: the client (bench/rest/grpc.ts): @grpc/grpc-js, or node:http2 directly. */
+  grpcLib?: 'grpc-js' | 'h2';
+  /** gRPC rows at concurrency above 1: one channel per call in flight, or one shared channel. */
+  channels?: 'shared' | 'per-worker';
   /** REST: requests in flight; engine: outstanding async search calls. */
   concurrency: number;
   ef: number;
@@ -95,6 +105,11 @@ export interface RestResults {
     /** Seconds per wrk pass, or null when wrk did not run (wrkSkip says why). */
     wrkSeconds: number | null;
     wrkSkip: string | null;
+    /** The gRPC rows' settings (null or absent: not measured): channel modes, and the mean request size of a query (REST JSON body, gRPC message) at the first ef. */
+    grpc?: { clients: string[]; queryRequestBytes: { rest: number; grpc: number } | null } | null;
+    /** Seconds per h2load pass, or null when h2load did not run (h2loadSkip says why); absent in older results. */
+    h2loadSeconds?: number | null;
+    h2loadSkip?: string | null;
   };
   dataset: { key: string; name: string; description: string; distance: string; groundTruthCached: boolean };
   server: {
@@ -154,6 +169,59 @@ export function ratios(r: RestResults): Ratio[] {
   return out;
 }
 
+export interface GrpcRatio {
+  /** Who drove both: the JavaScript clients (grpc-js or node:http2 for gRPC, the raw HTTP/1.1 client for REST), or h2load for both. */
+  driver: 'javascript' | 'h2load';
+  ef: number;
+  concurrency: number;
+  lib: 'grpc-js' | 'h2' | undefined;
+  channels: 'shared' | 'per-worker' | undefined;
+  grpcQps: number;
+  restQps: number;
+  engineQps: number | null;
+  engineConcurrency: number | null;
+}
+
+/** gRPC against REST (JavaScript client) at the same ef and calls in flight, and against the engine as the REST ratios pair them. */
+export function grpcRatios(r: RestResults): GrpcRatio[] {
+  const out: GrpcRatio[] = [];
+  const restMax = Math.max(...r.params.concurrency);
+  const engMax = Math.max(...r.params.engineConcurrency);
+  for (const g of r.queries.filter((q) => q.via === 'grpc' || q.via === 'h2load-grpc')) {
+    const restVia = g.via === 'grpc' ? 'rest' : 'h2load-rest';
+    const rest = r.queries.find((q) => q.via === restVia && q.concurrency === g.concurrency && q.ef === g.ef);
+    if (!rest) continue;
+    const ec = g.concurrency === 1 ? 1 : g.concurrency === restMax ? engMax : null;
+    const eng = ec === null ? undefined : r.queries.find((q) => q.via === 'engine' && q.concurrency === ec && q.ef === g.ef);
+    out.push({ driver: g.via === 'grpc' ? 'javascript' : 'h2load', ef: g.ef, concurrency: g.concurrency, lib: g.grpcLib, channels: g.channels, grpcQps: g.qps, restQps: rest.qps, engineQps: eng ? eng.qps : null, engineConcurrency: eng ? ec : null });
+  }
+  return out;
+}
+
+const channelsText = (c: 'shared' | 'per-worker' | undefined, n: number) => (c === undefined ? '' : c === 'shared' ? ', 1 shared channel' : `, ${n} channels`);
+const libText = (lib: 'grpc-js' | 'h2' | undefined) => (lib === 'h2' ? 'node:http2' : lib ?? 'grpc-js');
+
+function viaText(q: QueryRow): string {
+  switch (q.via) {
+    case 'baseline':
+      return 'REST `GET /readyz` (floor)';
+    case 'grpc-baseline':
+      return `gRPC \`Qdrant/HealthCheck\` (floor; ${libText(q.grpcLib)}${channelsText(q.channels, q.concurrency)})`;
+    case 'rest':
+      return 'REST query';
+    case 'grpc':
+      return `gRPC \`Points/Query\` (${libText(q.grpcLib)}${channelsText(q.channels, q.concurrency)})`;
+    case 'wrk':
+      return 'REST query, wrk';
+    case 'h2load-rest':
+      return 'REST query, h2load (HTTP/1.1, one query)';
+    case 'h2load-grpc':
+      return `gRPC \`Points/Query\`, h2load (one query${channelsText(q.channels, q.concurrency)})`;
+    default:
+      return 'engine';
+  }
+}
+
 export function markdown(r: RestResults): string {
   const L: string[] = [];
   const p = r.params;
@@ -176,12 +244,21 @@ export function markdown(r: RestResults): string {
   // -- targets
   L.push('## Targets');
   L.push('');
-  const main = r.upserts.find((u) => u.batch === 1000 && u.clients === 1);
-  const multi = r.upserts.find((u) => u.batch === 1000 && u.clients > 1);
+  const viaRest = r.upserts.filter((u) => (u.transport ?? 'REST') === 'REST');
+  const main = viaRest.find((u) => u.batch === 1000 && u.clients === 1);
+  const multi = viaRest.find((u) => u.batch === 1000 && u.clients > 1);
+  const viaGrpc = r.upserts.filter((u) => u.transport === 'gRPC');
   if (main) {
     L.push(
       `- (a) upsert ≥ ${UPSERT_TARGET.toLocaleString('en-US')} points/s (batches of 1000, wait=true): 1 client ${int(main.pointsPerSec)} points/s ${pass(main.pointsPerSec >= UPSERT_TARGET)}` +
         (multi ? `; ${multi.clients} clients ${int(multi.pointsPerSec)} points/s ${pass(multi.pointsPerSec >= UPSERT_TARGET)}` : ''),
+    );
+  }
+  for (const g of viaGrpc.filter((u) => u.batch === 1000)) {
+    const twin = viaRest.find((u) => u.batch === g.batch && u.clients === g.clients);
+    L.push(
+      `- (a, gRPC) the same through \`Points/Upsert\`, ${g.label}: ${int(g.pointsPerSec)} points/s ${pass(g.pointsPerSec >= UPSERT_TARGET)}` +
+        (twin ? ` (${(g.pointsPerSec / twin.pointsPerSec).toFixed(2)}× REST's ${int(twin.pointsPerSec)})` : ''),
     );
   }
   const rs = ratios(r);
@@ -193,6 +270,13 @@ export function markdown(r: RestResults): string {
     );
   }
   if (r.engineSkip) L.push(`- (b) not measured: in-process engine skipped (${r.engineSkip})`);
+  const gr = grpcRatios(r);
+  for (const x of gr.filter((y) => y.concurrency === Math.max(...p.concurrency))) {
+    L.push(
+      `- (issue 17) gRPC queries/s at concurrency ${x.concurrency} (${x.driver === 'h2load' ? 'h2load' : libText(x.lib)}${channelsText(x.channels, x.concurrency)}) ≥ REST's (${x.driver === 'h2load' ? 'h2load, HTTP/1.1; one query' : 'JavaScript client'}), same data, ef=${x.ef}: ` +
+        `${int(x.grpcQps)} / ${int(x.restQps)} = ${(x.grpcQps / x.restQps).toFixed(2)}× ${pass(x.grpcQps >= x.restQps)}`,
+    );
+  }
   L.push('');
 
   // -- upserts
@@ -200,12 +284,20 @@ export function markdown(r: RestResults): string {
   L.push('');
   L.push('Each run upserts every point into a fresh collection (Cosine, m=16, ef_construct=100, server defaults otherwise); the background optimizer starts moving points into the HNSW index during the run whenever the appendable segment passes the indexing threshold, so its work is part of what the writes compete with.');
   L.push('');
-  L.push('| run | points/s | seconds | requests | p50 ms | p99 ms | body MiB (B/point) | server CPU s main / other threads | client CPU s | after the run |');
-  L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  if (r.upserts.some((u) => u.transport === 'gRPC')) {
+    L.push('');
+    L.push(
+      'gRPC rows: `Points/Upsert` with `wait: true` and the same points, batches and clients (dense vectors as float32 in the message), each run right after its REST twin, into a fresh collection deleted afterwards. ' +
+        'Messages are encoded before the timing as the REST bodies are built; several clients have a channel (connection) each.',
+    );
+  }
+  L.push('');
+  L.push('| via | run | points/s | seconds | requests | p50 ms | p99 ms | body MiB (B/point) | server CPU s main / other threads | client CPU s | after the run |');
+  L.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const u of r.upserts) {
     const a = u.afterUpsert;
     L.push(
-      `| ${u.label} | ${int(u.pointsPerSec)} | ${num(u.seconds)} | ${u.requests} | ${num(u.p50Ms)} | ${num(u.p99Ms)} | ${num(u.bodyMiB, 1)} (${u.bytesPerPoint}) | ` +
+      `| ${u.transport === 'gRPC' ? `gRPC (${libText(u.grpcLib)})` : 'REST'} | ${u.label} | ${int(u.pointsPerSec)} | ${num(u.seconds)} | ${u.requests} | ${num(u.p50Ms)} | ${num(u.p99Ms)} | ${num(u.bodyMiB, 1)} (${u.bytesPerPoint}) | ` +
         `${num(u.serverMainCpuSec)} / ${num(u.serverOtherCpuSec)} | ${num(u.clientCpuSec)} | ${a.status}, ${int(a.indexedVectorsCount)} indexed, ${a.segmentsCount} segments |`,
     );
   }
@@ -243,12 +335,37 @@ export function markdown(r: RestResults): string {
         : `wrk rows: not measured (${p.wrkSkip ?? 'disabled'}).`,
     );
     L.push('');
+    if (p.grpc) {
+      const b = p.grpc.queryRequestBytes;
+      L.push(
+        'gRPC rows: `Points/Query` `{collection_name, query: {nearest: {dense: {data}}}, limit, params: {hnsw_ef}}` on the same collection with the same queries and ef, with the committed contract (bench/rest/grpc.ts): ' +
+          'each message encoded before the timing (as the REST bodies are), each answer decoded by the contract\'s deserializer (proto-loader) in the timed loop (as the REST client parses its JSON), interleaved with the REST passes. ' +
+          'Two clients: @grpc/grpc-js (`makeUnaryRequest`, what a Node application uses), and node:http2 directly (one stream per call, the gRPC framing and `grpc-status` trailer read off the stream: the counterpart of the REST rows\' raw HTTP/1.1 client; client and server share the cores, so what a client spends is taken from the server). ' +
+          'At concurrency above 1, "channels" rows give each call in flight its own channel and connection (as the REST client has a keep-alive connection per request in flight), "1 shared channel" rows multiplex the calls on one HTTP/2 connection. ' +
+          '`Qdrant/HealthCheck` runs through the same gRPC server and call wrapper (metrics, deadline) with no storage or engine: the floor of a gRPC call.' +
+          (b ? ` Mean query request: ${int(b.rest)} B of JSON (REST), ${int(b.grpc)} B of protobuf (gRPC).` : ''),
+      );
+      L.push('');
+    }
+    if (p.h2loadSeconds !== undefined && p.h2loadSeconds !== null) {
+      L.push(
+        `Rows "h2load": nghttp2's load generator (C) drives REST (HTTP/1.1, c connections) and gRPC (HTTP/2: c connections with one call each, or one connection with c concurrent streams) alike, for ${p.h2loadSeconds} s per pass, interleaved with the others. ` +
+          'It sends one body throughout, so these rows repeat the first query of the set (same for both APIs; the engine\'s work per query is then not the set\'s mean); recall is not read. ' +
+          'Every answer must be a 2xx, and, since h2load does not read gRPC\'s status, every gRPC answer must carry the 10-hit message (bytes counted). ' +
+          'h2load reports mean and maximum request times, not percentiles: the p50 and p99 columns hold them for these rows. ' +
+          'Client CPU is h2load\'s; the JavaScript gRPC clients spend several times the REST client\'s CPU per call on the cores the server uses, which these rows take out of the comparison.',
+      );
+      L.push('');
+    } else if (p.h2loadSkip) {
+      L.push(`h2load rows: not measured (${p.h2loadSkip}).`);
+      L.push('');
+    }
     L.push('| via | in flight | ef | QPS | recall@10 | p50 µs | p99 µs | server CPU µs/request main / other | client CPU µs/request | QPS of each pass |');
     L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
     for (const q of r.queries) {
-      const via = q.via === 'baseline' ? 'REST `GET /readyz` (floor)' : q.via === 'rest' ? 'REST query' : q.via === 'wrk' ? 'REST query, wrk' : 'engine';
+      const via = viaText(q);
       L.push(
-        `| ${via} | ${q.concurrency} | ${q.via === 'baseline' ? '–' : q.ef} | ${int(q.qps)} | ${q.recall === null ? '–' : q.recall.toFixed(4)} | ${int(q.p50Us)} | ${int(q.p99Us)} | ` +
+        `| ${via} | ${q.concurrency} | ${q.via === 'baseline' || q.via === 'grpc-baseline' ? '–' : q.ef} | ${int(q.qps)} | ${q.recall === null ? '–' : q.recall.toFixed(4)} | ${int(q.p50Us)} | ${int(q.p99Us)} | ` +
           `${q.via !== 'engine' ? `${int(q.serverMainCpuUsPerQuery)} / ${int(q.serverOtherCpuUsPerQuery)}` : '–'} | ${int(q.clientCpuUsPerQuery)} | ${q.passes.map((x) => int(x)).join(', ')} |`,
       );
     }
@@ -259,6 +376,19 @@ export function markdown(r: RestResults): string {
       L.push('| ef | REST client | REST in flight | engine outstanding | REST QPS | engine QPS | ratio |');
       L.push('|---:|---|---:|---:|---:|---:|---:|');
       for (const x of rs) L.push(`| ${x.ef} | ${clientName(x.client)} | ${x.restConcurrency} | ${x.engineConcurrency} | ${int(x.restQps)} | ${int(x.engineQps)} | ${x.ratio.toFixed(2)} |`);
+      L.push('');
+    }
+    if (gr.length) {
+      L.push('### gRPC / REST and gRPC / in-process ratios');
+      L.push('');
+      L.push('| ef | in flight | load generator (gRPC / REST) | gRPC channels | gRPC QPS | REST QPS | gRPC / REST | engine outstanding | engine QPS | gRPC / engine |');
+      L.push('|---:|---:|---|---|---:|---:|---:|---:|---:|---:|');
+      for (const x of gr) {
+        L.push(
+          `| ${x.ef} | ${x.concurrency} | ${x.driver === 'h2load' ? 'h2load / h2load (one query)' : `${libText(x.lib)} / raw HTTP/1.1`} | ${x.channels === undefined ? '1' : x.channels === 'shared' ? '1 shared' : `${x.concurrency}, one per call in flight`} | ${int(x.grpcQps)} | ${int(x.restQps)} | ${(x.grpcQps / x.restQps).toFixed(2)} | ` +
+            `${x.engineConcurrency ?? '–'} | ${int(x.engineQps)} | ${x.engineQps ? (x.grpcQps / x.engineQps).toFixed(2) : '–'} |`,
+        );
+      }
       L.push('');
     }
     const mainRow = r.upserts.find((u) => u.green);

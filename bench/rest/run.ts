@@ -31,10 +31,12 @@ import { coresAvailable, forceGc, percentile } from '../engine/measure';
 import { loadQuiver } from '../engine/quiver';
 import { runAuth } from './auth';
 import { RestClient, makeClient, runConcurrent } from './client';
+import { ChannelMode, GrpcBenchClient, GrpcVariant, H2Channels, encodeHealth, encodeQuery, encodeUpsert, makeGrpcClient, variantParts } from './grpc';
 import { FloatFormat, RestOptions, parseRestArgs } from './options';
 import { ProfileSummary, Window, newestProfile, summarizeProfile } from './profile';
 import { CollectionState, EngineBuild, QueryRow, RestResults, UpsertRow, markdown } from './report';
-import { QuiverServer, ServerCpu, cpuDelta } from './server';
+import { QuiverServer, ServerCpu, cpuDelta, freePort } from './server';
+import { findH2load, grpcFrame, runH2load, writeBody } from './h2load';
 import { findWrk, prepareWrk, runWrk } from './wrk';
 
 /**
@@ -44,6 +46,9 @@ import { findWrk, prepareWrk, runWrk } from './wrk';
  * later ones (3,384 -> 5,750 -> 8,261 queries/s at c=8).
  */
 const WARMUP_PASSES = 3;
+
+/** The collection the query passes ask (the batch-1000 one-client upsert's). */
+const H2LOAD_COLLECTION = 'bench_b1000_c1';
 
 function nowUs(): number {
   return Number(process.hrtime.bigint() / 1000n);
@@ -140,6 +145,9 @@ interface Ctx {
   opts: RestOptions;
   server: QuiverServer;
   client: RestClient;
+  /** gRPC clients by variant (empty with --no-grpc). */
+  grpc: Map<GrpcVariant, GrpcBenchClient>;
+  grpcPort: number | null;
   windows: Window[];
 }
 
@@ -169,6 +177,7 @@ async function upsertRun(ctx: Ctx, name: string, bodies: Buffer[], batch: number
   const after = await info(client, name);
   if (after.pointsCount !== n) throw new Error(`${name}: points_count ${after.pointsCount} after upserting ${n}`);
   const row: UpsertRow = {
+    transport: 'REST',
     label,
     collection: name,
     batch,
@@ -213,6 +222,59 @@ async function upsertRun(ctx: Ctx, name: string, bodies: Buffer[], batch: number
   return row;
 }
 
+/** The gRPC twin of an upsert run: the same points, batches and clients through Points/Upsert (wait=true) into a fresh collection (made and deleted through REST), deleted afterwards. */
+async function grpcUpsertRun(ctx: Ctx, name: string, base: Float32Array, batch: number, clients: number, n: number, dim: number): Promise<UpsertRow> {
+  const { client, opts } = ctx;
+  // The upserts' calls carry 1000 (or 100) points each: the client's cost per call hardly
+  // matters, so one client does them: grpc-js (what an application uses), a channel per client.
+  const variants = [...ctx.grpc.keys()];
+  const variant = variants.find((v) => v === 'grpc-js:per-worker') ?? variants.find((v) => v.startsWith('grpc-js')) ?? variants[0];
+  const g = ctx.grpc.get(variant)!;
+  const { lib, channels } = variantParts(variant);
+  const bodies: Buffer[] = [];
+  for (let at = 0; at < n; at += batch) bodies.push(encodeUpsert(name, base, dim, at, Math.min(n, at + batch)));
+  await client.json('PUT', `/collections/${name}`, collectionBody(opts, dim));
+  await g.connect(clients);
+  const label = `batch ${batch}, ${clients} client${clients > 1 ? 's' : ''}`;
+  console.log(`  gRPC upsert ${label}: ${n.toLocaleString('en-US')} points in ${bodies.length} calls ...`);
+  const bytes = bodies.reduce((s, b) => s + b.length, 0);
+  const { value: t, cpu } = await timedWindow(ctx, `upsert gRPC ${label}`, () => runConcurrent(bodies.length, clients, (i, lane) => g.upsert(bodies[i], lane)));
+  const after = await info(client, name);
+  if (after.pointsCount !== n) throw new Error(`${name}: points_count ${after.pointsCount} after upserting ${n} through gRPC`);
+  const row: UpsertRow = {
+    transport: 'gRPC',
+    grpcLib: lib,
+    channels: clients > 1 ? channels : undefined,
+    label,
+    collection: name,
+    batch,
+    clients,
+    points: n,
+    requests: bodies.length,
+    bodyMiB: round(bytes / 2 ** 20, 1),
+    bytesPerPoint: Math.round(bytes / n),
+    seconds: round(t.seconds),
+    pointsPerSec: Math.round(n / t.seconds),
+    p50Ms: round(percentile(t.latUs, 50) / 1000, 2),
+    p99Ms: round(percentile(t.latUs, 99) / 1000, 2),
+    clientCpuSec: round(t.clientCpuSec),
+    serverMainCpuSec: cpu ? round(cpu.mainSec, 2) : null,
+    serverOtherCpuSec: cpu ? round(cpu.otherSec, 2) : null,
+    afterUpsert: after,
+    green: null,
+    deleteSeconds: null,
+  };
+  console.log(
+    `    ${row.pointsPerSec.toLocaleString('en-US')} points/s (${row.seconds} s; p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms per call; ` +
+      `server CPU main ${row.serverMainCpuSec ?? '–'} s, other threads ${row.serverOtherCpuSec ?? '–'} s; client CPU ${row.clientCpuSec} s); ` +
+      `after: ${after.status}, ${after.indexedVectorsCount} indexed, ${after.segmentsCount} segments`,
+  );
+  const t0 = performance.now();
+  await client.json('DELETE', `/collections/${name}`);
+  row.deleteSeconds = round((performance.now() - t0) / 1000, 2);
+  return row;
+}
+
 interface QueryPass {
   qps: number;
   latUs: Float64Array;
@@ -240,7 +302,25 @@ async function baselinePass(ctx: Ctx, n: number, concurrency: number, windowName
   });
 }
 
-async function timedPass(ctx: Ctx, n: number, concurrency: number, windowName: string | null, ids: number[][], job: (i: number) => Promise<void>): Promise<QueryPass> {
+/** Points/Query through gRPC with prebuilt request bytes, c calls in flight over the channels of `mode`. */
+async function grpcPass(ctx: Ctx, mode: GrpcVariant, bodies: Buffer[], nq: number, concurrency: number, windowName: string | null): Promise<QueryPass> {
+  const g = ctx.grpc.get(mode)!;
+  await g.connect(concurrency);
+  const ids: number[][] = new Array(nq);
+  return timedPass(ctx, nq, concurrency, windowName, ids, async (i, lane) => {
+    ids[i] = await g.query(bodies[i], lane);
+  });
+}
+
+/** The floor of a gRPC call: Qdrant/HealthCheck through the same server, wrapper (metrics, deadline) and codec, with no storage or engine. */
+async function grpcBaselinePass(ctx: Ctx, mode: GrpcVariant, n: number, concurrency: number, windowName: string | null): Promise<QueryPass> {
+  const g = ctx.grpc.get(mode)!;
+  await g.connect(concurrency);
+  const body = encodeHealth();
+  return timedPass(ctx, n, concurrency, windowName, [], (_i, lane) => g.health(body, lane));
+}
+
+async function timedPass(ctx: Ctx, n: number, concurrency: number, windowName: string | null, ids: number[][], job: (i: number, lane: number) => Promise<void>): Promise<QueryPass> {
   const c0 = ctx.server.cpu();
   const startUs = nowUs();
   const t = await runConcurrent(n, concurrency, job);
@@ -253,6 +333,40 @@ async function wrkPass(ctx: Ctx, name: string, files: { script: string; bodiesFi
   const c0 = ctx.server.cpu();
   const w = await runWrk({ url: ctx.server.url, path: `/collections/${name}/points/query`, script: files.script, bodiesFile: files.bodiesFile, connections: concurrency, seconds: ctx.opts.wrkSeconds });
   return { ...w, serverCpu: cpuDelta(c0, ctx.server.cpu()) };
+}
+
+/** A query pass driven by h2load (bench/rest/h2load.ts): REST over HTTP/1.1 or gRPC, one query body throughout, c in flight. */
+async function h2loadPass(ctx: Ctx, api: 'REST' | 'gRPC', file: string, grpcAnswerBytes: number | null, concurrency: number, channels: ChannelMode): Promise<QueryRow> {
+  const c0 = ctx.server.cpu();
+  const shared = api === 'gRPC' && channels === 'shared';
+  const h = await runH2load({
+    url: api === 'REST' ? `${ctx.server.url}/collections/${H2LOAD_COLLECTION}/points/query` : `http://127.0.0.1:${ctx.grpcPort}/qdrant.Points/Query`,
+    bodyFile: file,
+    contentType: api === 'REST' ? 'application/json' : 'application/grpc',
+    grpc: api === 'gRPC',
+    clients: shared ? 1 : concurrency,
+    streams: shared ? concurrency : 1,
+    seconds: ctx.opts.wrkSeconds,
+  });
+  const cpu = cpuDelta(c0, ctx.server.cpu());
+  // h2load does not read grpc-status: every answer of the one query must be its 10-hit message (an error has none).
+  if (grpcAnswerBytes !== null && Math.abs(h.bodyBytesPerRequest - grpcAnswerBytes) > 0.01) {
+    throw new Error(`h2load gRPC pass: ${h.bodyBytesPerRequest.toFixed(2)} answer bytes per call, expected ${grpcAnswerBytes} (some calls failed?)`);
+  }
+  return {
+    via: api === 'REST' ? 'h2load-rest' : 'h2load-grpc',
+    channels: api === 'gRPC' && concurrency > 1 ? channels : undefined,
+    concurrency,
+    ef: 0,
+    qps: Math.round(h.qps),
+    p50Us: Math.round(h.meanUs),
+    p99Us: Math.round(h.maxUs),
+    recall: null,
+    clientCpuUsPerQuery: Math.round((h.clientCpuSec / h.requests) * 1e6),
+    serverMainCpuUsPerQuery: cpu ? Math.round((cpu.mainSec / h.requests) * 1e6) : null,
+    serverOtherCpuUsPerQuery: cpu ? Math.round((cpu.otherSec / h.requests) * 1e6) : null,
+    passes: [],
+  };
 }
 
 async function enginePass(index: VectorIndex, rows: Float32Array[], ef: number, concurrency: number): Promise<QueryPass> {
@@ -313,35 +427,54 @@ async function main(): Promise<void> {
   console.log(`  upsert bodies (${opts.floatFormat} floats): ${round(bodies1000.reduce((s, b) => s + b.length, 0) / 2 ** 20, 1)} MiB for batches of 1000, built in ${round(prepSeconds, 1)} s`);
 
   if (opts.cpuProfDir) fs.mkdirSync(opts.cpuProfDir, { recursive: true });
+  const grpcPort = opts.grpc ? await freePort() : null;
   const server = await QuiverServer.start({
     nodeArgs: opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`, `--cpu-prof-interval=${opts.cpuProfIntervalUs}`] : [],
     keepStorage: opts.keepStorage,
-    env: {},
+    env: grpcPort === null ? {} : { SERVICE__SERVICE__GRPC_PORT: String(grpcPort) },
   });
   const onExit = () => server.killNow();
   process.once('exit', onExit);
   console.log(`  server: pid ${server.pid}, ${server.url}, storage ${server.dir}`);
   const maxConc = Math.max(...opts.concurrency, opts.upsertClients, 2);
   const client = makeClient(opts.client, server.url, maxConc);
-  const ctx: Ctx = { opts, server, client, windows: [] };
+  const grpcClients = new Map<GrpcVariant, GrpcBenchClient>();
+  if (grpcPort !== null) for (const v of opts.grpcClients) grpcClients.set(v, makeGrpcClient(`127.0.0.1:${grpcPort}`, v));
+  const closeClients = () => {
+    client.close();
+    for (const g of grpcClients.values()) g.close();
+  };
+  const grpcOn = grpcClients.size > 0;
+  const ctx: Ctx = { opts, server, client, grpc: grpcClients, grpcPort, windows: [] };
+  // At one call in flight the channel modes are the same: one variant per library measures it.
+  const grpcModesAt = (c: number): GrpcVariant[] => {
+    const all = [...grpcClients.keys()];
+    return c === 1 ? all.filter((v, i) => all.findIndex((w) => variantParts(w).lib === variantParts(v).lib) === i) : all;
+  };
 
   const upserts: UpsertRow[] = [];
   const queries: QueryRow[] = [];
   let engineBuild: EngineBuild | null = null;
   let engineSkip: string | null = null;
   let wrkSkip: string | null = null;
+  let h2loadSkip: string | null = null;
   let profile: ProfileSummary | null = null;
   let stopInfo: { code: number | null; seconds: number } | null = null;
-  const main = 'bench_b1000_c1';
+  let requestBytes: { rest: number; grpc: number } | null = null;
+  const main = H2LOAD_COLLECTION;
   try {
     // -- upserts ----------------------------------------------------------------------------
     console.log('upsert (wait=true):');
+    // Each REST run is followed by its gRPC twin (same points, batch and clients).
     upserts.push(await upsertRun(ctx, main, bodies1000, 1000, 1, opts.n, dim, true));
+    if (grpcOn) upserts.push(await grpcUpsertRun(ctx, 'bench_grpc_b1000_c1', ds.base, 1000, 1, opts.n, dim));
     if (opts.upsertVariants) {
       upserts.push(await upsertRun(ctx, `bench_b1000_c${opts.upsertClients}`, bodies1000, 1000, opts.upsertClients, opts.n, dim, false));
+      if (grpcOn) upserts.push(await grpcUpsertRun(ctx, `bench_grpc_b1000_c${opts.upsertClients}`, ds.base, 1000, opts.upsertClients, opts.n, dim));
       bodies1000 = null;
       const bodies100 = upsertBodies(texts, 100);
       upserts.push(await upsertRun(ctx, 'bench_b100_c1', bodies100, 100, 1, opts.n, dim, false));
+      if (grpcOn) upserts.push(await grpcUpsertRun(ctx, 'bench_grpc_b100_c1', ds.base, 100, 1, opts.n, dim));
     }
     bodies1000 = null;
     const mainState = await info(client, main);
@@ -375,21 +508,51 @@ async function main(): Promise<void> {
       const qTexts = vectorTexts(ds.queries, dim, opts.queries, opts.floatFormat);
       const qBodies = new Map<number, Buffer[]>();
       for (const ef of opts.efs) qBodies.set(ef, qTexts.map((q) => Buffer.from(`{"query":${q},"limit":${K},"params":{"hnsw_ef":${ef}}}`)));
+      const gBodies = new Map<number, Buffer[]>();
+      if (grpcOn) for (const ef of opts.efs) gBodies.set(ef, rows.map((q) => encodeQuery(main, q, K, ef)));
+      if (grpcOn) {
+        const ef0 = opts.efs[0];
+        requestBytes = {
+          rest: Math.round(qBodies.get(ef0)!.reduce((s, b) => s + b.length, 0) / opts.queries),
+          grpc: Math.round(gBodies.get(ef0)!.reduce((s, b) => s + b.length, 0) / opts.queries),
+        };
+      }
 
       const wrkFound = opts.wrk ? findWrk() : { missing: 'disabled with --no-wrk' };
       if ('missing' in wrkFound) wrkSkip = wrkFound.missing;
       const wrkFiles = new Map<number, { script: string; bodiesFile: string }>();
       if ('bin' in wrkFound) for (const ef of opts.efs) wrkFiles.set(ef, prepareWrk(path.join(server.dir, 'wrk'), `ef${ef}`, qBodies.get(ef)!));
-      console.log(`query (k=${K}, ${opts.queries} queries, best of ${opts.reps} passes${wrkSkip ? `; wrk rows skipped: ${wrkSkip}` : ''}):`);
-      for (let w = 0; w < WARMUP_PASSES; w++) {
-        await baselinePass(ctx, opts.queries, Math.max(...opts.concurrency), null);
+      // h2load rows: REST and gRPC, one query (the first) per ef, for the same server by one C load generator.
+      const h2Found = !opts.h2load ? { missing: 'disabled with --no-h2load' } : !grpcOn ? { missing: 'no gRPC (--no-grpc)' } : findH2load();
+      if ('missing' in h2Found) h2loadSkip = h2Found.missing;
+      const h2Files = new Map<number, { rest: string; grpc: string; grpcAnswerBytes: number }>();
+      if ('bin' in h2Found) {
+        const probe = new H2Channels(`127.0.0.1:${grpcPort}`, 'shared');
         for (const ef of opts.efs) {
-          await restPass(ctx, main, qBodies.get(ef)!, opts.queries, Math.max(...opts.concurrency), null);
+          const answer = await probe.call('/qdrant.Points/Query', gBodies.get(ef)![0], 0);
+          h2Files.set(ef, {
+            rest: writeBody(path.join(server.dir, 'h2load'), `ef${ef}.json`, qBodies.get(ef)![0]),
+            grpc: writeBody(path.join(server.dir, 'h2load'), `ef${ef}.grpc`, grpcFrame(gBodies.get(ef)![0])),
+            grpcAnswerBytes: 5 + answer.length,
+          });
+        }
+        probe.close();
+      }
+      const h2Channels = (c: number): ChannelMode[] => (c === 1 ? ['per-worker'] : [...new Set(grpcModesAt(c).map((v) => variantParts(v).channels))]);
+      console.log(`query (k=${K}, ${opts.queries} queries, best of ${opts.reps} passes${wrkSkip ? `; wrk rows skipped: ${wrkSkip}` : ''}${h2loadSkip ? `; h2load rows skipped: ${h2loadSkip}` : ''}):`);
+      const cMax = Math.max(...opts.concurrency);
+      for (let w = 0; w < WARMUP_PASSES; w++) {
+        await baselinePass(ctx, opts.queries, cMax, null);
+        for (const mode of grpcModesAt(cMax)) await grpcBaselinePass(ctx, mode, opts.queries, cMax, null);
+        for (const ef of opts.efs) {
+          await restPass(ctx, main, qBodies.get(ef)!, opts.queries, cMax, null);
+          for (const mode of grpcModesAt(cMax)) await grpcPass(ctx, mode, gBodies.get(ef)!, opts.queries, cMax, null);
           if (index) await enginePass(index, rows, ef, Math.max(...opts.engineConcurrency));
         }
       }
       const best = new Map<string, { row: QueryRow; pass: QueryPass }>();
       const bestWrk = new Map<string, QueryRow>();
+      const bestH2 = new Map<string, QueryRow>();
       const keep = (key: string, make: (p: QueryPass) => QueryRow, p: QueryPass) => {
         const cur = best.get(key);
         if (cur) cur.row.passes.push(Math.round(p.qps));
@@ -404,11 +567,19 @@ async function main(): Promise<void> {
         for (const c of opts.concurrency) {
           const p = await baselinePass(ctx, opts.queries, c, rep === 0 ? `baseline GET /readyz c=${c}` : null);
           keep(`baseline-${c}`, (pp) => queryRow('baseline', c, 0, pp, space), p);
+          for (const mode of grpcModesAt(c)) {
+            const g = await grpcBaselinePass(ctx, mode, opts.queries, c, rep === 0 ? `baseline gRPC HealthCheck c=${c} ${mode}` : null);
+            keep(`grpc-baseline-${mode}-${c}`, (pp) => queryRow('grpc-baseline', c, 0, pp, space, mode), g);
+          }
         }
         for (const ef of opts.efs) {
           for (const c of opts.concurrency) {
             const p = await restPass(ctx, main, qBodies.get(ef)!, opts.queries, c, rep === 0 ? `query REST c=${c} ef=${ef}` : null);
             keep(`rest-${c}-${ef}`, (pp) => queryRow('rest', c, ef, pp, space), p);
+            for (const mode of grpcModesAt(c)) {
+              const g = await grpcPass(ctx, mode, gBodies.get(ef)!, opts.queries, c, rep === 0 ? `query gRPC c=${c} ef=${ef} ${mode}` : null);
+              keep(`grpc-${mode}-${c}-${ef}`, (pp) => queryRow('grpc', c, ef, pp, space, mode), g);
+            }
             const files = wrkFiles.get(ef);
             if (files) {
               const w = await wrkPass(ctx, main, files, c);
@@ -430,6 +601,18 @@ async function main(): Promise<void> {
                 });
               } else cur.passes = passes;
             }
+            const hf = h2Files.get(ef);
+            if (hf) {
+              const keepH2 = (key: string, row: QueryRow) => {
+                const cur = bestH2.get(key);
+                row.ef = ef;
+                row.passes = cur ? [...cur.passes, row.qps] : [row.qps];
+                if (!cur || row.qps > cur.qps) bestH2.set(key, row);
+                else cur.passes = row.passes;
+              };
+              keepH2(`rest-${c}-${ef}`, await h2loadPass(ctx, 'REST', hf.rest, null, c, 'per-worker'));
+              for (const ch of h2Channels(c)) keepH2(`grpc-${ch}-${c}-${ef}`, await h2loadPass(ctx, 'gRPC', hf.grpc, hf.grpcAnswerBytes, c, ch));
+            }
           }
           if (index) {
             for (const c of opts.engineConcurrency) {
@@ -439,16 +622,19 @@ async function main(): Promise<void> {
           }
         }
       }
-      function queryRow(via: QueryRow['via'], c: number, ef: number, p: QueryPass, sp: MetricSpace): QueryRow {
+      function queryRow(via: QueryRow['via'], c: number, ef: number, p: QueryPass, sp: MetricSpace, variant?: GrpcVariant): QueryRow {
         const nq = opts.queries;
+        const parts = variant === undefined ? undefined : variantParts(variant);
         return {
           via,
+          grpcLib: parts?.lib,
+          channels: parts === undefined || c === 1 ? undefined : parts.channels,
           concurrency: c,
           ef,
           qps: Math.round(p.qps),
           p50Us: Math.round(percentile(p.latUs, 50)),
           p99Us: Math.round(percentile(p.latUs, 99)),
-          recall: via === 'baseline' ? null : round(recallAtK(sp, gt, p.ids, K), 4),
+          recall: via === 'baseline' || via === 'grpc-baseline' ? null : round(recallAtK(sp, gt, p.ids, K), 4),
           clientCpuUsPerQuery: via !== 'engine' ? Math.round((p.clientCpuSec / nq) * 1e6) : null,
           serverMainCpuUsPerQuery: p.serverCpu ? Math.round((p.serverCpu.mainSec / nq) * 1e6) : null,
           serverOtherCpuUsPerQuery: p.serverCpu ? Math.round((p.serverCpu.otherSec / nq) * 1e6) : null,
@@ -456,11 +642,21 @@ async function main(): Promise<void> {
         };
       }
       for (const c of opts.concurrency) queries.push(best.get(`baseline-${c}`)!.row);
+      for (const c of opts.concurrency) for (const mode of grpcModesAt(c)) queries.push(best.get(`grpc-baseline-${mode}-${c}`)!.row);
       for (const ef of opts.efs) {
         for (const c of opts.concurrency) queries.push(best.get(`rest-${c}-${ef}`)!.row);
+        for (const c of opts.concurrency) for (const mode of grpcModesAt(c)) queries.push(best.get(`grpc-${mode}-${c}-${ef}`)!.row);
         for (const c of opts.concurrency) {
           const w = bestWrk.get(`${c}-${ef}`);
           if (w) queries.push(w);
+        }
+        for (const c of opts.concurrency) {
+          const r = bestH2.get(`rest-${c}-${ef}`);
+          if (r) queries.push(r);
+          for (const ch of h2Channels(c)) {
+            const g = bestH2.get(`grpc-${ch}-${c}-${ef}`);
+            if (g) queries.push(g);
+          }
         }
         for (const c of opts.engineConcurrency) {
           const b = best.get(`engine-${c}-${ef}`);
@@ -469,7 +665,7 @@ async function main(): Promise<void> {
       }
       for (const q of queries) {
         console.log(
-          `  ${q.via === 'baseline' ? `GET /readyz c=${q.concurrency}` : q.via === 'rest' ? `REST   c=${q.concurrency} ef=${q.ef}` : q.via === 'wrk' ? `wrk    c=${q.concurrency} ef=${q.ef}` : `engine ${q.concurrency} outstanding ef=${q.ef}`}: ` +
+          `  ${q.via === 'baseline' ? `GET /readyz c=${q.concurrency}` : q.via === 'grpc-baseline' ? `gRPC HealthCheck c=${q.concurrency} (${q.grpcLib}${q.channels ? ` ${q.channels}` : ''})` : q.via === 'rest' ? `REST   c=${q.concurrency} ef=${q.ef}` : q.via === 'grpc' ? `gRPC   c=${q.concurrency} ef=${q.ef} (${q.grpcLib}${q.channels ? ` ${q.channels}` : ''})` : q.via === 'wrk' ? `wrk    c=${q.concurrency} ef=${q.ef}` : q.via === 'h2load-rest' ? `h2load REST c=${q.concurrency} ef=${q.ef}` : q.via === 'h2load-grpc' ? `h2load gRPC c=${q.concurrency} ef=${q.ef}${q.channels ? ` ${q.channels}` : ''}` : `engine ${q.concurrency} outstanding ef=${q.ef}`}: ` +
             `${q.qps.toLocaleString('en-US')} QPS, ${q.recall === null ? '' : `recall@10 ${q.recall}, `}p50 ${q.p50Us} µs, p99 ${q.p99Us} µs` +
             `${q.serverMainCpuUsPerQuery === null ? '' : `, server CPU µs/request main ${q.serverMainCpuUsPerQuery} other ${q.serverOtherCpuUsPerQuery}`}` +
             `${q.clientCpuUsPerQuery === null ? '' : `, client ${q.clientCpuUsPerQuery}`} (passes: ${q.passes.join(', ')})`,
@@ -480,7 +676,7 @@ async function main(): Promise<void> {
 
     machine.loadAverageAtEnd = os.loadavg().map((x) => round(x, 2));
     machine.coresAvailableAtEnd = round(await coresAvailable(), 2);
-    client.close();
+    closeClients();
     const rssAtEnd = server.rss();
     stopInfo = await server.stop();
     process.off('exit', onExit);
@@ -514,6 +710,9 @@ async function main(): Promise<void> {
         engineThreads: opts.engineThreads,
         wrkSeconds: opts.query && wrkSkip === null ? opts.wrkSeconds : null,
         wrkSkip,
+        grpc: grpcOn ? { clients: opts.grpcClients, queryRequestBytes: requestBytes } : null,
+        h2loadSeconds: opts.query && h2loadSkip === null ? opts.wrkSeconds : null,
+        h2loadSkip,
         client:
           opts.client === 'raw'
             ? 'keep-alive TCP connections, one per request in flight, HTTP/1.1 written and read directly (bench/rest/client.ts RawClient), bodies prebuilt as Buffers'
@@ -522,7 +721,7 @@ async function main(): Promise<void> {
       dataset: { key: ds.key, name: ds.name, description: ds.description, distance: ds.distance, groundTruthCached: gt.cached },
       server: {
         command: 'node bin/quiver',
-        env: 'SERVICE__SERVICE__HTTP_PORT=<free port> SERVICE__SERVICE__HOST=127.0.0.1 SERVICE__STORAGE__STORAGE_PATH=<temp dir> SERVICE__LOG_LEVEL=WARN',
+        env: `SERVICE__SERVICE__HTTP_PORT=<free port>${grpcOn ? ' SERVICE__SERVICE__GRPC_PORT=<free port>' : ''} SERVICE__SERVICE__HOST=127.0.0.1 SERVICE__STORAGE__STORAGE_PATH=<temp dir> SERVICE__LOG_LEVEL=WARN`,
         rssAfterUpsertsMiB: serverRssAfterUpserts === null ? null : Math.round(serverRssAfterUpserts / 2 ** 20),
         rssAtEndMiB: rssAtEnd === null ? null : Math.round(rssAtEnd / 2 ** 20),
         shutdownSeconds: stopInfo ? round(stopInfo.seconds, 2) : null,
@@ -545,7 +744,7 @@ async function main(): Promise<void> {
     console.log(md);
     console.log(`wrote ${path.relative(process.cwd(), jsonPath)} and ${path.relative(process.cwd(), mdPath)}`);
   } catch (e) {
-    client.close();
+    closeClients();
     const tail = server.logTail();
     await server.stop(5000).catch(() => undefined);
     if (tail.length) console.error(`server log tail:\n${tail.join('\n')}`);

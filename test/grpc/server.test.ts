@@ -222,3 +222,78 @@ test('close() lets a call in flight finish', async (t) => {
     client.close();
   }
 });
+
+test('the signal is made when a handler first reads it: read after the deadline it is already aborted, and the call is counted as its reason, not OK', async (t) => {
+  let release: () => void = () => undefined;
+  let deadlineAt = Infinity;
+  let seen: { aborted: boolean; reason: unknown } | null = null;
+  const { server, client, registry } = await serve({
+    'qdrant.Collections': {
+      Get: {
+        access: 'GET /collections/{collection_name}',
+        handle: async (_r, ctx) => {
+          deadlineAt = Date.now() + (ctx.timeoutMs ?? Infinity);
+          // Waits without touching ctx.signal, then reads it once the server's deadline has passed.
+          await new Promise<void>((resolve) => (release = resolve));
+          seen = { aborted: ctx.signal.aborted, reason: ctx.signal.reason };
+          return { time: 0 };
+        },
+      },
+    },
+  });
+  try {
+    const err = await client.fail('Collections', 'Get', { collection_name: 'c' }, { deadlineMs: 300 });
+    t.is(codeName(err.code), 'DEADLINE_EXCEEDED');
+    t.true(Number.isFinite(deadlineAt), 'the handler ran and got the deadline');
+    // The server's deadline comes from the grpc-timeout it received, a little after the client's.
+    await waitFor('the server-side deadline to pass', () => Date.now() > deadlineAt);
+    release();
+    await waitFor('the handler to read its signal', () => seen !== null);
+    // Aborted already when first read. The client, at its own deadline (a little before the
+    // server's), resets the stream: which of the two the server sees first names the reason.
+    const s0 = seen as unknown as { aborted: boolean; reason: unknown };
+    t.true(s0.aborted);
+    t.true(s0.reason === 'deadline' || s0.reason === 'cancelled', `reason ${String(s0.reason)}`);
+    const code = s0.reason === 'deadline' ? 'DEADLINE_EXCEEDED' : 'CANCELLED';
+    const counted = new RegExp(`^grpc_responses_total\\{method="/qdrant\\.Collections/Get",code="${code}"\\} 1$`, 'm');
+    await waitFor(`the call to be counted ${code}`, async () => counted.test(await registry.metrics()));
+    t.notRegex(await registry.metrics(), /code="OK"/, 'not counted as answered');
+  } finally {
+    client.close();
+    await server.close(1000);
+  }
+});
+
+test('a signal first read before the client cancels is aborted by the cancel; a handler that never reads it answers as before', async (t) => {
+  let gotSignal = false;
+  let aborted = false;
+  const { server, client } = await serve({
+    'qdrant.Collections': {
+      List: {
+        access: 'GET /collections',
+        handle: async (_r, ctx) => {
+          const signal = ctx.signal;
+          gotSignal = true;
+          t.false(signal.aborted);
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+          aborted = signal.reason === 'cancelled';
+          return { time: 0 };
+        },
+      },
+      CollectionExists: { access: 'GET /collections/{collection_name}/exists', handle: async () => ({ result: { exists: false }, time: 0 }) },
+    },
+  });
+  const raw = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+  try {
+    t.deepEqual(await client.call('Collections', 'CollectionExists', { collection_name: 'x' }), { result: { exists: false }, time: 0 });
+    const call = raw.makeUnaryRequest('/qdrant.Collections/List', () => Buffer.alloc(0), (b: Buffer) => b, {}, () => undefined);
+    await waitFor('the handler to hold its signal', () => gotSignal);
+    call.cancel();
+    await waitFor('the cancel to abort the signal with reason cancelled', () => aborted);
+    t.pass();
+  } finally {
+    raw.close();
+    client.close();
+    await server.close(1000);
+  }
+});

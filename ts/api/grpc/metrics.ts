@@ -31,8 +31,19 @@ export class GrpcMetrics {
     });
   }
 
+  /** The children of each (method, code), made on first use and kept (a bounded set: the contract's methods times the status codes). */
+  private readonly series = new Map<string, { responses: { inc(): void }; durations: { observe(v: number): void } }>();
+
   observe(method: string, code: string, seconds: number): void {
-    this.responses.inc({ method, code });
-    this.durations.observe({ method, code }, seconds);
+    // prom-client hashes the label object on every inc/observe; as REST's stats do, the
+    // children are looked up by one string key instead.
+    const key = `${method} ${code}`;
+    let series = this.series.get(key);
+    if (series === undefined) {
+      series = { responses: this.responses.labels({ method, code }), durations: this.durations.labels({ method, code }) };
+      this.series.set(key, series);
+    }
+    series.responses.inc();
+    series.durations.observe(seconds);
   }
 }

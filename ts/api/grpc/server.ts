@@ -216,16 +216,39 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
   const need = method === undefined ? null : requirementOfKey(method.access);
   return (call, callback) => {
     const started = process.hrtime.bigint();
-    const aborter = new AbortController();
+    // The context's signal is made on first use: most handlers never read it, and an
+    // AbortController (with a deadline timer) per call costs every call. Until then the
+    // call only records why it ended early.
+    let aborter: AbortController | null = null;
+    let ended: 'cancelled' | 'deadline' | null = null;
     let timer: NodeJS.Timeout | null = null;
     let finished = false;
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+    const timeoutMs = Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : null;
+    const pastDeadline = () => timeoutMs !== null && Date.now() >= deadlineMs;
+    const end = (why: 'cancelled' | 'deadline') => {
+      if (ended !== null) return;
+      ended = why;
+      aborter?.abort(why);
+    };
+    const signal = (): AbortSignal => {
+      if (aborter === null) {
+        aborter = new AbortController();
+        if (ended === null && pastDeadline()) ended = 'deadline';
+        if (ended !== null) aborter.abort(ended);
+        else if (timeoutMs !== null && !finished) timer = setTimeout(() => end('deadline'), Math.max(0, deadlineMs - Date.now()));
+      }
+      return aborter.signal;
+    };
     const finish = (code: grpc.status, details: string | null, value?: unknown) => {
       if (finished) return;
       finished = true;
       if (timer !== null) clearTimeout(timer);
       // A call the client cancelled, or whose deadline passed, is counted as such (grpc-js
       // has already answered it).
-      const counted = aborter.signal.aborted ? (aborter.signal.reason === 'deadline' ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED) : code;
+      if (ended === null && pastDeadline()) ended = 'deadline';
+      const counted = ended === 'deadline' ? grpc.status.DEADLINE_EXCEEDED : ended === 'cancelled' ? grpc.status.CANCELLED : code;
       metrics.observe(path, codeName(counted), Number(process.hrtime.bigint() - started) / 1e9);
       if (code === grpc.status.OK) callback(null, value);
       else callback({ code, details: details ?? '' });
@@ -234,18 +257,8 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
       finish(grpc.status.UNIMPLEMENTED, unimplementedMessage(path));
       return;
     }
-    call.on('cancelled', () => {
-      if (!aborter.signal.aborted) aborter.abort('cancelled');
-    });
-    const deadline = call.getDeadline();
-    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-    let timeoutMs: number | null = null;
-    if (Number.isFinite(deadlineMs)) {
-      timeoutMs = Math.max(0, deadlineMs - Date.now());
-      timer = setTimeout(() => {
-        if (!aborter.signal.aborted) aborter.abort('deadline');
-      }, timeoutMs);
-    }
+    // 'cancelled' may also follow grpc-js's own answer to a passed deadline: named by the clock.
+    call.on('cancelled', () => end(pastDeadline() ? 'deadline' : 'cancelled'));
     const undecodable = call.request instanceof UndecodableRequest ? call.request : null;
     void (async () => {
       try {
@@ -268,7 +281,13 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
           access = decision.access;
         }
         if (undecodable !== null) throw new BadInputError(`the request could not be decoded: ${undecodable.reason}`);
-        const ctx: GrpcCallContext = { access, signal: aborter.signal, timeoutMs };
+        const ctx: GrpcCallContext = {
+          access,
+          get signal() {
+            return signal();
+          },
+          timeoutMs,
+        };
         const value = await method.handle(call.request, ctx);
         finish(grpc.status.OK, null, value);
       } catch (err) {
