@@ -422,3 +422,16 @@ export class ActiveMonitor {
     await this.done;
   }
 }
+
+/** The log lines about transfers, aborts and peer health of every running peer (the last `n` of each), to explain a transfer that ended otherwise than a test expected. */
+export function transferLogs(c: Cluster, n = 25): string {
+  const out: string[] = [];
+  for (const p of c.running()) {
+    const lines = (p.server?.logLines() ?? []).filter((l) => /transfer|abort|health|answers again|Dead|switch/i.test(String(l.msg ?? '')));
+    for (const l of lines.slice(-n)) {
+      const { msg, time, level, err, ...rest } = l as Record<string, unknown>;
+      out.push(`peer ${p.index} ${String(time ?? '')} ${String(level ?? '')} ${String(msg)} ${JSON.stringify(rest).slice(0, 300)}${err ? ` err=${JSON.stringify(err).slice(0, 300)}` : ''}`);
+    }
+  }
+  return out.join('\n');
+}

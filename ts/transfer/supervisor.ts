@@ -42,6 +42,14 @@ export class ReplicaSupervisor {
   private timer: NodeJS.Timeout | null = null;
   /** Proposals in flight, by what they are about. */
   private readonly pending = new Set<string>();
+  /**
+   * When this peer first saw each transfer listed (by collection, shard, peers and id).
+   * A transfer is aborted for a peer that is down only once it has itself lived
+   * DEAD_AFTER_MS: a peer that was down and has just come back may still count as down
+   * here until its next health check answers, and a transfer started to it meanwhile
+   * must not be aborted for that.
+   */
+  private readonly transferSeen = new Map<string, number>();
 
   constructor(private readonly ctx: SupervisorContext) {}
 
@@ -110,11 +118,17 @@ export class ReplicaSupervisor {
         outgoing.set(t.from, (outgoing.get(t.from) ?? 0) + 1);
       }
     }
+    const now = Date.now();
+    const listed = new Set<string>();
     for (const name of state.collectionNames()) {
       const c = state.collection(name)!;
       const transfers = c.transfers ?? [];
       for (const t of transfers) {
-        if (this.down(t.from) || this.down(t.to)) {
+        const key = `${name}/${t.shard}/${t.from}/${t.to}/${t.id ?? ''}`;
+        listed.add(key);
+        const seen = this.transferSeen.get(key) ?? now;
+        this.transferSeen.set(key, seen);
+        if (now - seen >= DEAD_AFTER_MS && (this.down(t.from) || this.down(t.to))) {
           this.propose(`abort/${name}/${t.shard}`, { op: 'finishTransfer', collection: name, shard: t.shard, from: t.from, to: t.to, ok: false }, 'aborting a shard transfer: a peer of it is down');
         }
       }
@@ -144,5 +158,6 @@ export class ReplicaSupervisor {
         );
       }
     }
+    for (const key of this.transferSeen.keys()) if (!listed.has(key)) this.transferSeen.delete(key);
   }
 }
