@@ -49,6 +49,7 @@ import {
   type Node,
   type Reply,
 } from './faults-support';
+import { waitFor } from '../support/wait';
 
 /** Servers, mounts and folders to clean up, whatever happens. */
 const cleanups: Array<() => Promise<void>> = [];
@@ -236,7 +237,8 @@ test.serial('4b. ENOSPC while unpacking an uploaded snapshot on the storage file
   t.is(good.status, 200, good.text);
   const after = await fingerprint(n.url, 'small');
   t.is(after.count, 4000);
-  t.deepEqual(await hiddenInCollections(n.storage), []);
+  // The replaced data and the swap journal are removed after the answer.
+  await waitFor('the replaced data and the swap journal removed', async () => (await hiddenInCollections(n.storage)).length === 0);
   t.deepEqual(await filesBelow(n.temp), []);
 });
 

@@ -9,7 +9,7 @@ import * as path from 'path';
 import { PassThrough, Readable, Writable } from 'stream';
 import { promisify } from 'util';
 
-import { TarEntry, TarError, encodeHeader, extractTar, packTar, tarStream } from '../../ts/snapshots/tar';
+import { FileChunks, TarEntry, TarError, encodeHeader, extractTar, packTar, tarStream } from '../../ts/snapshots/tar';
 
 const run = promisify(execFile);
 
@@ -112,6 +112,49 @@ test('round trip: nested directories, sizes 0/1/511/512/513/3 MB, long and UTF-8
   t.deepEqual(names, [...dirs.map((d) => `${d}/`), ...files.keys()]);
   await checkTree(t, out, files, dirs);
   t.is((await fsp.stat(path.join(out, 'a/512'))).mode & 0o777, 0o600);
+});
+
+test('reader: a file read by FileChunks into reused buffers unpacks exactly (released buffers are overwritten only once written)', async (t) => {
+  const dir = await tempDir(t);
+  const { entries, files, dirs } = await sourceTree(path.join(dir, 'src'));
+  // Larger than extractTar's 4 MiB write pieces: buffers are released while the file is still being written.
+  const big = randomBytes(9 * 1024 * 1024 + 333);
+  files.set('a/b/bigger', big);
+  entries.push({ name: 'a/b/bigger', type: 'file', data: big });
+  const archive = path.join(dir, 'out.tar');
+  await packTar(asAsync(entries), createWriteStream(archive));
+  const size = (await fsp.stat(archive)).size;
+  for (const chunkSize of [4096, 65_537, 1024 * 1024, 3 * 1024 * 1024 + 1]) {
+    const out = path.join(dir, `out-${chunkSize}`);
+    const buffers = new Set<ArrayBufferLike>();
+    let chunks = 0;
+    let bytes = 0;
+    const reader = new FileChunks(archive, chunkSize, (c) => {
+      buffers.add(c.buffer);
+      chunks++;
+      bytes += c.length;
+    });
+    const names = await extractTar(reader.stream, out, { release: reader.release });
+    t.deepEqual(names, [...dirs.map((d) => `${d}/`), ...files.keys()], `names, chunks of ${chunkSize}`);
+    await checkTree(t, out, files, dirs);
+    t.is(bytes, size, `every byte seen once, chunks of ${chunkSize}`);
+    // A handful of buffers served every read: the pieces in flight, not one per chunk.
+    t.true(chunks > buffers.size, `${chunks} chunks in ${buffers.size} buffers (chunks of ${chunkSize})`);
+    t.true(buffers.size * chunkSize <= 16 * 1024 * 1024 + 8 * chunkSize, `${buffers.size} buffers of ${chunkSize} bytes`);
+  }
+});
+
+test('reader: a bad archive read by FileChunks is refused and its file closed', async (t) => {
+  const dir = await tempDir(t);
+  const archive = path.join(dir, 'bad.tar');
+  const good = await collect([{ name: 'f', type: 'file', data: randomBytes(5000) }]);
+  // Cut inside the file's data: truncated.
+  await fsp.writeFile(archive, good.subarray(0, 3000));
+  const reader = new FileChunks(archive, 1024, () => undefined);
+  const err = await t.throwsAsync(extractTar(reader.stream, path.join(dir, 'out'), { release: reader.release }));
+  t.true(err instanceof TarError, String(err));
+  t.regex(err!.message, /truncated/);
+  t.true(reader.stream.destroyed);
 });
 
 test('reader: archive fed in random small chunks', async (t) => {

@@ -176,6 +176,8 @@ function idText(k: PointKey): string {
 export class Collection {
   /** Shard id → its replica set, in id order. */
   private readonly shards = new Map<number, ReplicaSet>();
+  /** Removals of replaced shard data still under way (swapDirectory's cleanup); close() and drop() wait for them. */
+  private readonly cleanups = new Set<Promise<void>>();
   /** The hash rings: the one of an auto-sharded collection, or one per shard key (creation order). */
   private rings: Ring[] = [];
   /** Custom sharding: key id (shard-keys.ts keyId) → its ring, and shard id → its key. */
@@ -550,7 +552,11 @@ export class Collection {
     await r.localShard().close();
     const reopen = async () => r.setLocal(new LocalReplica(this.localPeer, await this.openShard(id)));
     try {
-      await swapDirectory(this.dir, String(id), source, true, reopen);
+      const { cleanup } = await swapDirectory(this.dir, String(id), source, true, reopen);
+      // The replaced data is removed after the answer (start-up finishes it after a crash).
+      const removing = cleanup.catch((err: unknown) => this.logger.warn({ shard: id, err: String(err) }, 'could not remove the data a shard snapshot replaced; start-up removes it'));
+      this.cleanups.add(removing);
+      void removing.finally(() => this.cleanups.delete(removing));
     } catch (err) {
       await reopen();
       throw snapshotLoadError(err);
@@ -1049,11 +1055,11 @@ export class Collection {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.present().map((s) => s.close()));
+    await Promise.all([...this.present().map((s) => s.close()), ...this.cleanups]);
   }
 
   async drop(): Promise<void> {
-    await Promise.all(this.present().map((s) => s.drop()));
+    await Promise.all([...this.present().map((s) => s.drop()), ...this.cleanups]);
   }
 }
 

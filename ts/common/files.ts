@@ -122,8 +122,13 @@ let swapCounter = 0;
  * them records the swap: `finishSwaps` at start-up completes a committed swap and
  * undoes any other, so a crash at any step leaves either the old data or new data that
  * opened. If `open()` throws, the old directory is back in place when this rejects.
+ *
+ * It resolves once the swap is committed (durably: the journal says so), with the
+ * removal of the previous directory and of the journal still under way: the returned
+ * `cleanup` settles when they are gone. A crash before then leaves a committed journal,
+ * and start-up (finishSwaps) removes what it names; the caller need not wait.
  */
-export async function swapDirectory(parent: string, live: string, source: string, hasOld: boolean, open: () => Promise<void>): Promise<void> {
+export async function swapDirectory(parent: string, live: string, source: string, hasOld: boolean, open: () => Promise<void>): Promise<{ cleanup: Promise<void> }> {
   const stamp = `${process.pid}-${Date.now()}-${swapCounter++}`;
   const journalFile = path.join(parent, `.swap-${stamp}.json`);
   const journal: SwapJournal = { live, old: hasOld ? `.replaced-${stamp}` : null, committed: false };
@@ -148,8 +153,11 @@ export async function swapDirectory(parent: string, live: string, source: string
     throw err;
   }
   await writeFileAtomic(journalFile, JSON.stringify({ ...journal, committed: true }));
-  if (journal.old) await fs.rm(path.join(parent, journal.old), { recursive: true, force: true });
-  await fs.rm(journalFile, { force: true });
+  const cleanup = (async () => {
+    if (journal.old) await fs.rm(path.join(parent, journal.old), { recursive: true, force: true });
+    await fs.rm(journalFile, { force: true });
+  })();
+  return { cleanup };
 }
 
 const exists = (p: string) => fs.access(p).then(() => true, () => false);

@@ -44,15 +44,15 @@ import { ShardPreload, type ShardSnapshotFiles } from '../shard/local-shard';
 import { validateCollectionName, type TableOfContent } from '../storage/toc';
 import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';
 import { LocalSnapshotStore, checkSnapshotName, type SnapshotDescription, type SnapshotStore } from './store';
-import { TarError, extractTar, tarStream, type TarEntry } from './tar';
+import { FileChunks, TarError, extractTar, tarStream, type TarEntry } from './tar';
 
 export type Priority = 'replica' | 'snapshot' | 'no_sync';
 export const PRIORITIES: readonly Priority[] = ['replica', 'snapshot', 'no_sync'];
 
 /** An archive never has more entries than this (a shard has a handful of files). */
 const MAX_ENTRIES = 100_000;
-/** Archives are read in pieces of this size when recovering. */
-const READ_CHUNK = 4 * 1024 * 1024;
+/** Archives are read in pieces of this size when recovering (into a few reused buffers: FileChunks). */
+const READ_CHUNK = 1024 * 1024;
 /**
  * Stream options of what feeds the tar reader: chunks are handed over one by one as
  * they came (a byte-mode stream's read() joins whatever is buffered into one new
@@ -508,16 +508,24 @@ export class Snapshots {
     const preloaded = new Map<number, ShardPreload>();
     try {
       const size = (await fs.stat(file)).size;
-      const meter = new Meter(
-        (bytes, s) => this.logger.info({ mb: +(bytes / 1048576).toFixed(1), of: +(size / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'unpacking snapshot'),
-        hash,
-        CHUNKWISE,
-      );
+      const hasher = hash ? createHash('sha256') : null;
+      const started = Date.now();
+      let lastLog = started;
+      let bytes = 0;
+      const chunks = new FileChunks(file, READ_CHUNK, (chunk) => {
+        hasher?.update(chunk);
+        bytes += chunk.length;
+        const now = Date.now();
+        if (now - lastLog >= PROGRESS_EVERY_MS) {
+          lastLog = now;
+          this.logger.info({ mb: +(bytes / 1048576).toFixed(1), of: +(size / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / ((now - started) / 1000)).toFixed(1) }, 'unpacking snapshot');
+        }
+      });
       const onFile = preload ? (rel: string) => this.preloadFile(preloaded, dir, rel) : undefined;
       // An uncompressed tar cannot hold more content than its own size.
-      await extractTar(createReadStream(file, { highWaterMark: READ_CHUNK }).pipe(meter), dir, { maxBytes: size, maxEntries: MAX_ENTRIES, onFile });
+      await extractTar(chunks.stream, dir, { maxBytes: size, maxEntries: MAX_ENTRIES, onFile, release: chunks.release });
       for (const p of preloaded.values()) p.startDecoding();
-      return { dir, sha256: hash ? meter.hash.digest('hex') : null, size, preloaded };
+      return { dir, sha256: hasher?.digest('hex') ?? null, size, preloaded };
     } catch (err) {
       for (const p of preloaded.values()) p.discard();
       await fs.rm(dir, { recursive: true, force: true });

@@ -71,6 +71,13 @@ export interface ExtractOptions {
    * is the caller's (the archive may still turn out invalid afterwards).
    */
   onFile?: (rel: string) => void;
+  /**
+   * Called with an input chunk once the reader holds no reference to it any more
+   * (every byte of it consumed, and every write of its bytes completed): its memory
+   * may then be reused for later input (see FileChunks). Chunks still held when
+   * extractTar settles are not handed back.
+   */
+  release?: (chunk: Buffer) => void;
 }
 
 const BLOCK = 512;
@@ -198,12 +205,66 @@ export async function packTar(entries: AsyncIterable<TarEntry> | Iterable<TarEnt
 
 // ---------------------------------------------------------------- reading
 
+/**
+ * A file read in chunks of `chunkSize` bytes into a few buffers used over and over, for
+ * extractTar (`{ release: chunks.release }` hands them back once written): reading a
+ * large archive allocates a handful of buffers instead of a fresh one per chunk. Fresh
+ * ones cost twice: the kernel maps, faults in and zeroes each, and they are memory
+ * outside the JS heap that is only freed by garbage collection, so V8 runs a full
+ * collection after every 64 MiB or so of them (9 for a 570 MiB archive, each marking
+ * the whole heap: with collections loaded that cost more CPU than the reading).
+ * `onChunk` sees every chunk, in order, before it is handed on. A chunk handed back is
+ * overwritten by a later read: whoever reads it must not keep it past its release.
+ */
+export class FileChunks {
+  readonly stream: Readable;
+  private readonly free: Buffer[] = [];
+  private readonly owned = new WeakSet<ArrayBuffer>();
+
+  constructor(
+    file: string,
+    private readonly chunkSize: number,
+    onChunk?: (chunk: Buffer) => void,
+  ) {
+    this.stream = Readable.from(this.read(file, onChunk), { objectMode: true, highWaterMark: 1 });
+  }
+
+  /** Hands back a chunk this reader produced; its buffer serves a later read. */
+  readonly release = (chunk: Buffer): void => {
+    const ab = chunk.buffer as ArrayBuffer;
+    if (this.owned.has(ab)) this.free.push(Buffer.from(ab, 0, this.chunkSize));
+  };
+
+  private async *read(file: string, onChunk?: (chunk: Buffer) => void): AsyncGenerator<Buffer> {
+    const fh = await fsp.open(file, 'r');
+    try {
+      for (let position = 0; ; ) {
+        let buf = this.free.pop();
+        if (buf === undefined) {
+          buf = Buffer.allocUnsafeSlow(this.chunkSize);
+          this.owned.add(buf.buffer as ArrayBuffer);
+        }
+        const { bytesRead } = await fh.read(buf, 0, this.chunkSize, position);
+        if (bytesRead === 0) return;
+        position += bytesRead;
+        const chunk = buf.subarray(0, bytesRead);
+        onChunk?.(chunk);
+        yield chunk;
+      }
+    } finally {
+      await fh.close();
+    }
+  }
+}
+
 /** Pulls bytes from an async iterator of chunks of any size. */
 class ByteSource {
   private chunks: Buffer[] = [];
   private head = 0; // offset into chunks[0]
   private available = 0;
   private ended = false;
+  /** Input chunks fully consumed since the last `takeRetired` (their pieces may still be referenced). */
+  private retired: Buffer[] = [];
 
   constructor(private readonly it: AsyncIterator<unknown>) {}
 
@@ -232,10 +293,17 @@ class ByteSource {
     this.head += n;
     this.available -= n;
     if (this.head === first.length) {
-      this.chunks.shift();
+      this.retired.push(this.chunks.shift()!);
       this.head = 0;
     }
     return out;
+  }
+
+  /** The chunks fully consumed since the last call. */
+  takeRetired(): Buffer[] {
+    const r = this.retired;
+    this.retired = [];
+    return r;
   }
 
   /** Exactly `n` bytes, or fewer if the input ends first. */
@@ -386,6 +454,15 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
 
   const it = input[Symbol.asyncIterator]();
   const src = new ByteSource(it);
+  const release = opts.release;
+  /**
+   * Hands back chunks whose bytes are all written: `retired` were fully consumed
+   * before a write was issued, so each of their pieces went into that write or an
+   * earlier one; they are released once that write has completed.
+   */
+  const releaseAll = (retired: Buffer[]): void => {
+    if (release) for (const c of retired) release(c);
+  };
   const extracted: string[] = [];
   const explicit = new Set<string>(); // names of entries in the archive
   const dirs = new Set<string>(['']); // directories known to be real (not symlinks)
@@ -417,7 +494,7 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
   const readMeta = async (size: number, entry: string): Promise<Buffer> => {
     if (size > MAX_META) throw new TarError(`metadata entry of ${size} bytes is too large`, entry);
     account(size, entry);
-    const data = await src.exact(size);
+    const data = Buffer.from(await src.exact(size));
     if (data.length < size) throw new TarError('truncated archive (metadata cut short)', entry);
     if ((await src.skip(padding(size))) < padding(size)) throw new TarError('truncated archive (padding cut short)', entry);
     return data;
@@ -427,7 +504,8 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
     let pax: Map<string, string> | null = null;
     let longName: string | null = null;
     for (;;) {
-      const block = await src.exact(BLOCK);
+      // A copy: the input chunk it lies in may be reused once the entry's data is written.
+      const block = Buffer.from(await src.exact(BLOCK));
       if (block.length === 0) throw new TarError('truncated archive (no end-of-archive marker)');
       if (block.length < BLOCK) throw new TarError('truncated archive (header cut short)');
       if (block.every((b) => b === 0)) {
@@ -513,6 +591,8 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
       // One write in flight while the next piece is gathered from the input; pieces
       // are written where they belong (positional writes), each as one writev.
       let inflight: Promise<void> | null = null;
+      /** Input chunks to release once `inflight` has completed. */
+      let inflightRetired: Buffer[] = [];
       let position = 0;
       const writePiece = async (bufs: Buffer[], bytes: number, at: number): Promise<void> => {
         let done = 0;
@@ -533,7 +613,11 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
           pending.push(p);
           pendingBytes += p.length;
           if (pendingBytes >= EXTRACT_PIECE || pending.length >= MAX_IOVECS || remaining === 0) {
-            if (inflight !== null) await inflight;
+            if (inflight !== null) {
+              await inflight;
+              releaseAll(inflightRetired);
+            }
+            inflightRetired = src.takeRetired();
             inflight = writePiece(pending, pendingBytes, position);
             // Until it is awaited, a failure is kept for that await (not unhandled).
             inflight.catch(() => undefined);
@@ -544,6 +628,8 @@ export async function extractTar(input: Readable, destDir: string, opts: Extract
         }
         if (inflight !== null) await inflight;
         inflight = null;
+        releaseAll(inflightRetired);
+        inflightRetired = [];
         const mtime = parseNumber(block, 136, 12, 'mtime', name);
         await fh.utimes(mtime, mtime);
       } finally {

@@ -60,6 +60,8 @@ export class TableOfContent {
   private aliases = new Map<string, string>();
   private meta: Promise<unknown> = Promise.resolve();
   private readonly collectionsDir: string;
+  /** Removals of replaced data still under way (swapDirectory's cleanup); close() waits for them. */
+  private readonly cleanups = new Set<Promise<void>>();
   /** This node's peer id (random, kept in storage/peer_id): part of snapshot names. */
   peerId = 0n;
 
@@ -282,9 +284,11 @@ export class TableOfContent {
         await existing.close();
       }
       try {
-        await swapDirectory(this.collectionsDir, name, source, existing !== undefined, async () => {
+        const { cleanup } = await swapDirectory(this.collectionsDir, name, source, existing !== undefined, async () => {
           this.collections.set(name, await Collection.open(name, dir, meta, this.engine, this.logger, this.peerId, meta.cluster ? this.link : null, preloaded));
         });
+        // The replaced data is removed after the answer (start-up finishes it after a crash).
+        this.trackCleanup(cleanup.catch((err: unknown) => this.logger.warn({ collection: name, err: String(err) }, 'could not remove the data a snapshot recovery replaced; start-up removes it')));
       } catch (err) {
         if (existing) this.collections.set(name, await Collection.open(name, dir, existing.meta, this.engine, this.logger, this.peerId, existing.meta.cluster ? this.link : null));
         throw snapshotLoadError(err);
@@ -369,10 +373,15 @@ export class TableOfContent {
     return out;
   }
 
-  /** Writes a checkpoint of every collection and closes them. */
+  private trackCleanup(p: Promise<void>): void {
+    this.cleanups.add(p);
+    void p.finally(() => this.cleanups.delete(p));
+  }
+
+  /** Writes a checkpoint of every collection and closes them (once replaced data is removed). */
   async close(): Promise<void> {
     await this.serial(async () => {
-      await Promise.all(this.all().map((c) => c.close()));
+      await Promise.all([...this.all().map((c) => c.close()), ...this.cleanups]);
     });
   }
 }
