@@ -159,29 +159,19 @@ async function timedWindow<T>(ctx: Ctx, name: string, fn: () => Promise<T>): Pro
   return { value, cpu: cpuDelta(c0, ctx.server.cpu()) };
 }
 
-async function upsertRun(ctx: Ctx, name: string, bodies: Buffer[], batch: number, clients: number, n: number, dim: number, keep: boolean): Promise<UpsertRow> {
-  const { client, opts } = ctx;
-  await client.json('PUT', `/collections/${name}`, collectionBody(opts, dim));
-  const label = `batch ${batch}, ${clients} client${clients > 1 ? 's' : ''}`;
-  console.log(`  upsert ${label}: ${n.toLocaleString('en-US')} points in ${bodies.length} requests ...`);
+/** An upsert run's row from its timing, and its summary line on the console (`unit`: what one call is called). */
+function upsertRow(
+  head: Pick<UpsertRow, 'transport' | 'grpcLib' | 'channels' | 'label' | 'collection' | 'batch' | 'clients'>,
+  bodies: Buffer[],
+  n: number,
+  t: { seconds: number; latUs: Float64Array; clientCpuSec: number },
+  cpu: { mainSec: number; otherSec: number } | null,
+  after: UpsertRow['afterUpsert'],
+  unit: string,
+): UpsertRow {
   const bytes = bodies.reduce((s, b) => s + b.length, 0);
-  const pathQ = `/collections/${name}/points?wait=true`;
-  const { value: t, cpu } = await timedWindow(ctx, `upsert ${label}`, () =>
-    runConcurrent(bodies.length, clients, async (i) => {
-      const r = await client.request('PUT', pathQ, bodies[i]);
-      if (r.status !== 200) throw new Error(`upsert: HTTP ${r.status} ${r.body.toString('utf8').slice(0, 300)}`);
-      const res = (JSON.parse(r.body.toString('utf8')) as { result: { status: string } }).result;
-      if (res.status !== 'completed') throw new Error(`upsert with wait=true answered status ${res.status}`);
-    }),
-  );
-  const after = await info(client, name);
-  if (after.pointsCount !== n) throw new Error(`${name}: points_count ${after.pointsCount} after upserting ${n}`);
   const row: UpsertRow = {
-    transport: 'REST',
-    label,
-    collection: name,
-    batch,
-    clients,
+    ...head,
     points: n,
     requests: bodies.length,
     bodyMiB: round(bytes / 2 ** 20, 1),
@@ -198,10 +188,30 @@ async function upsertRun(ctx: Ctx, name: string, bodies: Buffer[], batch: number
     deleteSeconds: null,
   };
   console.log(
-    `    ${row.pointsPerSec.toLocaleString('en-US')} points/s (${row.seconds} s; p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms per request; ` +
+    `    ${row.pointsPerSec.toLocaleString('en-US')} points/s (${row.seconds} s; p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms per ${unit}; ` +
       `server CPU main ${row.serverMainCpuSec ?? '–'} s, other threads ${row.serverOtherCpuSec ?? '–'} s; client CPU ${row.clientCpuSec} s); ` +
       `after: ${after.status}, ${after.indexedVectorsCount} indexed, ${after.segmentsCount} segments`,
   );
+  return row;
+}
+
+async function upsertRun(ctx: Ctx, name: string, bodies: Buffer[], batch: number, clients: number, n: number, dim: number, keep: boolean): Promise<UpsertRow> {
+  const { client, opts } = ctx;
+  await client.json('PUT', `/collections/${name}`, collectionBody(opts, dim));
+  const label = `batch ${batch}, ${clients} client${clients > 1 ? 's' : ''}`;
+  console.log(`  upsert ${label}: ${n.toLocaleString('en-US')} points in ${bodies.length} requests ...`);
+  const pathQ = `/collections/${name}/points?wait=true`;
+  const { value: t, cpu } = await timedWindow(ctx, `upsert ${label}`, () =>
+    runConcurrent(bodies.length, clients, async (i) => {
+      const r = await client.request('PUT', pathQ, bodies[i]);
+      if (r.status !== 200) throw new Error(`upsert: HTTP ${r.status} ${r.body.toString('utf8').slice(0, 300)}`);
+      const res = (JSON.parse(r.body.toString('utf8')) as { result: { status: string } }).result;
+      if (res.status !== 'completed') throw new Error(`upsert with wait=true answered status ${res.status}`);
+    }),
+  );
+  const after = await info(client, name);
+  if (after.pointsCount !== n) throw new Error(`${name}: points_count ${after.pointsCount} after upserting ${n}`);
+  const row = upsertRow({ transport: 'REST', label, collection: name, batch, clients }, bodies, n, t, cpu, after, 'request');
   if (keep) {
     const { value: g, cpu: gcpu } = await timedWindow(ctx, `index ${label}`, () => waitGreen(client, name, 3600));
     row.green = {
@@ -237,38 +247,10 @@ async function grpcUpsertRun(ctx: Ctx, name: string, base: Float32Array, batch: 
   await g.connect(clients);
   const label = `batch ${batch}, ${clients} client${clients > 1 ? 's' : ''}`;
   console.log(`  gRPC upsert ${label}: ${n.toLocaleString('en-US')} points in ${bodies.length} calls ...`);
-  const bytes = bodies.reduce((s, b) => s + b.length, 0);
   const { value: t, cpu } = await timedWindow(ctx, `upsert gRPC ${label}`, () => runConcurrent(bodies.length, clients, (i, lane) => g.upsert(bodies[i], lane)));
   const after = await info(client, name);
   if (after.pointsCount !== n) throw new Error(`${name}: points_count ${after.pointsCount} after upserting ${n} through gRPC`);
-  const row: UpsertRow = {
-    transport: 'gRPC',
-    grpcLib: lib,
-    channels: clients > 1 ? channels : undefined,
-    label,
-    collection: name,
-    batch,
-    clients,
-    points: n,
-    requests: bodies.length,
-    bodyMiB: round(bytes / 2 ** 20, 1),
-    bytesPerPoint: Math.round(bytes / n),
-    seconds: round(t.seconds),
-    pointsPerSec: Math.round(n / t.seconds),
-    p50Ms: round(percentile(t.latUs, 50) / 1000, 2),
-    p99Ms: round(percentile(t.latUs, 99) / 1000, 2),
-    clientCpuSec: round(t.clientCpuSec),
-    serverMainCpuSec: cpu ? round(cpu.mainSec, 2) : null,
-    serverOtherCpuSec: cpu ? round(cpu.otherSec, 2) : null,
-    afterUpsert: after,
-    green: null,
-    deleteSeconds: null,
-  };
-  console.log(
-    `    ${row.pointsPerSec.toLocaleString('en-US')} points/s (${row.seconds} s; p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms per call; ` +
-      `server CPU main ${row.serverMainCpuSec ?? '–'} s, other threads ${row.serverOtherCpuSec ?? '–'} s; client CPU ${row.clientCpuSec} s); ` +
-      `after: ${after.status}, ${after.indexedVectorsCount} indexed, ${after.segmentsCount} segments`,
-  );
+  const row = upsertRow({ transport: 'gRPC', grpcLib: lib, channels: clients > 1 ? channels : undefined, label, collection: name, batch, clients }, bodies, n, t, cpu, after, 'call');
   const t0 = performance.now();
   await client.json('DELETE', `/collections/${name}`);
   row.deleteSeconds = round((performance.now() - t0) / 1000, 2);
