@@ -14,10 +14,11 @@
  * client, which checks it, and the answers' mean size must be what a 10-hit answer
  * weighs (an error answers no message).
  */
-import { spawn, spawnSync } from 'child_process';
+import { spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
+
+import { runTimedTool } from './tool';
 
 export interface H2loadPass {
   requests: number;
@@ -92,7 +93,7 @@ export function parseH2load(out: string): Omit<H2loadPass, 'clientCpuSec'> {
  * One pass, one h2load thread, for `seconds`: `clients` connections with `streams`
  * requests in flight on each (HTTP/1.1: one). Runs under bash so `times` reports its CPU.
  */
-export function runH2load(opts: { url: string; bodyFile: string; contentType: string; grpc: boolean; clients: number; streams: number; seconds: number }): Promise<H2loadPass> {
+export async function runH2load(opts: { url: string; bodyFile: string; contentType: string; grpc: boolean; clients: number; streams: number; seconds: number }): Promise<H2loadPass> {
   const args = [
     ...(opts.grpc ? [] : ['--h1']),
     `-c${opts.clients}`,
@@ -106,28 +107,6 @@ export function runH2load(opts: { url: string; bodyFile: string; contentType: st
     ...(opts.grpc ? ['-H', "'te: trailers'"] : []),
     '"$QUIVER_H2LOAD_URL"',
   ];
-  const cmd = `h2load ${args.join(' ')}; code=$?; echo "@@times"; times; exit $code`;
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', cmd], {
-      env: { ...process.env, QUIVER_H2LOAD_BODY: opts.bodyFile, QUIVER_H2LOAD_URL: opts.url },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`h2load exited with ${code}: ${err}${out}`));
-      try {
-        const [report, times] = out.split('@@times');
-        const lines = times.trim().split(os.EOL);
-        const c = /(\d+)m([0-9.]+)s\s+(\d+)m([0-9.]+)s/.exec(lines[lines.length - 1]);
-        if (!c) throw new Error(`unreadable times output ${JSON.stringify(times)}`);
-        resolve({ ...parseH2load(report), clientCpuSec: Number(c[1]) * 60 + Number(c[2]) + Number(c[3]) * 60 + Number(c[4]) });
-      } catch (e) {
-        reject(e);
-      }
-    });
-  });
+  const { report, clientCpuSec } = await runTimedTool('h2load', `h2load ${args.join(' ')}`, { QUIVER_H2LOAD_BODY: opts.bodyFile, QUIVER_H2LOAD_URL: opts.url });
+  return { ...parseH2load(report), clientCpuSec };
 }

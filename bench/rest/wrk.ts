@@ -9,10 +9,11 @@
  * machine. Both kinds of row are reported; recall is checked on the JavaScript client's
  * rows (wrk does not read the answers), and every wrk answer must be a 200.
  */
-import { spawn, spawnSync } from 'child_process';
+import { spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
+
+import { runTimedTool } from './tool';
 
 export interface WrkPass {
   requests: number;
@@ -81,31 +82,9 @@ export function parseWrk(out: string): Omit<WrkPass, 'clientCpuSec'> {
  * One pass: `connections` keep-alive connections with one request in flight each, for
  * `seconds`, one wrk thread. wrk runs under bash so `times` reports its CPU.
  */
-export function runWrk(opts: { url: string; path: string; script: string; bodiesFile: string; connections: number; seconds: number }): Promise<WrkPass> {
-  const cmd = `wrk -t1 -c${opts.connections} -d${opts.seconds}s --latency -s "$QUIVER_WRK_SCRIPT" "$QUIVER_WRK_URL"; code=$?; echo "@@times"; times; exit $code`;
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', cmd], {
-      env: { ...process.env, QUIVER_WRK_SCRIPT: opts.script, QUIVER_WRK_URL: opts.url, QUIVER_WRK_BODIES: opts.bodiesFile, QUIVER_WRK_PATH: opts.path },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`wrk exited with ${code}: ${err}${out}`));
-      try {
-        const [report, times] = out.split('@@times');
-        // `times`: the shell's user/system, then its children's (wrk's).
-        const lines = times.trim().split(os.EOL);
-        const child = /(\d+)m([0-9.]+)s\s+(\d+)m([0-9.]+)s/.exec(lines[lines.length - 1]);
-        if (!child) throw new Error(`unreadable times output ${JSON.stringify(times)}`);
-        const cpu = Number(child[1]) * 60 + Number(child[2]) + Number(child[3]) * 60 + Number(child[4]);
-        resolve({ ...parseWrk(report), clientCpuSec: cpu });
-      } catch (e) {
-        reject(e);
-      }
-    });
-  });
+export async function runWrk(opts: { url: string; path: string; script: string; bodiesFile: string; connections: number; seconds: number }): Promise<WrkPass> {
+  const cmd = `wrk -t1 -c${opts.connections} -d${opts.seconds}s --latency -s "$QUIVER_WRK_SCRIPT" "$QUIVER_WRK_URL"`;
+  const env = { QUIVER_WRK_SCRIPT: opts.script, QUIVER_WRK_URL: opts.url, QUIVER_WRK_BODIES: opts.bodiesFile, QUIVER_WRK_PATH: opts.path };
+  const { report, clientCpuSec } = await runTimedTool('wrk', cmd, env);
+  return { ...parseWrk(report), clientCpuSec };
 }
