@@ -132,7 +132,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       settled,
       status,
       pullShard: (from, target, stillWanted, signal) =>
-        snapshots.replaceShardFetched(target.collection, target.shard, (file) => this.fetchSnapshot(from, target, file, false, signal).then(() => undefined), stillWanted),
+        snapshots.replaceShardFetched(target.collection, target.shard, (file) => this.fetchSnapshot(from, target, file, 'transfer', signal).then(() => undefined), stillWanted),
     };
     this.transport.addServices((server: grpc.Server) => {
       addPointsService(server, backend, this.logger);
@@ -142,12 +142,16 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
 
   /** A cluster backup reads `peer`'s Active replica of a shard: its snapshot, streamed into `file`, with its content figures. */
   async fetchShardSnapshot(peer: string, target: ShardTarget, file: string): Promise<ShardArchiveInfo> {
-    const got = await this.fetchSnapshot(peer, target, file, true);
+    const got = await this.fetchSnapshot(peer, target, file, 'backup');
     return { points: got.points!, digest: got.digest!, size: got.size, sha256: got.sha256 };
   }
 
-  /** `peer`'s snapshot of its Active replica of a shard into `file`; stopped when `signal` aborts or the peer stops answering health checks. */
-  private async fetchSnapshot(peer: string, target: ShardTarget, file: string, content: boolean, signal?: AbortSignal) {
+  /**
+   * `peer`'s snapshot of its Active replica of a shard into `file`; stopped when `signal`
+   * aborts or the peer stops answering health checks. A backup asks for the content's
+   * figures; a transfer's archive is paced by the sender's transfer budget.
+   */
+  private async fetchSnapshot(peer: string, target: ShardTarget, file: string, purpose: 'backup' | 'transfer', signal?: AbortSignal) {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -156,7 +160,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     this.fetching.set(peer, mine);
     mine.add(stop);
     try {
-      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content, transfer: !content, signal: stop.signal }, target, file);
+      return await fetchShardSnapshot({ uri: this.uriOf(peer), peer, tls: this.tls, timeoutMs: SHARD_SNAPSHOT_TIMEOUT_MS, content: purpose === 'backup', transfer: purpose === 'transfer', signal: stop.signal }, target, file);
     } finally {
       signal?.removeEventListener('abort', onAbort);
       mine.delete(stop);

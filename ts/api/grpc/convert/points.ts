@@ -27,17 +27,21 @@ export interface DenseVectorMsg {
   data?: number[];
 }
 
-export interface VectorMsg {
-  vector?: string;
-  data?: number[];
-  indices?: { data?: number[] };
-  vectors_count?: number;
+/** The vector forms `Vector` and `VectorInput` share: dense, sparse, multi-dense and the inference inputs. */
+export interface VectorFormsMsg {
   dense?: DenseVectorMsg;
   sparse?: { values?: number[]; indices?: number[] };
   multi_dense?: { vectors?: DenseVectorMsg[] };
   document?: { text?: string; model?: string; options?: ValueMap };
   image?: { image?: ValueMsg; model?: string; options?: ValueMap };
   object?: { object?: ValueMsg; model?: string; options?: ValueMap };
+}
+
+export interface VectorMsg extends VectorFormsMsg {
+  vector?: string;
+  data?: number[];
+  indices?: { data?: number[] };
+  vectors_count?: number;
 }
 
 export interface VectorsMsg {

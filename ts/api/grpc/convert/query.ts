@@ -12,16 +12,16 @@
 import { FormatError } from '../../../common/errors';
 import { filterToJson, pointIdToJson, timestampToRfc3339, type FilterMsg, type PointIdMsg, type TimestampMsg } from './filter';
 import { int64, snakeEnum } from './common';
-import { mapToJson, valueToJson, type ValueMap, type ValueMsg } from './value';
+import { mapToJson, valueToJson } from './value';
 import {
   put,
   shardKeySelectorToJson,
   vectorToJson,
   withPayloadToJson,
   withVectorsToJson,
-  type DenseVectorMsg,
   type ReadConsistencyMsg,
   type ShardKeySelectorMsg,
+  type VectorFormsMsg,
   type VectorMsg,
   type WithPayloadMsg,
   type WithVectorsMsg,
@@ -44,15 +44,9 @@ interface LookupLocationMsg {
   shard_key_selector?: ShardKeySelectorMsg;
 }
 
-interface VectorInputMsg {
+interface VectorInputMsg extends VectorFormsMsg {
   variant?: string;
   id?: PointIdMsg;
-  dense?: DenseVectorMsg;
-  sparse?: { values?: number[]; indices?: number[] };
-  multi_dense?: { vectors?: DenseVectorMsg[] };
-  document?: { text?: string; model?: string; options?: ValueMap };
-  image?: { image?: ValueMsg; model?: string; options?: ValueMap };
-  object?: { object?: ValueMsg; model?: string; options?: ValueMap };
 }
 
 interface StartFromMsg {
