@@ -33,7 +33,7 @@ import {
   TEST_DEADLINE_MS,
   TRANSFER_DEADLINE_MS,
   Writer,
-  allActiveEverywhere,
+  waitSettledEverywhere,
   clusterOp,
   createCollection,
   errorOf,
@@ -83,7 +83,7 @@ async function start(t: ExecutionContext, method: Method = 'stream_records'): Pr
  * replica is Active and the replicas of each shard are identical.
  */
 async function finalChecks(t: ExecutionContext, c: Cluster, w: Writer, m: ActiveMonitor, acked: readonly number[], shards: number, replicas: number): Promise<void> {
-  await allActiveEverywhere(c, NAME, TRANSFER_DEADLINE_MS);
+  await waitSettledEverywhere(c, NAME, TRANSFER_DEADLINE_MS);
   await w.more('writes go on at the end', 20);
   await w.stop();
   await m.stop();
@@ -483,7 +483,7 @@ for (const method of METHODS) {
     t.deepEqual(rd.problems.slice(0, 5), [], 'every read answered (but 503s) with every untouched point');
     t.deepEqual(m.problems.slice(0, 5), []);
 
-    await allActiveEverywhere(c, NAME);
+    await waitSettledEverywhere(c, NAME);
     // Every peer shows exactly the acknowledged state: the same ids (none lost, none
     // extra, none twice) with the acknowledged payloads.
     const want = new Map([...mut.model.points].filter(([id]) => !mut.model.uncertain.has(id)));

@@ -255,8 +255,8 @@ export async function everyPeerSees(c: Cluster, name: string, shard: number, exp
   }
 }
 
-/** Waits until every running peer sees every replica of the collection Active (and `shards` shards). */
-export async function allActiveEverywhere(c: Cluster, name: string, timeoutMs?: number): Promise<void> {
+/** Waits until every running peer sees every replica of the collection Active and no transfer of it (`allActiveEverywhere` of replicas.ts is the one-look predicate without the transfers). */
+export async function waitSettledEverywhere(c: Cluster, name: string, timeoutMs?: number): Promise<void> {
   await waitFor(
     `every replica of ${name} Active, seen from every running peer, no transfer`,
     async () => {
