@@ -22,7 +22,10 @@
  * (the service modules translate onto the same calls as REST), or import ts/api/rest.
  */
 
-import * as grpc from '@grpc/grpc-js';
+import * as net from 'node:net';
+import { status as Code } from '@grpc/grpc-js';
+import * as tls from 'node:tls';
+
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 
@@ -34,6 +37,7 @@ import { BadInputError } from '../../common/errors';
 import type { Config } from '../../config/types';
 import { decide } from '../guard';
 import { watchTlsFiles, type RestTlsMaterial } from '../tls';
+import { Http2Connection, type GrpcCall, type GrpcRequest } from './h2/connection';
 import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
 import { GrpcMetrics } from './metrics';
 import { serviceDefinitions, SERVICE_NAMES, UndecodableRequest, type ServiceName } from './proto';
@@ -62,21 +66,9 @@ export function unimplementedMessage(path: string): string {
   return `Not implemented: ${path} is not available in this version of Quiver`;
 }
 
-/** The metadata the authenticator reads, as headers (first value of each key). */
-function headersOf(metadata: grpc.Metadata): Record<string, string | undefined> {
-  const out: Record<string, string | undefined> = {};
-  for (const key of ['api-key', 'authorization']) {
-    const v = metadata.get(key)[0];
-    if (v !== undefined) out[key] = typeof v === 'string' ? v : v.toString('utf8');
-  }
-  return out;
-}
-
-/** The host of a grpc-js peer string (`ipv4:1.2.3.4:5`, `ipv6:[::1]:5`). */
-function addressOf(peer: string): string | null {
-  const s = peer.replace(/^ipv[46]:/, '');
-  const m = /^\[([^\]]+)\]:\d+$/.exec(s) ?? /^([^:]+):\d+$/.exec(s);
-  return m ? m[1] : null;
+/** The metadata the authenticator reads, as headers. */
+function headersOf(headers: Map<string, string>): Record<string, string | undefined> {
+  return { 'api-key': headers.get('api-key'), authorization: headers.get('authorization') };
 }
 
 /** The requirement of a method's REST operation ('METHOD /pattern'); throws at start for a key the policy does not have. */
@@ -86,74 +78,33 @@ function requirementOfKey(key: string): Requirement {
   return requirementOf(key.slice(0, space), key.slice(space + 1));
 }
 
-type Unary = grpc.handleUnaryCall<unknown, unknown>;
-
-type CaListener = grpc.experimental.CaCertificateUpdateListener;
-type IdentityListener = grpc.experimental.IdentityCertificateUpdateListener;
-
-/**
- * The certificate files (as loadRestTls read and checked them) for grpc-js: the server's
- * certificate and key, and the CA its clients' certificates must be signed by. `update`
- * hands a reloaded set to the server (new connections use it).
- */
-class TlsFiles implements grpc.experimental.CertificateProvider {
-  private readonly caListeners = new Set<CaListener>();
-  private readonly identityListeners = new Set<IdentityListener>();
-
-  constructor(private material: RestTlsMaterial) {}
-
-  update(next: RestTlsMaterial): void {
-    this.material = next;
-    for (const l of this.caListeners) l(this.caUpdate());
-    for (const l of this.identityListeners) l(this.identityUpdate());
-  }
-
-  private caUpdate() {
-    return this.material.ca === null ? null : { caCertificate: this.material.ca };
-  }
-
-  private identityUpdate() {
-    return { certificate: this.material.cert, privateKey: this.material.key };
-  }
-
-  // The first answer goes out after the listener is registered: grpc-js starts watching
-  // the credentials only once the call that adds the listener returns.
-  addCaCertificateListener(l: CaListener): void {
-    this.caListeners.add(l);
-    queueMicrotask(() => this.caListeners.has(l) && l(this.caUpdate()));
-  }
-
-  removeCaCertificateListener(l: CaListener): void {
-    this.caListeners.delete(l);
-  }
-
-  addIdentityCertificateListener(l: IdentityListener): void {
-    this.identityListeners.add(l);
-    queueMicrotask(() => this.identityListeners.has(l) && l(this.identityUpdate()));
-  }
-
-  removeIdentityCertificateListener(l: IdentityListener): void {
-    this.identityListeners.delete(l);
-  }
+/** One method of the contract as served: its path, codec and handler. */
+interface Route {
+  path: string;
+  deserialize: (bytes: Buffer) => unknown;
+  serialize: (value: unknown) => Buffer;
+  method: GrpcMethod | undefined;
+  need: Requirement | null;
 }
 
 export class GrpcApiServer {
   private closing: Promise<void> | null = null;
+  private readonly connections = new Set<Http2Connection>();
 
   private constructor(
-    private readonly server: grpc.Server,
+    private readonly server: net.Server,
     /** The port bound (the real one). */
     readonly port: number,
     private readonly stopReload: (() => void) | null,
   ) {}
 
   /** Binds `service.host`:`service.grpc_port` (which must not be null) and serves. Throws GrpcStartError when it cannot bind. */
-  static async start(config: Config, deps: GrpcApiDeps, tls: RestTlsMaterial | null): Promise<GrpcApiServer> {
+  static async start(config: Config, deps: GrpcApiDeps, material: RestTlsMaterial | null): Promise<GrpcApiServer> {
     const port = config.service.grpc_port;
     if (port === null) throw new Error('service.grpc_port is null: gRPC is off');
-    const limit = Math.floor(config.service.max_request_size_mb * 1024 * 1024);
-    const server = new grpc.Server({ 'grpc.max_receive_message_length': limit });
+    const maxMessageBytes = Math.floor(config.service.max_request_size_mb * 1024 * 1024);
     const metrics = new GrpcMetrics(deps.registry, config.service.metrics_prefix);
+    const routes = new Map<string, Route>();
     const definitions = serviceDefinitions();
     for (const name of SERVICE_NAMES) {
       const definition = definitions[name];
@@ -161,47 +112,88 @@ export class GrpcApiServer {
       for (const rpc of Object.keys(methods)) {
         if (!(rpc in definition)) throw new Error(`${name} has no RPC ${rpc} in proto/qdrant`);
       }
-      const impl: Record<string, Unary> = {};
       for (const [rpc, def] of Object.entries(definition)) {
-        impl[rpc] = wrap(def.path, methods[rpc], deps, metrics);
+        const method = methods[rpc];
+        routes.set(def.path, {
+          path: def.path,
+          deserialize: def.requestDeserialize,
+          serialize: def.responseSerialize as (value: unknown) => Buffer,
+          method,
+          need: method === undefined ? null : requirementOfKey(method.access),
+        });
       }
-      server.addService(definition, impl);
     }
+    const log = deps.logger.child({ api: 'grpc' });
+    const handle = dispatcher(routes, deps, metrics);
+    let self: GrpcApiServer | null = null;
+    const serve = (socket: net.Socket) => {
+      const conn = new Http2Connection(socket, socket.remoteAddress ?? null, handle, {
+        maxMessageBytes,
+        refused: (path, code) => metrics.observe(routes.has(path) ? path : 'unknown', codeName(code), 0),
+        onError: (err) => log.debug({ err: err.message }, 'gRPC connection error'),
+      });
+      self?.connections.add(conn);
+      socket.once('close', () => self?.connections.delete(conn));
+    };
 
-    let creds = grpc.ServerCredentials.createInsecure();
+    let server: net.Server;
     let stopReload: (() => void) | null = null;
-    if (tls !== null) {
+    if (material !== null) {
       const verify = config.service.verify_https_client_certificate;
-      const files = new TlsFiles(tls);
-      // grpc-js 1.14 hands this function's first argument to the credentials' identity
-      // slot and its second to the CA slot (the reverse of its declared names); the same
-      // provider serves both, and the CA slot is null when client certificates are not
-      // checked (no certificate is asked for). Pinned by test/grpc/tls.test.ts.
-      creds = grpc.experimental.createCertificateProviderServerCredentials(files, verify ? files : (null as unknown as TlsFiles), verify);
-      stopReload = watchTlsFiles(config, deps.logger.child({ api: 'grpc' }), tls, (next) => files.update(next));
+      const secure = tls.createServer({
+        cert: material.cert,
+        key: material.key,
+        ALPNProtocols: ['h2'],
+        ...(verify ? { ca: material.ca ?? undefined, requestCert: true, rejectUnauthorized: true } : {}),
+      });
+      secure.on('secureConnection', (socket: tls.TLSSocket) => {
+        // gRPC runs on HTTP/2 only: a client that did not choose it by ALPN is closed.
+        if (socket.alpnProtocol !== 'h2') {
+          socket.destroy();
+          return;
+        }
+        serve(socket);
+      });
+      secure.on('tlsClientError', (err, socket) =>
+        log.debug({ err: err.message, authorizationError: (socket as tls.TLSSocket).authorizationError, remoteAddress: socket.remoteAddress }, 'TLS handshake failed'),
+      );
+      stopReload = watchTlsFiles(config, log, material, (next) =>
+        secure.setSecureContext({ cert: next.cert, key: next.key, ...(next.ca !== null ? { ca: next.ca } : {}) }),
+      );
+      server = secure;
+    } else {
+      server = net.createServer(serve);
     }
     const host = config.service.host;
     const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     const bound = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(address, creds, (err, p) => (err ? reject(err) : resolve(p)));
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve((server.address() as net.AddressInfo).port);
+      });
     }).catch((err: Error) => {
       stopReload?.();
-      server.forceShutdown();
+      server.close();
       throw new GrpcStartError(`the gRPC API cannot listen on ${address} (service.grpc_port): ${err.message}`);
     });
-    if (tls !== null) deps.logger.info({ ...tls.facts, verifyClientCertificate: config.service.verify_https_client_certificate }, 'TLS enabled for the gRPC API');
-    return new GrpcApiServer(server, bound, stopReload);
+    server.on('error', (err) => log.error({ err }, 'gRPC server error'));
+    if (material !== null) deps.logger.info({ ...material.facts, verifyClientCertificate: config.service.verify_https_client_certificate }, 'TLS enabled for the gRPC API');
+    self = new GrpcApiServer(server, bound, stopReload);
+    return self;
   }
 
   /** Stops accepting calls, lets calls in flight finish for up to `drainMs`, then cuts them. Safe to call twice. */
   close(drainMs: number): Promise<void> {
     this.stopReload?.();
     this.closing ??= new Promise<void>((resolve) => {
+      this.server.close();
+      const conns = [...this.connections];
       const timer = setTimeout(() => {
-        this.server.forceShutdown();
+        for (const c of conns) c.destroy();
         resolve();
       }, drainMs);
-      this.server.tryShutdown(() => {
+      void Promise.all(conns.map((c) => c.shutdown())).then(() => {
         clearTimeout(timer);
         resolve();
       });
@@ -210,72 +202,84 @@ export class GrpcApiServer {
   }
 }
 
-/** The handler grpc-js runs for one RPC: `method`, or UNIMPLEMENTED when absent. */
-function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, metrics: GrpcMetrics): Unary {
+/** The handler of every call: its route's method, or UNIMPLEMENTED for a method the contract has and this version does not serve, or a path the contract lacks. */
+function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: GrpcMetrics): (req: GrpcRequest, call: GrpcCall) => void {
   const { logger, authn, audit } = deps;
-  const need = method === undefined ? null : requirementOfKey(method.access);
-  return (call, callback) => {
+  return (req, call) => {
     const started = process.hrtime.bigint();
-    // The context's signal is made on first use: most handlers never read it, and an
-    // AbortController (with a deadline timer) per call costs every call. Until then the
-    // call only records why it ended early.
+    const route = routes.get(req.path);
+    // Deadlines: the call's AbortSignal is made on first use (most handlers never read it);
+    // a passed deadline answers DEADLINE_EXCEEDED at once, as the client expects.
     let aborter: AbortController | null = null;
     let ended: 'cancelled' | 'deadline' | null = null;
     let timer: NodeJS.Timeout | null = null;
     let finished = false;
-    const deadline = call.getDeadline();
-    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-    const timeoutMs = Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : null;
-    const pastDeadline = () => timeoutMs !== null && Date.now() >= deadlineMs;
-    const end = (why: 'cancelled' | 'deadline') => {
-      if (ended !== null) return;
-      ended = why;
-      aborter?.abort(why);
-    };
-    const signal = (): AbortSignal => {
-      if (aborter === null) {
-        aborter = new AbortController();
-        if (ended === null && pastDeadline()) ended = 'deadline';
-        if (ended !== null) aborter.abort(ended);
-        else if (timeoutMs !== null && !finished) timer = setTimeout(() => end('deadline'), Math.max(0, deadlineMs - Date.now()));
-      }
-      return aborter.signal;
-    };
-    const finish = (code: grpc.status, details: string | null, value?: unknown) => {
+    const deadline = req.deadline;
+    const timeoutMs = deadline === null ? null : Math.max(0, deadline - Date.now());
+    const finish = (code: Code, details: string | null, value?: unknown) => {
       if (finished) return;
       finished = true;
       if (timer !== null) clearTimeout(timer);
-      // A call the client cancelled, or whose deadline passed, is counted as such (grpc-js
-      // has already answered it).
-      if (ended === null && pastDeadline()) ended = 'deadline';
-      const counted = ended === 'deadline' ? grpc.status.DEADLINE_EXCEEDED : ended === 'cancelled' ? grpc.status.CANCELLED : code;
-      metrics.observe(path, codeName(counted), Number(process.hrtime.bigint() - started) / 1e9);
-      if (code === grpc.status.OK) callback(null, value);
-      else callback({ code, details: details ?? '' });
+      const counted = ended === 'deadline' ? Code.DEADLINE_EXCEEDED : ended === 'cancelled' ? Code.CANCELLED : code;
+      metrics.observe(route === undefined ? 'unknown' : req.path, codeName(counted), Number(process.hrtime.bigint() - started) / 1e9);
+      if (ended !== null) return; // answered (deadline) or cancelled already
+      if (code !== Code.OK) {
+        call.fail(code, details ?? '');
+        return;
+      }
+      let bytes: Buffer;
+      try {
+        bytes = route!.serialize(value);
+      } catch (err) {
+        logger.error({ err, path: req.path }, 'a gRPC answer could not be encoded');
+        call.fail(Code.INTERNAL, 'Service internal error: the answer could not be encoded');
+        return;
+      }
+      call.ok(bytes);
     };
-    if (method === undefined || need === null) {
-      finish(grpc.status.UNIMPLEMENTED, unimplementedMessage(path));
+    const end = (why: 'cancelled' | 'deadline') => {
+      if (ended !== null || finished) return;
+      ended = why;
+      aborter?.abort(why);
+      if (why === 'deadline') call.fail(Code.DEADLINE_EXCEEDED, 'Deadline Exceeded');
+    };
+    if (timeoutMs !== null) timer = setTimeout(() => end('deadline'), timeoutMs);
+    call.onCancel = () => end('cancelled');
+    const signal = (): AbortSignal => {
+      if (aborter === null) {
+        aborter = new AbortController();
+        if (ended !== null) aborter.abort(ended);
+      }
+      return aborter.signal;
+    };
+    if (route === undefined || route.method === undefined || route.need === null) {
+      finish(Code.UNIMPLEMENTED, unimplementedMessage(req.path));
       return;
     }
-    // 'cancelled' may also follow grpc-js's own answer to a passed deadline: named by the clock.
-    call.on('cancelled', () => end(pastDeadline() ? 'deadline' : 'cancelled'));
-    const undecodable = call.request instanceof UndecodableRequest ? call.request : null;
+    const { method, need } = route;
+    let request: unknown;
+    try {
+      request = route.deserialize(req.message);
+    } catch (err) {
+      request = new UndecodableRequest(err instanceof Error ? err.message : String(err));
+    }
+    const undecodable = request instanceof UndecodableRequest ? request : null;
     void (async () => {
       try {
         let access: Access = MANAGE;
         if (need.scope !== 'open' && authn.enabled) {
           // A request that could not be decoded names no collection: its caller must be
           // known (any valid credentials), and the call is refused below whatever its access.
-          const requirement: typeof need = undecodable !== null && need.scope === 'collection' ? { scope: 'listing' } : need;
+          const requirement: Requirement = undecodable !== null && need.scope === 'collection' ? { scope: 'listing' } : need;
           const decision = await decide(authn, audit, requirement, {
-            headers: headersOf(call.metadata),
-            method: path,
-            path,
-            params: undecodable === null ? (method.params?.(call.request) ?? {}) : {},
-            address: addressOf(call.getPeer()),
+            headers: headersOf(req.headers),
+            method: req.path,
+            path: req.path,
+            params: undecodable === null ? (method.params?.(request) ?? {}) : {},
+            address: req.peer,
           });
           if (!('access' in decision)) {
-            finish(decision.status === 401 ? grpc.status.UNAUTHENTICATED : grpc.status.PERMISSION_DENIED, decision.message);
+            finish(decision.status === 401 ? Code.UNAUTHENTICATED : Code.PERMISSION_DENIED, decision.message);
             return;
           }
           access = decision.access;
@@ -288,10 +292,10 @@ function wrap(path: string, method: GrpcMethod | undefined, deps: GrpcApiDeps, m
           },
           timeoutMs,
         };
-        const value = await method.handle(call.request, ctx);
-        finish(grpc.status.OK, null, value);
+        const value = await method.handle(request, ctx);
+        finish(Code.OK, null, value);
       } catch (err) {
-        const answer = grpcErrorAnswer(err, logger, path);
+        const answer = grpcErrorAnswer(err, logger, req.path);
         finish(answer.code, answer.details);
       }
     })();

@@ -1,0 +1,697 @@
+/**
+ * One HTTP/2 connection (RFC 9113) of the public gRPC API, on a socket (TCP, or TLS after
+ * ALPN chose `h2`), carrying unary gRPC calls: the framing, HPACK (hpack.ts), flow
+ * control both ways, and the gRPC message framing of one request and one answer per
+ * stream.
+ *
+ * Why not node:http2 or grpc-js: each stream there is a Duplex stream object with its
+ * events, and every frame crosses between nghttp2 and JavaScript; a unary call cost the
+ * event loop about twice what an HTTP/1.1 request costs (bench/README.md, "gRPC
+ * performance"). Here a socket read is parsed in one pass, every frame for every stream
+ * it carries, and the answers of one event-loop turn leave in one write.
+ *
+ * What it serves: a client's streams (odd ids, ascending), HEADERS with CONTINUATION,
+ * padding and priority fields, DATA, RST_STREAM, SETTINGS, PING, WINDOW_UPDATE, GOAWAY;
+ * PRIORITY frames and unknown frame types are ignored, PUSH_PROMISE from a client is a
+ * protocol error. A request message may arrive compressed with `gzip` or `deflate`.
+ * Answers are never compressed and carry no dynamic-table entries.
+ *
+ * Owns: one connection's state. Must never: decode protobuf or decide access (the
+ * handler it is given does).
+ */
+
+import type { Socket } from 'node:net';
+import * as zlib from 'node:zlib';
+
+import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from './hpack';
+
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+const FRAME = { DATA: 0, HEADERS: 1, PRIORITY: 2, RST_STREAM: 3, SETTINGS: 4, PUSH_PROMISE: 5, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
+const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
+const ERR = { NO_ERROR: 0, PROTOCOL_ERROR: 1, INTERNAL_ERROR: 2, FLOW_CONTROL_ERROR: 3, STREAM_CLOSED: 5, FRAME_SIZE_ERROR: 6, REFUSED_STREAM: 7, CANCEL: 8, COMPRESSION_ERROR: 9 } as const;
+const SETTING = { HEADER_TABLE_SIZE: 1, ENABLE_PUSH: 2, MAX_CONCURRENT_STREAMS: 3, INITIAL_WINDOW_SIZE: 4, MAX_FRAME_SIZE: 5, MAX_HEADER_LIST_SIZE: 6 } as const;
+
+/** What this side announces. */
+const OUR_HEADER_TABLE = 4096;
+const OUR_MAX_FRAME = 16384;
+const OUR_MAX_STREAMS = 1000;
+/** Receive window per stream and for the connection: a request up to this size is never held up by flow control. */
+const OUR_WINDOW = 4 * 1024 * 1024;
+/** Largest header block accepted (all HEADERS and CONTINUATION of one block). */
+const MAX_HEADER_BLOCK = 64 * 1024;
+const MAX_WINDOW = 2 ** 31 - 1;
+
+/** gRPC status codes used by the transport itself. */
+export const GRPC_CODE = { OK: 0, CANCELLED: 1, INVALID_ARGUMENT: 3, UNIMPLEMENTED: 12, INTERNAL: 13, RESOURCE_EXHAUSTED: 8 } as const;
+
+/** One unary call as the transport received it. */
+export interface GrpcRequest {
+  /** `:path`, e.g. `/qdrant.Points/Query`. */
+  path: string;
+  /** Request headers (metadata), by lower-case name, first value of each. */
+  headers: Map<string, string>;
+  /** The request message, decompressed. */
+  message: Buffer;
+  /** The client's deadline (ms since the epoch, `Date.now()` clock), or null. */
+  deadline: number | null;
+  /** The remote address of the connection. */
+  peer: string | null;
+}
+
+/** The transport side of a call the handler answers, once. */
+export interface GrpcCall {
+  /** True once the client cancelled (RST_STREAM) or the connection ended. */
+  readonly cancelled: boolean;
+  /** Called once if the client cancels before the answer. */
+  onCancel: (() => void) | null;
+  /** Answers OK with this message (already serialized). */
+  ok(message: Buffer): void;
+  /** Answers a status other than OK. */
+  fail(code: number, details: string): void;
+}
+
+export type CallHandler = (req: GrpcRequest, call: GrpcCall) => void;
+/** Answers a call the transport refuses before the handler sees it (size, framing, compression). */
+export type Refusal = (path: string, code: number, details: string) => void;
+
+export interface ConnectionOptions {
+  /** Largest request message, bytes. */
+  maxMessageBytes: number;
+  /** Counts (and may log) a call the transport answered itself. */
+  refused: Refusal;
+  onError: (err: Error) => void;
+}
+
+interface Stream {
+  id: number;
+  /** Request headers once their block is complete. */
+  headers: HeaderList | null;
+  data: Buffer[];
+  dataBytes: number;
+  /** The client half-closed (END_STREAM received). */
+  remoteEnded: boolean;
+  /** We sent END_STREAM (the answer is complete, or queued complete). */
+  answered: boolean;
+  /** The stream is gone (closed both ways, or reset). */
+  closed: boolean;
+  sendWindow: number;
+  /** Answer DATA not yet sent (flow control), and the trailers to send after it. */
+  pending: Buffer | null;
+  trailers: Buffer | null;
+  call: CallState | null;
+  /** Request data beyond the limit: the stream is answered and the rest is dropped. */
+  discarding: boolean;
+  /** Request bytes already handed back to the client's window with WINDOW_UPDATE. */
+  credited: number;
+  /** Counted in `active`: started (a handler runs, or the transport answers), and not yet ended. */
+  started: boolean;
+  ended: boolean;
+}
+
+class CallState implements GrpcCall {
+  cancelled = false;
+  onCancel: (() => void) | null = null;
+  done = false;
+
+  constructor(
+    private readonly conn: Http2Connection,
+    private readonly stream: Stream,
+  ) {}
+
+  ok(message: Buffer): void {
+    if (this.done) return;
+    this.done = true;
+    this.conn.answer(this.stream, GRPC_CODE.OK, '', message);
+  }
+
+  fail(code: number, details: string): void {
+    if (this.done) return;
+    this.done = true;
+    this.conn.answer(this.stream, code, details, null);
+  }
+
+  cancel(): void {
+    if (this.cancelled || this.done) return;
+    this.cancelled = true;
+    const f = this.onCancel;
+    this.onCancel = null;
+    f?.();
+  }
+}
+
+class ConnectionError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** `grpc-timeout` (gRPC over HTTP/2: up to 8 digits and a unit) in milliseconds, or null. */
+export function parseTimeout(value: string | undefined): number | null {
+  if (value === undefined) return null;
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (m === null) return null;
+  const n = Number(m[1]);
+  switch (m[2]) {
+    case 'H':
+      return n * 3_600_000;
+    case 'M':
+      return n * 60_000;
+    case 'S':
+      return n * 1000;
+    case 'm':
+      return n;
+    case 'u':
+      return n / 1000;
+    default:
+      return n / 1_000_000;
+  }
+}
+
+/** `grpc-message`'s percent-encoding: UTF-8, with bytes outside printable ASCII and `%` escaped. */
+export function percentEncode(s: string): string {
+  if (/^[\x20-\x24\x26-\x7e]*$/.test(s)) return s;
+  let out = '';
+  for (const b of Buffer.from(s, 'utf8')) {
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : '%' + b.toString(16).toUpperCase().padStart(2, '0');
+  }
+  return out;
+}
+
+const RESPONSE_HEADERS = encodeHeaders([
+  [':status', '200'],
+  ['content-type', 'application/grpc'],
+]);
+
+export class Http2Connection {
+  private readonly decoder = new HpackDecoder(OUR_HEADER_TABLE);
+  private readonly streams = new Map<number, Stream>();
+  private input: Buffer = Buffer.alloc(0);
+  private prefaceSeen = false;
+  private lastStreamId = 0;
+  /** Stream of a header block in progress (CONTINUATION expected), its parts and flags. */
+  private continuing: { stream: Stream; parts: Buffer[]; bytes: number; endStream: boolean } | null = null;
+  private sendWindow = 65535;
+  private peerInitialWindow = 65535;
+  private peerMaxFrame = 16384;
+  /** Bytes received since the last WINDOW_UPDATE for the connection. */
+  private consumed = 0;
+  private readonly out: Buffer[] = [];
+  private flushScheduled = false;
+  private goingAway = false;
+  private dead = false;
+  private drained: (() => void) | null = null;
+  /** Calls in flight (answer not yet sent). */
+  private active = 0;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly peer: string | null,
+    private readonly handler: CallHandler,
+    private readonly opts: ConnectionOptions,
+  ) {
+    socket.setNoDelay(true);
+    // Our SETTINGS, then a connection window as large as a stream's.
+    this.frame(FRAME.SETTINGS, 0, 0, settingsPayload([
+      [SETTING.HEADER_TABLE_SIZE, OUR_HEADER_TABLE],
+      [SETTING.ENABLE_PUSH, 0],
+      [SETTING.MAX_CONCURRENT_STREAMS, OUR_MAX_STREAMS],
+      [SETTING.INITIAL_WINDOW_SIZE, OUR_WINDOW],
+      [SETTING.MAX_FRAME_SIZE, OUR_MAX_FRAME],
+      [SETTING.MAX_HEADER_LIST_SIZE, MAX_HEADER_BLOCK],
+    ]));
+    this.frame(FRAME.WINDOW_UPDATE, 0, 0, u32(OUR_WINDOW - 65535));
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('close', () => this.onClose());
+    socket.on('error', (err) => this.opts.onError(err));
+  }
+
+  /** Calls in flight on this connection. */
+  get inFlight(): number {
+    return this.active;
+  }
+
+  /** Sends GOAWAY (no new streams); resolves once every call in flight is answered and the socket is closed. */
+  shutdown(): Promise<void> {
+    if (this.dead) return Promise.resolve();
+    if (!this.goingAway) {
+      this.goingAway = true;
+      this.frame(FRAME.GOAWAY, 0, 0, Buffer.concat([u32(this.lastStreamId), u32(ERR.NO_ERROR)]));
+    }
+    return new Promise((resolve) => {
+      this.drained = resolve;
+      this.maybeEnd();
+    });
+  }
+
+  /** Closes at once, cancelling calls in flight. */
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  // -- input ----------------------------------------------------------------------------
+
+  private onData(chunk: Buffer): void {
+    if (this.dead) return;
+    this.input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+    try {
+      if (!this.prefaceSeen) {
+        if (this.input.length < PREFACE.length) {
+          if (!PREFACE.subarray(0, this.input.length).equals(this.input)) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
+          return;
+        }
+        if (!this.input.subarray(0, PREFACE.length).equals(PREFACE)) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
+        this.prefaceSeen = true;
+        this.input = this.input.subarray(PREFACE.length);
+      }
+      let at = 0;
+      const buf = this.input;
+      while (buf.length - at >= 9) {
+        const length = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2];
+        if (length > OUR_MAX_FRAME) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, `frame of ${length} bytes above SETTINGS_MAX_FRAME_SIZE`);
+        if (buf.length - at < 9 + length) break;
+        const type = buf[at + 3];
+        const flags = buf[at + 4];
+        const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
+        this.onFrame(type, flags, id, buf.subarray(at + 9, at + 9 + length));
+        at += 9 + length;
+        if (this.dead) return;
+      }
+      this.input = at === buf.length ? Buffer.alloc(0) : buf.subarray(at);
+      this.sendWindowUpdates();
+    } catch (err) {
+      if (err instanceof ConnectionError) this.fatal(err.code, err.message);
+      else if (err instanceof HpackError) this.fatal(ERR.COMPRESSION_ERROR, err.message);
+      else throw err;
+    }
+  }
+
+  private onFrame(type: number, flags: number, id: number, payload: Buffer): void {
+    if (this.continuing !== null && (type !== FRAME.CONTINUATION || id !== this.continuing.stream.id)) {
+      throw new ConnectionError(ERR.PROTOCOL_ERROR, 'a header block was interrupted');
+    }
+    switch (type) {
+      case FRAME.DATA:
+        return this.onDataFrame(flags, id, payload);
+      case FRAME.HEADERS:
+        return this.onHeaders(flags, id, payload);
+      case FRAME.CONTINUATION: {
+        const c = this.continuing;
+        if (c === null) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
+        c.parts.push(payload);
+        c.bytes += payload.length;
+        if (c.bytes > MAX_HEADER_BLOCK) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'header block too large');
+        if (flags & FLAG.END_HEADERS) {
+          this.continuing = null;
+          this.headerBlockDone(c.stream, Buffer.concat(c.parts), c.endStream);
+        }
+        return;
+      }
+      case FRAME.RST_STREAM: {
+        if (id === 0 || payload.length !== 4) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad RST_STREAM');
+        const s = this.streams.get(id);
+        if (s !== undefined) this.closeStream(s, true);
+        return;
+      }
+      case FRAME.SETTINGS:
+        return this.onSettings(flags, id, payload);
+      case FRAME.PING:
+        if (id !== 0 || payload.length !== 8) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad PING');
+        if (!(flags & FLAG.ACK)) this.frame(FRAME.PING, FLAG.ACK, 0, Buffer.from(payload));
+        return;
+      case FRAME.GOAWAY:
+        this.goingAway = true;
+        this.maybeEnd();
+        return;
+      case FRAME.WINDOW_UPDATE: {
+        if (payload.length !== 4) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad WINDOW_UPDATE');
+        const inc = payload.readUInt32BE(0) & 0x7fffffff;
+        if (id === 0) {
+          if (inc === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+          this.sendWindow += inc;
+          if (this.sendWindow > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+          this.pumpAll();
+        } else {
+          const s = this.streams.get(id);
+          if (s === undefined) return;
+          s.sendWindow += inc;
+          if (inc === 0 || s.sendWindow > MAX_WINDOW) return this.reset(s, inc === 0 ? ERR.PROTOCOL_ERROR : ERR.FLOW_CONTROL_ERROR);
+          this.pump(s);
+        }
+        return;
+      }
+      case FRAME.PUSH_PROMISE:
+        throw new ConnectionError(ERR.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
+      default:
+        return; // PRIORITY and unknown types
+    }
+  }
+
+  private onSettings(flags: number, id: number, payload: Buffer): void {
+    if (id !== 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if (flags & FLAG.ACK) return;
+    if (payload.length % 6 !== 0) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad SETTINGS');
+    for (let at = 0; at < payload.length; at += 6) {
+      const key = payload.readUInt16BE(at);
+      const value = payload.readUInt32BE(at + 2);
+      if (key === SETTING.INITIAL_WINDOW_SIZE) {
+        if (value > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
+        const delta = value - this.peerInitialWindow;
+        this.peerInitialWindow = value;
+        for (const s of this.streams.values()) s.sendWindow += delta;
+      } else if (key === SETTING.MAX_FRAME_SIZE) {
+        if (value < 16384 || value > 16777215) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad SETTINGS_MAX_FRAME_SIZE');
+        this.peerMaxFrame = value;
+      }
+    }
+    this.frame(FRAME.SETTINGS, FLAG.ACK, 0, Buffer.alloc(0));
+    this.pumpAll();
+  }
+
+  private onHeaders(flags: number, id: number, payload: Buffer): void {
+    if (id === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'HEADERS on stream 0');
+    let start = 0;
+    let end = payload.length;
+    if (flags & FLAG.PADDED) {
+      if (payload.length < 1) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
+      end -= payload[0];
+      start = 1;
+    }
+    if (flags & FLAG.PRIORITY) start += 5;
+    if (start > end) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
+    const block = payload.subarray(start, end);
+    let s = this.streams.get(id);
+    if (s === undefined) {
+      if (id % 2 === 0 || id <= this.lastStreamId) throw new ConnectionError(ERR.PROTOCOL_ERROR, `HEADERS on stream ${id}, not a new client stream`);
+      this.lastStreamId = id;
+      s = { id, headers: null, data: [], dataBytes: 0, remoteEnded: false, answered: false, closed: false, sendWindow: this.peerInitialWindow, pending: null, trailers: null, call: null, discarding: false, credited: 0, started: false, ended: false };
+      // After GOAWAY, or beyond the streams we allow, a new stream is refused (the client may retry it).
+      if (this.goingAway || this.streams.size >= OUR_MAX_STREAMS) {
+        s.closed = true;
+        this.frame(FRAME.RST_STREAM, 0, id, u32(ERR.REFUSED_STREAM));
+      } else this.streams.set(id, s);
+    } else if (s.remoteEnded) {
+      throw new ConnectionError(ERR.STREAM_CLOSED, `HEADERS on half-closed stream ${id}`);
+    }
+    const endStream = (flags & FLAG.END_STREAM) !== 0;
+    if (flags & FLAG.END_HEADERS) this.headerBlockDone(s, block, endStream);
+    else this.continuing = { stream: s, parts: [Buffer.from(block)], bytes: block.length, endStream };
+  }
+
+  private headerBlockDone(s: Stream, block: Buffer, endStream: boolean): void {
+    // Decoded even for a refused stream: the decoder's table must follow every block.
+    const fields = this.decoder.decode(block);
+    if (s.closed) return;
+    if (s.headers === null) s.headers = fields;
+    // A second block is the client's trailers: only its END_STREAM matters.
+    if (endStream) this.remoteEnd(s);
+  }
+
+  private onDataFrame(flags: number, id: number, payload: Buffer): void {
+    if (id === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'DATA on stream 0');
+    this.consumed += payload.length;
+    const s = this.streams.get(id);
+    if (s === undefined || s.closed) return; // a stream we refused or reset: its window is all that counts
+    if (s.headers === null || s.remoteEnded) return this.reset(s, ERR.STREAM_CLOSED);
+    let start = 0;
+    let end = payload.length;
+    if (flags & FLAG.PADDED) {
+      if (payload.length < 1 || payload[0] >= payload.length) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
+      end -= payload[0];
+      start = 1;
+    }
+    if (!s.discarding && end > start) {
+      s.dataBytes += end - start;
+      // The gRPC frame is 5 bytes of prefix and the message.
+      if (s.dataBytes > this.opts.maxMessageBytes + 5) {
+        s.discarding = true;
+        s.data = [];
+        const path = headerOf(s.headers, ':path') ?? '';
+        const details = `Received message larger than max (${s.dataBytes - 5} vs. ${this.opts.maxMessageBytes})`;
+        this.opts.refused(path, GRPC_CODE.RESOURCE_EXHAUSTED, details);
+        this.answer(s, GRPC_CODE.RESOURCE_EXHAUSTED, details, null);
+      } else s.data.push(Buffer.from(payload.subarray(start, end)));
+    }
+    if (flags & FLAG.END_STREAM) this.remoteEnd(s);
+  }
+
+  /** The client finished sending: start the call (or, for a stream already answered, close it). */
+  private remoteEnd(s: Stream): void {
+    s.remoteEnded = true;
+    if (!s.answered) this.startCall(s);
+  }
+
+  private startCall(s: Stream): void {
+    this.begin(s);
+    const headers = new Map<string, string>();
+    for (const [name, value] of s.headers!) if (!headers.has(name)) headers.set(name, value);
+    const path = headers.get(':path') ?? '';
+    const refuse = (code: number, details: string) => {
+      this.opts.refused(path, code, details);
+      this.answer(s, code, details, null);
+    };
+    const contentType = headers.get('content-type') ?? '';
+    if (headers.get(':method') !== 'POST' || !/^application\/grpc($|[+;])/.test(contentType)) {
+      // Not a gRPC request: an HTTP error, as gRPC over HTTP/2 asks for an unsupported content type.
+      s.answered = true;
+      this.finishAnswer(s, encodeHeaders([[':status', headers.get(':method') !== 'POST' ? '405' : '415']]), null, null);
+      return;
+    }
+    const body = s.data.length === 1 ? s.data[0] : Buffer.concat(s.data);
+    s.data = [];
+    if (body.length < 5) return refuse(GRPC_CODE.INVALID_ARGUMENT, 'Wrong input: the request carries no message');
+    const compressed = body[0] === 1;
+    const length = body.readUInt32BE(1);
+    if (body[0] > 1 || length !== body.length - 5) return refuse(GRPC_CODE.INVALID_ARGUMENT, 'Wrong input: a unary call carries exactly one length-prefixed message');
+    const timeout = parseTimeout(headers.get('grpc-timeout'));
+    const deadline = timeout === null ? null : Date.now() + timeout;
+    const call = new CallState(this, s);
+    s.call = call;
+    const message = body.subarray(5);
+    if (!compressed) {
+      this.run({ path, headers, message, deadline, peer: this.peer }, call);
+      return;
+    }
+    const encoding = headers.get('grpc-encoding') ?? 'identity';
+    const inflate = encoding === 'gzip' ? zlib.gunzip : encoding === 'deflate' ? zlib.inflate : null;
+    if (inflate === null) {
+      call.done = true;
+      this.answer(s, GRPC_CODE.UNIMPLEMENTED, `Compression method ${encoding} is not supported (supported: identity, gzip, deflate)`, null);
+      this.opts.refused(path, GRPC_CODE.UNIMPLEMENTED, 'compression');
+      return;
+    }
+    inflate(message, { maxOutputLength: Math.max(1, this.opts.maxMessageBytes) }, (err, plain) => {
+      if (call.cancelled || call.done) return;
+      if (err !== null) {
+        call.done = true;
+        const tooLarge = (err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE';
+        const code = tooLarge ? GRPC_CODE.RESOURCE_EXHAUSTED : GRPC_CODE.INVALID_ARGUMENT;
+        const details = tooLarge ? `Received message larger than max (decompressed, vs. ${this.opts.maxMessageBytes})` : `Wrong input: the request message could not be decompressed: ${err.message}`;
+        this.opts.refused(path, code, details);
+        this.answer(s, code, details, null);
+        return;
+      }
+      this.run({ path, headers, message: plain, deadline, peer: this.peer }, call);
+    });
+  }
+
+  private run(req: GrpcRequest, call: CallState): void {
+    try {
+      this.handler(req, call);
+    } catch (err) {
+      this.opts.onError(err instanceof Error ? err : new Error(String(err)));
+      call.fail(GRPC_CODE.INTERNAL, 'Service internal error: the call failed before it was answered');
+    }
+  }
+
+  private begin(s: Stream): void {
+    if (s.started) return;
+    s.started = true;
+    this.active++;
+  }
+
+  private end(s: Stream): void {
+    if (!s.started || s.ended) return;
+    s.ended = true;
+    this.active--;
+    this.maybeEnd();
+  }
+
+  // -- output ---------------------------------------------------------------------------
+
+  /** Answers stream `s`: OK with a message, or a status alone (a trailers-only answer). */
+  answer(s: Stream, code: number, details: string, message: Buffer | null): void {
+    if (s.closed || s.answered || this.dead) return;
+    this.begin(s);
+    s.answered = true;
+    const status: Array<[string, string]> = [['grpc-status', String(code)]];
+    if (details !== '') status.push(['grpc-message', percentEncode(details)]);
+    if (message === null) {
+      this.finishAnswer(s, encodeHeaders([[':status', '200'], ['content-type', 'application/grpc'], ...status]), null, null);
+      return;
+    }
+    const framed = Buffer.allocUnsafe(5 + message.length);
+    framed[0] = 0;
+    framed.writeUInt32BE(message.length, 1);
+    message.copy(framed, 5);
+    this.finishAnswer(s, RESPONSE_HEADERS, framed, encodeHeaders(status));
+  }
+
+  /** Sends `headers` (END_STREAM when nothing follows), then `data` as flow control allows, then `trailers`. */
+  private finishAnswer(s: Stream, headers: Buffer, data: Buffer | null, trailers: Buffer | null): void {
+    const alone = data === null && trailers === null;
+    this.headersFrame(s.id, headers, alone);
+    if (alone) return this.sent(s);
+    s.pending = data;
+    s.trailers = trailers;
+    this.pump(s);
+  }
+
+  private headersFrame(id: number, block: Buffer, endStream: boolean): void {
+    const max = this.peerMaxFrame;
+    if (block.length <= max) {
+      this.frame(FRAME.HEADERS, FLAG.END_HEADERS | (endStream ? FLAG.END_STREAM : 0), id, block);
+      return;
+    }
+    this.frame(FRAME.HEADERS, endStream ? FLAG.END_STREAM : 0, id, block.subarray(0, max));
+    for (let at = max; at < block.length; at += max) {
+      const last = at + max >= block.length;
+      this.frame(FRAME.CONTINUATION, last ? FLAG.END_HEADERS : 0, id, block.subarray(at, Math.min(block.length, at + max)));
+    }
+  }
+
+  /** Sends what flow control allows of `s`'s pending answer, and its trailers after the last byte. */
+  private pump(s: Stream): void {
+    if (s.closed) return;
+    while (s.pending !== null && s.pending.length > 0) {
+      const n = Math.min(s.pending.length, this.peerMaxFrame, s.sendWindow, this.sendWindow);
+      if (n <= 0) return;
+      this.frame(FRAME.DATA, 0, s.id, s.pending.subarray(0, n));
+      s.sendWindow -= n;
+      this.sendWindow -= n;
+      s.pending = n === s.pending.length ? null : s.pending.subarray(n);
+    }
+    s.pending = null;
+    if (s.trailers !== null) {
+      const t = s.trailers;
+      s.trailers = null;
+      this.headersFrame(s.id, t, true);
+      this.sent(s);
+    }
+  }
+
+  private pumpAll(): void {
+    for (const s of this.streams.values()) if (s.pending !== null || s.trailers !== null) this.pump(s);
+  }
+
+  /** The answer's last frame is queued. */
+  private sent(s: Stream): void {
+    // A client still sending (it should not, for a unary call answered early) is told to stop.
+    if (!s.remoteEnded) this.frame(FRAME.RST_STREAM, 0, s.id, u32(ERR.NO_ERROR));
+    this.closeStream(s, false);
+  }
+
+  private closeStream(s: Stream, reset: boolean): void {
+    if (s.closed) return;
+    s.closed = true;
+    this.streams.delete(s.id);
+    if (reset && !s.answered) {
+      s.answered = true;
+      s.call?.cancel();
+    }
+    s.pending = null;
+    s.trailers = null;
+    this.end(s);
+  }
+
+  private reset(s: Stream, code: number): void {
+    this.frame(FRAME.RST_STREAM, 0, s.id, u32(code));
+    this.closeStream(s, true);
+  }
+
+  private sendWindowUpdates(): void {
+    // Bytes received are handed on at once (a call's data waits in memory, bounded by the
+    // message limit), so the windows reopen by what was read.
+    if (this.consumed > 0) {
+      this.frame(FRAME.WINDOW_UPDATE, 0, 0, u32(this.consumed));
+      this.consumed = 0;
+    }
+    for (const s of this.streams.values()) {
+      if (!s.remoteEnded && !s.closed && s.dataBytes > s.credited) {
+        this.frame(FRAME.WINDOW_UPDATE, 0, s.id, u32(s.dataBytes - s.credited));
+        s.credited = s.dataBytes;
+      }
+    }
+  }
+
+  private frame(type: number, flags: number, id: number, payload: Buffer): void {
+    if (this.dead) return;
+    const h = Buffer.allocUnsafe(9);
+    h[0] = (payload.length >> 16) & 0xff;
+    h[1] = (payload.length >> 8) & 0xff;
+    h[2] = payload.length & 0xff;
+    h[3] = type;
+    h[4] = flags;
+    h.writeUInt32BE(id, 5);
+    this.out.push(h, payload);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.dead || this.out.length === 0) return;
+    const chunks = this.out.splice(0);
+    this.socket.write(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+    this.maybeEnd();
+  }
+
+  /** After a GOAWAY (ours or the peer's), the connection ends once no call is in flight and every frame is written. */
+  private maybeEnd(): void {
+    if (!this.goingAway || this.active > 0 || this.flushScheduled || this.dead) return;
+    this.socket.end();
+  }
+
+  private fatal(code: number, message: string): void {
+    this.frame(FRAME.GOAWAY, 0, 0, Buffer.concat([u32(this.lastStreamId), u32(code), Buffer.from(message, 'utf8')]));
+    this.flush();
+    this.opts.onError(new Error(`HTTP/2 connection error: ${message}`));
+    this.socket.end();
+    this.onClose();
+  }
+
+  private onClose(): void {
+    if (this.dead) return;
+    this.dead = true;
+    for (const s of [...this.streams.values()]) this.closeStream(s, true);
+    this.out.length = 0;
+    const d = this.drained;
+    this.drained = null;
+    d?.();
+  }
+}
+
+function headerOf(fields: HeaderList, name: string): string | undefined {
+  for (const [n, v] of fields) if (n === name) return v;
+  return undefined;
+}
+
+function u32(v: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt32BE(v >>> 0, 0);
+  return b;
+}
+
+function settingsPayload(pairs: Array<[number, number]>): Buffer {
+  const b = Buffer.allocUnsafe(pairs.length * 6);
+  pairs.forEach(([k, v], i) => {
+    b.writeUInt16BE(k, i * 6);
+    b.writeUInt32BE(v, i * 6 + 2);
+  });
+  return b;
+}
