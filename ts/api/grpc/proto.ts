@@ -7,9 +7,9 @@
  * and for each oneof a virtual field naming the member that is set.
  *
  * A request the decoder cannot read (malformed or truncated bytes, messages nested past
- * protobuf's limit of 100 levels) does not fail inside grpc-js, which would answer
- * INTERNAL before any of our code runs: each method's request deserializer hands the
- * wrapper (server.ts) an UndecodableRequest instead, which it answers INVALID_ARGUMENT.
+ * protobuf's limit of 100 levels) does not throw: each method's request deserializer
+ * hands the wrapper (server.ts) an UndecodableRequest instead, which it answers
+ * INVALID_ARGUMENT once the caller is known.
  *
  * Owns: finding and loading the files, the list of services, decoding requests. Must
  * never: serve.

@@ -8,6 +8,10 @@
  * records; the audit's method and path are the call's path, `/qdrant.Points/Upsert`);
  * an AbortSignal aborted when the client cancels or its deadline passes; the answer or
  * the error's status through the one table (status.ts); and the call's metrics.
+ * The transport is Quiver's own HTTP/2 server for unary calls (./h2, docs/grpc.md
+ * "Transport"): this module gets each call's path, headers, message and deadline, and
+ * answers it once.
+ *
  * Refusals: no or unknown credentials answer UNAUTHENTICATED, a token that is not valid
  * PERMISSION_DENIED (as the reference), a caller without access PERMISSION_DENIED
  * "Forbidden: ...", a request whose bytes cannot be decoded (proto.ts
