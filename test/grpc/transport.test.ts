@@ -73,6 +73,10 @@ test('HPACK: the RFC 7541 request examples decode, with and without Huffman codi
   // What the encoder writes, the decoder reads back.
   const fields: Array<[string, string]> = [[':status', '200'], ['content-type', 'application/grpc'], ['grpc-status', '3'], ['grpc-message', 'x'.repeat(300)]];
   t.deepEqual(new HpackDecoder(4096).decode(encodeHeaders(fields)), fields);
+  // A small block that names a large table entry many times is refused (the list limit).
+  const bomb = new HpackDecoder(4096, 64 * 1024);
+  const big = Buffer.concat([Buffer.from([0x40, 0x01, 0x78, 0x7f, 0xa1, 0x1e]), Buffer.alloc(4000, 0x61)]);
+  t.throws(() => bomb.decode(Buffer.concat([big, Buffer.alloc(100, 0xbe)])), { instanceOf: HpackError, message: /header list above/ });
   // Broken blocks are errors, never a throw of another kind.
   for (const hex of ['80', 'ff', '41', '4185f1e3c2e5', 'c0', '3fe21f']) {
     t.throws(() => new HpackDecoder(4096).decode(Buffer.from(hex, 'hex')), { instanceOf: HpackError }, hex);

@@ -187,7 +187,7 @@ const RESPONSE_HEADERS = encodeHeaders([
 ]);
 
 export class Http2Connection {
-  private readonly decoder = new HpackDecoder(OUR_HEADER_TABLE);
+  private readonly decoder = new HpackDecoder(OUR_HEADER_TABLE, MAX_HEADER_BLOCK);
   private readonly streams = new Map<number, Stream>();
   private input: Buffer = Buffer.alloc(0);
   private prefaceSeen = false;

@@ -140,8 +140,16 @@ export class HpackDecoder {
   /** The table's size limit now (the last size update, at most `maxSize`). */
   private limit: number;
 
-  /** `maxSize`: the SETTINGS_HEADER_TABLE_SIZE this side announced. */
-  constructor(private readonly maxSize: number) {
+  /**
+   * `maxSize`: the SETTINGS_HEADER_TABLE_SIZE this side announced; `maxListBytes`: the
+   * most a decoded block may hold (names, values and 32 bytes per field, as
+   * SETTINGS_MAX_HEADER_LIST_SIZE counts), so references to large table entries cannot
+   * blow a small block up.
+   */
+  constructor(
+    private readonly maxSize: number,
+    private readonly maxListBytes = 64 * 1024,
+  ) {
     this.limit = maxSize;
   }
 
@@ -149,7 +157,13 @@ export class HpackDecoder {
     const out: HeaderList = [];
     const pos = { at: 0 };
     let first = true;
+    let listBytes = 0;
     while (pos.at < block.length) {
+      if (out.length > 0) {
+        const [n, v] = out[out.length - 1];
+        listBytes += n.length + v.length + 32;
+        if (listBytes > this.maxListBytes) throw new HpackError(`header list above ${this.maxListBytes} bytes`);
+      }
       const b = block[pos.at];
       if (b & 0x80) {
         out.push(this.entry(readInt(block, pos, 7)));
@@ -169,6 +183,10 @@ export class HpackDecoder {
         out.push(this.literal(block, pos, 4));
       }
       first = false;
+    }
+    if (out.length > 0) {
+      const [n, v] = out[out.length - 1];
+      if (listBytes + n.length + v.length + 32 > this.maxListBytes) throw new HpackError(`header list above ${this.maxListBytes} bytes`);
     }
     return out;
   }
