@@ -185,6 +185,7 @@ const RESPONSE_HEADERS = encodeHeaders([
   [':status', '200'],
   ['content-type', 'application/grpc'],
 ]);
+const OK_TRAILERS = encodeHeaders([['grpc-status', '0']]);
 
 export class Http2Connection {
   private readonly decoder = new HpackDecoder(OUR_HEADER_TABLE, MAX_HEADER_BLOCK);
@@ -533,18 +534,27 @@ export class Http2Connection {
       this.finishAnswer(s, encodeHeaders([[':status', '200'], ['content-type', 'application/grpc'], ...status]), null, null);
       return;
     }
-    const framed = Buffer.allocUnsafe(5 + message.length);
-    framed[0] = 0;
-    framed.writeUInt32BE(message.length, 1);
-    message.copy(framed, 5);
-    this.finishAnswer(s, RESPONSE_HEADERS, framed, encodeHeaders(status));
+    const prefix = Buffer.allocUnsafe(5);
+    prefix[0] = 0;
+    prefix.writeUInt32BE(message.length, 1);
+    // A small answer goes out as one DATA frame of two parts, without copying the message.
+    const framed = 5 + message.length <= Math.min(this.peerMaxFrame, s.sendWindow, this.sendWindow) ? [prefix, message] : Buffer.concat([prefix, message]);
+    this.finishAnswer(s, RESPONSE_HEADERS, framed, code === GRPC_CODE.OK && details === '' ? OK_TRAILERS : encodeHeaders(status));
   }
 
   /** Sends `headers` (END_STREAM when nothing follows), then `data` as flow control allows, then `trailers`. */
-  private finishAnswer(s: Stream, headers: Buffer, data: Buffer | null, trailers: Buffer | null): void {
+  private finishAnswer(s: Stream, headers: Buffer, data: Buffer | Buffer[] | null, trailers: Buffer | null): void {
     const alone = data === null && trailers === null;
     this.headersFrame(s.id, headers, alone);
     if (alone) return this.sent(s);
+    if (Array.isArray(data)) {
+      // Fits the windows and one frame (checked by the caller).
+      const n = data[0].length + data[1].length;
+      this.frame(FRAME.DATA, 0, s.id, data[0], data[1]);
+      s.sendWindow -= n;
+      this.sendWindow -= n;
+      data = null;
+    }
     s.pending = data;
     s.trailers = trailers;
     this.pump(s);
@@ -627,16 +637,19 @@ export class Http2Connection {
     }
   }
 
-  private frame(type: number, flags: number, id: number, payload: Buffer): void {
+  /** Queues a frame; its payload is `payload` followed by `more` when given. */
+  private frame(type: number, flags: number, id: number, payload: Buffer, more?: Buffer): void {
     if (this.dead) return;
+    const length = payload.length + (more === undefined ? 0 : more.length);
     const h = Buffer.allocUnsafe(9);
-    h[0] = (payload.length >> 16) & 0xff;
-    h[1] = (payload.length >> 8) & 0xff;
-    h[2] = payload.length & 0xff;
+    h[0] = (length >> 16) & 0xff;
+    h[1] = (length >> 8) & 0xff;
+    h[2] = length & 0xff;
     h[3] = type;
     h[4] = flags;
     h.writeUInt32BE(id, 5);
     this.out.push(h, payload);
+    if (more !== undefined) this.out.push(more);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => this.flush());
