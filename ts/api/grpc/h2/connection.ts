@@ -41,6 +41,8 @@ const OUR_WINDOW = 4 * 1024 * 1024;
 /** Largest header block accepted (all HEADERS and CONTINUATION of one block). */
 const MAX_HEADER_BLOCK = 64 * 1024;
 const MAX_WINDOW = 2 ** 31 - 1;
+/** Received bytes not yet handed back with WINDOW_UPDATE that make us send one at once. */
+const UPDATE_AT = OUR_WINDOW / 4;
 
 /** gRPC status codes used by the transport itself. */
 export const GRPC_CODE = { OK: 0, CANCELLED: 1, INVALID_ARGUMENT: 3, UNIMPLEMENTED: 12, INTERNAL: 13, RESOURCE_EXHAUSTED: 8 } as const;
@@ -623,18 +625,24 @@ export class Http2Connection {
   }
 
   private sendWindowUpdates(): void {
-    // Bytes received are handed on at once (a call's data waits in memory, bounded by the
-    // message limit), so the windows reopen by what was read.
-    if (this.consumed > 0) {
-      this.frame(FRAME.WINDOW_UPDATE, 0, 0, u32(this.consumed));
-      this.consumed = 0;
-    }
+    // Bytes received are handed back to the client's windows once a quarter of a window
+    // has gathered (so a window never drops below three quarters), and otherwise ride
+    // along with the next frames we write (flush): a small call then costs one write,
+    // not a second one for its WINDOW_UPDATE.
+    if (this.consumed >= UPDATE_AT) this.connectionUpdate();
     for (const s of this.streams.values()) {
-      if (!s.remoteEnded && !s.closed && s.dataBytes > s.credited) {
+      if (!s.remoteEnded && !s.closed && s.dataBytes - s.credited >= UPDATE_AT) {
         this.frame(FRAME.WINDOW_UPDATE, 0, s.id, u32(s.dataBytes - s.credited));
         s.credited = s.dataBytes;
       }
     }
+  }
+
+  private connectionUpdate(): void {
+    if (this.consumed === 0) return;
+    const n = this.consumed;
+    this.consumed = 0;
+    this.frame(FRAME.WINDOW_UPDATE, 0, 0, u32(n));
   }
 
   /** Queues a frame; its payload is `payload` followed by `more` when given. */
@@ -657,6 +665,7 @@ export class Http2Connection {
   }
 
   private flush(): void {
+    if (!this.dead && this.out.length > 0) this.connectionUpdate(); // while flushScheduled: queued, not scheduled again
     this.flushScheduled = false;
     if (this.dead || this.out.length === 0) return;
     const chunks = this.out.splice(0);
