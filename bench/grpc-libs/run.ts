@@ -152,10 +152,11 @@ interface Row {
 }
 
 const LIB_TEXT: Record<ServerLib, string> = {
-  'grpc-js': '@grpc/grpc-js (as Quiver runs it)',
+  'grpc-js': '@grpc/grpc-js (as Quiver ran it before its own transport)',
   'grpc-js-nochannelz': '@grpc/grpc-js, `grpc.enable_channelz: 0`',
   connect: '@connectrpc/connect-node (gRPC protocol)',
   h2: 'node:http2 by hand (floor, not a library)',
+  quiver: "Quiver's own HTTP/2 transport (ts/api/grpc/h2, what the public API runs on)",
 };
 
 function median(xs: number[]): number {

@@ -17,15 +17,19 @@
  *    the same v1.18 .proto files).
  *  - `h2`: node:http2 alone, framing by hand, the same proto-loader codec as grpc-js: the
  *    floor under both libraries (not a library choice: no metadata, deadlines or errors).
+ *  - `quiver`: Quiver's own HTTP/2 transport (ts/api/grpc/h2/connection.ts, what the
+ *    public API runs on since grpc-js was replaced there), the same proto-loader codec.
  *
  * Prints `listening <port>` once it serves.
  */
 import * as http2 from 'http2';
+import * as net from 'net';
 import * as path from 'path';
 
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
+import { Http2Connection } from '../../ts/api/grpc/h2/connection';
 import { REPO_ROOT } from '../engine/common';
 
 const HITS = 10;
@@ -147,8 +151,30 @@ async function serveH2(port: number): Promise<void> {
   await new Promise<void>((resolve, reject) => server.listen(port, '127.0.0.1', () => resolve()).once('error', reject));
 }
 
-export type ServerLib = 'grpc-js' | 'grpc-js-nochannelz' | 'connect' | 'h2';
-export const SERVER_LIBS: ServerLib[] = ['grpc-js', 'grpc-js-nochannelz', 'connect', 'h2'];
+async function serveQuiver(port: number): Promise<void> {
+  const query = loadQuery();
+  const answer = answerObject();
+  const server = net.createServer((socket) => {
+    new Http2Connection(
+      socket,
+      socket.remoteAddress ?? null,
+      (req, call) => {
+        if (req.path !== query.path) return call.fail(12, 'unimplemented');
+        try {
+          checkRequest(query.requestDeserialize(req.message) as never);
+          call.ok(query.responseSerialize(answer));
+        } catch (e) {
+          call.fail(3, String(e));
+        }
+      },
+      { maxMessageBytes: 32 * 1024 * 1024, refused: () => undefined, onError: () => undefined },
+    );
+  });
+  await new Promise<void>((resolve, reject) => server.listen(port, '127.0.0.1', () => resolve()).once('error', reject));
+}
+
+export type ServerLib = 'grpc-js' | 'grpc-js-nochannelz' | 'connect' | 'h2' | 'quiver';
+export const SERVER_LIBS: ServerLib[] = ['grpc-js', 'grpc-js-nochannelz', 'connect', 'h2', 'quiver'];
 
 async function main(): Promise<void> {
   const [lib, portArg] = process.argv.slice(2);
@@ -166,6 +192,9 @@ async function main(): Promise<void> {
       break;
     case 'h2':
       await serveH2(port);
+      break;
+    case 'quiver':
+      await serveQuiver(port);
       break;
     default:
       throw new Error(`unknown library ${lib}: one of ${SERVER_LIBS.join(', ')}`);
