@@ -168,6 +168,8 @@
    * offers everything until the server refuses a change with 403, then behaves as read-only.
    */
   var access = { kind: 'manage', collections: null, learned: false };
+  /** The API key the server refused a change to (it stays read-only for the page until another is typed). */
+  var refusedKey = null;
 
   function decodeClaims(token) {
     var part = token.split('.')[1] || '';
@@ -182,6 +184,7 @@
   function readAccess() {
     var key = apiKey();
     access = { kind: 'manage', collections: null, learned: false };
+    if (key && key === refusedKey) access = { kind: 'read', collections: null, learned: true };
     if (!key || !looksLikeJwt(key)) return;
     var claims;
     try {
@@ -203,6 +206,7 @@
   /** A change was refused with 403 while the page thought it allowed: from now on, read-only. */
   function learnRefusal() {
     if (access.kind === 'manage') {
+      refusedKey = apiKey();
       access.kind = 'read';
       access.learned = true;
       applyAccess();
