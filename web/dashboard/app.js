@@ -1602,6 +1602,24 @@
     return out;
   }
 
+  /** The last progress seen of each transfer, for a rate measured between two polls. */
+  var transferSamples = {};
+
+  /** Points per second (between this poll and an earlier one with fewer points sent, else the source's average) and the time left. */
+  function transferSpeed(t, p) {
+    var key = [cluster.collection, t.shard_id, t.from, t.to].join('/');
+    var now = performance.now();
+    var out = { rate: null, eta: p.eta || '' };
+    if (p.sent === null) return out;
+    var prev = transferSamples[key];
+    if (prev && p.sent > prev.sent && now > prev.at) out.rate = ((p.sent - prev.sent) * 1000) / (now - prev.at);
+    else if (prev && prev.rate !== null && p.sent === prev.sent) out.rate = prev.rate;
+    else if (p.seconds) out.rate = p.sent / p.seconds;
+    if (!prev || p.sent !== prev.sent) transferSamples[key] = { sent: p.sent, at: now, rate: out.rate };
+    if (out.rate !== null && out.rate > 0 && p.total !== null) out.eta = Math.max(0, (p.total - p.sent) / out.rate).toFixed(1) + 's';
+    return out;
+  }
+
   function renderTransfers(ci) {
     var body = $('transfers-body');
     clear(body);
@@ -1624,9 +1642,9 @@
         cell.appendChild(element('span', { class: 'hint' }, t.comment || 'progress is shown by the source peer (' + t.from + ')'));
       }
       tr.appendChild(cell);
-      var rate = p.sent !== null && p.seconds ? Math.round(p.sent / p.seconds) + ' points/s' : '';
-      tr.appendChild(element('td', { 'data-testid': 'transfer-rate' }, rate));
-      tr.appendChild(element('td', { 'data-testid': 'transfer-eta' }, p.eta || ''));
+      var speed = transferSpeed(t, p);
+      tr.appendChild(element('td', { 'data-testid': 'transfer-rate' }, speed.rate === null ? (p.sent !== null ? 'measuring…' : '') : Math.round(speed.rate) + ' points/s'));
+      tr.appendChild(element('td', { 'data-testid': 'transfer-eta' }, speed.eta));
       var td = element('td');
       td.appendChild(
         actionButton('Abort', 'm', 'transfer-abort', function () {
