@@ -5,7 +5,7 @@
  * - a collection created from the form (which refuses what the server would), browsed
  *   page by page with a filter, queried through "find similar", given an alias,
  *   snapshotted, the snapshot downloaded, and the collection recovered from it by upload
- *   (the upload's progress bar filled), and full-storage snapshots;
+ *   (the upload's progress bar filled) and from a URL, shard and full-storage snapshots;
  * - the request console sending requests and showing the answers, with status and history;
  * - access: a read-only JWT sees no write control anywhere, a collection-scoped token sees
  *   its collection only, and with the read-only API key the first refused change is shown
@@ -16,6 +16,7 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import { SignJWT } from 'jose';
 import type { Browser, Page } from 'playwright-core';
 
@@ -222,6 +223,24 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
   await page.waitForSelector('#collection-summary[data-loaded="true"]', ATTACHED);
   await waitFor('the summary shows the recovered count', async () => (await page.getByTestId('summary-points').textContent()) === String(N));
   await shot(page, 'snapshots');
+
+  // And from a URL: the same file served over http by the test.
+  await must('POST', `/collections/${C}/points/delete?wait=true`, { points: [4, 5] });
+  const files = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    fs.createReadStream(file).pipe(res);
+  });
+  await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
+  try {
+    const port = (files.address() as { port: number }).port;
+    await page.getByTestId('recover-location').fill(`http://127.0.0.1:${port}/${listed[0]!.name}`);
+    await page.getByTestId('recover-url-run').click();
+    await confirm(page, /^PUT \/collections\/dash_flow\/snapshots\/recover\?wait=true\n[\s\S]*"location": "http:\/\/127\.0\.0\.1:/);
+    await page.waitForSelector('#recover-url[data-state="done"]', ATTACHED);
+  } finally {
+    files.close();
+  }
+  t.is((await must('POST', `/collections/${C}/points/count`, { exact: true })).count, N);
 
   // Shard snapshots: one shard here, created and listed.
   await page.locator('[data-testid="shard-snapshots-0"] summary').click();

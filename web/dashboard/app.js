@@ -894,7 +894,7 @@
       return;
     }
     var name = currentCollection;
-    var priority = $('recover-priority-snapshot').checked ? 'snapshot' : 'replica';
+    var priority = $('recover-priority').value;
     var path = collectionPath(name) + '/snapshots/upload?wait=true&priority=' + priority;
     confirmRequest(
       'Replace collection ' + name + ' with the content of ' + file.name + '?',
@@ -961,7 +961,7 @@
     }
     var name = currentCollection;
     var path = collectionPath(name) + '/snapshots/recover?wait=true';
-    var body = { location: location_ };
+    var body = { location: location_, priority: $('recover-priority').value };
     confirmRequest('Replace collection ' + name + ' with the snapshot at this location?', requestText('PUT', path, body)).then(function (yes) {
       if (!yes) return;
       status.textContent = 'Recovering…';
