@@ -520,6 +520,7 @@
 
   function openCollection(name) {
     currentCollection = name;
+    cluster.collection = name; // the cluster view opens on the collection looked at last
     if (lastOpened !== name) {
       lastOpened = name;
       $('query-vector').value = '';
@@ -1422,9 +1423,11 @@
           })
           .sort();
         clear(select);
-        names.slice(0, 2000).forEach(function (n) {
-          select.appendChild(element('option', { value: n }, n));
+        var options = document.createDocumentFragment();
+        names.forEach(function (n) {
+          options.appendChild(element('option', { value: n }, n));
         });
+        select.appendChild(options);
         if (cluster.collection !== null && names.indexOf(cluster.collection) >= 0) select.value = cluster.collection;
         cluster.collection = select.value || null;
         pollCluster(mine);
