@@ -23,7 +23,8 @@ import type { Logger } from 'pino';
 import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp } from './api/rest/app';
 import { QDRANT_API_VERSION, type ServiceInfo } from './api/info';
-import { makeAuthenticator } from './api/guard';
+import { makeAuthenticator, openKeySource } from './api/guard';
+import { KeySetFileError, type KeySource } from './auth/jwks';
 import { GrpcApiServer, GrpcStartError } from './api/grpc/server';
 import { grpcServices } from './api/grpc/services';
 import { Dispatcher } from './storage/dispatcher';
@@ -99,6 +100,15 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     );
   }
 
+  // A JWKS file is read before storage opens too: an unusable one fails start-up at once.
+  let keySource: KeySource | null;
+  try {
+    keySource = openKeySource(config, logger.child({ component: 'jwks' }));
+  } catch (err) {
+    if (err instanceof KeySetFileError) throw new StartupError(err.message);
+    throw err;
+  }
+
   const info: ServiceInfo = { ...readServiceInfo(), ...options.info };
   const engine = options.engine ?? loadEngine({ logger });
   try {
@@ -172,7 +182,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
   const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
-  const authenticator = makeAuthenticator(config, toc);
+  const authenticator = makeAuthenticator(config, toc, keySource);
   const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
@@ -227,6 +237,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         cluster?.link.close();
         await toc.close();
         await audit.close();
+        authenticator.close();
         logger.info('storage flushed and closed');
       });
       return closing;

@@ -87,6 +87,9 @@ const DOCUMENTED_DEFAULTS: Config = {
     api_key: null,
     read_only_api_key: null,
     jwt_rbac: false,
+    jwt_allow_hs256: true,
+    jwt_jwks_path: null,
+    jwt_jwks_url: null,
     enable_snapshot_url_recovery: true,
     metrics_prefix: null,
     http_keep_alive_timeout_sec: 5,
@@ -320,4 +323,35 @@ test('the start-up log copy hides API keys and S3 secrets and leaves the config 
   for (const secret of ['manage-key', 'read-key', 'AKIA', 'shh']) t.false(text.includes(secret));
   t.is(config.service.api_key, 'manage-key');
   t.is(redactConfig(loadConfig({ cwd: workDir(), env: {} })).service.api_key, null);
+});
+
+test('the JWKS settings are checked together with jwt_rbac and the HS256 switch', (t) => {
+  const load = (env: Record<string, string>) => loadConfig({ cwd: workDir(), env });
+  // A JWKS alone (no api key) is enough for jwt_rbac; HS256 may then be off.
+  const ok = load({ SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__JWT_JWKS_URL: 'https://idp.example/jwks.json', SERVICE__SERVICE__JWT_ALLOW_HS256: 'false' });
+  t.is(ok.service.jwt_jwks_url, 'https://idp.example/jwks.json');
+  t.false(ok.service.jwt_allow_hs256);
+  const cases: Array<[Record<string, string>, string[]]> = [
+    [
+      { SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__JWT_JWKS_URL: 'http://a/j', SERVICE__SERVICE__JWT_JWKS_PATH: '/j.json' },
+      ['env SERVICE__SERVICE__JWT_JWKS_URL: service.jwt_jwks_url: give service.jwt_jwks_path or service.jwt_jwks_url, not both'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_JWKS_PATH: '/j.json' },
+      ['env SERVICE__SERVICE__JWT_JWKS_PATH: service.jwt_jwks_path: is only used with service.jwt_rbac: true, which is off'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_ALLOW_HS256: 'false' },
+      ['env SERVICE__SERVICE__JWT_ALLOW_HS256: service.jwt_allow_hs256: is only used with service.jwt_rbac: true, which is off'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__API_KEY: 'k', SERVICE__SERVICE__JWT_ALLOW_HS256: 'false' },
+      ['env SERVICE__SERVICE__JWT_ALLOW_HS256: service.jwt_allow_hs256: false leaves no token that could be verified: set service.jwt_jwks_path or service.jwt_jwks_url'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__JWT_JWKS_URL: 'ftp://idp/jwks' },
+      ['env SERVICE__SERVICE__JWT_JWKS_URL: service.jwt_jwks_url: must be an http or https URL without credentials, got "ftp://idp/jwks"'],
+    ],
+  ];
+  for (const [env, problems] of cases) t.deepEqual(configError(() => load(env)).problems, problems, JSON.stringify(env));
 });

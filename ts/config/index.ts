@@ -397,8 +397,31 @@ function crossChecks(config: Checked<Config>, provenance: Provenance, problems: 
     );
   }
 
-  if (service.jwt_rbac === true && service.api_key === null) {
+  const jwks = typeof service.jwt_jwks_path === 'string' || typeof service.jwt_jwks_url === 'string';
+  if (service.jwt_rbac === true && service.api_key === null && !jwks) {
     report(['service', 'jwt_rbac'], 'JWT access control needs service.api_key (tokens are signed with it), which is not set');
+  }
+  if (typeof service.jwt_jwks_path === 'string' && typeof service.jwt_jwks_url === 'string') {
+    report(['service', 'jwt_jwks_url'], 'give service.jwt_jwks_path or service.jwt_jwks_url, not both');
+  }
+  for (const key of ['jwt_jwks_path', 'jwt_jwks_url'] as const) {
+    if (typeof service[key] === 'string' && service.jwt_rbac === false) report(['service', key], 'is only used with service.jwt_rbac: true, which is off');
+  }
+  if (service.jwt_allow_hs256 === false) {
+    if (service.jwt_rbac === false) report(['service', 'jwt_allow_hs256'], 'is only used with service.jwt_rbac: true, which is off');
+    else if (service.jwt_rbac === true && !jwks) {
+      report(['service', 'jwt_allow_hs256'], 'false leaves no token that could be verified: set service.jwt_jwks_path or service.jwt_jwks_url');
+    }
+  }
+  if (typeof service.jwt_jwks_url === 'string') {
+    let ok = false;
+    try {
+      const u = new URL(service.jwt_jwks_url);
+      ok = (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '';
+    } catch {
+      ok = false;
+    }
+    if (!ok) report(['service', 'jwt_jwks_url'], `must be an http or https URL without credentials, got ${JSON.stringify(service.jwt_jwks_url)}`);
   }
 
   const needFiles = (trigger: string[], why: string, files: Array<'cert' | 'key' | 'ca_cert'>) => {

@@ -75,6 +75,12 @@ export interface ServiceConfig {
   api_key: string | null;
   read_only_api_key: string | null;
   jwt_rbac: boolean;
+  /** Accept HS256 tokens signed with api_key (with jwt_rbac); false: the api key mints no token. */
+  jwt_allow_hs256: boolean;
+  /** A JWKS file of the public keys of asymmetric tokens (with jwt_rbac); re-read when it changes. */
+  jwt_jwks_path: string | null;
+  /** A JWKS URL (http or https) of the public keys of asymmetric tokens (with jwt_rbac). */
+  jwt_jwks_url: string | null;
   enable_snapshot_url_recovery: boolean;
   metrics_prefix: string | null;
   http_keep_alive_timeout_sec: number;
