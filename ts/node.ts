@@ -40,6 +40,7 @@ import { AuditLog } from './auth/audit';
 import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
 import { ClusterBackup } from './snapshots/backup';
 import { ClusterSnapshots } from './snapshots/cluster';
+import { SnapshotJobs } from './snapshots/jobs';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
 import { MetadataConsensus } from './storage/metadata-consensus';
@@ -145,8 +146,11 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     );
   }
   let snapshots: Snapshots;
+  let snapshotJobs: SnapshotJobs;
   try {
     snapshots = await Snapshots.open(config, toc, logger, info.version);
+    // Jobs a stop cut short are marked failed here, before anything can ask for them.
+    snapshotJobs = await SnapshotJobs.open(storagePath, logger);
     if (options.restore && !config.cluster.enabled) await snapshots.restoreAtStartup(options.restore);
   } catch (err) {
     await toc.close();
@@ -183,7 +187,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
   const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
   const authenticator = makeAuthenticator(config, toc, keySource);
-  const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
+  const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup, snapshotJobs });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
@@ -232,7 +236,9 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     close() {
       closing ??= Promise.all([drain(server, drainTimeoutMs, logger), grpcServer?.close(drainTimeoutMs)]).then(async () => {
         // Requests are done: stop consensus (its log is durable at every step), then
-        // write a last checkpoint of every shard and close the WALs.
+        // write a last checkpoint of every shard and close the WALs. Snapshot jobs still
+        // running end with the process: recorded as failed first.
+        await snapshotJobs.close();
         await consensus?.close();
         cluster?.link.close();
         await toc.close();
