@@ -41,6 +41,7 @@ import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
 import { ClusterBackup } from './snapshots/backup';
 import { ClusterSnapshots } from './snapshots/cluster';
 import { SnapshotJobs } from './snapshots/jobs';
+import { SnapshotScheduler } from './snapshots/schedule';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
 import { MetadataConsensus } from './storage/metadata-consensus';
@@ -223,6 +224,13 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   });
   server.on('error', (err) => logger.error({ err }, 'REST server error'));
 
+  // Scheduled snapshots start once the APIs serve (a missed run then runs at once).
+  // Cluster mode has none: the configuration check refuses them there.
+  const scheduler =
+    config.snapshots.schedule.length > 0 && consensus === null
+      ? await SnapshotScheduler.start(config.snapshots.schedule, storagePath, snapshots, snapshotJobs, logger, stats.snapshotScheduleMetrics())
+      : null;
+
   const address = server.address() as AddressInfo;
   const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
   let closing: Promise<void> | null = null;
@@ -238,6 +246,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         // Requests are done: stop consensus (its log is durable at every step), then
         // write a last checkpoint of every shard and close the WALs. Snapshot jobs still
         // running end with the process: recorded as failed first.
+        scheduler?.close();
         await snapshotJobs.close();
         await consensus?.close();
         cluster?.link.close();

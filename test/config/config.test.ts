@@ -105,6 +105,7 @@ const DOCUMENTED_DEFAULTS: Config = {
   tls: { cert: './tls/cert.pem', key: './tls/key.pem', ca_cert: './tls/cacert.pem', cert_ttl: 3600 },
   audit: { enabled: false, dir: './storage/audit', rotation: 'daily', max_log_files: 7 },
   telemetry_disabled: false,
+  snapshots: { schedule: [] },
 };
 
 test('a node started with no configuration runs on the documented defaults', (t) => {
@@ -354,4 +355,55 @@ test('the JWKS settings are checked together with jwt_rbac and the HS256 switch'
     ],
   ];
   for (const [env, problems] of cases) t.deepEqual(configError(() => load(env)).problems, problems, JSON.stringify(env));
+});
+
+test('snapshot schedules: a list from a file or a variable, each item checked; cluster mode refuses them', (t) => {
+  const dir = workDir({
+    's.yaml': ['snapshots:', '  schedule:', '    - collection: docs', '      interval_sec: 10', '      keep_last: 3', '    - collection: null', '      cron: "0 3 * * *"', '      max_age_sec: 86400'].join('\n'),
+  });
+  const config = loadConfig({ configPath: 's.yaml', cwd: dir, env: {} });
+  t.deepEqual(config.snapshots.schedule, [
+    { collection: 'docs', interval_sec: 10, cron: null, keep_last: 3, max_age_sec: null },
+    { collection: null, interval_sec: null, cron: '0 3 * * *', keep_last: null, max_age_sec: 86400 },
+  ]);
+  const fromEnv = loadConfig({ cwd: workDir(), env: { SERVICE__SNAPSHOTS__SCHEDULE: '[{collection: a, interval_sec: 60}]' } });
+  t.deepEqual(fromEnv.snapshots.schedule, [{ collection: 'a', interval_sec: 60, cron: null, keep_last: null, max_age_sec: null }]);
+
+  const bad = workDir({
+    'b.yaml': [
+      'snapshots:',
+      '  schedule:',
+      '    - collection: a',
+      '    - collection: b',
+      '      interval_sec: 5',
+      '      cron: "* * * * *"',
+      '    - collection: c',
+      '      cron: "61 * * * *"',
+      '    - collection: a',
+      '      interval_sec: 0',
+      '      keep_lst: 2',
+      'cluster:',
+      '  enabled: true',
+    ].join('\n'),
+  });
+  const file = path.join(bad, 'b.yaml');
+  const error = configError(() => loadConfig({ configPath: file, cwd: bad, env: {} }));
+  t.deepEqual([...error.problems].sort(), [
+    `${file}: snapshots.schedule.3.keep_lst: unknown key (did you mean keep_last?)`,
+    `${file}: snapshots.schedule.3.interval_sec: must be an integer of at least 1, got 0`,
+    `${file}: snapshots.schedule.0: give interval_sec or cron (one of the two)`,
+    `${file}: snapshots.schedule.1: give interval_sec or cron (one of the two)`,
+    `${file}: snapshots.schedule.2.cron: is not a cron expression (Constraint error, got value 61 expected range 0-59): "61 * * * *"`,
+    `${file}: snapshots.schedule.3: collection a already has a schedule (snapshots.schedule.0): their retention would delete each other's snapshots`,
+    `${file}: snapshots.schedule: scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup`,
+  ].sort());
+  const error2 = configError(() => loadConfig({ configPath: file, cwd: bad, env: { SERVICE__SNAPSHOTS__SCHEDULE: '[{collection: a}, {collection: b, interval_sec: 5, cron: "* * * * *"}, {collection: c, cron: "61 * * * *"}, {collection: a, interval_sec: 9}]' } }));
+  t.deepEqual(error2.problems, [
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.0: give interval_sec or cron (one of the two)',
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.1: give interval_sec or cron (one of the two)',
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.2.cron: is not a cron expression (Constraint error, got value 61 expected range 0-59): "61 * * * *"',
+    "env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.3: collection a already has a schedule (snapshots.schedule.0): their retention would delete each other's snapshots",
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule: scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup',
+  ]);
+  t.deepEqual(configError(() => loadConfig({ cwd: workDir(), env: { SERVICE__SNAPSHOTS__SCHEDULE: 'every day' } })).problems, ['env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule: must be a list, got "every day"']);
 });

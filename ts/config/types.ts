@@ -114,6 +114,23 @@ export interface AuditConfig {
   max_log_files: number;
 }
 
+/**
+ * One scheduled snapshot (ours): of `collection`, or of the full storage when null;
+ * every `interval_sec` seconds or on a `cron` expression (one of the two); keeping the
+ * newest `keep_last` snapshots it made and/or those younger than `max_age_sec`.
+ */
+export interface SnapshotSchedule {
+  collection: string | null;
+  interval_sec: number | null;
+  cron: string | null;
+  keep_last: number | null;
+  max_age_sec: number | null;
+}
+
+export interface SnapshotsConfig {
+  schedule: SnapshotSchedule[];
+}
+
 export interface Config {
   log_level: LogLevel;
   storage: StorageConfig;
@@ -122,4 +139,5 @@ export interface Config {
   tls: TlsConfig;
   audit: AuditConfig;
   telemetry_disabled: boolean;
+  snapshots: SnapshotsConfig;
 }

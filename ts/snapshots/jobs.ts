@@ -30,11 +30,14 @@ import { readJson, writeFileAtomic } from '../common/files';
 
 export type JobKind = 'create_collection_snapshot' | 'create_shard_snapshot' | 'create_full_snapshot' | 'recover_collection_snapshot' | 'recover_shard_snapshot';
 export type JobState = 'running' | 'completed' | 'failed';
+/** Who started a job: a `wait=false` API call, or a snapshot schedule (schedule.ts). */
+export type JobOrigin = 'api' | 'schedule';
 
 /** A job as the API shows it. */
 export interface JobView {
   id: string;
   kind: JobKind;
+  origin: JobOrigin;
   collection: string | null;
   shard_id: number | null;
   state: JobState;
@@ -98,6 +101,7 @@ class Job implements JobProgress {
   result: unknown = null;
   /** The rate of a finished job, fixed when it ended. */
   finalRate: number | null = null;
+  origin: JobOrigin = 'api';
 
   constructor(
     readonly id: string,
@@ -134,6 +138,7 @@ class Job implements JobProgress {
     return {
       id: this.id,
       kind: this.kind,
+      origin: this.origin,
       collection: this.collection,
       shard_id: this.shardId,
       state: this.state,
@@ -161,6 +166,7 @@ class Job implements JobProgress {
     j.error = v.error;
     j.result = v.result;
     j.finalRate = v.rate_bytes_per_sec;
+    j.origin = v.origin ?? 'api';
     return j;
   }
 }
@@ -212,14 +218,26 @@ export class SnapshotJobs {
    * returns the job's id once the job is recorded (on disk too). `work` resolves with
    * the job's result.
    */
-  async start(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>): Promise<string> {
+  async start(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin = 'api'): Promise<string> {
+    return (await this.launch(kind, target, work, origin)).id;
+  }
+
+  /** Runs `work` as a job and resolves with the job once it ended (completed or failed). */
+  async run(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin): Promise<JobView> {
+    const { id, finished } = await this.launch(kind, target, work, origin);
+    await finished;
+    return this.jobs.get(id)?.view() ?? this.get(id);
+  }
+
+  private async launch(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin): Promise<{ id: string; finished: Promise<void> }> {
     const job = new Job(randomUUID(), kind, target.collection ?? null, target.shardId ?? null, Date.now());
+    job.origin = origin;
     this.jobs.set(job.id, job);
     this.metrics?.started(kind);
     await this.save();
-    this.logger.info({ job: job.id, kind, collection: job.collection, shard: job.shardId }, 'snapshot job started');
+    this.logger.info({ job: job.id, kind, origin, collection: job.collection, shard: job.shardId }, 'snapshot job started');
     this.tick();
-    void context.run(job, async () => {
+    const finished = context.run(job, async () => {
       try {
         if (this.closed) throw new Error('the node is stopping');
         const result = await work();
@@ -243,7 +261,7 @@ export class SnapshotJobs {
       await this.save().catch((err: unknown) => this.logger.error({ err }, 'snapshot jobs file not written'));
       this.report();
     });
-    return job.id;
+    return { id: job.id, finished };
   }
 
   list(): JobView[] {

@@ -10,6 +10,7 @@
 
 import { REPLICA_STATES } from '../../collection/replica-state';
 import type { JobMetrics } from '../../snapshots/jobs';
+import type { ScheduleMetrics } from '../../snapshots/schedule';
 import type { ReplicationView } from '../../transfer/view';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -115,6 +116,20 @@ export class RequestStats {
           if (j.ratio !== null) ratio.set({ job_id: j.id, kind: j.kind, phase: j.phase }, j.ratio);
         }
       },
+    };
+  }
+
+  /** Scheduled snapshots (ts/snapshots/schedule.ts), labelled by schedule (`collection:<name>` or `full`: bounded by the configuration). */
+  snapshotScheduleMetrics(): ScheduleMetrics {
+    const prefix = this.prefix;
+    const registers = [this.registry];
+    const runs = new Counter({ name: `${prefix}snapshot_schedule_runs_total`, help: 'Runs of snapshot schedules, by schedule and result (completed, failed)', labelNames: ['schedule', 'result'], registers });
+    const deleted = new Counter({ name: `${prefix}snapshot_schedule_deleted_total`, help: 'Snapshots deleted by the retention of a schedule', labelNames: ['schedule'], registers });
+    const last = new Gauge({ name: `${prefix}snapshot_schedule_last_success_timestamp_seconds`, help: 'When a schedule last made a snapshot (Unix time)', labelNames: ['schedule'], registers });
+    return {
+      run: (schedule, result) => runs.inc({ schedule, result }),
+      deleted: (schedule, n) => deleted.inc({ schedule }, n),
+      lastSuccess: (schedule, at) => last.set({ schedule }, at / 1000),
     };
   }
 
