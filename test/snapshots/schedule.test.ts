@@ -141,3 +141,13 @@ test('a run missed while the node was down runs at start; full-storage schedules
   await waitFor('it completes', async () => (await call(q, 'GET', `/snapshots/jobs/${job.id}`)).state === 'completed', 30_000, 100);
   t.is((await call(q, 'GET', `/snapshots/jobs/${job.id}`)).kind, 'create_full_snapshot');
 });
+
+test('a schedule may name an alias: snapshots of its collection, retention in that collection\'s folder', async (t) => {
+  const d = dirs();
+  const q = await start(d, [{ collection: 'al', interval_sec: 1, keep_last: 1 }]);
+  await fill(q, 'ca', 10);
+  await call(q, 'POST', '/collections/aliases', { actions: [{ create_alias: { collection_name: 'ca', alias_name: 'al' } }] });
+  await waitFor('3 completed runs', async () => (await scheduledJobs(q, 'al')).filter((j) => j.state === 'completed').length >= 3, 60_000, 100);
+  await waitFor('retention keeps one', async () => (await call(q, 'GET', '/collections/ca/snapshots')).length === 1, 10_000, 100);
+  t.is(fs.readdirSync(path.join(d.snaps, 'ca')).filter((n) => n.endsWith('.snapshot')).length, 1);
+});

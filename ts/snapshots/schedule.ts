@@ -50,6 +50,8 @@ export interface ScheduleMetrics {
 
 interface Made {
   name: string;
+  /** The store folder it is in ('' for full snapshots): a schedule may name an alias, whose collection can change. */
+  dir: string;
   /** Milliseconds since the epoch. */
   at: number;
 }
@@ -162,7 +164,7 @@ export class SnapshotScheduler {
     for (const schedule of schedules) {
       const key = scheduleKey(schedule);
       const st = saved?.[key];
-      s.state.set(key, st ? { since: st.since, lastSuccess: st.lastSuccess, made: st.made ?? [] } : { since: now, lastSuccess: null, made: [] });
+      s.state.set(key, st ? { since: st.since, lastSuccess: st.lastSuccess, made: (st.made ?? []).map((m) => ({ ...m, dir: m.dir ?? '' })) } : { since: now, lastSuccess: null, made: [] });
       if (st?.lastSuccess) metrics?.lastSuccess(key, st.lastSuccess);
     }
     // State of schedules no longer configured is kept (their snapshots stay; a schedule put back resumes its retention).
@@ -184,11 +186,15 @@ export class SnapshotScheduler {
   /** One run of a schedule: the snapshot as a job, then (on success) retention. Resolves whether the snapshot was made. */
   async runSchedule(r: Runner): Promise<boolean> {
     const s = r.schedule;
-    const dir = s.collection === null ? '' : Snapshots.collectionDir(s.collection);
+    let dir = '';
     const job = await this.jobs.run(
       s.collection === null ? 'create_full_snapshot' : 'create_collection_snapshot',
       s.collection === null ? {} : { collection: s.collection },
-      () => (s.collection === null ? this.snapshots.createFull() : this.snapshots.createCollection(s.collection)),
+      async () => {
+        if (s.collection === null) return this.snapshots.createFull();
+        dir = Snapshots.collectionDir(this.snapshots.collectionName(s.collection));
+        return this.snapshots.createCollection(s.collection);
+      },
       'schedule',
     );
     if (job.state !== 'completed') {
@@ -199,25 +205,25 @@ export class SnapshotScheduler {
     const name = (job.result as { name: string }).name;
     const state = this.stateOf(r.key);
     const now = Date.now();
-    state.made.push({ name, at: now });
+    state.made.push({ name, dir, at: now });
     state.lastSuccess = now;
     this.metrics?.run(r.key, 'completed');
     this.metrics?.lastSuccess(r.key, now);
     await this.save();
     this.logger.info({ schedule: r.key, snapshot: name }, 'scheduled snapshot made');
     if (r.isStopped) return true;
-    await this.retain(r, dir);
+    await this.retain(r);
     return true;
   }
 
   /** Deletes this schedule's snapshots that retention no longer keeps (and forgets those already gone). */
-  private async retain(r: Runner, dir: string): Promise<void> {
+  private async retain(r: Runner): Promise<void> {
     const state = this.stateOf(r.key);
     const drop = expired(r.schedule, state.made, Date.now());
     let deleted = 0;
     for (const m of drop) {
       try {
-        await this.snapshots.delete(dir, m.name);
+        await this.snapshots.delete(m.dir, m.name);
         deleted++;
       } catch (err) {
         if (!(err instanceof NotFoundError)) {

@@ -291,6 +291,11 @@ export class Snapshots {
     }
   }
 
+  /** The collection a name or alias stands for now (NotFoundError when neither). */
+  collectionName(nameOrAlias: string): string {
+    return this.toc.get(nameOrAlias).name;
+  }
+
   async createCollection(nameOrAlias: string): Promise<SnapshotDescription> {
     const c = this.toc.get(nameOrAlias);
     return this.create('collection', c, c.localShardIds(), Snapshots.collectionDir(c.name), (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
