@@ -23,7 +23,8 @@ import type { Logger } from 'pino';
 import { loadEngine, requireDurable, type Engine } from '../bindings';
 import { buildRestApp } from './api/rest/app';
 import { QDRANT_API_VERSION, type ServiceInfo } from './api/info';
-import { makeAuthenticator } from './api/guard';
+import { makeAuthenticator, openKeySource } from './api/guard';
+import { KeySetFileError, type KeySource } from './auth/jwks';
 import { GrpcApiServer, GrpcStartError } from './api/grpc/server';
 import { grpcServices } from './api/grpc/services';
 import { Dispatcher } from './storage/dispatcher';
@@ -39,6 +40,8 @@ import { AuditLog } from './auth/audit';
 import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
 import { ClusterBackup } from './snapshots/backup';
 import { ClusterSnapshots } from './snapshots/cluster';
+import { SnapshotJobs } from './snapshots/jobs';
+import { SnapshotScheduler } from './snapshots/schedule';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
 import { MetadataConsensus } from './storage/metadata-consensus';
@@ -99,6 +102,15 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     );
   }
 
+  // A JWKS file is read before storage opens too: an unusable one fails start-up at once.
+  let keySource: KeySource | null;
+  try {
+    keySource = openKeySource(config, logger.child({ component: 'jwks' }));
+  } catch (err) {
+    if (err instanceof KeySetFileError) throw new StartupError(err.message);
+    throw err;
+  }
+
   const info: ServiceInfo = { ...readServiceInfo(), ...options.info };
   const engine = options.engine ?? loadEngine({ logger });
   try {
@@ -135,8 +147,11 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     );
   }
   let snapshots: Snapshots;
+  let snapshotJobs: SnapshotJobs;
   try {
     snapshots = await Snapshots.open(config, toc, logger, info.version);
+    // Jobs a stop cut short are marked failed here, before anything can ask for them.
+    snapshotJobs = await SnapshotJobs.open(storagePath, logger);
     if (options.restore && !config.cluster.enabled) await snapshots.restoreAtStartup(options.restore);
   } catch (err) {
     await toc.close();
@@ -172,8 +187,8 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   const audit = await AuditLog.open(config.audit, { logger });
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
   const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
-  const authenticator = makeAuthenticator(config, toc);
-  const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup });
+  const authenticator = makeAuthenticator(config, toc, keySource);
+  const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup, snapshotJobs });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
 
@@ -209,6 +224,13 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   });
   server.on('error', (err) => logger.error({ err }, 'REST server error'));
 
+  // Scheduled snapshots start once the APIs serve (a missed run then runs at once).
+  // Cluster mode has none: the configuration check refuses them there.
+  const scheduler =
+    config.snapshots.schedule.length > 0 && consensus === null
+      ? await SnapshotScheduler.start(config.snapshots.schedule, storagePath, snapshots, snapshotJobs, logger, stats.snapshotScheduleMetrics())
+      : null;
+
   const address = server.address() as AddressInfo;
   const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
   let closing: Promise<void> | null = null;
@@ -222,11 +244,15 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     close() {
       closing ??= Promise.all([drain(server, drainTimeoutMs, logger), grpcServer?.close(drainTimeoutMs)]).then(async () => {
         // Requests are done: stop consensus (its log is durable at every step), then
-        // write a last checkpoint of every shard and close the WALs.
+        // write a last checkpoint of every shard and close the WALs. Snapshot jobs still
+        // running end with the process: recorded as failed first.
+        scheduler?.close();
+        await snapshotJobs.close();
         await consensus?.close();
         cluster?.link.close();
         await toc.close();
         await audit.close();
+        authenticator.close();
         logger.info('storage flushed and closed');
       });
       return closing;

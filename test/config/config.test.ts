@@ -87,6 +87,9 @@ const DOCUMENTED_DEFAULTS: Config = {
     api_key: null,
     read_only_api_key: null,
     jwt_rbac: false,
+    jwt_allow_hs256: true,
+    jwt_jwks_path: null,
+    jwt_jwks_url: null,
     enable_snapshot_url_recovery: true,
     metrics_prefix: null,
     http_keep_alive_timeout_sec: 5,
@@ -102,6 +105,7 @@ const DOCUMENTED_DEFAULTS: Config = {
   tls: { cert: './tls/cert.pem', key: './tls/key.pem', ca_cert: './tls/cacert.pem', cert_ttl: 3600 },
   audit: { enabled: false, dir: './storage/audit', rotation: 'daily', max_log_files: 7 },
   telemetry_disabled: false,
+  snapshots: { schedule: [] },
 };
 
 test('a node started with no configuration runs on the documented defaults', (t) => {
@@ -320,4 +324,86 @@ test('the start-up log copy hides API keys and S3 secrets and leaves the config 
   for (const secret of ['manage-key', 'read-key', 'AKIA', 'shh']) t.false(text.includes(secret));
   t.is(config.service.api_key, 'manage-key');
   t.is(redactConfig(loadConfig({ cwd: workDir(), env: {} })).service.api_key, null);
+});
+
+test('the JWKS settings are checked together with jwt_rbac and the HS256 switch', (t) => {
+  const load = (env: Record<string, string>) => loadConfig({ cwd: workDir(), env });
+  // A JWKS alone (no api key) is enough for jwt_rbac; HS256 may then be off.
+  const ok = load({ SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__JWT_JWKS_URL: 'https://idp.example/jwks.json', SERVICE__SERVICE__JWT_ALLOW_HS256: 'false' });
+  t.is(ok.service.jwt_jwks_url, 'https://idp.example/jwks.json');
+  t.false(ok.service.jwt_allow_hs256);
+  const cases: Array<[Record<string, string>, string[]]> = [
+    [
+      { SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__JWT_JWKS_URL: 'http://a/j', SERVICE__SERVICE__JWT_JWKS_PATH: '/j.json' },
+      ['env SERVICE__SERVICE__JWT_JWKS_URL: service.jwt_jwks_url: give service.jwt_jwks_path or service.jwt_jwks_url, not both'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_JWKS_PATH: '/j.json' },
+      ['env SERVICE__SERVICE__JWT_JWKS_PATH: service.jwt_jwks_path: is only used with service.jwt_rbac: true, which is off'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_ALLOW_HS256: 'false' },
+      ['env SERVICE__SERVICE__JWT_ALLOW_HS256: service.jwt_allow_hs256: is only used with service.jwt_rbac: true, which is off'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__API_KEY: 'k', SERVICE__SERVICE__JWT_ALLOW_HS256: 'false' },
+      ['env SERVICE__SERVICE__JWT_ALLOW_HS256: service.jwt_allow_hs256: false leaves no token that could be verified: set service.jwt_jwks_path or service.jwt_jwks_url'],
+    ],
+    [
+      { SERVICE__SERVICE__JWT_RBAC: 'true', SERVICE__SERVICE__JWT_JWKS_URL: 'ftp://idp/jwks' },
+      ['env SERVICE__SERVICE__JWT_JWKS_URL: service.jwt_jwks_url: must be an http or https URL without credentials, got "ftp://idp/jwks"'],
+    ],
+  ];
+  for (const [env, problems] of cases) t.deepEqual(configError(() => load(env)).problems, problems, JSON.stringify(env));
+});
+
+test('snapshot schedules: a list from a file or a variable, each item checked; cluster mode refuses them', (t) => {
+  const dir = workDir({
+    's.yaml': ['snapshots:', '  schedule:', '    - collection: docs', '      interval_sec: 10', '      keep_last: 3', '    - collection: null', '      cron: "0 3 * * *"', '      max_age_sec: 86400'].join('\n'),
+  });
+  const config = loadConfig({ configPath: 's.yaml', cwd: dir, env: {} });
+  t.deepEqual(config.snapshots.schedule, [
+    { collection: 'docs', interval_sec: 10, cron: null, keep_last: 3, max_age_sec: null },
+    { collection: null, interval_sec: null, cron: '0 3 * * *', keep_last: null, max_age_sec: 86400 },
+  ]);
+  const fromEnv = loadConfig({ cwd: workDir(), env: { SERVICE__SNAPSHOTS__SCHEDULE: '[{collection: a, interval_sec: 60}]' } });
+  t.deepEqual(fromEnv.snapshots.schedule, [{ collection: 'a', interval_sec: 60, cron: null, keep_last: null, max_age_sec: null }]);
+
+  const bad = workDir({
+    'b.yaml': [
+      'snapshots:',
+      '  schedule:',
+      '    - collection: a',
+      '    - collection: b',
+      '      interval_sec: 5',
+      '      cron: "* * * * *"',
+      '    - collection: c',
+      '      cron: "61 * * * *"',
+      '    - collection: a',
+      '      interval_sec: 0',
+      '      keep_lst: 2',
+      'cluster:',
+      '  enabled: true',
+    ].join('\n'),
+  });
+  const file = path.join(bad, 'b.yaml');
+  const error = configError(() => loadConfig({ configPath: file, cwd: bad, env: {} }));
+  t.deepEqual([...error.problems].sort(), [
+    `${file}: snapshots.schedule.3.keep_lst: unknown key (did you mean keep_last?)`,
+    `${file}: snapshots.schedule.3.interval_sec: must be an integer of at least 1, got 0`,
+    `${file}: snapshots.schedule.0: give interval_sec or cron (one of the two)`,
+    `${file}: snapshots.schedule.1: give interval_sec or cron (one of the two)`,
+    `${file}: snapshots.schedule.2.cron: is not a cron expression (Constraint error, got value 61 expected range 0-59): "61 * * * *"`,
+    `${file}: snapshots.schedule.3: collection a already has a schedule (snapshots.schedule.0): their retention would delete each other's snapshots`,
+    `${file}: snapshots.schedule: scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup`,
+  ].sort());
+  const error2 = configError(() => loadConfig({ configPath: file, cwd: bad, env: { SERVICE__SNAPSHOTS__SCHEDULE: '[{collection: a}, {collection: b, interval_sec: 5, cron: "* * * * *"}, {collection: c, cron: "61 * * * *"}, {collection: a, interval_sec: 9}]' } }));
+  t.deepEqual(error2.problems, [
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.0: give interval_sec or cron (one of the two)',
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.1: give interval_sec or cron (one of the two)',
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.2.cron: is not a cron expression (Constraint error, got value 61 expected range 0-59): "61 * * * *"',
+    "env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.3: collection a already has a schedule (snapshots.schedule.0): their retention would delete each other's snapshots",
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule: scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup',
+  ]);
+  t.deepEqual(configError(() => loadConfig({ cwd: workDir(), env: { SERVICE__SNAPSHOTS__SCHEDULE: 'every day' } })).problems, ['env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule: must be a list, got "every day"']);
 });

@@ -12,6 +12,7 @@
 import { check, type Access, type Requirement } from '../auth/access';
 import type { AuditLog } from '../auth/audit';
 import { AuthError, Authenticator } from '../auth/authenticate';
+import { FileKeySource, UrlKeySource, type KeySetLog, type KeySource } from '../auth/jwks';
 import { ForbiddenError } from '../common/errors';
 import type { Config } from '../config/types';
 import { validateFilter } from '../shard/filter';
@@ -67,10 +68,31 @@ export async function decide(authn: Authenticator, audit: AuditLog | null, req: 
   return { access: caller.access };
 }
 
-/** The authenticator of `config`'s keys (one per node, shared by REST and gRPC); a `value_exists` claim is looked up in `toc`. */
-export function makeAuthenticator(config: Config, toc: TableOfContent): Authenticator {
+/**
+ * The JWKS of `config` (`service.jwt_jwks_path` or `jwt_jwks_url`, with `jwt_rbac`), or
+ * null. A file that cannot be used throws `KeySetFileError` (start-up fails).
+ */
+export function openKeySource(config: Config, log: KeySetLog): KeySource | null {
+  const s = config.service;
+  if (!s.jwt_rbac) return null;
+  if (s.jwt_jwks_path !== null) return new FileKeySource(s.jwt_jwks_path, log);
+  if (s.jwt_jwks_url !== null) return new UrlKeySource(s.jwt_jwks_url, log);
+  return null;
+}
+
+/**
+ * The authenticator of `config`'s keys (one per node, shared by REST and gRPC); a
+ * `value_exists` claim is looked up in `toc`; `keys` is the JWKS (see openKeySource).
+ */
+export function makeAuthenticator(config: Config, toc: TableOfContent, keys: KeySource | null = null): Authenticator {
   return new Authenticator(
-    { apiKey: config.service.api_key, readOnlyKey: config.service.read_only_api_key, jwtRbac: config.service.jwt_rbac },
+    {
+      apiKey: config.service.api_key,
+      readOnlyKey: config.service.read_only_api_key,
+      jwtRbac: config.service.jwt_rbac,
+      allowHs256: config.service.jwt_allow_hs256,
+      keys,
+    },
     async (claim) => {
       if (!toc.has(claim.collection)) return 'no-collection';
       const filter = validateFilter({ must: claim.matches.map(({ key, value }) => ({ key, match: { value } })) });

@@ -4,11 +4,16 @@
  *
  * Credentials come from the `api-key` header, else `Authorization: Bearer <token>`.
  * Order: the api key (manage), the read-only key (global read), then, with
- * `service.jwt_rbac`, a JWT signed with the api key (HS256 only, 30 s leeway on `exp`).
- * Keys are compared in constant time. With no key configured nobody is asked for one.
+ * `service.jwt_rbac`, a JWT: HS256 signed with the api key (unless
+ * `service.jwt_allow_hs256` is false), or, with a JWKS configured (ts/auth/jwks.ts), one
+ * of RS256/384/512, PS256, ES256/384, EdDSA signed by a key of that set; 30 s leeway on
+ * `exp` and `nbf`. Keys are compared in constant time. With no key and no JWKS configured
+ * nobody is asked for one.
  *
  * Failures: no credentials, or something that is neither a key nor a JWT: 401. A JWT
- * with a bad signature, another algorithm, or past its expiry: 403. A JWT whose claims
+ * with a bad signature, an algorithm not accepted (`none`, HS256 when turned off, an
+ * asymmetric one without a JWKS), a `kid` the set does not have, a set that could not be
+ * loaded, or past its expiry: 403. A JWT whose claims
  * are invalid (unknown `access`, malformed `value_exists`): 401. A `value_exists` whose
  * collection is gone: 403; whose point is gone or changed: 401.
  *
@@ -17,14 +22,19 @@
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-import { errors as joseErrors, jwtVerify } from 'jose';
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 
 import { MANAGE, READ_ONLY, parseAccessClaim, type Access } from './access';
+import { ASYMMETRIC_ALGORITHMS, KeySetUnavailable, type KeySource } from './jwks';
 
 export interface AuthConfig {
   apiKey: string | null;
   readOnlyKey: string | null;
   jwtRbac: boolean;
+  /** Accept HS256 tokens signed with the api key (with jwtRbac). */
+  allowHs256?: boolean;
+  /** The public keys of asymmetric tokens (with jwtRbac), or null. */
+  keys?: KeySource | null;
 }
 
 export interface ValueExists {
@@ -77,6 +87,10 @@ export class Authenticator {
   private readonly apiKey: Buffer | null;
   private readonly readOnlyKey: Buffer | null;
   private readonly jwtSecret: Uint8Array | null;
+  private readonly keys: KeySource | null;
+  private readonly jwtOn: boolean;
+  /** The text for a token of an algorithm that is not accepted. */
+  private readonly algRefusal: string;
 
   constructor(
     cfg: AuthConfig,
@@ -84,10 +98,19 @@ export class Authenticator {
   ) {
     const key = cfg.apiKey || null;
     const ro = cfg.readOnlyKey || null;
-    this.enabled = key !== null || ro !== null;
+    this.keys = cfg.jwtRbac ? (cfg.keys ?? null) : null;
+    this.enabled = key !== null || ro !== null || this.keys !== null;
     this.apiKey = key === null ? null : digest(key);
     this.readOnlyKey = ro === null ? null : digest(ro);
-    this.jwtSecret = cfg.jwtRbac && key !== null ? new TextEncoder().encode(key) : null;
+    this.jwtSecret = cfg.jwtRbac && key !== null && cfg.allowHs256 !== false ? new TextEncoder().encode(key) : null;
+    this.jwtOn = this.jwtSecret !== null || this.keys !== null;
+    const accepted = [...(this.jwtSecret !== null ? ['HS256'] : []), ...(this.keys !== null ? ASYMMETRIC_ALGORITHMS : [])];
+    this.algRefusal = accepted.length === 1 ? `Invalid JWT: only ${accepted[0]} tokens are accepted` : `Invalid JWT: only ${accepted.join(', ')} tokens are accepted`;
+  }
+
+  /** Stops the key set's background work. */
+  close(): void {
+    this.keys?.close();
   }
 
   /** The caller of a request with these headers, or an AuthError. */
@@ -97,7 +120,7 @@ export class Authenticator {
     if (credential === null) throw new AuthError('unauthenticated', 'Must provide an API key or an Authorization bearer token');
     if (this.apiKey !== null && sameSecret(this.apiKey, credential)) return { access: MANAGE, subject: 'api_key' };
     if (this.readOnlyKey !== null && sameSecret(this.readOnlyKey, credential)) return { access: READ_ONLY, subject: 'read_only_api_key' };
-    if (this.jwtSecret !== null && JWT_SHAPE.test(credential)) return this.fromJwt(credential);
+    if (this.jwtOn && JWT_SHAPE.test(credential)) return this.fromJwt(credential);
     throw new AuthError('unauthenticated', 'Invalid API key or JWT');
   }
 
@@ -106,11 +129,15 @@ export class Authenticator {
    * token on every request, and an HMAC check per request costs more than the lookup.
    * Times (`exp`, `nbf`) are checked again on every use; value_exists too.
    */
-  private readonly verified = new Map<string, Record<string, unknown>>();
+  private readonly verified = new Map<string, { claims: Record<string, unknown>; keysVersion: number | null }>();
 
   private async verify(token: string): Promise<Record<string, unknown>> {
-    const cached = this.verified.get(token);
-    if (cached !== undefined) {
+    const hit = this.verified.get(token);
+    // A token of a JWKS key is verified again once the set changed (its key may be gone).
+    if (hit !== undefined && hit.keysVersion !== null && this.keys !== null) await this.keys.fresh();
+    if (hit !== undefined && hit.keysVersion !== null && hit.keysVersion !== this.keys?.version) this.verified.delete(token);
+    else if (hit !== undefined) {
+      const cached = hit.claims;
       const now = Date.now() / 1000;
       if (typeof cached.exp === 'number' && now >= cached.exp + LEEWAY_SECONDS) {
         this.verified.delete(token);
@@ -119,9 +146,28 @@ export class Authenticator {
       if (typeof cached.nbf === 'number' && now < cached.nbf - LEEWAY_SECONDS) throw new AuthError('forbidden', 'Invalid JWT: the token is not valid yet');
       return cached;
     }
-    const { payload } = await jwtVerify(token, this.jwtSecret as Uint8Array, { algorithms: ['HS256'], clockTolerance: LEEWAY_SECONDS });
+    let header: ProtectedHeaderParameters;
+    try {
+      header = decodeProtectedHeader(token);
+    } catch {
+      throw new AuthError('unauthenticated', 'Invalid API key or JWT');
+    }
+    let payload: JWTPayload;
+    let keysVersion: number | null = null;
+    if (header.alg === 'HS256' && this.jwtSecret !== null) {
+      ({ payload } = await jwtVerify(token, this.jwtSecret, { algorithms: ['HS256'], clockTolerance: LEEWAY_SECONDS }));
+    } else if (this.keys !== null && (ASYMMETRIC_ALGORITHMS as readonly string[]).includes(String(header.alg))) {
+      const keys = this.keys;
+      const before = keys.version;
+      ({ payload } = await jwtVerify(token, (h, t) => keys.keyFor(h, t), { algorithms: [...ASYMMETRIC_ALGORITHMS], clockTolerance: LEEWAY_SECONDS }));
+      // The set changed during the look-up: which version the key came from is unknown,
+      // so the next use verifies again (-1 matches no version).
+      keysVersion = keys.version === before ? before : -1;
+    } else {
+      throw new AuthError('forbidden', this.algRefusal);
+    }
     if (this.verified.size >= VERIFIED_CACHE_SIZE) this.verified.delete(this.verified.keys().next().value as string);
-    this.verified.set(token, payload);
+    this.verified.set(token, { claims: payload, keysVersion });
     return payload;
   }
 
@@ -132,7 +178,10 @@ export class Authenticator {
     } catch (err) {
       if (err instanceof AuthError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw new AuthError('forbidden', 'Invalid JWT: the token has expired');
-      if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new AuthError('forbidden', 'Invalid JWT: only HS256 tokens are accepted');
+      if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new AuthError('forbidden', this.algRefusal);
+      if (err instanceof KeySetUnavailable) throw new AuthError('forbidden', `Invalid JWT: ${err.message}`);
+      if (err instanceof joseErrors.JWKSNoMatchingKey) throw new AuthError('forbidden', 'Invalid JWT: no key of the JWKS matches the token (kid and alg)');
+      if (err instanceof joseErrors.JWKSMultipleMatchingKeys) throw new AuthError('forbidden', 'Invalid JWT: several keys of the JWKS match a token without kid');
       if (err instanceof joseErrors.JWSSignatureVerificationFailed) throw new AuthError('forbidden', 'Invalid JWT: the signature does not match');
       if (err instanceof joseErrors.JWTClaimValidationFailed) throw new AuthError('forbidden', `Invalid JWT: ${err.message}`);
       if (err instanceof joseErrors.JWTInvalid) throw new AuthError('unauthenticated', `Invalid JWT claims: ${err.message}`);

@@ -109,6 +109,9 @@ const TABLE: Record<string, Requirement> = {
   'GET /snapshots/{snapshot_name}': globalRead,
   'POST /snapshots': globalManage,
   'DELETE /snapshots/{snapshot_name}': globalManage,
+  // Ours: snapshot jobs (wait=false creates and recoveries), read-only.
+  'GET /snapshots/jobs': globalRead,
+  'GET /snapshots/jobs/{job_id}': globalRead,
 
   // cluster
   'GET /cluster': globalRead,

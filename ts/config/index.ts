@@ -18,7 +18,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import YAML from 'yaml';
 
-import { AnyRule, AnySection, CONFIG_SCHEMA, LeafRule, ruleAt } from './schema';
+import { CronExpressionParser } from 'cron-parser';
+
+import { AnyList, AnyRule, AnySection, CONFIG_SCHEMA, LeafRule, ruleAt } from './schema';
 import type { Config } from './types';
 
 export type { Config } from './types';
@@ -220,6 +222,8 @@ function environmentValue(raw: string, rule: AnyRule | undefined): unknown {
   if (rule?.kind === 'enum') return raw;
   try {
     const value: unknown = YAML.parse(raw, { logLevel: 'silent' });
+    // A list setting takes a YAML (or JSON) list: SERVICE__SNAPSHOTS__SCHEDULE='[{collection: c, interval_sec: 60}]'.
+    if (rule?.kind === 'list') return value;
     // Only scalars: a variable is never read as a whole section or list.
     return typeof value === 'object' && value !== null ? raw : value;
   } catch {
@@ -294,16 +298,28 @@ function checkSection(
   for (const [key, child] of Object.entries(rule.keys)) {
     const at = [...keys, key];
     if (!Object.prototype.hasOwnProperty.call(value, key) || value[key] === undefined) {
-      if (child.kind === 'string' && child.fill !== undefined) result[key] = child.fill;
+      if ((child.kind === 'string' || child.kind === 'number') && child.fill !== undefined) result[key] = child.fill;
       else report(at, 'missing');
       continue;
     }
     result[key] =
       child.kind === 'section'
         ? checkSection(child, value[key], at, provenance, problems)
-        : checkLeaf(child, value[key], at, (message) => report(at, message));
+        : child.kind === 'list'
+          ? checkList(child, value[key], at, provenance, problems)
+          : checkLeaf(child, value[key], at, (message) => report(at, message));
   }
   return result;
+}
+
+function checkList(rule: AnyList, value: unknown, keys: string[], provenance: Provenance, problems: string[]): unknown[] | undefined {
+  if (value === null) return [];
+  if (!Array.isArray(value)) {
+    problems.push(`${provenance.of(keys)}: ${keys.join('.')}: must be a list, got ${describe(value)}`);
+    return undefined;
+  }
+  const items = value.map((item, i) => checkSection(rule.item, item, [...keys, String(i)], provenance, problems));
+  return items.some((item) => item === undefined) ? undefined : items;
 }
 
 function checkLeaf(rule: LeafRule, value: unknown, keys: string[], report: (message: string) => void): unknown {
@@ -397,8 +413,31 @@ function crossChecks(config: Checked<Config>, provenance: Provenance, problems: 
     );
   }
 
-  if (service.jwt_rbac === true && service.api_key === null) {
+  const jwks = typeof service.jwt_jwks_path === 'string' || typeof service.jwt_jwks_url === 'string';
+  if (service.jwt_rbac === true && service.api_key === null && !jwks) {
     report(['service', 'jwt_rbac'], 'JWT access control needs service.api_key (tokens are signed with it), which is not set');
+  }
+  if (typeof service.jwt_jwks_path === 'string' && typeof service.jwt_jwks_url === 'string') {
+    report(['service', 'jwt_jwks_url'], 'give service.jwt_jwks_path or service.jwt_jwks_url, not both');
+  }
+  for (const key of ['jwt_jwks_path', 'jwt_jwks_url'] as const) {
+    if (typeof service[key] === 'string' && service.jwt_rbac === false) report(['service', key], 'is only used with service.jwt_rbac: true, which is off');
+  }
+  if (service.jwt_allow_hs256 === false) {
+    if (service.jwt_rbac === false) report(['service', 'jwt_allow_hs256'], 'is only used with service.jwt_rbac: true, which is off');
+    else if (service.jwt_rbac === true && !jwks) {
+      report(['service', 'jwt_allow_hs256'], 'false leaves no token that could be verified: set service.jwt_jwks_path or service.jwt_jwks_url');
+    }
+  }
+  if (typeof service.jwt_jwks_url === 'string') {
+    let ok = false;
+    try {
+      const u = new URL(service.jwt_jwks_url);
+      ok = (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '';
+    } catch {
+      ok = false;
+    }
+    if (!ok) report(['service', 'jwt_jwks_url'], `must be an http or https URL without credentials, got ${JSON.stringify(service.jwt_jwks_url)}`);
   }
 
   const needFiles = (trigger: string[], why: string, files: Array<'cert' | 'key' | 'ca_cert'>) => {
@@ -418,6 +457,34 @@ function crossChecks(config: Checked<Config>, provenance: Provenance, problems: 
   }
   if (cluster.p2p?.enable_tls === true) {
     needFiles(['cluster', 'p2p', 'enable_tls'], 'TLS between peers', ['cert', 'key', 'ca_cert']);
+  }
+
+  const schedules = config.snapshots?.schedule;
+  if (Array.isArray(schedules)) {
+    const at = (i: number, key?: string) => ['snapshots', 'schedule', String(i), ...(key ? [key] : [])];
+    const targets = new Map<string, number>();
+    schedules.forEach((s, i) => {
+      if (s === null || s === undefined) return;
+      // undefined: the key failed its own check (reported); null: not given.
+      const hasCron = typeof s.cron === 'string';
+      if (s.interval_sec !== undefined && s.cron !== undefined && (s.interval_sec === null) === (s.cron === null)) {
+        report(at(i), 'give interval_sec or cron (one of the two)');
+      }
+      if (hasCron) {
+        try {
+          CronExpressionParser.parse(s.cron as string, { tz: 'UTC' });
+        } catch (err) {
+          report(at(i, 'cron'), `is not a cron expression (${(err as Error).message}): ${JSON.stringify(s.cron)}`);
+        }
+      }
+      const target = s.collection ?? '<full storage>';
+      const earlier = targets.get(target);
+      if (earlier !== undefined) report(at(i), `${s.collection === null ? 'the full storage' : `collection ${s.collection}`} already has a schedule (snapshots.schedule.${earlier}): their retention would delete each other's snapshots`);
+      else targets.set(target, i);
+    });
+    if (schedules.length > 0 && cluster.enabled === true) {
+      report(['snapshots', 'schedule'], 'scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup');
+    }
   }
 
   if (typeof service.grpc_port === 'number' && service.grpc_port === service.http_port) {

@@ -28,6 +28,8 @@ export interface NumberRule {
   max?: number;
   /** The value must be strictly greater than this. */
   above?: number;
+  /** Value used when a section is given without this key. */
+  fill?: number | null;
 }
 
 export interface BooleanRule {
@@ -50,9 +52,17 @@ export interface SectionRule<T> {
   keys: { [K in keyof T]-?: RuleFor<T[K]> };
 }
 
+/** A list of sections of one shape (a YAML sequence of mappings). */
+export interface ListRule<T> {
+  kind: 'list';
+  item: SectionRule<T>;
+}
+
 export type RuleFor<T> = [NonNullable<T>] extends [string | number | boolean]
   ? LeafRule
-  : SectionRule<NonNullable<T>>;
+  : [NonNullable<T>] extends [Array<infer I>]
+    ? ListRule<I>
+    : SectionRule<NonNullable<T>>;
 
 /** The same table with the compile-time key checks erased, for the generic walker. */
 export interface AnySection {
@@ -60,7 +70,11 @@ export interface AnySection {
   nullable?: boolean;
   keys: Record<string, AnyRule>;
 }
-export type AnyRule = LeafRule | AnySection;
+export interface AnyList {
+  kind: 'list';
+  item: AnySection;
+}
+export type AnyRule = LeafRule | AnySection | AnyList;
 
 const int = (min?: number, max?: number): NumberRule => ({ kind: 'number', integer: true, min, max });
 const nullableInt = (min?: number): NumberRule => ({ kind: 'number', integer: true, nullable: true, min });
@@ -153,6 +167,9 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
         api_key: secret,
         read_only_api_key: secret,
         jwt_rbac: bool,
+        jwt_allow_hs256: bool,
+        jwt_jwks_path: optionalPath,
+        jwt_jwks_url: optionalPath,
         enable_snapshot_url_recovery: bool,
         metrics_prefix: { kind: 'string', nullable: true },
         http_keep_alive_timeout_sec: int(0),
@@ -197,6 +214,24 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
       },
     },
     telemetry_disabled: bool,
+    snapshots: {
+      kind: 'section',
+      keys: {
+        schedule: {
+          kind: 'list',
+          item: {
+            kind: 'section',
+            keys: {
+              collection: { kind: 'string', nullable: true, nonEmpty: true, fill: null },
+              interval_sec: { kind: 'number', integer: true, nullable: true, min: 1, fill: null },
+              cron: { kind: 'string', nullable: true, nonEmpty: true, fill: null },
+              keep_last: { kind: 'number', integer: true, nullable: true, min: 1, fill: null },
+              max_age_sec: { kind: 'number', integer: true, nullable: true, min: 1, fill: null },
+            },
+          },
+        },
+      },
+    },
   },
 };
 
@@ -204,6 +239,10 @@ export const CONFIG_SCHEMA: SectionRule<Config> = {
 export function ruleAt(keys: readonly string[]): AnyRule | undefined {
   let rule: AnyRule = CONFIG_SCHEMA as unknown as AnySection;
   for (const key of keys) {
+    if (rule.kind === 'list' && /^[0-9]+$/.test(key)) {
+      rule = rule.item;
+      continue;
+    }
     if (rule.kind !== 'section' || !Object.prototype.hasOwnProperty.call(rule.keys, key)) return undefined;
     rule = rule.keys[key];
   }

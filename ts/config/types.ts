@@ -75,6 +75,12 @@ export interface ServiceConfig {
   api_key: string | null;
   read_only_api_key: string | null;
   jwt_rbac: boolean;
+  /** Accept HS256 tokens signed with api_key (with jwt_rbac); false: the api key mints no token. */
+  jwt_allow_hs256: boolean;
+  /** A JWKS file of the public keys of asymmetric tokens (with jwt_rbac); re-read when it changes. */
+  jwt_jwks_path: string | null;
+  /** A JWKS URL (http or https) of the public keys of asymmetric tokens (with jwt_rbac). */
+  jwt_jwks_url: string | null;
   enable_snapshot_url_recovery: boolean;
   metrics_prefix: string | null;
   http_keep_alive_timeout_sec: number;
@@ -108,6 +114,23 @@ export interface AuditConfig {
   max_log_files: number;
 }
 
+/**
+ * One scheduled snapshot (ours): of `collection`, or of the full storage when null;
+ * every `interval_sec` seconds or on a `cron` expression (one of the two); keeping the
+ * newest `keep_last` snapshots it made and/or those younger than `max_age_sec`.
+ */
+export interface SnapshotSchedule {
+  collection: string | null;
+  interval_sec: number | null;
+  cron: string | null;
+  keep_last: number | null;
+  max_age_sec: number | null;
+}
+
+export interface SnapshotsConfig {
+  schedule: SnapshotSchedule[];
+}
+
 export interface Config {
   log_level: LogLevel;
   storage: StorageConfig;
@@ -116,4 +139,5 @@ export interface Config {
   tls: TlsConfig;
   audit: AuditConfig;
   telemetry_disabled: boolean;
+  snapshots: SnapshotsConfig;
 }

@@ -44,7 +44,8 @@ import { ShardPreload, type ShardSnapshotFiles } from '../shard/local-shard';
 import { validateCollectionName, type TableOfContent } from '../storage/toc';
 import { incompatibility, snapshotEntries, validateUnpacked, type SnapshotKind, type UnpackedSnapshot } from './archive';
 import { LocalSnapshotStore, checkSnapshotName, type SnapshotDescription, type SnapshotStore } from './store';
-import { FileChunks, TarError, extractTar, tarStream, type TarEntry } from './tar';
+import { currentProgress, type JobProgress } from './jobs';
+import { FileChunks, TarError, extractTar, tarSize, tarStream, type TarEntry } from './tar';
 
 export type Priority = 'replica' | 'snapshot' | 'no_sync';
 export const PRIORITIES: readonly Priority[] = ['replica', 'snapshot', 'no_sync'];
@@ -137,6 +138,8 @@ class Meter extends Transform {
     private readonly report: (bytes: number, seconds: number) => void,
     private readonly hashing = true,
     options?: TransformOptions,
+    /** A snapshot job's progress, told of every chunk. */
+    private readonly progress: JobProgress | null = null,
   ) {
     super(options);
   }
@@ -144,6 +147,7 @@ class Meter extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
     if (this.hashing) this.hash.update(chunk);
     this.bytes += chunk.length;
+    this.progress?.add(chunk.length);
     const now = Date.now();
     if (now - this.lastLog >= PROGRESS_EVERY_MS) {
       this.lastLog = now;
@@ -229,12 +233,29 @@ export class Snapshots {
     return pins;
   }
 
-  /** Streams `entries` as a tar into a new temp file; resolves with its path, size and SHA-256. */
-  private async writeArchive(entries: Iterable<TarEntry> | AsyncIterable<TarEntry>, label: Record<string, unknown>): Promise<{ file: string; size: number; checksum: string }> {
+  /**
+   * Streams `entries` as a tar into a new temp file; resolves with its path, size and
+   * SHA-256. In a snapshot job its bytes are the phase `phase`, whose total is the exact
+   * size of the archive (for entries listed ahead; an async listing has no total).
+   */
+  private async writeArchive(entries: Iterable<TarEntry> | AsyncIterable<TarEntry>, label: Record<string, unknown>, phase = 'writing'): Promise<{ file: string; size: number; checksum: string }> {
     await fs.mkdir(this.tempDir, { recursive: true });
     const file = path.join(this.tempDir, `${randomUUID()}.snapshot.tmp`);
-    const meter = new Meter((bytes, s) =>
-      this.logger.info({ ...label, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'writing snapshot'),
+    const progress = currentProgress();
+    if (progress !== null) {
+      let total: number | null = null;
+      if (Symbol.iterator in entries) {
+        const listed = [...entries];
+        entries = listed;
+        total = await tarSize(listed).catch(() => null);
+      }
+      progress.phase(phase, total);
+    }
+    const meter = new Meter(
+      (bytes, s) => this.logger.info({ ...label, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'writing snapshot'),
+      true,
+      undefined,
+      progress,
     );
     try {
       await pipeline(tarStream(entries), meter, createWriteStream(file));
@@ -257,6 +278,7 @@ export class Snapshots {
     } finally {
       await release();
     }
+    currentProgress()?.step('storing');
     try {
       const d = await this.store.put(dir, name, archive.file, archive.checksum);
       const s = (Date.now() - started) / 1000;
@@ -267,6 +289,11 @@ export class Snapshots {
     } finally {
       this.reserved.delete(`${dir}/${name}`);
     }
+  }
+
+  /** The collection a name or alias stands for now (NotFoundError when neither). */
+  collectionName(nameOrAlias: string): string {
+    return this.toc.get(nameOrAlias).name;
   }
 
   async createCollection(nameOrAlias: string): Promise<SnapshotDescription> {
@@ -282,6 +309,7 @@ export class Snapshots {
 
   private async create(kind: SnapshotKind, c: Collection, shardIds: number[], dir: string, naming: (ts: string) => string): Promise<SnapshotDescription> {
     const name = await this.reserveName(dir, naming);
+    currentProgress()?.step('pinning');
     let pins: Map<number, ShardSnapshotFiles>;
     try {
       pins = await this.pin(c, shardIds);
@@ -349,10 +377,11 @@ export class Snapshots {
         // A collection deleted since the listing is simply not in the snapshot.
         if (!this.toc.has(collection)) continue;
         const c = this.toc.get(collection);
+        currentProgress()?.step(`pinning ${collection}`);
         const pins = await this.pin(c, c.localShardIds());
         let archive;
         try {
-          archive = await this.writeArchive(snapshotEntries('collection', c, pins, this.version), { snapshot: name, collection });
+          archive = await this.writeArchive(snapshotEntries('collection', c, pins, this.version), { snapshot: name, collection }, `writing ${collection}`);
         } finally {
           await releaseAll(pins);
         }
@@ -461,7 +490,10 @@ export class Snapshots {
         throw new BadRequestError(`Failed to download snapshot from ${url.href}: HTTP ${res.status}`);
       }
       // Counted only: a checksum to check is computed as the archive is unpacked.
-      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'), false);
+      const progress = currentProgress();
+      const length = Number(res.headers.get('content-length') ?? NaN);
+      progress?.phase('downloading', Number.isSafeInteger(length) && length >= 0 ? length : null);
+      const meter = new Meter((bytes, s) => this.logger.info({ url: url.href, mb: +(bytes / 1048576).toFixed(1), mbPerSec: +(bytes / 1048576 / s).toFixed(1) }, 'downloading snapshot'), false, undefined, progress);
       await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), meter, createWriteStream(file));
       return { file, cleanup };
     } catch (err) {
@@ -512,9 +544,12 @@ export class Snapshots {
       const started = Date.now();
       let lastLog = started;
       let bytes = 0;
+      const progress = currentProgress();
+      progress?.phase('unpacking', size);
       const chunks = new FileChunks(file, READ_CHUNK, (chunk) => {
         hasher?.update(chunk);
         bytes += chunk.length;
+        progress?.add(chunk.length);
         const now = Date.now();
         if (now - lastLog >= PROGRESS_EVERY_MS) {
           lastLog = now;
@@ -571,6 +606,9 @@ export class Snapshots {
     try {
       if ('staged' in source) {
         staged = { dir: source.staged, size: source.bytes, preloaded: new Map() };
+        // An upload: its bytes were received (and unpacked) before the job began.
+        currentProgress()?.phase('received', source.bytes);
+        currentProgress()?.add(source.bytes);
         if (expected !== null) {
           if (source.checksum === null) throw new Error('the upload was received without its SHA-256, and a checksum is to be checked');
           const wrong = mismatch(source.checksum);
@@ -608,11 +646,13 @@ export class Snapshots {
         await archive.cleanup();
       }
       const validating = Date.now();
+      currentProgress()?.step('validating');
       const unpacked = await validateUnpacked(staged.dir, kind, this.config).catch((err: unknown) => {
         throw unpackError(err);
       });
       times.validate = Date.now() - validating;
       const applying = Date.now();
+      currentProgress()?.step('applying');
       await apply(unpacked, staged.preloaded);
       times.apply = Date.now() - applying;
       const seconds = (Date.now() - started) / 1000;

@@ -190,6 +190,25 @@ async function* tarChunks(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>)
   yield Buffer.alloc(2 * BLOCK);
 }
 
+/**
+ * The exact size of the archive tarStream writes for `entries` (files of `path` entries
+ * as they are now: headers and padding as tarChunks writes them, end blocks included).
+ */
+export async function tarSize(entries: readonly TarEntry[]): Promise<number> {
+  let total = 2 * BLOCK;
+  for (const entry of entries) {
+    const name = cleanWriteName(entry.name);
+    if (entry.type === 'directory') {
+      total += encodeHeader({ name, type: 'directory', size: 0, mode: entry.mode ?? 0o755, mtime: entry.mtime ?? new Date() }).length;
+      continue;
+    }
+    const stat = entry.path === undefined ? null : await fsp.stat(entry.path);
+    const size = stat === null ? (entry.data?.length ?? 0) : stat.size;
+    total += encodeHeader({ name, type: 'file', size, mode: entry.mode ?? 0o644, mtime: entry.mtime ?? stat?.mtime ?? new Date() }).length + size + padding(size);
+  }
+  return total;
+}
+
 /** A Readable producing the tar archive of `entries`. */
 export function tarStream(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>): Readable {
   return Readable.from(tarChunks(entries), { objectMode: false });

@@ -41,6 +41,7 @@ import { makeAuthenticator } from '../guard';
 import type { AuditLog } from '../../auth/audit';
 import { ClusterBackup } from '../../snapshots/backup';
 import { ClusterSnapshots } from '../../snapshots/cluster';
+import type { SnapshotJobs } from '../../snapshots/jobs';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats, requestDone } from './stats';
 
@@ -62,6 +63,8 @@ export interface RestDeps {
   clusterSnapshots?: ClusterSnapshots | null;
   /** Whole-cluster backups (`POST /cluster/backup`); when absent, one that reads this peer's replicas only. */
   backup?: ClusterBackup;
+  /** Snapshot jobs (wait=false creates and recoveries, `/snapshots/jobs`); absent: wait=false only logs the outcome. */
+  snapshotJobs?: SnapshotJobs | null;
 }
 
 export interface RestApp {
@@ -121,7 +124,9 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   addPointRoutes(routes, toc);
   const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
   const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
-  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup);
+  const jobs = deps.snapshotJobs ?? null;
+  if (jobs !== null) jobs.setMetrics(stats.snapshotJobMetrics());
+  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup, jobs);
   addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());

@@ -5,7 +5,8 @@
  * consensus (ts/snapshots/cluster.ts).
  *
  * Owns: request and response shapes, `wait` (default true; false answers 202 and the
- * work goes on), multipart upload parsing (streamed into Snapshots.receive, never
+ * work goes on: creates and recoveries as snapshot jobs, ts/snapshots/jobs.ts, whose id
+ * the 202 carries as `job_id` and in `Location`), the job routes (ours), multipart upload parsing (streamed into Snapshots.receive, never
  * held in memory), download headers. Must never: touch snapshot files itself (ts/snapshots).
  */
 
@@ -15,6 +16,7 @@ import type { Logger } from 'pino';
 
 import type { ClusterBackup } from '../../snapshots/backup';
 import type { ClusterSnapshots } from '../../snapshots/cluster';
+import type { JobKind, SnapshotJobs } from '../../snapshots/jobs';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
 import type { TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
@@ -42,11 +44,31 @@ function shardIdOf(ctx: Context): number {
   return Number(raw);
 }
 
-/** Runs `work` and answers with its result, or (wait=false) answers 202 at once and logs the outcome. */
-async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: () => Promise<unknown>): Promise<void> {
+/** A snapshot job's kind and target, for the operations that run as jobs with wait=false. */
+interface JobSpec {
+  jobs: SnapshotJobs | null;
+  kind: JobKind;
+  collection?: string;
+  shardId?: number;
+}
+
+/**
+ * Runs `work` and answers with its result, or (wait=false) answers 202 at once. With a
+ * job spec the work runs as a snapshot job: the 202 is the reference's
+ * `{"status": "accepted", "time": ...}` (no `result`, as the reference) plus `job_id`,
+ * and `Location: /snapshots/jobs/<id>`. Without one the outcome is only logged.
+ */
+async function waitOrAccept(ctx: Context, logger: Logger, what: string, work: () => Promise<unknown>, job: JobSpec | null = null): Promise<void> {
   readTimeout(ctx);
   if (queryBool(ctx, 'wait', true)) {
     ok(ctx, await work());
+    return;
+  }
+  if (job !== null && job.jobs !== null) {
+    const id = await job.jobs.start(job.kind, { collection: job.collection, shardId: job.shardId }, work);
+    accepted(ctx);
+    (ctx.body as Record<string, unknown>).job_id = id;
+    ctx.set('Location', `/snapshots/jobs/${id}`);
     return;
   }
   work().then(
@@ -116,7 +138,7 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
  * `cluster`: in cluster mode, recoveries go through it (consensus registers the
  * recovered shards, the other replicas follow the priority: ts/snapshots/cluster.ts).
  */
-export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, cluster: ClusterSnapshots | null = null, backup: ClusterBackup | null = null): void {
+export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, cluster: ClusterSnapshots | null = null, backup: ClusterBackup | null = null, jobs: SnapshotJobs | null = null): void {
   const recoverCollection = (name: string, source: RecoverySource, priority: Priority, checksum: string | null) =>
     cluster === null ? snapshots.recoverCollection(name, source, priority, checksum) : cluster.recoverCollection(name, source, priority, checksum);
   const recoverShard = (name: string, id: number, source: RecoverySource, priority: Priority, checksum: string | null) =>
@@ -142,7 +164,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
   routes.add('POST', '/collections/{collection_name}/snapshots', async (ctx: Context) => {
     const name = param(ctx, 'collection_name');
     toc.get(name);
-    await waitOrAccept(ctx, logger, `snapshot of ${name}`, () => snapshots.createCollection(name));
+    await waitOrAccept(ctx, logger, `snapshot of ${name}`, () => snapshots.createCollection(name), { jobs, kind: 'create_collection_snapshot', collection: name });
   });
   routes.add('GET', '/collections/{collection_name}/snapshots/{snapshot_name}', async (ctx: Context) => {
     await download(ctx, snapshots, collectionDir(ctx), param(ctx, 'snapshot_name'));
@@ -165,7 +187,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     await waitOrAccept(ctx, logger, `recover ${name}`, async () => {
       await recoverCollection(name, { location: b.location as string }, priority, checksum);
       return true;
-    });
+    }, { jobs, kind: 'recover_collection_snapshot', collection: name });
   });
   routes.addStreaming('POST', '/collections/{collection_name}/snapshots/upload', async (ctx: Context) => {
     const priority = priorityOf(ctx.query.priority, 'priority', QueryFormatError);
@@ -179,7 +201,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     await waitOrAccept(ctx, logger, `recover ${name} from an upload`, async () => {
       await recoverCollection(name, source, priority, checksum);
       return true;
-    });
+    }, { jobs, kind: 'recover_collection_snapshot', collection: name });
   });
 
   // -- shard snapshots -----------------------------------------------------------------------
@@ -194,7 +216,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
   });
   routes.add('POST', '/collections/{collection_name}/shards/{shard_id}/snapshots', async (ctx: Context) => {
     const { c, id } = shardDir(ctx);
-    await waitOrAccept(ctx, logger, `snapshot of ${c.name} shard ${id}`, () => snapshots.createShard(c.name, id));
+    await waitOrAccept(ctx, logger, `snapshot of ${c.name} shard ${id}`, () => snapshots.createShard(c.name, id), { jobs, kind: 'create_shard_snapshot', collection: c.name, shardId: id });
   });
   routes.add('GET', '/collections/{collection_name}/shards/{shard_id}/snapshot', async (ctx: Context) => {
     const { c, id } = shardDir(ctx);
@@ -226,7 +248,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     await waitOrAccept(ctx, logger, `recover ${name} shard ${id}`, async () => {
       await recoverShard(name, id, { location }, priority, checksum);
       return true;
-    });
+    }, { jobs, kind: 'recover_shard_snapshot', collection: name, shardId: id });
   });
   routes.addStreaming('POST', '/collections/{collection_name}/shards/{shard_id}/snapshots/upload', async (ctx: Context) => {
     const { name, id } = recoveryTarget(ctx);
@@ -238,7 +260,7 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     await waitOrAccept(ctx, logger, `recover ${name} shard ${id} from an upload`, async () => {
       await recoverShard(name, id, source, priority, checksum);
       return true;
-    });
+    }, { jobs, kind: 'recover_shard_snapshot', collection: name, shardId: id });
   });
 
   // -- whole-cluster backups (ours) -----------------------------------------------------------
@@ -256,12 +278,22 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
     });
   }
 
+  // -- snapshot jobs (ours); registered before /snapshots/{snapshot_name} -------------------
+  if (jobs !== null) {
+    routes.add('GET', '/snapshots/jobs', async (ctx: Context) => {
+      ok(ctx, { jobs: jobs.list() });
+    });
+    routes.add('GET', '/snapshots/jobs/{job_id}', async (ctx: Context) => {
+      ok(ctx, jobs.get(param(ctx, 'job_id')));
+    });
+  }
+
   // -- full-storage snapshots --------------------------------------------------------------
   routes.add('GET', '/snapshots', async (ctx: Context) => {
     ok(ctx, await snapshots.list(''));
   });
   routes.add('POST', '/snapshots', async (ctx: Context) => {
-    await waitOrAccept(ctx, logger, 'full-storage snapshot', () => snapshots.createFull());
+    await waitOrAccept(ctx, logger, 'full-storage snapshot', () => snapshots.createFull(), { jobs, kind: 'create_full_snapshot' });
   });
   routes.add('GET', '/snapshots/{snapshot_name}', async (ctx: Context) => {
     await download(ctx, snapshots, '', param(ctx, 'snapshot_name'));

@@ -9,6 +9,8 @@
  */
 
 import { REPLICA_STATES } from '../../collection/replica-state';
+import type { JobMetrics } from '../../snapshots/jobs';
+import type { ScheduleMetrics } from '../../snapshots/schedule';
 import type { ReplicationView } from '../../transfer/view';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -83,6 +85,52 @@ export class RequestStats {
     perCollection('collection_indexed_vectors', 'Vectors in HNSW indexes (the rest are searched by exact scan)', (c) => c.indexedVectors);
     perCollection('collection_segments', 'Engine indexes (segments) of a collection on this node', (c) => c.segments);
     perCollection('collection_optimizing', '1 while an optimizer job (index build, vacuum) is due or running (status yellow)', (c) => (c.optimizing ? 1 : 0));
+  }
+
+  /**
+   * Snapshot jobs (ts/snapshots/jobs.ts): started and finished counts by kind (and
+   * outcome), bytes of finished jobs, and for each running job (only those: the label
+   * set stays bounded) its bytes and the fraction of its phase done, updated every second.
+   */
+  snapshotJobMetrics(): JobMetrics {
+    const prefix = this.prefix;
+    const registers = [this.registry];
+    const started = new Counter({ name: `${prefix}snapshot_jobs_started_total`, help: 'Snapshot jobs started (wait=false creates and recoveries), by kind', labelNames: ['kind'], registers });
+    const finished = new Counter({ name: `${prefix}snapshot_jobs_finished_total`, help: 'Snapshot jobs finished, by kind and state (completed, failed)', labelNames: ['kind', 'state'], registers });
+    const bytes = new Counter({ name: `${prefix}snapshot_job_bytes_total`, help: 'Archive bytes written or read by finished snapshot jobs, by kind', labelNames: ['kind'], registers });
+    const running = new Gauge({ name: `${prefix}snapshot_jobs_running`, help: 'Snapshot jobs running', registers });
+    const done = new Gauge({ name: `${prefix}snapshot_job_bytes_done`, help: 'Bytes done in the current phase of a running snapshot job', labelNames: ['job_id', 'kind', 'phase'], registers });
+    const ratio = new Gauge({ name: `${prefix}snapshot_job_progress_ratio`, help: 'Fraction of the current phase of a running snapshot job done (absent while its total is unknown)', labelNames: ['job_id', 'kind', 'phase'], registers });
+    return {
+      started: (kind) => started.inc({ kind }),
+      finished: (kind, state, n) => {
+        finished.inc({ kind, state });
+        bytes.inc({ kind }, n);
+      },
+      progress: (jobs) => {
+        running.set(jobs.length);
+        done.reset();
+        ratio.reset();
+        for (const j of jobs) {
+          done.set({ job_id: j.id, kind: j.kind, phase: j.phase }, j.bytes);
+          if (j.ratio !== null) ratio.set({ job_id: j.id, kind: j.kind, phase: j.phase }, j.ratio);
+        }
+      },
+    };
+  }
+
+  /** Scheduled snapshots (ts/snapshots/schedule.ts), labelled by schedule (`collection:<name>` or `full`: bounded by the configuration). */
+  snapshotScheduleMetrics(): ScheduleMetrics {
+    const prefix = this.prefix;
+    const registers = [this.registry];
+    const runs = new Counter({ name: `${prefix}snapshot_schedule_runs_total`, help: 'Runs of snapshot schedules, by schedule and result (completed, failed)', labelNames: ['schedule', 'result'], registers });
+    const deleted = new Counter({ name: `${prefix}snapshot_schedule_deleted_total`, help: 'Snapshots deleted by the retention of a schedule', labelNames: ['schedule'], registers });
+    const last = new Gauge({ name: `${prefix}snapshot_schedule_last_success_timestamp_seconds`, help: 'When a schedule last made a snapshot (Unix time)', labelNames: ['schedule'], registers });
+    return {
+      run: (schedule, result) => runs.inc({ schedule, result }),
+      deleted: (schedule, n) => deleted.inc({ schedule }, n),
+      lastSuccess: (schedule, at) => last.set({ schedule }, at / 1000),
+    };
   }
 
   /** Consensus figures read at each scrape (as the reference names them); cluster_enabled 0 on a single node. */
