@@ -449,7 +449,7 @@ test('error kinds answer their status with the REST message, and a refused write
     ['Scroll', { limit: 0 }, /limit: value 0 invalid/],
     ['Scroll', { filter: { must: [{ field: { key: 'a[0]', match: { keyword: 'x' } } }] } }, /unsupported key path/],
     ['Search', { vector: [1, 0, 0, 0] }, /limit: value 0 invalid/],
-    ['Query', { query: { nearest: dense([1, 0, 0, 0]) }, prefetch: [{}] }, /prefetch/],
+    ['Query', { prefetch: [{ query: { nearest: dense([1, 0, 0, 0]) } }] }, /A query is needed to merge the prefetches/],
     ['Query', { query: { discover: {} } }, /`discover` queries are not supported/],
     ['Recommend', { limit: '3' }, /At least one positive/],
     ['QueryBatch', { query_points: [{ ...inC('other'), query: { nearest: dense([1, 0, 0, 0]) } }] }, /differs from the batch's collection/],
