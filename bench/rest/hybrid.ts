@@ -131,6 +131,8 @@ export async function runHybridBench(argv: string[]): Promise<void> {
     await client.json('PUT', `/collections/${COLLECTION}`, {
       vectors: { a: { size: DIM_A, distance: 'Cosine' }, b: { size: DIM_B, distance: 'Dot' } },
       hnsw_config: { m: 16, ef_construct: 100 },
+      // 1 KiB: every point of both vectors ends up in an HNSW graph, whatever --n is.
+      optimizers_config: { indexing_threshold: 1 },
     });
     const t0 = Date.now();
     for (let from = 0; from < o.n; from += 1000) {
@@ -141,9 +143,13 @@ export async function runHybridBench(argv: string[]): Promise<void> {
     }
     console.log(`  upserted in ${((Date.now() - t0) / 1000).toFixed(1)} s; waiting for both HNSW indexes`);
     const deadline = Date.now() + 30 * 60_000;
+    let last = '';
     for (;;) {
       const ci = await client.json<{ status: string; indexed_vectors_count: number }>('GET', `/collections/${COLLECTION}`);
       if (ci.status === 'green' && ci.indexed_vectors_count >= 2 * o.n) break;
+      const now = `${ci.status} ${ci.indexed_vectors_count}`;
+      if (now !== last) console.log(`    ${now}`);
+      last = now;
       if (Date.now() > deadline) throw new Error(`collection not indexed in time: ${JSON.stringify(ci)}`);
       await new Promise((r) => setTimeout(r, 1000));
     }
