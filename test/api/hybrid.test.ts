@@ -255,3 +255,18 @@ test('refused hybrid bodies: the reference status and words, nothing run', async
   sameHits(t, at64, rrfHere([await query(t, A(3))]), 'depth 64: each level keeps the ranks');
   t.deepEqual(await api.ok(t, 'POST', COUNT, { params: inC(C), body: {} }), before);
 });
+
+test('custom sharding: a hybrid query over the keys it names; hits carry their shard key', async (t) => {
+  const K = 'hy_keys';
+  await api.ok(t, 'PUT', COLLECTION, { params: inC(K), body: { vectors: { a: { size: DIM_A, distance: 'Cosine' }, b: { size: DIM_B, distance: 'Dot' } }, sharding_method: 'custom' } });
+  for (const key of ['eu', 'us']) await api.ok(t, 'PUT', '/collections/{collection_name}/shards', { params: inC(K), body: { shard_key: key } });
+  await api.ok(t, 'PUT', POINTS, { params: inC(K), query: { wait: true }, body: { points: data.slice(0, 60), shard_key: 'eu' } });
+  await api.ok(t, 'PUT', POINTS, { params: inC(K), query: { wait: true }, body: { points: data.slice(60, 120), shard_key: 'us' } });
+  const q = async (body: object) => (await api.ok(t, 'POST', QUERY, { params: inC(K), body })).points as Array<Hit & { shard_key?: string }>;
+  const both = await q({ prefetch: [A(15), B(15)], query: { fusion: 'rrf' }, limit: 10, with_payload: true });
+  sameHits(t, both, rrfHere([await q(A(15)), await q(B(15))]).slice(0, 10), 'both keys');
+  for (const h of both) t.is(h.shard_key, h.id < 60 ? 'eu' : 'us');
+  const us = await q({ prefetch: [A(15), B(15)], query: { fusion: 'rrf' }, limit: 10, shard_key: 'us' });
+  sameHits(t, us, rrfHere([await q({ ...A(15), shard_key: 'us' }), await q({ ...B(15), shard_key: 'us' })]).slice(0, 10), 'key us');
+  t.true(us.every((h) => h.id >= 60 && h.shard_key === 'us'));
+});
