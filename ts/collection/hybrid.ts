@@ -4,7 +4,9 @@
  * or re-scores (a vector query or a payload order over the prefetched candidates only).
  *
  * Owns: the plan of such a query and the two fusions, computed as the reference defines
- * them. Every leaf runs as an ordinary collection-level read (a search, an ordered scroll
+ * them. Fusions at every depth run on lists already merged across shards; the reference
+ * fuses nested prefetches per shard (its answer then depends on shard_number, its issue
+ * 10640), so for several shards Quiver's nested fusions are the single-shard answer. Every leaf runs as an ordinary collection-level read (a search, an ordered scroll
  * or a scroll), merged across shards by the collection; re-scoring is an ordinary search
  * restricted to the candidates by a `has_id` filter. So fusion happens after each
  * prefetch's results are gathered from every shard, as the reference fuses, and replicas
@@ -79,7 +81,10 @@ export function rrf<T extends Scored>(lists: T[][], k: number, weights: number[]
  * Distribution-based score fusion: each list's scores are mapped by (s - (m - 3σ)) / 6σ,
  * with m the mean and σ the sample standard deviation (n - 1) of that list's scores (a
  * list of one point scores 0.5, a list of equal scores all 0.5), then summed per point.
- * Values beyond three σ are not clamped, as the reference leaves them.
+ * Values beyond three σ are not clamped, as the reference leaves them. The scores are
+ * taken as the lists carry them, larger better, whatever the distance: on Euclid and
+ * Manhattan vectors (distances, smaller better) this ranks the farthest points first,
+ * which is what the reference computes too (its issue 10611, open).
  */
 export function dbsf<T extends Scored>(lists: T[][]): T[] {
   const byId = new Map<string, T>();
