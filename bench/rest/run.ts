@@ -30,6 +30,7 @@ import { groundTruth, metricSpace, recallAtK, MetricSpace } from '../engine/grou
 import { coresAvailable, forceGc, percentile } from '../engine/measure';
 import { loadQuiver } from '../engine/quiver';
 import { runAuth } from './auth';
+import { runHybridBench } from './hybrid';
 import { RestClient, makeClient, runConcurrent } from './client';
 import { ChannelMode, GrpcBenchClient, GrpcVariant, H2Channels, encodeHealth, encodeQuery, encodeUpsert, makeGrpcClient, variantParts } from './grpc';
 import { FloatFormat, RestOptions, parseRestArgs } from './options';
@@ -366,6 +367,8 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   // `--auth`: the authentication-cost benchmark (bench/rest/auth.ts), with its own flags.
   if (argv.includes('--auth')) return runAuth(argv.filter((a) => a !== '--auth'), 'npm run bench:rest -- --auth');
+  // `--hybrid`: the hybrid-query cost benchmark (bench/rest/hybrid.ts), with its own flags.
+  if (argv.includes('--hybrid')) return runHybridBench(argv.filter((a) => a !== '--hybrid'));
   const opts = parseRestArgs(argv);
   const started = new Date();
   console.log(`REST benchmark${opts.quick ? ' (quick)' : ''}: ${opts.n.toLocaleString('en-US')} points x 128-d, ${opts.queries} queries, ef ${opts.efs.join(',')}`);

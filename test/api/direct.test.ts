@@ -360,7 +360,7 @@ cases('main', () => main, [
   { name: 'NaN as a bare token', req: post(P(C, '/query'), '{"query": [1, 2, 3, 4, 5, 6, 7, NaN]}'), lane: true, status: 400, check: errorIs(/^Format error in JSON body: /) },
   { name: 'a number too large for a float', req: post(P(C, '/search'), `{"vector": [1, 2, 3, 4, 5, 6, 7, 1e400], "limit": 1}`), lane: true, status: 400 },
   { name: 'a negative limit', req: post(P(C, '/query'), { query: Q, limit: -1 }), lane: true, status: 400 },
-  { name: 'an unsupported field (prefetch)', req: post(P(C, '/query'), { prefetch: [{ query: Q }], query: Q }), lane: true, status: 400 },
+  { name: 'prefetch without a query to merge them', req: post(P(C, '/query'), { prefetch: [{ query: Q }] }), lane: true, status: 400 },
   { name: 'a bad filter', req: post(P(C, '/scroll'), { filter: { must: [{ key: 'i', range: { gte: 'x' } }] } }), lane: true, status: 400 },
   { name: 'a body over the limit (declared length)', req: post(P(C, '/query'), TOO_BIG), lane: true, status: 413, check: errorIs(/^Payload too large: /) },
   { name: 'a body over the limit (chunked)', req: { ...post(P(C, '/query'), TOO_BIG), chunked: true }, lane: true, status: 413 },

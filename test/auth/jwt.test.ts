@@ -448,6 +448,24 @@ test.serial('with no key configured everything is allowed without credentials', 
   }
 });
 
+test.serial('lookup_from needs read access to the collection it looks up too', async (t) => {
+  const body = { query: 1, lookup_from: { collection: C2 }, limit: 1 };
+  const only = await hs({ access: [{ collection: C, access: 'r' }] });
+  const r1 = await send(server.url, 'POST', `/collections/${C}/points/query`, bearer(only), body);
+  isForbidden(t, r1, `Forbidden: Access to collection ${C2} is required`, 'lookup_from outside the token');
+  const rb = await send(server.url, 'POST', `/collections/${C}/points/query/batch`, bearer(only), { searches: [{ prefetch: [body], query: { fusion: 'rrf' } }] });
+  isForbidden(t, rb, `Forbidden: Access to collection ${C2} is required`, 'lookup_from in a prefetch of a batch');
+  const rr = await send(server.url, 'POST', `/collections/${C}/points/recommend`, bearer(only), { positive: [1], lookup_from: { collection: C2 }, limit: 1 });
+  isForbidden(t, rr, `Forbidden: Access to collection ${C2} is required`, 'recommend with lookup_from outside the token');
+  // With both collections in the token the lookup runs (jc2 has no point 1: 404).
+  const both = await hs({ access: [{ collection: C, access: 'r' }, { collection: C2, access: 'r' }] });
+  const r2 = await send(server.url, 'POST', `/collections/${C}/points/query`, bearer(both), body);
+  t.is(r2.status, 404, r2.text);
+  t.is(r2.json?.status?.error, 'Not found: No point with id 1 found');
+  const ro = await send(server.url, 'POST', `/collections/${C}/points/query`, apiKey(RO_KEY), body);
+  t.is(ro.status, 404, ro.text);
+});
+
 test.serial('tokens signed with the old api key are refused (403) after a restart with a new key', async (t) => {
   const old = await hs({ sub: 'x', access: 'm' });
   const oldScoped = await hs({ sub: 'x', access: [{ collection: C, access: 'rw' }] });

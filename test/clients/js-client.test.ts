@@ -471,6 +471,32 @@ test.serial('queryBatch answers each query in order', async (t) => {
   t.deepEqual(ids(res[1].points), [UUID_A, UUID_B_NORM]);
 });
 
+test.serial('query hybrid: two named dense prefetches fused by RRF (and RRF with k), re-scored, in a batch', async (t) => {
+  // image (cosine) to [1, 0, 0, 0], 2 best: 10, 12; text (euclid) to [1, 1]: 11, 10, 13 (12 has no text vector now).
+  const prefetch = [
+    { query: [1, 0, 0, 0], using: 'image', limit: 2 },
+    { query: [1, 1], using: 'text', limit: 3 },
+  ];
+  const rrf = await call('query rrf', () => client.query(NAMED, { prefetch, query: { fusion: 'rrf' }, limit: 10 }));
+  // RRF, k = 2: 10 = 1/2 + 1/3, 11 = 1/2, 12 = 1/3, 13 = 1/4.
+  t.deepEqual(ids(rrf.points), [10, 11, 12, 13]);
+  [1 / 2 + 1 / 3, 1 / 2, 1 / 3, 1 / 4].forEach((s, i) => near(t, rrf.points[i].score, s, `rrf score ${i}`));
+  const k = await call('query rrf k', () => client.query(NAMED, { prefetch, query: { rrf: { k: 5 } }, limit: 1, offset: 1, with_payload: true }));
+  t.deepEqual(ids(k.points), [11]);
+  near(t, k.points[0].score, 1 / 5, 'rrf k=5 score of 11');
+  t.deepEqual(k.points[0].payload, { kind: 'dog' });
+  // A dense query over the candidates re-scores only them: cosine to [0, 1, 2, 0].
+  const re = await call('query re-score', () => client.query(NAMED, { prefetch, query: [0, 1, 2, 0], using: 'image', limit: 10 }));
+  t.deepEqual(ids(re.points), [13, 11, 12, 10]);
+  const batch = await call('queryBatch hybrid', () =>
+    client.queryBatch(NAMED, { searches: [{ prefetch, query: { fusion: 'dbsf' }, limit: 1 }, { prefetch, query: { fusion: 'rrf' }, limit: 2 }] }),
+  );
+  t.deepEqual(ids(batch[1].points), [10, 11]);
+  t.is(batch[0].points.length, 1);
+  const err = await t.throwsAsync(() => client.query(NAMED, { prefetch, limit: 2 }));
+  t.is((err as unknown as { status: number }).status, 400);
+});
+
 test.serial('search and searchBatch (the older API)', async (t) => {
   const res = await call('search', () =>
     client.search(PLAIN, { vector: [0, 0, 1, 0], limit: 2, with_payload: true, filter: { must: [{ key: 'count', range: { lte: 7 } }] } }),

@@ -29,6 +29,7 @@ import {
   Direction,
   Distance,
   FieldType,
+  Fusion,
   PayloadSchemaType,
   QdrantClient,
   QuantizationType,
@@ -667,6 +668,32 @@ test.serial('queryBatch answers each query in order', async (t) => {
   t.is(res.result.length, 2);
   t.deepEqual(ids(res.result[0].result), [4]);
   t.deepEqual(ids(res.result[1].result), [UUID_A, UUID_B_NORM]);
+});
+
+test.serial('query hybrid: two named dense prefetches fused by RRF (and RRF with k, DBSF), re-scored, in a batch', async (t) => {
+  const { points } = api();
+  // image (cosine) to [1, 0, 0, 0], 2 best: 10, 12; text (euclid) to [1, 1]: 11, 10, 13 (12 has no text vector now).
+  const prefetch = [
+    { query: nearest([1, 0, 0, 0]), using: 'image', limit: 2n },
+    { query: nearest([1, 1]), using: 'text', limit: 3n },
+  ];
+  const rrf = (await call('query rrf', () => points.query({ collectionName: NAMED, prefetch, query: { variant: { case: 'fusion', value: Fusion.RRF } }, limit: 10n }))).result;
+  // RRF, k = 2: 10 = 1/2 + 1/3, 11 = 1/2, 12 = 1/3, 13 = 1/4.
+  t.deepEqual(ids(rrf), [10, 11, 12, 13]);
+  [1 / 2 + 1 / 3, 1 / 2, 1 / 3, 1 / 4].forEach((s, i) => near(t, rrf[i].score, s, `rrf score ${i}`));
+  const k = (await call('query rrf k', () => points.query({ collectionName: NAMED, prefetch, query: { variant: { case: 'rrf', value: { k: 5 } } }, limit: 1n, offset: 1n }))).result;
+  t.deepEqual(ids(k), [11]);
+  near(t, k[0].score, 1 / 5, 'rrf k=5 score of 11');
+  const dbsf = (await call('query dbsf', () => points.query({ collectionName: NAMED, prefetch, query: { variant: { case: 'fusion', value: Fusion.DBSF } }, limit: 1n }))).result;
+  t.deepEqual(ids(dbsf), [10]);
+  // A dense query over the candidates re-scores only them: cosine to [0, 1, 2, 0].
+  const re = (await call('query re-score', () => points.query({ collectionName: NAMED, prefetch, query: nearest([0, 1, 2, 0]), using: 'image', limit: 10n }))).result;
+  t.deepEqual(ids(re), [13, 11, 12, 10]);
+  const batch = await call('queryBatch hybrid', () =>
+    points.queryBatch({ collectionName: NAMED, queryPoints: [{ collectionName: NAMED, prefetch, query: { variant: { case: 'fusion', value: Fusion.RRF } }, limit: 2n }] }),
+  );
+  t.deepEqual(ids(batch.result[0].result), [10, 11]);
+  t.is(await codeOf(t, () => points.query({ collectionName: NAMED, prefetch, limit: 2n })), 'InvalidArgument');
 });
 
 test.serial('search and searchBatch (the older API)', async (t) => {

@@ -483,6 +483,36 @@ def workflow(client: QdrantClient, url: str, grpc: bool) -> None:
         near(r.points[1].score, math.sqrt(2), "euclid of 11")
         near(r.points[2].score, 5, "euclid of 13")
 
+    @step("query_points hybrid: two named dense prefetches fused by RRF (and RRF with k, DBSF), re-scored, batched")
+    def _():
+        # image (cosine) to [1, 0, 0, 0], 2 best: 10, 12; text (euclid) to [1, 1]: 11, 10, 13 (12 has no text vector now).
+        prefetch = [
+            models.Prefetch(query=[1, 0, 0, 0], using="image", limit=2),
+            models.Prefetch(query=[1, 1], using="text", limit=3),
+        ]
+        r = client.query_points(NAMED, prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.RRF), limit=10)
+        # RRF, k = 2: 10 = 1/2 + 1/3, 11 = 1/2, 12 = 1/3, 13 = 1/4.
+        eq(ids(r.points), [10, 11, 12, 13], "rrf order")
+        for p, s in zip(r.points, [1 / 2 + 1 / 3, 1 / 2, 1 / 3, 1 / 4]):
+            near(p.score, s, f"rrf score of {p.id}", 1e-5)
+        r = client.query_points(NAMED, prefetch=prefetch, query=models.RrfQuery(rrf=models.Rrf(k=10)), limit=2, offset=1)
+        eq(ids(r.points), [11, 12], "rrf k=10 with offset")
+        near(r.points[0].score, 1 / 10, "rrf k=10 score of 11", 1e-5)
+        r = client.query_points(NAMED, prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.DBSF), limit=1, with_payload=True)
+        eq((ids(r.points), r.points[0].payload), ([10], {"kind": "cat"}), "dbsf best, with payload")
+        # A dense query over the prefetched candidates re-scores only them: cosine to [0, 1, 2, 0].
+        r = client.query_points(NAMED, prefetch=prefetch, query=[0, 1, 2, 0], using="image", limit=10)
+        eq(ids(r.points), [13, 11, 12, 10], "re-scored candidates")
+        res = client.query_batch_points(
+            NAMED,
+            requests=[
+                models.QueryRequest(prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.RRF), limit=2),
+                models.QueryRequest(query=[1, 0, 0, 0], using="image", limit=1),
+            ],
+        )
+        eq([ids(x.points) for x in res], [[10, 11], [10]], "hybrid in a batch")
+        raises_status(400, lambda: client.query_points(NAMED, prefetch=prefetch, limit=2), "prefetch without a query")
+
     @step("query_batch_points answers each request in order")
     def _():
         res = client.query_batch_points(

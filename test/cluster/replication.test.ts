@@ -61,6 +61,22 @@ test.serial('3 peers, 3 shards, RF 2: writes through every peer; count, scroll, 
     const hits = await api(url, 'POST', '/collections/r/points/query?consistency=all', { query: vec(42), limit: 3 });
     t.is(hits.status, 200, JSON.stringify(hits.body));
     t.is(hits.body.result.points[0].id, 42);
+    // Hybrid: each prefetch is gathered from every shard (some on other peers) before the
+    // fusion; re-scoring reaches the remote replicas as an ordinary search over the candidates.
+    const alone = async (v: number[]) => (await api(url, 'POST', '/collections/r/points/query?consistency=all', { query: v, limit: 20 })).body.result.points as Array<{ id: number; score: number }>;
+    const [la, lb] = [await alone(vec(42)), await alone(vec(7))];
+    const prefetch = [{ query: vec(42), limit: 20 }, { query: vec(7), limit: 20 }];
+    const fused = await api(url, 'POST', '/collections/r/points/query?consistency=all', { prefetch, query: { fusion: 'rrf' }, limit: 8 });
+    t.is(fused.status, 200, JSON.stringify(fused.body));
+    const rrf = new Map<number, number>();
+    for (const l of [la, lb]) l.forEach((h, rank) => rrf.set(h.id, Math.fround((rrf.get(h.id) ?? 0) + Math.fround(1 / (rank + 2)))));
+    const want = [...rrf].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, 8);
+    t.deepEqual(fused.body.result.points.map((h: any) => [h.id, h.score]), want, `rrf through peer ${i}`);
+    const rescored = await api(url, 'POST', '/collections/r/points/query', { prefetch, query: vec(150), limit: 5 });
+    t.is(rescored.status, 200, JSON.stringify(rescored.body));
+    const cos = (a: number[], b: number[]) => a.reduce((s, x, k) => s + x * b[k], 0) / Math.hypot(...a) / Math.hypot(...b);
+    const cands = [...new Set([...la, ...lb].map((h) => h.id))].map((id) => ({ id, score: cos(vec(id), vec(150)) })).sort((a, b) => b.score - a.score);
+    t.deepEqual(rescored.body.result.points.map((h: any) => h.id), cands.slice(0, 5).map((h) => h.id), `re-score through peer ${i}`);
   }
   // The cluster as every peer shows it: GET /cluster/telemetry (the reference's shape), metrics per replica state.
   const tel = await api(c.peers[2].url, 'GET', '/cluster/telemetry');

@@ -324,17 +324,48 @@ test('Query: each kind of query becomes the REST body; what Quiver does not serv
     [{ query: { recommend: { positive: [{ id: { num: '1' } }], strategy: 'SumScores' } } }, /^bad_input: .*`sum_scores` is not supported/],
     [{ query: { discover: { target: { id: { num: '1' } } } } }, /`discover` queries are not supported/],
     [{ query: { context: { pairs: [] } } }, /`context` queries are not supported/],
-    [{ query: { fusion: 'RRF' } }, /`fusion` queries are not supported/],
+    [{ query: { fusion: 'RRF' } }, /^bad_input: Wrong input: cannot apply Fusion without prefetches/],
     [{ query: { sample: 'Random' } }, /`sample` queries are not supported/],
     [{ query: { formula: {} } }, /`formula` queries are not supported/],
-    [{ query: { rrf: {} } }, /`rrf` queries are not supported/],
+    [{ query: { rrf: {} }, using: 'image', prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }] }, /^bad_request: Bad request: Fusion queries cannot be combined with the 'using' field/],
     [{ query: { relevance_feedback: {} } }, /`relevance_feedback` queries are not supported/],
     [{ query: { nearest_with_mmr: { nearest: { dense: { data: [1] } }, mmr: { diversity: 0.5 } } } }, /maximal marginal relevance is not supported/],
-    [{ prefetch: [{ limit: '3' }] }, /prefetch .* is not supported/],
-    [{ lookup_from: { collection_name: 'other' } }, /lookup_from is not supported/],
+    [{ prefetch: [{ limit: '3' }] }, /^bad_request: Bad request: A query is needed to merge the prefetches/],
+    [{ query: { rrf: { weights: [1, 2] } }, prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }] }, /^bad_input: Wrong input: Number of weights in RRF should match number of pre-fetches: got 2, expected 1/],
+    [{ query: { fusion: 'RRF' }, prefetch: [{ query: { fusion: 'DBSF' } }] }, /^bad_input: Wrong input: cannot apply Fusion without prefetches/],
     [{ limit: '0' }, /^validation: .*limit: value 0 invalid/],
   ];
   for (const [m, pattern] of refused) t.regex(kindOf(() => parseQuery(body(m))), pattern, JSON.stringify(m));
+});
+
+test('Query: prefetches (nested), fusions and lookup_from become the REST body and parse', (t) => {
+  const body = (m: object) => queryPointsToJson(req('Query', { collection_name: 'c', ...m }));
+  const json = body({
+    prefetch: [
+      { query: { nearest: { dense: { data: [1, 0] } } }, using: 'a', limit: '20', score_threshold: 0.5, filter: { must: [{ has_id: { has_id: [{ num: '3' }] } }] }, params: { exact: true } },
+      {
+        prefetch: [{ query: { nearest: { id: { num: '7' } } }, using: 'b', lookup_from: { collection_name: 'other', vector_name: 'v' } }],
+        query: { rrf: { k: 60, weights: [2] } },
+        limit: '5',
+      },
+    ],
+    query: { fusion: 'DBSF' },
+    limit: '4',
+  });
+  t.deepEqual(json, {
+    prefetch: [
+      { query: { nearest: [1, 0] }, using: 'a', filter: { must: [{ has_id: [3] }] }, params: { exact: true }, score_threshold: 0.5, limit: 20 },
+      { prefetch: [{ query: { nearest: 7 }, using: 'b', lookup_from: { collection: 'other', vector: 'v' } }], query: { rrf: { k: 60, weights: [2] } }, limit: 5 },
+    ],
+    query: { fusion: 'dbsf' },
+    limit: 4,
+  });
+  const q = parseQuery(json);
+  t.deepEqual(q.query, { fusion: { method: 'dbsf' } });
+  t.is(q.prefetch?.length, 2);
+  t.deepEqual(q.prefetch?.[1].query, { fusion: { method: 'rrf', k: 60, weights: [2] } });
+  t.deepEqual(q.prefetch?.[1].prefetch[0].lookupFrom, { collection: 'other', vector: 'v', shards: null });
+  t.deepEqual(parseQuery(body({ query: { rrf: {} }, prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }] })).query, { fusion: { method: 'rrf', k: 2, weights: null } });
 });
 
 test('Search and Recommend become the legacy REST bodies; an unset limit is 0 and refused as REST refuses it', (t) => {

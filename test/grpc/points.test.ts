@@ -228,6 +228,34 @@ test('Query: nearest by vector and by id, recommend, filters, params, threshold,
     ['pts', { query: { order_by: { key: 'i', direction: 'Desc' } }, limit: '3' }, { query: { order_by: { key: 'i', direction: 'desc' } }, limit: 3 }],
     ['named', { query: { nearest: dense([1, 0, 0, 0]) }, using: 'image', limit: '5', with_vectors: { include: { names: ['image'] } } }, { query: [1, 0, 0, 0], using: 'image', limit: 5, with_vector: ['image'] }],
     ['named', { query: { nearest: dense([0, 0]) }, using: 'text', limit: '30' }, { query: [0, 0], using: 'text', limit: 30 }],
+    // Hybrid: two named prefetches fused (RRF, RRF with k and weights, DBSF), nested, and re-scored.
+    [
+      'named',
+      { prefetch: [{ query: { nearest: dense([1, 0, 0, 0]) }, using: 'image', limit: '8' }, { query: { nearest: dense([0, 1]) }, using: 'text', limit: '8' }], query: { fusion: 'RRF' }, limit: '6', with_payload: { enable: true } },
+      { prefetch: [{ query: [1, 0, 0, 0], using: 'image', limit: 8 }, { query: [0, 1], using: 'text', limit: 8 }], query: { fusion: 'rrf' }, limit: 6, with_payload: true },
+    ],
+    [
+      'named',
+      { prefetch: [{ query: { nearest: dense([1, 0, 0, 0]) }, using: 'image', limit: '8' }, { query: { nearest: dense([0, 1]) }, using: 'text', limit: '8' }], query: { rrf: { k: 10, weights: [2, 1] } }, limit: '6' },
+      { prefetch: [{ query: [1, 0, 0, 0], using: 'image', limit: 8 }, { query: [0, 1], using: 'text', limit: 8 }], query: { rrf: { k: 10, weights: [2, 1] } }, limit: 6 },
+    ],
+    [
+      'named',
+      {
+        prefetch: [{ prefetch: [{ query: { nearest: dense([0, 0, 1, 0]) }, using: 'image', limit: '10', filter: { must: [{ field: { key: 'kind', match: { keyword: 'cat' } } }] } }, { query: { nearest: { id: pid(2) } }, using: 'text' }], query: { fusion: 'DBSF' }, limit: '7' }],
+        query: { nearest: dense([0, 1, 0, 0]) },
+        using: 'image',
+        offset: '1',
+        limit: '4',
+      },
+      {
+        prefetch: [{ prefetch: [{ query: [0, 0, 1, 0], using: 'image', limit: 10, filter: { must: [{ key: 'kind', match: { value: 'cat' } }] } }, { query: 2, using: 'text' }], query: { fusion: 'dbsf' }, limit: 7 }],
+        query: [0, 1, 0, 0],
+        using: 'image',
+        offset: 1,
+        limit: 4,
+      },
+    ],
   ];
   for (const [coll, gm, rm] of cases) {
     const viaGrpc = await g.call('Points', 'Query', { ...inC(coll), ...gm });
@@ -449,7 +477,7 @@ test('error kinds answer their status with the REST message, and a refused write
     ['Scroll', { limit: 0 }, /limit: value 0 invalid/],
     ['Scroll', { filter: { must: [{ field: { key: 'a[0]', match: { keyword: 'x' } } }] } }, /unsupported key path/],
     ['Search', { vector: [1, 0, 0, 0] }, /limit: value 0 invalid/],
-    ['Query', { query: { nearest: dense([1, 0, 0, 0]) }, prefetch: [{}] }, /prefetch/],
+    ['Query', { prefetch: [{ query: { nearest: dense([1, 0, 0, 0]) } }] }, /A query is needed to merge the prefetches/],
     ['Query', { query: { discover: {} } }, /`discover` queries are not supported/],
     ['Recommend', { limit: '3' }, /At least one positive/],
     ['QueryBatch', { query_points: [{ ...inC('other'), query: { nearest: dense([1, 0, 0, 0]) } }] }, /differs from the batch's collection/],

@@ -17,6 +17,7 @@ import { ForbiddenError } from '../common/errors';
 import type { Config } from '../config/types';
 import { validateFilter } from '../shard/filter';
 import type { TableOfContent } from '../storage/toc';
+import type { Collection } from '../collection/collection';
 
 /** What a guard needs of a request (a Koa context, the direct lane's request, or a gRPC call). */
 export interface GuardInput {
@@ -66,6 +67,18 @@ export async function decide(authn: Authenticator, audit: AuditLog | null, req: 
   }
   record(caller.subject, true, null);
   return { access: caller.access };
+}
+
+/**
+ * Other collections a request reads besides its own (`lookup_from`), by name or alias:
+ * each must be readable by the caller (the reference's rule: a collection a request
+ * looks up must be listed in the caller's token too), and exist.
+ */
+export function lookupCollections(toc: TableOfContent, access: Access | undefined): (name: string) => Collection {
+  return (name) => {
+    if (access !== undefined) check(access, name, {});
+    return toc.get(name);
+  };
 }
 
 /**

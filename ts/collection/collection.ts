@@ -25,7 +25,7 @@ import * as fs from 'node:fs/promises';
 import { BadInputError, BadRequestError, NotFoundError, ShardUnavailableError, snapshotLoadError } from '../common/errors';
 import { type Filter } from '../shard/filter';
 import { crc32c } from '../common/crc32c';
-import { type PointKey } from '../shard/id-tracker';
+import { normalizePointId, type PointKey } from '../shard/id-tracker';
 import { swapDirectory, syncDir } from '../common/files';
 import { LocalShard, type ShardPreload } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
@@ -34,7 +34,8 @@ import { higherIsBetter } from '../shard/vector-store';
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
 import { LocalReplica } from './local-replica';
-import { exampleIds, recommendVector, type Example, type QueryRequest } from './query';
+import { exampleIds, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
+import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
 import {
   compareIds,
   DEFAULT_READ,
@@ -72,6 +73,9 @@ export { keyToJson } from './replica';
 export type { ReplicaOperation, Selector } from './replica-operation';
 export type { ReplicaState } from './replica-state';
 export type { ForKeys, ShardKey, ShardKeyEntry, ShardSelector } from './shard-keys';
+
+/** Other collections of the same storage, by name (for `lookup_from`); throws the reference's 404 for a missing one. */
+export type CollectionLookup = (name: string) => Collection;
 
 export interface UpdateResult {
   operation_id: number;
@@ -918,18 +922,20 @@ export class Collection {
    * stored point, a recommendation, or points with no vector (in id or payload order,
    * scored 0 as the reference does). Example ids are looked up under the same keys.
    */
-  async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<ScoredOut[]> {
+  async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, others: CollectionLookup | null = null): Promise<ScoredOut[]> {
     const q = req.query;
     // The common case (a plain vector) goes straight to the search, with no await of its own.
-    if ('nearest' in q && 'vector' in q.nearest) {
+    if ('nearest' in q && 'vector' in q.nearest && (req.prefetch === undefined || req.prefetch.length === 0)) {
       this.checkVector(req.using, q.nearest.vector);
       return this.search({ ...req, vector: q.nearest.vector }, opts, this.readRings(shards));
     }
-    return this.queryOther(req, opts, shards);
+    return this.queryOther(req, opts, shards, others);
   }
 
-  private async queryOther(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null): Promise<ScoredOut[]> {
+  private async queryOther(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null, others: CollectionLookup | null): Promise<ScoredOut[]> {
     const q = req.query;
+    if (req.prefetch !== undefined && req.prefetch.length > 0) return this.queryHybrid(req, opts, shards, others);
+    if ('fusion' in q) throw new BadInputError('cannot apply Fusion without prefetches');
     const shaping = { filter: req.filter, withPayload: req.withPayload, withVector: req.withVector };
     if ('none' in q) {
       const page = await this.scroll({ offset: null, limit: req.offset + req.limit, ...shaping }, opts, shards);
@@ -940,19 +946,83 @@ export class Collection {
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     const rings = this.readRings(shards);
+    const lookupFrom = req.lookupFrom ?? null;
+    const exclude = referencedIds(req, this.name);
     if ('nearest' in q) {
-      const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings);
-      return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts, rings);
+      const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings, lookupFrom, others);
+      return this.search({ ...req, vector, exclude }, opts, rings);
     }
     const { positive, negative } = q.recommend;
-    const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings);
+    const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings, lookupFrom, others);
     const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
-    return this.search({ ...req, vector, exclude: [...exampleIds(positive), ...exampleIds(negative)] }, opts, rings);
+    return this.search({ ...req, vector, exclude }, opts, rings);
+  }
+
+  /**
+   * A query over the results of its prefetches (hybrid.ts plans and runs it through this
+   * collection's ordinary reads). Its shape, vectors and lookups are checked before any
+   * replica is asked.
+   */
+  private async queryHybrid(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null, others: CollectionLookup | null): Promise<ScoredOut[]> {
+    const { depth, count } = prefetchShape(req.prefetch ?? []);
+    if (depth > MAX_PREFETCH_DEPTH) throw new BadInputError(`prefetches depth ${depth} exceeds max depth ${MAX_PREFETCH_DEPTH}`);
+    if (count > MAX_PREFETCH_COUNT) throw new BadInputError(`a query holds ${count} prefetches, more than the ${MAX_PREFETCH_COUNT} Quiver allows`);
+    this.checkWithVector(req.withVector);
+    const check = (query: QueryKind, using: string, lookupFrom: LookupFrom | null | undefined, prefetch: QueryRequest['prefetch']) => {
+      if ('nearest' in query || 'recommend' in query) {
+        this.vectorSpec(using);
+        const examples = 'nearest' in query ? [query.nearest] : [...query.recommend.positive, ...query.recommend.negative];
+        for (const e of examples) {
+          if ('vector' in e) this.checkVector(using, e.vector);
+          else if (lookupFrom) this.lookupSource(lookupFrom, using, others);
+        }
+      }
+      for (const p of prefetch ?? []) check(p.query, p.using, p.lookupFrom, p.prefetch);
+    };
+    check(req.query, req.using, req.lookupFrom, req.prefetch);
+    const rings = this.readRings(shards);
+    this.readable(this.setsOf(rings));
+    const unscored = (p: RecordOut) => ({ ...p, version: 0, score: 0 });
+    const reads: HybridReads<ScoredOut> = {
+      search: (s) => this.search(s, opts, rings),
+      ordered: async (orderBy, filter, limit, withPayload, withVector) =>
+        (await this.scrollOrdered({ orderBy, limit, filter, withPayload, withVector }, opts, shards)).points.map(unscored),
+      scroll: async (filter, limit, withPayload, withVector) => (await this.scroll({ offset: null, limit, filter, withPayload, withVector }, opts, shards)).points.map(unscored),
+      vectors: (examples, using, lookupFrom) => this.exampleVectors(examples, using, opts, rings, lookupFrom, others),
+      shape: async (page, withPayload, withVector) => {
+        const found = await this.lookup(page.map((p) => normalizePointId(p.id)), withPayload, withVector, opts, rings);
+        const out: ScoredOut[] = [];
+        for (const p of page) {
+          const r = found.get(String(p.id));
+          if (!r) continue;
+          const o: ScoredOut & { order_value?: number } = { id: r.id, version: r.version, score: p.score };
+          if (r.payload !== undefined) o.payload = r.payload;
+          if (r.vector !== undefined) o.vector = r.vector;
+          if (r.shard_key !== undefined) o.shard_key = r.shard_key;
+          const ov = (p as { order_value?: number }).order_value;
+          if (ov !== undefined) o.order_value = ov;
+          out.push(o);
+        }
+        return out;
+      },
+    };
+    return runHybrid(reads, req, referencedIds(req, this.name));
+  }
+
+  /** The collection and vector name that `lookup_from` reads example ids from, checked to fit this collection's `using`. */
+  private lookupSource(lookupFrom: LookupFrom, using: string, others: CollectionLookup | null): { source: Collection; name: string } {
+    if (others === null) throw new BadInputError('lookup_from: looking up another collection is not available to this caller');
+    const source = others(lookupFrom.collection);
+    const name = lookupFrom.vector ?? using;
+    const theirs = source.vectorSpec(name);
+    const ours = this.vectorSpec(using);
+    if (theirs.dim !== ours.dim) throw new BadInputError(`Vector dimension error: expected dim: ${ours.dim}, got ${theirs.dim} (vector ${JSON.stringify(name)} of collection \`${lookupFrom.collection}\`)`);
+    return { source, name };
   }
 
   /** The queries of a batch request (each with its own shard keys), run together; the answer of each in order. */
-  queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
-    return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards)));
+  queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ, others: CollectionLookup | null = null): Promise<ScoredOut[][]> {
+    return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards, others)));
   }
 
   /**
@@ -960,10 +1030,19 @@ export class Collection {
    * that point's `using` vector (404 when there is no such point). Ids are read in one
    * read per shard; errors are reported in the examples' order.
    */
-  private async exampleVectors(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[]): Promise<Float32Array[]> {
+  private async exampleVectors(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[], lookupFrom: LookupFrom | null = null, others: CollectionLookup | null = null): Promise<Float32Array[]> {
     this.vectorSpec(using);
     const ids = exampleIds(examples);
-    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts, rings);
+    let name = using;
+    let found: Map<string, PointRecord> | null = null;
+    if (ids.length > 0) {
+      if (lookupFrom === null) found = await this.lookup(ids, false, [using], opts, rings);
+      else {
+        const src = this.lookupSource(lookupFrom, using, others);
+        name = src.name;
+        found = await src.source.lookupVectors(ids, name, opts, lookupFrom.shards);
+      }
+    }
     return examples.map((e) => {
       if ('vector' in e) {
         this.checkVector(using, e.vector);
@@ -972,10 +1051,16 @@ export class Collection {
       const text = idText(e.id);
       const r = found?.get(text);
       if (!r) throw new NotFoundError(`No point with id ${text} found`);
-      const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[using];
-      if (!v) throw new BadInputError(`Point ${text} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
+      const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[name];
+      if (!v) throw new BadInputError(`Point ${text} has no vector ${name === '' ? '(unnamed)' : JSON.stringify(name)}`);
       return Float32Array.from(v);
     });
+  }
+
+  /** The `name` vectors of points `ids` of this collection (for another collection's `lookup_from`), by id text. */
+  async lookupVectors(ids: PointKey[], name: string, opts: ReadOptions, shards: ShardSelector | null): Promise<Map<string, PointRecord>> {
+    this.vectorSpec(name);
+    return this.lookup(distinct(ids), false, [name], opts, this.readRings(shards));
   }
 
   /**

@@ -9,6 +9,7 @@
 
 import type { PointKey } from '../shard/id-tracker';
 import type { OrderBy, SearchRequest } from './replica';
+import type { ShardSelector } from './shard-keys';
 
 /** A vector, or the id of a stored point whose vector is meant. */
 export type Example = { vector: Float32Array } | { id: PointKey };
@@ -19,12 +20,42 @@ export interface Recommend {
   negative: Example[];
 }
 
-/** Nearest to a vector or point, a recommendation, or no vector at all (points by id, or by payload order). */
-export type QueryKind = { nearest: Example } | { recommend: Recommend } | { orderBy: OrderBy } | { none: true };
+/**
+ * How the results of several prefetches become one list (hybrid.ts computes both):
+ * reciprocal rank fusion with its `k` and optional weight per prefetch, or
+ * distribution-based score fusion.
+ */
+export type Fusion = { method: 'rrf'; k: number; weights: number[] | null } | { method: 'dbsf' };
+
+/**
+ * Nearest to a vector or point, a recommendation, no vector at all (points by id, or by
+ * payload order), or a fusion of prefetches.
+ */
+export type QueryKind = { nearest: Example } | { recommend: Recommend } | { orderBy: OrderBy } | { none: true } | { fusion: Fusion };
+
+/** `lookup_from`: example ids name points of another collection, and their vector `vector` (default: the query's `using`). */
+export interface LookupFrom {
+  collection: string;
+  vector: string | null;
+  shards: ShardSelector | null;
+}
+
+/**
+ * One prefetch of a hybrid query: a query over the collection (a leaf) or over the
+ * results of its own prefetches, whose best `limit` feed the level above.
+ */
+export interface Prefetch extends Pick<SearchRequest, 'using' | 'filter' | 'limit' | 'scoreThreshold' | 'hnswEf' | 'exact' | 'quantization'> {
+  prefetch: Prefetch[];
+  query: QueryKind;
+  lookupFrom: LookupFrom | null;
+}
 
 /** One query: its kind, and what every similarity request shares (limit, filter, params, what to return). */
 export interface QueryRequest extends Omit<SearchRequest, 'vector' | 'exclude'> {
   query: QueryKind;
+  /** Sub-queries whose results the query re-scores or fuses (absent or empty: it runs over the collection). */
+  prefetch?: Prefetch[];
+  lookupFrom?: LookupFrom | null;
 }
 
 export function exampleIds(xs: Example[]): PointKey[] {

@@ -40,6 +40,7 @@ import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { crc32cSteps, runSliced, type Steps } from './slices';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { requiredIds } from './filter-ids';
 import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation } from './operations';
 import { PayloadIndexes, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
@@ -962,6 +963,19 @@ export class LocalShard {
       return;
     }
     const test = this.predicate(filter);
+    const ids = requiredIds(filter);
+    if (ids !== null) {
+      // A required has_id list: only those points can match (the predicate still decides).
+      const seen = new Set<bigint>();
+      for (const id of ids) {
+        const off = this.tracker.offsetOf(id);
+        if (off === null || seen.has(off)) continue;
+        seen.add(off);
+        const e = this.tracker.at(off);
+        if (e && !e.removed && test(e) && visit(off)) return;
+      }
+      return;
+    }
     const cands = this.payloadIndex.candidates(filter);
     if (cands !== null) {
       for (const off of cands) {

@@ -17,6 +17,7 @@ import type { ReplicaOperation } from '../../collection/collection';
 import { NotImplementedError } from '../../common/errors';
 import type { Dispatcher } from '../../storage/dispatcher';
 import type { TableOfContent } from '../../storage/toc';
+import { lookupCollections } from '../guard';
 import { readParams, readTimeout, shardKeySelector, writeParams, type Obj } from '../request/parse';
 import { createIndexBody } from '../request/payload-index';
 import {
@@ -363,7 +364,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const q = keyed(parseQuery)(queryPointsToJson(r));
-        const points = await c.query(q.req, opts, q.shards);
+        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
         return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
       },
     },
@@ -377,7 +378,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const items = r.query_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `query_points[${i}]`));
         const reqs = batchOf({ searches: items.map(queryPointsToJson) }, 'searches').map(keyed(parseQuery));
-        const results = await c.queryBatch(reqs, opts);
+        const results = await c.queryBatch(reqs, opts, lookupCollections(toc, ctx.access));
         return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
       },
     },
@@ -414,7 +415,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
         const c = collection(r);
         const q = keyed(parseRecommend)(recommendPointsToJson(r));
-        const points = await c.query(q.req, opts, q.shards);
+        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
         return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
       },
     },
@@ -427,7 +428,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         const c = collection(r);
         const items = r.recommend_points ?? [];
         items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `recommend_points[${i}]`));
-        const results = await c.queryBatch(batchOf({ searches: items.map(recommendPointsToJson) }, 'searches').map(keyed(parseRecommend)), opts);
+        const results = await c.queryBatch(batchOf({ searches: items.map(recommendPointsToJson) }, 'searches').map(keyed(parseRecommend)), opts, lookupCollections(toc, ctx.access));
         return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
       },
     },

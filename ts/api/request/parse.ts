@@ -10,6 +10,7 @@
  * what does but breaks a rule). Must never: look at stored data.
  */
 
+import type { Access } from '../../auth/access';
 import type { ParsedUrlQuery } from 'node:querystring';
 
 import { FormatError, ValidationError } from '../../common/errors';
@@ -34,6 +35,8 @@ export interface RequestInput {
   params?: Record<string, string>;
   query: ParsedUrlQuery;
   request: { body?: unknown };
+  /** The caller's access as the guard decided it; absent when no guard ran (authentication off). */
+  access?: Access;
 }
 
 /**

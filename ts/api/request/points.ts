@@ -12,11 +12,12 @@
 import type { ForKeys, OrderBy, ReplicaOperation, ScrollRequest, SearchRequest, Selector, WithVector } from '../../collection/collection';
 import type { OrderedScrollRequest } from '../../collection/replica';
 import type { Filter } from '../../shard/filter';
-import type { Example, QueryKind, QueryRequest, Recommend } from '../../collection/query';
+import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest, Recommend } from '../../collection/query';
+import { DEFAULT_RRF_K, MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH } from '../../collection/hybrid';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite } from '../../shard/operations';
 import type { Payload, WithPayload } from '../../shard/payload-store';
-import { BadInputError, FormatError, ValidationError } from '../../common/errors';
+import { BadInputError, BadRequestError, FormatError, ValidationError } from '../../common/errors';
 import { MAX_ENGINE_COUNT } from '../../shard/limits';
 import {
   denseVector,
@@ -281,6 +282,8 @@ function queryKind(x: unknown): QueryKind {
       return { recommend: recommendInput(x.recommend, 'query.recommend.') };
     }
     if ('order_by' in x) return { orderBy: orderBy(x.order_by, 'query.order_by') };
+    if ('fusion' in x) return { fusion: fusionOf(x.fusion) };
+    if ('rrf' in x) return { fusion: rrfOf(x.rrf) };
     if ('indices' in x) throw new FormatError('query: sparse vectors are not supported by Quiver');
     const kind = Object.keys(x)[0];
     throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\` or \`recommend\``);
@@ -292,14 +295,106 @@ function usingOf(b: Obj): string {
   return b.using === undefined || b.using === null ? '' : String(b.using);
 }
 
-/** A body of the query API. */
+/** A body of the query API: a query over the collection, or over the results of its prefetches. */
 export function parseQuery(b: Obj): QueryRequest {
-  refuse(b, {
-    prefetch: 'prefetch (hybrid queries) is not supported by Quiver',
-    lookup_from: 'lookup_from is not supported by Quiver',
-  });
+  checkPrefetchShape(b);
   const using = usingOf(b);
-  return queryRequest(b, 10, using, queryKind(b.query));
+  const req = queryRequest(b, 10, using, queryKind(b.query));
+  const prefetch = prefetchList(b.prefetch, 'prefetch');
+  checkQueryShape(req.query, using, prefetch, req.scoreThreshold);
+  return { ...req, prefetch, lookupFrom: lookupFrom(b.lookup_from) };
+}
+
+function fusionOf(x: unknown): Fusion {
+  if (x === 'rrf') return { method: 'rrf', k: DEFAULT_RRF_K, weights: null };
+  if (x === 'dbsf') return { method: 'dbsf' };
+  throw new FormatError(`query.fusion: unknown variant ${JSON.stringify(x)}, expected \`rrf\` or \`dbsf\``);
+}
+
+function rrfOf(x: unknown): Fusion {
+  if (!isObj(x)) throw new FormatError('query.rrf: expected an object');
+  const k = uint(x.k, 'query.rrf.k', DEFAULT_RRF_K, 1);
+  let weights: number[] | null = null;
+  if (x.weights !== undefined && x.weights !== null) {
+    if (!Array.isArray(x.weights)) throw new FormatError('query.rrf.weights: expected an array of numbers');
+    weights = x.weights.map((w, i) => {
+      if (typeof w !== 'number' || !Number.isFinite(w)) throw new FormatError(`query.rrf.weights[${i}]: expected a number, got ${JSON.stringify(w)}`);
+      return w;
+    });
+  }
+  return { method: 'rrf', k, weights };
+}
+
+/** `lookup_from`: `{collection, vector?, shard_key?}`. */
+function lookupFrom(x: unknown, field = 'lookup_from'): LookupFrom | null {
+  if (x === undefined || x === null) return null;
+  if (!isObj(x)) throw new FormatError(`${field}: expected an object`);
+  if (typeof x.collection !== 'string') throw new FormatError(`${field}: missing field \`collection\``);
+  if (x.vector !== undefined && x.vector !== null && typeof x.vector !== 'string') throw new FormatError(`${field}.vector: expected a string`);
+  return { collection: x.collection, vector: typeof x.vector === 'string' ? x.vector : null, shards: shardKeySelector(x.shard_key, `${field}.shard_key`) };
+}
+
+/**
+ * The depth and number of a body's prefetches, counted without recursion before any of
+ * them is parsed: deeper than the reference plans, or more than Quiver takes, is refused.
+ */
+function checkPrefetchShape(b: Obj): void {
+  let depth = 0;
+  let count = 0;
+  const stack: Array<[unknown, number]> = [[b.prefetch, 1]];
+  while (stack.length > 0) {
+    const [x, d] = stack.pop()!;
+    if (x === undefined || x === null) continue;
+    const list = Array.isArray(x) ? x : [x];
+    if (list.length === 0) continue;
+    depth = Math.max(depth, d);
+    count += list.length;
+    if (count > MAX_PREFETCH_COUNT) throw new BadInputError(`a query holds more than ${MAX_PREFETCH_COUNT} prefetches (at every depth), more than Quiver allows`);
+    for (const p of list) if (isObj(p)) stack.push([p.prefetch, d + 1]);
+  }
+  if (depth > MAX_PREFETCH_DEPTH) throw new BadInputError(`prefetches depth ${depth} exceeds max depth ${MAX_PREFETCH_DEPTH}`);
+}
+
+/** `prefetch`: one object or a list of them. */
+function prefetchList(x: unknown, field: string): Prefetch[] {
+  if (x === undefined || x === null) return [];
+  if (Array.isArray(x)) return x.map((p, i) => prefetchOf(p, `${field}[${i}]`));
+  return [prefetchOf(x, field)];
+}
+
+function prefetchOf(x: unknown, field: string): Prefetch {
+  if (!isObj(x)) throw new FormatError(`${field}: expected an object`);
+  const using = usingOf(x);
+  const prefetch = prefetchList(x.prefetch, `${field}.prefetch`);
+  const req = queryRequest(x, 10, using, queryKind(x.query));
+  checkQueryShape(req.query, using, prefetch, req.scoreThreshold);
+  return {
+    prefetch,
+    query: req.query,
+    using,
+    filter: req.filter,
+    limit: req.limit,
+    scoreThreshold: req.scoreThreshold,
+    hnswEf: req.hnswEf,
+    exact: req.exact,
+    quantization: req.quantization,
+    lookupFrom: lookupFrom(x.lookup_from, `${field}.lookup_from`),
+  };
+}
+
+/** The reference's rules for a query and its prefetches, at every level. */
+function checkQueryShape(query: QueryKind, using: string, prefetch: Prefetch[], scoreThreshold: number | null): void {
+  if (prefetch.length > 0 && 'none' in query) throw new BadRequestError("A query is needed to merge the prefetches. Can't have prefetches without defining a query.");
+  if (scoreThreshold !== null) {
+    if ('orderBy' in query) throw new BadRequestError("Can't use score_threshold with an order_by query.");
+    if ('none' in query) throw new BadRequestError("A query is needed to use the score_threshold. Can't have score_threshold without defining a query.");
+  }
+  if ('fusion' in query) {
+    if (using !== '') throw new BadRequestError("Fusion queries cannot be combined with the 'using' field.");
+    if (prefetch.length === 0) throw new BadInputError('cannot apply Fusion without prefetches');
+    const w = query.fusion.method === 'rrf' ? query.fusion.weights : null;
+    if (w !== null && w.length !== prefetch.length) throw new BadInputError(`Number of weights in RRF should match number of pre-fetches: got ${w.length}, expected ${prefetch.length}`);
+  }
 }
 
 /** `vector` of the legacy search: an array, or `{name, vector}`. */
@@ -321,10 +416,9 @@ export function parseSearch(b: Obj): QueryRequest {
 
 /** A body of the legacy recommend API. */
 export function parseRecommend(b: Obj): QueryRequest {
-  refuse(b, { lookup_from: 'lookup_from is not supported by Quiver' });
   const using = usingOf(b);
   const rec = recommendInput(b, '');
-  return queryRequest(b, null, using, { recommend: rec });
+  return { ...queryRequest(b, null, using, { recommend: rec }), lookupFrom: lookupFrom(b.lookup_from) };
 }
 
 /** A body of a similarity API parsed by `parse`, with the shard keys it names. */

@@ -26,7 +26,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 
-import type { Requirement } from '../../auth/access';
+import type { Access, Requirement } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
 import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
@@ -129,14 +129,14 @@ export class DirectLane {
     let type = JSON_TYPE;
     let text: string;
     try {
-      const denied = route.need === null ? null : await this.guard(route.need, method, params, path, req);
-      if (denied !== null) {
-        status = denied.status;
+      const decision = route.need === null ? null : await this.guard(route.need, method, params, path, req);
+      if (decision !== null && !('access' in decision)) {
+        status = decision.status;
         type = TEXT_TYPE;
-        text = denied.message;
+        text = decision.message;
       } else {
         const body = await readJsonBody(req, this.opts.bodyLimitBytes);
-        const result = await route.handler({ params, query: parseQueryString(query), request: { body } });
+        const result = await route.handler({ params, query: parseQueryString(query), request: { body }, access: decision?.access });
         status = 200;
         text = JSON.stringify({ result, status: 'ok', time: seconds() });
       }
@@ -153,15 +153,14 @@ export class DirectLane {
     requestDone(logger, stats, method, path, route.pattern, status, seconds());
   }
 
-  /** null when the caller may go on; else the plain-text answer. Throws ForbiddenError (403 envelope). */
+  /** The caller's access when it may go on; else the plain-text answer. Throws ForbiddenError (403 envelope). */
   private async guard(
     need: Exclude<Requirement, { scope: 'open' }>,
     method: string,
     params: Record<string, string>,
     path: string,
     req: IncomingMessage,
-  ): Promise<{ status: number; message: string } | null> {
-    const decision = await decide(this.opts.authn, this.opts.audit, need, { headers: req.headers, method, path, params, address: req.socket.remoteAddress ?? null });
-    return 'access' in decision ? null : decision;
+  ): Promise<{ access: Access } | { status: number; message: string }> {
+    return decide(this.opts.authn, this.opts.audit, need, { headers: req.headers, method, path, params, address: req.socket.remoteAddress ?? null });
   }
 }

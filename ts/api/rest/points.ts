@@ -7,6 +7,7 @@
  * before anything is written, so a bad request changes nothing. Must never: hold state or touch disk.
  */
 
+import { lookupCollections } from '../guard';
 import type { Context } from 'koa';
 
 import type { ReplicaOperation } from '../../collection/collection';
@@ -86,14 +87,14 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const q = keyed(parseQuery)(body(r));
-    return { points: await c.query(q.req, opts, q.shards) };
+    return { points: await c.query(q.req, opts, q.shards, lookupCollections(toc, r.access)) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
     const reqs = batchOf(body(r), 'searches').map(keyed(parseQuery));
-    return (await c.queryBatch(reqs, opts)).map((points) => ({ points }));
+    return (await c.queryBatch(reqs, opts, lookupCollections(toc, r.access))).map((points) => ({ points }));
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search', async (r) => {
@@ -113,12 +114,12 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const q = keyed(parseRecommend)(body(r));
-    return c.query(q.req, opts, q.shards);
+    return c.query(q.req, opts, q.shards, lookupCollections(toc, r.access));
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
-    return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseRecommend)), opts);
+    return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseRecommend)), opts, lookupCollections(toc, r.access));
   });
 }

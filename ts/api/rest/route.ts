@@ -12,6 +12,7 @@ import type { Router } from '@koa/router';
 
 import { ok } from '../envelope';
 import { jsonBody } from './body';
+import { accessOf } from './auth';
 import type { DirectHandler, DirectLane } from './direct';
 import type { RequestInput } from '../request/parse';
 
@@ -55,7 +56,7 @@ export class RouteTable {
    * passes a request on (both call `handler`).
    */
   addDirect(method: HttpMethod, pattern: string, handler: DirectHandler): void {
-    this.register(method, pattern, true, [async (ctx: Context) => ok(ctx, await handler(ctx as unknown as RequestInput))]);
+    this.register(method, pattern, true, [async (ctx: Context) => ok(ctx, await handler(Object.assign(ctx as unknown as RequestInput, { access: accessOf(ctx) })))]);
     this.lane?.add(method, pattern, handler);
   }
 

@@ -90,8 +90,20 @@ interface Similar {
   timeout?: Long;
 }
 
+/** PrefetchQuery: a prefetch of a hybrid query, nested to any depth. */
+export interface PrefetchQueryMsg {
+  prefetch?: PrefetchQueryMsg[];
+  query?: QueryMsg;
+  using?: string;
+  filter?: FilterMsg;
+  params?: SearchParamsMsg;
+  score_threshold?: number;
+  limit?: Long;
+  lookup_from?: LookupLocationMsg;
+}
+
 export interface QueryPointsMsg extends Similar {
-  prefetch?: unknown[];
+  prefetch?: PrefetchQueryMsg[];
   query?: QueryMsg;
   using?: string;
   lookup_from?: LookupLocationMsg;
@@ -198,7 +210,7 @@ export function orderByToJson(o: OrderByMsg | undefined, field: string): Json | 
 
 /**
  * A Query to the `query` of the REST body. Kinds Quiver does not serve (discover,
- * context, fusion, rrf, sample, formula, relevance feedback) keep their REST key: the
+ * context, sample, formula, relevance feedback) keep their REST key: the
  * parser refuses them by that key, with the REST error, before reading their contents.
  */
 function queryToJson(q: QueryMsg | undefined): unknown {
@@ -225,8 +237,14 @@ function queryToJson(q: QueryMsg | undefined): unknown {
       const m = q.nearest_with_mmr ?? {};
       return { nearest: vectorInputToJson(m.nearest, 'query.nearest'), mmr: { ...(m.mmr ?? {}) } };
     }
-    case 'rrf':
-      return { rrf: { ...(q.rrf ?? {}) } };
+    case 'rrf': {
+      // An Rrf without weights means equal weights (a repeated field has no absent form).
+      const r = q.rrf ?? {};
+      const out: Json = {};
+      if (present(r.k)) out.k = r.k;
+      if (present(r.weights) && r.weights.length > 0) out.weights = r.weights;
+      return { rrf: out };
+    }
     case 'discover':
     case 'context':
     case 'formula':
@@ -250,10 +268,41 @@ function similarToJson(r: Similar, out: Json): Json {
   return out;
 }
 
+/**
+ * PrefetchQuery messages to REST's `prefetch` list. Walked without recursion, so a
+ * message nested deeper than the parser takes reaches the parser (which refuses it by
+ * its depth) instead of exhausting the stack here.
+ */
+function prefetchesToJson(ps: PrefetchQueryMsg[], field: string): Json[] {
+  const top: Json[] = [];
+  const stack: Array<[PrefetchQueryMsg[], Json[], string]> = [[ps, top, field]];
+  while (stack.length > 0) {
+    const [msgs, into, where] = stack.pop()!;
+    msgs.forEach((p, i) => {
+      const at = `${where}[${i}]`;
+      const out: Json = {};
+      if (p.prefetch !== undefined && p.prefetch !== null && p.prefetch.length > 0) {
+        const inner: Json[] = [];
+        out.prefetch = inner;
+        stack.push([p.prefetch, inner, `${at}.prefetch`]);
+      }
+      put(out, 'query', queryToJson(p.query));
+      put(out, 'using', p.using ?? undefined);
+      put(out, 'filter', filterToJson(p.filter));
+      put(out, 'params', searchParamsToJson(p.params));
+      put(out, 'score_threshold', p.score_threshold ?? undefined);
+      if (present(p.limit)) out.limit = int64(p.limit);
+      put(out, 'lookup_from', lookupToJson(p.lookup_from));
+      into.push(out);
+    });
+  }
+  return top;
+}
+
 /** QueryPoints to the body of `POST /points/query`. */
 export function queryPointsToJson(r: QueryPointsMsg): Json {
   const out: Json = {};
-  if (r.prefetch !== undefined && r.prefetch.length > 0) out.prefetch = r.prefetch.map(() => ({}));
+  if (r.prefetch !== undefined && r.prefetch.length > 0) out.prefetch = prefetchesToJson(r.prefetch, 'prefetch');
   put(out, 'query', queryToJson(r.query));
   put(out, 'using', r.using ?? undefined);
   put(out, 'lookup_from', lookupToJson(r.lookup_from));
