@@ -215,7 +215,7 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
   t.is((await must('POST', `/collections/${C}/points/count`, { exact: true })).count, N - 3);
   await page.getByTestId('recover-file').setInputFiles(file);
   await page.getByTestId('recover-upload-run').click();
-  await confirm(page, /POST \/collections\/dash_flow\/snapshots\/upload\?wait=true&priority=snapshot/);
+  await confirm(page, /POST \/collections\/dash_flow\/snapshots\/upload\?wait=false&priority=snapshot/);
   await page.waitForSelector('#recover-upload[data-state="done"]', ATTACHED);
   const bar = await page.getByTestId('upload-progress').evaluate((e) => ({ value: (e as HTMLProgressElement).value, max: (e as HTMLProgressElement).max }));
   t.true(bar.max >= listed[0]!.size && bar.value === bar.max, `the upload bar is full: ${JSON.stringify(bar)}`);
@@ -235,7 +235,7 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
     const port = (files.address() as { port: number }).port;
     await page.getByTestId('recover-location').fill(`http://127.0.0.1:${port}/${listed[0]!.name}`);
     await page.getByTestId('recover-url-run').click();
-    await confirm(page, /^PUT \/collections\/dash_flow\/snapshots\/recover\?wait=true\n[\s\S]*"location": "http:\/\/127\.0\.0\.1:/);
+    await confirm(page, /^PUT \/collections\/dash_flow\/snapshots\/recover\?wait=false\n[\s\S]*"location": "http:\/\/127\.0\.0\.1:/);
     await page.waitForSelector('#recover-url[data-state="done"]', ATTACHED);
   } finally {
     files.close();
