@@ -177,6 +177,11 @@ test.serial('snapshot jobs: a create and a recovery followed live with a bar, by
     await page.waitForSelector(`#jobs ${partWay}`, ATTACHED);
     const panelIds = await page.locator('#jobs [data-testid="job"]').evaluateAll((els) => els.map((e) => e.getAttribute('data-id')));
     t.deepEqual(panelIds, [recoverId, createId], 'newest first');
+    const listedCreate = page.locator(`#jobs [data-testid="job"][data-id="${createId}"]`);
+    t.is(await listedCreate.getAttribute('data-state'), 'completed');
+    t.is(await listedCreate.getAttribute('data-done'), String(size), 'listed done with bytes = the snapshot size');
+    t.is(await listedCreate.getByTestId('job-kind').textContent(), 'create snapshot');
+    t.is(await listedCreate.getByTestId('job-target').textContent(), C);
     t.is(await page.locator(`#jobs [data-id="${recoverId}"] [data-testid="job-state"]`).textContent(), 'running');
     t.regex((await page.locator(`#jobs [data-id="${recoverId}"] [data-testid="job-bytes"]`).textContent()) ?? '', / of .* \(\d+%\)$/);
     await shot(page, 'snapshot-jobs');

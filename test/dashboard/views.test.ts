@@ -372,6 +372,14 @@ test.serial('a read-only token sees no write control; a collection-scoped one se
   await scoped.page.waitForSelector('#snapshots[data-loaded="true"]', ATTACHED);
   await scoped.page.getByTestId('snapshot').first().waitFor();
   t.deepEqual((await visibleWriteControls(scoped.page)).sort(), ['shard-snapshot-create', 'snapshot-create', 'snapshot-delete']);
+  // Such a token may not read snapshot jobs (global read): its snapshot waits for the answer.
+  const before = ((await must('GET', `/collections/${C}/snapshots`)) as unknown[]).length;
+  await scoped.page.getByTestId('snapshot-create').click();
+  await waitFor('the scoped snapshot made', async () => /^Created /.test((await scoped.page.getByTestId('snapshot-busy').textContent()) ?? ''));
+  t.is(((await must('GET', `/collections/${C}/snapshots`)) as unknown[]).length, before + 1);
+  t.true(scoped.requests.some((u) => u.endsWith(`/collections/${C}/snapshots?wait=true`)), 'sent with wait=true');
+  t.false(scoped.requests.some((u) => u.includes('/snapshots/jobs')), 'no job asked for');
+  t.true(await scoped.page.getByTestId('collection-jobs-box').isHidden());
   await closeSession(t, scoped);
 
   // The read-only API key: the page cannot tell from the key, so the server's first 403
