@@ -10,6 +10,7 @@
  *   shown that part (a condition, not a time), then the bar moves on and ends full, with
  *   bytes equal to the snapshot's size; every value the page showed is recorded in the
  *   page (a MutationObserver), so none is missed between two looks;
+ * - a job started elsewhere (the API) appears in the open jobs panel by itself;
  * - a recovery whose download fails is a failed job, shown with the server's error;
  * - the token page explains JWKS tokens minted outside and `jwt_allow_hs256: false`.
  *
@@ -205,6 +206,16 @@ test.serial('snapshot jobs: a create and a recovery followed live with a bar, by
     const last = seen[seen.length - 1]!;
     t.like(last, { state: 'completed', done: size, total: size, bar: size, max: size });
     t.like(await must('GET', `/snapshots/jobs/${recoverId}`), { state: 'completed', bytes_done: size, bytes_total: size, error: null });
+
+    // A job started elsewhere (here: the API) shows up in the open panel by itself.
+    const other = await fetch(`${node.url}/snapshots?wait=false`, { method: 'POST', headers: { 'api-key': API_KEY } });
+    t.is(other.status, 202);
+    const otherId = ((await other.json()) as { job_id: string }).job_id;
+    const otherRow = page.locator(`#jobs [data-testid="job"][data-id="${otherId}"]`);
+    await page.waitForSelector(`#jobs [data-testid="job"][data-id="${otherId}"][data-state="completed"]`, ATTACHED);
+    t.is(await otherRow.getByTestId('job-kind').textContent(), 'create full snapshot');
+    t.is(await otherRow.getByTestId('job-target').textContent(), 'full storage');
+    t.is(await otherRow.getAttribute('data-done'), String((await must('GET', `/snapshots/jobs/${otherId}`)).bytes_done));
 
     // A download that fails: a failed job, with the server's words, and nothing changed.
     await go(page, `#/collections/${C}`, 'view-collection');

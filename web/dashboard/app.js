@@ -360,7 +360,7 @@
     else if (hash === '/snapshots') {
       show('view-snapshots', 'nav-snapshots', function () {
         loadStorageSnapshots();
-        loadJobs();
+        watchJobs(generation);
       });
     }
     else if (hash === '/jwt') show('view-jwt', 'nav-jwt', openJwt);
@@ -1188,6 +1188,17 @@
         setText('jobs-error', 'Could not list the snapshot jobs: ' + err.message);
       },
     );
+  }
+
+  /** While #/snapshots is open, the list is read again every JOB_LIST_MS (jobs started elsewhere: schedules, other tabs). */
+  var JOB_LIST_MS = 5000;
+  function watchJobs(mine) {
+    if (mine !== generation) return;
+    loadJobs().then(function () {
+      setTimeout(function () {
+        watchJobs(mine);
+      }, JOB_LIST_MS);
+    });
   }
 
   function sortedJobs(filter) {
