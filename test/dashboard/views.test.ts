@@ -215,7 +215,7 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
   t.is((await must('POST', `/collections/${C}/points/count`, { exact: true })).count, N - 3);
   await page.getByTestId('recover-file').setInputFiles(file);
   await page.getByTestId('recover-upload-run').click();
-  await confirm(page, /POST \/collections\/dash_flow\/snapshots\/upload\?wait=true&priority=snapshot/);
+  await confirm(page, /POST \/collections\/dash_flow\/snapshots\/upload\?wait=false&priority=snapshot/);
   await page.waitForSelector('#recover-upload[data-state="done"]', ATTACHED);
   const bar = await page.getByTestId('upload-progress').evaluate((e) => ({ value: (e as HTMLProgressElement).value, max: (e as HTMLProgressElement).max }));
   t.true(bar.max >= listed[0]!.size && bar.value === bar.max, `the upload bar is full: ${JSON.stringify(bar)}`);
@@ -235,7 +235,7 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
     const port = (files.address() as { port: number }).port;
     await page.getByTestId('recover-location').fill(`http://127.0.0.1:${port}/${listed[0]!.name}`);
     await page.getByTestId('recover-url-run').click();
-    await confirm(page, /^PUT \/collections\/dash_flow\/snapshots\/recover\?wait=true\n[\s\S]*"location": "http:\/\/127\.0\.0\.1:/);
+    await confirm(page, /^PUT \/collections\/dash_flow\/snapshots\/recover\?wait=false\n[\s\S]*"location": "http:\/\/127\.0\.0\.1:/);
     await page.waitForSelector('#recover-url[data-state="done"]', ATTACHED);
   } finally {
     files.close();
@@ -372,6 +372,14 @@ test.serial('a read-only token sees no write control; a collection-scoped one se
   await scoped.page.waitForSelector('#snapshots[data-loaded="true"]', ATTACHED);
   await scoped.page.getByTestId('snapshot').first().waitFor();
   t.deepEqual((await visibleWriteControls(scoped.page)).sort(), ['shard-snapshot-create', 'snapshot-create', 'snapshot-delete']);
+  // Such a token may not read snapshot jobs (global read): its snapshot waits for the answer.
+  const before = ((await must('GET', `/collections/${C}/snapshots`)) as unknown[]).length;
+  await scoped.page.getByTestId('snapshot-create').click();
+  await waitFor('the scoped snapshot made', async () => /^Created /.test((await scoped.page.getByTestId('snapshot-busy').textContent()) ?? ''));
+  t.is(((await must('GET', `/collections/${C}/snapshots`)) as unknown[]).length, before + 1);
+  t.true(scoped.requests.some((u) => u.endsWith(`/collections/${C}/snapshots?wait=true`)), 'sent with wait=true');
+  t.false(scoped.requests.some((u) => u.includes('/snapshots/jobs')), 'no job asked for');
+  t.true(await scoped.page.getByTestId('collection-jobs-box').isHidden());
   await closeSession(t, scoped);
 
   // The read-only API key: the page cannot tell from the key, so the server's first 403

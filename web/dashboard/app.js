@@ -12,7 +12,9 @@
  *   #/console                   requests typed as `METHOD /path` + JSON body, with a history
  *   #/cluster                   peers, the shard x peer grid, transfers (polled live), and
  *                               move / replicate / drop / abort, each confirmed first
- *   #/snapshots                 full-storage snapshots
+ *   #/snapshots                 full-storage snapshots, and the snapshot jobs (progress polled
+ *                               live while they run; snapshot creates and recoveries made
+ *                               here are jobs, wait=false)
  *   #/jwt                       a JWT generator: HS256 tokens signed in this browser with the API key
  *
  * The API key (or JWT) is kept in sessionStorage (this tab only) and sent as the
@@ -355,7 +357,12 @@
       });
     } else if (hash === '/console') show('view-console', 'nav-console', openConsole);
     else if (hash === '/cluster') show('view-cluster', 'nav-cluster', openCluster);
-    else if (hash === '/snapshots') show('view-snapshots', 'nav-snapshots', loadStorageSnapshots);
+    else if (hash === '/snapshots') {
+      show('view-snapshots', 'nav-snapshots', function () {
+        loadStorageSnapshots();
+        watchJobs(generation);
+      });
+    }
     else if (hash === '/jwt') show('view-jwt', 'nav-jwt', openJwt);
     else show('view-not-found', null, null);
   }
@@ -810,6 +817,7 @@
       },
     );
     loadShardSnapshots(mine, name);
+    loadJobs();
   }
 
   /** A folded part per shard held here (GET /collections/{c}/cluster local_shards), listed when opened. */
@@ -847,7 +855,7 @@
           };
           details.appendChild(
             actionButton('Create shard snapshot', 'x', 'shard-snapshot-create', function () {
-              api('POST', base + '?wait=true').then(reload, function (err) {
+              snapshotOp('POST', base).then(reload, function (err) {
                 showStatus('Could not snapshot shard ' + id + ': ' + err.message);
               });
             }),
@@ -869,15 +877,20 @@
     var name = currentCollection;
     var button = $('snapshot-create');
     button.disabled = true;
-    $('snapshot-busy').textContent = 'Creating…';
-    api('POST', collectionPath(name) + '/snapshots?wait=true').then(
+    $('snapshot-busy').textContent = canFollowJobs() ? 'Creating (a job, followed below)…' : 'Creating…';
+    var here = function () {
+      return currentCollection === name && !$('view-collection').hidden;
+    };
+    snapshotOp('POST', collectionPath(name) + '/snapshots').then(
       function (s) {
         button.disabled = false;
+        if (!here()) return;
         $('snapshot-busy').textContent = 'Created ' + (s && s.name) + '.';
         loadSnapshots();
       },
       function (err) {
         button.disabled = false;
+        if (!here()) return;
         $('snapshot-busy').textContent = '';
         setText('snapshots-error', 'Could not create a snapshot: ' + err.message);
       },
@@ -896,7 +909,7 @@
     }
     var name = currentCollection;
     var priority = $('recover-priority').value;
-    var path = collectionPath(name) + '/snapshots/upload?wait=true&priority=' + priority;
+    var path = collectionPath(name) + '/snapshots/upload?wait=' + !canFollowJobs() + '&priority=' + priority;
     confirmRequest(
       'Replace collection ' + name + ' with the content of ' + file.name + '?',
       'POST ' + path + '\n(multipart/form-data, part "snapshot": ' + file.name + ', ' + humanBytes(file.size) + ')',
@@ -922,6 +935,11 @@
       xhr.upload.addEventListener('load', function () {
         status.textContent = 'Uploaded; the server is recovering…';
       });
+      var recovered = function () {
+        status.textContent = 'Recovered ' + name + ' from ' + file.name + '.';
+        form.setAttribute('data-state', 'done');
+        if (currentCollection === name && !$('view-collection').hidden) loadCollection();
+      };
       xhr.addEventListener('load', function () {
         var json = null;
         try {
@@ -929,11 +947,17 @@
         } catch (e) {
           json = null;
         }
-        if (xhr.status >= 200 && xhr.status < 300) {
+        if (xhr.status === 202) {
           bar.value = bar.max;
-          status.textContent = 'Recovered ' + name + ' from ' + file.name + '.';
-          form.setAttribute('data-state', 'done');
-          loadCollection();
+          status.textContent = 'Uploaded; the recovery runs as a job (below)…';
+          form.setAttribute('data-state', 'running');
+          followJob(json && json.job_id).then(recovered, function (err) {
+            status.textContent = 'Recovery failed: ' + err.message;
+            form.setAttribute('data-state', 'error');
+          });
+        } else if (xhr.status >= 200 && xhr.status < 300) {
+          bar.value = bar.max;
+          recovered();
         } else {
           var detail = json && json.status && json.status.error ? json.status.error : xhr.responseText.slice(0, 300);
           status.textContent = 'Recovery failed: ' + xhr.status + ' ' + xhr.statusText + (detail ? ': ' + detail : '');
@@ -961,17 +985,22 @@
       return;
     }
     var name = currentCollection;
-    var path = collectionPath(name) + '/snapshots/recover?wait=true';
+    var path = collectionPath(name) + '/snapshots/recover?wait=' + !canFollowJobs();
     var body = { location: location_, priority: $('recover-priority').value };
     confirmRequest('Replace collection ' + name + ' with the snapshot at this location?', requestText('PUT', path, body)).then(function (yes) {
       if (!yes) return;
-      status.textContent = 'Recovering…';
+      status.textContent = canFollowJobs() ? 'Recovering (a job, followed below)…' : 'Recovering…';
       form.setAttribute('data-state', 'running');
-      api('PUT', path, body).then(
+      var run = canFollowJobs()
+        ? api('PUT', path, body).then(function (answer) {
+            return followJob(answer && answer.job_id);
+          })
+        : api('PUT', path, body);
+      run.then(
         function () {
           status.textContent = 'Recovered ' + name + '.';
           form.setAttribute('data-state', 'done');
-          loadCollection();
+          if (currentCollection === name && !$('view-collection').hidden) loadCollection();
         },
         function (err) {
           status.textContent = 'Recovery failed: ' + err.message;
@@ -1003,8 +1032,8 @@
   function createStorageSnapshot() {
     var button = $('storage-snapshot-create');
     button.disabled = true;
-    $('storage-snapshot-busy').textContent = 'Creating…';
-    api('POST', '/snapshots?wait=true').then(
+    $('storage-snapshot-busy').textContent = canFollowJobs() ? 'Creating (a job, followed below)…' : 'Creating…';
+    snapshotOp('POST', '/snapshots').then(
       function (s) {
         button.disabled = false;
         $('storage-snapshot-busy').textContent = 'Created ' + (s && s.name) + '.';
@@ -1016,6 +1045,244 @@
         setText('storage-snapshots-error', 'Could not create a storage snapshot: ' + err.message);
       },
     );
+  }
+
+  // ---------------------------------------------------------------- snapshot jobs
+
+  /*
+   * Snapshot creates and recoveries run as jobs (`wait=false`: a 202 with `job_id`), so
+   * the page never holds a request open for minutes. Each job this page knows of is kept
+   * here by id and, while it runs, polled (GET /snapshots/jobs/{id}) every JOB_POLL_MS;
+   * polling stops when no job runs. GET /snapshots/jobs (global read) lists the recent
+   * ones. A collection-scoped credential may not read jobs: it waits for the answer instead.
+   */
+  var JOB_POLL_MS = 500;
+  var jobs = {};
+  /** What to call when a job ends: id -> function(view). */
+  var jobWaiters = {};
+  var jobPoll = { timer: null, busy: false, again: false };
+  var JOB_KINDS = {
+    create_collection_snapshot: 'create snapshot',
+    create_shard_snapshot: 'create shard snapshot',
+    create_full_snapshot: 'create full snapshot',
+    recover_collection_snapshot: 'recover collection',
+    recover_shard_snapshot: 'recover shard',
+  };
+
+  function canFollowJobs() {
+    return access.kind !== 'collections';
+  }
+
+  function withWait(path, wait) {
+    return path + (path.indexOf('?') >= 0 ? '&' : '?') + 'wait=' + wait;
+  }
+
+  /**
+   * Runs a snapshot operation: as a job followed in the jobs lists, or (a credential that
+   * cannot read jobs) waiting for the answer. Resolves with the outcome (the snapshot's
+   * description for a create), rejects with the server's words.
+   */
+  function snapshotOp(method, path, body) {
+    if (!canFollowJobs()) return api(method, withWait(path, 'true'), body);
+    return api(method, withWait(path, 'false'), body).then(function (answer) {
+      return followJob(answer && answer.job_id);
+    });
+  }
+
+  /** Follows job `id` until it ends: resolves with its result, rejects with its error. */
+  function followJob(id) {
+    if (!id) return Promise.reject(new ApiError(0, 'the server accepted the request but named no job to follow'));
+    return new Promise(function (resolve, reject) {
+      jobWaiters[id] = function (view) {
+        if (view.state === 'completed') resolve(view.result);
+        else reject(new ApiError(0, view.error || 'the job failed'));
+      };
+      if (!jobs[id]) jobs[id] = { id: id, state: 'running', unknown: true, started_at: new Date().toISOString() };
+      pollJobsSoon(0);
+    });
+  }
+
+  function setJob(view) {
+    if (!view || !view.id) return;
+    jobs[view.id] = view;
+    if (view.state !== 'running' && jobWaiters[view.id]) {
+      var done = jobWaiters[view.id];
+      delete jobWaiters[view.id];
+      done(view);
+    }
+  }
+
+  function jobRunning(view) {
+    return view.state === 'running' && !view.lost;
+  }
+
+  function pollJobsSoon(delay) {
+    if (jobPoll.busy) {
+      if (delay === 0) jobPoll.again = true;
+      return;
+    }
+    if (jobPoll.timer !== null) {
+      if (delay > 0) return;
+      clearTimeout(jobPoll.timer);
+    }
+    jobPoll.timer = setTimeout(pollJobs, delay);
+  }
+
+  function pollJobs() {
+    jobPoll.timer = null;
+    var ids = Object.keys(jobs).filter(function (id) {
+      return jobRunning(jobs[id]);
+    });
+    if (ids.length === 0) return;
+    jobPoll.busy = true;
+    Promise.all(
+      ids.map(function (id) {
+        return api('GET', '/snapshots/jobs/' + encodeURIComponent(id)).then(setJob, function (err) {
+          var view = jobs[id];
+          view.pollError = err.message;
+          // Gone (a restart that forgot it) or not ours to read: stop asking.
+          if (err.status === 404 || err.status === 403 || err.status === 401) {
+            view.lost = true;
+            if (jobWaiters[id]) {
+              var done = jobWaiters[id];
+              delete jobWaiters[id];
+              done({ state: 'failed', error: 'the job could not be followed: ' + err.message });
+            }
+          }
+        });
+      }),
+    ).then(function () {
+      jobPoll.busy = false;
+      renderJobs();
+      var again = jobPoll.again;
+      jobPoll.again = false;
+      if (Object.keys(jobs).some(function (id) { return jobRunning(jobs[id]); })) pollJobsSoon(again ? 0 : JOB_POLL_MS);
+    });
+  }
+
+  /** GET /snapshots/jobs: the recent jobs, merged into those known; the running ones polled. */
+  function loadJobs() {
+    var table = $('jobs');
+    table.removeAttribute('data-loaded');
+    renderJobs();
+    if (!canFollowJobs()) {
+      setText('jobs-error', 'Snapshot jobs need global read access; this token is for some collections only.');
+      table.setAttribute('data-loaded', 'error');
+      $('collection-jobs-box').hidden = true;
+      return Promise.resolve();
+    }
+    return api('GET', '/snapshots/jobs').then(
+      function (answer) {
+        setText('jobs-error', '');
+        ((answer && answer.jobs) || []).forEach(function (view) {
+          // A job followed here keeps its newer view until the poll brings the next one.
+          var known = jobs[view.id];
+          if (!known || known.unknown || known.updated_at <= view.updated_at || view.state !== 'running') setJob(view);
+        });
+        renderJobs();
+        table.setAttribute('data-loaded', 'true');
+        pollJobsSoon(JOB_POLL_MS);
+      },
+      function (err) {
+        table.setAttribute('data-loaded', 'error');
+        setText('jobs-error', 'Could not list the snapshot jobs: ' + err.message);
+      },
+    );
+  }
+
+  /** While #/snapshots is open, the list is read again every JOB_LIST_MS (jobs started elsewhere: schedules, other tabs). */
+  var JOB_LIST_MS = 5000;
+  function watchJobs(mine) {
+    if (mine !== generation) return;
+    loadJobs().then(function () {
+      setTimeout(function () {
+        watchJobs(mine);
+      }, JOB_LIST_MS);
+    });
+  }
+
+  function sortedJobs(filter) {
+    return Object.keys(jobs)
+      .map(function (id) {
+        return jobs[id];
+      })
+      .filter(function (v) {
+        return !v.unknown && (!filter || filter(v));
+      })
+      .sort(function (a, b) {
+        return String(b.started_at).localeCompare(String(a.started_at));
+      });
+  }
+
+  function renderJobs() {
+    renderJobRows($('jobs-body'), sortedJobs(null).slice(0, 100));
+    var all = sortedJobs(null).length;
+    $('jobs-count').textContent = all ? '(' + all + ')' : '';
+    var name = currentCollection;
+    var mine = name === null ? [] : sortedJobs(function (v) { return v.collection === name; }).slice(0, 10);
+    $('collection-jobs-box').hidden = mine.length === 0;
+    renderJobRows($('collection-jobs-body'), mine);
+  }
+
+  function seconds(s) {
+    if (typeof s !== 'number') return '';
+    if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
+    return Math.floor(s / 60) + ' min ' + Math.round(s % 60) + ' s';
+  }
+
+  /** The rows of `list`, each updated in place (a running job's row changes only its figures). */
+  function renderJobRows(body, list) {
+    var rows = {};
+    Array.prototype.forEach.call(body.children, function (tr) {
+      rows[tr.getAttribute('data-id')] = tr;
+    });
+    var cells = ['job-kind', 'job-target', 'job-state', 'job-phase', 'job-progress', 'job-rate', 'job-eta', 'job-started', 'job-outcome'];
+    list.forEach(function (v, i) {
+      var tr = rows[v.id];
+      if (!tr) {
+        tr = element('tr', { 'data-testid': 'job', 'data-id': v.id });
+        cells.forEach(function (c) {
+          tr.appendChild(element('td', { 'data-testid': c }));
+        });
+        var bar = element('progress', { 'data-testid': 'job-bar', max: '1', value: '0' });
+        tr.children[4].appendChild(bar);
+        tr.children[4].appendChild(element('span', { 'data-testid': 'job-bytes', class: 'hint' }));
+      }
+      delete rows[v.id];
+      if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
+      var total = typeof v.bytes_total === 'number' ? v.bytes_total : null;
+      tr.setAttribute('data-kind', v.kind);
+      tr.setAttribute('data-state', v.state);
+      tr.setAttribute('data-phase', v.phase);
+      tr.setAttribute('data-done', String(v.bytes_done));
+      tr.setAttribute('data-total', total === null ? '' : String(total));
+      tr.className = 'job-' + v.state;
+      tr.children[0].textContent = (JOB_KINDS[v.kind] || v.kind) + (v.origin === 'schedule' ? ' (scheduled)' : '');
+      tr.children[0].title = v.id;
+      tr.children[1].textContent = v.collection === null ? 'full storage' : v.collection + (v.shard_id === null ? '' : ' shard ' + v.shard_id);
+      tr.children[2].textContent = v.lost ? 'unknown' : v.state;
+      tr.children[3].textContent = v.phase;
+      var bar2 = tr.children[4].firstChild;
+      if (total !== null && total > 0) {
+        bar2.max = total;
+        bar2.value = Math.min(v.bytes_done, total);
+      } else if (v.state === 'completed') {
+        bar2.max = 1;
+        bar2.value = 1;
+      } else bar2.removeAttribute('value'); // no total known: an indeterminate bar
+      tr.children[4].lastChild.textContent =
+        ' ' + humanBytes(v.bytes_done) + (total !== null ? ' of ' + humanBytes(total) + (total > 0 ? ' (' + Math.floor((100 * v.bytes_done) / total) + '%)' : '') : '');
+      tr.children[5].textContent = v.rate_bytes_per_sec ? humanBytes(v.rate_bytes_per_sec) + '/s' : '';
+      tr.children[6].textContent = v.state === 'running' ? seconds(v.eta_sec) : '';
+      tr.children[7].textContent = String(v.started_at || '').slice(11, 19);
+      tr.children[7].title = v.started_at || '';
+      var outcome = tr.children[8];
+      outcome.className = v.error || v.pollError ? 'error' : 'mono';
+      outcome.textContent = v.error || v.pollError || (v.result && v.result.name) || (v.state === 'completed' ? 'done' : '');
+    });
+    Object.keys(rows).forEach(function (id) {
+      rows[id].remove();
+    });
   }
 
   // ---------------------------------------------------------------- query (collection view)
@@ -2077,6 +2344,7 @@
     $('cluster-op').addEventListener('submit', submitClusterOp);
 
     $('storage-snapshot-create').addEventListener('click', createStorageSnapshot);
+    $('jobs-refresh').addEventListener('click', loadJobs);
 
     $('confirm-ok').addEventListener('click', function () {
       if (pendingConfirm) pendingConfirm(true);
