@@ -220,8 +220,11 @@ function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: Grpc
     let finished = false;
     const deadline = req.deadline;
     const timeoutMs = deadline === null ? null : Math.max(0, deadline - Date.now());
+    const pastDeadline = () => deadline !== null && Date.now() >= deadline;
     const finish = (code: Code, details: string | null, value?: unknown) => {
       if (finished) return;
+      // A deadline that passed before its timer ran (a busy event loop) still decides.
+      if (ended === null && pastDeadline()) end('deadline');
       finished = true;
       if (timer !== null) clearTimeout(timer);
       const counted = ended === 'deadline' ? Code.DEADLINE_EXCEEDED : ended === 'cancelled' ? Code.CANCELLED : code;
@@ -251,6 +254,7 @@ function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: Grpc
     call.onCancel = () => end('cancelled');
     const signal = (): AbortSignal => {
       if (aborter === null) {
+        if (ended === null && pastDeadline()) end('deadline');
         aborter = new AbortController();
         if (ended !== null) aborter.abort(ended);
       }
