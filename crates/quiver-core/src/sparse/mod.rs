@@ -275,6 +275,52 @@ impl SparseIndex {
         self.docs.insert(label, v);
     }
 
+    /// Inserts or replaces `labels.len()` documents given flat: document `i` has the
+    /// entries `offsets[i]..offsets[i + 1]` of `indices` and `values`. Everything is
+    /// checked before anything changes, so a refused batch leaves the index as it was.
+    pub fn upsert_batch(&mut self, labels: &[u64], offsets: &[u32], indices: &[u32], values: &[f32]) -> Result<()> {
+        if offsets.len() != labels.len() + 1 || indices.len() != values.len() {
+            return Err(Error::invalid(format!(
+                "sparse batch of {} labels needs {} offsets (got {}) and as many values as indices ({} and {})",
+                labels.len(),
+                labels.len() + 1,
+                offsets.len(),
+                indices.len(),
+                values.len()
+            )));
+        }
+        if offsets[0] != 0 || offsets[labels.len()] as usize != indices.len() || offsets.windows(2).any(|w| w[0] > w[1]) {
+            return Err(Error::invalid("sparse batch offsets must rise from 0 to the number of entries"));
+        }
+        let mut docs = Vec::with_capacity(labels.len());
+        for i in 0..labels.len() {
+            let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+            docs.push(SparseVector::new(indices[a..b].to_vec(), values[a..b].to_vec())?);
+        }
+        for (&l, v) in labels.iter().zip(docs.into_iter()) {
+            self.upsert(l, v);
+        }
+        Ok(())
+    }
+
+    /// The stored vectors of `labels`, flat: the labels found, their offsets (one more
+    /// than the labels found), indices and values.
+    pub fn get_batch(&self, labels: &[u64]) -> (Vec<u64>, Vec<u32>, Vec<u32>, Vec<f32>) {
+        let mut found = Vec::new();
+        let mut offsets = vec![0u32];
+        let mut indices = Vec::new();
+        let mut values = Vec::new();
+        for &l in labels {
+            if let Some(d) = self.docs.get(&l) {
+                found.push(l);
+                indices.extend_from_slice(&d.indices);
+                values.extend_from_slice(&d.values);
+                offsets.push(indices.len() as u32);
+            }
+        }
+        (found, offsets, indices, values)
+    }
+
     /// Removes `label`; returns whether it was stored.
     pub fn remove(&mut self, label: u64) -> bool {
         match self.docs.remove(&label) {
