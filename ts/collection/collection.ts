@@ -46,8 +46,10 @@ import {
   type ScrollRequest,
   type SearchRequest,
   type UpdateOptions,
+  type VectorsOut,
   type WithVector,
 } from './replica';
+import { sparseSpecs } from './sparse-config';
 import { isSelected, type ReplicaOperation } from './replica-operation';
 import { ReplicaSet, type ReplicaSetCluster } from './replica-set';
 import type { ClusterLink, ShardTarget, TransferMethod } from './cluster-link';
@@ -85,7 +87,7 @@ export interface UpdateResult {
 export interface RecordOut {
   id: number | string;
   payload?: Payload;
-  vector?: number[] | Record<string, number[]>;
+  vector?: VectorsOut;
   shard_key?: ShardKey;
 }
 
@@ -94,6 +96,9 @@ export type ScoredOut = ScoredRecord & { shard_key?: ShardKey };
 
 /** The local replica's peer id on a single node (no placement: the id is never compared). */
 const STANDALONE_PEER = '';
+
+/** The dense vector of a sparse search (unused). */
+const NO_VECTOR = new Float32Array(0);
 
 /** Where a collection's shards live in a cluster (absent on a single node: every shard is local). */
 export interface ClusterPlacement {
@@ -317,6 +322,7 @@ export class Collection {
       dir,
       engine: this.engine,
       vectors: vectorSpecs(config),
+      sparse: sparseSpecs(config.params.sparse_vectors),
       walSegmentBytes: walBytes,
       walRetainBytes: walBytes,
       peerId: peer !== undefined && /^[0-9]{1,20}$/.test(peer) && BigInt(peer) < 1n << 64n ? BigInt(peer) : this.nodePeerId,
@@ -589,6 +595,13 @@ export class Collection {
         if (graphChanged) store.requestRebuild();
       }
     }
+    // Sparse index settings (threshold, IDF) apply from the next search.
+    for (const spec of sparseSpecs(next.params.sparse_vectors)) {
+      for (const s of this.present()) {
+        const store = s.sparse.get(spec.name);
+        if (store) Object.assign(store.spec, spec);
+      }
+    }
     for (const s of this.present()) {
       s.setFlushInterval(next.optimizer_config.flush_interval_sec * 1000);
       s.kick();
@@ -623,9 +636,23 @@ export class Collection {
     return groups;
   }
 
+  /** Whether `name` is one of the collection's sparse vectors. */
+  isSparse(name: string): boolean {
+    const sv = this.meta.config.params.sparse_vectors;
+    return sv !== undefined && Object.prototype.hasOwnProperty.call(sv, name);
+  }
+
+  /** Throws the reference's 400 unless `name` is a sparse vector of the collection. */
+  checkSparseName(name: string): void {
+    if (this.isSparse(name)) return;
+    if (this.specs.has(name)) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(name)} is a dense vector`);
+    throw new BadInputError(`Not existing vector name error: ${name}`);
+  }
+
   vectorSpec(name: string): VectorSpec {
     const s = this.specs.get(name);
     if (!s) {
+      if (this.isSparse(name)) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(name)} is a sparse vector`);
       if (name === '') throw new BadInputError('Not existing vector name error: the collection has only named vectors; say which one with `using` or a named vector');
       throw new BadInputError(`Not existing vector name error: ${name}`);
     }
@@ -680,8 +707,11 @@ export class Collection {
     return results;
   }
 
-  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array> }>): void {
-    for (const p of points) for (const [name, v] of p.vectors) this.checkVector(name, v);
+  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array>; sparse?: Map<string, unknown> }>): void {
+    for (const p of points) {
+      for (const [name, v] of p.vectors) this.checkVector(name, v);
+      if (p.sparse) for (const name of p.sparse.keys()) this.checkSparseName(name);
+    }
   }
 
   /** Validates `op` against the configuration; returns the explicit ids that must exist. */
@@ -692,14 +722,15 @@ export class Collection {
         return null;
       case 'update_vectors':
         for (const p of op.points) {
-          if (p.vectors.size === 0) throw new BadInputError('each point of a vector update needs at least one vector');
+          if (p.vectors.size === 0 && (p.sparse?.size ?? 0) === 0) throw new BadInputError('each point of a vector update needs at least one vector');
           for (const [name, v] of p.vectors) this.checkVector(name, v);
+          if (p.sparse) for (const name of p.sparse.keys()) this.checkSparseName(name);
         }
         return op.points.map((p) => p.id);
       case 'delete':
         return null;
       case 'delete_vectors':
-        for (const n of op.names) this.vectorSpec(n);
+        for (const n of op.names) if (!this.isSparse(n)) this.vectorSpec(n);
         return op.select.ids;
       default:
         return op.select.ids;
@@ -820,7 +851,7 @@ export class Collection {
 
   /** Throws the reference's 400 for a vector name that `with_vector` asks for and the collection lacks. */
   private checkWithVector(withVector: WithVector): void {
-    if (Array.isArray(withVector)) for (const n of withVector) this.vectorSpec(n);
+    if (Array.isArray(withVector)) for (const n of withVector) if (!this.isSparse(n)) this.vectorSpec(n);
   }
 
   /**
@@ -925,6 +956,9 @@ export class Collection {
       this.checkVector(req.using, q.nearest.vector);
       return this.search({ ...req, vector: q.nearest.vector }, opts, this.readRings(shards));
     }
+    if ('nearest' in q && 'sparse' in q.nearest) {
+      return this.search({ ...req, vector: NO_VECTOR, sparse: q.nearest.sparse }, opts, this.readRings(shards));
+    }
     return this.queryOther(req, opts, shards);
   }
 
@@ -940,6 +974,17 @@ export class Collection {
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     const rings = this.readRings(shards);
+    if ('nearest' in q && this.isSparse(req.using) && 'id' in q.nearest) {
+      // Nearest to a stored point's sparse vector.
+      const text = idText(q.nearest.id);
+      const r = (await this.lookup([q.nearest.id], false, [req.using], opts, rings)).get(text);
+      if (!r) throw new NotFoundError(`No point with id ${text} found`);
+      const v = r.vector === undefined || Array.isArray(r.vector) ? undefined : r.vector[req.using];
+      if (v === undefined || Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${JSON.stringify(req.using)}`);
+      const sparse = { indices: Uint32Array.from(v.indices), values: Float32Array.from(v.values) };
+      return this.search({ ...req, vector: NO_VECTOR, sparse, exclude: [q.nearest.id] }, opts, rings);
+    }
+    if (this.isSparse(req.using)) throw new BadInputError(`recommendations over the sparse vector ${JSON.stringify(req.using)} are not supported by Quiver`);
     if ('nearest' in q) {
       const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings);
       return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts, rings);
@@ -969,11 +1014,12 @@ export class Collection {
         this.checkVector(using, e.vector);
         return e.vector;
       }
+      if ('sparse' in e) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(using)} is a dense vector`);
       const text = idText(e.id);
       const r = found?.get(text);
       if (!r) throw new NotFoundError(`No point with id ${text} found`);
       const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[using];
-      if (!v) throw new BadInputError(`Point ${text} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
+      if (!v || !Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
       return Float32Array.from(v);
     });
   }
@@ -984,13 +1030,17 @@ export class Collection {
    * `offset + limit`, and the page is cut from their merge.
    */
   private search(req: SearchRequest, opts: ReadOptions, rings: readonly Ring[]): Promise<ScoredOut[]> {
-    const spec = this.vectorSpec(req.using);
-    this.checkVector(req.using, req.vector);
-    if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
+    const spec = req.sparse !== undefined ? null : this.vectorSpec(req.using);
+    if (req.sparse !== undefined) {
+      this.checkSparseName(req.using);
+    } else {
+      this.checkVector(req.using, req.vector);
+      if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
+    }
     if (req.limit + req.offset === 0 && (req.exclude === undefined || req.exclude.length === 0)) return Promise.resolve([]);
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(rings));
-    const higher = higherIsBetter(spec.distance);
+    const higher = spec === null || higherIsBetter(spec.distance);
     if (sets.length === 1) {
       const one = sets[0];
       return this.keyOfShard.has(one.shardId) ? one.search(req, opts, higher).then((rs) => this.keyed(one, rs)) : one.search(req, opts, higher);

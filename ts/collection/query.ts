@@ -8,10 +8,11 @@
  */
 
 import type { PointKey } from '../shard/id-tracker';
+import type { SparseVec } from '../shard/operations';
 import type { OrderBy, SearchRequest } from './replica';
 
-/** A vector, or the id of a stored point whose vector is meant. */
-export type Example = { vector: Float32Array } | { id: PointKey };
+/** A vector, a sparse vector, or the id of a stored point whose vector is meant. */
+export type Example = { vector: Float32Array } | { id: PointKey } | { sparse: SparseVec };
 
 /** A recommendation by the average_vector strategy (the only one served). */
 export interface Recommend {
