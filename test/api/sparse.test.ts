@@ -12,6 +12,7 @@ import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient } from '../support/contract';
 import { mulberry32 } from '../support/rng';
+import { bruteForce, randomSparse, type Sparse } from '../support/sparse';
 import { COLLECTION, COUNT, POINTS, QUERY, SCROLL, SEARCH, VECTORS, VECTORS_DELETE, DELETE } from '../support/routes';
 
 let api: ContractClient;
@@ -23,37 +24,6 @@ test.before(async () => {
 test.after.always(async () => {
   await api?.stop();
 });
-
-export type Sparse = { indices: number[]; values: number[] };
-
-/** A random sparse vector: term-like ids (skewed to small ones), coarse values (exact sums), indices unsorted. */
-export function randomSparse(r: () => number, maxNnz: number, dims: number): Sparse {
-  const m = new Map<number, number>();
-  const n = 1 + Math.floor(r() * maxNnz);
-  while (m.size < n) m.set(Math.floor(r() * r() * dims), Math.round(r() * 16 - 4) / 4);
-  const e = [...m].sort(() => r() - 0.5);
-  return { indices: e.map(([i]) => i), values: e.map(([, v]) => v) };
-}
-
-/** Points sharing an index with q, by dot product (f32 result), ties by id ascending; `weight` scales query values (IDF). */
-export function bruteForce(points: Map<number, Sparse>, q: Sparse, k: number, keep: (id: number) => boolean = () => true, weight?: (dim: number) => number): Array<{ id: number; score: number }> {
-  const out: Array<{ id: number; score: number }> = [];
-  for (const [id, v] of points) {
-    if (!keep(id)) continue;
-    const m = new Map(v.indices.map((d, i) => [d, Math.fround(v.values[i])]));
-    let hit = false;
-    let s = 0;
-    q.indices.forEach((d, i) => {
-      const x = m.get(d);
-      if (x === undefined) return;
-      hit = true;
-      s += x * (weight ? Math.fround(Math.fround(q.values[i]) * weight(d)) : Math.fround(q.values[i]));
-    });
-    if (hit) out.push({ id, score: Math.fround(s) });
-  }
-  out.sort((a, b) => b.score - a.score || a.id - b.id);
-  return out.slice(0, k);
-}
 
 function create(t: ExecutionContext, name: string, body: unknown) {
   return api.ok(t, 'PUT', COLLECTION, { params: { collection_name: name }, body });
@@ -106,6 +76,8 @@ test('sparse queries through query, nearest and search equal brute force, with f
     group.set(id, id % 3);
     points.push({ id, vector: withSparse ? { d: [r(), r()], text: v } : { d: [r(), r()] }, payload: { g: id % 3 } });
   }
+  // In random order: ties must come out by id, not by the order points were stored in.
+  points.sort(() => r() - 0.5);
   await api.ok(t, 'PUT', POINTS, { params: { collection_name: c }, query: { wait: 'true' }, body: { points } });
 
   const compare = async (label: string) => {

@@ -1051,7 +1051,8 @@ export class Collection {
   private async searchMerged(sets: readonly ReplicaSet[], req: SearchRequest, higher: boolean, opts: ReadOptions): Promise<ScoredOut[]> {
     const each = { ...req, offset: 0, limit: req.offset + req.limit };
     const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.search(each, opts, higher))));
-    const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score : (a, b) => a.score - b.score);
+    // Ties in id order, as each shard orders them.
+    const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score || compareIds(a.id, b.id) : (a, b) => a.score - b.score || compareIds(a.id, b.id));
     // An id under several keys is listed once, at its best score (as the reference merges).
     const unique = this.custom ? firstOfEach(merged, (r) => String(r.id)) : merged;
     return unique.slice(req.offset, req.offset + req.limit);

@@ -40,7 +40,7 @@ import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isR
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { crc32cSteps, runSliced, type Steps } from './slices';
-import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
 import { PayloadIndexes, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
@@ -1159,10 +1159,33 @@ export class LocalShard {
         if (offs.length === 0) return [];
         allow = BigUint64Array.from(offs);
       }
-      return await store.search(query, k, allow);
+      // The engine breaks ties by label; the reference's order is by point id. Ask for
+      // more until every hit tied with the k-th is in, then order ties by id.
+      let want = k;
+      let hits = await store.search(query, want, allow);
+      if (hits.length < k || k === 0) return this.byScoreThenId(hits);
+      const kth = hits[k - 1].score;
+      while (hits.length === want && hits[want - 1].score === kth) {
+        want = Math.min(want * 2, MAX_TIE_HITS);
+        if (want === hits.length) break;
+        hits = await store.search(query, want, allow);
+      }
+      return this.byScoreThenId(hits).slice(0, k);
     } catch (err) {
       throw this.closed ? new ShardClosedError() : err;
     }
+  }
+
+  /** Hits sorted by score (larger first), ties by point id ascending. */
+  private byScoreThenId(hits: Hit[]): Hit[] {
+    const keys = new Map<bigint, PointKey | undefined>();
+    for (const h of hits) keys.set(h.label, this.tracker.at(h.label)?.id);
+    return hits.sort((a, b) => {
+      if (a.score !== b.score) return b.score - a.score;
+      const ka = keys.get(a.label);
+      const kb = keys.get(b.label);
+      return ka === undefined || kb === undefined ? 0 : compareKeys(ka, kb);
+    });
   }
 
   /** Nearest points by one named vector; `allow` null means no filter. */
@@ -1238,6 +1261,9 @@ function concat(vs: Float32Array[]): Float32Array {
   }
   return out;
 }
+
+/** Most hits a sparse search gathers to order ties at the k-th score by id (the engine counts in 32 bits). */
+const MAX_TIE_HITS = 0xffff_ffff;
 
 const STATE_FILE_RE = /^state-[0-9]{1,20}\.bin$/;
 const INDEX_FILE_RE = /^vec-[0-9]{1,9}-(appendable|frozen|indexed)-[0-9]{1,20}-[0-9]{1,15}\.qvi$/;
