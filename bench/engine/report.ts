@@ -140,11 +140,8 @@ function esc(s: string): string {
 /** The markdown of the sparse rows, to append to the report. */
 export function sparseSection(res: Results): string {
   if (res.sparse === undefined) return '';
-  if ('skipped' in res.sparse) return `## Sparse vectors
-
-skipped: ${res.sparse.skipped}
-`;
-  return sparseMarkdown(res.sparse);
+  if ('skipped' in res.sparse) return `\n## Sparse vectors\n\nskipped: ${res.sparse.skipped}\n`;
+  return `\n${sparseMarkdown(res.sparse)}`;
 }
 
 export function markdown(res: Results): string {
