@@ -55,6 +55,9 @@ test('create bodies with sparse_vectors are accepted as the reference accepts th
   const patched = await api.ok(t, 'GET', COLLECTION, { params: { collection_name: 'sp-mixed' } });
   t.deepEqual(patched.config.params.sparse_vectors.text, { index: { on_disk: false, full_scan_threshold: 7, datatype: 'float32' }, modifier: 'idf' });
   await api.error(t, 400, 'PATCH', COLLECTION, { params: { collection_name: 'sp-mixed' }, body: { sparse_vectors: { nope: {} } } }, /Not existing vector name error: nope/);
+  await api.error(t, 400, 'PATCH', COLLECTION, { params: { collection_name: 'sp-mixed' }, body: { sparse_vectors: { text: { index: { datatype: 'float16' } } } } }, /sparse_vectors\.text\.index\.datatype: changing the datatype/);
+  // The same datatype again changes nothing and is fine.
+  t.is(await api.ok(t, 'PATCH', COLLECTION, { params: { collection_name: 'sp-mixed' }, body: { sparse_vectors: { text: { index: { datatype: 'float32' } } } } }), true);
   // Bad configs: unknown modifier or datatype, a name shared with a dense vector.
   await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'sp-bad1' }, body: { sparse_vectors: { a: { modifier: 'bm25' } } } }, /sparse_vectors\.a\.modifier/);
   await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'sp-bad2' }, body: { sparse_vectors: { a: { index: { datatype: 'int4' } } } } }, /sparse_vectors\.a\.index\.datatype/);

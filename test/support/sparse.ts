@@ -6,7 +6,8 @@ export type Sparse = { indices: number[]; values: number[] };
 export function randomSparse(r: () => number, maxNnz: number, dims: number): Sparse {
   const m = new Map<number, number>();
   const n = 1 + Math.floor(r() * maxNnz);
-  while (m.size < n) m.set(Math.floor(r() * r() * dims), Math.round(r() * 16 - 4) / 4);
+  // `+ 0`: no -0 (JSON writes it as 0).
+  while (m.size < n) m.set(Math.floor(r() * r() * dims), Math.round(r() * 16 - 4) / 4 + 0);
   const e = [...m].sort(() => r() - 0.5);
   return { indices: e.map(([i]) => i), values: e.map(([, v]) => v) };
 }

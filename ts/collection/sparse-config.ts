@@ -98,6 +98,10 @@ export function updateSparseVectors(current: Record<string, SparseVectorParams>,
   for (const [name, d] of Object.entries(diff)) {
     const cur = out[name];
     if (!cur) throw new BadInputError(`Not existing vector name error: ${name}`);
+    if (d.index?.datatype !== undefined && d.index.datatype !== (cur.index?.datatype ?? 'float32')) {
+      // Stored values would keep the old type's precision: the reference re-indexes, Quiver does not.
+      throw new BadInputError(`${field}.${name}.index.datatype: changing the datatype of an existing sparse vector is not supported by Quiver; recreate the collection`);
+    }
     if (d.index !== undefined) cur.index = { ...(cur.index ?? {}), ...d.index };
     if (d.modifier !== undefined) cur.modifier = d.modifier;
   }
