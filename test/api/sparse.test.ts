@@ -13,7 +13,7 @@ import test, { type ExecutionContext } from 'ava';
 import { ContractClient } from '../support/contract';
 import { mulberry32 } from '../support/rng';
 import { bruteForce, randomSparse, type Sparse } from '../support/sparse';
-import { COLLECTION, COUNT, POINTS, QUERY, SCROLL, SEARCH, VECTORS, VECTORS_DELETE, DELETE } from '../support/routes';
+import { COLLECTION, COUNT, POINTS, QUERY, RECOMMEND, SCROLL, SEARCH, VECTORS, VECTORS_DELETE, DELETE } from '../support/routes';
 
 let api: ContractClient;
 
@@ -126,6 +126,9 @@ test('sparse queries through query, nearest and search equal brute force, with f
   for (const id of plain) store.delete(id);
   await compare('after writes');
 
+  // has_vector sees sparse vectors.
+  t.is((await api.ok(t, 'POST', COUNT, { params: { collection_name: c }, body: { filter: { must: [{ has_vector: 'text' }] } } })).count, store.size);
+
   // with_vector returns the sparse vector, indices ascending.
   const some = [...store.keys()].slice(0, 5);
   const got = await api.ok(t, 'POST', POINTS, { params: { collection_name: c }, body: { ids: some, with_vector: ['text'] } });
@@ -136,6 +139,24 @@ test('sparse queries through query, nearest and search equal brute force, with f
   }
   const page = await api.ok(t, 'POST', SCROLL, { params: { collection_name: c }, body: { limit: 3, with_vector: true } });
   t.true(page.points.every((p: { vector: Record<string, unknown> }) => Array.isArray(p.vector.d)));
+  // Recommendations over the sparse vector (average_vector): 2 avg(pos) - avg(neg) over the union of dimensions, examples left out.
+  const [p1, p2, n1] = some;
+  const extra = randomSparse(r, 6, 120);
+  const avg = (vs: Sparse[]) => {
+    const m = new Map<number, number>();
+    for (const v of vs) v.indices.forEach((d, i) => m.set(d, (m.get(d) ?? 0) + Math.fround(v.values[i]) / vs.length));
+    return m;
+  };
+  const pos = avg([store.get(p1)!, store.get(p2)!, extra]);
+  const neg = avg([store.get(n1)!]);
+  const dims = [...new Set([...pos.keys(), ...neg.keys()])];
+  const rec: Sparse = { indices: dims, values: dims.map((d) => Math.fround(2 * (pos.get(d) ?? 0) - (neg.get(d) ?? 0))) };
+  const wantRec = bruteForce(store, rec, 5, (id) => ![p1, p2, n1].includes(id));
+  t.true(wantRec.length > 0);
+  const body = { query: { recommend: { positive: [p1, p2, extra], negative: [n1] } }, using: 'text', limit: 5 };
+  t.deepEqual(hits(await api.ok(t, 'POST', QUERY, { params: { collection_name: c }, body }).then((x) => x.points)), wantRec, 'recommend through query');
+  t.deepEqual(hits(await api.ok(t, 'POST', RECOMMEND, { params: { collection_name: c }, body: { positive: [p1, p2, extra], negative: [n1], using: 'text', limit: 5 } })), wantRec, 'legacy recommend');
+
   // Nearest to a stored point's sparse vector (the point itself left out).
   const probe = some[0];
   const want = bruteForce(store, store.get(probe)!, 6, (id) => id !== probe);

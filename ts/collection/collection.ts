@@ -34,7 +34,8 @@ import { higherIsBetter } from '../shard/vector-store';
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
 import { LocalReplica } from './local-replica';
-import { exampleIds, recommendVector, type Example, type QueryRequest } from './query';
+import { exampleIds, recommendSparseVector, recommendVector, type Example, type QueryRequest } from './query';
+import type { SparseVec } from '../shard/operations';
 import {
   compareIds,
   DEFAULT_READ,
@@ -974,17 +975,13 @@ export class Collection {
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     const rings = this.readRings(shards);
-    if ('nearest' in q && this.isSparse(req.using) && 'id' in q.nearest) {
-      // Nearest to a stored point's sparse vector.
-      const text = idText(q.nearest.id);
-      const r = (await this.lookup([q.nearest.id], false, [req.using], opts, rings)).get(text);
-      if (!r) throw new NotFoundError(`No point with id ${text} found`);
-      const v = r.vector === undefined || Array.isArray(r.vector) ? undefined : r.vector[req.using];
-      if (v === undefined || Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${JSON.stringify(req.using)}`);
-      const sparse = { indices: Uint32Array.from(v.indices), values: Float32Array.from(v.values) };
-      return this.search({ ...req, vector: NO_VECTOR, sparse, exclude: [q.nearest.id] }, opts, rings);
+    if (this.isSparse(req.using)) {
+      // Nearest to a stored point's sparse vector, or a recommendation over sparse vectors.
+      const examples = 'nearest' in q ? [q.nearest] : [...q.recommend.positive, ...q.recommend.negative];
+      const vs = await this.sparseExamples(examples, req.using, opts, rings);
+      const sparse = 'nearest' in q ? vs[0] : recommendSparseVector(vs.slice(0, q.recommend.positive.length), vs.slice(q.recommend.positive.length));
+      return this.search({ ...req, vector: NO_VECTOR, sparse, exclude: exampleIds(examples) }, opts, rings);
     }
-    if (this.isSparse(req.using)) throw new BadInputError(`recommendations over the sparse vector ${JSON.stringify(req.using)} are not supported by Quiver`);
     if ('nearest' in q) {
       const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings);
       return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts, rings);
@@ -998,6 +995,22 @@ export class Collection {
   /** The queries of a batch request (each with its own shard keys), run together; the answer of each in order. */
   queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
     return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards)));
+  }
+
+  /** The sparse vectors of examples over the sparse vector `using`: as given, or a stored point's (404 when there is no such point). */
+  private async sparseExamples(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[]): Promise<SparseVec[]> {
+    const ids = exampleIds(examples);
+    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts, rings);
+    return examples.map((e) => {
+      if ('sparse' in e) return e.sparse;
+      if ('vector' in e) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(using)} is a sparse vector`);
+      const text = idText(e.id);
+      const r = found?.get(text);
+      if (!r) throw new NotFoundError(`No point with id ${text} found`);
+      const v = r.vector === undefined || Array.isArray(r.vector) ? undefined : r.vector[using];
+      if (v === undefined || Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${JSON.stringify(using)}`);
+      return { indices: Uint32Array.from(v.indices), values: Float32Array.from(v.values) };
+    });
   }
 
   /**
