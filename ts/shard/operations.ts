@@ -13,7 +13,11 @@
  * are the operation's clock tag (clocks.ts), at a fixed place so a history scan reads
  * it without parsing the rest. The header holds ids, payloads and, per vector name,
  * which points carry a vector; the vectors themselves follow as raw little-endian f32
- * (JSON would be several times larger and slower for the bulk of an upsert).
+ * (JSON would be several times larger and slower for the bulk of an upsert). Sparse
+ * vectors, when an operation has any, follow the dense data: the header's `s` lists per
+ * name the rows carrying one and their entry counts, and each row's data is its indices
+ * (u32) then its values (f32). Records without `s` (all records written before sparse
+ * vectors) decode as before.
  *
  * Format 1 (before clock tags) is the same without the tag: `u8 format(=1) | u32
  * header length | header | f32 data`. WALs written before tags still decode (tag
