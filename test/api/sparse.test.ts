@@ -208,6 +208,14 @@ test('bad sparse input is refused as the reference refuses it, naming the field,
   await api.error(t, 400, 'POST', QUERY, { params: { collection_name: c }, body: { query: { indices: [1], values: [1] }, using: 'd' } }, /Conversion between sparse and regular vectors failed/);
   await api.error(t, 422, 'POST', SEARCH, { params: { collection_name: c }, body: { vector: { name: 'text', vector: { indices: [1], values: [] } }, limit: 3 } }, /vector\.vector\.values: must be the same length as indices/);
   t.is((await api.ok(t, 'POST', COUNT, { params: { collection_name: c }, body: {} })).count, 1);
+  // float16: values are rounded to float16 (round to nearest even); beyond its range refused.
+  t.is(await create(t, 'sp-half', { sparse_vectors: { h: { index: { datatype: 'float16' } } } }), true);
+  const half = (vector: unknown) => ({ params: { collection_name: 'sp-half' }, query: { wait: 'true' }, body: { points: [{ id: 1, vector }] } });
+  await api.error(t, 400, 'PUT', POINTS, half({ h: { indices: [1, 2], values: [1, 70000] } }), /float16 range/);
+  await api.ok(t, 'PUT', POINTS, half({ h: { indices: [1, 2, 3], values: [0.1, 65504, 1 + 2 ** -11] } }));
+  const hp = await api.ok(t, 'POST', POINTS, { params: { collection_name: 'sp-half' }, body: { ids: [1], with_vector: true } });
+  // 0.1 is 0x2E66 in float16 = 0.0999755859375; 1 + 2^-11 is halfway between 1 and 1 + 2^-10: to even, 1.
+  t.deepEqual(hp[0].vector, { h: { indices: [1, 2, 3], values: [0.0999755859375, 65504, 1] } });
   const p = await api.ok(t, 'POST', POINTS, { params: { collection_name: c }, body: { ids: [1], with_vector: true } });
   t.deepEqual(p[0].vector, { text: { indices: [1, 3], values: [2, 1] } });
 });

@@ -36,6 +36,7 @@ import { type CollectionConfig, vectorSpecs } from './config';
 import { LocalReplica } from './local-replica';
 import { exampleIds, recommendSparseVector, recommendVector, type Example, type QueryRequest } from './query';
 import type { SparseVec } from '../shard/operations';
+import { F16_MAX } from '../shard/sparse-store';
 import {
   compareIds,
   DEFAULT_READ,
@@ -708,10 +709,19 @@ export class Collection {
     return results;
   }
 
-  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array>; sparse?: Map<string, unknown> }>): void {
+  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array>; sparse?: Map<string, SparseVec> }>): void {
     for (const p of points) {
       for (const [name, v] of p.vectors) this.checkVector(name, v);
-      if (p.sparse) for (const name of p.sparse.keys()) this.checkSparseName(name);
+      if (p.sparse) for (const [name, v] of p.sparse) this.checkSparse(name, v);
+    }
+  }
+
+  /** Throws the reference's 400 unless `v` fits the sparse vector `name` (its datatype's range). */
+  private checkSparse(name: string, v: SparseVec): void {
+    this.checkSparseName(name);
+    if (this.meta.config.params.sparse_vectors?.[name]?.index?.datatype !== 'float16') return;
+    for (const x of v.values) {
+      if (Math.abs(x) > F16_MAX) throw new BadInputError(`sparse vector ${JSON.stringify(name)}: value ${x} is out of the float16 range (±${F16_MAX})`);
     }
   }
 
@@ -725,7 +735,7 @@ export class Collection {
         for (const p of op.points) {
           if (p.vectors.size === 0 && (p.sparse?.size ?? 0) === 0) throw new BadInputError('each point of a vector update needs at least one vector');
           for (const [name, v] of p.vectors) this.checkVector(name, v);
-          if (p.sparse) for (const name of p.sparse.keys()) this.checkSparseName(name);
+          if (p.sparse) for (const [name, v] of p.sparse) this.checkSparse(name, v);
         }
         return op.points.map((p) => p.id);
       case 'delete':

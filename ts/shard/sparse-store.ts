@@ -41,7 +41,14 @@ export const SPARSE_FILE_RE = /^sparse-[0-9]{1,9}-[0-9]{1,20}-[0-9]{1,15}\.qsi$/
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
-/** `x` rounded to the nearest float16 value (ties to even), as an f32; out of range becomes ±Infinity. */
+/** The largest finite float16. */
+export const F16_MAX = 65504;
+
+/**
+ * `x` rounded to the nearest float16 value (ties to even), as an f32. The collection
+ * refuses values beyond ±F16_MAX for a float16 vector; here they are held at ±F16_MAX
+ * (never an infinity, which the index would refuse after the write was logged).
+ */
 export function roundToF16(x: number): number {
   f32[0] = x;
   const bits = u32[0];
@@ -58,7 +65,7 @@ export function roundToF16(x: number): number {
   const frac = q - fl;
   q = frac > 0.5 || (frac === 0.5 && fl % 2 === 1) ? fl + 1 : fl;
   const r = q * step;
-  const out = r > 65504 ? Infinity : r;
+  const out = r > F16_MAX ? F16_MAX : r;
   return sign ? -out : out;
 }
 
