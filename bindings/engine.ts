@@ -181,6 +181,10 @@ export interface Engine {
   createIndex(options: IndexOptions): VectorIndex;
   loadIndex(path: string): Promise<VectorIndex>;
   openWal(dir: string, options?: WalOptions): Promise<Wal>;
+  /** A new, empty sparse (inverted) index. */
+  createSparseIndex(options?: SparseIndexOptions): SparseIndex;
+  /** Reads a file written by SparseIndex.save. Durable backends only. */
+  loadSparseIndex(path: string): Promise<SparseIndex>;
 }
 
 /** Errors thrown by the engine carry one of these stable codes in `err.code`. */
@@ -195,3 +199,68 @@ export const ENGINE_ERROR_CODES = [
   'QUIVER_UNSUPPORTED',
 ] as const;
 export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];
+
+// ---- Sparse vectors ----
+
+/**
+ * Sparse vectors, flat: vector `i` (of `labels[i]`) is entries `offsets[i]` to
+ * `offsets[i + 1]` of `indices` (dimension ids) and `values`; `offsets` has one more
+ * element than `labels` and starts at 0.
+ */
+export interface SparseBatch {
+  labels: BigUint64Array;
+  offsets: Uint32Array;
+  indices: Uint32Array;
+  values: Float32Array;
+}
+
+export interface SparseIndexOptions {
+  /**
+   * A filtered search whose allow-list holds fewer labels than this scores the allowed
+   * documents directly instead of walking the posting lists. Default 5000.
+   */
+  fullScanThreshold?: number;
+}
+
+export interface SparseSearchOptions {
+  k: number;
+  /** Only these labels may be returned. */
+  allow?: BigUint64Array;
+  /** Weigh each query value by its dimension's inverse document frequency in this index. */
+  idf?: boolean;
+  /** Score every (allowed) document from its stored vector; the same result, slower. */
+  exact?: boolean;
+}
+
+export interface SparseIndexStats {
+  count: number;
+  /** Non-zero entries over all documents. */
+  entries: number;
+  /** Dimensions with at least one document. */
+  dims: number;
+  totalBytes: number;
+  fullScanThreshold: number;
+}
+
+/**
+ * An inverted index of sparse vectors, labels as in VectorIndex. Search is exact: the
+ * documents sharing at least one dimension with the query, by dot product (larger is
+ * better), ties by label ascending. Indices of a vector may come in any order (they are
+ * sorted); a repeated index, a length mismatch or a non-finite value is
+ * QUIVER_INVALID_ARGUMENT and the whole call changes nothing.
+ */
+export interface SparseIndex {
+  /** Inserts or replaces documents. */
+  upsert(batch: SparseBatch): Promise<void>;
+  /** Removes documents; resolves with how many existed. */
+  delete(labels: BigUint64Array): Promise<number>;
+  search(indices: Uint32Array, values: Float32Array, options: SparseSearchOptions): Promise<SearchResult>;
+  /** The stored vectors of those of `labels` present (indices ascending), in the order asked. */
+  get(labels: BigUint64Array): Promise<SparseBatch>;
+  /** Every stored label, ascending. */
+  labels(): Promise<BigUint64Array>;
+  stats(): Promise<SparseIndexStats>;
+  /** Writes the index atomically, checksummed. Durable backends only. */
+  save(path: string): Promise<void>;
+  close(): void;
+}

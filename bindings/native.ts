@@ -18,6 +18,8 @@ import type {
   LiveVectors,
   SearchOptions,
   SearchResult,
+  SparseIndex,
+  SparseIndexOptions,
   VectorIndex,
   Wal,
   WalOpenReport,
@@ -25,6 +27,7 @@ import type {
   WalRecord,
 } from './engine';
 import { invalidArgument, normaliseError } from './errors';
+import { createNativeSparse, loadNativeSparse, type SparseAddon } from './sparse-native';
 import {
   checkCount,
   checkIndexOptions,
@@ -32,6 +35,7 @@ import {
   checkLabels,
   checkPath,
   checkSearchOptions,
+  checkSparseOptions,
   checkThreads,
   checkVectors,
 } from './validate';
@@ -85,7 +89,7 @@ interface AddonWal {
   close(): Promise<void>;
 }
 
-export interface Addon {
+export interface Addon extends SparseAddon {
   NativeIndex: new (options: object) => AddonIndex;
   loadIndex(path: string): Promise<AddonIndex>;
   openWal(dir: string, options?: { segmentBytes?: number; retentionBytes?: number }): Promise<AddonWal>;
@@ -307,5 +311,13 @@ export class NativeEngine implements Engine {
       };
       return new NativeWalLog(await this.addon.openWal(checkPath('dir', dir), o));
     });
+  }
+
+  createSparseIndex(options?: SparseIndexOptions): SparseIndex {
+    return createNativeSparse(this.addon, checkSparseOptions(options));
+  }
+
+  loadSparseIndex(path: string): Promise<SparseIndex> {
+    return loadNativeSparse(this.addon, path);
   }
 }

@@ -8,7 +8,7 @@
  * fail the same way with the same code.
  */
 
-import type { Distance, IndexOptions, SearchOptions } from './engine';
+import type { Distance, IndexOptions, SearchOptions, SparseBatch, SparseIndexOptions, SparseSearchOptions } from './engine';
 import { invalidArgument } from './errors';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Dot', 'Euclid', 'Manhattan'];
@@ -112,4 +112,23 @@ export function checkSearchOptions(options: SearchOptions): void {
 
 export function checkThreads(threads: unknown): number | undefined {
   return threads === undefined ? undefined : checkCount('threads', threads, 1024);
+}
+
+/** Checks a sparse batch's array types (the engine checks lengths, order and values). */
+export function checkSparseBatch(b: SparseBatch): void {
+  checkLabels(b.labels);
+  if (!(b.offsets instanceof Uint32Array)) throw invalidArgument('offsets must be a Uint32Array');
+  if (!(b.indices instanceof Uint32Array)) throw invalidArgument('indices must be a Uint32Array');
+  checkVectors(b.values, 'values');
+}
+
+export function checkSparseQuery(indices: unknown, values: unknown, options: SparseSearchOptions): void {
+  if (!(indices instanceof Uint32Array)) throw invalidArgument('indices must be a Uint32Array');
+  checkVectors(values, 'values');
+  checkCount('k', options.k);
+  if (options.allow !== undefined) checkLabels(options.allow, 'allow');
+}
+
+export function checkSparseOptions(options: SparseIndexOptions | undefined): number {
+  return options?.fullScanThreshold === undefined ? 5000 : checkCount('fullScanThreshold', options.fullScanThreshold);
 }

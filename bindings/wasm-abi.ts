@@ -8,7 +8,7 @@
  * anything but cheap calls (the worker does the heavy ones).
  */
 
-import type { Distance, EngineErrorCode, IndexStats } from './engine';
+import type { Distance, EngineErrorCode, IndexStats, SparseBatch, SparseIndexStats } from './engine';
 import { ENGINE_ERROR_CODES } from './engine';
 import { EngineError } from './errors';
 import type { CheckedIndexOptions } from './validate';
@@ -56,6 +56,30 @@ interface Exports {
   quiver_index_compact(handle: number): number;
   quiver_index_to_bytes(handle: number, outLen: number): number;
   quiver_index_from_bytes(bytes: number, len: number): number;
+  quiver_sparse_new(fullScanThreshold: number): number;
+  quiver_sparse_free(handle: number): void;
+  quiver_sparse_upsert(handle: number, labels: number, n: number, offsets: number, indices: number, values: number, entries: number): number;
+  quiver_sparse_delete(handle: number, labels: number, n: number): number;
+  quiver_sparse_search(
+    handle: number,
+    indices: number,
+    values: number,
+    len: number,
+    k: number,
+    flags: number,
+    hasAllow: number,
+    allow: number,
+    allowLen: number,
+    outLabels: number,
+    outScores: number,
+    outCap: number,
+  ): number;
+  quiver_sparse_lens(handle: number, labels: number, n: number, outLens: number): number;
+  quiver_sparse_get(handle: number, labels: number, n: number, outIndices: number, outValues: number, cap: number): number;
+  quiver_sparse_labels(handle: number, out: number, cap: number): number;
+  quiver_sparse_stats(handle: number, out: number): number;
+  quiver_sparse_to_bytes(handle: number, outLen: number): number;
+  quiver_sparse_from_bytes(bytes: number, len: number): number;
 }
 
 const DISTANCE_CODES: readonly Distance[] = ['Cosine', 'Dot', 'Euclid', 'Manhattan'];
@@ -339,6 +363,141 @@ export class WasmModule {
         return this.check(this.x.quiver_index_from_bytes(p, bytes.length));
       } finally {
         this.x.quiver_free(p, s);
+      }
+    });
+  }
+
+  // ---- Sparse indexes (crates/quiver-wasm/src/sparse.rs) ----
+
+  sparseNew(fullScanThreshold: number): number {
+    return this.run(() => this.check(this.x.quiver_sparse_new(fullScanThreshold)));
+  }
+
+  sparseFree(handle: number): void {
+    this.run(() => this.x.quiver_sparse_free(handle));
+  }
+
+  sparseUpsert(handle: number, b: SparseBatch): void {
+    this.run(() => {
+      const bufs = [this.put(b.labels), this.put(b.offsets), this.put(b.indices), this.put(b.values)];
+      try {
+        if (b.offsets.length !== b.labels.length + 1) {
+          throw new EngineError('QUIVER_INVALID_ARGUMENT', `sparse batch of ${b.labels.length} labels needs ${b.labels.length + 1} offsets, got ${b.offsets.length}`);
+        }
+        if (b.indices.length !== b.values.length) {
+          throw new EngineError('QUIVER_INVALID_ARGUMENT', `sparse batch has ${b.indices.length} indices but ${b.values.length} values`);
+        }
+        this.check(this.x.quiver_sparse_upsert(handle, bufs[0][0], b.labels.length, bufs[1][0], bufs[2][0], bufs[3][0], b.indices.length));
+      } finally {
+        for (const [p, size] of bufs) this.x.quiver_free(p, size);
+      }
+    });
+  }
+
+  sparseDelete(handle: number, labels: BigUint64Array): number {
+    return this.run(() => {
+      const [lp, ls] = this.put(labels);
+      try {
+        return this.check(this.x.quiver_sparse_delete(handle, lp, labels.length));
+      } finally {
+        this.x.quiver_free(lp, ls);
+      }
+    });
+  }
+
+  sparseSearch(
+    handle: number,
+    indices: Uint32Array,
+    values: Float32Array,
+    o: { k: number; allow?: BigUint64Array; idf?: boolean; exact?: boolean },
+    live: number,
+  ): { labels: BigUint64Array; scores: Float32Array } {
+    return this.run(() => {
+      if (indices.length !== values.length) {
+        throw new EngineError('QUIVER_INVALID_ARGUMENT', `sparse vector has ${indices.length} indices but ${values.length} values`);
+      }
+      const cap = Math.max(1, Math.min(o.k, live));
+      const [ip, is] = this.put(indices);
+      const [vp, vs] = this.put(values);
+      const [ap, as] = o.allow ? this.put(o.allow) : [0, 0];
+      const lp = this.alloc(cap * 8);
+      const sp = this.alloc(cap * 4);
+      try {
+        const flags = (o.idf ? 1 : 0) | (o.exact ? 2 : 0);
+        const n = this.check(
+          this.x.quiver_sparse_search(handle, ip, vp, indices.length, o.k, flags, o.allow ? 1 : 0, ap, o.allow ? o.allow.length : 0, lp, sp, cap),
+        );
+        return {
+          labels: new BigUint64Array(this.x.memory.buffer.slice(lp, lp + n * 8)),
+          scores: new Float32Array(this.x.memory.buffer.slice(sp, sp + n * 4)),
+        };
+      } finally {
+        this.x.quiver_free(ip, is);
+        this.x.quiver_free(vp, vs);
+        if (o.allow) this.x.quiver_free(ap, as);
+        this.x.quiver_free(lp, cap * 8);
+        this.x.quiver_free(sp, cap * 4);
+      }
+    });
+  }
+
+  sparseGet(handle: number, labels: BigUint64Array): SparseBatch {
+    return this.run(() => {
+      const [lp, ls] = this.put(labels);
+      const lensp = this.alloc(Math.max(1, labels.length) * 4);
+      try {
+        const total = this.check(this.x.quiver_sparse_lens(handle, lp, labels.length, lensp));
+        const lens = new Uint32Array(this.x.memory.buffer.slice(lensp, lensp + labels.length * 4));
+        const ip = this.alloc(Math.max(1, total) * 4);
+        const vp = this.alloc(Math.max(1, total) * 4);
+        try {
+          const n = this.check(this.x.quiver_sparse_get(handle, lp, labels.length, ip, vp, total));
+          const found: bigint[] = [];
+          const offsets = [0];
+          lens.forEach((len, i) => {
+            if (len === 0xffff_ffff) return;
+            found.push(labels[i]);
+            offsets.push(offsets[offsets.length - 1] + len);
+          });
+          return {
+            labels: BigUint64Array.from(found),
+            offsets: Uint32Array.from(offsets),
+            indices: new Uint32Array(this.x.memory.buffer.slice(ip, ip + n * 4)),
+            values: new Float32Array(this.x.memory.buffer.slice(vp, vp + n * 4)),
+          };
+        } finally {
+          this.x.quiver_free(ip, Math.max(1, total) * 4);
+          this.x.quiver_free(vp, Math.max(1, total) * 4);
+        }
+      } finally {
+        this.x.quiver_free(lp, ls);
+        this.x.quiver_free(lensp, Math.max(1, labels.length) * 4);
+      }
+    });
+  }
+
+  sparseStats(handle: number): SparseIndexStats {
+    return this.run(() => {
+      const op = this.alloc(5 * 8);
+      try {
+        this.check(this.x.quiver_sparse_stats(handle, op));
+        const v = new Float64Array(this.x.memory.buffer, op, 5);
+        return { count: v[0], entries: v[1], dims: v[2], totalBytes: v[3], fullScanThreshold: v[4] };
+      } finally {
+        this.x.quiver_free(op, 5 * 8);
+      }
+    });
+  }
+
+  sparseLabels(handle: number): BigUint64Array {
+    return this.run(() => {
+      const count = this.sparseStats(handle).count;
+      const op = this.alloc(Math.max(1, count) * 8);
+      try {
+        const n = this.check(this.x.quiver_sparse_labels(handle, op, count));
+        return new BigUint64Array(this.x.memory.buffer.slice(op, op + n * 8));
+      } finally {
+        this.x.quiver_free(op, Math.max(1, count) * 8);
       }
     });
   }

@@ -9,7 +9,7 @@
  */
 
 import { parentPort, workerData } from 'node:worker_threads';
-import type { IndexStats } from './engine';
+import type { IndexStats, SparseBatch, SparseSearchOptions } from './engine';
 import { EngineError } from './errors';
 import { WasmModule, WasmSearchArgs } from './wasm-abi';
 import type { CheckedIndexOptions } from './validate';
@@ -25,7 +25,15 @@ export type WorkerRequest =
   | { id: number; op: 'compact'; args: { handle: number } }
   | { id: number; op: 'stats'; args: { handle: number } }
   | { id: number; op: 'toBytes'; args: { handle: number } }
-  | { id: number; op: 'fromBytes'; args: { bytes: Uint8Array } };
+  | { id: number; op: 'fromBytes'; args: { bytes: Uint8Array } }
+  | { id: number; op: 'sparseNew'; args: { fullScanThreshold: number } }
+  | { id: number; op: 'sparseFree'; args: { handle: number } }
+  | { id: number; op: 'sparseUpsert'; args: { handle: number; batch: SparseBatch } }
+  | { id: number; op: 'sparseDelete'; args: { handle: number; labels: BigUint64Array } }
+  | { id: number; op: 'sparseSearch'; args: { handle: number; indices: Uint32Array; values: Float32Array; options: SparseSearchOptions } }
+  | { id: number; op: 'sparseGet'; args: { handle: number; labels: BigUint64Array } }
+  | { id: number; op: 'sparseLabels'; args: { handle: number } }
+  | { id: number; op: 'sparseStats'; args: { handle: number } };
 
 export type WorkerResponse =
   | { id: number; ok: true; result: unknown }
@@ -102,6 +110,33 @@ function main(): void {
         const h = wasm.fromBytes(req.args.bytes);
         return { result: { handle: h, stats: wasm.stats(h) }, transfer: [] };
       }
+      case 'sparseNew':
+        return { result: wasm.sparseNew(req.args.fullScanThreshold), transfer: [] };
+      case 'sparseFree':
+        wasm.sparseFree(req.args.handle);
+        return { result: null, transfer: [] };
+      case 'sparseUpsert':
+        wasm.sparseUpsert(req.args.handle, req.args.batch);
+        return { result: null, transfer: [] };
+      case 'sparseDelete':
+        return { result: wasm.sparseDelete(req.args.handle, req.args.labels), transfer: [] };
+      case 'sparseSearch': {
+        const { handle: h, indices, values, options } = req.args;
+        const started = performance.now();
+        const r = wasm.sparseSearch(h, indices, values, options, wasm.sparseStats(h).count);
+        const out: SearchOut = { ...r, computeUs: (performance.now() - started) * 1000 };
+        return { result: out, transfer: [out.labels.buffer as ArrayBuffer, out.scores.buffer as ArrayBuffer] };
+      }
+      case 'sparseGet': {
+        const b = wasm.sparseGet(req.args.handle, req.args.labels);
+        return { result: b, transfer: [b.labels.buffer, b.offsets.buffer, b.indices.buffer, b.values.buffer] as ArrayBuffer[] };
+      }
+      case 'sparseLabels': {
+        const l = wasm.sparseLabels(req.args.handle);
+        return { result: l, transfer: [l.buffer as ArrayBuffer] };
+      }
+      case 'sparseStats':
+        return { result: wasm.sparseStats(req.args.handle), transfer: [] };
     }
   };
 

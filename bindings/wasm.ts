@@ -24,10 +24,13 @@ import type {
   LiveVectors,
   SearchOptions,
   SearchResult,
+  SparseIndex,
+  SparseIndexOptions,
   VectorIndex,
   Wal,
   WalOptions,
 } from './engine';
+import { WasmSparseIndex } from './sparse-wasm';
 import { EngineError, isEngineErrorCode } from './errors';
 import { WasmModule, WasmSearchArgs } from './wasm-abi';
 import type { WorkerRequest, WorkerResponse } from './wasm-worker';
@@ -37,6 +40,7 @@ import {
   checkLabels,
   checkPath,
   checkSearchOptions,
+  checkSparseOptions,
   checkThreads,
   checkVectors,
   CheckedIndexOptions,
@@ -291,6 +295,14 @@ export class WasmEngine implements Engine {
 
   openWal(dir: string, _options?: WalOptions): Promise<Wal> {
     return Promise.reject(unsupported(`cannot open a WAL in ${String(dir)}`));
+  }
+
+  createSparseIndex(options?: SparseIndexOptions): SparseIndex {
+    return new WasmSparseIndex(this.worker(), checkSparseOptions(options), unsupported);
+  }
+
+  loadSparseIndex(path: string): Promise<SparseIndex> {
+    return Promise.reject(unsupported(`cannot load a sparse index from ${String(path)}`));
   }
 
   /** Stops the worker; indexes created by this engine become unusable. */

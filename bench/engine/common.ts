@@ -36,7 +36,8 @@ export interface GroundTruth {
   workers: number;
 }
 
-export const ALL_DATASETS = ['mnist', 'embeddings', 'synthetic'] as const;
+/** `sparse`: the sparse-vector rows (bench/engine/sparse.ts), run on the native engine. */
+export const ALL_DATASETS = ['mnist', 'embeddings', 'synthetic', 'sparse'] as const;
 export const ALL_LIBS = [
   'quiver-native',
   'quiver-native-int8',

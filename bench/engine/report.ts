@@ -1,3 +1,4 @@
+import { sparseMarkdown, type SparseBenchResult } from './sparse';
 /**
  * Result rows, the Markdown report (tables + ratios) and the SVG QPS-vs-recall plots.
  */
@@ -76,6 +77,8 @@ export interface Results {
   totalSeconds: number;
   loadAverageAtEnd: number[];
   coresAvailableAtEnd?: number;
+  /** The sparse-vector rows (absent when not run). */
+  sparse?: SparseBenchResult | { skipped: string };
 }
 
 type Curve = { series: string; points: { ef: number; recall: number; qps: number }[] };
@@ -132,6 +135,13 @@ function ratio(a: number | null | undefined, b: number | null | undefined): stri
 
 function esc(s: string): string {
   return s.replace(/\|/g, '\\|');
+}
+
+/** The markdown of the sparse rows, to append to the report. */
+export function sparseSection(res: Results): string {
+  if (res.sparse === undefined) return '';
+  if ('skipped' in res.sparse) return `\n## Sparse vectors\n\nskipped: ${res.sparse.skipped}\n`;
+  return `\n${sparseMarkdown(res.sparse)}`;
 }
 
 export function markdown(res: Results): string {

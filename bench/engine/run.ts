@@ -30,7 +30,8 @@ import { BuildOutcome, HnswlibRunner, MemoryInfo, QuiverRunner, Runner, UsearchR
 import { eventLoopProbe } from './eventloop';
 import { coresAvailable, forceGc, percentile } from './measure';
 import { loadQuiver } from './quiver';
-import { DatasetInfo, Results, Row, markdown, plotFor } from './report';
+import { DatasetInfo, Results, Row, markdown, plotFor, sparseSection } from './report';
+import { sparseBench } from './sparse';
 
 const WARMUP = 300;
 const WARMUP_QUICK = 100;
@@ -239,8 +240,19 @@ async function main(): Promise<void> {
   const datasets: DatasetInfo[] = [];
   let eventLoop: Record<string, unknown> | null = null;
 
+  let sparse: Results['sparse'];
   for (const key of opts.datasets) {
     console.log(`\n[${key}]`);
+    if (key === 'sparse') {
+      try {
+        if (!nativeEngine) throw new Error('the sparse rows need the native engine (quiver-native in --libs)');
+        sparse = await sparseBench(nativeEngine, opts.dataDir, opts.quick, opts.pipInstall);
+      } catch (e) {
+        sparse = { skipped: errMsg(e) };
+        console.log(`  skipped: ${errMsg(e)}`);
+      }
+      continue;
+    }
     const t0 = nowSec();
     let ds: Dataset | DatasetSkip;
     try {
@@ -359,11 +371,12 @@ async function main(): Promise<void> {
     totalSeconds: nowSec() - tStart,
     loadAverageAtEnd: os.loadavg().map((x) => Math.round(x * 100) / 100),
     coresAvailableAtEnd: Math.round((await coresAvailable()) * 100) / 100,
+    ...(sparse !== undefined ? { sparse } : {}),
   };
   fs.mkdirSync(opts.resultsDir, { recursive: true });
   const stem = path.join(opts.resultsDir, `engine-${tag}`);
   fs.writeFileSync(`${stem}.json`, JSON.stringify(results, null, 2));
-  fs.writeFileSync(`${stem}.md`, markdown(results));
+  fs.writeFileSync(`${stem}.md`, markdown(results) + sparseSection(results));
   const written = [`${stem}.json`, `${stem}.md`];
   for (const d of datasets) {
     if (d.skipped) continue;

@@ -53,6 +53,8 @@ test('the plan: leaves get every filter above them and their limits; fusion cuts
     ordered: async () => [],
     scroll: async () => [],
     vectors: async () => [],
+    isSparse: () => false,
+    sparse: async () => [],
     shape: async (page) => page.map((p) => ({ ...p, shaped: true })),
   };
   const f = (k: string): Filter => ({ must: [{ key: k, match: { value: 1 } }] });

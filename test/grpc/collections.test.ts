@@ -109,7 +109,7 @@ test.serial('Create refuses what REST refuses, with the same message: ALREADY_EX
   t.is((await c.call('Collections', 'Create', { collection_name: 'dup', vectors_config: single })).result, true);
   sameAsRest(t, await c.fail('Collections', 'Create', { collection_name: 'dup', vectors_config: single }), await rest('PUT', '/collections/dup', { vectors: { size: 3, distance: 'Euclid' } }), 'ALREADY_EXISTS');
 
-  // No vectors; an unknown distance; size 0 (a validation error: REST 422); product quantization; sparse vectors; hnsw m = 1.
+  // No vectors; an unknown distance; size 0 (a validation error: REST 422); product quantization; hnsw m = 1.
   sameAsRest(t, await c.fail('Collections', 'Create', { collection_name: 'bad' }), await rest('PUT', '/collections/bad', {}), 'INVALID_ARGUMENT');
   sameAsRest(
     t,
@@ -127,12 +127,6 @@ test.serial('Create refuses what REST refuses, with the same message: ALREADY_EX
     t,
     await c.fail('Collections', 'Create', { collection_name: 'bad', vectors_config: single, quantization_config: { product: { compression: 'x16' } } }),
     await rest('PUT', '/collections/bad', { vectors: { size: 3, distance: 'Euclid' }, quantization_config: { product: { compression: 'x16' } } }),
-    'INVALID_ARGUMENT',
-  );
-  sameAsRest(
-    t,
-    await c.fail('Collections', 'Create', { collection_name: 'bad', vectors_config: single, sparse_vectors_config: { map: { s: {} } } }),
-    await rest('PUT', '/collections/bad', { vectors: { size: 3, distance: 'Euclid' }, sparse_vectors: { s: {} } }),
     'INVALID_ARGUMENT',
   );
   sameAsRest(

@@ -240,8 +240,8 @@ test('vectors: dense, named, and the deprecated forms older clients send', (t) =
 
   // Sparse, multi-vector and inference inputs reach the parser as REST sends them, and get REST's errors.
   const cases: Array<[object, RegExp]> = [
-    [{ sparse: { indices: [1], values: [0.5] } }, /sparse vectors are not supported/],
-    [{ data: [0.5], indices: { data: [1] } }, /sparse vectors are not supported/],
+    [{ sparse: { indices: [1], values: [0.5] } }, /a sparse vector must be given under its name/],
+    [{ data: [0.5], indices: { data: [1] } }, /a sparse vector must be given under its name/],
     [{ multi_dense: { vectors: [{ data: [1, 2] }, { data: [3, 4] }] } }, /multivectors .* are not supported/],
     [{ data: [1, 2, 3, 4], vectors_count: 2 }, /multivectors .* are not supported/],
     [{ document: { text: 'hello', model: 'm' } }, /inference documents are not supported/],
@@ -317,9 +317,11 @@ test('Query: each kind of query becomes the REST body; what Quiver does not serv
     offset: 2,
   });
   t.truthy(parseQuery(body({ query: { nearest: { dense: { data: [1, 0] } } }, filter: { must: [{ has_id: { has_id: [{ num: '1' }] } }] } })));
+  // A sparse query reaches the parser as REST's `{indices, values}`.
+  const sq = parseQuery(body({ query: { nearest: { sparse: { indices: [4, 1], values: [0.5, 1] } } }, using: 'text' }));
+  t.deepEqual(sq.query, { nearest: { sparse: { indices: Uint32Array.of(4, 1), values: Float32Array.of(0.5, 1) } } });
 
   const refused: Array<[object, RegExp]> = [
-    [{ query: { nearest: { sparse: { indices: [1], values: [1] } } } }, /sparse vectors are not supported/],
     [{ query: { nearest: { multi_dense: { vectors: [{ data: [1] }] } } } }, /multivectors/],
     [{ query: { recommend: { positive: [{ id: { num: '1' } }], strategy: 'SumScores' } } }, /^bad_input: .*`sum_scores` is not supported/],
     [{ query: { discover: { target: { id: { num: '1' } } } } }, /`discover` queries are not supported/],
@@ -373,7 +375,10 @@ test('Search and Recommend become the legacy REST bodies; an unset limit is 0 an
   t.deepEqual(s, { vector: { name: 'image', vector: [1, 0] }, limit: 2, with_payload: { include: ['a'] } });
   t.truthy(parseSearch(s));
   t.regex(kindOf(() => parseSearch(searchPointsToJson(req('Search', { vector: [1] })))), /^validation: .*limit: value 0 invalid/);
-  t.regex(kindOf(() => parseSearch(searchPointsToJson(req('Search', { vector: [1], sparse_indices: { data: [4] }, limit: '1' })))), /sparse vectors are not supported/);
+  t.regex(kindOf(() => parseSearch(searchPointsToJson(req('Search', { vector: [1], sparse_indices: { data: [4] }, limit: '1' })))), /a sparse query names its vector/);
+  const ss = parseSearch(searchPointsToJson(req('Search', { vector: [1], sparse_indices: { data: [4] }, vector_name: 'text', limit: '1' })));
+  t.is(ss.using, 'text');
+  t.deepEqual(ss.query, { nearest: { sparse: { indices: Uint32Array.of(4), values: Float32Array.of(1) } } });
 
   const r = recommendPointsToJson(req('Recommend', { positive: [{ num: '1' }], negative: [{ uuid: '550e8400-e29b-41d4-a716-446655440000' }], positive_vectors: [{ dense: { data: [0, 1] } }], limit: '3', using: 'text' }));
   t.deepEqual(r, { positive: [1, [0, 1]], negative: ['550e8400-e29b-41d4-a716-446655440000'], using: 'text', limit: 3 });

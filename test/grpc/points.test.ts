@@ -464,7 +464,7 @@ test('error kinds answer their status with the REST message, and a refused write
 
   const cases: Array<[string, object, RegExp]> = [
     ['Upsert', { points: [point(pid(1), [])] }, /a vector needs at least one value/],
-    ['Upsert', { points: [{ id: pid(1), vectors: { vector: { sparse: { indices: [1], values: [1] } } } }] }, /sparse vectors are not supported/],
+    ['Upsert', { points: [{ id: pid(1), vectors: { vector: { sparse: { indices: [1], values: [1] } } } }] }, /a sparse vector must be given under its name/],
     ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], update_filter: { must: [cityIs('x')] } }, /update_filter.*not supported/],
     ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], update_mode: 'InsertOnly' }, /only `upsert` is supported/],
     ['Upsert', { points: [point({ uuid: 'not-a-uuid' }, [1, 2, 3, 4])] }, /is not a UUID/],

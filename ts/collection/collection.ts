@@ -34,8 +34,10 @@ import { higherIsBetter } from '../shard/vector-store';
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
 import { LocalReplica } from './local-replica';
-import { exampleIds, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
+import { exampleIds, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
+import type { SparseVec } from '../shard/operations';
+import { F16_MAX } from '../shard/sparse-store';
 import {
   compareIds,
   DEFAULT_READ,
@@ -47,8 +49,10 @@ import {
   type ScrollRequest,
   type SearchRequest,
   type UpdateOptions,
+  type VectorsOut,
   type WithVector,
 } from './replica';
+import { sparseSpecs } from './sparse-config';
 import { isSelected, type ReplicaOperation } from './replica-operation';
 import { ReplicaSet, type ReplicaSetCluster } from './replica-set';
 import type { ClusterLink, ShardTarget, TransferMethod } from './cluster-link';
@@ -89,7 +93,7 @@ export interface UpdateResult {
 export interface RecordOut {
   id: number | string;
   payload?: Payload;
-  vector?: number[] | Record<string, number[]>;
+  vector?: VectorsOut;
   shard_key?: ShardKey;
 }
 
@@ -98,6 +102,9 @@ export type ScoredOut = ScoredRecord & { shard_key?: ShardKey };
 
 /** The local replica's peer id on a single node (no placement: the id is never compared). */
 const STANDALONE_PEER = '';
+
+/** The dense vector of a sparse search (unused). */
+const NO_VECTOR = new Float32Array(0);
 
 /** Where a collection's shards live in a cluster (absent on a single node: every shard is local). */
 export interface ClusterPlacement {
@@ -321,6 +328,7 @@ export class Collection {
       dir,
       engine: this.engine,
       vectors: vectorSpecs(config),
+      sparse: sparseSpecs(config.params.sparse_vectors),
       walSegmentBytes: walBytes,
       walRetainBytes: walBytes,
       peerId: peer !== undefined && /^[0-9]{1,20}$/.test(peer) && BigInt(peer) < 1n << 64n ? BigInt(peer) : this.nodePeerId,
@@ -593,6 +601,13 @@ export class Collection {
         if (graphChanged) store.requestRebuild();
       }
     }
+    // Sparse index settings (threshold, IDF) apply from the next search.
+    for (const spec of sparseSpecs(next.params.sparse_vectors)) {
+      for (const s of this.present()) {
+        const store = s.sparse.get(spec.name);
+        if (store) Object.assign(store.spec, spec);
+      }
+    }
     for (const s of this.present()) {
       s.setFlushInterval(next.optimizer_config.flush_interval_sec * 1000);
       s.kick();
@@ -627,9 +642,23 @@ export class Collection {
     return groups;
   }
 
+  /** Whether `name` is one of the collection's sparse vectors. */
+  isSparse(name: string): boolean {
+    const sv = this.meta.config.params.sparse_vectors;
+    return sv !== undefined && Object.prototype.hasOwnProperty.call(sv, name);
+  }
+
+  /** Throws the reference's 400 unless `name` is a sparse vector of the collection. */
+  checkSparseName(name: string): void {
+    if (this.isSparse(name)) return;
+    if (this.specs.has(name)) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(name)} is a dense vector`);
+    throw new BadInputError(`Not existing vector name error: ${name}`);
+  }
+
   vectorSpec(name: string): VectorSpec {
     const s = this.specs.get(name);
     if (!s) {
+      if (this.isSparse(name)) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(name)} is a sparse vector`);
       if (name === '') throw new BadInputError('Not existing vector name error: the collection has only named vectors; say which one with `using` or a named vector');
       throw new BadInputError(`Not existing vector name error: ${name}`);
     }
@@ -684,8 +713,20 @@ export class Collection {
     return results;
   }
 
-  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array> }>): void {
-    for (const p of points) for (const [name, v] of p.vectors) this.checkVector(name, v);
+  private checkVectors(points: ReadonlyArray<{ vectors: Map<string, Float32Array>; sparse?: Map<string, SparseVec> }>): void {
+    for (const p of points) {
+      for (const [name, v] of p.vectors) this.checkVector(name, v);
+      if (p.sparse) for (const [name, v] of p.sparse) this.checkSparse(name, v);
+    }
+  }
+
+  /** Throws the reference's 400 unless `v` fits the sparse vector `name` (its datatype's range). */
+  private checkSparse(name: string, v: SparseVec): void {
+    this.checkSparseName(name);
+    if (this.meta.config.params.sparse_vectors?.[name]?.index?.datatype !== 'float16') return;
+    for (const x of v.values) {
+      if (Math.abs(x) > F16_MAX) throw new BadInputError(`sparse vector ${JSON.stringify(name)}: value ${x} is out of the float16 range (±${F16_MAX})`);
+    }
   }
 
   /** Validates `op` against the configuration; returns the explicit ids that must exist. */
@@ -696,14 +737,15 @@ export class Collection {
         return null;
       case 'update_vectors':
         for (const p of op.points) {
-          if (p.vectors.size === 0) throw new BadInputError('each point of a vector update needs at least one vector');
+          if (p.vectors.size === 0 && (p.sparse?.size ?? 0) === 0) throw new BadInputError('each point of a vector update needs at least one vector');
           for (const [name, v] of p.vectors) this.checkVector(name, v);
+          if (p.sparse) for (const [name, v] of p.sparse) this.checkSparse(name, v);
         }
         return op.points.map((p) => p.id);
       case 'delete':
         return null;
       case 'delete_vectors':
-        for (const n of op.names) this.vectorSpec(n);
+        for (const n of op.names) if (!this.isSparse(n)) this.vectorSpec(n);
         return op.select.ids;
       default:
         return op.select.ids;
@@ -824,7 +866,7 @@ export class Collection {
 
   /** Throws the reference's 400 for a vector name that `with_vector` asks for and the collection lacks. */
   private checkWithVector(withVector: WithVector): void {
-    if (Array.isArray(withVector)) for (const n of withVector) this.vectorSpec(n);
+    if (Array.isArray(withVector)) for (const n of withVector) if (!this.isSparse(n)) this.vectorSpec(n);
   }
 
   /**
@@ -929,6 +971,9 @@ export class Collection {
       this.checkVector(req.using, q.nearest.vector);
       return this.search({ ...req, vector: q.nearest.vector }, opts, this.readRings(shards));
     }
+    if ('nearest' in q && 'sparse' in q.nearest) {
+      return this.search({ ...req, vector: NO_VECTOR, sparse: q.nearest.sparse }, opts, this.readRings(shards));
+    }
     return this.queryOther(req, opts, shards, others);
   }
 
@@ -948,6 +993,13 @@ export class Collection {
     const rings = this.readRings(shards);
     const lookupFrom = req.lookupFrom ?? null;
     const exclude = referencedIds(req, this.name);
+    if (this.isSparse(req.using)) {
+      // Nearest to a stored point's sparse vector, or a recommendation over sparse vectors.
+      const examples = 'nearest' in q ? [q.nearest] : [...q.recommend.positive, ...q.recommend.negative];
+      const vs = await this.sparseExamples(examples, req.using, opts, rings);
+      const sparse = 'nearest' in q ? vs[0] : recommendSparseVector(vs.slice(0, q.recommend.positive.length), vs.slice(q.recommend.positive.length));
+      return this.search({ ...req, vector: NO_VECTOR, sparse, exclude }, opts, rings);
+    }
     if ('nearest' in q) {
       const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings, lookupFrom, others);
       return this.search({ ...req, vector, exclude }, opts, rings);
@@ -969,7 +1021,7 @@ export class Collection {
     if (count > MAX_PREFETCH_COUNT) throw new BadInputError(`a query holds ${count} prefetches, more than the ${MAX_PREFETCH_COUNT} Quiver allows`);
     this.checkWithVector(req.withVector);
     const check = (query: QueryKind, using: string, lookupFrom: LookupFrom | null | undefined, prefetch: QueryRequest['prefetch']) => {
-      if ('nearest' in query || 'recommend' in query) {
+      if (('nearest' in query || 'recommend' in query) && !this.isSparse(using)) {
         this.vectorSpec(using);
         const examples = 'nearest' in query ? [query.nearest] : [...query.recommend.positive, ...query.recommend.negative];
         for (const e of examples) {
@@ -989,6 +1041,8 @@ export class Collection {
         (await this.scrollOrdered({ orderBy, limit, filter, withPayload, withVector }, opts, shards)).points.map(unscored),
       scroll: async (filter, limit, withPayload, withVector) => (await this.scroll({ offset: null, limit, filter, withPayload, withVector }, opts, shards)).points.map(unscored),
       vectors: (examples, using, lookupFrom) => this.exampleVectors(examples, using, opts, rings, lookupFrom, others),
+      isSparse: (using) => this.isSparse(using),
+      sparse: (examples, using) => this.sparseExamples(examples, using, opts, rings),
       shape: async (page, withPayload, withVector) => {
         const found = await this.lookup(page.map((p) => normalizePointId(p.id)), withPayload, withVector, opts, rings);
         const out: ScoredOut[] = [];
@@ -1025,6 +1079,22 @@ export class Collection {
     return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards, others)));
   }
 
+  /** The sparse vectors of examples over the sparse vector `using`: as given, or a stored point's (404 when there is no such point). */
+  private async sparseExamples(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[]): Promise<SparseVec[]> {
+    const ids = exampleIds(examples);
+    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts, rings);
+    return examples.map((e) => {
+      if ('sparse' in e) return e.sparse;
+      if ('vector' in e) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(using)} is a sparse vector`);
+      const text = idText(e.id);
+      const r = found?.get(text);
+      if (!r) throw new NotFoundError(`No point with id ${text} found`);
+      const v = r.vector === undefined || Array.isArray(r.vector) ? undefined : r.vector[using];
+      if (v === undefined || Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${JSON.stringify(using)}`);
+      return { indices: Uint32Array.from(v.indices), values: Float32Array.from(v.values) };
+    });
+  }
+
   /**
    * The vectors of examples: a vector as it is (checked against `using`), a point id as
    * that point's `using` vector (404 when there is no such point). Ids are read in one
@@ -1048,11 +1118,12 @@ export class Collection {
         this.checkVector(using, e.vector);
         return e.vector;
       }
+      if ('sparse' in e) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(using)} is a dense vector`);
       const text = idText(e.id);
       const r = found?.get(text);
       if (!r) throw new NotFoundError(`No point with id ${text} found`);
       const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[name];
-      if (!v) throw new BadInputError(`Point ${text} has no vector ${name === '' ? '(unnamed)' : JSON.stringify(name)}`);
+      if (!v || !Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${name === '' ? '(unnamed)' : JSON.stringify(name)}`);
       return Float32Array.from(v);
     });
   }
@@ -1069,13 +1140,17 @@ export class Collection {
    * `offset + limit`, and the page is cut from their merge.
    */
   private search(req: SearchRequest, opts: ReadOptions, rings: readonly Ring[]): Promise<ScoredOut[]> {
-    const spec = this.vectorSpec(req.using);
-    this.checkVector(req.using, req.vector);
-    if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
+    const spec = req.sparse !== undefined ? null : this.vectorSpec(req.using);
+    if (req.sparse !== undefined) {
+      this.checkSparseName(req.using);
+    } else {
+      this.checkVector(req.using, req.vector);
+      if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
+    }
     if (req.limit + req.offset === 0 && (req.exclude === undefined || req.exclude.length === 0)) return Promise.resolve([]);
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(rings));
-    const higher = higherIsBetter(spec.distance);
+    const higher = spec === null || higherIsBetter(spec.distance);
     if (sets.length === 1) {
       const one = sets[0];
       return this.keyOfShard.has(one.shardId) ? one.search(req, opts, higher).then((rs) => this.keyed(one, rs)) : one.search(req, opts, higher);
@@ -1086,7 +1161,8 @@ export class Collection {
   private async searchMerged(sets: readonly ReplicaSet[], req: SearchRequest, higher: boolean, opts: ReadOptions): Promise<ScoredOut[]> {
     const each = { ...req, offset: 0, limit: req.offset + req.limit };
     const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.search(each, opts, higher))));
-    const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score : (a, b) => a.score - b.score);
+    // Ties in id order, as each shard orders them.
+    const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score || compareIds(a.id, b.id) : (a, b) => a.score - b.score || compareIds(a.id, b.id));
     // An id under several keys is listed once, at its best score (as the reference merges).
     const unique = this.custom ? firstOfEach(merged, (r) => String(r.id)) : merged;
     return unique.slice(req.offset, req.offset + req.limit);

@@ -15,6 +15,7 @@ import { BadInputError, FormatError, ValidationError } from '../common/errors';
 import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Config } from '../config/types';
 import type { VectorSpec } from '../shard/vector-store';
+import { parseSparseVectors, updateSparseVectors, type SparseVectorParams } from './sparse-config';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Euclid', 'Dot', 'Manhattan'];
 
@@ -69,6 +70,8 @@ export interface CollectionParams {
   /** Milliseconds a read waits before asking one more replica (unset or 0: never). */
   read_fan_out_delay_ms?: number;
   on_disk_payload: boolean;
+  /** Sparse vectors by name, as the create body gave them (absent: none). */
+  sparse_vectors?: Record<string, SparseVectorParams>;
 }
 
 export interface CollectionConfig {
@@ -357,12 +360,13 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   const o = body === undefined ? {} : obj(body, 'body');
   rejectUnknown(
     o,
-    ['vectors', 'shard_number', 'sharding_method', 'replication_factor', 'write_consistency_factor', 'on_disk_payload', 'hnsw_config', 'wal_config', 'optimizers_config', 'quantization_config', 'init_from', 'metadata', 'strict_mode_config'],
+    ['vectors', 'shard_number', 'sharding_method', 'replication_factor', 'write_consistency_factor', 'on_disk_payload', 'hnsw_config', 'wal_config', 'optimizers_config', 'quantization_config', 'init_from', 'metadata', 'strict_mode_config', 'sparse_vectors'],
     '',
-    { sparse_vectors: 'sparse vectors are not supported by Quiver' },
+    {},
   );
-  if (o.vectors === undefined || o.vectors === null) {
-    throw new BadInputError('a collection needs `vectors`: Quiver does not support collections without dense vectors');
+  const sparse_vectors = o.sparse_vectors === undefined || o.sparse_vectors === null ? undefined : parseSparseVectors(o.sparse_vectors, 'sparse_vectors');
+  if ((o.vectors === undefined || o.vectors === null) && sparse_vectors === undefined) {
+    throw new BadInputError('a collection needs `vectors` or `sparse_vectors`');
   }
   if (o.init_from !== undefined && o.init_from !== null) throw new BadInputError('init_from is not supported by Quiver; use snapshots');
   let sharding_method: CollectionParams['sharding_method'] = 'auto';
@@ -372,7 +376,14 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     }
     sharding_method = o.sharding_method;
   }
-  const vectors = parseVectors(o.vectors);
+  // Sparse vectors alone: no dense vector at all (`vectors: {}`), as the reference shows it.
+  const vectors = o.vectors === undefined || o.vectors === null ? {} : parseVectors(o.vectors);
+  if (sparse_vectors !== undefined) {
+    const dense = new Set(vectorEntries({ vectors } as CollectionParams).map(([n]) => n));
+    for (const name of Object.keys(sparse_vectors)) {
+      if (dense.has(name)) throw new BadInputError(`sparse_vectors.${name}: the name is already used by a dense vector; vector names must be unique`);
+    }
+  }
   const shard_number = optional(o, 'shard_number', (v) => int(v, 'shard_number', 1, 1024)) ?? 1;
   const replication_factor = optional(o, 'replication_factor', (v) => int(v, 'replication_factor', 1, 1024)) ?? config.storage.collection.replication_factor;
   const write_consistency_factor =
@@ -392,7 +403,7 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   checkStrictMode(o.strict_mode_config);
   const metadata = parseMetadata(o.metadata);
   const out: CollectionConfig = {
-    params: { vectors, shard_number, sharding_method, replication_factor, write_consistency_factor, on_disk_payload },
+    params: { vectors, shard_number, sharding_method, replication_factor, write_consistency_factor, on_disk_payload, ...(sparse_vectors !== undefined ? { sparse_vectors } : {}) },
     hnsw_config: hnsw,
     optimizer_config: optimizers,
     wal_config: wal,
@@ -411,6 +422,7 @@ const PARAMS_ORDER: ReadonlyArray<keyof CollectionParams> = [
   'read_fan_out_factor',
   'read_fan_out_delay_ms',
   'on_disk_payload',
+  'sparse_vectors',
 ];
 
 /** The params with their keys in the reference's order (GET shows them as stored); unset ones stay absent. */
@@ -426,14 +438,15 @@ function inReferenceOrder(p: CollectionParams): CollectionParams {
  */
 export function applyCollectionUpdate(current: CollectionConfig, body: unknown): { config: CollectionConfig; reindex: boolean } {
   const o = body === undefined ? {} : obj(body, 'body');
-  rejectUnknown(o, ['vectors', 'optimizers_config', 'params', 'hnsw_config', 'quantization_config', 'metadata', 'strict_mode_config'], '', {
-    sparse_vectors: 'sparse vectors are not supported by Quiver',
-  });
+  rejectUnknown(o, ['vectors', 'optimizers_config', 'params', 'hnsw_config', 'quantization_config', 'metadata', 'strict_mode_config', 'sparse_vectors'], '', {});
   const next: CollectionConfig = JSON.parse(JSON.stringify(current)) as CollectionConfig;
   let reindex = false;
   checkStrictMode(o.strict_mode_config);
   const metadata = parseMetadata(o.metadata);
   if (metadata !== undefined) next.metadata = mergeMetadata(next.metadata, metadata);
+  if (o.sparse_vectors !== undefined && o.sparse_vectors !== null) {
+    next.params.sparse_vectors = updateSparseVectors(next.params.sparse_vectors ?? {}, o.sparse_vectors, 'sparse_vectors');
+  }
   if (o.params !== undefined && o.params !== null) {
     const p = obj(o.params, 'params');
     rejectUnknown(p, ['replication_factor', 'write_consistency_factor', 'read_fan_out_factor', 'read_fan_out_delay_ms', 'on_disk_payload'], 'params.');

@@ -18,7 +18,8 @@ import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { WithPayload } from '../shard/payload-store';
 import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest } from './query';
-import { exampleIds, recommendVector } from './query';
+import { exampleIds, recommendSparseVector, recommendVector } from './query';
+import type { SparseVec } from '../shard/operations';
 import { keyToJson, type OrderBy, type PointId, type SearchRequest, type WithVector } from './replica';
 
 /** The reference's default `k` of reciprocal rank fusion. */
@@ -43,6 +44,9 @@ export interface HybridReads<T extends Scored> {
   scroll(filter: Filter | null, limit: number, withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
   /** The vectors of examples of a query over `using` (ids looked up here, or in `lookupFrom`'s collection). */
   vectors(examples: Example[], using: string, lookupFrom: LookupFrom | null): Promise<Float32Array[]>;
+  /** Whether `using` names a sparse vector; then `sparse` gives its examples' sparse vectors. */
+  isSparse(using: string): boolean;
+  sparse(examples: Example[], using: string): Promise<SparseVec[]>;
   /** The points of a page with their scores, payload and vectors as asked, in the page's order; points gone since are left out. */
   shape(page: T[], withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
 }
@@ -220,7 +224,7 @@ async function runLevel<T extends Scored>(reads: HybridReads<T>, level: Level, i
   if ('orderBy' in q) return reads.ordered(q.orderBy, onlyIds(ids), level.keep, false, false);
   if ('none' in q) return reads.scroll(onlyIds(ids), level.keep, false, false);
   const vector = await queryVector(reads, q, level);
-  return reads.search({ using: level.using, vector, filter: onlyIds(ids), limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false });
+  return reads.search({ using: level.using, ...vector, filter: onlyIds(ids), limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false });
 }
 
 async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filter: Filter | null, exclude: PointKey[]): Promise<T[]> {
@@ -230,18 +234,28 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
   if ('orderBy' in q) return reads.ordered(q.orderBy, withoutExamples, level.keep, false, false);
   if ('fusion' in q) throw new Error('a fusion without prefetches reached the plan'); // the parser refuses it
   const vector = await queryVector(reads, q, level);
-  return reads.search({ using: level.using, vector, filter, limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false, exclude });
+  return reads.search({ using: level.using, ...vector, filter, limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false, exclude });
 }
 
-async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: { positive: Example[]; negative: Example[] } }, level: Level): Promise<Float32Array> {
+/** An empty dense vector: the search of a sparse query carries its vector in `sparse`. */
+const NO_VECTOR = new Float32Array(0);
+
+/** What a level searches with: a dense vector, or a sparse one when `using` names a sparse vector. */
+async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: { positive: Example[]; negative: Example[] } }, level: Level): Promise<{ vector: Float32Array; sparse?: SparseVec }> {
+  if (reads.isSparse(level.using)) {
+    if ('nearest' in q) return { vector: NO_VECTOR, sparse: (await reads.sparse([q.nearest], level.using))[0] };
+    const { positive, negative } = q.recommend;
+    const vs = await reads.sparse([...positive, ...negative], level.using);
+    return { vector: NO_VECTOR, sparse: recommendSparseVector(vs.slice(0, positive.length), vs.slice(positive.length)) };
+  }
   if ('nearest' in q) {
-    if ('vector' in q.nearest) return q.nearest.vector;
+    if ('vector' in q.nearest) return { vector: q.nearest.vector };
     const [v] = await reads.vectors([q.nearest], level.using, level.lookupFrom);
-    return v;
+    return { vector: v };
   }
   const { positive, negative } = q.recommend;
   const vs = await reads.vectors([...positive, ...negative], level.using, level.lookupFrom);
-  return recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
+  return { vector: recommendVector(vs.slice(0, positive.length), vs.slice(positive.length)) };
 }
 
 /** The distinct ids of the lists, in first-seen order. */

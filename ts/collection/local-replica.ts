@@ -25,6 +25,7 @@ import {
   type Replica,
   type RetrieveRequest,
   type ScoredRecord,
+  type SparseOut,
   type ScrollRequest,
   type SearchRequest,
   type UpdateOptions,
@@ -61,8 +62,8 @@ export class LocalReplica implements Replica {
     readonly peer: string,
     readonly shard: LocalShard,
   ) {
-    this.allNames = [...shard.vectors.keys()];
-    this.singleUnnamed = shard.vectors.size === 1 && shard.vectors.has('');
+    this.allNames = [...shard.vectors.keys(), ...shard.sparse.keys()];
+    this.singleUnnamed = shard.vectors.size === 1 && shard.vectors.has('') && shard.sparse.size === 0;
   }
 
   update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
@@ -146,8 +147,12 @@ export class LocalReplica implements Replica {
       if (this.singleUnnamed) {
         if (vs.has('')) out.vector = Array.from(vs.get('')!);
       } else {
-        const o: Record<string, number[]> = {};
+        const o: Record<string, number[] | SparseOut> = {};
         for (const [n, v] of vs) o[n] = Array.from(v);
+        if (this.shard.sparse.size > 0) {
+          const ss = await this.shard.sparseOf(p.offset, names.filter((n) => this.shard.sparse.has(n)));
+          for (const [n, v] of ss) o[n] = { indices: Array.from(v.indices), values: Array.from(v.values) };
+        }
         out.vector = o;
       }
     }
@@ -173,7 +178,7 @@ export class LocalReplica implements Replica {
     const excluded = req.exclude !== undefined && req.exclude.length > 0 ? new Set(req.exclude.map((k) => k.key)) : null;
     const want = req.limit + req.offset + (excluded === null ? 0 : excluded.size);
     if (want === 0) return [];
-    const hits = await shard.search(
+    const hits = req.sparse !== undefined ? await shard.searchSparse(req.using, req.sparse, Math.min(want, MAX_ENGINE_COUNT), req.filter) : await shard.search(
       req.using,
       {
         vector: req.vector,
@@ -190,7 +195,7 @@ export class LocalReplica implements Replica {
     );
     const names = this.names(req.withVector);
     const t = req.scoreThreshold;
-    const store = shard.vectors.get(req.using);
+    const store = req.sparse !== undefined ? undefined : shard.vectors.get(req.using);
     const higher = store === undefined || higherIsBetter(store.spec.distance);
     const end = req.offset + req.limit;
     const out: ScoredRecord[] = [];

@@ -8,11 +8,12 @@
  */
 
 import type { PointKey } from '../shard/id-tracker';
+import type { SparseVec } from '../shard/operations';
 import type { OrderBy, SearchRequest } from './replica';
 import type { ShardSelector } from './shard-keys';
 
-/** A vector, or the id of a stored point whose vector is meant. */
-export type Example = { vector: Float32Array } | { id: PointKey };
+/** A vector, a sparse vector, or the id of a stored point whose vector is meant. */
+export type Example = { vector: Float32Array } | { id: PointKey } | { sparse: SparseVec };
 
 /** A recommendation by the average_vector strategy (the only one served). */
 export interface Recommend {
@@ -76,4 +77,23 @@ export function recommendVector(positive: Float32Array[], negative: Float32Array
   const out = new Float32Array(pos.length);
   for (let i = 0; i < pos.length; i++) out[i] = pos[i] + (pos[i] - neg[i]);
   return out;
+}
+
+/** The average of sparse vectors by dimension (a dimension a vector lacks counts as 0). */
+function averageSparse(vs: SparseVec[]): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const v of vs) v.indices.forEach((d, i) => out.set(d, (out.get(d) ?? 0) + v.values[i] / vs.length));
+  return out;
+}
+
+/** average_vector for sparse vectors: avg(pos) + (avg(pos) - avg(neg)) over the union of their dimensions; avg(pos) without negatives. */
+export function recommendSparseVector(positive: SparseVec[], negative: SparseVec[]): SparseVec {
+  const pos = averageSparse(positive);
+  const out = new Map(pos);
+  if (negative.length > 0) {
+    const neg = averageSparse(negative);
+    for (const d of new Set([...pos.keys(), ...neg.keys()])) out.set(d, 2 * (pos.get(d) ?? 0) - (neg.get(d) ?? 0));
+  }
+  const dims = [...out.keys()].sort((a, b) => a - b);
+  return { indices: Uint32Array.from(dims), values: Float32Array.from(dims.map((d) => out.get(d)!)) };
 }

@@ -17,7 +17,7 @@
 
 import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
-import { decodeOperation, encodeOperation, OperationFormatError, type NamedVectors, type PointWrite, type ShardOperation } from '../shard/operations';
+import { decodeOperation, encodeOperation, OperationFormatError, type NamedVectors, type PointWrite, type ShardOperation, type SparseVectors } from '../shard/operations';
 import type { Payload } from '../shard/payload-store';
 
 /** Points chosen by explicit ids or by a filter (ids may carry a filter too). */
@@ -28,7 +28,7 @@ export interface Selector {
 
 export type ReplicaOperation =
   | { kind: 'upsert'; points: PointWrite[] }
-  | { kind: 'update_vectors'; points: Array<{ id: PointKey; vectors: NamedVectors }> }
+  | { kind: 'update_vectors'; points: Array<{ id: PointKey; vectors: NamedVectors; sparse?: SparseVectors }> }
   | { kind: 'delete'; select: Selector }
   | { kind: 'set_payload'; select: Selector; payload: Payload; key: string | null }
   | { kind: 'overwrite_payload'; select: Selector; payload: Payload }

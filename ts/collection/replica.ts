@@ -11,6 +11,7 @@
  * (offsets, labels, stored payload objects) or take closures.
  */
 
+import type { SparseVec } from '../shard/operations';
 import type { ClockTag } from '../shard/clocks';
 import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
@@ -22,8 +23,14 @@ export type PointId = number | string;
 
 export type WithVector = boolean | string[];
 
-/** Vectors of a shaped point: a bare array when the collection has only the unnamed vector, else by name. */
-export type VectorsOut = number[] | Record<string, number[]>;
+/** A sparse vector as the API writes it. */
+export interface SparseOut {
+  indices: number[];
+  values: number[];
+}
+
+/** Vectors of a shaped point: a bare array when the collection has only the unnamed vector, else by name (sparse ones as `{indices, values}`). */
+export type VectorsOut = number[] | Record<string, number[] | SparseOut>;
 
 /** A point read by id or by scroll, shaped as asked; `payload` and `vector` are absent when not asked for. */
 export interface PointRecord {
@@ -65,6 +72,8 @@ export interface SearchRequest {
   withVector: WithVector;
   /** Points never returned (the examples of a recommendation, the point of a query by id). */
   exclude?: PointKey[];
+  /** A sparse query over the sparse vector `using` (then `vector` is empty and unused). */
+  sparse?: SparseVec;
 }
 
 /** Points in id order from `offset` (inclusive). */

@@ -25,6 +25,7 @@
  *   checkpoint.json         { applied_seq, state, vectors: { name: files }, clocks }, written last
  *   state-<seq>.bin         id tracker + payloads
  *   vec-<i>-<role>-<seq>.qvi engine index files
+ *   sparse-<i>-<seq>-<n>.qsi sparse (inverted) index files, one per sparse vector name
  */
 
 import * as fs from 'node:fs/promises';
@@ -39,20 +40,23 @@ import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isR
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { crc32cSteps, runSliced, type Steps } from './slices';
-import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
+import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { requiredIds } from './filter-ids';
-import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation } from './operations';
+import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
 import { PayloadIndexes, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { LabelSet } from './label-set';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
+import { SPARSE_FILE_RE, SparseStore, type SparseSpec } from './sparse-store';
 import { removeTempFiles, syncDir, writeFileAtomic } from '../common/files';
 
 export interface ShardOptions {
   dir: string;
   engine: Engine;
   vectors: VectorSpec[];
+  /** The sparse vectors of the collection (absent: none). */
+  sparse?: SparseSpec[];
   walSegmentBytes: number;
   /**
    * WAL bytes a checkpoint leaves behind as history (whole segments are dropped only
@@ -147,6 +151,8 @@ export interface CheckpointFile {
   vectors: Record<string, VectorFiles>;
   /** The clock map as of applied_seq (absent in checkpoints written before clock tags: empty). */
   clocks?: ClockEntryJson[];
+  /** Per sparse vector name, its index file (absent: no sparse vectors). */
+  sparse?: Record<string, string>;
 }
 
 const STATE_MAGIC_V1 = 0x51535431; // "QST1": tracker + payloads
@@ -204,6 +210,8 @@ export class LocalShard {
   private payloads = new PayloadStore();
   readonly payloadIndex = new PayloadIndexes();
   readonly vectors = new Map<string, VectorStore>();
+  /** One inverted index per sparse vector name. */
+  readonly sparse = new Map<string, SparseStore>();
   private wal!: Wal;
   private walClosed = false;
   /** WAL calls outside the update lock in flight (fsyncs of wait=true writes, truncation); closeWal waits for them. */
@@ -237,6 +245,7 @@ export class LocalShard {
     this.peerId = opts.peerId ?? 0n;
     this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
     for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
+    for (const spec of opts.sparse ?? []) this.sparse.set(spec.name, new SparseStore(opts.engine, spec));
   }
 
   /** Opens (or creates) the shard in `opts.dir`: loads the checkpoint, then replays the WAL after it. */
@@ -266,6 +275,10 @@ export class LocalShard {
         store.fileNo = cp.file_no ?? 0;
         const files = cp.vectors[name];
         if (files) loads.push(store.load(this.opts.dir, files, decoding.then((st) => runSliced(keepFilter(st, name))), (f) => preloaded?.takeIndex(f) ?? null));
+      }
+      for (const [name, store] of this.sparse) {
+        const file = cp.sparse?.[name];
+        if (file) loads.push(store.load(this.opts.dir, file));
       }
       const settled = await Promise.allSettled([decoding, ...loads]);
       const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -457,6 +470,7 @@ export class LocalShard {
         await Promise.all([
           writes.apply(this.vectors),
           ...[...removeVec].map(([name, ls]) => this.vectors.get(name)!.delete(BigUint64Array.from(ls))),
+          this.applySparse(op.points, true),
         ]);
         return;
       }
@@ -471,7 +485,7 @@ export class LocalShard {
         }
         if (offsets.length > 0) {
           const labels = BigUint64Array.from(offsets);
-          await Promise.all([...this.vectors.values()].map((s) => s.delete(labels)));
+          await Promise.all([...this.vectors.values(), ...this.sparse.values()].map((s) => s.delete(labels)));
         }
         return;
       }
@@ -497,7 +511,7 @@ export class LocalShard {
           const { offset } = this.tracker.upsert(p.id, seq);
           for (const [name, v] of p.vectors) writes.add(name, offset, v);
         }
-        await writes.apply(this.vectors);
+        await Promise.all([writes.apply(this.vectors), this.applySparse(op.points.filter((p) => this.tracker.has(p.id)), false)]);
         return;
       }
       case 'delete_vectors': {
@@ -507,10 +521,44 @@ export class LocalShard {
           offsets.push(this.tracker.upsert(id, seq).offset);
         }
         const labels = BigUint64Array.from(offsets);
-        await Promise.all(op.names.map((n) => this.vectors.get(n)?.delete(labels)));
+        await Promise.all(op.names.map((n) => (this.vectors.get(n) ?? this.sparse.get(n))?.delete(labels)));
         return;
       }
     }
+  }
+
+  /**
+   * Writes the sparse vectors of points just applied (their ids are in the tracker):
+   * each point's given sparse vectors, and for an upsert (`replace`) the removal of the
+   * sparse vectors it does not carry.
+   */
+  private async applySparse(points: ReadonlyArray<{ id: PointKey; sparse?: SparseVectors }>, replace: boolean): Promise<void> {
+    if (this.sparse.size === 0) return;
+    await Promise.all(
+      [...this.sparse].map(async ([name, store]) => {
+        // By label, the last write of the batch: a vector, or null (an upsert without it).
+        const last = new Map<bigint, SparseVec | null>();
+        for (const p of points) {
+          const offset = this.tracker.offsetOf(p.id);
+          if (offset === null) continue;
+          const v = p.sparse?.get(name);
+          if (v) last.set(offset, v);
+          else if (replace) last.set(offset, null);
+        }
+        const labels: bigint[] = [];
+        const vecs: SparseVec[] = [];
+        const drop: bigint[] = [];
+        for (const [l, v] of last) {
+          if (v === null) drop.push(l);
+          else {
+            labels.push(l);
+            vecs.push(v);
+          }
+        }
+        if (drop.length > 0) await store.delete(BigUint64Array.from(drop));
+        await store.upsert(labels, vecs);
+      }),
+    );
   }
 
   /** Starts the optimizer jobs that are due (index build, vacuum). */
@@ -594,7 +642,7 @@ export class LocalShard {
   /** Writes a checkpoint of the state now (the caller holds the update lock); null when the last one is still current. */
   private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
     const seq = this.appliedSeq;
-    const vectorsChanged = [...this.vectors.values()].some((s) => s.changedSinceSave());
+    const vectorsChanged = [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
     if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
     const started = Date.now();
     await this.wal.sync();
@@ -605,6 +653,12 @@ export class LocalShard {
     await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
     const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
     const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
+    if (this.sparse.size > 0) {
+      const sparse: Record<string, string> = {};
+      let j = 0;
+      for (const [name, store] of this.sparse) sparse[name] = await store.save(dir, `sparse-${j++}-`, seq, 0);
+      cp.sparse = sparse;
+    }
     await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
     this.checkpointSeq = seq;
     this.hasCheckpoint = true;
@@ -621,7 +675,7 @@ export class LocalShard {
     const keep = new Set(this.current ? checkpointFiles(this.current) : []);
     await Promise.all(
       names
-        .filter((n) => ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi'))) && !keep.has(n) && !this.pinned.has(n))
+        .filter((n) => ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || SPARSE_FILE_RE.test(n)) && !keep.has(n) && !this.pinned.has(n))
         .map((n) => fs.rm(path.join(dir, n), { force: true })),
     );
   }
@@ -723,6 +777,7 @@ export class LocalShard {
         await this.closeWal();
       });
       for (const s of this.vectors.values()) s.closeIndexes();
+      for (const s of this.sparse.values()) s.close();
       this.releaseMemory();
     }
   }
@@ -752,6 +807,7 @@ export class LocalShard {
       await this.closeWal();
     });
     for (const s of this.vectors.values()) s.closeIndexes();
+    for (const s of this.sparse.values()) s.close();
     this.releaseMemory();
   }
 
@@ -930,11 +986,26 @@ export class LocalShard {
     return out;
   }
 
+  /** The sparse vectors `names` of the point at `offset` (those it carries). */
+  async sparseOf(offset: bigint, names: string[]): Promise<SparseVectors> {
+    if (this.closed) throw new ShardClosedError();
+    const out: SparseVectors = new Map();
+    try {
+      for (const n of names) {
+        const v = await this.sparse.get(n)?.get(offset);
+        if (v) out.set(n, v);
+      }
+    } catch (err) {
+      throw this.closed ? new ShardClosedError() : err;
+    }
+    return out;
+  }
+
   private predicate(filter: Filter): (e: TrackerEntry) => boolean {
     const pred: PointPredicate = compileFilter(filter);
     return (e) =>
       pred(pointIdToJson(e.id) as number | string, this.payloads.has(e.offset) ? (this.payloads.get(e.offset) as Payload) : null, (name) =>
-        this.vectors.get(name)?.present.has(e.offset) ?? false,
+        (this.vectors.get(name) ?? this.sparse.get(name))?.present.has(e.offset) ?? false,
       );
   }
 
@@ -1035,6 +1106,7 @@ export class LocalShard {
     this.readable();
     const h = createHash('sha256');
     const names = [...this.vectors.keys()].sort();
+    const sparseNames = [...this.sparse.keys()].sort();
     let n = 0;
     for (const e of this.tracker.sortedById()) {
       if (e.removed) continue;
@@ -1046,6 +1118,17 @@ export class LocalShard {
         const v = vs.get(name);
         h.update(`\n${name}:`);
         if (v) h.update(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+      }
+      if (sparseNames.length > 0) {
+        const ss = await this.sparseOf(e.offset, sparseNames);
+        for (const name of sparseNames) {
+          const v = ss.get(name);
+          h.update(`\nsparse ${name}:`);
+          if (v) {
+            h.update(Buffer.from(v.indices.buffer, v.indices.byteOffset, v.indices.byteLength));
+            h.update(Buffer.from(v.values.buffer, v.values.byteOffset, v.values.byteLength));
+          }
+        }
       }
       h.update('\n');
     }
@@ -1076,6 +1159,47 @@ export class LocalShard {
       out.push({ key: e.id, offset: e.offset, version: e.version });
     }
     return out;
+  }
+
+  /** Top points by dot product with a sparse query over sparse vector `name`, among those matching `filter`. */
+  async searchSparse(name: string, query: SparseVec, k: number, filter: Filter | null): Promise<Hit[]> {
+    if (this.closed) throw new ShardClosedError();
+    try {
+      const store = this.sparse.get(name);
+      if (!store) return [];
+      let allow: BigUint64Array | null = null;
+      if (filter !== null) {
+        const offs = this.matching(filter);
+        if (offs.length === 0) return [];
+        allow = BigUint64Array.from(offs);
+      }
+      // The engine breaks ties by label; the reference's order is by point id. Ask for
+      // more until every hit tied with the k-th is in, then order ties by id.
+      let want = k;
+      let hits = await store.search(query, want, allow);
+      if (hits.length < k || k === 0) return this.byScoreThenId(hits);
+      const kth = hits[k - 1].score;
+      while (hits.length === want && hits[want - 1].score === kth) {
+        want = Math.min(want * 2, MAX_TIE_HITS);
+        if (want === hits.length) break;
+        hits = await store.search(query, want, allow);
+      }
+      return this.byScoreThenId(hits).slice(0, k);
+    } catch (err) {
+      throw this.closed ? new ShardClosedError() : err;
+    }
+  }
+
+  /** Hits sorted by score (larger first), ties by point id ascending. */
+  private byScoreThenId(hits: Hit[]): Hit[] {
+    const keys = new Map<bigint, PointKey | undefined>();
+    for (const h of hits) keys.set(h.label, this.tracker.at(h.label)?.id);
+    return hits.sort((a, b) => {
+      if (a.score !== b.score) return b.score - a.score;
+      const ka = keys.get(a.label);
+      const kb = keys.get(b.label);
+      return ka === undefined || kb === undefined ? 0 : compareKeys(ka, kb);
+    });
   }
 
   /** Nearest points by one named vector; `allow` null means no filter. */
@@ -1152,6 +1276,9 @@ function concat(vs: Float32Array[]): Float32Array {
   return out;
 }
 
+/** Most hits a sparse search gathers to order ties at the k-th score by id (the engine counts in 32 bits). */
+const MAX_TIE_HITS = 0xffff_ffff;
+
 const STATE_FILE_RE = /^state-[0-9]{1,20}\.bin$/;
 const INDEX_FILE_RE = /^vec-[0-9]{1,9}-(appendable|frozen|indexed)-[0-9]{1,20}-[0-9]{1,15}\.qvi$/;
 
@@ -1178,6 +1305,12 @@ export function checkpointProblem(cp: unknown): string | null {
       if (file !== null && (typeof file !== 'string' || !INDEX_FILE_RE.test(file))) return `${JSON.stringify(file)} is not an index file name`;
     }
   }
+  if (c.sparse !== undefined) {
+    if (typeof c.sparse !== 'object' || c.sparse === null) return 'sparse is not an object';
+    for (const file of Object.values(c.sparse)) {
+      if (typeof file !== 'string' || !SPARSE_FILE_RE.test(file)) return `${JSON.stringify(file)} is not a sparse index file name`;
+    }
+  }
   return null;
 }
 
@@ -1185,6 +1318,7 @@ export function checkpointProblem(cp: unknown): string | null {
 export function checkpointFiles(cp: CheckpointFile): string[] {
   const out = [cp.state];
   for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
+  for (const f of Object.values(cp.sparse ?? {})) out.push(f);
   return out;
 }
 

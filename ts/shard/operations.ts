@@ -13,7 +13,11 @@
  * are the operation's clock tag (clocks.ts), at a fixed place so a history scan reads
  * it without parsing the rest. The header holds ids, payloads and, per vector name,
  * which points carry a vector; the vectors themselves follow as raw little-endian f32
- * (JSON would be several times larger and slower for the bulk of an upsert).
+ * (JSON would be several times larger and slower for the bulk of an upsert). Sparse
+ * vectors, when an operation has any, follow the dense data: the header's `s` lists per
+ * name the rows carrying one and their entry counts, and each row's data is its indices
+ * (u32) then its values (f32). Records without `s` (all records written before sparse
+ * vectors) decode as before.
  *
  * Format 1 (before clock tags) is the same without the tag: `u8 format(=1) | u32
  * header length | header | f32 data`. WALs written before tags still decode (tag
@@ -28,10 +32,21 @@ import { normalizePointId } from './id-tracker';
 /** Vectors by name ("" is the unnamed vector). */
 export type NamedVectors = Map<string, Float32Array>;
 
+/** A sparse vector as written: dimension ids and their values, the same length. */
+export interface SparseVec {
+  indices: Uint32Array;
+  values: Float32Array;
+}
+
+/** Sparse vectors by name (sparse vectors are always named). */
+export type SparseVectors = Map<string, SparseVec>;
+
 export interface PointWrite {
   id: PointKey;
   vectors: NamedVectors;
   payload: Payload | null;
+  /** Sparse vectors of the point (absent: none). */
+  sparse?: SparseVectors;
 }
 
 export type ShardOperation =
@@ -41,7 +56,7 @@ export type ShardOperation =
   | { kind: 'overwrite_payload'; ids: PointKey[]; payload: Payload }
   | { kind: 'delete_payload'; ids: PointKey[]; keys: string[] }
   | { kind: 'clear_payload'; ids: PointKey[] }
-  | { kind: 'update_vectors'; points: Array<{ id: PointKey; vectors: NamedVectors }> }
+  | { kind: 'update_vectors'; points: Array<{ id: PointKey; vectors: NamedVectors; sparse?: SparseVectors }> }
   | { kind: 'delete_vectors'; ids: PointKey[]; names: string[] };
 
 /** Records without a clock tag (written before tags existed). */
@@ -59,6 +74,11 @@ interface Header {
   names?: string[];
   /** Per vector name: dim and the indexes (into ids) of points carrying that vector. */
   v?: Array<{ n: string; d: number; rows: number[] }>;
+  /**
+   * Per sparse vector name: the rows carrying it and each one's entry count. Their data
+   * follows the dense vectors: per row, the indices (u32) then the values (f32).
+   */
+  s?: Array<{ n: string; rows: number[]; lens: number[] }>;
 }
 
 function idText(k: PointKey): string {
@@ -89,6 +109,24 @@ function vectorTable(points: Array<{ vectors: NamedVectors }>): { table: NonNull
   return { table: [...byName.values()], chunks };
 }
 
+function sparseTable(points: Array<{ sparse?: SparseVectors }>): { table: NonNullable<Header['s']>; chunks: Array<Uint32Array | Float32Array> } | null {
+  const byName = new Map<string, { n: string; rows: number[]; lens: number[]; data: Array<Uint32Array | Float32Array> }>();
+  points.forEach((p, i) => {
+    if (!p.sparse) return;
+    for (const [name, v] of p.sparse) {
+      let e = byName.get(name);
+      if (!e) byName.set(name, (e = { n: name, rows: [], lens: [], data: [] }));
+      e.rows.push(i);
+      e.lens.push(v.indices.length);
+      e.data.push(v.indices, v.values);
+    }
+  });
+  if (byName.size === 0) return null;
+  const chunks: Array<Uint32Array | Float32Array> = [];
+  for (const e of byName.values()) chunks.push(...e.data);
+  return { table: [...byName.values()].map(({ n, rows, lens }) => ({ n, rows, lens })), chunks };
+}
+
 /**
  * Encodes `op` as a WAL record carrying `tag` (format 2), or without a tag (format 1,
  * as records were before tags): the form an operation travels in before the replica
@@ -96,18 +134,28 @@ function vectorTable(points: Array<{ vectors: NamedVectors }>): { table: NonNull
  */
 export function encodeOperation(op: ShardOperation, tag: ClockTag | null): Buffer {
   let header: Header;
-  let chunks: Float32Array[] = [];
+  let chunks: Array<Float32Array | Uint32Array> = [];
   switch (op.kind) {
     case 'upsert': {
       const t = vectorTable(op.points);
       chunks = t.chunks;
       header = { k: op.kind, ids: op.points.map((p) => idText(p.id)), p: op.points.map((p) => p.payload), v: t.table };
+      const st = sparseTable(op.points);
+      if (st) {
+        header.s = st.table;
+        chunks = [...chunks, ...st.chunks];
+      }
       break;
     }
     case 'update_vectors': {
       const t = vectorTable(op.points);
       chunks = t.chunks;
       header = { k: op.kind, ids: op.points.map((p) => idText(p.id)), v: t.table };
+      const st = sparseTable(op.points);
+      if (st) {
+        header.s = st.table;
+        chunks = [...chunks, ...st.chunks];
+      }
       break;
     }
     case 'delete':
@@ -185,9 +233,9 @@ export function decodeOperation(buf: Buffer): ShardOperation {
   if (hstart + hlen > buf.length) throw new OperationFormatError('WAL record header runs past its end');
   const h = JSON.parse(buf.subarray(hstart, hstart + hlen).toString('utf8')) as Header;
   const ids = h.ids.map(idFrom);
+  let at = hstart + hlen;
   const readVectors = (): NamedVectors[] => {
     const out: NamedVectors[] = ids.map(() => new Map());
-    let at = hstart + hlen;
     for (const e of h.v ?? []) {
       for (const row of e.rows) {
         const bytes = e.d * 4;
@@ -201,15 +249,38 @@ export function decodeOperation(buf: Buffer): ShardOperation {
     }
     return out;
   };
+  /** The sparse vectors after the dense ones (null when the record has none). */
+  const readSparse = (): Array<SparseVectors | undefined> | null => {
+    if (!h.s) return null;
+    const out: Array<SparseVectors | undefined> = ids.map(() => undefined);
+    for (const e of h.s) {
+      e.rows.forEach((row, j) => {
+        const len = e.lens[j];
+        if (at + len * 8 > buf.length) throw new OperationFormatError('WAL record sparse vectors run past its end');
+        const indices = new Uint32Array(len);
+        Buffer.from(indices.buffer).set(buf.subarray(at, at + len * 4));
+        at += len * 4;
+        const values = new Float32Array(len);
+        Buffer.from(values.buffer).set(buf.subarray(at, at + len * 4));
+        at += len * 4;
+        let m = out[row];
+        if (!m) out[row] = m = new Map();
+        m.set(e.n, { indices, values });
+      });
+    }
+    return out;
+  };
   switch (h.k) {
     case 'upsert': {
       const vs = readVectors();
+      const ss = readSparse();
       const ps = h.p as Array<Payload | null>;
-      return { kind: 'upsert', points: ids.map((id, i) => ({ id, vectors: vs[i], payload: ps[i] })) };
+      return { kind: 'upsert', points: ids.map((id, i) => (ss?.[i] ? { id, vectors: vs[i], payload: ps[i], sparse: ss[i] } : { id, vectors: vs[i], payload: ps[i] })) };
     }
     case 'update_vectors': {
       const vs = readVectors();
-      return { kind: 'update_vectors', points: ids.map((id, i) => ({ id, vectors: vs[i] })) };
+      const ss = readSparse();
+      return { kind: 'update_vectors', points: ids.map((id, i) => (ss?.[i] ? { id, vectors: vs[i], sparse: ss[i] } : { id, vectors: vs[i] })) };
     }
     case 'delete':
     case 'clear_payload':

@@ -193,6 +193,7 @@ function checkConfig(c: Record<string, unknown>, config: Config): CollectionConf
     replication_factor: params.replication_factor,
     write_consistency_factor: params.write_consistency_factor,
     on_disk_payload: params.on_disk_payload,
+    sparse_vectors: params.sparse_vectors ?? undefined,
     hnsw_config: c.hnsw_config ?? undefined,
     optimizers_config: c.optimizer_config ?? undefined,
     wal_config: c.wal_config ?? undefined,

@@ -428,10 +428,16 @@ class Run {
         const found = shard.scroll(cursor, BATCH + 1, null, compareKeys);
         const page = found.slice(0, BATCH);
         const names = [...shard.vectors.keys()];
+        const sparseNames = [...shard.sparse.keys()];
         const points: PointWrite[] = [];
         for (const p of page) {
           const payload = shard.payloadOf(p.offset);
-          points.push({ id: p.key, vectors: await shard.vectorsOf(p.offset, names), payload: payload === null ? null : (structuredClone(payload) as PointWrite['payload']) });
+          const point: PointWrite = { id: p.key, vectors: await shard.vectorsOf(p.offset, names), payload: payload === null ? null : (structuredClone(payload) as PointWrite['payload']) };
+          if (sparseNames.length > 0) {
+            const sparse = await shard.sparseOf(p.offset, sparseNames);
+            if (sparse.size > 0) point.sparse = sparse;
+          }
+          points.push(point);
         }
         const last = found.length <= BATCH;
         await this.remote.batch(points, false);

@@ -12,6 +12,7 @@ pub mod hnsw;
 pub mod mapped;
 pub mod quant;
 pub mod rng;
+pub mod sparse;
 pub mod visited;
 pub mod wal;
 

@@ -20,6 +20,8 @@ use napi::bindgen_prelude::{
 use napi::{sys, Env, Status, Task};
 use napi_derive::napi;
 
+mod sparse;
+
 use quiver_core::wal::{Wal, WalOptions};
 use quiver_core::{
     Distance, Error as CoreError, ErrorKind, Index, IndexConfig, Quantization, SearchParams,

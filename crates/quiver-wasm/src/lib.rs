@@ -16,6 +16,8 @@ use std::sync::Mutex;
 
 use quiver_core::{Distance, Error, ErrorKind, Index, IndexConfig, Quantization, SearchParams};
 
+mod sparse;
+
 struct State {
     indexes: Vec<Option<Index>>,
     last_error: Option<(u32, String)>,

@@ -132,9 +132,45 @@ function withoutVirtual(m: Msg): Obj {
   return out;
 }
 
+/** SparseVectorParams by name in the JSON form (`Default` datatype: unset; enums as the JSON names them). */
+function sparseVectorsJson(map: Msg): Obj {
+  const out: Obj = {};
+  for (const [name, raw] of Object.entries(map)) {
+    const p = (raw ?? {}) as Msg;
+    const o: Obj = {};
+    if (p.index !== undefined && p.index !== null) {
+      const idx = p.index as Msg;
+      const i = pick(idx, ['full_scan_threshold', 'on_disk'], ['full_scan_threshold']);
+      if (idx.datatype !== undefined && idx.datatype !== null && idx.datatype !== 'Default' && idx.datatype !== 0) i.datatype = snakeEnum(idx.datatype);
+      o.index = i;
+    }
+    if (p.modifier !== undefined && p.modifier !== null) o.modifier = snakeEnum(p.modifier);
+    out[name] = o;
+  }
+  return out;
+}
+
+/** The JSON form's sparse vectors as the proto's SparseVectorConfig map. */
+function sparseVectorsProto(sv: Obj): Msg {
+  const map: Msg = {};
+  for (const [name, raw] of Object.entries(sv)) {
+    const p = raw as Obj;
+    const o: Msg = {};
+    if (p.index !== undefined && p.index !== null) {
+      const idx = p.index as Obj;
+      const i = protoPick(idx, ['full_scan_threshold', 'on_disk'], ['full_scan_threshold']);
+      if (typeof idx.datatype === 'string') i.datatype = pascalEnum(idx.datatype);
+      o.index = i;
+    }
+    if (typeof p.modifier === 'string') o.modifier = pascalEnum(p.modifier);
+    map[name] = o;
+  }
+  return { map };
+}
+
 /** The settings both CreateCollection and UpdateCollection carry: sparse vectors, strict mode, metadata. */
 function commonJson(r: Msg, out: Obj): void {
-  if (r.sparse_vectors_config !== undefined && nonEmpty((r.sparse_vectors_config as Msg).map)) out.sparse_vectors = (r.sparse_vectors_config as Msg).map;
+  if (r.sparse_vectors_config !== undefined && nonEmpty((r.sparse_vectors_config as Msg).map)) out.sparse_vectors = sparseVectorsJson((r.sparse_vectors_config as Msg).map as Msg);
   if (r.strict_mode_config !== undefined) out.strict_mode_config = withoutVirtual(r.strict_mode_config);
   // An empty map is not on the wire: no metadata (the JSON form's absent field).
   if (nonEmpty(r.metadata)) out.metadata = mapToJson(r.metadata, 'metadata');
@@ -225,6 +261,7 @@ function paramsProto(p: Obj): Msg {
   };
   if (p.read_fan_out_factor !== undefined && p.read_fan_out_factor !== null) out.read_fan_out_factor = p.read_fan_out_factor;
   if (p.read_fan_out_delay_ms !== undefined && p.read_fan_out_delay_ms !== null) out.read_fan_out_delay_ms = int64Text(p.read_fan_out_delay_ms as number);
+  if (p.sparse_vectors !== undefined && p.sparse_vectors !== null) out.sparse_vectors_config = sparseVectorsProto(p.sparse_vectors as Obj);
   return out;
 }
 

@@ -117,7 +117,12 @@ export function encodeRead(kind: ReadKind, req: unknown): Buffer {
   let body: unknown = req;
   if (kind === 'search') {
     const r = req as SearchRequest;
-    body = { ...r, vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'), exclude: r.exclude ? idsOut(r.exclude) : undefined };
+    body = {
+      ...r,
+      vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'),
+      exclude: r.exclude ? idsOut(r.exclude) : undefined,
+      sparse: r.sparse ? { indices: Array.from(r.sparse.indices), values: Array.from(r.sparse.values) } : undefined,
+    };
   } else if (kind === 'retrieve') {
     const r = req as RetrieveRequest;
     body = { ...r, ids: idsOut(r.ids) };
@@ -134,7 +139,9 @@ export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
     const raw = Buffer.from(body.vector as string, 'base64');
     const vector = new Float32Array(raw.length / 4);
     Buffer.from(vector.buffer).set(raw);
-    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined };
+    const sp = body.sparse as { indices: number[]; values: number[] } | undefined;
+    const sparse = sp ? { indices: Uint32Array.from(sp.indices), values: Float32Array.from(sp.values) } : undefined;
+    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse };
   }
   if (kind === 'retrieve') return { ...body, ids: (body.ids as PointId[]).map((id) => normalizePointId(id)) };
   if (kind === 'scroll') return { ...body, offset: body.offset === null ? null : normalizePointId(body.offset) };

@@ -223,8 +223,9 @@ function isSparse(x: unknown): boolean {
 }
 
 /**
- * The vectors of a point: a bare array is the unnamed vector, an object maps names to
- * arrays. Sparse and multi-vectors are refused with a clear error.
+ * The dense vectors of a point: a bare array is the unnamed vector, an object maps names
+ * to arrays; its sparse vectors (`{indices, values}` under a name) are read by
+ * `pointSparse` (sparse.ts). Multi-vectors are refused with a clear error.
  */
 export function pointVectors(x: unknown, field: string): NamedVectors {
   const out: NamedVectors = new Map();
@@ -233,13 +234,13 @@ export function pointVectors(x: unknown, field: string): NamedVectors {
     return out;
   }
   if (isObj(x)) {
-    if (isSparse(x)) throw new FormatError(`${field}: sparse vectors are not supported by Quiver`);
+    if (isSparse(x)) throw new FormatError(`${field}: a sparse vector must be given under its name ({"name": {"indices": [...], "values": [...]}})`);
     // An inference document names a model; `text` alone may just be a vector name.
     if ('model' in x && ('text' in x || 'image' in x || 'object' in x)) {
       throw new FormatError(`${field}: inference documents are not supported by Quiver; send vectors`);
     }
     for (const [name, v] of Object.entries(x)) {
-      if (isSparse(v)) throw new FormatError(`${field}.${name}: sparse vectors are not supported by Quiver`);
+      if (isObj(v) && 'indices' in v) continue;
       out.set(name, denseVector(v, `${field}.${name}`));
     }
     return out;

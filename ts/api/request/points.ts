@@ -15,7 +15,8 @@ import type { Filter } from '../../shard/filter';
 import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest, Recommend } from '../../collection/query';
 import { DEFAULT_RRF_K, MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH } from '../../collection/hybrid';
 import type { PointKey } from '../../shard/id-tracker';
-import type { NamedVectors, PointWrite } from '../../shard/operations';
+import type { NamedVectors, PointWrite, SparseVec, SparseVectors } from '../../shard/operations';
+import { looksSparse, pointSparse, sparseVector } from './sparse';
 import type { Payload, WithPayload } from '../../shard/payload-store';
 import { BadInputError, BadRequestError, FormatError, ValidationError } from '../../common/errors';
 import { MAX_ENGINE_COUNT } from '../../shard/limits';
@@ -54,6 +55,7 @@ export function upsertPoints(b: Obj): PointWrite[] {
         id: pointId(p.id, `${where}.id`),
         vectors: pointVectors(p.vector, `${where}.vector`),
         payload: p.payload === undefined || p.payload === null ? null : payload(p.payload, `${where}.payload`),
+        ...withSparse(pointSparse(p.vector, `${where}.vector`)),
       };
     });
   }
@@ -62,10 +64,14 @@ export function upsertPoints(b: Obj): PointWrite[] {
     const ids = pointIds(batch.ids, 'batch.ids');
     const n = ids.length;
     const vectors: NamedVectors[] = ids.map(() => new Map());
+    const sparse: Array<SparseVectors | undefined> = ids.map(() => undefined);
     const rows = (x: unknown, name: string, field: string) => {
       if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of vectors`);
       if (x.length !== n) throw new BadInputError(`${field} has ${x.length} vectors for ${n} ids`);
-      x.forEach((v, i) => vectors[i].set(name, denseVector(v, `${field}[${i}]`)));
+      x.forEach((v, i) => {
+        if (name !== '' && looksSparse(v)) (sparse[i] ??= new Map()).set(name, sparseVector(v, `${field}[${i}]`));
+        else vectors[i].set(name, denseVector(v, `${field}[${i}]`));
+      });
     };
     if (Array.isArray(batch.vectors)) rows(batch.vectors, '', 'batch.vectors');
     else if (isObj(batch.vectors)) for (const [name, x] of Object.entries(batch.vectors)) rows(x, name, `batch.vectors.${name}`);
@@ -76,7 +82,7 @@ export function upsertPoints(b: Obj): PointWrite[] {
       if (batch.payloads.length !== n) throw new BadInputError(`batch.payloads has ${batch.payloads.length} payloads for ${n} ids`);
       payloads = batch.payloads.map((p: unknown, i: number) => (p === null ? null : payload(p, `batch.payloads[${i}]`)));
     }
-    return ids.map((id, i) => ({ id, vectors: vectors[i], payload: payloads[i] }));
+    return ids.map((id, i) => ({ id, vectors: vectors[i], payload: payloads[i], ...withSparse(sparse[i]) }));
   }
   throw new FormatError('expected `points` or `batch`');
 }
@@ -94,12 +100,17 @@ function vectorNames(x: unknown, field: string): string[] {
   return x as string[];
 }
 
-export function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors }> {
+/** `{sparse}` when a point has sparse vectors, else nothing (the field stays absent). */
+function withSparse(sparse: SparseVectors | undefined): { sparse?: SparseVectors } {
+  return sparse === undefined ? {} : { sparse };
+}
+
+export function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors; sparse?: SparseVectors }> {
   refuse(b, { update_filter: 'conditional updates (update_filter) are not supported by Quiver' });
   if (!Array.isArray(b.points)) throw new FormatError('missing field `points`');
   return b.points.map((p: unknown, i: number) => {
     if (!isObj(p)) throw new FormatError(`points[${i}]: expected an object`);
-    return { id: pointId(p.id, `points[${i}].id`), vectors: pointVectors(p.vector, `points[${i}].vector`) };
+    return { id: pointId(p.id, `points[${i}].id`), vectors: pointVectors(p.vector, `points[${i}].vector`), ...withSparse(pointSparse(p.vector, `points[${i}].vector`)) };
   });
 }
 
@@ -246,7 +257,7 @@ function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: 
 function example(x: unknown, field: string): Example {
   if (Array.isArray(x)) return { vector: denseVector(x, field) };
   if (typeof x === 'number' || typeof x === 'string') return { id: pointId(x, field) };
-  if (isObj(x) && 'indices' in x) throw new FormatError(`${field}: sparse vectors are not supported by Quiver`);
+  if (looksSparse(x)) return { sparse: sparseVector(x, field) };
   throw new FormatError(`${field}: expected a vector (array of numbers) or a point id`);
 }
 
@@ -284,7 +295,7 @@ function queryKind(x: unknown): QueryKind {
     if ('order_by' in x) return { orderBy: orderBy(x.order_by, 'query.order_by') };
     if ('fusion' in x) return { fusion: fusionOf(x.fusion) };
     if ('rrf' in x) return { fusion: rrfOf(x.rrf) };
-    if ('indices' in x) throw new FormatError('query: sparse vectors are not supported by Quiver');
+    if ('indices' in x) return { nearest: { sparse: sparseVector(x, 'query') } };
     const kind = Object.keys(x)[0];
     throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\` or \`recommend\``);
   }
@@ -398,10 +409,14 @@ function checkQueryShape(query: QueryKind, using: string, prefetch: Prefetch[], 
 }
 
 /** `vector` of the legacy search: an array, or `{name, vector}`. */
-function legacyVector(x: unknown): { using: string; vector: Float32Array } {
+function legacyVector(x: unknown): { using: string; vector: Float32Array } | { using: string; sparse: SparseVec } {
   if (Array.isArray(x)) return { using: '', vector: denseVector(x, 'vector') };
   if (isObj(x)) {
-    if ('indices' in x || (isObj(x.vector) && 'indices' in (x.vector as Obj))) throw new FormatError('vector: sparse vectors are not supported by Quiver');
+    if ('indices' in x) throw new FormatError('vector: a sparse query names its vector: {"name": ..., "vector": {"indices": [...], "values": [...]}}');
+    if (looksSparse(x.vector)) {
+      if (typeof x.name !== 'string') throw new FormatError('vector: missing field `name`');
+      return { using: x.name, sparse: sparseVector(x.vector, 'vector.vector') };
+    }
     if (typeof x.name === 'string' && Array.isArray(x.vector)) return { using: x.name, vector: denseVector(x.vector, 'vector.vector') };
   }
   throw new FormatError('missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
@@ -410,8 +425,8 @@ function legacyVector(x: unknown): { using: string; vector: Float32Array } {
 /** A body of the legacy search API: a query nearest to its vector. */
 export function parseSearch(b: Obj): QueryRequest {
   if (b.vector === undefined) throw new FormatError('missing field `vector`');
-  const { using, vector } = legacyVector(b.vector);
-  return queryRequest(b, null, using, { nearest: { vector } });
+  const v = legacyVector(b.vector);
+  return queryRequest(b, null, v.using, { nearest: 'sparse' in v ? { sparse: v.sparse } : { vector: v.vector } });
 }
 
 /** A body of the legacy recommend API. */

@@ -277,7 +277,7 @@ function denseOut(v: ArrayLike<number>): { dense: { data: number[] } } {
 export function vectorsOut(v: RecordOut['vector']): Json {
   if (Array.isArray(v)) return { vector: denseOut(v) };
   const named: Json = {};
-  for (const [name, x] of Object.entries(v ?? {})) named[name] = denseOut(x);
+  for (const [name, x] of Object.entries(v ?? {})) named[name] = Array.isArray(x) ? denseOut(x) : { sparse: { values: x.values, indices: x.indices } };
   return { vectors: { vectors: named } };
 }
 
