@@ -1,0 +1,141 @@
+/**
+ * Draining a peer (`POST /cluster/peer/{id}/drain`, `bin/quiver drain`) on real peers:
+ * a 3-peer cluster with a collection of 4 shards and 2 replicas each, a live writer
+ * (wait=true upserts) through another peer, and the drain run by the command line
+ * against the drained peer itself (as the Helm chart's preStop hook does). Afterwards
+ * the peer holds no replica, every shard has its 2 Active replicas on the other peers
+ * with the same content, and every acknowledged point is there (count and scroll).
+ * Also: the refusal when a shard has a replica on every peer (nothing changes), an
+ * unknown peer, a drain asked again (nothing left: done at once), and a single node.
+ */
+
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import test from 'ava';
+
+import { REPO_ROOT, startServer } from '../crash/server';
+import { Cluster } from './harness';
+import {
+  REQUEST_DEADLINE_MS,
+  TEST_DEADLINE_MS,
+  Writer,
+  call,
+  createCollection,
+  errorOf,
+  load,
+  lostAndDuplicated,
+  peerIds,
+  placementOf,
+  range,
+  replicasOf,
+  sameContent,
+  view,
+  waitFor,
+} from './transfer-support';
+
+function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [path.join(REPO_ROOT, 'bin', 'quiver'), 'drain', ...args], { env: { ...process.env, ...env }, timeout: TEST_DEADLINE_MS }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof (err as any).code === 'number' ? (err as any).code : -1, stdout, stderr });
+    });
+  });
+}
+
+test.serial('drain a peer of a 3-peer cluster under a live writer: no replica left on it, 0 acknowledged points lost', async (t) => {
+  t.timeout(TEST_DEADLINE_MS * 2);
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const ids = await peerIds(c);
+  const drained = 2;
+  const other = [0, 1];
+
+  // Refused when a shard has a replica on every peer: nothing is changed.
+  await createCollection(c, 'full', { shard_number: 1, replication_factor: 3 });
+  await createCollection(c, 'd', { shard_number: 4, replication_factor: 2 });
+  const before = placementOf(await view(c, 0, 'd'));
+  const refused = await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[drained]}/drain`);
+  t.is(refused.status, 400, JSON.stringify(refused.body));
+  t.regex(errorOf(refused), /cannot drain peer \d+, nothing was changed: shard 0 of full has a replica on every other peer/);
+  t.is(placementOf(await view(c, 0, 'd')), before);
+  t.is((await call(c.peers[0].url, 'GET', `/cluster/peer/${ids[drained]}/drain`)).body.result.state, 'idle');
+  const byCli = await cli(['--url', c.peers[drained].url]);
+  t.is(byCli.code, 1, byCli.stdout + byCli.stderr);
+  t.regex(byCli.stderr, /refused: 400 .*shard 0 of full has a replica on every other peer/);
+  // An unknown peer, a bad id.
+  t.is((await call(c.peers[0].url, 'POST', '/cluster/peer/424242/drain')).status, 400);
+  t.is((await call(c.peers[0].url, 'GET', '/cluster/peer/x1/drain')).status, 400);
+  t.is((await call(c.peers[0].url, 'DELETE', '/collections/full?wait=true')).status, 200);
+  await waitFor('full is gone everywhere', async () => (await Promise.all(c.peers.map((p) => call(p.url, 'GET', '/collections/full')))).every((r) => r.status === 404));
+
+  await load(c.peers[0].url, 'd', range(0, 4000));
+  const held = [...replicasOf(await view(c, 0, 'd'))].filter(([, m]) => m.has(ids[drained])).length;
+  t.true(held >= 2, `peer ${ids[drained]} holds ${held} replicas`);
+
+  const writer = new Writer(t, () => c.peers[0].url, 'd', 1_000_000, 10);
+  await writer.more('the writer writes', 30);
+
+  // The command line against the drained peer itself, no --peer: the chart's preStop hook.
+  const out = await cli(['--url', c.peers[drained].url, '--timeout', '600']);
+  t.is(out.code, 0, out.stdout + out.stderr);
+  t.regex(out.stdout, /drained: it holds no replica \(\d+ moved/);
+  t.log(out.stdout.trim().split('\n').slice(-3).join('\n'));
+  await writer.more('writes go on after the drain', 30);
+  await writer.stop();
+  t.log(writer.summary());
+
+  const st = (await call(c.peers[drained].url, 'GET', `/cluster/peer/${ids[drained]}/drain`)).body.result;
+  t.is(st.state, 'done');
+  t.deepEqual(st.remaining, []);
+  t.is(st.shards_moved, held);
+  for (const i of [0, 1, 2]) {
+    const m = replicasOf(await view(c, i, 'd'));
+    t.is(m.size, 4);
+    for (const [shard, reps] of m) {
+      t.false(reps.has(ids[drained]), `peer ${i} sees shard ${shard} still on the drained peer`);
+      t.deepEqual([...reps.keys()].sort(), other.map((k) => ids[k]).sort(), `shard ${shard} seen by peer ${i}`);
+      for (const s of reps.values()) t.is(s, 'Active');
+    }
+  }
+  // The drained peer keeps no local shard.
+  t.deepEqual((await view(c, drained, 'd')).local_shards, []);
+  const counts = await sameContent(t, c, 'd', 4);
+  for (const n of counts.values()) t.is(n, 2);
+
+  const acked = [...range(0, 4000), ...writer.acked];
+  for (const i of other) {
+    const { lost, duplicated } = await lostAndDuplicated(c.peers[i].url, 'd', acked);
+    t.deepEqual(lost, [], `lost through peer ${i}`);
+    t.deepEqual(duplicated, []);
+    const count = await call(c.peers[i].url, 'POST', '/collections/d/points/count', { exact: true });
+    t.is(count.body.result.count, acked.length);
+  }
+
+  // Asked again: nothing left, done at once (idempotent).
+  const again = await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[drained]}/drain?wait=true&timeout=30`);
+  t.is(again.status, 200, JSON.stringify(again.body));
+  t.is(again.body.result.state, 'done');
+  t.is(again.body.result.shards_moved, 0);
+  // The drained peer can now be removed without force.
+  const removed = await call(c.peers[0].url, 'DELETE', `/cluster/peer/${ids[drained]}`, undefined, REQUEST_DEADLINE_MS);
+  t.is(removed.status, 200, JSON.stringify(removed.body));
+});
+
+test.serial('drain on a single node: 405, and the command line says there is nothing to drain', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-drain-'));
+  const s = await startServer(dir, {});
+  t.teardown(async () => {
+    await s.stop('SIGKILL');
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+  t.is((await call(s.url, 'POST', '/cluster/peer/1/drain')).status, 405);
+  t.is((await call(s.url, 'GET', '/cluster/peer/1/drain')).status, 405);
+  const out = await cli(['--url', s.url]);
+  t.is(out.code, 1);
+  t.regex(out.stderr, /not part of a cluster/);
+  const usage = await cli(['--peer', 'abc']);
+  t.is(usage.code, 2);
+  t.regex(usage.stderr, /--peer expects a peer id/);
+});
