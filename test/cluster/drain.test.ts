@@ -123,18 +123,32 @@ test.serial('drain a peer of a 3-peer cluster under a live writer: no replica le
   t.is(removed.status, 200, JSON.stringify(removed.body));
 });
 
-test.serial('drain on a single node: 405, and the command line says there is nothing to drain', async (t) => {
+async function keyed(url: string, method: string, route: string, key: string | null): Promise<number> {
+  const res = await fetch(url + route, { method, headers: key === null ? {} : { 'api-key': key } });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+test.serial('drain on a single node: 405; access: manage for POST, read for GET; the command line says there is nothing to drain', async (t) => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-drain-'));
-  const s = await startServer(dir, {});
+  const s = await startServer(dir, { SERVICE__SERVICE__API_KEY: 'mgr', SERVICE__SERVICE__READ_ONLY_API_KEY: 'ro' });
   t.teardown(async () => {
     await s.stop('SIGKILL');
     await fs.rm(dir, { recursive: true, force: true });
   });
-  t.is((await call(s.url, 'POST', '/cluster/peer/1/drain')).status, 405);
-  t.is((await call(s.url, 'GET', '/cluster/peer/1/drain')).status, 405);
-  const out = await cli(['--url', s.url]);
+  t.is(await keyed(s.url, 'POST', '/cluster/peer/1/drain', null), 401);
+  t.is(await keyed(s.url, 'POST', '/cluster/peer/1/drain', 'ro'), 403);
+  t.is(await keyed(s.url, 'POST', '/cluster/peer/1/drain', 'mgr'), 405);
+  t.is(await keyed(s.url, 'GET', '/cluster/peer/1/drain', 'ro'), 405);
+  t.is(await keyed(s.url, 'GET', '/cluster/peer/1/drain', null), 401);
+  const out = await cli(['--url', s.url, '--api-key', 'mgr']);
   t.is(out.code, 1);
   t.regex(out.stderr, /not part of a cluster/);
+  // The key comes from the pod's environment when not given.
+  const fromEnv = await cli(['--url', s.url], { SERVICE__SERVICE__API_KEY: 'mgr' });
+  t.regex(fromEnv.stderr, /not part of a cluster/);
+  const noKey = await cli(['--url', s.url], { SERVICE__SERVICE__API_KEY: '', QUIVER_API_KEY: '' });
+  t.regex(noKey.stderr, /GET \/cluster: 401/);
   const usage = await cli(['--peer', 'abc']);
   t.is(usage.code, 2);
   t.regex(usage.stderr, /--peer expects a peer id/);
