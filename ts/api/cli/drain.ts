@@ -11,7 +11,8 @@
  * StatefulSet's desired `spec.replicas`, read from the Kubernetes API with the pod's
  * service account (`STATEFULSET_NAME`, `POD_NAMESPACE`). A rolling restart keeps the
  * desired count, so its pods stop without moving anything. When the API cannot be read
- * the drain runs (moving replicas needlessly is safe; skipping a needed drain is not).
+ * the drain runs (moving replicas needlessly is safe; skipping a needed drain is not);
+ * when the StatefulSet is gone (uninstall) or scaled to 0, it does not (every peer goes).
  *
  * Exit codes: 0 drained (or nothing to do), 1 refused or failed or not finished within
  * `--timeout` (the drain goes on in the node; running the command again follows it),
@@ -141,27 +142,32 @@ export async function scaledIn(env: NodeJS.ProcessEnv, saDir = SA): Promise<{ sc
     return null;
   }
   const ordinal = Number(m[1]);
-  const body = await new Promise<string | null>((resolve) => {
+  const got = await new Promise<{ status: number; data: string } | null>((resolve) => {
     const req = https.get(
       { host, port: Number(port), path: `/apis/apps/v1/namespaces/${encodeURIComponent(ns)}/statefulsets/${encodeURIComponent(sts)}`, ca, headers: { authorization: `Bearer ${token}` }, timeout: 10_000 },
       (res) => {
         let data = '';
         res.setEncoding('utf8');
         res.on('data', (d: string) => (data += d));
-        res.on('end', () => resolve(res.statusCode === 200 ? data : null));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, data }));
       },
     );
     req.on('timeout', () => req.destroy());
     req.on('error', () => resolve(null));
   });
-  if (body === null) return null;
+  if (got === null) return null;
+  // The StatefulSet itself is being deleted (helm uninstall): every pod goes, there is nowhere to drain to.
+  if (got.status === 404) return { scaledIn: false, reason: `StatefulSet ${sts} is gone` };
+  if (got.status !== 200) return null;
   let replicas: unknown;
   try {
-    replicas = JSON.parse(body)?.spec?.replicas;
+    replicas = JSON.parse(got.data)?.spec?.replicas;
   } catch {
     return null;
   }
   if (typeof replicas !== 'number') return null;
+  // Scaled to 0: every peer goes, there is nowhere to drain to.
+  if (replicas === 0) return { scaledIn: false, reason: `StatefulSet ${sts} is scaled to 0 replicas` };
   return { scaledIn: ordinal >= replicas, reason: `pod ordinal ${ordinal}, StatefulSet ${sts} wants ${replicas} replicas` };
 }
 
