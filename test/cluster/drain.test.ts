@@ -65,7 +65,8 @@ test.serial('drain a peer of a 3-peer cluster under a live writer: no replica le
   t.is(byCli.code, 1, byCli.stdout + byCli.stderr);
   t.regex(byCli.stderr, /refused: 400 .*shard 0 of full has a replica on every other peer/);
   // An unknown peer, a bad id.
-  t.is((await call(c.peers[0].url, 'POST', '/cluster/peer/424242/drain')).status, 400);
+  t.is((await call(c.peers[0].url, 'POST', '/cluster/peer/424242/drain')).status, 404);
+  t.is((await call(c.peers[0].url, 'GET', '/cluster/peer/424242/drain')).status, 404);
   t.is((await call(c.peers[0].url, 'GET', '/cluster/peer/x1/drain')).status, 400);
   t.is((await call(c.peers[0].url, 'DELETE', '/collections/full?wait=true')).status, 200);
   await waitFor('full is gone everywhere', async () => (await Promise.all(c.peers.map((p) => call(p.url, 'GET', '/collections/full')))).every((r) => r.status === 404));

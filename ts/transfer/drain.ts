@@ -20,8 +20,7 @@
 import type { Logger } from 'pino';
 
 import { isActive } from '../collection/replica-state';
-import { BadRequestError } from '../common/errors';
-import { unknownPeerError } from '../collection/shard-keys';
+import { BadRequestError, NotFoundError } from '../common/errors';
 import type { ClusterState } from '../storage/cluster-state';
 import type { Dispatcher, ReplicaChange } from '../storage/dispatcher';
 import type { MetadataConsensus } from '../storage/metadata-consensus';
@@ -115,7 +114,7 @@ export class PeerDrainer {
   /** The drain of `peer` as this peer knows it. */
   status(peer: string): DrainStatus {
     const state = this.state;
-    if (!has(state.peers, peer)) throw unknownPeerError(peer);
+    if (!has(state.peers, peer)) throw new NotFoundError(`Peer ${peer} does not exist`);
     const job = this.jobs.get(peer);
     const remaining: DrainShardStatus[] = [];
     const transfers: DrainTransfer[] = [];
@@ -168,7 +167,7 @@ export class PeerDrainer {
   /** The refusals, before anything is changed. */
   private check(peer: string): void {
     const state = this.state;
-    if (!has(state.peers, peer)) throw unknownPeerError(peer);
+    if (!has(state.peers, peer)) throw new NotFoundError(`Peer ${peer} does not exist`);
     if (Object.keys(state.peers).length < 2) throw new BadRequestError(`cannot drain peer ${peer}: it is the only peer of the cluster, there is no other peer to move its replicas to`);
     const problems: string[] = [];
     for (const { collection, shard } of state.shardsOn(peer)) {
