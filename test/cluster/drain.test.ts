@@ -4,7 +4,8 @@
  * (wait=true upserts) through another peer, and the drain run by the command line
  * against the drained peer itself (as the Helm chart's preStop hook does). Afterwards
  * the peer holds no replica, every shard has its 2 Active replicas on the other peers
- * with the same content, and every acknowledged point is there (count and scroll).
+ * with the same content, and every acknowledged point is there (count and scroll); once
+ * with stream_records, once with snapshot transfers (`--method`).
  * Also: the refusal when a shard has a replica on every peer (nothing changes), an
  * unknown peer, a drain asked again (nothing left: done at once), and a single node.
  */
@@ -44,7 +45,8 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: 
   });
 }
 
-test.serial('drain a peer of a 3-peer cluster under a live writer: no replica left on it, 0 acknowledged points lost', async (t) => {
+for (const method of ['stream_records', 'snapshot'] as const) {
+test.serial(`drain a peer of a 3-peer cluster under a live writer (${method}): no replica left on it, 0 acknowledged points lost`, async (t) => {
   t.timeout(TEST_DEADLINE_MS * 2);
   const c = await Cluster.start(3);
   t.teardown(() => c.destroy());
@@ -68,6 +70,9 @@ test.serial('drain a peer of a 3-peer cluster under a live writer: no replica le
   t.is((await call(c.peers[0].url, 'POST', '/cluster/peer/424242/drain')).status, 404);
   t.is((await call(c.peers[0].url, 'GET', '/cluster/peer/424242/drain')).status, 404);
   t.is((await call(c.peers[0].url, 'GET', '/cluster/peer/x1/drain')).status, 400);
+  const badMethod = await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[drained]}/drain?method=resharding_stream_records`);
+  t.is(badMethod.status, 400);
+  t.regex(errorOf(badMethod), /method: expected one of `stream_records`, `snapshot`, `wal_delta`/);
   t.is((await call(c.peers[0].url, 'DELETE', '/collections/full?wait=true')).status, 200);
   await waitFor('full is gone everywhere', async () => (await Promise.all(c.peers.map((p) => call(p.url, 'GET', '/collections/full')))).every((r) => r.status === 404));
 
@@ -79,7 +84,7 @@ test.serial('drain a peer of a 3-peer cluster under a live writer: no replica le
   await writer.more('the writer writes', 30);
 
   // The command line against the drained peer itself, no --peer: the chart's preStop hook.
-  const out = await cli(['--url', c.peers[drained].url, '--timeout', '600']);
+  const out = await cli(['--url', c.peers[drained].url, '--timeout', '600', '--method', method]);
   t.is(out.code, 0, out.stdout + out.stderr);
   t.regex(out.stdout, /drained: it holds no replica \(\d+ moved/);
   t.log(out.stdout.trim().split('\n').slice(-3).join('\n'));
@@ -89,6 +94,7 @@ test.serial('drain a peer of a 3-peer cluster under a live writer: no replica le
 
   const st = (await call(c.peers[drained].url, 'GET', `/cluster/peer/${ids[drained]}/drain`)).body.result;
   t.is(st.state, 'done');
+  t.is(st.method, method);
   t.deepEqual(st.remaining, []);
   t.is(st.shards_moved, held);
   for (const i of [0, 1, 2]) {
@@ -123,6 +129,7 @@ test.serial('drain a peer of a 3-peer cluster under a live writer: no replica le
   const removed = await call(c.peers[0].url, 'DELETE', `/cluster/peer/${ids[drained]}`, undefined, REQUEST_DEADLINE_MS);
   t.is(removed.status, 200, JSON.stringify(removed.body));
 });
+}
 
 async function keyed(url: string, method: string, route: string, key: string | null): Promise<number> {
   const res = await fetch(url + route, { method, headers: key === null ? {} : { 'api-key': key } });

@@ -22,7 +22,7 @@ import type { Logger } from 'pino';
 import { isActive } from '../collection/replica-state';
 import { BadRequestError, NotFoundError } from '../common/errors';
 import type { ClusterState } from '../storage/cluster-state';
-import type { Dispatcher, ReplicaChange } from '../storage/dispatcher';
+import type { Dispatcher, ReplicaChange, TransferMethod } from '../storage/dispatcher';
 import type { MetadataConsensus } from '../storage/metadata-consensus';
 
 /** A shard of a collection. */
@@ -42,8 +42,14 @@ export interface DrainTransfer extends ShardRef {
   method: string;
 }
 
+/** The transfer methods a drain may be asked to use (null: the configured default). */
+export const DRAIN_METHODS = ['stream_records', 'snapshot', 'wal_delta'] as const;
+export type DrainMethod = (typeof DRAIN_METHODS)[number];
+
 export interface DrainStatus {
   peer: string;
+  /** The transfer method asked for (null: `storage.shard_transfer_method`, else stream_records). */
+  method: DrainMethod | null;
   /** `idle`: no drain of this peer ran here since this peer started; else the last one's outcome so far. */
   state: 'idle' | 'running' | 'done' | 'failed';
   startedAt: number | null;
@@ -64,12 +70,15 @@ export interface DrainOptions {
   attempts?: number;
   /** Consensus proposals. */
   proposeTimeoutS?: number;
+  /** Whether a peer answers health checks (targets that do are preferred; a drain whose only targets are down is refused). */
+  alive?: (peer: string) => boolean;
 }
 
 const POLL_MS = 100;
 
 interface Job {
   peer: string;
+  method: DrainMethod | null;
   state: 'running' | 'done' | 'failed';
   startedAt: number;
   finishedAt: number | null;
@@ -95,6 +104,7 @@ export class PeerDrainer {
   private readonly shardTimeoutMs: number;
   private readonly attempts: number;
   private readonly proposeTimeoutS: number;
+  private readonly alive: (peer: string) => boolean;
 
   constructor(
     private readonly consensus: MetadataConsensus,
@@ -105,6 +115,7 @@ export class PeerDrainer {
     this.shardTimeoutMs = options.shardTimeoutMs ?? 3_600_000;
     this.attempts = options.attempts ?? 5;
     this.proposeTimeoutS = options.proposeTimeoutS ?? 30;
+    this.alive = options.alive ?? (() => true);
   }
 
   private get state(): ClusterState {
@@ -127,6 +138,7 @@ export class PeerDrainer {
     }
     return {
       peer,
+      method: job?.method ?? null,
       state: job?.state ?? 'idle',
       startedAt: job?.startedAt ?? null,
       finishedAt: job?.finishedAt ?? null,
@@ -138,15 +150,16 @@ export class PeerDrainer {
   }
 
   /**
-   * Starts draining `peer` (or joins the drain already running), after checking that
+   * Starts draining `peer` with `method` (or joins the drain already running, whatever
+   * method it uses), after checking that
    * every shard on it can go somewhere; throws, changing nothing, when one cannot.
    * Resolves with the status once the drain started; `finished` resolves when it ends.
    */
-  start(peer: string): { status: DrainStatus; finished: Promise<void> } {
+  start(peer: string, method: DrainMethod | null = null): { status: DrainStatus; finished: Promise<void> } {
     const running = this.jobs.get(peer);
     if (running !== undefined && running.state === 'running') return { status: this.status(peer), finished: running.done };
     this.check(peer);
-    const job: Job = { peer, state: 'running', startedAt: Date.now(), finishedAt: null, error: null, moved: 0, done: Promise.resolve() };
+    const job: Job = { peer, method, state: 'running', startedAt: Date.now(), finishedAt: null, error: null, moved: 0, done: Promise.resolve() };
     job.done = this.run(job).then(
       () => {
         job.state = 'done';
@@ -172,8 +185,13 @@ export class PeerDrainer {
     const problems: string[] = [];
     for (const { collection, shard } of state.shardsOn(peer)) {
       const s = state.collection(collection)!.shards.find((x) => x.id === shard)!;
-      if (this.targetsFor(state, peer, s.replicas).length === 0) {
+      const targets = this.targetsFor(state, peer, s.replicas);
+      if (targets.length === 0) {
         problems.push(`shard ${shard} of ${collection} has a replica on every other peer (moving it would lower its replica count; add a peer or drop the replica first)`);
+        continue;
+      }
+      if (!targets.some((p) => this.alive(p))) {
+        problems.push(`shard ${shard} of ${collection} could go only to peer${targets.length > 1 ? 's' : ''} ${targets.join(', ')}, which do${targets.length > 1 ? '' : 'es'} not answer health checks`);
         continue;
       }
       if (!Object.values(s.replicas).some((st) => isActive(st))) {
@@ -183,24 +201,25 @@ export class PeerDrainer {
     if (problems.length > 0) throw new BadRequestError(`cannot drain peer ${peer}, nothing was changed: ${problems.join('; ')}`);
   }
 
-  /** Peers that may take a replica of a shard with these replicas, fewest replicas first (ties: lowest id). */
-  private targetsFor(state: ClusterState, drained: string, replicas: Record<string, unknown>, planned: Map<string, number> = new Map()): string[] {
+  /** Peers that may take a replica of a shard with these replicas: those answering health checks first, then fewest replicas first (ties: lowest id). */
+  private targetsFor(state: ClusterState, drained: string, replicas: Record<string, unknown>): string[] {
     const counts = replicaCounts(state);
+    const up = (p: string) => (this.alive(p) ? 0 : 1);
     return Object.keys(state.peers)
       .filter((p) => p !== drained && !has(replicas, p))
-      .sort((a, b) => (counts.get(a)! + (planned.get(a) ?? 0)) - (counts.get(b)! + (planned.get(b) ?? 0)) || (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
+      .sort((a, b) => up(a) - up(b) || counts.get(a)! - counts.get(b)! || (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
   }
 
   private async run(job: Job): Promise<void> {
     const peer = job.peer;
     const total = this.state.shardsOn(peer).length;
-    this.logger.info({ peer, shards: total }, 'drain: started');
+    this.logger.info({ peer, shards: total, method: job.method }, 'drain: started');
     for (;;) {
       const left = this.state.shardsOn(peer);
       if (left.length === 0) return;
       // Shards not in a transfer first; one whose transfer runs is waited for below.
       const next = left.find((r) => !this.inTransfer(r)) ?? left[0];
-      await this.drainShard(peer, next);
+      await this.drainShard(peer, next, job.method);
       job.moved += 1;
       this.logger.info({ peer, collection: next.collection, shard: next.shard, moved: job.moved, remaining: this.state.shardsOn(peer).length }, 'drain: shard moved off the peer');
     }
@@ -228,7 +247,7 @@ export class PeerDrainer {
   }
 
   /** Moves one shard's replica off `peer`; returns once the peer no longer holds it. */
-  private async drainShard(peer: string, r: ShardRef): Promise<void> {
+  private async drainShard(peer: string, r: ShardRef, method: TransferMethod | null): Promise<void> {
     const deadline = Date.now() + this.shardTimeoutMs;
     let lastError: string | null = null;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
@@ -246,14 +265,14 @@ export class PeerDrainer {
       try {
         if (isActive(own)) {
           this.logger.info({ peer, collection: r.collection, shard: r.shard, to, attempt }, 'drain: moving shard');
-          await this.change(r.collection, { kind: 'move', shard: r.shard, from: peer, to, method: null });
+          await this.change(r.collection, { kind: 'move', shard: r.shard, from: peer, to, method });
           await this.waitTransferEnd(r, deadline);
         } else {
           // Not active here (Dead, say): copy from an active replica elsewhere, then drop this one.
           const from = Object.keys(s.replicas).find((p) => p !== peer && isActive(s.replicas[p]));
           if (from === undefined) throw new Error(`shard ${r.shard} of ${r.collection} has no active replica to copy from`);
           this.logger.info({ peer, collection: r.collection, shard: r.shard, from, to, state: own, attempt }, 'drain: replicating shard, then dropping the replica on the drained peer');
-          await this.change(r.collection, { kind: 'replicate', shard: r.shard, from, to, method: null });
+          await this.change(r.collection, { kind: 'replicate', shard: r.shard, from, to, method });
           await this.waitTransferEnd(r, deadline);
           const after = this.state.collection(r.collection)?.shards.find((x) => x.id === r.shard);
           if (after !== undefined && after.replicas[to] !== undefined && isActive(after.replicas[to]) && has(after.replicas, peer)) {

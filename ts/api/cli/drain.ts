@@ -34,6 +34,8 @@ Options:
   --peer <id>          the peer to drain (default: the peer --url answers for)
   --api-key <key>      sent as the api-key header (default: $QUIVER_API_KEY, else
                        $SERVICE__SERVICE__API_KEY)
+  --method <method>    transfer method: stream_records, snapshot or wal_delta (default:
+                       the node's storage.shard_transfer_method, else stream_records)
   --timeout <seconds>  how long to wait for the drain to end (default 3600)
   --if-scaled-in       drain only when this pod is removed by a StatefulSet scale-in
                        (Kubernetes; see the Helm chart's README)
@@ -46,6 +48,7 @@ export class DrainError extends Error {}
 export interface DrainArgs {
   url: string;
   peer: string | null;
+  method: string | null;
   apiKey: string | null;
   timeoutS: number;
   ifScaledIn: boolean;
@@ -56,6 +59,7 @@ export function parseDrainArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
   const a: DrainArgs = {
     url: 'http://localhost:6333',
     peer: null,
+    method: null,
     apiKey: env.QUIVER_API_KEY || env.SERVICE__SERVICE__API_KEY || null,
     timeoutS: 3600,
     ifScaledIn: false,
@@ -71,7 +75,7 @@ export function parseDrainArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
       else a.ifScaledIn = true;
       continue;
     }
-    if (!['--url', '--peer', '--api-key', '--timeout'].includes(flag)) {
+    if (!['--url', '--peer', '--method', '--api-key', '--timeout'].includes(flag)) {
       throw new DrainUsageError(arg.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(arg)}`);
     }
     const value = eq !== -1 ? arg.slice(eq + 1) : argv[++i];
@@ -87,6 +91,9 @@ export function parseDrainArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
     } else if (flag === '--peer') {
       if (!/^[0-9]{1,20}$/.test(value)) throw new DrainUsageError(`--peer expects a peer id (an unsigned integer), got ${JSON.stringify(value)}`);
       a.peer = BigInt(value).toString();
+    } else if (flag === '--method') {
+      if (!['stream_records', 'snapshot', 'wal_delta'].includes(value)) throw new DrainUsageError(`--method expects stream_records, snapshot or wal_delta, got ${JSON.stringify(value)}`);
+      a.method = value;
     } else if (flag === '--api-key') {
       a.apiKey = value;
     } else {
@@ -181,7 +188,8 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
     peer = String(r.body.result.peer_id);
   }
   const route = `/cluster/peer/${peer}/drain`;
-  const started = await call(a, 'POST', route);
+  const start = a.method === null ? route : `${route}?method=${a.method}`;
+  const started = await call(a, 'POST', start);
   if (started.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(started)}`);
   const t0 = Date.now();
   let last = '';
@@ -200,7 +208,7 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
     if (status.state === 'failed') throw new DrainError(`drain of peer ${peer} failed: ${status.error} (run the command again to resume it)`);
     if (status.state !== 'running' && status.remaining.length > 0) {
       // The node that ran it restarted: start it again (resumes from what is left).
-      const again = await call(a, 'POST', route);
+      const again = await call(a, 'POST', start);
       if (again.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(again)}`);
     }
     if (Date.now() - t0 > a.timeoutS * 1000) throw new DrainError(`drain of peer ${peer} not finished within ${a.timeoutS} s (it goes on in the node; run the command again to follow it)`);

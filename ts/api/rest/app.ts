@@ -120,7 +120,8 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const replication = deps.replication ?? null;
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);
-  addDrainRoutes(routes, consensus, consensus === null ? null : new PeerDrainer(consensus, dispatcher, logger.child({ component: 'drain' })), replication);
+  const drainer = consensus === null ? null : new PeerDrainer(consensus, dispatcher, logger.child({ component: 'drain' }), { alive: (p) => replication?.alive(p) ?? true });
+  addDrainRoutes(routes, consensus, drainer, replication);
   addPointRoutes(routes, toc);
   const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
   const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });

@@ -1,8 +1,9 @@
 /**
  * Ours: draining a peer before it is removed (a StatefulSet scale-in, say).
  * `POST /cluster/peer/{peer_id}/drain` moves every replica off the peer through shard
- * transfers (`wait=true` answers once the drain ended, else at once; `timeout` bounds
- * the wait, after which the drain goes on and the answer says `running`);
+ * transfers (`method`: the transfer method, default `storage.shard_transfer_method`, else
+ * stream_records; `wait=true` answers once the drain ended, else at once; `timeout`
+ * bounds the wait, after which the drain goes on and the answer says `running`);
  * `GET /cluster/peer/{peer_id}/drain` shows it: the shards still on the peer, the
  * transfers of those shards, the drain's state. On a single node both answer 405, as
  * the reference's other cluster changes do.
@@ -15,7 +16,7 @@ import type { Context } from 'koa';
 
 import { StandaloneModeError } from '../../common/errors';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
-import type { DrainStatus, PeerDrainer } from '../../transfer/drain';
+import { DRAIN_METHODS, type DrainMethod, type DrainStatus, type PeerDrainer } from '../../transfer/drain';
 import type { ReplicationView } from '../../transfer/view';
 import { ok } from '../envelope';
 import { QueryFormatError } from '../errors';
@@ -42,6 +43,7 @@ function answer(s: DrainStatus, consensus: MetadataConsensus, replication: Repli
   return {
     peer_id: Number(s.peer),
     state: s.state,
+    method: s.method,
     started_at: iso(s.startedAt),
     finished_at: iso(s.finishedAt),
     error: s.error,
@@ -58,9 +60,14 @@ export function addDrainRoutes(routes: RouteTable, consensus: MetadataConsensus 
   routes.add('POST', '/cluster/peer/{peer_id}/drain', async (ctx: Context) => {
     const peer = peerParam(ctx);
     const wait = queryBool(ctx, 'wait', false);
+    const rawMethod = ctx.query.method;
+    if (rawMethod !== undefined && (typeof rawMethod !== 'string' || !(DRAIN_METHODS as readonly string[]).includes(rawMethod))) {
+      throw new QueryFormatError(`method: expected one of ${DRAIN_METHODS.map((m) => `\`${m}\``).join(', ')}, got ${JSON.stringify(rawMethod)}`);
+    }
+    const method = (rawMethod as DrainMethod | undefined) ?? null;
     const timeout = readTimeout(ctx);
     if (consensus === null || drainer === null) throw new StandaloneModeError();
-    const { finished } = drainer.start(peer);
+    const { finished } = drainer.start(peer, method);
     if (wait) {
       let timer: NodeJS.Timeout | undefined;
       const limit = timeout === null ? null : new Promise<void>((res) => (timer = setTimeout(res, timeout * 1000)));
