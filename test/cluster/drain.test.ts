@@ -131,6 +131,38 @@ test.serial(`drain a peer of a 3-peer cluster under a live writer (${method}): n
 });
 }
 
+test.serial('drain a peer that is down: its Dead replicas are replaced from the active ones, then dropped', async (t) => {
+  t.timeout(TEST_DEADLINE_MS);
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const ids = await peerIds(c);
+  await createCollection(c, 'd', { shard_number: 4, replication_factor: 2 });
+  await load(c.peers[0].url, 'd', range(0, 2000));
+  const leader = await c.waitLeader();
+  const down = [2, 1, 0].find((i) => i !== leader)!;
+  const up = [0, 1, 2].filter((i) => i !== down);
+  const held = [...replicasOf(await view(c, up[0], 'd'))].filter(([, m]) => m.has(ids[down])).map(([s]) => s);
+  await c.kill(down);
+  await waitFor('the replicas on the peer that is down are Dead', async () => {
+    const m = replicasOf(await view(c, up[0], 'd'));
+    return held.every((s) => m.get(s)?.get(ids[down]) === 'Dead');
+  });
+  const r = await call(c.peers[up[0]].url, 'POST', `/cluster/peer/${ids[down]}/drain?wait=true&timeout=200`, undefined, 210_000);
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.result.state, 'done', JSON.stringify(r.body.result));
+  t.is(r.body.result.shards_moved, held.length);
+  for (const i of up) {
+    const m = replicasOf(await view(c, i, 'd'));
+    for (const [shard, reps] of m) {
+      t.deepEqual([...reps.keys()].sort(), up.map((k) => ids[k]).sort(), `shard ${shard} seen by peer ${i}`);
+      for (const s of reps.values()) t.is(s, 'Active');
+    }
+  }
+  await sameContent(t, c, 'd', 4);
+  const { lost } = await lostAndDuplicated(c.peers[up[1]].url, 'd', range(0, 2000));
+  t.deepEqual(lost, []);
+});
+
 async function keyed(url: string, method: string, route: string, key: string | null): Promise<number> {
   const res = await fetch(url + route, { method, headers: key === null ? {} : { 'api-key': key } });
   await res.arrayBuffer();
