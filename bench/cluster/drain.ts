@@ -5,7 +5,8 @@
  * (so each peer holds a third of the points), indexing_threshold 0 (no HNSW graph is
  * built: the figures are the transfers', as in the `transfers` section). A writer
  * upserts fresh ids without a break (batches of `batch`, wait=true, through the two
- * peers that stay, in turn) while `bin/quiver drain --url <the drained peer>` runs, as
+ * peers that stay, in turn) while `bin/quiver drain --url <the drained peer>` runs
+ * (`--method` from `--drain-method`, default none: the peers' stream_records), as
  * the Helm chart's preStop hook does; the drain is timed from the command's start to its
  * exit. Afterwards: the drained peer holds no replica (seen by every peer), every shard
  * has one Active replica, the exact count equals the points loaded plus those
@@ -25,6 +26,8 @@ export interface DrainOptions {
   dim: number;
   shards: number;
   batch: number;
+  /** `--method` of the drain (null: the peers' default, stream_records). */
+  method: string | null;
 }
 
 export interface DrainResult {
@@ -42,16 +45,16 @@ export interface DrainResult {
 
 const REPO = path.join(__dirname, '..', '..', '..');
 
-function runDrain(url: string): Promise<{ code: number; out: string }> {
+function runDrain(url: string, method: string | null): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [path.join(REPO, 'bin', 'quiver'), 'drain', '--url', url, '--timeout', '3600'], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [path.join(REPO, 'bin', 'quiver'), 'drain', '--url', url, '--timeout', '3600', ...(method === null ? [] : ['--method', method])], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1, out: stdout + stderr });
     });
   });
 }
 
 export async function drainBench(o: DrainOptions): Promise<DrainResult> {
-  console.log(`drain: ${o.points} x ${o.dim}-d, ${o.shards} shards, RF 1, 3 peers; one peer drained under a live writer`);
+  console.log(`drain: ${o.points} x ${o.dim}-d, ${o.shards} shards, RF 1, 3 peers; one peer drained under a live writer (method ${o.method ?? 'default'})`);
   const c = await Cluster.start(3, { SERVICE__TELEMETRY_DISABLED: 'true' });
   const name = 'drain';
   try {
@@ -91,7 +94,7 @@ export async function drainBench(o: DrainOptions): Promise<DrainResult> {
     await waitFor('the writer writes', () => acked.length >= 10 * o.batch, 60_000);
     const ackedBefore = acked.length;
     const t0 = Date.now();
-    const { code, out } = await runDrain(c.peers[drained].url);
+    const { code, out } = await runDrain(c.peers[drained].url, o.method);
     const drainMs = Date.now() - t0;
     const ackedDuring = acked.length - ackedBefore;
     console.log(out.trim().split('\n').map((l) => `  ${l}`).join('\n'));

@@ -86,6 +86,7 @@ checkFlags(argv, [
   'drain-points',
   'drain-shards',
   'drain-batch',
+  'drain-method',
   'dim',
 ]);
 const ONLY = listFlag(argv, 'only', DEFAULT_SECTIONS) as Section[];
@@ -431,7 +432,7 @@ function markdown(r: Results): string {
       '## Draining a peer under a live writer',
       '',
       `${ran(dr)}. 3 peers, one collection of ${fmt(p.points)} points × ${p.dim}-d, shard_number ${p.shards}, replication_factor 1, indexing_threshold 0 (loaded in ${p.loadSeconds} s). ` +
-        `A writer upserts fresh ids without a break (batches of ${p.batch}, wait=true, through the two peers that stay) while \`bin/quiver drain --url <drained peer>\` runs (the Helm chart's preStop hook); timed from the command's start to its exit.`,
+        `A writer upserts fresh ids without a break (batches of ${p.batch}, wait=true, through the two peers that stay) while \`bin/quiver drain --url <drained peer>${p.method ? ` --method ${p.method}` : ''}\` runs (the Helm chart's preStop hook; transfer method ${p.method ?? 'the default, stream_records'}); timed from the command's start to its exit.`,
       '',
       `Result: **${x.ok ? 'all held' : 'FAILED'}**. Peer ${x.drainedPeer} held ${x.shardsOnIt} shards, ${fmt(x.pointsOnIt)} points (${((100 * x.pointsOnIt) / p.points).toFixed(1)}% of the loaded points); ` +
         `**drained in ${x.drainSeconds} s** (exit ${x.exitCode}). Writes: ${fmt(x.writes.acked)} points acknowledged in all, ${fmt(x.writes.pointsPerSecDuring)} points/s during the drain, ${x.writes.failed} writes failed` +
@@ -544,7 +545,7 @@ async function main(): Promise<void> {
       if (!result.ok) failed = true;
     }
     if (s === 'drain') {
-      const result = await drainBench({ points: numFlag(argv, 'drain-points', 300_000), dim, shards: numFlag(argv, 'drain-shards', 6), batch: numFlag(argv, 'drain-batch', 100) });
+      const result = await drainBench({ points: numFlag(argv, 'drain-points', 300_000), dim, shards: numFlag(argv, 'drain-shards', 6), batch: numFlag(argv, 'drain-batch', 100), method: flagValue(argv, 'drain-method') ?? null });
       results.sections.drain = { at, command, source, result };
       if (!result.ok) failed = true;
     }
