@@ -41,7 +41,7 @@ declare -A SETS=(
   [default]=""
   [keys]="--set apiKey=secret --set readOnlyApiKey=reader"
   [nodrain]="--set drain.enabled=false"
-  [always]="--set drain.onlyOnScaleIn=false --set drain.timeoutSeconds=600 --set terminationGracePeriodSeconds=700"
+  [always]="--set drain.onlyOnScaleIn=false --set drain.timeoutSeconds=600 --set terminationGracePeriodSeconds=700 --set drain.method=snapshot"
   [five]="--set replicaCount=5 --set existingSecret=mine --set persistence.storageClassName=fast --set-json config={\"log_level\":\"DEBUG\",\"storage\":{\"collection\":{\"replication_factor\":2}}} --set-json resources={\"limits\":{\"memory\":\"4Gi\"}}"
 )
 for name in default keys five nodrain always; do
@@ -83,7 +83,7 @@ if [ "$got2" = "$want2" ]; then ok "start script: pod 2 gets --uri and --bootstr
 python3 test/helm/inspect.py "$WORK/default.yaml" prestop.sh >"$WORK/prestop.sh"
 python3 test/helm/inspect.py "$WORK/always.yaml" prestop.sh >"$WORK/prestop-always.sh"
 wantp="drain --url http://localhost:6333 --timeout 1800 --if-scaled-in"
-wanta="drain --url http://localhost:6333 --timeout 600"
+wanta="drain --url http://localhost:6333 --timeout 600 --method snapshot"
 gotp=$(env -i PATH="$PATH" QUIVER_COMMAND=echo sh "$WORK/prestop.sh")
 gota=$(env -i PATH="$PATH" QUIVER_COMMAND=echo sh "$WORK/prestop-always.sh")
 if [ "$gotp" = "$wantp" ]; then ok "preStop script: drains this peer on a scale-in only"; else notok "preStop script: drains this peer on a scale-in only" "got:  $gotp"$'\n'"want: $wantp"; fi
@@ -94,6 +94,13 @@ elif grep -q "terminationGracePeriodSeconds must be larger than drain.timeoutSec
   ok "helm template refuses a grace period not larger than drain.timeoutSeconds"
 else
   notok "helm template refuses a grace period not larger than drain.timeoutSeconds" "$out"
+fi
+if out=$("$HELM" template rel "$CHART" --set drain.method=fast 2>&1); then
+  notok "helm template refuses an unknown drain.method" "it rendered"
+elif grep -q "drain.method must be" <<<"$out"; then
+  ok "helm template refuses an unknown drain.method"
+else
+  notok "helm template refuses an unknown drain.method" "$out"
 fi
 
 # The rendered config.yaml loads in Quiver's configuration loader (no unknown key, valid values).
