@@ -193,13 +193,17 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
   if (started.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(started)}`);
   const t0 = Date.now();
   let last = '';
+  let printedAt = 0;
   let status = started.body.result;
   for (;;) {
     const line = `${status.remaining.length} replica(s) left on peer ${peer}` +
       (status.transfers.length === 0 ? '' : `; transfers: ${status.transfers.map((x: any) => `${x.collection} shard ${x.shard_id} ${x.from}->${x.to} (${x.method})${x.comment ? ` ${x.comment}` : ''}`).join('; ')}`);
-    // Progress comments change every second; print a line when what moves changes, or every 10 s.
-    const key = line.replace(/\(\d+\/\d+\).*$/, '');
-    if (key !== last || (Date.now() - t0) % 10_000 < 1000) say(`[${((Date.now() - t0) / 1000).toFixed(0)}s] ${line}`);
+    // Progress comments change every second; print a line when what moves or its stage changes, else every 10 s.
+    const key = line.replace(/\(\d+\/\d+\)|started \d+s ago|ETA: [0-9.]+s|unknown/g, '');
+    if (key !== last || Date.now() - printedAt >= 10_000) {
+      say(`[${((Date.now() - t0) / 1000).toFixed(0)}s] ${line}`);
+      printedAt = Date.now();
+    }
     last = key;
     if (status.state === 'done' && status.remaining.length === 0) {
       say(`peer ${peer} drained: it holds no replica (${status.shards_moved} moved, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
