@@ -7,7 +7,9 @@
  * with the same content, and every acknowledged point is there (count and scroll); once
  * with stream_records, once with snapshot transfers (`--method`).
  * Also: the refusal when a shard has a replica on every peer (nothing changes), an
- * unknown peer, a drain asked again (nothing left: done at once), and a single node.
+ * unknown peer, a drain asked again (nothing left: done at once), a peer that is down
+ * (Dead replicas replaced), a drain whose driving peer is killed in its middle and is
+ * resumed through another peer, access, and a single node.
  */
 
 import { execFile } from 'node:child_process';
@@ -161,6 +163,45 @@ test.serial('drain a peer that is down: its Dead replicas are replaced from the 
   await sameContent(t, c, 'd', 4);
   const { lost } = await lostAndDuplicated(c.peers[up[1]].url, 'd', range(0, 2000));
   t.deepEqual(lost, []);
+});
+
+test.serial('a drain whose driving peer dies is resumed by asking another peer: it continues from what is left', async (t) => {
+  t.timeout(TEST_DEADLINE_MS);
+  // Paced transfers, so the drain is seen in its middle.
+  const c = await Cluster.start(3, { SERVICE__STORAGE__PERFORMANCE__SHARD_TRANSFER_MAX_MB_PER_SEC: '0.1' });
+  t.teardown(() => c.destroy());
+  const ids = await peerIds(c);
+  await createCollection(c, 'r', { shard_number: 6, replication_factor: 1 });
+  await load(c.peers[0].url, 'r', range(0, 30_000));
+  const [driver, other, drained] = [0, 1, 2];
+  const held = [...replicasOf(await view(c, other, 'r'))].filter(([, m]) => m.has(ids[drained])).length;
+  t.true(held >= 2, `the drained peer holds ${held} shards`);
+  const started = await call(c.peers[driver].url, 'POST', `/cluster/peer/${ids[drained]}/drain`);
+  t.is(started.status, 200, JSON.stringify(started.body));
+  t.is(started.body.result.state, 'running');
+  // Asked again while it runs: the same drain, not a second one.
+  const joined = await call(c.peers[driver].url, 'POST', `/cluster/peer/${ids[drained]}/drain`);
+  t.is(joined.body.result.started_at, started.body.result.started_at);
+  const mid = await waitFor('the drain in its middle: a transfer running', async () => {
+    const st = (await call(c.peers[driver].url, 'GET', `/cluster/peer/${ids[drained]}/drain`)).body.result;
+    return st.state === 'running' && st.transfers.length > 0 ? st : null;
+  }, 120_000, 20);
+  t.log(`killed the driving peer with ${mid.remaining.length} shards left, transfers ${JSON.stringify(mid.transfers)}`);
+  await c.kill(driver);
+  // Another peer knows no drain of it, and continues it from what consensus says is left.
+  const resumed = await call(c.peers[other].url, 'POST', `/cluster/peer/${ids[drained]}/drain?wait=true&timeout=240`, undefined, 250_000);
+  t.is(resumed.status, 200, JSON.stringify(resumed.body));
+  t.is(resumed.body.result.state, 'done', JSON.stringify(resumed.body.result));
+  t.true(resumed.body.result.shards_moved >= 1 && resumed.body.result.shards_moved <= mid.remaining.length);
+  await c.startPeer(driver);
+  await c.waitVoters(3, 120_000);
+  for (const i of [0, 1, 2]) {
+    await waitFor(`peer ${i} sees no replica on the drained peer`, async () => [...replicasOf(await view(c, i, 'r')).values()].every((m) => !m.has(ids[drained]) && [...m.values()].every((st) => st === 'Active')));
+  }
+  // Through the drained peer (it reads every shard remotely now), once its links to the restarted peer are back.
+  const { lost, duplicated } = await waitFor('a scroll through the drained peer answers', () => lostAndDuplicated(c.peers[drained].url, 'r', range(0, 30_000)).catch(() => null));
+  t.deepEqual(lost, []);
+  t.deepEqual(duplicated, []);
 });
 
 async function keyed(url: string, method: string, route: string, key: string | null): Promise<number> {
