@@ -151,8 +151,8 @@ export class PeerDrainer {
 
   /**
    * Starts draining `peer` with `method` (or joins the drain already running, whatever
-   * method it uses), after checking that
-   * every shard on it can go somewhere; throws, changing nothing, when one cannot.
+   * method it uses), after checking that every shard on it can go somewhere; throws,
+   * changing nothing, when one cannot.
    * Resolves with the status once the drain started; `finished` resolves when it ends.
    */
   start(peer: string, method: DrainMethod | null = null): { status: DrainStatus; finished: Promise<void> } {
@@ -234,7 +234,7 @@ export class PeerDrainer {
     return s !== undefined && has(s.replicas, peer);
   }
 
-  /** Waits until `done()` or the shard has no transfer running. */
+  /** Waits until the shard has no transfer running (throws past `deadline`). */
   private async waitTransferEnd(r: ShardRef, deadline: number): Promise<void> {
     while (this.inTransfer(r)) {
       if (Date.now() > deadline) throw new Error(`shard ${r.shard} of ${r.collection}: its transfer did not end in time`);
