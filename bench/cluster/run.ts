@@ -22,7 +22,10 @@
  *    writes, per `storage.shard_transfer_method` (wal_delta against stream_records).
  * 7. `moves`: every shard of a `--moves-points` (1,000,000) collection moved once per
  *    method under a live writer: nothing lost or duplicated, equal digests.
- * Sections 1-4 run by default; 5-7 only when named in `--only` (each loads up to a
+ * 8. `drain`: a peer holding a third of a `--drain-points` (300,000) collection drained
+ *    (`bin/quiver drain`) under a live writer: the time, and 0 acknowledged points lost
+ *    (bench/cluster/drain.ts).
+ * Sections 1-4 run by default; 5-8 only when named in `--only` (each loads up to a
  * million points).
  *
  * Writes bench/results/cluster-<tag>.{json,md} (tag: the date, `-quick` added when
@@ -40,9 +43,10 @@ import { boolFlag, checkFlags, sourceVersion, flagValue, listFlag, numFlag, roun
 import { FULL_POINTS } from './data';
 import { recovery, type RecoveryRow } from './recovery';
 import { replication, type ReplicationResult } from './replication';
+import { drainBench, type DrainResult } from './drain';
 import { TRANSFER_METHODS, deltaRecovery, moves, transferThroughput, type DeltaResult, type MovesResult, type ThroughputResult } from './transfers';
 
-const SECTIONS = ['failover', 'catchup', 'replication', 'recovery', 'transfers', 'delta', 'moves'] as const;
+const SECTIONS = ['failover', 'catchup', 'replication', 'recovery', 'transfers', 'delta', 'moves', 'drain'] as const;
 const DEFAULT_SECTIONS = ['failover', 'catchup', 'replication', 'recovery'];
 type Section = (typeof SECTIONS)[number];
 
@@ -79,6 +83,10 @@ checkFlags(argv, [
   'moves-points',
   'moves-shards',
   'moves-batch',
+  'drain-points',
+  'drain-shards',
+  'drain-batch',
+  'drain-method',
   'dim',
 ]);
 const ONLY = listFlag(argv, 'only', DEFAULT_SECTIONS) as Section[];
@@ -88,10 +96,10 @@ const COLLECTIONS = numFlag(argv, 'collections', 200);
 const DOWN_SECONDS = numFlag(argv, 'down-seconds', 60);
 const POINTS = numFlag(argv, 'points', FULL_POINTS);
 const REPO = path.join(__dirname, '..', '..', '..');
-const TRANSFER_SECTIONS: readonly string[] = ['transfers', 'delta', 'moves'];
+const TRANSFER_SECTIONS: readonly string[] = ['transfers', 'delta', 'moves', 'drain'];
 /** The transfer sections (5-7) write their own file (cluster-<date>-transfers), `-quick` with fewer points than their defaults. */
 const TRANSFERS_ONLY = ONLY.every((s) => TRANSFER_SECTIONS.includes(s));
-const TRANSFERS_QUICK = numFlag(argv, 'transfer-points', 1_000_000) < 1_000_000 || numFlag(argv, 'moves-points', 1_000_000) < 1_000_000 || numFlag(argv, 'delta-points', 500_000) < 200_000;
+const TRANSFERS_QUICK = numFlag(argv, 'transfer-points', 1_000_000) < 1_000_000 || numFlag(argv, 'moves-points', 1_000_000) < 1_000_000 || numFlag(argv, 'delta-points', 500_000) < 200_000 || numFlag(argv, 'drain-points', 300_000) < 300_000;
 const TAG =
   flagValue(argv, 'tag') ?? (TRANSFERS_ONLY ? `${today()}-transfers${TRANSFERS_QUICK ? '-quick' : ''}` : `${today()}${POINTS < FULL_POINTS ? '-quick' : ''}`);
 const vectors = { size: 4, distance: 'Cosine' };
@@ -210,6 +218,7 @@ interface Results {
     transfers?: SectionRun<ThroughputResult>;
     delta?: SectionRun<DeltaResult>;
     moves?: SectionRun<MovesResult>;
+    drain?: SectionRun<DrainResult>;
   };
 }
 
@@ -415,6 +424,32 @@ function markdown(r: Results): string {
       '',
     );
   }
+  const dr = r.sections.drain;
+  if (dr) {
+    const x = dr.result;
+    const p = x.params;
+    out.push(
+      '## Draining a peer under a live writer',
+      '',
+      `${ran(dr)}. 3 peers, one collection of ${fmt(p.points)} points × ${p.dim}-d, shard_number ${p.shards}, replication_factor 1, indexing_threshold 0 (loaded in ${p.loadSeconds} s). ` +
+        `A writer upserts fresh ids without a break (batches of ${p.batch}, wait=true, through the two peers that stay) while \`bin/quiver drain --url <drained peer>${p.method ? ` --method ${p.method}` : ''}\` runs (the Helm chart's preStop hook; transfer method ${p.method ?? 'the default, stream_records'}); timed from the command's start to its exit.`,
+      '',
+      `Result: **${x.ok ? 'all held' : 'FAILED'}**. Peer ${x.drainedPeer} held ${x.shardsOnIt} shards, ${fmt(x.pointsOnIt)} points (${((100 * x.pointsOnIt) / p.points).toFixed(1)}% of the loaded points); ` +
+        `**drained in ${x.drainSeconds} s** (exit ${x.exitCode}). Writes: ${fmt(x.writes.acked)} points acknowledged in all, ${fmt(x.writes.pointsPerSecDuring)} points/s during the drain, ${x.writes.failed} writes failed` +
+        `${Object.keys(x.writes.failures).length ? ` (${Object.entries(x.writes.failures).map(([m, n]) => `${n} × \`${m}\``).join('; ')})` : ''}.`,
+      '',
+      '| replicas left on the drained peer | shards with an Active replica | exact count (expected) | scrolled | lost | duplicated |',
+      '|---:|---:|---|---:|---:|---:|',
+      `| ${x.after.replicasOnDrained} | ${x.after.shardsWithActiveReplica} of ${p.shards} | ${fmt(x.after.count)} (${fmt(x.after.expected)}) | ${fmt(x.after.scrolled)} | ${x.after.lost}${x.after.lostExamples.length ? ` (${x.after.lostExamples.join(', ')})` : ''} | ${x.after.duplicated} |`,
+      '',
+      'The command\'s output:',
+      '',
+      '```',
+      ...x.output,
+      '```',
+      '',
+    );
+  }
   return out.join('\n');
 }
 
@@ -507,6 +542,11 @@ async function main(): Promise<void> {
     if (s === 'moves') {
       const result = await moves({ points: numFlag(argv, 'moves-points', 1_000_000), dim, shards: numFlag(argv, 'moves-shards', 3), methods, batch: numFlag(argv, 'moves-batch', 100), overwrite: 0.3 });
       results.sections.moves = { at, command, source, result };
+      if (!result.ok) failed = true;
+    }
+    if (s === 'drain') {
+      const result = await drainBench({ points: numFlag(argv, 'drain-points', 300_000), dim, shards: numFlag(argv, 'drain-shards', 6), batch: numFlag(argv, 'drain-batch', 100), method: flagValue(argv, 'drain-method') ?? null });
+      results.sections.drain = { at, command, source, result };
       if (!result.ok) failed = true;
     }
     ranNow.add(s);

@@ -52,13 +52,13 @@ function payloadBytes(n: number): number {
   return b;
 }
 
-function body(ids: readonly number[], dim: number, values: ReadonlyMap<number, number> | null = null, salt = 0): Buffer {
+export function body(ids: readonly number[], dim: number, values: ReadonlyMap<number, number> | null = null, salt = 0): Buffer {
   const parts = ids.map((id) => JSON.stringify({ id, vector: vectorOf(id, dim, salt), payload: payloadOf(id, values?.get(id) ?? null) }));
   return Buffer.from(`{"points":[${parts.join(',')}]}`);
 }
 
 /** Upserts ids [0, n) in batches of 1000 (wait=true), 3 in flight, through the peers in turn. */
-async function load(c: Cluster, name: string, n: number, dim: number): Promise<number> {
+export async function load(c: Cluster, name: string, n: number, dim: number): Promise<number> {
   const clients = c.peers.map((p) => new RawClient(p.url));
   const batches = Math.ceil(n / 1000);
   let retried = 0;
@@ -103,7 +103,7 @@ interface View {
   transfers: TransferShown[];
 }
 
-async function viewOf(url: string, name: string, timeoutMs = 5000): Promise<View> {
+export async function viewOf(url: string, name: string, timeoutMs = 5000): Promise<View> {
   const r = await api(url, 'GET', `/collections/${name}/cluster`, undefined, timeoutMs);
   if (r.status !== 200) throw new Error(`GET /collections/${name}/cluster: ${r.status} ${JSON.stringify(r.body)}`);
   const v = r.body.result;
@@ -121,12 +121,12 @@ async function viewOf(url: string, name: string, timeoutMs = 5000): Promise<View
   return { peer: String(v.peer_id), replicas, localPoints, transfers: v.shard_transfers ?? [] };
 }
 
-async function peerIds(c: Cluster): Promise<string[]> {
+export async function peerIds(c: Cluster): Promise<string[]> {
   return Promise.all(c.peers.map(async (p) => String((await c.info(p.index)).peer_id)));
 }
 
 /** Creates the collection and waits until every peer has it. */
-async function createCollection(c: Cluster, name: string, body: Record<string, unknown>): Promise<void> {
+export async function createCollection(c: Cluster, name: string, body: Record<string, unknown>): Promise<void> {
   const r = await change(c.peers[0].url, 'PUT', `/collections/${name}?timeout=60`, body, 70_000);
   if (r.status !== 200) throw new Error(`create ${name}: ${r.status} ${JSON.stringify(r.body)}`);
   await waitFor(`${name} on every peer`, async () => (await Promise.all(c.running().map((p) => api(p.url, 'GET', `/collections/${name}`)))).every((x) => x.status === 200), 60_000);

@@ -5,6 +5,8 @@
 #   the Kubernetes schemas (a negative case shows kubeconform rejects a bad field);
 #   the rendered objects have what the deployment needs (test/helm/inspect.py);
 #   the start script gives pod 0 --uri only and the others --bootstrap to pod 0;
+#   the preStop drain hook (its script, the grace period check, the RBAC objects of the
+#   scale-in check, none of them when drain.enabled=false);
 #   the rendered config.yaml is valid for Quiver's own configuration loader.
 # Tools come from scripts/install-helm-tools.sh (.ci/run runs it).
 set -uo pipefail
@@ -12,7 +14,7 @@ cd "$(dirname "$0")/../.."
 TOOLS=$PWD/.tools
 HELM=$TOOLS/bin/helm
 KUBECONFORM=$TOOLS/bin/kubeconform
-SCHEMAS=$TOOLS/k8s-schemas/v1.35.0
+SCHEMAS=${K8S_SCHEMAS:-$TOOLS/k8s-schemas/v1.35.0}
 CHART=charts/quiver
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -38,9 +40,11 @@ check "helm lint (api keys set)" "$HELM" lint --strict "$CHART" --set apiKey=sec
 declare -A SETS=(
   [default]=""
   [keys]="--set apiKey=secret --set readOnlyApiKey=reader"
+  [nodrain]="--set drain.enabled=false"
+  [always]="--set drain.onlyOnScaleIn=false --set drain.timeoutSeconds=600 --set terminationGracePeriodSeconds=700 --set drain.method=snapshot"
   [five]="--set replicaCount=5 --set existingSecret=mine --set persistence.storageClassName=fast --set-json config={\"log_level\":\"DEBUG\",\"storage\":{\"collection\":{\"replication_factor\":2}}} --set-json resources={\"limits\":{\"memory\":\"4Gi\"}}"
 )
-for name in default keys five; do
+for name in default keys five nodrain always; do
   # shellcheck disable=SC2086
   if out=$("$HELM" template rel "$CHART" ${SETS[$name]} 2>&1 >"$WORK/$name.yaml"); then
     ok "helm template ($name)"
@@ -73,6 +77,31 @@ got0=$(run_start rel-quiver-0)
 got2=$(run_start rel-quiver-2)
 if [ "$got0" = "$want0" ]; then ok "start script: pod 0 gets --uri only"; else notok "start script: pod 0 gets --uri only" "got:  $got0"$'\n'"want: $want0"; fi
 if [ "$got2" = "$want2" ]; then ok "start script: pod 2 gets --uri and --bootstrap to pod 0"; else notok "start script: pod 2 gets --bootstrap to pod 0" "got:  $got2"$'\n'"want: $want2"; fi
+
+# The preStop hook's script: drains the pod's own peer through localhost, only on a
+# scale-in unless drain.onlyOnScaleIn=false; the grace period must exceed the drain's timeout.
+python3 test/helm/inspect.py "$WORK/default.yaml" prestop.sh >"$WORK/prestop.sh"
+python3 test/helm/inspect.py "$WORK/always.yaml" prestop.sh >"$WORK/prestop-always.sh"
+wantp="drain --url http://localhost:6333 --timeout 1800 --if-scaled-in"
+wanta="drain --url http://localhost:6333 --timeout 600 --method snapshot"
+gotp=$(env -i PATH="$PATH" QUIVER_COMMAND=echo sh "$WORK/prestop.sh")
+gota=$(env -i PATH="$PATH" QUIVER_COMMAND=echo sh "$WORK/prestop-always.sh")
+if [ "$gotp" = "$wantp" ]; then ok "preStop script: drains this peer on a scale-in only"; else notok "preStop script: drains this peer on a scale-in only" "got:  $gotp"$'\n'"want: $wantp"; fi
+if [ "$gota" = "$wanta" ]; then ok "preStop script (onlyOnScaleIn=false): drains on every stop"; else notok "preStop script (onlyOnScaleIn=false): drains on every stop" "got:  $gota"$'\n'"want: $wanta"; fi
+if out=$("$HELM" template rel "$CHART" --set drain.timeoutSeconds=600 --set terminationGracePeriodSeconds=600 2>&1); then
+  notok "helm template refuses a grace period not larger than drain.timeoutSeconds" "it rendered"
+elif grep -q "terminationGracePeriodSeconds must be larger than drain.timeoutSeconds" <<<"$out"; then
+  ok "helm template refuses a grace period not larger than drain.timeoutSeconds"
+else
+  notok "helm template refuses a grace period not larger than drain.timeoutSeconds" "$out"
+fi
+if out=$("$HELM" template rel "$CHART" --set drain.method=fast 2>&1); then
+  notok "helm template refuses an unknown drain.method" "it rendered"
+elif grep -q "drain.method must be" <<<"$out"; then
+  ok "helm template refuses an unknown drain.method"
+else
+  notok "helm template refuses an unknown drain.method" "$out"
+fi
 
 # The rendered config.yaml loads in Quiver's configuration loader (no unknown key, valid values).
 for name in default five; do

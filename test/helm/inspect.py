@@ -4,6 +4,7 @@
 inspect.py <file> <value set>   checks what the deployment needs; prints problems, exits 1 on any
 inspect.py <file> start.sh      prints the ConfigMap's start script
 inspect.py <file> config.yaml   prints the ConfigMap's config.yaml
+inspect.py <file> prestop.sh    prints the ConfigMap's preStop script
 """
 import sys
 
@@ -16,7 +17,7 @@ def main():
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
-    if what in ("start.sh", "config.yaml"):
+    if what in ("start.sh", "config.yaml", "prestop.sh"):
         sys.stdout.write(by_kind["ConfigMap"][0]["data"][what])
         return 0
     problems = []
@@ -58,6 +59,31 @@ def main():
             need(ref.get("name") == secret_name and ref.get("key") == key, f"{var} from Secret {secret_name} key {key}")
         need(c["command"] == ["/bin/sh", "/quiver/etc/start.sh"], "started through the start script")
         need(spec.get("podManagementPolicy") == "Parallel", "pods start in parallel")
+        # The drain before a pod stops (scale-in).
+        drain = what != "nodrain"
+        only_scale_in = what not in ("nodrain", "always")
+        hook = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+        cm = by_kind["ConfigMap"][0]["data"]
+        if drain:
+            need(hook == ["/bin/sh", "/quiver/etc/prestop.sh"], "preStop hook runs the drain script")
+            need("prestop.sh" in cm and " drain " in cm["prestop.sh"], "ConfigMap holds the drain script")
+            timeout = int(cm["prestop.sh"].split("--timeout ")[1].split()[0])
+            need(pod.get("terminationGracePeriodSeconds", 30) > timeout, "grace period longer than the drain's timeout")
+            need(("--if-scaled-in" in cm["prestop.sh"]) == only_scale_in, "drain only on scale-in unless drain.onlyOnScaleIn=false")
+        else:
+            need(hook is None and "prestop.sh" not in cm, "no preStop hook when drain.enabled=false")
+        sa_name = sts["metadata"]["name"]
+        if only_scale_in:
+            need(pod.get("serviceAccountName") == sa_name, "pods run as the chart's ServiceAccount (scale-in check)")
+            sas = by_kind.get("ServiceAccount", [])
+            need(len(sas) == 1 and sas[0]["metadata"]["name"] == sa_name, "a ServiceAccount for the scale-in check")
+            roles = by_kind.get("Role", [])
+            need(len(roles) == 1 and roles[0]["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": [sa_name], "verbs": ["get"]}], "a Role that may get this StatefulSet only")
+            rbs = by_kind.get("RoleBinding", [])
+            need(len(rbs) == 1 and rbs[0]["roleRef"]["name"] == roles[0]["metadata"]["name"] if roles else False, "a RoleBinding to that Role")
+            need(len(rbs) == 1 and rbs[0]["subjects"][0]["name"] == sa_name, "bound to the pods' ServiceAccount")
+        else:
+            need("serviceAccountName" not in pod and not by_kind.get("Role") and not by_kind.get("RoleBinding") and not by_kind.get("ServiceAccount"), "no Kubernetes API access without the scale-in check")
     clients = [s for s in services if s["spec"].get("clusterIP") != "None"]
     need(len(clients) == 1 and {(p["name"], p["port"], p["targetPort"]) for p in clients[0]["spec"]["ports"]} == {("http", 6333, "http"), ("grpc", 6334, "grpc")}, "client Service exposes http 6333 and grpc 6334")
     pdb = by_kind.get("PodDisruptionBudget", [None])[0]

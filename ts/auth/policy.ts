@@ -118,6 +118,9 @@ const TABLE: Record<string, Requirement> = {
   'GET /cluster/telemetry': listing,
   'POST /cluster/recover': globalManage,
   'DELETE /cluster/peer/{peer_id}': globalManage,
+  // Ours: moving every replica off a peer before it is removed, and its status (ts/transfer/drain.ts).
+  'POST /cluster/peer/{peer_id}/drain': globalManage,
+  'GET /cluster/peer/{peer_id}/drain': globalRead,
   // Ours: a backup of every shard of the cluster (ts/snapshots/backup.ts).
   'POST /cluster/backup': globalManage,
   'GET /cluster/metadata/keys': globalRead,

@@ -28,6 +28,8 @@ export interface ReplicationView {
   transferOutcomes(): TransferOutcomes;
   /** Another peer's consensus details (null when it does not answer within `timeoutMs`). */
   peerDetails(peer: string, timeoutMs: number): Promise<PeerDetails | null>;
+  /** Whether `peer` answered its last health check (peers never checked count as alive). */
+  alive(peer: string): boolean;
   /** Calls to other peers' points service by method: made and failed. */
   p2pCalls(): Record<string, { calls: number; failures: number }>;
 }

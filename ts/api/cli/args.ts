@@ -23,6 +23,8 @@ export interface CliArgs {
 }
 
 export const USAGE = `Usage: quiver [options]
+       quiver drain [--url <URL>] [--peer <id>] [--api-key <key>] [--timeout <s>]
+                    (moves every replica off a peer; quiver drain --help)
 
 Starts a Quiver node. The REST API listens on service.host:service.http_port (6333).
 

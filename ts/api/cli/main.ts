@@ -16,11 +16,14 @@ import { ConfigError, loadConfig, redactConfig } from '../../config';
 import type { Config } from '../../config/types';
 import { StartupError, startNode, type RunningNode } from '../../node';
 import { USAGE, UsageError, parseArgs, unavailableFlags, type CliArgs } from './args';
+import { drainMain } from './drain';
 
 export const EXIT_USAGE = 2;
 export const EXIT_START_FAILED = 1;
 
 export async function main(argv: readonly string[]): Promise<void> {
+  // `quiver drain ...`: a client command, no node is started (ts/api/cli/drain.ts).
+  if (argv[0] === 'drain') return drainMain(argv.slice(1));
   let args: CliArgs;
   try {
     args = parseArgs(argv);

@@ -24,6 +24,8 @@ import { DirectLane } from './direct';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes, replicaStateCounts } from './cluster';
 import { addClusterUpdateRoute } from './cluster-update';
+import { addDrainRoutes } from './drain';
+import { PeerDrainer } from '../../transfer/drain';
 import type { ReplicationView } from '../../transfer/view';
 import { addCollectionRoutes } from './collections';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
@@ -121,6 +123,8 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const replication = deps.replication ?? null;
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);
+  const drainer = consensus === null ? null : new PeerDrainer(consensus, dispatcher, logger.child({ component: 'drain' }), { alive: (p) => replication?.alive(p) ?? true });
+  addDrainRoutes(routes, consensus, drainer, replication);
   addPointRoutes(routes, toc);
   const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
   const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
