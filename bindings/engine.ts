@@ -12,6 +12,15 @@
 
 export type Distance = 'Cosine' | 'Dot' | 'Euclid' | 'Manhattan';
 
+/**
+ * Element type of stored vectors (the reference's `datatype`): float32 (4 bytes),
+ * float16 (2 bytes, rounded to nearest) or uint8 (1 byte: values are truncated toward
+ * zero and saturated to 0..255, queries too). A uint8 Cosine index keeps vectors as
+ * given (they cannot be unit vectors) and computes the full cosine.
+ */
+export type Datatype = 'float32' | 'float16' | 'uint8';
+export const DATATYPES: readonly Datatype[] = ['float32', 'float16', 'uint8'];
+
 export type Quantization =
   | { kind: 'none' }
   | { kind: 'scalar'; quantile?: number }
@@ -37,6 +46,8 @@ export interface IndexOptions {
    * Default false.
    */
   flat?: boolean;
+  /** Element type vectors are stored in. Default float32. Saved with the index. */
+  datatype?: Datatype;
 }
 
 export interface SearchOptions {
@@ -87,6 +98,8 @@ export interface IndexStats {
   quantization: Quantization['kind'];
   /** Whether the index is flat (no graph; see IndexOptions.flat). */
   flat: boolean;
+  /** Element type of the stored vectors (see IndexOptions.datatype). */
+  datatype: Datatype;
 }
 
 /** Live labels and their stored vectors (`labels.length * dim` values), in slot order. */

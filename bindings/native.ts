@@ -62,7 +62,7 @@ interface AddonIndex {
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
   moveOriginalsToDisk(path: string): Promise<void>;
-  stats(): Omit<IndexStats, 'distance' | 'quantization'> & { distance: string; quantization: string };
+  stats(): Omit<IndexStats, 'distance' | 'quantization' | 'datatype'> & { distance: string; quantization: string; datatype: string };
   close(): void;
 }
 
@@ -208,6 +208,7 @@ class NativeVectorIndex implements VectorIndex {
       totalBytes: s.totalBytes,
       quantization: s.quantization as IndexStats['quantization'],
       flat: s.flat,
+      datatype: s.datatype as IndexStats['datatype'],
     };
   }
 

@@ -645,6 +645,16 @@ export class Collection {
   checkVector(name: string, v: Float32Array): void {
     const spec = this.vectorSpec(name);
     if (v.length !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${v.length}`);
+    // float16 holds magnitudes up to 65504; larger ones would round to infinity (a
+    // Cosine vector is normalised first, so it always fits). uint8 needs no check: it
+    // truncates and saturates every value, as the reference does.
+    if (spec.datatype === 'float16' && spec.distance !== 'Cosine') {
+      for (let i = 0; i < v.length; i++) {
+        if (Math.abs(v[i]) >= 65520) {
+          throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: value ${v[i]} at position ${i} is out of the float16 range (largest magnitude 65504)`);
+        }
+      }
+    }
   }
 
   // -- writes -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@
  * The unnamed (single) vector is stored under the name "" as the reference does.
  */
 
-import type { Distance, Quantization } from '../../bindings/engine';
+import type { Datatype, Distance, Quantization } from '../../bindings/engine';
 import { BadInputError, FormatError, ValidationError } from '../common/errors';
 import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Config } from '../config/types';
@@ -53,6 +53,8 @@ export interface VectorParams {
   hnsw_config?: Partial<HnswConfig>;
   quantization_config?: QuantizationConfig | null;
   on_disk?: boolean;
+  /** Element type of the stored vectors; absent (float32) unless given, as the reference shows it. */
+  datatype?: Datatype;
 }
 
 export interface CollectionParams {
@@ -294,16 +296,24 @@ function parseVectorParams(x: unknown, field: string): VectorParams {
     size: int(o.size, `${field}.size`, 1, 65_536),
     distance: parseDistance(o.distance, `${field}.distance`),
   };
-  if (o.datatype !== undefined && o.datatype !== null && o.datatype !== 'float32') {
-    throw new BadInputError(`${field}.datatype: only float32 vectors are supported by Quiver, got ${JSON.stringify(o.datatype)}`);
-  }
+  const datatype = optional(o, 'datatype', (v) => parseDatatype(v, `${field}.datatype`));
   if (o.hnsw_config !== undefined && o.hnsw_config !== null) out.hnsw_config = parseHnswDiff(o.hnsw_config, `${field}.hnsw_config`);
   if (o.quantization_config !== undefined && o.quantization_config !== null) {
     out.quantization_config = parseQuantization(o.quantization_config, `${field}.quantization_config`);
   }
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
   if (od !== undefined) out.on_disk = od;
+  if (datatype !== undefined) out.datatype = datatype;
   return out;
+}
+
+const DATATYPE_NAMES: readonly Datatype[] = ['float32', 'uint8', 'float16'];
+
+function parseDatatype(x: unknown, field: string): Datatype {
+  if (typeof x !== 'string' || !DATATYPE_NAMES.includes(x as Datatype)) {
+    throw new FormatError(`${field}: unknown variant ${JSON.stringify(x)}, expected one of ${DATATYPE_NAMES.map((d) => `\`${d}\``).join(', ')}`);
+  }
+  return x as Datatype;
 }
 
 const VECTOR_NAME_RE = /^[^\0/\\]{1,255}$/;
@@ -516,6 +526,7 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
       maxIndexingThreads: h.max_indexing_threads,
       deletedThreshold: config.optimizer_config.deleted_threshold,
       vacuumMinVectorNumber: config.optimizer_config.vacuum_min_vector_number,
+      datatype: p.datatype ?? 'float32',
     };
   });
 }

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 
 import * as os from 'node:os';
 
-import type { Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
+import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 
 import { LabelSet } from './label-set';
 import { MAX_ENGINE_COUNT } from './limits';
@@ -45,6 +45,8 @@ export interface VectorSpec {
   maxIndexingThreads: number;
   deletedThreshold: number;
   vacuumMinVectorNumber: number;
+  /** Element type the engine stores the vectors in (default float32). */
+  datatype?: Datatype;
 }
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
@@ -181,7 +183,7 @@ export class VectorStore {
 
   private flatOptions(): IndexOptions {
     const s = this.spec;
-    return { dim: s.dim, distance: s.distance, flat: true, fullScanThresholdKb: s.fullScanThresholdKb };
+    return { dim: s.dim, distance: s.distance, flat: true, fullScanThresholdKb: s.fullScanThresholdKb, datatype: s.datatype };
   }
 
   private graphOptions(): IndexOptions {
@@ -193,6 +195,7 @@ export class VectorStore {
       efConstruct: s.efConstruct,
       fullScanThresholdKb: s.fullScanThresholdKb,
       quantization: s.quantization,
+      datatype: s.datatype,
     };
   }
 

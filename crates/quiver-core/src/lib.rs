@@ -5,6 +5,7 @@
 //! HTTP or JavaScript. Builds with Rust 1.63 (the wasm toolchain) and current stable.
 
 pub mod crc32c;
+pub mod datatype;
 pub mod distance;
 pub mod error;
 pub mod fileio;
@@ -18,6 +19,7 @@ pub mod wal;
 #[cfg(test)]
 mod testutil;
 
+pub use datatype::Datatype;
 pub use distance::Distance;
 pub use error::{Error, ErrorKind, Result};
 pub use hnsw::{Index, IndexConfig, IndexStats, Quantization, SearchParams};
