@@ -25,6 +25,7 @@ import type {
   WalRecord,
 } from './engine';
 import { invalidArgument, normaliseError } from './errors';
+import { MULTI_MAGIC, NativeMultiVectorIndex, type AddonMultiIndex } from './native-multi';
 import {
   checkCount,
   checkIndexOptions,
@@ -88,6 +89,8 @@ interface AddonWal {
 export interface Addon {
   NativeIndex: new (options: object) => AddonIndex;
   loadIndex(path: string): Promise<AddonIndex>;
+  NativeMultiIndex: new (options: object) => AddonMultiIndex;
+  loadMultiIndex(path: string): Promise<AddonMultiIndex>;
   openWal(dir: string, options?: { segmentBytes?: number; retentionBytes?: number }): Promise<AddonWal>;
   kernelName(): string;
 }
@@ -146,8 +149,9 @@ class NativeVectorIndex implements VectorIndex {
     this.distance = inner.distance as Distance;
   }
 
-  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void> {
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number, counts?: Uint32Array): Promise<void> {
     return call(() => {
+      if (counts !== undefined) throw invalidArgument('counts are for multivector indexes; this index holds one vector per label');
       checkLabels(labels);
       checkVectors(vectors);
       return this.inner.add(labels, vectors, checkThreads(threads));
@@ -292,11 +296,17 @@ export class NativeEngine implements Engine {
 
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
+    if (o.multivector) return new NativeMultiVectorIndex(sync(() => new this.addon.NativeMultiIndex(o)));
     return new NativeVectorIndex(sync(() => new this.addon.NativeIndex(o)));
   }
 
   loadIndex(path: string): Promise<VectorIndex> {
-    return call(async () => new NativeVectorIndex(await this.addon.loadIndex(checkPath('path', path))));
+    return call(async () => {
+      const file = checkPath('path', path);
+      // The file's magic says which kind of index it holds (a missing file fails in the engine, with its code).
+      if (await hasMagic(file, MULTI_MAGIC)) return new NativeMultiVectorIndex(await this.addon.loadMultiIndex(file));
+      return new NativeVectorIndex(await this.addon.loadIndex(file));
+    });
   }
 
   openWal(dir: string, options?: WalOptions): Promise<Wal> {
@@ -308,5 +318,23 @@ export class NativeEngine implements Engine {
       };
       return new NativeWalLog(await this.addon.openWal(checkPath('dir', dir), o));
     });
+  }
+}
+
+/** Whether the file at `file` starts with `magic` (false when it cannot be read: the loader then reports why). */
+async function hasMagic(file: string, magic: string): Promise<boolean> {
+  const { open } = await import('node:fs/promises');
+  let fh;
+  try {
+    fh = await open(file, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const buf = Buffer.alloc(magic.length);
+    const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
+    return bytesRead === magic.length && buf.toString('latin1') === magic;
+  } finally {
+    await fh.close();
   }
 }

@@ -64,6 +64,7 @@ export interface CheckedIndexOptions {
   seed?: number;
   flat: boolean;
   datatype: Datatype;
+  multivector: boolean;
 }
 
 export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
@@ -85,6 +86,9 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
   if (options.flat !== undefined && typeof options.flat !== 'boolean') {
     throw invalidArgument(`flat must be a boolean, got ${String(options.flat)}`);
   }
+  if (options.multivector !== undefined && typeof options.multivector !== 'boolean') {
+    throw invalidArgument(`multivector must be a boolean, got ${String(options.multivector)}`);
+  }
   const datatype = options.datatype ?? 'float32';
   if (!DATATYPES.includes(datatype)) {
     throw invalidArgument(`datatype must be one of ${DATATYPES.join(', ')}, got ${String(options.datatype)}`);
@@ -101,6 +105,7 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
     seed: options.seed === undefined ? undefined : checkCount('seed', options.seed, Number.MAX_SAFE_INTEGER),
     flat: options.flat ?? false,
     datatype,
+    multivector: options.multivector ?? false,
   };
 }
 

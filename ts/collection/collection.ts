@@ -16,6 +16,7 @@
  * indexes, checkpoints, snapshots — uses its LocalShard directly).
  */
 
+import { markMultivector, multivectorRows } from '../common/multivector';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
@@ -46,6 +47,7 @@ import {
   type ScrollRequest,
   type SearchRequest,
   type UpdateOptions,
+  type VectorsOut,
   type WithVector,
 } from './replica';
 import { isSelected, type ReplicaOperation } from './replica-operation';
@@ -85,7 +87,7 @@ export interface UpdateResult {
 export interface RecordOut {
   id: number | string;
   payload?: Payload;
-  vector?: number[] | Record<string, number[]>;
+  vector?: VectorsOut;
   shard_key?: ShardKey;
 }
 
@@ -644,7 +646,13 @@ export class Collection {
   /** Throws the reference's 400 when a vector does not fit its named vector. */
   checkVector(name: string, v: Float32Array): void {
     const spec = this.vectorSpec(name);
-    if (v.length !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${v.length}`);
+    const rows = multivectorRows(v);
+    if (rows !== null && !spec.multivector) {
+      throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: a list of vectors was given, but the vector is not a multivector (no multivector_config)`);
+    }
+    // A multivector's rows each have the vector's dimension; a plain vector is one row.
+    const inner = rows !== null ? v.length / rows : v.length;
+    if (inner !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${inner}`);
     // float16 holds magnitudes up to 65504; larger ones would round to infinity (a
     // Cosine vector is normalised first, so it always fits). uint8 needs no check: it
     // truncates and saturates every value, as the reference does.
@@ -955,6 +963,9 @@ export class Collection {
       return this.search({ ...req, vector, exclude: exampleIds([q.nearest]) }, opts, rings);
     }
     const { positive, negative } = q.recommend;
+    if (this.vectorSpec(req.using).multivector) {
+      throw new BadInputError(`recommend over the multivector ${req.using === '' ? '(unnamed)' : JSON.stringify(req.using)} is not supported by Quiver; query with a multivector instead`);
+    }
     const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings);
     const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
     return this.search({ ...req, vector, exclude: [...exampleIds(positive), ...exampleIds(negative)] }, opts, rings);
@@ -984,7 +995,9 @@ export class Collection {
       if (!r) throw new NotFoundError(`No point with id ${text} found`);
       const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[using];
       if (!v) throw new BadInputError(`Point ${text} has no vector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`);
-      return Float32Array.from(v);
+      // A multivector comes back as its rows: the query is the same list.
+      if (v.length > 0 && Array.isArray(v[0])) return markMultivector(Float32Array.from((v as unknown as number[][]).flat()), v.length);
+      return Float32Array.from(v as number[]);
     });
   }
 

@@ -55,6 +55,8 @@ export interface VectorParams {
   on_disk?: boolean;
   /** Element type of the stored vectors; absent (float32) unless given, as the reference shows it. */
   datatype?: Datatype;
+  /** Points carry lists of vectors, scored by MaxSim; absent unless given. */
+  multivector_config?: { comparator: 'max_sim' };
 }
 
 export interface CollectionParams {
@@ -287,9 +289,7 @@ export function parseQuantization(x: unknown, field: string): QuantizationConfig
 
 function parseVectorParams(x: unknown, field: string): VectorParams {
   const o = obj(x, field);
-  rejectUnknown(o, ['size', 'distance', 'hnsw_config', 'quantization_config', 'on_disk', 'datatype'], `${field}.`, {
-    multivector_config: 'multivectors are not supported by Quiver',
-  });
+  rejectUnknown(o, ['size', 'distance', 'hnsw_config', 'quantization_config', 'on_disk', 'datatype', 'multivector_config'], `${field}.`);
   if (o.size === undefined) throw new FormatError(`${field}: missing field \`size\``);
   if (o.distance === undefined) throw new FormatError(`${field}: missing field \`distance\``);
   const out: VectorParams = {
@@ -304,7 +304,22 @@ function parseVectorParams(x: unknown, field: string): VectorParams {
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
   if (od !== undefined) out.on_disk = od;
   if (datatype !== undefined) out.datatype = datatype;
+  if (o.multivector_config !== undefined && o.multivector_config !== null) {
+    out.multivector_config = parseMultivectorConfig(o.multivector_config, `${field}.multivector_config`);
+    if (out.distance !== 'Cosine' && out.distance !== 'Dot') {
+      throw new BadInputError(`${field}.multivector_config: multivectors with ${out.distance} distance are not supported by Quiver (Cosine and Dot are)`);
+    }
+    if (out.quantization_config) throw new BadInputError(`${field}.quantization_config: quantized multivectors are not supported by Quiver`);
+  }
   return out;
+}
+
+function parseMultivectorConfig(x: unknown, field: string): { comparator: 'max_sim' } {
+  const o = obj(x, field);
+  rejectUnknown(o, ['comparator'], `${field}.`);
+  if (o.comparator === undefined) throw new FormatError(`${field}: missing field \`comparator\``);
+  if (o.comparator !== 'max_sim') throw new FormatError(`${field}.comparator: unknown variant ${JSON.stringify(o.comparator)}, expected \`max_sim\``);
+  return { comparator: 'max_sim' };
 }
 
 const DATATYPE_NAMES: readonly Datatype[] = ['float32', 'uint8', 'float16'];
@@ -409,7 +424,17 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     quantization_config: quantization,
   };
   if (metadata !== undefined) out.metadata = metadata;
+  checkMultivectorQuantization(out);
   return out;
+}
+
+/** Multivectors are stored unquantized: a quantization that would apply to one is refused. */
+function checkMultivectorQuantization(config: CollectionConfig): void {
+  for (const [name, p] of vectorEntries(config.params)) {
+    if (!p.multivector_config) continue;
+    const q = p.quantization_config !== undefined ? p.quantization_config : config.quantization_config;
+    if (q) throw new BadInputError(`${name === '' ? 'vectors' : `vectors.${name}`}: quantized multivectors are not supported by Quiver (this vector would be quantized by its own or the collection's quantization_config)`);
+  }
 }
 
 const PARAMS_ORDER: ReadonlyArray<keyof CollectionParams> = [
@@ -498,6 +523,7 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
     }
     next.params.vectors = entries.has('') && entries.size === 1 ? (entries.get('') as VectorParams) : Object.fromEntries(entries);
   }
+  checkMultivectorQuantization(next);
   return { config: next, reindex };
 }
 
@@ -522,11 +548,13 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
       fullScanThresholdKb: h.full_scan_threshold,
       quantization: engineQuantization(q),
       // m = 0 means "no graph" in the reference: keep everything in exact-scan form.
-      indexingThresholdKb: h.m === 0 ? 0 : threshold === null ? 10_000 : threshold,
+      // A multivector store links points as they come (or, with m = 0, never).
+      indexingThresholdKb: h.m === 0 || p.multivector_config ? 0 : threshold === null ? 10_000 : threshold,
       maxIndexingThreads: h.max_indexing_threads,
       deletedThreshold: config.optimizer_config.deleted_threshold,
       vacuumMinVectorNumber: config.optimizer_config.vacuum_min_vector_number,
       datatype: p.datatype ?? 'float32',
+      multivector: p.multivector_config ? true : undefined,
     };
   });
 }

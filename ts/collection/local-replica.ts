@@ -8,6 +8,7 @@
  */
 
 import { BadRequestError } from '../common/errors';
+import { splitRows } from '../common/multivector';
 import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Filter } from '../shard/filter';
 import { compareKeys } from '../shard/id-tracker';
@@ -28,6 +29,7 @@ import {
   type ScrollRequest,
   type SearchRequest,
   type UpdateOptions,
+  type VectorOut,
   type WithVector,
 } from './replica';
 import { fromShardOperation, resolveOperation, type ReplicaOperation } from './replica-operation';
@@ -143,11 +145,16 @@ export class LocalReplica implements Replica {
     this.addPayload(out, p, withPayload);
     if (names.length > 0) {
       const vs = await this.shard.vectorsOf(p.offset, names as string[]);
+      // A multivector is shown as its rows.
+      const shape = (n: string, v: Float32Array): VectorOut => {
+        const spec = this.shard.vectors.get(n)?.spec;
+        return spec?.multivector ? splitRows(v, spec.dim) : Array.from(v);
+      };
       if (this.singleUnnamed) {
-        if (vs.has('')) out.vector = Array.from(vs.get('')!);
+        if (vs.has('')) out.vector = shape('', vs.get('')!);
       } else {
-        const o: Record<string, number[]> = {};
-        for (const [n, v] of vs) o[n] = Array.from(v);
+        const o: Record<string, VectorOut> = {};
+        for (const [n, v] of vs) o[n] = shape(n, v);
         out.vector = o;
       }
     }

@@ -23,7 +23,9 @@ export type PointId = number | string;
 export type WithVector = boolean | string[];
 
 /** Vectors of a shaped point: a bare array when the collection has only the unnamed vector, else by name. */
-export type VectorsOut = number[] | Record<string, number[]>;
+/** A vector as output: its values, or a multivector's rows. */
+export type VectorOut = number[] | number[][];
+export type VectorsOut = VectorOut | Record<string, VectorOut>;
 
 /** A point read by id or by scroll, shaped as asked; `payload` and `vector` are absent when not asked for. */
 export interface PointRecord {

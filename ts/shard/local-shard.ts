@@ -1121,7 +1121,14 @@ class VectorWrites {
   }
 
   async apply(stores: Map<string, VectorStore>): Promise<void> {
-    await Promise.all([...this.byName].map(([name, e]) => stores.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))));
+    await Promise.all(
+      [...this.byName].map(([name, e]) => {
+        const store = stores.get(name)!;
+        // A multivector store gets the rows of each point's list.
+        const counts = store.spec.multivector ? Uint32Array.from(e.vecs, (v) => v.length / store.spec.dim) : undefined;
+        return store.upsert(BigUint64Array.from(e.labels), concat(e.vecs), counts);
+      }),
+    );
   }
 }
 

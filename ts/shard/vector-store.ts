@@ -47,6 +47,12 @@ export interface VectorSpec {
   vacuumMinVectorNumber: number;
   /** Element type the engine stores the vectors in (default float32). */
   datatype?: Datatype;
+  /**
+   * Points hold lists of vectors (flat, rows of `dim`), scored by MaxSim. The store then
+   * keeps one engine index that links points as they come (no graph when m is 0), and
+   * the optimizer never moves them (indexingThresholdKb is 0).
+   */
+  multivector?: boolean;
 }
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
@@ -183,6 +189,9 @@ export class VectorStore {
 
   private flatOptions(): IndexOptions {
     const s = this.spec;
+    if (s.multivector) {
+      return { dim: s.dim, distance: s.distance, multivector: true, flat: s.m === 0, m: Math.max(2, s.m), efConstruct: s.efConstruct, datatype: s.datatype };
+    }
     return { dim: s.dim, distance: s.distance, flat: true, fullScanThresholdKb: s.fullScanThresholdKb, datatype: s.datatype };
   }
 
@@ -208,8 +217,11 @@ export class VectorStore {
     return this.spec.maxIndexingThreads > 0 ? this.spec.maxIndexingThreads : Math.max(1, CPU_COUNT - 1);
   }
 
-  /** Writes or replaces vectors (call under the shard's update lock). */
-  async upsert(labels: BigUint64Array, vectors: Float32Array): Promise<void> {
+  /**
+   * Writes or replaces vectors (call under the shard's update lock). A multivector
+   * store takes `counts`, the rows of each label's list.
+   */
+  async upsert(labels: BigUint64Array, vectors: Float32Array, counts?: Uint32Array): Promise<void> {
     if (labels.length === 0) return;
     this.lastWrite = Date.now();
     const others = [this.frozen, this.indexed].filter((t): t is Tracked => t !== null);
@@ -221,7 +233,7 @@ export class VectorStore {
       this.present.add(l);
     }
     this.appendable.gen++;
-    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...deletes]);
+    await Promise.all([this.appendable.index.add(labels, vectors, 1, counts), ...deletes]);
   }
 
   /**
@@ -291,7 +303,9 @@ export class VectorStore {
     // The engine's k is a 32-bit count: asking again for more stops there.
     let k = Math.min(opts.k + extra, MAX_ENGINE_COUNT);
     for (;;) {
-      const r = await batcher.search(t.index, vector, k === opts.k ? opts : { ...opts, k });
+      const o = k === opts.k ? opts : { ...opts, k };
+      // A multivector index answers each query list alone (no flat batches).
+      const r = this.spec.multivector ? await t.index.search(vector, o) : await batcher.search(t.index, vector, o);
       const hits: Hit[] = [];
       for (let i = 0; i < r.labels.length; i++) {
         const label = r.labels[i];

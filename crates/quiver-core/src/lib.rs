@@ -11,6 +11,7 @@ pub mod error;
 pub mod fileio;
 pub mod hnsw;
 pub mod mapped;
+pub mod multi;
 pub mod quant;
 pub mod rng;
 pub mod visited;

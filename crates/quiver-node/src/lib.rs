@@ -27,6 +27,8 @@ use quiver_core::{
 
 type CoreResult<T> = std::result::Result<T, CoreError>;
 
+mod multi;
+
 // ---------------------------------------------------------------------------------
 // Errors
 
