@@ -576,9 +576,19 @@ export class Collection {
    * changed, its HNSW index is rebuilt in the background (status yellow meanwhile),
    * as the reference does.
    */
-  updateConfig(next: CollectionConfig): void {
+  async updateConfig(next: CollectionConfig): Promise<void> {
     this.meta.config = next;
-    for (const spec of vectorSpecs(next)) {
+    // Named vectors added or removed (PUT/DELETE /collections/{name}/vectors/{vector_name}):
+    // each local shard gets an empty store for a new one, or drops a removed one's store.
+    const specs = vectorSpecs(next);
+    const names = new Set(specs.map((s) => s.name));
+    const added = specs.filter((s) => !this.specs.has(s.name));
+    const removed = [...this.specs.keys()].filter((n) => !names.has(n));
+    for (const n of removed) this.specs.delete(n);
+    if (added.length > 0 || removed.length > 0) {
+      await Promise.all(this.present().map((s) => s.changeVectorNames(added.map((a) => ({ ...a })), removed)));
+    }
+    for (const spec of specs) {
       const before = this.specs.get(spec.name);
       const graphChanged =
         before !== undefined &&

@@ -558,3 +558,46 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
     };
   });
 }
+
+// ---------------------------------------------------------------------------------
+// Named vector CRUD: `PUT` and `DELETE /collections/{name}/vectors/{vector_name}`.
+
+/**
+ * Parses a VectorNameConfig body (`{"dense": {size, distance, multivector_config?,
+ * datatype?}}`; `{"sparse": ...}` is refused as sparse vectors are) into the
+ * VectorParams of the new vector.
+ */
+export function parseVectorNameConfig(body: unknown): VectorParams {
+  const o = obj(body, 'body');
+  const keys = Object.keys(o);
+  if (keys.length !== 1 || (keys[0] !== 'dense' && keys[0] !== 'sparse')) {
+    throw new FormatError(`body: expected exactly one of \`dense\`, \`sparse\`, got ${keys.length === 0 ? 'neither' : keys.map((k) => `\`${k}\``).join(', ')}`);
+  }
+  if (keys[0] === 'sparse') throw new BadInputError('sparse: sparse vectors are not supported by Quiver');
+  const d = obj(o.dense, 'dense');
+  rejectUnknown(d, ['size', 'distance', 'multivector_config', 'datatype'], 'dense.');
+  return parseVectorParams(d, 'dense');
+}
+
+/** `config` with the named vector `name` added (the collection's HNSW and quantization settings apply to it). */
+export function addVectorName(config: CollectionConfig, name: string, params: VectorParams): CollectionConfig {
+  if (!VECTOR_NAME_RE.test(name) || name === '.' || name === '..') throw new ValidationError(`vector_name: invalid vector name ${JSON.stringify(name)}`);
+  const entries = vectorEntries(config.params);
+  if (entries.some(([n]) => n === name)) throw new BadInputError(`Vector with name ${JSON.stringify(name)} already exists`);
+  const next: CollectionConfig = JSON.parse(JSON.stringify(config)) as CollectionConfig;
+  next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, params]]);
+  checkMultivectorQuantization(next);
+  return next;
+}
+
+/** `config` without the named vector `name`; a collection keeps at least one vector. */
+export function removeVectorName(config: CollectionConfig, name: string): CollectionConfig {
+  const entries = vectorEntries(config.params);
+  if (!entries.some(([n]) => n === name)) throw new BadInputError(`Not existing vector name error: ${name}`);
+  if (entries.length === 1) throw new BadInputError(`cannot delete ${JSON.stringify(name)}, the only vector of the collection: Quiver does not support collections without dense vectors`);
+  const next: CollectionConfig = JSON.parse(JSON.stringify(config)) as CollectionConfig;
+  const rest = entries.filter(([n]) => n !== name);
+  // Only the unnamed vector left: the config shows it bare again, as when it was created so.
+  next.params.vectors = rest.length === 1 && rest[0][0] === '' ? rest[0][1] : Object.fromEntries(rest);
+  return next;
+}

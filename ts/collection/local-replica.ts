@@ -46,10 +46,14 @@ export interface ForwardSink {
 
 export class LocalReplica implements Replica {
   readonly isLocal = true;
-  /** Every vector name, in the collection's order (what `with_vector: true` returns). */
-  private readonly allNames: readonly string[];
+  /** Every vector name, in the collection's order (what `with_vector: true` returns); named vectors come and go. */
+  private get allNames(): readonly string[] {
+    return [...this.shard.vectors.keys()];
+  }
   /** Whether the collection has the unnamed vector only: vectors are then bare arrays. */
-  private readonly singleUnnamed: boolean;
+  private get singleUnnamed(): boolean {
+    return this.shard.vectors.size === 1 && this.shard.vectors.has('');
+  }
 
   /** Set while this replica is the source of a transfer. */
   private sink: ForwardSink | null = null;
@@ -62,10 +66,7 @@ export class LocalReplica implements Replica {
   constructor(
     readonly peer: string,
     readonly shard: LocalShard,
-  ) {
-    this.allNames = [...shard.vectors.keys()];
-    this.singleUnnamed = shard.vectors.size === 1 && shard.vectors.has('');
-  }
+  ) {}
 
   update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
     if (this.sink === null) {

@@ -250,9 +250,10 @@ impl MultiIndex {
 
     /// Best-first search on one level from `ep`; returns up to `ef` candidates, best first.
     fn beam(&self, q: &[f32], ep: u32, ef: usize, level: usize) -> Vec<Cand> {
-        let mut visited = vec![false; self.labels.len()];
+        // A set of what this walk visited (not a bitmap of every slot: a walk touches few).
+        let mut visited: std::collections::HashSet<u32> = std::collections::HashSet::with_capacity(ef * 8);
         let c0 = Cand { cost: -self.max_sim(q, ep), id: ep };
-        visited[ep as usize] = true;
+        visited.insert(ep);
         let mut frontier: BinaryHeap<std::cmp::Reverse<Cand>> = BinaryHeap::new();
         let mut best: BinaryHeap<Cand> = BinaryHeap::new();
         frontier.push(std::cmp::Reverse(c0));
@@ -266,10 +267,9 @@ impl MultiIndex {
                 continue;
             }
             for &n in &node_links[level] {
-                if visited[n as usize] {
+                if !visited.insert(n) {
                     continue;
                 }
-                visited[n as usize] = true;
                 let cost = -self.max_sim(q, n);
                 if best.len() < ef || cost < best.peek().map(|b| b.cost).unwrap_or(f32::INFINITY) {
                     let cand = Cand { cost, id: n };
