@@ -161,6 +161,19 @@ test.serial('multivectors: create, upsert lists, MaxSim queries against brute fo
   await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'mv-euclid' }, body: { vectors: { size: 4, distance: 'Euclid', multivector_config: { comparator: 'max_sim' } } } }, /multivector_config/);
   await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'mv-q' }, body: { vectors: { size: 4, distance: 'Dot', multivector_config: { comparator: 'max_sim' } }, quantization_config: { scalar: { type: 'int8' } } } }, /quantized multivectors/);
 
+  // A snapshot of the collection, recovered into a new one by upload, answers the same.
+  const snap = await api.ok(t, 'POST', '/collections/{collection_name}/snapshots', { params: { collection_name: 'mv-flat' }, query: { wait: true } });
+  const bytes = Buffer.from(await (await fetch(`${api.url}/collections/mv-flat/snapshots/${encodeURIComponent(snap.name)}`)).arrayBuffer());
+  const form = new FormData();
+  form.append('snapshot', new Blob([new Uint8Array(bytes)], { type: 'application/octet-stream' }), 'mv.snapshot');
+  const up = await fetch(`${api.url}/collections/mv-copy/snapshots/upload?wait=true&priority=snapshot`, { method: 'POST', body: form });
+  t.is(up.status, 200, await up.text());
+  for (const q of queries.slice(0, 3)) {
+    const copy = await api.ok(t, 'POST', QUERY, { params: { collection_name: 'mv-copy' }, body: { query: q, limit: 10 } });
+    checkTop(t, copy.points, brute(docs, q, false, 10), 'recovered from a snapshot');
+  }
+  t.deepEqual((await api.ok(t, 'POST', POINTS, { params: { collection_name: 'mv-copy' }, body: { ids: [7], with_vector: true } }))[0].vector, docs.get(7));
+
   // A restart keeps lists, graph and answers: after a clean stop (from the checkpoint),
   // and after a kill (lists of several lengths replayed from the WAL).
   await api.stop();
