@@ -11,14 +11,14 @@
 import type { Datatype } from '../../bindings/engine';
 import { loadEngine } from '../../bindings/index';
 
-const silent = { info() {}, warn() {}, error() {}, debug() {}, child() {
-  return silent;
-} } as never;
+const noop = (): void => undefined;
+const silent: Record<string, unknown> = { info: noop, warn: noop, error: noop, debug: noop, trace: noop, fatal: noop };
+silent.child = () => silent;
 
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 100_000);
   const dim = 128;
-  const engine = loadEngine({ backend: 'native', logger: silent });
+  const engine = loadEngine({ backend: 'native', logger: silent as never });
   const vectors = new Float32Array(n * dim);
   // Values in 0..250 (integers and fractions): every type holds them without saturating.
   for (let i = 0; i < vectors.length; i++) vectors[i] = ((i * 2654435761) % 1000) / 4;
