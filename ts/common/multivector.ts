@@ -22,8 +22,8 @@ export function multivectorRows(v: Float32Array): number | null {
 }
 
 /** A flat list of vectors of dimension `dim` as rows (what `with_vector` shows). */
-export function splitRows(flat: Float32Array | ArrayLike<number>, dim: number): number[][] {
+export function splitRows(flat: Float32Array, dim: number): number[][] {
   const out: number[][] = [];
-  for (let at = 0; at < flat.length; at += dim) out.push(Array.from((flat as Float32Array).subarray ? (flat as Float32Array).subarray(at, at + dim) : Array.prototype.slice.call(flat, at, at + dim)));
+  for (let at = 0; at < flat.length; at += dim) out.push(Array.from(flat.subarray(at, at + dim)));
   return out;
 }

@@ -629,6 +629,9 @@ export class VectorStore {
     preloaded: (file: string) => Promise<VectorIndex> | null = () => null,
   ): Promise<void> {
     const names = [files.appendable, files.frozen, files.indexed];
+    // `keepOf` may fail (a corrupt state file) while the indexes still load: it is
+    // awaited below, and must not count as unhandled meanwhile (that ends the process).
+    keepOf.catch(() => undefined);
     const opened = await Promise.allSettled(names.map((f) => (f ? (preloaded(f) ?? this.engine.loadIndex(path.join(dir, f))) : Promise.resolve(null))));
     const loaded = opened.map((r) => (r.status === 'fulfilled' ? r.value : null));
     try {
