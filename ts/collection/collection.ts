@@ -16,7 +16,7 @@
  * indexes, checkpoints, snapshots — uses its LocalShard directly).
  */
 
-import { markMultivector, multivectorRows } from '../common/multivector';
+import { markMultivector, MAX_MULTIVECTOR_ROWS, multivectorRows } from '../common/multivector';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
@@ -661,6 +661,9 @@ export class Collection {
       throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: a list of vectors was given, but the vector is not a multivector (no multivector_config)`);
     }
     // A multivector's rows each have the vector's dimension; a plain vector is one row.
+    if (rows !== null && rows > MAX_MULTIVECTOR_ROWS) {
+      throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: a multivector of ${rows} vectors; at most ${MAX_MULTIVECTOR_ROWS}`);
+    }
     const inner = rows !== null ? v.length / rows : v.length;
     if (inner !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${inner}`);
     // float16 holds magnitudes up to 65504; larger ones would round to infinity (a

@@ -8,6 +8,9 @@
  * Owns: that mark. Must never: import anything of Quiver.
  */
 
+/** The most vectors one multivector may hold (the engine's limit, quiver_core::multi::MAX_VECTORS_PER_POINT). */
+export const MAX_MULTIVECTOR_ROWS = 1 << 20;
+
 const ROWS = new WeakMap<Float32Array, number>();
 
 /** Marks `flat` as a list of `rows` vectors of equal length. */
