@@ -33,6 +33,7 @@ import type { Payload, WithPayload } from '../shard/payload-store';
 import { higherIsBetter } from '../shard/vector-store';
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
+import { StrictMode } from './strict-mode';
 import { LocalReplica } from './local-replica';
 import { exampleIds, recommendVector, type Example, type QueryRequest } from './query';
 import {
@@ -186,6 +187,8 @@ export class Collection {
   /** Set while the collection is being replaced (snapshot recovery): requests get 503 with this reason. */
   unavailable: string | null = null;
   private readonly specs: Map<string, VectorSpec>;
+  /** Strict mode's checks of the requests this peer serves (strict-mode.ts); they read the configuration as it is now. */
+  readonly strict: StrictMode;
 
   private constructor(
     readonly name: string,
@@ -200,6 +203,18 @@ export class Collection {
     private readonly link: ClusterLink | null = null,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
+    this.strict = new StrictMode({
+      config: () => this.meta.config.strict_mode_config,
+      payloadSchema: () => this.meta.payload_schema,
+      sizes: () => {
+        const points = this.pointsCount();
+        let dims = 0;
+        for (const spec of this.specs.values()) dims += spec.dim;
+        let payloadBytes = 0;
+        for (const sh of this.present()) payloadBytes += sh.payloadBytes();
+        return { points, vectorBytes: points * dims * 4, payloadBytes };
+      },
+    });
   }
 
   /** `preloaded`: shard state files already being decoded (a snapshot recovery), by shard id. */
@@ -659,6 +674,7 @@ export class Collection {
    */
   async update(op: ReplicaOperation, opts: UpdateOptions, shards: ShardSelector | null = null): Promise<UpdateResult> {
     const mustExist = this.check(op);
+    this.strict.write(op, opts.timeout);
     const rings = this.writeRings(shards);
     const plan = rings.flatMap((ring) => this.route(op, ring));
     const targets = plan.map(([set]) => set.writers());
@@ -848,6 +864,7 @@ export class Collection {
 
   async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<RecordOut[]> {
     this.checkWithVector(withVector);
+    this.strict.read({ cost: Math.max(1, ids.length) }, opts.timeout);
     const wanted = distinct(ids);
     if (wanted.length === 0) return [];
     const rings = this.readRings(shards);
@@ -865,6 +882,11 @@ export class Collection {
   }
 
   async scroll(req: ScrollRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
+    this.strict.read({ limit: req.limit, filter: req.filter }, opts.timeout);
+    return this.scrollPage(req, opts, shards);
+  }
+
+  private async scrollPage(req: ScrollRequest, opts: ReadOptions, shards: ShardSelector | null): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) {
@@ -886,6 +908,11 @@ export class Collection {
 
   /** Scroll by payload value (`order_by`); there is no next page offset (use start_from). */
   async scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
+    this.strict.read({ limit: req.limit, filter: req.filter }, opts.timeout);
+    return this.scrollOrderedPage(req, opts, shards);
+  }
+
+  private async scrollOrderedPage(req: OrderedScrollRequest, opts: ReadOptions, shards: ShardSelector | null): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.scrollOrdered(req, opts))));
@@ -907,6 +934,7 @@ export class Collection {
 
   /** Points matching `filter`; a point id under several keys counts once per key, as the reference counts. */
   async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<number> {
+    this.strict.read({ filter }, opts.timeout);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) return sets[0].count(filter, opts);
     const ns = await Promise.all(sets.map((s) => s.count(filter, opts)));
@@ -919,6 +947,7 @@ export class Collection {
    * scored 0 as the reference does). Example ids are looked up under the same keys.
    */
   async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<ScoredOut[]> {
+    this.strict.read({ limit: req.limit, filter: req.filter, hnswEf: req.hnswEf, exact: req.exact, oversampling: req.quantization?.oversampling }, opts.timeout);
     const q = req.query;
     // The common case (a plain vector) goes straight to the search, with no await of its own.
     if ('nearest' in q && 'vector' in q.nearest) {
@@ -932,11 +961,11 @@ export class Collection {
     const q = req.query;
     const shaping = { filter: req.filter, withPayload: req.withPayload, withVector: req.withVector };
     if ('none' in q) {
-      const page = await this.scroll({ offset: null, limit: req.offset + req.limit, ...shaping }, opts, shards);
+      const page = await this.scrollPage({ offset: null, limit: req.offset + req.limit, ...shaping }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     if ('orderBy' in q) {
-      const page = await this.scrollOrdered({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts, shards);
+      const page = await this.scrollOrderedPage({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     const rings = this.readRings(shards);
@@ -952,6 +981,7 @@ export class Collection {
 
   /** The queries of a batch request (each with its own shard keys), run together; the answer of each in order. */
   queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
+    this.strict.searchBatch(reqs.length);
     return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards)));
   }
 

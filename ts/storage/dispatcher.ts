@@ -128,8 +128,15 @@ export class Dispatcher {
   }
 
   async createPayloadIndex(collection: string, field: string, schema: FieldSchema, timeoutS: number | null): Promise<void> {
-    if (this.consensus === null) return this.toc.updateMeta(collection, (c) => c.createPayloadIndex(field, schema));
+    if (this.consensus === null) {
+      return this.toc.updateMeta(collection, (c) => {
+        c.strict.payloadIndex(field);
+        return c.createPayloadIndex(field, schema);
+      });
+    }
     if (this.consensus.clusterState.resolve(collection) === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    // Strict mode's index count, checked on the proposing peer as the reference checks it before consensus.
+    if (this.toc.has(this.toc.resolveName(collection))) this.toc.get(collection).strict.payloadIndex(field);
     await this.consensus.propose({ op: 'createPayloadIndex', collection, field, schema }, this.ms(timeoutS));
   }
 
