@@ -933,8 +933,8 @@ export class Collection {
   }
 
   /** Points matching `filter`; a point id under several keys counts once per key, as the reference counts. */
-  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<number> {
-    this.strict.read({ filter }, opts.timeout);
+  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, exact = true): Promise<number> {
+    this.strict.read({ filter, exact }, opts.timeout);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) return sets[0].count(filter, opts);
     const ns = await Promise.all(sets.map((s) => s.count(filter, opts)));

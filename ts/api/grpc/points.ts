@@ -349,7 +349,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         put(b, 'filter', filterToJson(r.filter));
         put(b, 'exact', r.exact ?? undefined);
         const { req, shards } = parseCount(b);
-        const count = await c.count(req.filter, opts, shards);
+        const count = await c.count(req.filter, opts, shards, req.exact);
         return { result: { count: String(count) }, time: seconds(started) };
       },
     },

@@ -392,7 +392,8 @@ export function parseScroll(b: Obj): ForKeys<{ ordered: OrderedScrollRequest } |
 }
 
 /** A body of `POST /points/count` (absent: `{}`). */
-export function parseCount(b: Obj): ForKeys<{ filter: Filter | null }> {
+export function parseCount(b: Obj): ForKeys<{ filter: Filter | null; exact: boolean }> {
   if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
-  return { req: { filter: filter(b.filter) }, shards: shardKeySelector(b.shard_key) };
+  // Counts are always exact here; `exact` (default true, as the reference's) matters to strict mode's search_allow_exact.
+  return { req: { filter: filter(b.filter), exact: b.exact !== false }, shards: shardKeySelector(b.shard_key) };
 }

@@ -79,7 +79,7 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const { req, shards } = parseCount(r.request.body === undefined ? {} : body(r));
-    return { count: await c.count(req.filter, opts, shards) };
+    return { count: await c.count(req.filter, opts, shards, req.exact) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
