@@ -197,6 +197,15 @@ export class OpenApi {
     if (validate(body)) return [];
     return formatErrors(validate.errors ?? [], body);
   }
+
+  /** Validates `value` against one named schema of the document (a request body, say); empty when it conforms. */
+  validateSchema(name: string, value: unknown): string[] {
+    const id = `schema ${name}`;
+    if (!this.compiled.has(id)) this.compiled.set(id, this.ajv.compile({ $ref: `${DOC_ID}#/definitions/${name}` }));
+    const validate = this.compiled.get(id)!;
+    if (validate(value)) return [];
+    return formatErrors(validate.errors ?? [], value);
+  }
 }
 
 /** `/result/points/0/id` -> `$.result.points[0].id`. */

@@ -16,7 +16,7 @@ import { ok } from '../envelope';
 import { NotFoundError } from '../../common/errors';
 import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
-import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorPoints, upsertPoints } from '../request/points';
+import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
 function pathId(raw: string): PointKey {
@@ -35,13 +35,13 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     });
   };
 
-  writeRoute('PUT', '/collections/{collection_name}/points', (b) => ({ kind: 'upsert', points: upsertPoints(b) }));
+  writeRoute('PUT', '/collections/{collection_name}/points', upsertOp);
   writeRoute('POST', '/collections/{collection_name}/points/delete', (b) => ({ kind: 'delete', select: selector(b) }));
   writeRoute('POST', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, false));
   writeRoute('PUT', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, true));
   writeRoute('POST', '/collections/{collection_name}/points/payload/delete', (b) => deletePayloadOp(b));
   writeRoute('POST', '/collections/{collection_name}/points/payload/clear', (b) => ({ kind: 'clear_payload', select: selector(b) }));
-  writeRoute('PUT', '/collections/{collection_name}/points/vectors', (b) => ({ kind: 'update_vectors', points: updateVectorPoints(b) }));
+  writeRoute('PUT', '/collections/{collection_name}/points/vectors', updateVectorsOp);
   writeRoute('POST', '/collections/{collection_name}/points/vectors/delete', (b) => deleteVectorsOp(b));
 
   routes.add('POST', '/collections/{collection_name}/points/batch', async (ctx: Context) => {
