@@ -31,6 +31,7 @@ import { LocalShard, type ShardPreload } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import type { Payload, WithPayload } from '../shard/payload-store';
 import { higherIsBetter } from '../shard/vector-store';
+import type { OptimizationInfo, PendingInfo, SegmentInfo } from '../shard/optimization-log';
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
 import { StrictMode } from './strict-mode';
@@ -1059,6 +1060,22 @@ export class Collection {
       n += most;
     }
     return n;
+  }
+
+  /** The optimizer jobs of this peer's replicas (every vector of every shard): running, due next, untouched indexes, finished (newest first). */
+  optimizations(): { running: OptimizationInfo[]; queued: PendingInfo[]; idle: SegmentInfo[]; completed: OptimizationInfo[] } {
+    const out = { running: [] as OptimizationInfo[], queued: [] as PendingInfo[], idle: [] as SegmentInfo[], completed: [] as OptimizationInfo[] };
+    for (const s of this.present()) {
+      for (const v of s.vectors.values()) {
+        const o = v.optimizations();
+        if (o.running) out.running.push(o.running);
+        if (o.queued) out.queued.push(o.queued);
+        out.idle.push(...o.idle);
+        out.completed.push(...o.completed);
+      }
+    }
+    out.completed.sort((a, b) => String(b.progress.finished_at).localeCompare(String(a.progress.finished_at)));
+    return out;
   }
 
   status(): 'green' | 'yellow' {

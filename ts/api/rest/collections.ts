@@ -15,6 +15,7 @@ import { ok } from '../envelope';
 import { body, optionalBody, param, readTimeout, writeParams } from '../request/parse';
 import { collectionInfo, parseAliasActions } from '../request/collections';
 import { createIndexBody } from '../request/payload-index';
+import { optimizationsAnswer, parseOptimizationsQuery } from '../request/optimizations';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
@@ -28,6 +29,11 @@ export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher):
 
   routes.add('GET', '/collections/{collection_name}', (ctx: Context) => {
     ok(ctx, collectionInfo(toc.get(param(ctx, 'collection_name'))));
+  });
+
+  routes.add('GET', '/collections/{collection_name}/optimizations', (ctx: Context) => {
+    const q = parseOptimizationsQuery(ctx);
+    ok(ctx, optimizationsAnswer(toc.get(param(ctx, 'collection_name')), q));
   });
 
   routes.add('GET', '/collections/{collection_name}/exists', (ctx: Context) => {

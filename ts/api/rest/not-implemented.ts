@@ -15,7 +15,6 @@ import type { HttpMethod, RouteTable } from './route';
 /** Method and pattern, as the reference's OpenAPI spec spells them (plus its undocumented cluster metadata routes). */
 export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
   // collections
-  ['GET', '/collections/{collection_name}/optimizations'],
   ['PUT', '/collections/{collection_name}/vectors/{vector_name}'],
   ['DELETE', '/collections/{collection_name}/vectors/{vector_name}'],
   // points
