@@ -35,6 +35,7 @@ import type { OptimizationInfo, PendingInfo, SegmentInfo } from '../shard/optimi
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
 import { StrictMode } from './strict-mode';
+import { CollectionIssues } from './issues';
 import { LocalReplica } from './local-replica';
 import { exampleIds, recommendVector, type Example, type QueryRequest } from './query';
 import {
@@ -190,6 +191,8 @@ export class Collection {
   private readonly specs: Map<string, VectorSpec>;
   /** Strict mode's checks of the requests this peer serves (strict-mode.ts); they read the configuration as it is now. */
   readonly strict: StrictMode;
+  /** Performance advisories of this collection's reads (`GET /issues`). */
+  readonly issues: CollectionIssues;
 
   private constructor(
     readonly name: string,
@@ -204,7 +207,9 @@ export class Collection {
     private readonly link: ClusterLink | null = null,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
+    this.issues = new CollectionIssues(name);
     this.strict = new StrictMode({
+      readFilter: (f) => this.issues.observe(f, this.meta.payload_schema),
       config: () => this.meta.config.strict_mode_config,
       payloadSchema: () => this.meta.payload_schema,
       sizes: () => {

@@ -247,19 +247,25 @@ function neededIndexes(c: FieldCondition): string[] {
  * with the types that would; null when every key is served. Keys under `nested` are
  * named `outer[].inner` as the reference names them.
  */
-export function unindexedKey(filter: Filter, schema: Readonly<Record<string, FieldSchema>>, prefix = ''): { key: string; types: string[] } | null {
+export function unindexedKey(filter: Filter, schema: Readonly<Record<string, FieldSchema>>): { key: string; types: string[] } | null {
+  return unindexedKeys(filter, schema, true)[0] ?? null;
+}
+
+/** Every payload key of `filter` without an index able to serve it (the first only when `first`), in filter order. */
+export function unindexedKeys(filter: Filter, schema: Readonly<Record<string, FieldSchema>>, first = false, prefix = '', out: Array<{ key: string; types: string[] }> = []): Array<{ key: string; types: string[] }> {
   for (const list of clauses(filter)) {
     for (const c of list) {
+      if (first && out.length > 0) return out;
       let found: { key: string; types: string[] } | null = null;
-      if ('nested' in c) found = unindexedKey(c.nested.filter, schema, `${prefix}${c.nested.key}[].`);
+      if ('nested' in c) unindexedKeys(c.nested.filter, schema, first, `${prefix}${c.nested.key}[].`, out);
       else if ('is_empty' in c && !isField(c)) found = need(`${prefix}${c.is_empty.key}`, ALL_INDEXES, schema);
       else if ('is_null' in c && !isField(c)) found = need(`${prefix}${c.is_null.key}`, ALL_INDEXES, schema);
       else if (isField(c)) found = need(`${prefix}${c.key}`, neededIndexes(c), schema);
-      else if (isFilter(c)) found = unindexedKey(c, schema, prefix);
-      if (found) return found;
+      else if (isFilter(c)) unindexedKeys(c, schema, first, prefix, out);
+      if (found) out.push(found);
     }
   }
-  return null;
+  return out;
 }
 
 function need(key: string, types: string[], schema: Readonly<Record<string, FieldSchema>>): { key: string; types: string[] } | null {
@@ -309,6 +315,8 @@ export interface StrictModeSubject {
   payloadSchema(): Readonly<Record<string, FieldSchema>>;
   /** Points, vector bytes and payload bytes this peer holds (estimates, as the reference's). */
   sizes(): { points: number; vectorBytes: number; payloadBytes: number };
+  /** Sees the filter of every read, strict mode or not (the performance advisories of ts/collection/issues.ts). */
+  readFilter?(filter: Filter): void;
   /** Resident bytes of the process and the memory it may use (tests give their own; default: the process's). */
   memory?(): { rss: number; total: number };
 }
@@ -394,6 +402,7 @@ export class StrictMode {
 
   /** A read (query, search, recommend, scroll, count, retrieve): every limit before anything runs, then its rate cost. */
   read(r: ReadShape, timeoutSeconds: number | null): void {
+    if (r.filter) this.subject.readFilter?.(r.filter);
     const c = this.active();
     if (!c) return;
     checkLimit(r.limit, c.max_query_limit, 'limit');

@@ -30,6 +30,7 @@ import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import { Dispatcher } from '../../storage/dispatcher';
 import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
+import { addIssueRoutes } from './issues';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
@@ -119,6 +120,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   if (consensus !== null && replication !== null) stats.addReplicationMetrics(() => replicaStateCounts(consensus), replication);
   addClusterRoutes(routes, toc, consensus, replication);
   addPointRoutes(routes, toc);
+  addIssueRoutes(routes, toc);
   const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
   const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
   addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup);

@@ -32,8 +32,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['PUT', '/cluster/metadata/keys/{key}'],
   ['DELETE', '/cluster/metadata/keys/{key}'],
   // issues and quotas
-  ['GET', '/issues'],
-  ['DELETE', '/issues'],
   ['GET', '/quotas'],
   ['PUT', '/quotas'],
 ];
