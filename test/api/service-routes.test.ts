@@ -1,8 +1,13 @@
 /**
- * `GET /collections/{name}/optimizations` through a real bin/quiver: the optimizer job a
- * write sets off is reported with the reference's OptimizationsResponse (checked against
- * the v1.18 document), its progress counting the points it indexed, and the `with`
- * parameters add the queued, completed and idle parts; a bad `with` is a 400.
+ * Service routes through a real bin/quiver:
+ * - `GET /collections/{name}/optimizations`: the optimizer job a write sets off is
+ *   reported with the reference's OptimizationsResponse (checked against the v1.18
+ *   document), its progress counting the points it indexed, and the `with` parameters
+ *   add the queued, completed and idle parts; a bad `with` is a 400.
+ * - `GET /issues` / `DELETE /issues`: reads filtering on unindexed fields are recorded as
+ *   the reference's UNINDEXED_FIELD advisories (with Quiver's count), cleared by DELETE.
+ * - `/cluster/metadata/keys`: JSON values set, listed, read, deleted on a single node,
+ *   kept through a restart (in a cluster: test/cluster/state.test.ts).
  */
 
 import * as fs from 'node:fs';
@@ -21,6 +26,36 @@ let server: Server;
 test.before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-optim-'));
   server = await startServer(dir, { SERVICE__LOG_LEVEL: 'INFO' });
+});
+
+async function call(method: string, p: string, body?: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${server.url}${p}`, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, body });
+  return { status: res.status, body: await res.json() };
+}
+
+test.serial('cluster metadata keys: any JSON value per key, listed sorted, null when missing, deleted, kept through a restart', async (t) => {
+  const values: Record<string, unknown> = { 'zeta': { nested: [1, 'two', null], deep: { x: 1.5 } }, 'alpha': 'text', 'mid key': 42, 'flag': false };
+  for (const [k, v] of Object.entries(values)) {
+    const r = await call('PUT', `/cluster/metadata/keys/${encodeURIComponent(k)}?wait=true`, JSON.stringify(v));
+    t.is(r.status, 200, JSON.stringify(r.body));
+    t.is(r.body.result, true);
+  }
+  t.deepEqual((await call('GET', '/cluster/metadata/keys')).body.result, Object.keys(values).sort());
+  for (const [k, v] of Object.entries(values)) t.deepEqual((await call('GET', `/cluster/metadata/keys/${encodeURIComponent(k)}`)).body.result, v, k);
+  t.is((await call('GET', '/cluster/metadata/keys/none')).body.result, null, 'a missing key is null');
+  t.is((await call('DELETE', '/cluster/metadata/keys/alpha')).body.result, true);
+  // Setting null removes too, as the reference's update does.
+  await call('PUT', '/cluster/metadata/keys/flag', 'null');
+  const left = Object.keys(values).filter((k) => k !== 'alpha' && k !== 'flag').sort();
+  t.deepEqual((await call('GET', '/cluster/metadata/keys')).body.result, left);
+  const bad = await call('PUT', '/cluster/metadata/keys/broken', '{"a": ');
+  t.is(bad.status, 400);
+  t.deepEqual((await call('GET', '/cluster/metadata/keys')).body.result, left, 'a bad body changes nothing');
+
+  await server.stop('SIGTERM');
+  server = await startServer(dir, { SERVICE__LOG_LEVEL: 'INFO' });
+  t.deepEqual((await call('GET', '/cluster/metadata/keys')).body.result, left, 'after a restart');
+  t.deepEqual((await call('GET', '/cluster/metadata/keys/zeta')).body.result, values.zeta);
 });
 
 test.after.always(async () => {
@@ -74,4 +109,36 @@ test('the indexing job a write sets off is reported as completed with all its po
   t.is(bad.status, 400);
   t.regex(bad.body.status.error, /with: unknown variant `everything`/);
   t.is((await get('/collections/nope/optimizations')).status, 404);
+});
+
+test('unindexed fields used in filters become issues with the fix to apply; DELETE clears them', async (t) => {
+  await send('PUT', '/collections/iss', { vectors: { size: 2, distance: 'Dot' } });
+  await send('PUT', '/collections/iss/points?wait=true', { points: [1, 2, 3].map((id) => ({ id, vector: [1, id], payload: { color: id === 2 ? 'red' : 'blue', n: id } })) });
+  const red = { must: [{ key: 'color', match: { value: 'red' } }] };
+  await send('POST', '/collections/iss/points/scroll', { filter: red });
+  await send('POST', '/collections/iss/points/query', { query: [1, 0], filter: red, limit: 2 });
+  await send('POST', '/collections/iss/points/count', { filter: { must: [{ key: 'n', range: { gt: 1 } }] } });
+  const r = await get('/issues');
+  t.deepEqual(spec().validate('GET', '/issues', r.status, r.body), []);
+  const issues = r.body.result.issues as Array<Record<string, any>>;
+  t.deepEqual(issues.map((i) => i.id), ['UNINDEXED_FIELD/iss/color', 'UNINDEXED_FIELD/iss/n']);
+  const color = issues[0];
+  t.is(color.count, 2, 'two reads filtered on color');
+  t.is(color.description, "Unindexed field 'color' might be slowing queries down in collection 'iss'");
+  t.is(color.related_collection, 'iss');
+  t.true(Number.isFinite(Date.parse(color.timestamp)));
+  t.deepEqual(color.solution.immediate.action, { method: 'PUT', uri: '/collections/iss/index', headers: { 'content-type': 'application/json' }, body: { field_name: 'color', field_schema: 'keyword' } });
+  // A range serves from a float or an integer index: a choice.
+  t.deepEqual(issues[1].solution.immediate_choice.map((s: any) => s.action.body.field_schema), ['float', 'integer']);
+
+  // The fix the issue names works: with the index, reads on color add nothing.
+  const fix = color.solution.immediate.action;
+  await send(fix.method, fix.uri + '?wait=true', fix.body);
+  await send('POST', '/collections/iss/points/scroll', { filter: red });
+  t.is((await get('/issues')).body.result.issues.find((i: any) => i.id === 'UNINDEXED_FIELD/iss/color').count, 2);
+
+  const del = await fetch(`${server.url}/issues`, { method: 'DELETE' });
+  t.is(del.status, 200);
+  t.is(((await del.json()) as any).result, true);
+  t.deepEqual((await get('/issues')).body.result.issues.filter((i: any) => i.related_collection === 'iss'), []);
 });

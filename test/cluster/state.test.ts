@@ -90,6 +90,21 @@ test('strict_mode_config travels in the update operation, merged field by field,
   t.deepEqual(ClusterState.decode(s.encode()).collection('sm')!.config.strict_mode_config, { enabled: false, max_query_limit: 5, max_timeout: 3 });
 });
 
+test('cluster metadata keys: set, replaced, removed by null, through the state snapshot', (t) => {
+  const s = new ClusterState();
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'b', value: { x: [1, 2] } }, null).ok);
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'a', value: 'one' }, null).ok);
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'a', value: 2 }, null).ok);
+  t.deepEqual(s.metadataKeys(), ['a', 'b']);
+  t.is(s.metadataValue('a'), 2);
+  t.is(s.metadataValue('missing'), null);
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'b', value: null }, null).ok);
+  const copy = ClusterState.decode(s.encode());
+  t.deepEqual(copy.metadataKeys(), ['a']);
+  t.is(copy.metadataValue('a'), 2);
+  t.deepEqual(ClusterState.decode(new ClusterState().encode()).metadataKeys(), [], 'a state from before the keys existed has none');
+});
+
 test('replica states: the last active replica of a shard cannot be deactivated', (t) => {
   const s = new ClusterState();
   s.apply(create('a'), null);

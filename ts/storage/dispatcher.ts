@@ -127,6 +127,27 @@ export class Dispatcher {
     await this.consensus.propose({ op: 'changeAliases', actions }, this.ms(timeoutS));
   }
 
+  /** The cluster metadata keys, sorted: the consensus state's in a cluster, this node's store on a single node. */
+  clusterMetadataKeys(): string[] {
+    return this.consensus === null ? this.toc.clusterMetadata.keys() : this.consensus.clusterState.metadataKeys();
+  }
+
+  /** A cluster metadata key's value (null when it has none). */
+  clusterMetadataValue(key: string): unknown {
+    return this.consensus === null ? this.toc.clusterMetadata.get(key) : this.consensus.clusterState.metadataValue(key);
+  }
+
+  /**
+   * Sets a cluster metadata key (null removes it): on a single node written to this
+   * node's store, in a cluster proposed through consensus. Either way the answer comes
+   * once the change is applied here (the reference's `wait=true`; with `wait=false` it
+   * may answer earlier, which Quiver does not).
+   */
+  async setClusterMetadata(key: string, value: unknown, timeoutS: number | null): Promise<void> {
+    if (this.consensus === null) return this.toc.clusterMetadata.set(key, value);
+    await this.consensus.propose({ op: 'setClusterMetadata', key, value }, this.ms(timeoutS));
+  }
+
   async createPayloadIndex(collection: string, field: string, schema: FieldSchema, timeoutS: number | null): Promise<void> {
     if (this.consensus === null) {
       return this.toc.updateMeta(collection, (c) => {

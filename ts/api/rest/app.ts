@@ -31,6 +31,7 @@ import { Dispatcher } from '../../storage/dispatcher';
 import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
 import { addIssueRoutes } from './issues';
+import { addClusterMetadataRoutes } from './cluster-metadata';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
@@ -114,6 +115,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   addServiceRoutes(routes, info, stats, toc, consensus);
   const dispatcher = new Dispatcher(toc, consensus, config);
   addCollectionRoutes(routes, dispatcher);
+  addClusterMetadataRoutes(routes, dispatcher);
   addShardKeyRoutes(routes, dispatcher);
   addClusterUpdateRoute(routes, dispatcher);
   const replication = deps.replication ?? null;

@@ -26,11 +26,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
-  // cluster
-  ['GET', '/cluster/metadata/keys'],
-  ['GET', '/cluster/metadata/keys/{key}'],
-  ['PUT', '/cluster/metadata/keys/{key}'],
-  ['DELETE', '/cluster/metadata/keys/{key}'],
   // issues and quotas
   ['GET', '/quotas'],
   ['PUT', '/quotas'],
