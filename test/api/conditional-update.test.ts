@@ -5,7 +5,7 @@
  * document's schema; the stored points afterwards are compared with the reference's rule
  * applied by hand to a model the test keeps (upsert: new points and the existing ones the
  * filter holds on; insert_only: new points only; update_only: existing points the filter
- * holds on). The state survives a restart (the WAL holds the writes as resolved).
+ * holds on). The state survives a kill -9 (the WAL holds the writes as resolved).
  *
  * Tests are serial and share the server.
  */
@@ -140,7 +140,7 @@ test.serial('vector updates with update_filter, and both kinds inside points/bat
   await checkStored(t, 'c', 'after the batch');
 });
 
-test.serial('gRPC Upsert and UpdateVectors carry update_filter and update_mode; the state survives a restart', async (t) => {
+test.serial('gRPC Upsert and UpdateVectors carry update_filter and update_mode; the state survives a crash', async (t) => {
   const write = pts([1, 2, 14], 800);
   await g.call('Points', 'Upsert', {
     collection_name: 'c',
@@ -162,8 +162,9 @@ test.serial('gRPC Upsert and UpdateVectors carry update_filter and update_mode; 
   const err = await g.fail('Points', 'Upsert', { collection_name: 'c', points: [], update_filter: { must: [{ field: { key: 'v' } }] } });
   t.is(codeName(err.code), 'INVALID_ARGUMENT');
 
+  // A kill -9: the state comes back from the WAL, which holds the writes as each was resolved.
   g.close();
-  await server.stop('SIGTERM');
+  await server.stop('SIGKILL');
   await start();
-  await checkStored(t, 'c', 'after a restart');
+  await checkStored(t, 'c', 'after a crash and restart');
 });
