@@ -986,7 +986,7 @@ export class Collection {
   }
 
   /** The queries of a batch request (each with its own shard keys), run together; the answer of each in order. */
-  queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
+  async queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ): Promise<ScoredOut[][]> {
     this.strict.searchBatch(reqs.length);
     return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards)));
   }
