@@ -7,7 +7,10 @@
  *   (`config.metadata`, gRPC `CollectionConfig.metadata`), merged by an update as the
  *   reference merges it (each top-level key replaced, a null removes one), kept through
  *   a restart and a snapshot recovery.
- * - `strict_mode_config`, `optimizers_config.prevent_unoptimized`, search `params`
+ * - `strict_mode_config`: taken on create and update (merged field by field), shown by
+ *   collection info over REST and gRPC, a bad value refused the same over both (its
+ *   limits are tested in test/api/strict-mode.test.ts).
+ * - `optimizers_config.prevent_unoptimized`, search `params`
  *   `indexed_only` and `acorn`: a value that would change behaviour is refused ("Wrong
  *   input: ... not supported by Quiver", INVALID_ARGUMENT with the same text over
  *   gRPC) and changes nothing; null, `false` and a disabled config are taken.
@@ -153,32 +156,51 @@ test.serial('metadata: kept through a restart and a snapshot recovery', async (t
   t.deepEqual((await info(t, 'meta_copy')).config.metadata, expected, 'in the collection recovered from the snapshot');
 });
 
-test.serial('strict_mode_config: only a setting that changes nothing is taken; anything else is refused the same over REST and gRPC', async (t) => {
-  for (const [i, body] of [null, {}, { enabled: false }, { enabled: null, max_query_limit: null }].entries()) {
-    await restOk(t, 'PUT', `/collections/strict_ok${i}`, { vectors: VECTORS, strict_mode_config: body });
-    await restOk(t, 'PATCH', `/collections/strict_ok${i}`, { strict_mode_config: body });
-  }
-  await g.call('Collections', 'Create', { collection_name: 'strict_grpc', vectors_config: GRPC_VECTORS, strict_mode_config: { enabled: false } });
-  await g.call('Collections', 'Update', { collection_name: 'strict_grpc', strict_mode_config: {} });
+test.serial('strict_mode_config: taken on create and update, merged, shown by REST and gRPC; a bad value is refused the same over both', async (t) => {
+  await restOk(t, 'PUT', '/collections/strict_ok', { vectors: VECTORS, strict_mode_config: { enabled: true, max_query_limit: 10, search_max_oversampling: 1.5 } });
+  t.deepEqual((await info(t, 'strict_ok')).config.strict_mode_config, { enabled: true, max_query_limit: 10, search_max_oversampling: 1.5 });
+  // Each field set replaces the stored one; a null or absent field keeps it.
+  await restOk(t, 'PATCH', '/collections/strict_ok', { strict_mode_config: { max_query_limit: null, upsert_max_batchsize: 5, multivector_config: { m: { max_vectors: 3 } } } });
+  const merged = { enabled: true, max_query_limit: 10, search_max_oversampling: 1.5, upsert_max_batchsize: 5, multivector_config: { m: { max_vectors: 3 } } };
+  t.deepEqual((await info(t, 'strict_ok')).config.strict_mode_config, merged);
+  const shown = (await g.call('Collections', 'Get', { collection_name: 'strict_ok' })).result.config.strict_mode_config;
+  t.is(shown.enabled, true);
+  t.is(shown.max_query_limit, 10);
+  t.is(String(shown.upsert_max_batchsize), '5');
+  t.is(String(shown.multivector_config.multivector_config.m.max_vectors), '3');
+
+  // gRPC Create and Update take the same settings (64-bit fields as text, per-vector maps wrapped).
+  await g.call('Collections', 'Create', { collection_name: 'strict_grpc', vectors_config: GRPC_VECTORS, strict_mode_config: { enabled: true, upsert_max_batchsize: '7' } });
+  await g.call('Collections', 'Update', { collection_name: 'strict_grpc', strict_mode_config: { max_timeout: 4, sparse_config: { sparse_config: { s: { max_length: '9' } } } } });
+  t.deepEqual((await info(t, 'strict_grpc')).config.strict_mode_config, { enabled: true, max_timeout: 4, upsert_max_batchsize: 7, sparse_config: { s: { max_length: 9 } } });
+  // Never set: absent, as the reference shows it.
+  await restOk(t, 'PUT', '/collections/strict_none', { vectors: VECTORS });
+  t.false('strict_mode_config' in (await info(t, 'strict_none')).config);
 
   const cases: Array<[object, object, RegExp]> = [
-    [{ enabled: true }, { enabled: true }, /strict_mode_config\.enabled: strict mode is not supported by Quiver/],
-    [{ max_query_limit: 10 }, { max_query_limit: 10 }, /strict_mode_config\.max_query_limit: strict mode is not supported by Quiver/],
-    [{ enabled: false, upsert_max_batchsize: 5 }, { enabled: false, upsert_max_batchsize: '5' }, /strict_mode_config\.upsert_max_batchsize: /],
+    [{ max_query_limit: 0 }, { max_query_limit: 0 }, /^Validation error in JSON body: strict_mode_config\.max_query_limit: value 0 invalid, must be 1 or larger/],
+    [{ read_rate_limit: 0 }, { read_rate_limit: 0 }, /strict_mode_config\.read_rate_limit: value 0 invalid/],
+    [{ max_resident_memory_percent: 101 }, { max_resident_memory_percent: 101 }, /strict_mode_config\.max_resident_memory_percent: value must be from 1 to 100/],
   ];
   for (const [json, proto, detail] of cases) {
     const r = await rest('PUT', '/collections/strict_bad', { vectors: VECTORS, strict_mode_config: json });
     const err = await g.fail('Collections', 'Create', { collection_name: 'strict_bad', vectors_config: GRPC_VECTORS, strict_mode_config: proto });
-    sameRefusal(t, r, err, detail);
-    const u = await rest('PATCH', '/collections/strict_ok1', { strict_mode_config: json, metadata: { changed: true } });
-    const ue = await g.fail('Collections', 'Update', { collection_name: 'strict_ok1', strict_mode_config: proto, metadata: { changed: { bool_value: true } } });
-    sameRefusal(t, u, ue, detail);
+    t.is(r.status, r.body.status.error.startsWith('Validation') ? 422 : 400, JSON.stringify(r.body));
+    t.regex(r.body.status.error, detail);
+    t.is(codeName(err.code), 'INVALID_ARGUMENT', err.details);
+    t.is(err.details, r.body.status.error);
+    const u = await rest('PATCH', '/collections/strict_ok', { strict_mode_config: json, metadata: { changed: true } });
+    t.is(u.body.status.error, r.body.status.error);
   }
   t.is((await rest('GET', '/collections/strict_bad')).status, 404, 'a refused create creates nothing');
-  t.false('metadata' in (await info(t, 'strict_ok1')).config, 'a refused update changes nothing');
+  t.false('metadata' in (await info(t, 'strict_ok')).config, 'a refused update changes nothing');
+  t.deepEqual((await info(t, 'strict_ok')).config.strict_mode_config, merged);
   const typed = await rest('PUT', '/collections/strict_bad', { vectors: VECTORS, strict_mode_config: [true] });
   t.is(typed.status, 400);
   t.regex(typed.body.status.error, /^Format error in JSON body: strict_mode_config: expected an object/);
+  const unknown = await rest('PUT', '/collections/strict_bad', { vectors: VECTORS, strict_mode_config: { max_query_limits: 3 } });
+  t.is(unknown.status, 400);
+  t.regex(unknown.body.status.error, /unknown field `max_query_limits`/);
 });
 
 test.serial('optimizers_config.prevent_unoptimized: false and null are taken, true is refused the same over REST and gRPC', async (t) => {

@@ -107,11 +107,14 @@ test('a Qdrant route that is not implemented yet answers 501 with the error enve
   );
   t.is(typeof body.time, 'number');
   for (const [method, url] of [
-    ['GET', '/collections/books/optimizations'],
-    ['GET', '/issues'],
+    ['PUT', '/collections/books/vectors/extra'],
+    ['GET', '/quotas'],
   ]) {
     t.is((await fetch(node.url + url, { method })).status, 501, `${method} ${url}`);
   }
+  // /quotas names why and what to use instead.
+  const quotas = (await (await fetch(`${node.url}/quotas`, { method: 'PUT' })).json()) as { status: { error: string } };
+  t.regex(quotas.status.error, /^Not implemented: PUT \/quotas: the node-wide resident-memory and disk quotas are not implemented in Quiver; per collection, strict_mode_config limits writes/);
 });
 
 test('an unknown route answers 404 with an empty body', async (t) => {

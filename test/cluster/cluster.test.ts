@@ -1,7 +1,8 @@
 /**
  * Process tests of cluster mode: real bin/quiver peers on 127.0.0.1 (test/cluster/harness.ts).
  * Three peers: metadata through consensus (a collection created on a follower appears on
- * every peer with one placement; its config, `metadata` included, follows updates), kill -9 of the leader and restart, SIGSTOP / SIGCONT of
+ * every peer with one placement; its config, `metadata` and `strict_mode_config` included, follows updates;
+ * cluster metadata keys through consensus), kill -9 of the leader and restart, SIGSTOP / SIGCONT of
  * the leader, refusal without a majority, removal of a peer, /cluster/recover on a lagging
  * peer. Five peers: start and leader failover. A standalone node: /cluster disabled, 405s.
  * After every scenario: no two peers ever reported leading the same term.
@@ -84,6 +85,23 @@ test.serial('three peers: a collection created on a follower appears on every pe
     }
     return true;
   });
+
+  // Strict mode set through a follower: every peer has it and enforces it; cluster metadata keys likewise.
+  t.is((await change(c.peers[follower].url, 'PATCH', '/collections/books', { strict_mode_config: { enabled: true, max_query_limit: 2 } })).status, 200);
+  t.is((await change(c.peers[follower].url, 'PUT', '/cluster/metadata/keys/owner?wait=true', { team: 'library' })).status, 200);
+  await waitFor('strict mode and the metadata key on every peer', async () => {
+    for (let i = 0; i < 3; i++) {
+      const info = await api(c.peers[i].url, 'GET', '/collections/books');
+      if (JSON.stringify(info.body.result.config.strict_mode_config) !== JSON.stringify({ enabled: true, max_query_limit: 2 })) return false;
+      if (JSON.stringify((await api(c.peers[i].url, 'GET', '/cluster/metadata/keys/owner')).body.result) !== JSON.stringify({ team: 'library' })) return false;
+    }
+    return true;
+  });
+  const limited = await api(c.peers[leader].url, 'POST', '/collections/books/points/query', { query: [1, 0, 0, 0], limit: 3 });
+  t.is(limited.status, 400);
+  t.is(limited.body.status.error, 'Bad request: Limit exceeded 3 > 2 for "limit". Help: Reduce the "limit" parameter to or below 2.');
+  t.deepEqual((await api(c.peers[(follower + 1) % 3].url, 'GET', '/cluster/metadata/keys')).body.result, ['owner']);
+  t.is((await change(c.peers[leader].url, 'PATCH', '/collections/books', { strict_mode_config: { enabled: false } })).status, 200);
 
   // Snapshot recovery goes through consensus (test/cluster/snapshot-recovery.test.ts); a bad location is a 400 that changes nothing.
   const recover = await api(c.peers[0].url, 'PUT', '/collections/books/snapshots/recover', { location: 'file:///nowhere.snapshot' });

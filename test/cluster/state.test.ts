@@ -73,11 +73,36 @@ test('collection metadata travels in the create and update operations, merged as
   t.true(s.apply({ ...create('m'), config: cfg({ metadata: { team: 'a', n: 1, gone: true } }) } as MetaOp, null).ok);
   t.true(s.apply({ op: 'updateCollection', name: 'm', patch: { metadata: { n: 2, gone: null, added: [1] } } }, null).ok);
   t.deepEqual(s.collection('m')!.config.metadata, { team: 'a', n: 2, added: [1] });
-  // A refused update (strict mode is not served) changes nothing, metadata included.
-  const refused = s.apply({ op: 'updateCollection', name: 'm', patch: { metadata: { n: 3 }, strict_mode_config: { enabled: true } } }, null);
+  // A refused update (a strict-mode limit below its minimum) changes nothing, metadata included.
+  const refused = s.apply({ op: 'updateCollection', name: 'm', patch: { metadata: { n: 3 }, strict_mode_config: { enabled: true, max_query_limit: 0 } } }, null);
   t.false(refused.ok);
-  if (!refused.ok) t.is(refused.error.kind, 'bad_input');
+  if (!refused.ok) t.is(refused.error.kind, 'validation');
   t.deepEqual(ClusterState.decode(s.encode()).collection('m')!.config.metadata, { team: 'a', n: 2, added: [1] });
+  t.is(s.collection('m')!.config.strict_mode_config, undefined);
+});
+
+test('strict_mode_config travels in the update operation, merged field by field, and through the state snapshot', (t) => {
+  const s = new ClusterState();
+  t.true(s.apply({ ...create('sm'), config: cfg({ strict_mode_config: { enabled: true, max_query_limit: 5 } }) } as MetaOp, null).ok);
+  t.true(s.apply({ op: 'updateCollection', name: 'sm', patch: { strict_mode_config: { max_timeout: 3, max_query_limit: null } } }, null).ok);
+  t.deepEqual(s.collection('sm')!.config.strict_mode_config, { enabled: true, max_query_limit: 5, max_timeout: 3 });
+  t.true(s.apply({ op: 'updateCollection', name: 'sm', patch: { strict_mode_config: { enabled: false } } }, null).ok);
+  t.deepEqual(ClusterState.decode(s.encode()).collection('sm')!.config.strict_mode_config, { enabled: false, max_query_limit: 5, max_timeout: 3 });
+});
+
+test('cluster metadata keys: set, replaced, removed by null, through the state snapshot', (t) => {
+  const s = new ClusterState();
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'b', value: { x: [1, 2] } }, null).ok);
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'a', value: 'one' }, null).ok);
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'a', value: 2 }, null).ok);
+  t.deepEqual(s.metadataKeys(), ['a', 'b']);
+  t.is(s.metadataValue('a'), 2);
+  t.is(s.metadataValue('missing'), null);
+  t.true(s.apply({ op: 'setClusterMetadata', key: 'b', value: null }, null).ok);
+  const copy = ClusterState.decode(s.encode());
+  t.deepEqual(copy.metadataKeys(), ['a']);
+  t.is(copy.metadataValue('a'), 2);
+  t.deepEqual(ClusterState.decode(new ClusterState().encode()).metadataKeys(), [], 'a state from before the keys existed has none');
 });
 
 test('replica states: the last active replica of a shard cannot be deactivated', (t) => {

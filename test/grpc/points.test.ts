@@ -465,8 +465,8 @@ test('error kinds answer their status with the REST message, and a refused write
   const cases: Array<[string, object, RegExp]> = [
     ['Upsert', { points: [point(pid(1), [])] }, /a vector needs at least one value/],
     ['Upsert', { points: [{ id: pid(1), vectors: { vector: { sparse: { indices: [1], values: [1] } } } }] }, /a sparse vector must be given under its name/],
-    ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], update_filter: { must: [cityIs('x')] } }, /update_filter.*not supported/],
-    ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], update_mode: 'InsertOnly' }, /only `upsert` is supported/],
+    ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], update_filter: { must: [{ field: { key: 'city' } }] } }, /update_filter/],
+    ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], update_mode: 7 }, /update_mode: unknown variant/],
     ['Upsert', { points: [point({ uuid: 'not-a-uuid' }, [1, 2, 3, 4])] }, /is not a UUID/],
     ['Upsert', { points: [point(pid(1), [1, 2, 3, 4])], ordering: { type: 'Strong' }, timeout: '0', shard_key_selector: { shard_keys: [{ keyword: 'k' }] } }, /^Wrong input: Shard key "k" not found$/],
     ['Delete', {}, /expected `points` or `filter`/],

@@ -16,6 +16,7 @@ import {
   BadRequestError,
   ChecksumMismatchError,
   ClusterUnavailableError,
+  RateLimitedError,
   FormatError,
   ForbiddenError,
   NotFoundError,
@@ -48,6 +49,7 @@ const CASES: Record<ApiErrorId, [QuiverError<string>, grpc.status]> = {
   payload_too_large: [new PayloadTooLargeError('over 32 MB'), grpc.status.RESOURCE_EXHAUSTED],
   not_implemented: [new NotImplementedError('facets'), grpc.status.UNIMPLEMENTED],
   cluster_unavailable: [new ClusterUnavailableError('no leader yet'), grpc.status.UNAVAILABLE],
+  rate_limited: [new RateLimitedError('Read rate limit exceeded', 3), grpc.status.RESOURCE_EXHAUSTED],
   client_closed: [new ClientClosedError('gone'), grpc.status.CANCELLED],
 };
 

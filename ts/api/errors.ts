@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 
 import { elapsedSeconds } from './envelope';
 
-import { QuiverError, ERROR_PREFIX, type ErrorKind } from '../common/errors';
+import { QuiverError, ERROR_PREFIX, RateLimitedError, type ErrorKind } from '../common/errors';
 
 /** Kinds only HTTP has: a body or query string that cannot be read, a body over the limit, a client gone. */
 export type HttpErrorKind = 'query_format' | 'payload_too_large' | 'client_closed';
@@ -44,6 +44,7 @@ export const HTTP_STATUS: Readonly<Record<ApiErrorId, number>> = {
   // Ours: parts of the reference API that this version does not serve yet.
   not_implemented: 501,
   cluster_unavailable: 503,
+  rate_limited: 429,
   // Ours (nginx's 499): the client went away before its request was read. Nobody reads
   // the answer; the status keeps these out of the 5xx counts and the error log.
   client_closed: 499,
@@ -101,8 +102,15 @@ export function errorMiddleware(logger: Logger) {
     } catch (err) {
       const { status, message } = errorAnswer(err, logger, ctx.method, ctx.path);
       sendError(ctx, status, message);
+      const retryAfter = retryAfterOf(err);
+      if (retryAfter !== null) ctx.set('Retry-After', String(retryAfter));
     }
   };
+}
+
+/** Seconds of a rate limit's `Retry-After` header (the reference sends it with a 429 that a later retry can pass). */
+export function retryAfterOf(err: unknown): number | null {
+  return err instanceof RateLimitedError ? err.retryAfter : null;
 }
 
 /**

@@ -33,6 +33,7 @@ export const GRPC_STATUS: Readonly<Record<ApiErrorId, grpc.status>> = {
   payload_too_large: grpc.status.RESOURCE_EXHAUSTED,
   not_implemented: grpc.status.UNIMPLEMENTED,
   cluster_unavailable: grpc.status.UNAVAILABLE,
+  rate_limited: grpc.status.RESOURCE_EXHAUSTED,
   client_closed: grpc.status.CANCELLED,
 };
 

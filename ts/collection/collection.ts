@@ -32,8 +32,11 @@ import { LocalShard, type ShardPreload } from '../shard/local-shard';
 import { sameFieldSchema, type FieldSchema } from '../shard/field-schema';
 import type { Payload, WithPayload } from '../shard/payload-store';
 import { higherIsBetter } from '../shard/vector-store';
+import type { OptimizationInfo, PendingInfo, SegmentInfo } from '../shard/optimization-log';
 import type { VectorSpec } from '../shard/vector-store';
 import { type CollectionConfig, vectorSpecs } from './config';
+import { StrictMode } from './strict-mode';
+import { CollectionIssues } from './issues';
 import { LocalReplica } from './local-replica';
 import { exampleIds, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
@@ -198,6 +201,10 @@ export class Collection {
   /** Set while the collection is being replaced (snapshot recovery): requests get 503 with this reason. */
   unavailable: string | null = null;
   private readonly specs: Map<string, VectorSpec>;
+  /** Strict mode's checks of the requests this peer serves (strict-mode.ts); they read the configuration as it is now. */
+  readonly strict: StrictMode;
+  /** Performance advisories of this collection's reads (`GET /issues`). */
+  readonly issues: CollectionIssues;
 
   private constructor(
     readonly name: string,
@@ -212,6 +219,20 @@ export class Collection {
     private readonly link: ClusterLink | null = null,
   ) {
     this.specs = new Map(vectorSpecs(meta.config).map((s) => [s.name, s]));
+    this.issues = new CollectionIssues(name);
+    this.strict = new StrictMode({
+      readFilter: (f) => this.issues.observe(f, this.meta.payload_schema),
+      config: () => this.meta.config.strict_mode_config,
+      payloadSchema: () => this.meta.payload_schema,
+      sizes: () => {
+        const points = this.pointsCount();
+        let dims = 0;
+        for (const spec of this.specs.values()) dims += spec.dim;
+        let payloadBytes = 0;
+        for (const sh of this.present()) payloadBytes += sh.payloadBytes();
+        return { points, vectorBytes: points * dims * 4, payloadBytes };
+      },
+    });
   }
 
   /** `preloaded`: shard state files already being decoded (a snapshot recovery), by shard id. */
@@ -722,6 +743,7 @@ export class Collection {
    */
   async update(op: ReplicaOperation, opts: UpdateOptions, shards: ShardSelector | null = null): Promise<UpdateResult> {
     const mustExist = this.check(op);
+    this.strict.write(op, opts.timeout);
     const rings = this.writeRings(shards);
     const plan = rings.flatMap((ring) => this.route(op, ring));
     const targets = plan.map(([set]) => set.writers());
@@ -924,6 +946,7 @@ export class Collection {
 
   async retrieve(ids: PointKey[], withPayload: WithPayload, withVector: WithVector, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<RecordOut[]> {
     this.checkWithVector(withVector);
+    this.strict.read({ cost: Math.max(1, ids.length) }, opts.timeout);
     const wanted = distinct(ids);
     if (wanted.length === 0) return [];
     const rings = this.readRings(shards);
@@ -941,6 +964,11 @@ export class Collection {
   }
 
   async scroll(req: ScrollRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
+    this.strict.read({ limit: req.limit, filter: req.filter }, opts.timeout);
+    return this.scrollPage(req, opts, shards);
+  }
+
+  private async scrollPage(req: ScrollRequest, opts: ReadOptions, shards: ShardSelector | null): Promise<{ points: RecordOut[]; next_page_offset: PointId | null }> {
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) {
@@ -962,6 +990,11 @@ export class Collection {
 
   /** Scroll by payload value (`order_by`); there is no next page offset (use start_from). */
   async scrollOrdered(req: OrderedScrollRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
+    this.strict.read({ limit: req.limit, filter: req.filter }, opts.timeout);
+    return this.scrollOrderedPage(req, opts, shards);
+  }
+
+  private async scrollOrderedPage(req: OrderedScrollRequest, opts: ReadOptions, shards: ShardSelector | null): Promise<{ points: Array<RecordOut & { order_value: number }>; next_page_offset: null }> {
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.scrollOrdered(req, opts))));
@@ -982,7 +1015,8 @@ export class Collection {
   }
 
   /** Points matching `filter`; a point id under several keys counts once per key, as the reference counts. */
-  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<number> {
+  async count(filter: Filter | null, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, exact = true): Promise<number> {
+    this.strict.read({ filter, exact }, opts.timeout);
     const sets = this.readable(this.setsOf(this.readRings(shards)));
     if (sets.length === 1) return sets[0].count(filter, opts);
     const ns = await Promise.all(sets.map((s) => s.count(filter, opts)));
@@ -995,6 +1029,7 @@ export class Collection {
    * scored 0 as the reference does). Example ids are looked up under the same keys.
    */
   async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, others: CollectionLookup | null = null): Promise<ScoredOut[]> {
+    this.strict.read({ limit: req.limit, filter: req.filter, hnswEf: req.hnswEf, exact: req.exact, oversampling: req.quantization?.oversampling }, opts.timeout);
     const q = req.query;
     // The common case (a plain vector) goes straight to the search, with no await of its own.
     if ('nearest' in q && 'vector' in q.nearest && (req.prefetch === undefined || req.prefetch.length === 0)) {
@@ -1013,11 +1048,11 @@ export class Collection {
     if ('fusion' in q) throw new BadInputError('cannot apply Fusion without prefetches');
     const shaping = { filter: req.filter, withPayload: req.withPayload, withVector: req.withVector };
     if ('none' in q) {
-      const page = await this.scroll({ offset: null, limit: req.offset + req.limit, ...shaping }, opts, shards);
+      const page = await this.scrollPage({ offset: null, limit: req.offset + req.limit, ...shaping }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     if ('orderBy' in q) {
-      const page = await this.scrollOrdered({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts, shards);
+      const page = await this.scrollOrderedPage({ orderBy: q.orderBy, limit: req.offset + req.limit, ...shaping }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     const rings = this.readRings(shards);
@@ -1108,7 +1143,8 @@ export class Collection {
   }
 
   /** The queries of a batch request (each with its own shard keys), run together; the answer of each in order. */
-  queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ, others: CollectionLookup | null = null): Promise<ScoredOut[][]> {
+  async queryBatch(reqs: ReadonlyArray<ForKeys<QueryRequest>>, opts: ReadOptions = DEFAULT_READ, others: CollectionLookup | null = null): Promise<ScoredOut[][]> {
+    this.strict.searchBatch(reqs.length);
     return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards, others)));
   }
 
@@ -1225,6 +1261,22 @@ export class Collection {
       n += most;
     }
     return n;
+  }
+
+  /** The optimizer jobs of this peer's replicas (every vector of every shard): running, due next, untouched indexes, finished (newest first). */
+  optimizations(): { running: OptimizationInfo[]; queued: PendingInfo[]; idle: SegmentInfo[]; completed: OptimizationInfo[] } {
+    const out = { running: [] as OptimizationInfo[], queued: [] as PendingInfo[], idle: [] as SegmentInfo[], completed: [] as OptimizationInfo[] };
+    for (const s of this.present()) {
+      for (const v of s.vectors.values()) {
+        const o = v.optimizations();
+        if (o.running) out.running.push(o.running);
+        if (o.queued) out.queued.push(o.queued);
+        out.idle.push(...o.idle);
+        out.completed.push(...o.completed);
+      }
+    }
+    out.completed.sort((a, b) => String(b.progress.finished_at).localeCompare(String(a.progress.finished_at)));
+    return out;
   }
 
   status(): 'green' | 'yellow' {

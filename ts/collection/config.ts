@@ -16,6 +16,7 @@ import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Config } from '../config/types';
 import type { VectorSpec } from '../shard/vector-store';
 import { parseSparseVectors, updateSparseVectors, type SparseVectorParams } from './sparse-config';
+import { mergeStrictMode, parseStrictMode, type StrictModeConfig } from './strict-mode';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Euclid', 'Dot', 'Manhattan'];
 
@@ -86,6 +87,8 @@ export interface CollectionConfig {
   quantization_config: QuantizationConfig | null;
   /** The caller's own JSON object kept with the collection (the reference's `metadata`); absent when never set. */
   metadata?: Record<string, unknown>;
+  /** Strict mode (ts/collection/strict-mode.ts); absent when never set, as in the reference. */
+  strict_mode_config?: StrictModeConfig;
 }
 
 // ---------------------------------------------------------------------------------
@@ -139,20 +142,6 @@ function rejectUnknown(o: Obj, allowed: readonly string[], where: string, unsupp
   for (const k of Object.keys(o)) {
     if (k in unsupported && o[k] !== null && o[k] !== undefined) throw new BadInputError(`${where}${k}: ${unsupported[k]}`);
     if (!allowed.includes(k) && !(k in unsupported)) throw new FormatError(`${where}unknown field \`${k}\`, expected one of ${allowed.map((a) => `\`${a}\``).join(', ')}`);
-  }
-}
-
-/**
- * `strict_mode_config`: strict mode is not served, so only a setting that changes nothing
- * is taken (null, `{}`, `enabled: false`, fields that are null); anything else is
- * refused naming the first field that would change behaviour.
- */
-function checkStrictMode(x: unknown): void {
-  if (x === undefined || x === null) return;
-  const o = obj(x, 'strict_mode_config');
-  for (const [k, v] of Object.entries(o)) {
-    if (v === null || v === undefined || (k === 'enabled' && v === false)) continue;
-    throw new BadInputError(`strict_mode_config.${k}: strict mode is not supported by Quiver (only \`enabled: false\` is accepted)`);
   }
 }
 
@@ -425,7 +414,7 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     ...(o.wal_config ? parseWalDiff(o.wal_config, 'wal_config') : {}),
   };
   const quantization = o.quantization_config === undefined ? null : parseQuantization(o.quantization_config, 'quantization_config');
-  checkStrictMode(o.strict_mode_config);
+  const strict = o.strict_mode_config === undefined || o.strict_mode_config === null ? undefined : parseStrictMode(o.strict_mode_config);
   const metadata = parseMetadata(o.metadata);
   const out: CollectionConfig = {
     params: { vectors, shard_number, sharding_method, replication_factor, write_consistency_factor, on_disk_payload, ...(sparse_vectors !== undefined ? { sparse_vectors } : {}) },
@@ -436,6 +425,7 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   };
   if (metadata !== undefined) out.metadata = metadata;
   checkMultivectorQuantization(out);
+  if (strict !== undefined) out.strict_mode_config = strict;
   return out;
 }
 
@@ -476,7 +466,9 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
   rejectUnknown(o, ['vectors', 'optimizers_config', 'params', 'hnsw_config', 'quantization_config', 'metadata', 'strict_mode_config', 'sparse_vectors'], '', {});
   const next: CollectionConfig = JSON.parse(JSON.stringify(current)) as CollectionConfig;
   let reindex = false;
-  checkStrictMode(o.strict_mode_config);
+  if (o.strict_mode_config !== undefined && o.strict_mode_config !== null) {
+    next.strict_mode_config = mergeStrictMode(next.strict_mode_config, parseStrictMode(o.strict_mode_config));
+  }
   const metadata = parseMetadata(o.metadata);
   if (metadata !== undefined) next.metadata = mergeMetadata(next.metadata, metadata);
   if (o.sparse_vectors !== undefined && o.sparse_vectors !== null) {

@@ -25,7 +25,8 @@ export type ErrorKind =
   | 'validation'
   | 'format'
   | 'not_implemented'
-  | 'cluster_unavailable';
+  | 'cluster_unavailable'
+  | 'rate_limited';
 
 /** Message prefix of each kind, as the reference server words them. */
 export const ERROR_PREFIX: Readonly<Record<ErrorKind, string>> = {
@@ -49,6 +50,8 @@ export const ERROR_PREFIX: Readonly<Record<ErrorKind, string>> = {
   // Ours: a cluster peer that cannot take a metadata change now (no leader elected yet,
   // starting up, or its consensus stopped); the caller may retry.
   cluster_unavailable: 'Service unavailable: ',
+  // A strict-mode rate limit of a collection (ts/collection/strict-mode.ts).
+  rate_limited: 'Rate limiting exceeded: ',
 };
 
 /**
@@ -156,6 +159,16 @@ export class NotImplementedError extends KindError {
 export class ClusterUnavailableError extends KindError {
   constructor(detail: string) {
     super('cluster_unavailable', detail);
+  }
+}
+
+export class RateLimitedError extends KindError {
+  /** Whole seconds after which the same request may pass; null when it never will (larger than the limit). */
+  readonly retryAfter: number | null;
+
+  constructor(detail: string, retryAfter: number | null) {
+    super('rate_limited', detail);
+    this.retryAfter = retryAfter;
   }
 }
 

@@ -847,6 +847,13 @@ export class LocalShard {
 
   // -- payload indexes ------------------------------------------------------------------
 
+  /** Bytes of this shard's payloads as JSON text: strict mode's estimate of payload storage. */
+  payloadBytes(): number {
+    let n = 0;
+    for (const [, p] of this.payloads.entries()) if (p !== null) n += Buffer.byteLength(JSON.stringify(p));
+    return n;
+  }
+
   async createPayloadIndex(field: string, schema: FieldSchema): Promise<void> {
     await this.exclusive(async () => {
       this.payloadIndex.create(field, schema, this.payloadEntries());

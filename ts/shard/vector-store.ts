@@ -28,6 +28,7 @@ import * as os from 'node:os';
 import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 
 import { LabelSet } from './label-set';
+import { OptimizationLog, segmentUuid, type OptimizationInfo, type PendingInfo, type SegmentInfo } from './optimization-log';
 import { MAX_ENGINE_COUNT } from './limits';
 import { runSliced, type Steps } from './slices';
 
@@ -173,6 +174,8 @@ export class VectorStore {
   private backoffMs = 0;
   /** Number for the next index file this store saves (never reused, see save()). */
   fileNo = 0;
+  /** The running optimizer job and the last finished ones, as the optimizations route shows them. */
+  private readonly log = new OptimizationLog();
 
   constructor(
     private readonly engine: Engine,
@@ -397,13 +400,52 @@ export class VectorStore {
     return s.deleted >= 1024 && s.deleted > s.count;
   }
 
+  /** The job that is due now, if any. */
+  private dueKind(): 'index' | 'vacuum' | 'compact' | null {
+    return this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : this.appendableVacuumDue() ? 'compact' : null;
+  }
+
+  /** The reference's optimizer name of a job, and the engine indexes it reads (its segments). */
+  private jobShape(kind: 'index' | 'vacuum' | 'compact'): { optimizer: string; sources: Tracked[] } {
+    const seg = (ts: Array<Tracked | null>) => ts.filter((t): t is Tracked => t !== null);
+    if (kind === 'index') return { optimizer: 'indexing', sources: seg([this.frozen ?? this.appendable, this.indexed]) };
+    if (kind === 'vacuum') return { optimizer: this.rebuildDue ? 'config_mismatch' : 'vacuum', sources: seg([this.indexed]) };
+    return { optimizer: 'vacuum', sources: [this.appendable] };
+  }
+
+  private segmentInfo(t: Tracked): SegmentInfo {
+    return { uuid: segmentUuid(t), points_count: t.labels.size };
+  }
+
+  /**
+   * This store's optimizations as the reference reports them: the running job, the one
+   * due next (a store runs one job at a time), the indexes neither touches, and the last
+   * finished jobs (newest first).
+   */
+  optimizations(): { running: OptimizationInfo | null; queued: PendingInfo | null; idle: SegmentInfo[]; completed: OptimizationInfo[] } {
+    const running = this.log.running();
+    let queued: PendingInfo | null = null;
+    const busy = new Set(running?.segments.map((s) => s.uuid) ?? []);
+    if (this.job === null) {
+      const kind = this.dueKind();
+      if (kind !== null) {
+        const { optimizer, sources } = this.jobShape(kind);
+        queued = { optimizer, segments: sources.map((t) => this.segmentInfo(t)) };
+        for (const s of queued.segments) busy.add(s.uuid);
+      }
+    }
+    const idle = this.all().filter((t) => !busy.has(segmentUuid(t))).map((t) => this.segmentInfo(t));
+    return { running, queued, idle, completed: this.log.completed() };
+  }
+
   /** Starts one optimization job when one is due and none runs; resolves when it ends. */
   maybeOptimize(exclusive: Exclusive): Promise<void> | null {
     if (this.job || this.cancelled || Date.now() < this.retryAt) return null;
-    const kind =
-      this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : this.appendableVacuumDue() ? 'compact' : null;
+    const kind = this.dueKind();
     if (!kind) return null;
     this.jobKind = kind;
+    const shape = this.jobShape(kind);
+    this.log.start(shape.optimizer, shape.sources.map((t) => this.segmentInfo(t)), kind === 'compact' ? 1 : (shape.sources[0]?.labels.size ?? 0));
     const run =
       kind === 'index'
         ? this.indexJob(exclusive)
@@ -416,8 +458,10 @@ export class VectorStore {
     this.job = run
       .then(() => {
         this.backoffMs = 0;
+        this.log.end('done');
       })
       .catch((err) => {
+        this.log.end(err instanceof JobCancelled ? { cancelled: 'stopped for shutdown' } : { error: String((err as Error)?.message ?? err) });
         if (err instanceof JobCancelled) this.logger.info({ vector: this.spec.name, job: kind }, 'optimizer job stopped for shutdown');
         else {
           this.backoffMs = Math.min(60_000, Math.max(1000, this.backoffMs * 2));
@@ -521,6 +565,7 @@ export class VectorStore {
       // Counted before the add: an add that fails part-way may have placed some.
       for (const l of chunk) copied.add(l);
       await target.index.add(chunk, vectors.subarray(at * d, end * d), this.threads());
+      this.log.progress(end, labels.length);
       if (serving) {
         await exclusive(async () => {
           const stale: bigint[] = [];

@@ -199,6 +199,7 @@ function checkConfig(c: Record<string, unknown>, config: Config): CollectionConf
     wal_config: c.wal_config ?? undefined,
     quantization_config: c.quantization_config ?? undefined,
     metadata: c.metadata ?? undefined,
+    strict_mode_config: c.strict_mode_config ?? undefined,
   };
   for (const k of Object.keys(body)) if (body[k] === undefined || body[k] === null) delete body[k];
   try {

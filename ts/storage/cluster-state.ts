@@ -78,6 +78,8 @@ export interface ClusterStateData {
   peers: Record<PeerId, string>;
   collections: Record<string, ClusterCollection>;
   aliases: Record<string, string>;
+  /** The cluster metadata keys (`/cluster/metadata/keys`); absent until one is set. */
+  metadata?: Record<string, unknown>;
 }
 
 export type MetaOp =
@@ -98,6 +100,8 @@ export type MetaOp =
   /** Adds a named vector to a collection (`PUT /collections/{name}/vectors/{vector_name}`), with its parsed params. */
   | { op: 'createVectorName'; collection: string; vector: string; params: VectorParams }
   | { op: 'deleteVectorName'; collection: string; vector: string }
+  /** Sets a cluster metadata key to a JSON value; null removes it. */
+  | { op: 'setClusterMetadata'; key: string; value: unknown }
   | { op: 'deleteCollection'; name: string }
   | { op: 'changeAliases'; actions: AliasAction[] }
   | { op: 'createPayloadIndex'; collection: string; field: string; schema: FieldSchema }
@@ -209,6 +213,17 @@ export class ClusterState {
     return out;
   }
 
+  /** The cluster metadata keys, sorted. */
+  metadataKeys(): string[] {
+    return Object.keys(this.data.metadata ?? {}).sort();
+  }
+
+  /** A cluster metadata key's value; null when it has none. */
+  metadataValue(key: string): unknown {
+    const m = this.data.metadata ?? {};
+    return Object.prototype.hasOwnProperty.call(m, key) ? m[key] : null;
+  }
+
   // -- snapshots -------------------------------------------------------------------------
 
   encode(): Uint8Array {
@@ -294,6 +309,13 @@ export class ClusterState {
   private applyOrThrow(op: MetaOp, maxCollections: number | null): ApplyResult {
     const done = (value: unknown, collections: string[], aliases = false): ApplyResult => ({ ok: true, value, collections, aliases });
     switch (op.op) {
+      case 'setClusterMetadata': {
+        const m = { ...(this.data.metadata ?? {}) };
+        if (op.value === null || op.value === undefined) delete m[op.key];
+        else Object.defineProperty(m, op.key, { value: op.value, writable: true, enumerable: true, configurable: true });
+        this.data.metadata = m;
+        return done(true, []);
+      }
       case 'createCollection': {
         validateCollectionName(op.name);
         if (this.collection(op.name)) throw new AlreadyExistsError(`Collection \`${op.name}\` already exists!`);

@@ -151,9 +151,37 @@ export class Dispatcher {
     await this.consensus.propose({ op: 'changeAliases', actions }, this.ms(timeoutS));
   }
 
+  /** The cluster metadata keys, sorted: the consensus state's in a cluster, this node's store on a single node. */
+  clusterMetadataKeys(): string[] {
+    return this.consensus === null ? this.toc.clusterMetadata.keys() : this.consensus.clusterState.metadataKeys();
+  }
+
+  /** A cluster metadata key's value (null when it has none). */
+  clusterMetadataValue(key: string): unknown {
+    return this.consensus === null ? this.toc.clusterMetadata.get(key) : this.consensus.clusterState.metadataValue(key);
+  }
+
+  /**
+   * Sets a cluster metadata key (null removes it): on a single node written to this
+   * node's store, in a cluster proposed through consensus. Either way the answer comes
+   * once the change is applied here (the reference's `wait=true`; with `wait=false` it
+   * may answer earlier, which Quiver does not).
+   */
+  async setClusterMetadata(key: string, value: unknown, timeoutS: number | null): Promise<void> {
+    if (this.consensus === null) return this.toc.clusterMetadata.set(key, value);
+    await this.consensus.propose({ op: 'setClusterMetadata', key, value }, this.ms(timeoutS));
+  }
+
   async createPayloadIndex(collection: string, field: string, schema: FieldSchema, timeoutS: number | null): Promise<void> {
-    if (this.consensus === null) return this.toc.updateMeta(collection, (c) => c.createPayloadIndex(field, schema));
+    if (this.consensus === null) {
+      return this.toc.updateMeta(collection, (c) => {
+        c.strict.payloadIndex(field);
+        return c.createPayloadIndex(field, schema);
+      });
+    }
     if (this.consensus.clusterState.resolve(collection) === undefined) throw new NotFoundError(`Collection \`${collection}\` doesn't exist!`);
+    // Strict mode's index count, checked on the proposing peer as the reference checks it before consensus.
+    if (this.toc.has(this.toc.resolveName(collection))) this.toc.get(collection).strict.payloadIndex(field);
     await this.consensus.propose({ op: 'createPayloadIndex', collection, field, schema }, this.ms(timeoutS));
   }
 

@@ -20,6 +20,7 @@ import type { Logger } from 'pino';
 
 import type { Engine } from '../../bindings/engine';
 import { AlreadyExistsError, BadInputError, NotFoundError, ShardUnavailableError, ValidationError, snapshotLoadError } from '../common/errors';
+import { LocalClusterMetadata } from './cluster-metadata';
 import { Collection, type ClusterPlacement, type CollectionMeta, type ShardKey, type ShardKeyEntry } from '../collection/collection';
 import type { CollectionConfig } from '../collection/config';
 import { finishSwaps, readJson, removeTempFiles, swapDirectory, syncDir, writeFileAtomic } from '../common/files';
@@ -64,6 +65,8 @@ export class TableOfContent {
   private readonly cleanups = new Set<Promise<void>>();
   /** This node's peer id (random, kept in storage/peer_id): part of snapshot names. */
   peerId = 0n;
+  /** The cluster metadata keys of a single node (in a cluster the consensus state holds them: the dispatcher picks). */
+  clusterMetadata!: LocalClusterMetadata;
 
   private constructor(
     readonly storagePath: string,
@@ -82,6 +85,7 @@ export class TableOfContent {
     await removeTempFiles(storagePath);
     for (const what of await finishSwaps(toc.collectionsDir)) logger.warn({ what }, 'finished a snapshot recovery a crash interrupted');
     toc.peerId = await readPeerId(storagePath);
+    toc.clusterMetadata = await LocalClusterMetadata.open(storagePath);
     const entries = await fs.readdir(toc.collectionsDir, { withFileTypes: true });
     for (const e of entries) {
       if (!e.isDirectory()) continue;

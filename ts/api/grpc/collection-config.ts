@@ -150,6 +150,18 @@ function sparseVectorsJson(map: Msg): Obj {
   return out;
 }
 
+/** StrictModeConfig in the JSON form: the per-vector settings' wrapper messages are their maps there. */
+function strictModeJson(m: Msg): Obj {
+  const out = withoutVirtual(m);
+  for (const [k, inner] of [['multivector_config', 'multivector_config'], ['sparse_config', 'sparse_config']] as const) {
+    const wrapped = out[k] as Msg | undefined | null;
+    if (wrapped === undefined || wrapped === null) continue;
+    const map = (wrapped[inner] ?? {}) as Record<string, Msg>;
+    out[k] = Object.fromEntries(Object.entries(map).map(([name, v]) => [name, withoutVirtual(v)]));
+  }
+  return out;
+}
+
 /** The JSON form's sparse vectors as the proto's SparseVectorConfig map. */
 function sparseVectorsProto(sv: Obj): Msg {
   const map: Msg = {};
@@ -168,10 +180,25 @@ function sparseVectorsProto(sv: Obj): Msg {
   return { map };
 }
 
+/** StrictModeConfig of the JSON form as the proto message (64-bit fields as text, per-vector maps wrapped). */
+function strictModeProto(c: Obj): Msg {
+  const out: Msg = {};
+  const wide = new Set(['upsert_max_batchsize', 'search_max_batchsize', 'max_collection_vector_size_bytes', 'max_collection_payload_size_bytes', 'filter_max_conditions', 'condition_max_size', 'max_points_count', 'max_payload_index_count']);
+  for (const [k, v] of Object.entries(c)) {
+    if (k === 'multivector_config' || k === 'sparse_config') {
+      const inner = k === 'multivector_config' ? 'max_vectors' : 'max_length';
+      const map: Msg = {};
+      for (const [name, e] of Object.entries(v as Record<string, Obj>)) map[name] = e[inner] === undefined ? {} : { [inner]: String(e[inner]) };
+      out[k] = { [k]: map };
+    } else out[k] = wide.has(k) ? String(v) : v;
+  }
+  return out;
+}
+
 /** The settings both CreateCollection and UpdateCollection carry: sparse vectors, strict mode, metadata. */
 function commonJson(r: Msg, out: Obj): void {
   if (r.sparse_vectors_config !== undefined && nonEmpty((r.sparse_vectors_config as Msg).map)) out.sparse_vectors = sparseVectorsJson((r.sparse_vectors_config as Msg).map as Msg);
-  if (r.strict_mode_config !== undefined) out.strict_mode_config = withoutVirtual(r.strict_mode_config);
+  if (r.strict_mode_config !== undefined) out.strict_mode_config = strictModeJson(r.strict_mode_config);
   // An empty map is not on the wire: no metadata (the JSON form's absent field).
   if (nonEmpty(r.metadata)) out.metadata = mapToJson(r.metadata, 'metadata');
 }
@@ -319,6 +346,7 @@ export function collectionInfoProto(info: Record<string, unknown>): Msg {
   };
   const q = quantizationProto(cfg.quantization_config as Obj | null);
   if (q !== undefined) config.quantization_config = q;
+  if (cfg.strict_mode_config !== undefined && cfg.strict_mode_config !== null) config.strict_mode_config = strictModeProto(cfg.strict_mode_config as Obj);
   if (cfg.metadata !== undefined && cfg.metadata !== null) config.metadata = jsonToMap(cfg.metadata as Obj, { depth: 3, what: 'the collection\'s metadata' }); // GetCollectionInfoResponse > CollectionInfo > CollectionConfig
   const payload_schema: Msg = {};
   for (const [field, s] of Object.entries((info.payload_schema ?? {}) as Record<string, { data_type: string; params?: Obj; points: number }>)) {

@@ -34,8 +34,8 @@ import {
   parseSearch,
   selector,
   setPayloadOp,
-  updateVectorPoints,
-  upsertPoints,
+  updateVectorsOp,
+  upsertOp,
 } from '../request/points';
 import { fieldSchemaToJson, type CreateFieldIndexMsg } from './convert/field-index';
 import { filterToJson, pointIdToJson, type FilterMsg, type PointIdMsg } from './convert/filter';
@@ -269,13 +269,13 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
 
   return {
     // -- writes ---------------------------------------------------------------------------
-    Upsert: write<UpsertMsg>(`PUT ${C}/points`, (r) => upsertBody(r, ''), (b) => ({ kind: 'upsert', points: upsertPoints(b) })),
+    Upsert: write<UpsertMsg>(`PUT ${C}/points`, (r) => upsertBody(r, ''), upsertOp),
     Delete: write<WriteMsg & { points?: PointsSelectorMsg }>(`POST ${C}/points/delete`, (r) => selectorBody(r, r.points, 'points'), (b) => ({ kind: 'delete', select: selector(b) })),
     SetPayload: write<SetPayloadMsg>(`POST ${C}/points/payload`, (r) => setPayloadBody(r, ''), (b) => setPayloadOp(b, false)),
     OverwritePayload: write<SetPayloadMsg>(`PUT ${C}/points/payload`, (r) => setPayloadBody(r, ''), (b) => setPayloadOp(b, true)),
     DeletePayload: write<DeletePayloadMsg>(`POST ${C}/points/payload/delete`, (r) => deletePayloadBody(r, ''), (b) => deletePayloadOp(b)),
     ClearPayload: write<WriteMsg & { points?: PointsSelectorMsg }>(`POST ${C}/points/payload/clear`, (r) => selectorBody(r, r.points, 'points'), (b) => ({ kind: 'clear_payload', select: selector(b) })),
-    UpdateVectors: write<UpdateVectorsMsg>(`PUT ${C}/points/vectors`, (r) => updateVectorsBody(r, ''), (b) => ({ kind: 'update_vectors', points: updateVectorPoints(b) })),
+    UpdateVectors: write<UpdateVectorsMsg>(`PUT ${C}/points/vectors`, (r) => updateVectorsBody(r, ''), updateVectorsOp),
     DeleteVectors: write<DeleteVectorsMsg>(`POST ${C}/points/vectors/delete`, (r) => deleteVectorsBody(r, ''), (b) => deleteVectorsOp(b)),
 
     UpdateBatch: {
@@ -370,7 +370,7 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         put(b, 'filter', filterToJson(r.filter));
         put(b, 'exact', r.exact ?? undefined);
         const { req, shards } = parseCount(b);
-        const count = await c.count(req.filter, opts, shards);
+        const count = await c.count(req.filter, opts, shards, req.exact);
         return { result: { count: String(count) }, time: seconds(started) };
       },
     },

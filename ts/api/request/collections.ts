@@ -27,6 +27,8 @@ export function collectionInfo(c: Collection): Record<string, unknown> {
       optimizer_config: cfg.optimizer_config,
       wal_config: cfg.wal_config,
       quantization_config: cfg.quantization_config,
+      // As the reference: only when the collection has a strict mode configuration.
+      ...(cfg.strict_mode_config === undefined ? {} : { strict_mode_config: cfg.strict_mode_config }),
       // As the reference: only when the collection has metadata.
       ...(cfg.metadata === undefined ? {} : { metadata: cfg.metadata }),
     },

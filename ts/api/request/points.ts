@@ -9,6 +9,7 @@
  * a transport, hold state or touch disk.
  */
 
+import type { UpdateMode, WriteCondition } from '../../collection/replica-operation';
 import type { ForKeys, OrderBy, ReplicaOperation, ScrollRequest, SearchRequest, Selector, WithVector } from '../../collection/collection';
 import type { OrderedScrollRequest } from '../../collection/replica';
 import type { Filter } from '../../shard/filter';
@@ -40,10 +41,40 @@ import {
 
 // -- write bodies ---------------------------------------------------------------------------
 
+const UPDATE_MODES: readonly UpdateMode[] = ['upsert', 'insert_only', 'update_only'];
+
+/** `update_filter` and `update_mode` of an upsert or vector update; none when neither changes anything. */
+function writeCondition(b: Obj, modes: boolean): WriteCondition | undefined {
+  let mode: UpdateMode = 'upsert';
+  if (modes && b.update_mode !== undefined && b.update_mode !== null) {
+    if (!UPDATE_MODES.includes(b.update_mode as UpdateMode)) {
+      throw new FormatError(`update_mode: unknown variant ${JSON.stringify(b.update_mode)}, expected one of ${UPDATE_MODES.map((m) => `\`${m}\``).join(', ')}`);
+    }
+    mode = b.update_mode as UpdateMode;
+  }
+  const f = b.update_filter === undefined || b.update_filter === null ? null : filter(b.update_filter, 'update_filter');
+  if (f === null && mode === 'upsert') return undefined;
+  return { filter: f, mode };
+}
+
+/** An upsert body (`PointInsertOperations`) as the operation, with its write condition. */
+export function upsertOp(b: Obj): ReplicaOperation {
+  const points = upsertPoints(b);
+  const condition = writeCondition(b, true);
+  return condition === undefined ? { kind: 'upsert', points } : { kind: 'upsert', points, condition };
+}
+
+/** An `UpdateVectors` body as the operation, with its `update_filter`. */
+export function updateVectorsOp(b: Obj): ReplicaOperation {
+  const points = updateVectorPoints(b);
+  const condition = writeCondition(b, false);
+  return condition === undefined ? { kind: 'update_vectors', points } : { kind: 'update_vectors', points, condition };
+}
+
+/** The points of an upsert body (its `update_filter` and `update_mode`: upsertOp). */
 export function upsertPoints(b: Obj): PointWrite[] {
-  refuse(b, { update_filter: 'conditional upserts (update_filter) are not supported by Quiver' });
-  if (b.update_mode !== undefined && b.update_mode !== null && b.update_mode !== 'upsert') {
-    throw new FormatError('update_mode: only `upsert` is supported by Quiver');
+  if (b.update_mode !== undefined && b.update_mode !== null && !UPDATE_MODES.includes(b.update_mode as UpdateMode)) {
+    throw new FormatError(`update_mode: unknown variant ${JSON.stringify(b.update_mode)}, expected one of ${UPDATE_MODES.map((m) => `\`${m}\``).join(', ')}`);
   }
   if (Array.isArray(b.points)) {
     return b.points.map((p: unknown, i: number) => {
@@ -106,7 +137,6 @@ function withSparse(sparse: SparseVectors | undefined): { sparse?: SparseVectors
 }
 
 export function updateVectorPoints(b: Obj): Array<{ id: PointKey; vectors: NamedVectors; sparse?: SparseVectors }> {
-  refuse(b, { update_filter: 'conditional updates (update_filter) are not supported by Quiver' });
   if (!Array.isArray(b.points)) throw new FormatError('missing field `points`');
   return b.points.map((p: unknown, i: number) => {
     if (!isObj(p)) throw new FormatError(`points[${i}]: expected an object`);
@@ -155,7 +185,7 @@ export function batchOp(o: unknown, i: number): ForKeys<ReplicaOperation> {
 function batchOpOf(kind: string, arg: Obj, where: string): ReplicaOperation {
   switch (kind) {
     case 'upsert':
-      return { kind: 'upsert', points: upsertPoints(arg) };
+      return upsertOp(arg);
     case 'delete':
       return { kind: 'delete', select: selector(arg) };
     case 'set_payload':
@@ -167,7 +197,7 @@ function batchOpOf(kind: string, arg: Obj, where: string): ReplicaOperation {
     case 'clear_payload':
       return { kind: 'clear_payload', select: selector(arg) };
     case 'update_vectors':
-      return { kind: 'update_vectors', points: updateVectorPoints(arg) };
+      return updateVectorsOp(arg);
     case 'delete_vectors':
       return deleteVectorsOp(arg);
     default:
@@ -501,7 +531,8 @@ export function parseScroll(b: Obj): ForKeys<{ ordered: OrderedScrollRequest } |
 }
 
 /** A body of `POST /points/count` (absent: `{}`). */
-export function parseCount(b: Obj): ForKeys<{ filter: Filter | null }> {
+export function parseCount(b: Obj): ForKeys<{ filter: Filter | null; exact: boolean }> {
   if (b.exact !== undefined && b.exact !== null && typeof b.exact !== 'boolean') throw new FormatError('exact: expected a boolean');
-  return { req: { filter: filter(b.filter) }, shards: shardKeySelector(b.shard_key) };
+  // Counts are always exact here; `exact` (default true, as the reference's) matters to strict mode's search_allow_exact.
+  return { req: { filter: filter(b.filter), exact: b.exact !== false }, shards: shardKeySelector(b.shard_key) };
 }

@@ -32,6 +32,8 @@ import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import { Dispatcher } from '../../storage/dispatcher';
 import { addDashboardRoutes } from './dashboard';
 import { addNotImplementedRoutes } from './not-implemented';
+import { addIssueRoutes } from './issues';
+import { addClusterMetadataRoutes } from './cluster-metadata';
 import { addPointRoutes } from './points';
 import { RouteTable, matchedRoute } from './route';
 import { addServiceRoutes, type ServiceInfo } from './service';
@@ -118,6 +120,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   addServiceRoutes(routes, info, stats, toc, consensus);
   const dispatcher = new Dispatcher(toc, consensus, config);
   addCollectionRoutes(routes, dispatcher);
+  addClusterMetadataRoutes(routes, dispatcher);
   addShardKeyRoutes(routes, dispatcher);
   addClusterUpdateRoute(routes, dispatcher);
   const replication = deps.replication ?? null;
@@ -126,6 +129,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const drainer = consensus === null ? null : new PeerDrainer(consensus, dispatcher, logger.child({ component: 'drain' }), { alive: (p) => replication?.alive(p) ?? true });
   addDrainRoutes(routes, consensus, drainer, replication);
   addPointRoutes(routes, toc);
+  addIssueRoutes(routes, toc);
   const clusterSnapshots = deps.clusterSnapshots ?? (consensus === null ? null : new ClusterSnapshots({ snapshots, toc, consensus, config, logger }));
   const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
   const jobs = deps.snapshotJobs ?? null;

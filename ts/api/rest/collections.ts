@@ -16,6 +16,7 @@ import { body, optionalBody, param, readTimeout, writeParams } from '../request/
 import { collectionInfo, parseAliasActions } from '../request/collections';
 import { createIndexBody } from '../request/payload-index';
 import { parseVectorNameConfig } from '../../collection/config';
+import { optimizationsAnswer, parseOptimizationsQuery } from '../request/optimizations';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
@@ -29,6 +30,11 @@ export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher):
 
   routes.add('GET', '/collections/{collection_name}', (ctx: Context) => {
     ok(ctx, collectionInfo(toc.get(param(ctx, 'collection_name'))));
+  });
+
+  routes.add('GET', '/collections/{collection_name}/optimizations', (ctx: Context) => {
+    const q = parseOptimizationsQuery(ctx);
+    ok(ctx, optimizationsAnswer(toc.get(param(ctx, 'collection_name')), q));
   });
 
   routes.add('GET', '/collections/{collection_name}/exists', (ctx: Context) => {

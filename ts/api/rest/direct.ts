@@ -30,7 +30,7 @@ import type { Access, Requirement } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
 import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
-import { errorAnswer } from '../errors';
+import { errorAnswer, retryAfterOf } from '../errors';
 import { decide } from '../guard';
 import { readJsonBody } from './body';
 import { parseQueryString, type RequestInput } from '../request/parse';
@@ -128,6 +128,7 @@ export class DirectLane {
     let status: number;
     let type = JSON_TYPE;
     let text: string;
+    let retryAfter: number | null = null;
     try {
       const decision = route.need === null ? null : await this.guard(route.need, method, params, path, req);
       if (decision !== null && !('access' in decision)) {
@@ -144,10 +145,11 @@ export class DirectLane {
       const answer = errorAnswer(err, logger, method, path);
       status = answer.status;
       text = JSON.stringify({ status: { error: answer.message }, time: seconds() });
+      retryAfter = retryAfterOf(err);
     }
     if (!res.destroyed && !res.headersSent) {
       res.on('error', (err) => logger.warn({ err }, 'error while sending a response'));
-      res.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(text) });
+      res.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(text), ...(retryAfter === null ? {} : { 'Retry-After': String(retryAfter) }) });
       res.end(text);
     }
     requestDone(logger, stats, method, path, route.pattern, status, seconds());

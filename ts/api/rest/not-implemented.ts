@@ -15,7 +15,6 @@ import type { HttpMethod, RouteTable } from './route';
 /** Method and pattern, as the reference's OpenAPI spec spells them (plus its undocumented cluster metadata routes). */
 export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
   // collections
-  ['GET', '/collections/{collection_name}/optimizations'],
   // points
   ['POST', '/collections/{collection_name}/facet'],
   ['POST', '/collections/{collection_name}/points/query/groups'],
@@ -25,14 +24,7 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
-  // cluster
-  ['GET', '/cluster/metadata/keys'],
-  ['GET', '/cluster/metadata/keys/{key}'],
-  ['PUT', '/cluster/metadata/keys/{key}'],
-  ['DELETE', '/cluster/metadata/keys/{key}'],
   // issues and quotas
-  ['GET', '/issues'],
-  ['DELETE', '/issues'],
   ['GET', '/quotas'],
   ['PUT', '/quotas'],
 ];
@@ -44,10 +36,17 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
  */
 export const PARTLY_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [['POST', '/collections/{collection_name}/cluster']];
 
+/** Routes whose 501 names a reason beyond "not yet" (what to use instead). */
+const REASONS: Readonly<Record<string, string>> = {
+  '/quotas':
+    'the node-wide resident-memory and disk quotas are not implemented in Quiver; per collection, strict_mode_config limits writes (max_resident_memory_percent, max_points_count, max_collection_vector_size_bytes, max_collection_payload_size_bytes)',
+};
+
 export function addNotImplementedRoutes(routes: RouteTable): void {
   for (const [method, pattern] of NOT_IMPLEMENTED_ROUTES) {
     routes.add(method, pattern, (_ctx: Context) => {
-      throw new NotImplementedError(`${method} ${pattern} is not available in this version of Quiver yet`);
+      const reason = REASONS[pattern];
+      throw new NotImplementedError(reason === undefined ? `${method} ${pattern} is not available in this version of Quiver yet` : `${method} ${pattern}: ${reason}`);
     });
   }
 }

@@ -17,7 +17,7 @@ import { ok } from '../envelope';
 import { NotFoundError } from '../../common/errors';
 import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
-import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorPoints, upsertPoints } from '../request/points';
+import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
 function pathId(raw: string): PointKey {
@@ -36,13 +36,13 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     });
   };
 
-  writeRoute('PUT', '/collections/{collection_name}/points', (b) => ({ kind: 'upsert', points: upsertPoints(b) }));
+  writeRoute('PUT', '/collections/{collection_name}/points', upsertOp);
   writeRoute('POST', '/collections/{collection_name}/points/delete', (b) => ({ kind: 'delete', select: selector(b) }));
   writeRoute('POST', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, false));
   writeRoute('PUT', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, true));
   writeRoute('POST', '/collections/{collection_name}/points/payload/delete', (b) => deletePayloadOp(b));
   writeRoute('POST', '/collections/{collection_name}/points/payload/clear', (b) => ({ kind: 'clear_payload', select: selector(b) }));
-  writeRoute('PUT', '/collections/{collection_name}/points/vectors', (b) => ({ kind: 'update_vectors', points: updateVectorPoints(b) }));
+  writeRoute('PUT', '/collections/{collection_name}/points/vectors', updateVectorsOp);
   writeRoute('POST', '/collections/{collection_name}/points/vectors/delete', (b) => deleteVectorsOp(b));
 
   routes.add('POST', '/collections/{collection_name}/points/batch', async (ctx: Context) => {
@@ -80,7 +80,7 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     const { req, shards } = parseCount(r.request.body === undefined ? {} : body(r));
-    return { count: await c.count(req.filter, opts, shards) };
+    return { count: await c.count(req.filter, opts, shards, req.exact) };
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
