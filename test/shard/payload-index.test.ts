@@ -328,9 +328,14 @@ test('candidates: integer/float/datetime/bool/uuid semantics agree with filter.t
   t.is(cand(pi, must('u', { match: { value: 'not-a-uuid' } })), null, 'non-UUID strings are not indexed');
 });
 
-test('candidates: text and keyword indexes answer text/phrase/text_any as filter.ts substrings', (t) => {
+test('candidates: keyword indexes answer text/phrase/text_any as filter.ts substrings; text indexes by tokens', (t) => {
   const pts: P[] = [{ s: 'dark red' }, { s: ['Red', 'blue'] }, { s: 'reddish' }, { s: 5 }, { s: 'green' }];
-  for (const ty of ['text', 'keyword']) {
+  const tx = build(pts, { s: 'text' });
+  t.deepEqual(cand(tx, must('s', { match: { text: 'red' } })), [0, 1], 'text: tokens, lowercased');
+  t.deepEqual(cand(tx, must('s', { match: { text: 'ed' } })), [], 'text: no substrings');
+  t.deepEqual(cand(tx, must('s', { match: { text_any: 'blue  gree' } })), [1]);
+  t.is(cand(tx, must('s', { match: { value: 'green' } })), null, 'text: equality is left to the predicate');
+  for (const ty of ['keyword']) {
     const pi = build(pts, { s: ty });
     t.deepEqual(cand(pi, must('s', { match: { text: 'red' } })), [0, 2], ty);
     t.deepEqual(cand(pi, must('s', { match: { text: 'ed' } })), [0, 1, 2], `${ty}: substrings, not tokens`);
@@ -720,7 +725,7 @@ test('randomized: candidates are a superset of the filter.ts matches, also after
     for (let fi = 0; fi < 120; fi++) {
       const raw = g.filter();
       const f = validateFilter(raw) as Filter;
-      const pred = compileFilter(f);
+      const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
       const brute = new Set<number>();
       for (const [o, p] of payloads) if (pred(o as PointId, p)) brute.add(o);
       const c = pi.candidates(f);

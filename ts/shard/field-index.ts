@@ -120,7 +120,7 @@ export abstract class FieldIndex<V = unknown> {
   }
 }
 
-/** keyword, text, uuid, bool: distinct value -> offsets. */
+/** keyword, uuid, bool: distinct value -> offsets. */
 class HashIndex<K extends string | boolean> extends FieldIndex<K> {
   readonly postings = new Map<K, Posting>();
 
@@ -178,7 +178,7 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
       });
     }
     const t = this.schema.type;
-    if (t !== 'keyword' && t !== 'text') return null;
+    if (t !== 'keyword') return null;
     let sub: ((s: string) => boolean) | null = null;
     if ('text' in m) {
       const q = m.text;
@@ -358,8 +358,9 @@ class GeoIndex extends SortedIndex<GeoPoint> {
 export function makeIndex(field: string, path: PathSegment[], schema: FieldSchema): FieldIndex {
   switch (schema.type) {
     case 'keyword':
-    case 'text':
       return new HashIndex<string>(field, path, schema, (v) => (typeof v === 'string' ? v : null));
+    case 'text':
+      throw new Error('text indexes are built by text-index.ts (TextIndex)');
     case 'uuid':
       return new HashIndex<string>(field, path, schema, (v) => (typeof v === 'string' ? canonicalUuid(v) : null));
     case 'bool':

@@ -930,7 +930,7 @@ export class LocalShard {
   }
 
   private predicate(filter: Filter): (e: TrackerEntry) => boolean {
-    const pred: PointPredicate = compileFilter(filter);
+    const pred: PointPredicate = compileFilter(filter, (names, m) => this.payloadIndex.textMatcher(names, m));
     return (e) =>
       pred(pointIdToJson(e.id) as number | string, this.payloads.has(e.offset) ? (this.payloads.get(e.offset) as Payload) : null, (name) =>
         this.vectors.get(name)?.present.has(e.offset) ?? false,

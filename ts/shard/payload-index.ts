@@ -54,12 +54,11 @@
  *  - geo_radius / geo_bounding_box / geo_polygon: geo, by a binary search on latitude
  *    (radius: a padded band; polygon: the exterior ring's padded bounding box) and then
  *    the exact radius / box check (the polygon check is left to the predicate).
- *  - match text / phrase / text_any on a keyword or text index: filter.ts's semantics
- *    are a case-sensitive SUBSTRING test (the reference's full-text index matches
- *    tokens instead). A text index here therefore keeps whole string values like a
- *    keyword index and answers these conditions by scanning its distinct strings with
- *    the same substring test: a true superset (in fact exact), never a token lookup.
- *    Tokenizer, lowercase, stopwords, etc. are validated, stored and reported only.
+ *  - match text / phrase / text_any on a text index: token matching through its
+ *    inverted index (text-index.ts has the tokenizers and the rules); the shard passes
+ *    `textMatcher` to filter.ts so the predicate applies the same token rules. On a
+ *    keyword index (or no index) they keep filter.ts's case-sensitive SUBSTRING
+ *    meaning, which a keyword index answers by scanning its distinct strings.
  *  - Key paths: an index on path P answers a condition on path Q when they have the
  *    same segment names. `[]` only narrows (values(`a[].b`) ⊆ values(`a.b`)), so when
  *    P has a `[]` that Q lacks, the index adds the points where the bracket-free path
@@ -86,11 +85,12 @@
  * when those grow past 256 + n/16 entries. Offsets are u64 bigints below 2^53.
  */
 
-import { Condition, FieldCondition, Filter, FilterError, parseDatetime, parseKey } from './filter';
+import { Condition, FieldCondition, Filter, FilterError, Match, parseDatetime, parseKey } from './filter';
 import { FieldSchema, FieldSchemaError, PayloadIndexInfo } from './field-schema';
 import { PathSegment, toOff } from './sorted-keys';
 import { EMPTY_NODE, Node, andNode, countNode } from './index-plan';
 import { FieldIndex, NumIndex, makeIndex } from './field-index';
+import { TextIndex } from './text-index';
 
 export class OrderByError extends Error {
   readonly key: string;
@@ -142,7 +142,7 @@ export class PayloadIndexes {
       if (e instanceof FilterError) throw new FieldSchemaError(e.message);
       throw e;
     }
-    const idx = makeIndex(field, path, schema);
+    const idx = schema.type === 'text' ? new TextIndex(field, path, schema) : makeIndex(field, path, schema);
     idx.load(points);
     this.drop(field);
     this.byField.set(field, idx);
@@ -182,6 +182,17 @@ export class PayloadIndexes {
     const off = toOff(offset);
     for (const idx of this.byField.values()) idx.set(off, payload);
     this.changes++;
+  }
+
+  /**
+   * filter.ts's TextHook: the token predicate of the full-text index on the path with
+   * these segment names, or null (no text index there, or it does not answer `m`).
+   */
+  textMatcher(names: string, m: Match): ((flat: readonly unknown[]) => boolean) | null {
+    for (const idx of this.byNames.get(names) ?? []) {
+      if (idx instanceof TextIndex) return idx.matcher(m);
+    }
+    return null;
   }
 
   /** CollectionInfo.payload_schema. */
