@@ -1044,6 +1044,14 @@ export class LocalShard {
    */
   scroll(from: PointKey | null, limit: number, filter: Filter | null, cmp: (a: PointKey, b: PointKey) => number): StoredPoint[] {
     this.readable();
+    if (filter !== null) {
+      // An indexed filter with few candidates (an eighth of the points at most, or few
+      // enough that sorting them beats walking about (limit + 1) * points / est points in
+      // id order): check and sort the candidates instead of testing points in id order.
+      const est = this.payloadIndex.estimate(filter);
+      const n = this.tracker.size;
+      if (est !== null && (est * 8 <= n || est * est * 4 < (limit + 1) * n)) return this.scrollCandidates(from, limit, filter, cmp);
+    }
     const sorted = this.tracker.sortedById();
     let lo = 0;
     if (from) {
@@ -1062,6 +1070,18 @@ export class LocalShard {
       out.push({ key: e.id, offset: e.offset, version: e.version });
     }
     return out;
+  }
+
+  private scrollCandidates(from: PointKey | null, limit: number, filter: Filter, cmp: (a: PointKey, b: PointKey) => number): StoredPoint[] {
+    const test = this.predicate(filter);
+    const hits: TrackerEntry[] = [];
+    for (const off of this.payloadIndex.candidates(filter) ?? []) {
+      const e = this.tracker.at(off);
+      if (!e || e.removed || (from !== null && cmp(e.id, from) < 0) || !test(e)) continue;
+      hits.push(e);
+    }
+    hits.sort((a, b) => cmp(a.id, b.id));
+    return hits.slice(0, limit + 1).map((e) => ({ key: e.id, offset: e.offset, version: e.version }));
   }
 
   /** Nearest points by one named vector; `allow` null means no filter. */

@@ -218,6 +218,11 @@ export class PayloadIndexes {
     return out;
   }
 
+  /** The plan's size estimate of candidates(filter) without materialising it; null when no index narrows the search. */
+  estimate(filter: Filter): number | null {
+    return this.filterNode(filter, [])?.est ?? null;
+  }
+
   /**
    * The offsets by value of the range index on `field` (header comment). Throws
    * OrderByError at once when there is none.
