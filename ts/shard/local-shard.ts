@@ -41,7 +41,7 @@ import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { crc32cSteps, runSliced, type Steps } from './slices';
 import { IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation } from './operations';
-import { PayloadIndexes, type OrderOptions } from './payload-index';
+import { PayloadIndexes, type FacetValue, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { LabelSet } from './label-set';
@@ -1008,6 +1008,13 @@ export class LocalShard {
   count(filter: Filter | null): number {
     this.readable();
     return filter === null ? this.tracker.size : this.matching(filter).length;
+  }
+
+  /** Points per value of the payload index on `key` among those matching `filter` (PayloadIndexes.facet; FacetError without a suitable index). */
+  facet(key: string, filter: Filter | null): Map<FacetValue, number> {
+    this.readable();
+    this.payloadIndex.facetCheck(key);
+    return this.payloadIndex.facet(key, filter === null ? null : this.matching(filter));
   }
 
   /**

@@ -105,6 +105,20 @@ export class OrderByError extends Error {
   }
 }
 
+/** A value of a facet: a keyword or UUID string, an integer, a bool. */
+export type FacetValue = string | number | boolean;
+
+/** A facet on a key without a keyword, integer (with lookup), bool or uuid index. */
+export class FacetError extends Error {
+  constructor(readonly key: string) {
+    super(
+      `Index required but not found for "${key}" of one of the following types: [keyword, integer, bool, uuid]. ` +
+        'Help: Create an index for this key to use it in a facet request.',
+    );
+    this.name = 'FacetError';
+  }
+}
+
 // ---------------------------------------------------------------------------------
 // The shard's indexes
 
@@ -215,6 +229,36 @@ export class PayloadIndexes {
     if (node === null) return null;
     const out = new Set<bigint>();
     for (const o of node.materialize()) out.add(BigInt(o));
+    return out;
+  }
+
+  /** Throws FacetError unless `key` has an index facets can count (keyword, integer with lookup, bool, uuid). */
+  facetCheck(key: string): void {
+    const idx = this.byField.get(key);
+    const t = idx?.schema.type;
+    const ok = t === 'keyword' || t === 'bool' || t === 'uuid' || (t === 'integer' && idx!.schema.params?.lookup !== false);
+    if (!ok) throw new FacetError(key);
+  }
+
+  /**
+   * Points per distinct value of the index on `key` (facetCheck first), among `offsets`
+   * (null: every indexed point). A point with several values counts once for each; an
+   * integer index counts only integers.
+   */
+  facet(key: string, offsets: Iterable<bigint> | null): Map<FacetValue, number> {
+    this.facetCheck(key);
+    const idx = this.byField.get(key)!;
+    const ints = idx.schema.type === 'integer';
+    const out = new Map<FacetValue, number>();
+    const add = (vals: unknown[] | undefined) => {
+      if (vals === undefined) return;
+      for (const v of vals as FacetValue[]) {
+        if (ints && !Number.isInteger(v)) continue;
+        out.set(v, (out.get(v) ?? 0) + 1);
+      }
+    };
+    if (offsets === null) for (const vals of idx.records.values()) add(vals);
+    else for (const o of offsets) add(idx.records.get(toOff(o)));
     return out;
   }
 

@@ -19,7 +19,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['PUT', '/collections/{collection_name}/vectors/{vector_name}'],
   ['DELETE', '/collections/{collection_name}/vectors/{vector_name}'],
   // points
-  ['POST', '/collections/{collection_name}/facet'],
   ['POST', '/collections/{collection_name}/points/query/groups'],
   ['POST', '/collections/{collection_name}/points/search/groups'],
   ['POST', '/collections/{collection_name}/points/search/matrix/pairs'],
