@@ -274,7 +274,7 @@ test('candidates: null without a narrowing index, and the shape of what is answe
   t.is(cand(pi, { must: [unindexed] }), null);
   t.is(cand(pi, { must_not: [x] }), null, 'must_not is left to the predicate');
   t.is(cand(pi, must('a', { match: { except: ['x'] } })), null);
-  t.is(cand(pi, must('a', { is_empty: false })), null);
+  t.deepEqual(cand(pi, must('a', { is_empty: false })), [0, 1, 2], 'is_empty: false from the index of that path');
   t.is(cand(pi, { must: [{ has_id: [1] }] }), null);
   t.is(cand(pi, must('a', { match: { value: 3 } })), null, 'a keyword index holds no numbers');
   t.deepEqual(cand(pi, { must: [x, unindexed] }), [0, 2]);
@@ -344,6 +344,21 @@ test('candidates: keyword indexes answer text/phrase/text_any as filter.ts subst
     t.deepEqual(cand(pi, must('s', { match: { value: 'green' } })), [4], ty);
   }
   t.is(cand(build(pts, { s: 'uuid' }), must('s', { match: { text: 'red' } })), null);
+});
+
+test('candidates: is_null and is_empty: false from an index on exactly that path, whatever the value types', (t) => {
+  const pts: P[] = [{ a: null }, { a: [null, 'x'] }, { a: [] }, { a: 5 }, {}, { a: 'y' }, { a: [[]] }, null];
+  const pi = build(pts, { a: 'keyword', 'b[].c': 'integer' });
+  t.deepEqual(cand(pi, { must: [{ is_null: { key: 'a' } }] }), [0], 'an array holding null is not null (filter.ts)');
+  t.deepEqual(cand(pi, must('a', { is_null: true })), [0]);
+  t.deepEqual(cand(pi, must('a', { is_empty: false })), [1, 3, 5, 6], 'a number or [[]] is not empty, though the keyword index holds no value for it');
+  t.is(cand(pi, must('a', { is_null: false })), null, 'a complement is left to the predicate');
+  t.is(cand(pi, { must: [{ is_empty: { key: 'a' } }] }), null);
+  t.is(cand(pi, { must: [{ is_null: { key: 'b.c' } }] }), null, 'only an index on the same path (brackets included)');
+  pi.update(3n, { a: null });
+  pi.update(1n, null);
+  t.deepEqual(cand(pi, { must: [{ is_null: { key: 'a' } }] }), [0, 3]);
+  t.deepEqual(cand(pi, must('a', { is_empty: false, match: { value: 'y' } })), [5]);
 });
 
 test('candidates: geo radius, bounding box (antimeridian), polygon', (t) => {

@@ -17,6 +17,10 @@ import { Node, andNode, countNode } from './index-plan';
 
 export abstract class FieldIndex<V = unknown> {
   readonly records = new Map<Off, V[]>();
+  /** Points whose raw values at the path include a non-empty one (anything but null and `[]`): `is_empty: false`. */
+  readonly nonEmpty = new Set<Off>();
+  /** Points whose raw values at the path include null: `is_null`. */
+  readonly nulls = new Set<Off>();
   /** Points whose bracket-free path reaches values the declared path does not. */
   readonly extra: Set<Off> | null;
   private readonly loose: PathSegment[] | null;
@@ -56,7 +60,12 @@ export abstract class FieldIndex<V = unknown> {
   }
 
   set(off: Off, payload: Record<string, unknown> | null): void {
-    const flat = payload == null ? [] : flatten(rawValues(payload, this.path));
+    const raw = payload == null ? [] : rawValues(payload, this.path);
+    if (raw.some((v) => v !== null && !(Array.isArray(v) && v.length === 0))) this.nonEmpty.add(off);
+    else this.nonEmpty.delete(off);
+    if (raw.includes(null)) this.nulls.add(off);
+    else this.nulls.delete(off);
+    const flat = raw.length === 0 ? [] : flatten(raw);
     const vals = flat.length === 0 ? [] : this.extract(flat);
     const old = this.records.get(off);
     let same = false;
@@ -105,6 +114,15 @@ export abstract class FieldIndex<V = unknown> {
         if (r !== undefined) for (const v of r) if (pred(v)) return true;
         return extra !== null && extra.has(o);
       },
+    };
+  }
+
+  /** The points of `set` (nonEmpty or nulls) as a node; valid only for a condition on exactly this index's path. */
+  setNode(set: ReadonlySet<Off>): Node {
+    return {
+      est: set.size,
+      materialize: () => new Set(set),
+      test: (o) => set.has(o),
     };
   }
 

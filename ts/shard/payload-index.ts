@@ -43,8 +43,12 @@
  *    the answered branches' sets; min_count above the number of conditions: nothing
  *    matches), sub-filters, and `nested` (inner conditions on `<nested key>.<inner key>`
  *    paths: an inner condition true on one element implies a value at the combined
- *    path satisfies it). `must_not`, match `except`, values_count, is_empty, is_null,
- *    has_id and has_vector are never answered (the predicate decides them).
+ *    path satisfies it). `must_not`, match `except`, values_count, `is_empty` (true),
+ *    `is_null: false`, has_id and has_vector are never answered (the predicate decides
+ *    them). `is_null` and FieldCondition `is_empty: false` / `is_null: true` are
+ *    answered by an index declared on exactly the condition's path (brackets
+ *    included): every index keeps the points whose raw values there hold a null, and
+ *    those holding a non-empty value (whatever its type).
  *  - match value / any: keyword (strings), uuid (UUID strings, compared canonically,
  *    so a superset of filter.ts's exact string equality), bool, integer and float
  *    (integers; an equal-key range in the sorted keys). `any: []` and a `text_any`
@@ -329,8 +333,18 @@ export class PayloadIndexes {
   private condNode(c: Condition, prefix: PathSegment[]): Node | null {
     if ('key' in c) return this.fieldNode(c, prefix);
     if ('nested' in c) return this.filterNode(c.nested.filter, [...prefix, ...parseKey(c.nested.key)]);
-    if ('is_empty' in c || 'is_null' in c || 'has_id' in c || 'has_vector' in c) return null;
+    if ('is_null' in c) {
+      const idx = this.exactIndex([...prefix, ...parseKey(c.is_null.key)]);
+      return idx === null ? null : idx.setNode(idx.nulls);
+    }
+    if ('is_empty' in c || 'has_id' in c || 'has_vector' in c) return null;
     return this.filterNode(c as Filter, prefix);
+  }
+
+  /** An index declared on exactly this path (brackets included), for is_null / is_empty: false. */
+  private exactIndex(path: PathSegment[]): FieldIndex | null {
+    for (const idx of this.byNames.get(namesKey(path)) ?? []) if (samePath(idx.path, path)) return idx;
+    return null;
   }
 
   private fieldNode(c: FieldCondition, prefix: PathSegment[]): Node | null {
@@ -352,6 +366,13 @@ export class PayloadIndexes {
       return null;
     };
     const parts: Node[] = [];
+    if (c.is_empty === false || c.is_null === true) {
+      const idx = this.exactIndex(path);
+      if (idx !== null) {
+        if (c.is_empty === false) parts.push(idx.setNode(idx.nonEmpty));
+        if (c.is_null === true) parts.push(idx.setNode(idx.nulls));
+      }
+    }
     if (m && !('except' in m)) {
       const n = pick((idx, wide) => idx.matchNode(m, wide));
       if (n) parts.push(n);
@@ -367,6 +388,10 @@ export class PayloadIndexes {
     }
     return parts.length === 0 ? null : andNode(parts);
   }
+}
+
+function samePath(a: readonly PathSegment[], b: readonly PathSegment[]): boolean {
+  return a.length === b.length && a.every((s, i) => s.name === b[i].name && s.expand === b[i].expand);
 }
 
 function list<T>(x: T[] | T | undefined | null): T[] {
