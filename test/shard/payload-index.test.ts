@@ -361,6 +361,18 @@ test('candidates: is_null and is_empty: false from an index on exactly that path
   t.deepEqual(cand(pi, must('a', { is_empty: false, match: { value: 'y' } })), [5]);
 });
 
+test('candidates: has_vector from the shard\'s vector presence, when it is given', (t) => {
+  const pts: P[] = [{ a: 'x' }, { a: 'y' }, { a: 'x' }, {}];
+  const pi = build(pts, { a: 'keyword' });
+  const hv = (name: string) => ({ must: [{ has_vector: name }] });
+  t.is(cand(pi, hv('img')), null, 'without presence: left to the predicate');
+  pi.vectorPresence = (name) => (name === 'img' ? new Set([0n, 1n]) : name === '' ? new Set([0n, 1n, 2n, 3n]) : null);
+  t.deepEqual(cand(pi, hv('img')), [0, 1]);
+  t.deepEqual(cand(pi, hv('nope')), [], 'a vector name the collection lacks: no point has it');
+  t.deepEqual(cand(pi, { must: [{ has_vector: 'img' }, { key: 'a', match: { value: 'x' } }] }), [0]);
+  t.is(cand(pi, { must_not: [{ has_vector: 'img' }] }), null);
+});
+
 test('candidates: geo radius, bounding box (antimeridian), polygon', (t) => {
   const pts: P[] = [
     { g: { lat: 52.52, lon: 13.405 } }, // Berlin

@@ -236,6 +236,7 @@ export class LocalShard {
     this.peerId = opts.peerId ?? 0n;
     this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
     for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
+    this.payloadIndex.vectorPresence = (name) => this.vectors.get(name)?.present ?? null;
   }
 
   /** Opens (or creates) the shard in `opts.dir`: loads the checkpoint, then replays the WAL after it. */

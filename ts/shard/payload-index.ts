@@ -44,8 +44,8 @@
  *    matches), sub-filters, and `nested` (inner conditions on `<nested key>.<inner key>`
  *    paths: an inner condition true on one element implies a value at the combined
  *    path satisfies it). `must_not`, match `except`, values_count, `is_empty` (true),
- *    `is_null: false`, has_id and has_vector are never answered (the predicate decides
- *    them). `is_null` and FieldCondition `is_empty: false` / `is_null: true` are
+ *    `is_null: false` and has_id are never answered (the predicate decides them);
+ *    has_vector is answered from the shard's vector stores (`vectorPresence`). `is_null` and FieldCondition `is_empty: false` / `is_null: true` are
  *    answered by an index declared on exactly the condition's path (brackets
  *    included): every index keeps the points whose raw values there hold a null, and
  *    those holding a non-empty value (whatever its type).
@@ -142,7 +142,19 @@ function namesKey(path: readonly PathSegment[]): string {
   return path.map((s) => s.name).join('.');
 }
 
+/** The offsets that have a named vector (the shard's vector stores), for `has_vector`. */
+export interface VectorPresence {
+  readonly size: number;
+  has(offset: bigint): boolean;
+  [Symbol.iterator](): Iterator<bigint>;
+}
+
 export class PayloadIndexes {
+  /**
+   * Set by the shard: the points having vector `name` (null for a name the collection
+   * lacks, which no point has). Without it has_vector is left to the predicate.
+   */
+  vectorPresence: ((name: string) => VectorPresence | null) | null = null;
   private readonly byField = new Map<string, FieldIndex>();
   /** Indexes by their path's segment names (brackets dropped). */
   private readonly byNames = new Map<string, FieldIndex[]>();
@@ -336,6 +348,19 @@ export class PayloadIndexes {
     if ('is_null' in c) {
       const idx = this.exactIndex([...prefix, ...parseKey(c.is_null.key)]);
       return idx === null ? null : idx.setNode(idx.nulls);
+    }
+    if ('has_vector' in c && this.vectorPresence !== null) {
+      const present = this.vectorPresence(c.has_vector);
+      if (present === null) return EMPTY_NODE;
+      return {
+        est: present.size,
+        materialize() {
+          const out = new Set<number>();
+          for (const o of present) out.add(Number(o));
+          return out;
+        },
+        test: (o) => present.has(BigInt(o)),
+      };
     }
     if ('is_empty' in c || 'has_id' in c || 'has_vector' in c) return null;
     return this.filterNode(c as Filter, prefix);
