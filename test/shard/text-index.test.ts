@@ -233,6 +233,17 @@ test('nested: a text index on arr[].t serves a nested condition, per element', (
   t.deepEqual([0, 1].filter((i) => pred(i, points[i])), [1], 'the words must be in one element');
 });
 
+test('a keyword index beside a text index on the same names does not narrow text conditions by substrings', (t) => {
+  const points: P[] = [{ a: { b: 'Red apple' } }, { a: [{ b: 'red' }] }, { a: { b: 'bored' } }];
+  const pi = new PayloadIndexes();
+  pi.create('a.b', parseFieldSchema('keyword'), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  pi.create('a[].b', parseFieldSchema({ type: 'text' }), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  const f = validateFilter({ must: [{ key: 'a.b', match: { text: 'RED' } }] }) as Filter;
+  const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+  const got = [...pi.candidates(f)!].map(Number).filter((o) => pred(o, points[o])).sort();
+  t.deepEqual(got, [0, 1]);
+});
+
 test('updates: re-indexing a point replaces its tokens', (t) => {
   const pi = new PayloadIndexes();
   pi.create('s', parseFieldSchema({ type: 'text' }), [[0n, { s: 'alpha beta' }]]);

@@ -399,7 +399,10 @@ export class PayloadIndexes {
       }
     }
     if (m && !('except' in m)) {
-      const n = pick((idx, wide) => idx.matchNode(m, wide));
+      // where a text index decides a text condition (filter.ts's hook), only text
+      // indexes may narrow it: a keyword index's substring candidates are no superset of token matches
+      const tokens = ('text' in m || 'text_any' in m || 'phrase' in m) && this.textMatcher(namesKey(path), m) !== null;
+      const n = pick((idx, wide) => (tokens && !(idx instanceof TextIndex) ? null : idx.matchNode(m, wide)));
       if (n) parts.push(n);
     }
     if (c.range) {
