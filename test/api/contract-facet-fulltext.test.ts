@@ -9,6 +9,9 @@
  *    phrases, refusal of languages Quiver lacks, and the index in payload_schema.
  */
 
+import * as fs from 'fs/promises';
+import * as os from 'os';
+import * as path from 'path';
 import test, { type ExecutionContext } from 'ava';
 
 import { ContractClient } from '../support/contract';
@@ -21,16 +24,19 @@ const FACET = '/collections/{collection_name}/facet';
 
 let api: ContractClient;
 let grpcClient: QdrantGrpc;
+let snapshotsPath: string;
 
 test.before(async () => {
   const port = await freePort();
-  api = await ContractClient.start({ SERVICE__SERVICE__GRPC_PORT: String(port) });
+  snapshotsPath = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-facet-fulltext-'));
+  api = await ContractClient.start({ SERVICE__SERVICE__GRPC_PORT: String(port), SERVICE__STORAGE__SNAPSHOTS_PATH: snapshotsPath });
   grpcClient = new QdrantGrpc(`127.0.0.1:${port}`);
 });
 
 test.after.always(async () => {
   grpcClient?.close();
   await api?.stop();
+  if (snapshotsPath) await fs.rm(snapshotsPath, { recursive: true, force: true });
 });
 
 type Payload = Record<string, unknown>;
@@ -196,4 +202,14 @@ test('text index through REST: tokens, stopwords and the English stemmer, phrase
   t.is(await count({ text_any: 'dog jump' }), 3);
   t.is(await count({ phrase: 'brown fox' }), 2, 'adjacent, in order');
   t.is(await count({ phrase: 'fox brown' }), 0);
+
+  // A snapshot carries the index: recovered into a fresh collection, the same token answers.
+  const snap = await api.ok(t, 'POST', '/collections/{collection_name}/snapshots', { params: { collection_name: C }, query: { wait: 'true' } });
+  t.true(await api.ok(t, 'DELETE', '/collections/{collection_name}', { params: { collection_name: C } }));
+  const location = `file://${path.join(snapshotsPath, C, snap.name)}`;
+  t.true(await api.ok(t, 'PUT', '/collections/{collection_name}/snapshots/recover', { params: { collection_name: C }, body: { location, priority: 'snapshot' } }));
+  const after = await api.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
+  t.deepEqual(after.payload_schema.body, info.payload_schema.body);
+  t.is(await count({ text: 'brown fox' }), 3);
+  t.is(await count({ phrase: 'brown fox' }), 2);
 });
