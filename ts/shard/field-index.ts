@@ -17,8 +17,12 @@ import { Node, andNode, countNode } from './index-plan';
 
 export abstract class FieldIndex<V = unknown> {
   readonly records = new Map<Off, V[]>();
-  /** Points whose raw values at the path include a non-empty one (anything but null and `[]`): `is_empty: false`. */
-  readonly nonEmpty = new Set<Off>();
+  /**
+   * Points with a non-empty raw value at the path (anything but null and `[]`) but no
+   * indexed value (e.g. a number under a keyword index): with the points of `records`,
+   * the points for `is_empty: false`. Kept apart so that most indexes hold few here.
+   */
+  readonly otherNonEmpty = new Set<Off>();
   /** Points whose raw values at the path include null: `is_null`. */
   readonly nulls = new Set<Off>();
   /** Points whose bracket-free path reaches values the declared path does not. */
@@ -61,8 +65,7 @@ export abstract class FieldIndex<V = unknown> {
 
   set(off: Off, payload: Record<string, unknown> | null): void {
     const raw = payload == null ? [] : rawValues(payload, this.path);
-    if (raw.some((v) => v !== null && !(Array.isArray(v) && v.length === 0))) this.nonEmpty.add(off);
-    else this.nonEmpty.delete(off);
+    const nonEmpty = raw.some((v) => v !== null && !(Array.isArray(v) && v.length === 0));
     if (raw.includes(null)) this.nulls.add(off);
     else this.nulls.delete(off);
     const flat = raw.length === 0 ? [] : flatten(raw);
@@ -84,6 +87,8 @@ export abstract class FieldIndex<V = unknown> {
       if (this.isCounted(vals)) this.counted++;
       this.addEntries(off, vals);
     }
+    if (nonEmpty && vals.length === 0) this.otherNonEmpty.add(off);
+    else this.otherNonEmpty.delete(off);
     if (this.extra !== null) {
       const wide = payload == null ? 0 : flatten(rawValues(payload, this.loose!)).length;
       if (wide > flat.length) this.extra.add(off);
@@ -117,12 +122,23 @@ export abstract class FieldIndex<V = unknown> {
     };
   }
 
-  /** The points of `set` (nonEmpty or nulls) as a node; valid only for a condition on exactly this index's path. */
-  setNode(set: ReadonlySet<Off>): Node {
+  /** The points with a null at the path, as a node; valid only for a condition on exactly this index's path. */
+  nullNode(): Node {
+    const set = this.nulls;
+    return { est: set.size, materialize: () => new Set(set), test: (o) => set.has(o) };
+  }
+
+  /** The points with a non-empty value at the path, as a node; valid only for a condition on exactly this index's path. */
+  nonEmptyNode(): Node {
+    const { records, otherNonEmpty } = this;
     return {
-      est: set.size,
-      materialize: () => new Set(set),
-      test: (o) => set.has(o),
+      est: records.size + otherNonEmpty.size,
+      materialize() {
+        const out = new Set<Off>(records.keys());
+        for (const o of otherNonEmpty) out.add(o);
+        return out;
+      },
+      test: (o) => records.has(o) || otherNonEmpty.has(o),
     };
   }
 

@@ -347,7 +347,7 @@ export class PayloadIndexes {
     if ('nested' in c) return this.filterNode(c.nested.filter, [...prefix, ...parseKey(c.nested.key)]);
     if ('is_null' in c) {
       const idx = this.exactIndex([...prefix, ...parseKey(c.is_null.key)]);
-      return idx === null ? null : idx.setNode(idx.nulls);
+      return idx === null ? null : idx.nullNode();
     }
     if ('has_vector' in c && this.vectorPresence !== null) {
       const present = this.vectorPresence(c.has_vector);
@@ -394,8 +394,8 @@ export class PayloadIndexes {
     if (c.is_empty === false || c.is_null === true) {
       const idx = this.exactIndex(path);
       if (idx !== null) {
-        if (c.is_empty === false) parts.push(idx.setNode(idx.nonEmpty));
-        if (c.is_null === true) parts.push(idx.setNode(idx.nulls));
+        if (c.is_empty === false) parts.push(idx.nonEmptyNode());
+        if (c.is_null === true) parts.push(idx.nullNode());
       }
     }
     if (m && !('except' in m)) {
