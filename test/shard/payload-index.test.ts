@@ -353,8 +353,11 @@ test('candidates: is_null and is_empty: false from an index on exactly that path
   t.deepEqual(cand(pi, must('a', { is_null: true })), [0]);
   t.deepEqual(cand(pi, must('a', { is_empty: false })), [1, 3, 5, 6], 'a number or [[]] is not empty, though the keyword index holds no value for it');
   t.is(cand(pi, must('a', { is_null: false })), null, 'a complement is left to the predicate');
-  t.is(cand(pi, { must: [{ is_empty: { key: 'a' } }] }), null);
+  t.is(cand(pi, { must: [{ is_empty: { key: 'a' } }] }), null, 'is_empty needs the live points (universe)');
   t.is(cand(pi, { must: [{ is_null: { key: 'b.c' } }] }), null, 'only an index on the same path (brackets included)');
+  pi.universe = { size: () => pts.length, offsets: () => pts.map((_, i) => BigInt(i)) };
+  t.deepEqual(cand(pi, { must: [{ is_empty: { key: 'a' } }] }), [0, 2, 4, 7]);
+  t.is(cand(pi, { must: [{ nested: { key: 'b', filter: { must: [{ is_empty: { key: 'c' } }] } } }] }), null, 'not inside nested');
   pi.update(3n, { a: null });
   pi.update(1n, null);
   t.deepEqual(cand(pi, { must: [{ is_null: { key: 'a' } }] }), [0, 3]);
@@ -679,7 +682,7 @@ function gen(rnd: () => number) {
       case 11:
         return { key, values_count: bounds(() => int(0, 3)) };
       case 12:
-        return chance(0.5) ? { key, is_empty: chance(0.5) } : { is_null: { key } };
+        return chance(0.5) ? { key, is_empty: chance(0.5) } : chance(0.5) ? { is_null: { key } } : { is_empty: { key } };
       case 13:
         return { key, match: { value: int(-3, 8) }, range: bounds(() => int(-12, 36) / 4) };
       default:
@@ -741,6 +744,7 @@ test('randomized: candidates are a superset of the filter.ts matches, also after
   const payloads = new Map<number, P>();
   for (let i = 0; i < N; i++) payloads.set(i, g.payload());
   const pi = new PayloadIndexes();
+  pi.universe = { size: () => payloads.size, offsets: () => [...payloads.keys()].map((o) => BigInt(o)) };
   for (const [field, schema] of Object.entries(RANDOM_INDEXES)) {
     pi.create(field, parseFieldSchema(schema), [...payloads].map(([o, p]) => [BigInt(o), p] as [bigint, P]));
   }

@@ -237,6 +237,10 @@ export class LocalShard {
     this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
     for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
     this.payloadIndex.vectorPresence = (name) => this.vectors.get(name)?.present ?? null;
+    this.payloadIndex.universe = {
+      size: () => this.tracker.size,
+      offsets: () => [...this.tracker.unordered()].map((e) => e.offset),
+    };
   }
 
   /** Opens (or creates) the shard in `opts.dir`: loads the checkpoint, then replays the WAL after it. */

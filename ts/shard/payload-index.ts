@@ -45,6 +45,8 @@
  *    paths: an inner condition true on one element implies a value at the combined
  *    path satisfies it). `must_not`, match `except`, values_count, `is_empty` (true),
  *    `is_null: false` and has_id are never answered (the predicate decides them);
+ *    `is_empty` (the condition form, outside `nested`) is answered as the complement
+ *    among the shard's live points (`universe`) of the index's non-empty points;
  *    has_vector is answered from the shard's vector stores (`vectorPresence`). `is_null` and FieldCondition `is_empty: false` / `is_null: true` are
  *    answered by an index declared on exactly the condition's path (brackets
  *    included): every index keeps the points whose raw values there hold a null, and
@@ -155,6 +157,8 @@ export class PayloadIndexes {
    * lacks, which no point has). Without it has_vector is left to the predicate.
    */
   vectorPresence: ((name: string) => VectorPresence | null) | null = null;
+  /** Set by the shard: its live points, for `is_empty` (a complement). Without it is_empty is left to the predicate. */
+  universe: { size(): number; offsets(): Iterable<bigint> } | null = null;
   private readonly byField = new Map<string, FieldIndex>();
   /** Indexes by their path's segment names (brackets dropped). */
   private readonly byNames = new Map<string, FieldIndex[]>();
@@ -362,6 +366,11 @@ export class PayloadIndexes {
         test: (o) => present.has(BigInt(o)),
       };
     }
+    if ('is_empty' in c && prefix.length === 0 && this.universe !== null) {
+      // top level only: inside `nested` an element can be empty while the point is not
+      const idx = this.exactIndex(parseKey(c.is_empty.key));
+      if (idx !== null) return emptyNode(idx, this.universe);
+    }
     if ('is_empty' in c || 'has_id' in c || 'has_vector' in c) return null;
     return this.filterNode(c as Filter, prefix);
   }
@@ -416,6 +425,23 @@ export class PayloadIndexes {
     }
     return parts.length === 0 ? null : andNode(parts);
   }
+}
+
+/** The live points with no non-empty value at the index's path (the complement of its nonEmptyNode). */
+function emptyNode(idx: FieldIndex, universe: NonNullable<PayloadIndexes['universe']>): Node {
+  const full = idx.nonEmptyNode();
+  return {
+    est: Math.max(0, universe.size() - full.est),
+    materialize() {
+      const out = new Set<number>();
+      for (const o of universe.offsets()) {
+        const n = Number(o);
+        if (!full.test(n)) out.add(n);
+      }
+      return out;
+    },
+    test: (o) => !full.test(o),
+  };
 }
 
 function samePath(a: readonly PathSegment[], b: readonly PathSegment[]): boolean {
