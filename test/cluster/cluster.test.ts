@@ -113,6 +113,14 @@ test.serial('three peers: a collection created on a follower appears on every pe
   // Points reach shards on other peers; a collection snapshot holds this peer's replicas.
   const upsert = await api(c.peers[0].url, 'PUT', '/collections/books/points?wait=true', { points: [{ id: 1, vector: [1, 0, 0, 0] }] });
   t.is(upsert.status, 200, JSON.stringify(upsert.body));
+  // Facets count over every shard, the ones on other peers through the replica wire.
+  const genres = ['sf', 'crime', 'sf', 'poetry', 'sf', 'crime'];
+  const tagged = await api(c.peers[0].url, 'PUT', '/collections/books/points?wait=true', { points: genres.map((genre, i) => ({ id: 10 + i, vector: [1, i, 0, 0], payload: { genre } })) });
+  t.is(tagged.status, 200, JSON.stringify(tagged.body));
+  for (let i = 0; i < 3; i++) {
+    const f = await api(c.peers[i].url, 'POST', '/collections/books/facet', { key: 'genre' });
+    t.deepEqual(f.body.result?.hits, [{ value: 'sf', count: 3 }, { value: 'crime', count: 2 }, { value: 'poetry', count: 1 }], JSON.stringify(f.body));
+  }
   t.is((await api(c.peers[0].url, 'POST', '/collections/books/snapshots')).status, 200);
 
   // Delete through a follower: gone everywhere, alias too.

@@ -11,6 +11,8 @@ import type { Payload, WithPayload } from '../../ts/shard/payload-store';
 import { select } from '../../ts/shard/payload-store';
 import {
   keyToJson,
+  type FacetCounts,
+  type FacetShardRequest,
   type OrderedRecord,
   type OrderedScrollRequest,
   type PointId,
@@ -192,5 +194,17 @@ export class FakeReplica implements Replica {
   async anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
     this.enter('anyMatch', opts);
     return [...this.points.values()].some(this.matches(filter));
+  }
+
+  /** Brute force: distinct strings, integers and bools at the top-level key (arrays expanded one level). */
+  async facet(req: FacetShardRequest, opts: ReadOptions): Promise<FacetCounts> {
+    this.enter('facet', opts);
+    const counts = new Map<string | number | boolean, number>();
+    for (const p of [...this.points.values()].filter(this.matches(req.filter))) {
+      const raw = (p.payload as Record<string, unknown> | null)?.[req.key];
+      const vals = new Set((Array.isArray(raw) ? raw : [raw]).filter((v) => typeof v === 'string' || typeof v === 'boolean' || Number.isInteger(v)));
+      for (const v of vals) counts.set(v as string | number | boolean, (counts.get(v as string | number | boolean) ?? 0) + 1);
+    }
+    return [...counts];
   }
 }

@@ -504,7 +504,6 @@ test('the RPCs REST answers 501 for answer UNIMPLEMENTED naming the feature', as
     ['QueryGroups', /grouping .*points\/query\/groups/],
     ['Discover', /Discovery search/],
     ['DiscoverBatch', /discovery search/],
-    ['Facet', /Facet counts/],
     ['SearchMatrixPairs', /distance matrix/],
     ['SearchMatrixOffsets', /distance matrix/],
   ];

@@ -204,7 +204,7 @@ const CASES: Record<string, Case> = {
   query_points_groups: { request: { ...query, group_by: 'n' } },
   search_points_matrix_offsets: { request: { collection_name: MAIN, using: 'a' } },
   search_points_matrix_pairs: { request: { collection_name: MAIN, using: 'a' } },
-  facet: { request: { collection_name: MAIN, key: 'n' } },
+  facet: { request: { collection_name: MAIN, key: 'n' }, before: () => admin('PUT', `/collections/${MAIN}/index?wait=true`, { field_name: 'n', field_schema: 'integer' }) },
 };
 
 /** The rows this walk covers: a gRPC method of one of SERVICES. */

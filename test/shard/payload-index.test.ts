@@ -274,7 +274,7 @@ test('candidates: null without a narrowing index, and the shape of what is answe
   t.is(cand(pi, { must: [unindexed] }), null);
   t.is(cand(pi, { must_not: [x] }), null, 'must_not is left to the predicate');
   t.is(cand(pi, must('a', { match: { except: ['x'] } })), null);
-  t.is(cand(pi, must('a', { is_empty: false })), null);
+  t.deepEqual(cand(pi, must('a', { is_empty: false })), [0, 1, 2], 'is_empty: false from the index of that path');
   t.is(cand(pi, { must: [{ has_id: [1] }] }), null);
   t.is(cand(pi, must('a', { match: { value: 3 } })), null, 'a keyword index holds no numbers');
   t.deepEqual(cand(pi, { must: [x, unindexed] }), [0, 2]);
@@ -328,9 +328,14 @@ test('candidates: integer/float/datetime/bool/uuid semantics agree with filter.t
   t.is(cand(pi, must('u', { match: { value: 'not-a-uuid' } })), null, 'non-UUID strings are not indexed');
 });
 
-test('candidates: text and keyword indexes answer text/phrase/text_any as filter.ts substrings', (t) => {
+test('candidates: keyword indexes answer text/phrase/text_any as filter.ts substrings; text indexes by tokens', (t) => {
   const pts: P[] = [{ s: 'dark red' }, { s: ['Red', 'blue'] }, { s: 'reddish' }, { s: 5 }, { s: 'green' }];
-  for (const ty of ['text', 'keyword']) {
+  const tx = build(pts, { s: 'text' });
+  t.deepEqual(cand(tx, must('s', { match: { text: 'red' } })), [0, 1], 'text: tokens, lowercased');
+  t.deepEqual(cand(tx, must('s', { match: { text: 'ed' } })), [], 'text: no substrings');
+  t.deepEqual(cand(tx, must('s', { match: { text_any: 'blue  gree' } })), [1]);
+  t.is(cand(tx, must('s', { match: { value: 'green' } })), null, 'text: equality is left to the predicate');
+  for (const ty of ['keyword']) {
     const pi = build(pts, { s: ty });
     t.deepEqual(cand(pi, must('s', { match: { text: 'red' } })), [0, 2], ty);
     t.deepEqual(cand(pi, must('s', { match: { text: 'ed' } })), [0, 1, 2], `${ty}: substrings, not tokens`);
@@ -339,6 +344,36 @@ test('candidates: text and keyword indexes answer text/phrase/text_any as filter
     t.deepEqual(cand(pi, must('s', { match: { value: 'green' } })), [4], ty);
   }
   t.is(cand(build(pts, { s: 'uuid' }), must('s', { match: { text: 'red' } })), null);
+});
+
+test('candidates: is_null and is_empty: false from an index on exactly that path, whatever the value types', (t) => {
+  const pts: P[] = [{ a: null }, { a: [null, 'x'] }, { a: [] }, { a: 5 }, {}, { a: 'y' }, { a: [[]] }, null];
+  const pi = build(pts, { a: 'keyword', 'b[].c': 'integer' });
+  t.deepEqual(cand(pi, { must: [{ is_null: { key: 'a' } }] }), [0], 'an array holding null is not null (filter.ts)');
+  t.deepEqual(cand(pi, must('a', { is_null: true })), [0]);
+  t.deepEqual(cand(pi, must('a', { is_empty: false })), [1, 3, 5, 6], 'a number or [[]] is not empty, though the keyword index holds no value for it');
+  t.is(cand(pi, must('a', { is_null: false })), null, 'a complement is left to the predicate');
+  t.is(cand(pi, { must: [{ is_empty: { key: 'a' } }] }), null, 'is_empty needs the live points (universe)');
+  t.is(cand(pi, { must: [{ is_null: { key: 'b.c' } }] }), null, 'only an index on the same path (brackets included)');
+  pi.universe = { size: () => pts.length, offsets: () => pts.map((_, i) => BigInt(i)) };
+  t.deepEqual(cand(pi, { must: [{ is_empty: { key: 'a' } }] }), [0, 2, 4, 7]);
+  t.is(cand(pi, { must: [{ nested: { key: 'b', filter: { must: [{ is_empty: { key: 'c' } }] } } }] }), null, 'not inside nested');
+  pi.update(3n, { a: null });
+  pi.update(1n, null);
+  t.deepEqual(cand(pi, { must: [{ is_null: { key: 'a' } }] }), [0, 3]);
+  t.deepEqual(cand(pi, must('a', { is_empty: false, match: { value: 'y' } })), [5]);
+});
+
+test('candidates: has_vector from the shard\'s vector presence, when it is given', (t) => {
+  const pts: P[] = [{ a: 'x' }, { a: 'y' }, { a: 'x' }, {}];
+  const pi = build(pts, { a: 'keyword' });
+  const hv = (name: string) => ({ must: [{ has_vector: name }] });
+  t.is(cand(pi, hv('img')), null, 'without presence: left to the predicate');
+  pi.vectorPresence = (name) => (name === 'img' ? new Set([0n, 1n]) : name === '' ? new Set([0n, 1n, 2n, 3n]) : null);
+  t.deepEqual(cand(pi, hv('img')), [0, 1]);
+  t.deepEqual(cand(pi, hv('nope')), [], 'a vector name the collection lacks: no point has it');
+  t.deepEqual(cand(pi, { must: [{ has_vector: 'img' }, { key: 'a', match: { value: 'x' } }] }), [0]);
+  t.is(cand(pi, { must_not: [{ has_vector: 'img' }] }), null);
 });
 
 test('candidates: geo radius, bounding box (antimeridian), polygon', (t) => {
@@ -647,7 +682,7 @@ function gen(rnd: () => number) {
       case 11:
         return { key, values_count: bounds(() => int(0, 3)) };
       case 12:
-        return chance(0.5) ? { key, is_empty: chance(0.5) } : { is_null: { key } };
+        return chance(0.5) ? { key, is_empty: chance(0.5) } : chance(0.5) ? { is_null: { key } } : { is_empty: { key } };
       case 13:
         return { key, match: { value: int(-3, 8) }, range: bounds(() => int(-12, 36) / 4) };
       default:
@@ -709,6 +744,7 @@ test('randomized: candidates are a superset of the filter.ts matches, also after
   const payloads = new Map<number, P>();
   for (let i = 0; i < N; i++) payloads.set(i, g.payload());
   const pi = new PayloadIndexes();
+  pi.universe = { size: () => payloads.size, offsets: () => [...payloads.keys()].map((o) => BigInt(o)) };
   for (const [field, schema] of Object.entries(RANDOM_INDEXES)) {
     pi.create(field, parseFieldSchema(schema), [...payloads].map(([o, p]) => [BigInt(o), p] as [bigint, P]));
   }
@@ -720,7 +756,7 @@ test('randomized: candidates are a superset of the filter.ts matches, also after
     for (let fi = 0; fi < 120; fi++) {
       const raw = g.filter();
       const f = validateFilter(raw) as Filter;
-      const pred = compileFilter(f);
+      const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
       const brute = new Set<number>();
       for (const [o, p] of payloads) if (pred(o as PointId, p)) brute.add(o);
       const c = pi.candidates(f);

@@ -42,6 +42,7 @@ import { exampleIds, recommendSparseVector, recommendVector, type Example, type 
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
 import type { SparseVec } from '../shard/operations';
 import { F16_MAX } from '../shard/sparse-store';
+import { facetHits, type FacetHit, type FacetRequest } from './facet';
 import {
   compareIds,
   DEFAULT_READ,
@@ -1021,6 +1022,18 @@ export class Collection {
     if (sets.length === 1) return sets[0].count(filter, opts);
     const ns = await Promise.all(sets.map((s) => s.count(filter, opts)));
     return ns.reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * Facet counts (`POST /collections/{c}/facet`): points per value of the payload index
+   * on `req.key` among those matching `req.filter`, summed over the shards (a point id
+   * under several shard keys counts once per key, as count does), ordered and cut by
+   * facet.ts. Counts are exact whatever `exact` says (approximate counts are allowed to be exact).
+   */
+  async facet(req: FacetRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<FacetHit[]> {
+    const sets = this.readable(this.setsOf(this.readRings(shards)));
+    const answers = await Promise.all(sets.map((s) => s.facet({ key: req.key, filter: req.filter }, opts)));
+    return facetHits(answers, req.limit);
   }
 
   /**

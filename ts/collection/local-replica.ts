@@ -13,11 +13,13 @@ import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Filter } from '../shard/filter';
 import { compareKeys } from '../shard/id-tracker';
 import type { LocalShard, StoredPoint } from '../shard/local-shard';
-import { OrderByError } from '../shard/payload-index';
+import { FacetError, OrderByError } from '../shard/payload-index';
 import { select, type Payload, type WithPayload } from '../shard/payload-store';
 import { higherIsBetter } from '../shard/vector-store';
 import {
   keyToJson,
+  type FacetCounts,
+  type FacetShardRequest,
   type OrderedRecord,
   type OrderedScrollRequest,
   type PointId,
@@ -258,5 +260,14 @@ export class LocalReplica implements Replica {
 
   async anyMatch(filter: Filter | null, _opts: ReadOptions): Promise<boolean> {
     return this.shard.anyMatch(filter);
+  }
+
+  async facet(req: FacetShardRequest, _opts: ReadOptions): Promise<FacetCounts> {
+    try {
+      return [...this.shard.facet(req.key, req.filter)];
+    } catch (err) {
+      if (err instanceof FacetError) throw new BadRequestError(err.message);
+      throw err;
+    }
   }
 }

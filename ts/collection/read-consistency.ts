@@ -236,6 +236,25 @@ export function resolveCount(answers: number[], mode: ResolveMode): number {
   return sorted[Math.floor(sorted.length / 2)];
 }
 
+/** Facet counts: each value's count resolved as resolveCount resolves counts (a value an answer lacks counts 0 there); zeros dropped. */
+export function resolveFacet(answers: Array<Array<[string | number | boolean, number]>>, mode: ResolveMode): Array<[string | number | boolean, number]> {
+  if (answers.length === 1) return answers[0];
+  const per = new Map<string | number | boolean, number[]>();
+  answers.forEach((a, i) => {
+    for (const [v, n] of a) {
+      let xs = per.get(v);
+      if (!xs) per.set(v, (xs = new Array<number>(answers.length).fill(0)));
+      xs[i] = n;
+    }
+  });
+  const out: Array<[string | number | boolean, number]> = [];
+  for (const [v, xs] of per) {
+    const n = resolveCount(xs, mode);
+    if (n > 0) out.push([v, n]);
+  }
+  return out;
+}
+
 /** Whether any point matches: in any answer (`all`), or in most answers (`majority`). */
 export function resolveAnyMatch(answers: boolean[], mode: ResolveMode): boolean {
   if (mode === 'all') return answers.some((a) => a);

@@ -28,6 +28,7 @@ import {
   readConsistent,
   resolveAnyMatch,
   resolveCount,
+  resolveFacet,
   resolveRetrieve,
   resolveScroll,
   resolveScrollOrdered,
@@ -35,6 +36,8 @@ import {
   type ResolveMode,
 } from './read-consistency';
 import type {
+  FacetCounts,
+  FacetShardRequest,
   OrderedRecord,
   OrderedScrollRequest,
   PointId,
@@ -450,6 +453,10 @@ export class ReplicaSet {
 
   anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
     return this.read(opts, (r) => r.anyMatch(filter, opts), resolveAnyMatch);
+  }
+
+  facet(req: FacetShardRequest, opts: ReadOptions): Promise<FacetCounts> {
+    return this.read(opts, (r) => r.facet(req, opts), resolveFacet);
   }
 }
 

@@ -169,7 +169,18 @@ export interface Replica {
   count(filter: Filter | null, opts: ReadOptions): Promise<number>;
   /** Whether any point matches (stops at the first). */
   anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean>;
+  /** Points per value of the payload index on `req.key` among those matching `req.filter`, as [value, count] pairs. */
+  facet(req: FacetShardRequest, opts: ReadOptions): Promise<FacetCounts>;
 }
+
+/** What one replica counts for a facet request. */
+export interface FacetShardRequest {
+  key: string;
+  filter: Filter | null;
+}
+
+/** [value, count] pairs, values distinct, in no particular order. */
+export type FacetCounts = Array<[string | number | boolean, number]>;
 
 /** The reference's point id order: integers ascending, then UUIDs ascending (as compareKeys orders keys). */
 export function compareIds(a: PointId, b: PointId): number {

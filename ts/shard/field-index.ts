@@ -17,6 +17,14 @@ import { Node, andNode, countNode } from './index-plan';
 
 export abstract class FieldIndex<V = unknown> {
   readonly records = new Map<Off, V[]>();
+  /**
+   * Points with a non-empty raw value at the path (anything but null and `[]`) but no
+   * indexed value (e.g. a number under a keyword index): with the points of `records`,
+   * the points for `is_empty: false`. Kept apart so that most indexes hold few here.
+   */
+  readonly otherNonEmpty = new Set<Off>();
+  /** Points whose raw values at the path include null: `is_null`. */
+  readonly nulls = new Set<Off>();
   /** Points whose bracket-free path reaches values the declared path does not. */
   readonly extra: Set<Off> | null;
   private readonly loose: PathSegment[] | null;
@@ -56,7 +64,11 @@ export abstract class FieldIndex<V = unknown> {
   }
 
   set(off: Off, payload: Record<string, unknown> | null): void {
-    const flat = payload == null ? [] : flatten(rawValues(payload, this.path));
+    const raw = payload == null ? [] : rawValues(payload, this.path);
+    const nonEmpty = raw.some((v) => v !== null && !(Array.isArray(v) && v.length === 0));
+    if (raw.includes(null)) this.nulls.add(off);
+    else this.nulls.delete(off);
+    const flat = raw.length === 0 ? [] : flatten(raw);
     const vals = flat.length === 0 ? [] : this.extract(flat);
     const old = this.records.get(off);
     let same = false;
@@ -75,6 +87,8 @@ export abstract class FieldIndex<V = unknown> {
       if (this.isCounted(vals)) this.counted++;
       this.addEntries(off, vals);
     }
+    if (nonEmpty && vals.length === 0) this.otherNonEmpty.add(off);
+    else this.otherNonEmpty.delete(off);
     if (this.extra !== null) {
       const wide = payload == null ? 0 : flatten(rawValues(payload, this.loose!)).length;
       if (wide > flat.length) this.extra.add(off);
@@ -108,6 +122,26 @@ export abstract class FieldIndex<V = unknown> {
     };
   }
 
+  /** The points with a null at the path, as a node; valid only for a condition on exactly this index's path. */
+  nullNode(): Node {
+    const set = this.nulls;
+    return { est: set.size, materialize: () => new Set(set), test: (o) => set.has(o) };
+  }
+
+  /** The points with a non-empty value at the path, as a node; valid only for a condition on exactly this index's path. */
+  nonEmptyNode(): Node {
+    const { records, otherNonEmpty } = this;
+    return {
+      est: records.size + otherNonEmpty.size,
+      materialize() {
+        const out = new Set<Off>(records.keys());
+        for (const o of otherNonEmpty) out.add(o);
+        return out;
+      },
+      test: (o) => records.has(o) || otherNonEmpty.has(o),
+    };
+  }
+
   /** A node for match / range / geo of the condition, or null when not answerable here. */
   matchNode(_m: Match, _wide: boolean): Node | null {
     return null;
@@ -120,7 +154,7 @@ export abstract class FieldIndex<V = unknown> {
   }
 }
 
-/** keyword, text, uuid, bool: distinct value -> offsets. */
+/** keyword, uuid, bool: distinct value -> offsets. */
 class HashIndex<K extends string | boolean> extends FieldIndex<K> {
   readonly postings = new Map<K, Posting>();
 
@@ -178,7 +212,7 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
       });
     }
     const t = this.schema.type;
-    if (t !== 'keyword' && t !== 'text') return null;
+    if (t !== 'keyword') return null;
     let sub: ((s: string) => boolean) | null = null;
     if ('text' in m) {
       const q = m.text;
@@ -358,8 +392,9 @@ class GeoIndex extends SortedIndex<GeoPoint> {
 export function makeIndex(field: string, path: PathSegment[], schema: FieldSchema): FieldIndex {
   switch (schema.type) {
     case 'keyword':
-    case 'text':
       return new HashIndex<string>(field, path, schema, (v) => (typeof v === 'string' ? v : null));
+    case 'text':
+      throw new Error('text indexes are built by text-index.ts (TextIndex)');
     case 'uuid':
       return new HashIndex<string>(field, path, schema, (v) => (typeof v === 'string' ? canonicalUuid(v) : null));
     case 'bool':

@@ -35,6 +35,9 @@
  *  - text / phrase: case-sensitive substring of a string value (the reference's
  *    behaviour without a full-text index). text_any: the query is split on whitespace
  *    and any token being a substring counts (an all-whitespace query matches nothing).
+ *    When the caller passes a `TextHook` (the shard does, from its full-text indexes:
+ *    text-index.ts), a condition on a path with a text index is decided by the hook's
+ *    predicate on the flat values instead (token matching).
  * range: numbers only (strings and bools never satisfy a numeric range). An empty
  *   range `{}` matches any number. A range whose bounds are strings is a datetime
  *   range: bounds and payload strings are parsed as RFC 3339 (also `YYYY-MM-DD`,
@@ -624,6 +627,20 @@ export function validateFilter(filter: unknown): Filter {
 
 type Pred = (id: PointId, payload: unknown, hasVector: ((name: string) => boolean) | undefined) => boolean;
 
+/**
+ * Decides text / text_any / phrase conditions on a path that has a full-text index:
+ * `names` is the path's segment names joined by `.` (brackets dropped; inside `nested`
+ * prefixed by the nested key's). Returns the predicate on the flat values, or null to
+ * keep this file's substring meaning.
+ */
+export type TextHook = (names: string, m: Match) => ((flat: readonly unknown[]) => boolean) | null;
+
+interface Ctx {
+  readonly hook: TextHook | undefined;
+  /** Segment names of the enclosing nested keys, each followed by `.`. */
+  readonly prefix: string;
+}
+
 const TRUE: Pred = () => true;
 
 function cmpBounds<T>(r: RangeBounds<T>, conv: (x: T) => number): (x: number) => boolean {
@@ -660,7 +677,7 @@ function compileMatch(m: Match): (v: unknown) => boolean {
   throw new Error('unreachable');
 }
 
-function compileField(c: FieldCondition): Pred {
+function compileField(c: FieldCondition, ctx: Ctx): Pred {
   const path = parseKey(c.key);
   const checks: ((raw: unknown[]) => boolean)[] = [];
   const anyFlat = (p: (v: unknown) => boolean) => (raw: unknown[]) => flatten(raw).some(p);
@@ -674,7 +691,12 @@ function compileField(c: FieldCondition): Pred {
         return vals.length === 0 || vals.some((v) => !set.has(v));
       });
     } else {
-      checks.push(anyFlat(compileMatch(m)));
+      const text =
+        ctx.hook !== undefined && ('text' in m || 'text_any' in m || 'phrase' in m)
+          ? ctx.hook(ctx.prefix + path.map((seg) => seg.name).join('.'), m)
+          : null;
+      if (text !== null) checks.push((raw) => text(flatten(raw)));
+      else checks.push(anyFlat(compileMatch(m)));
     }
   }
   if (c.range) {
@@ -747,8 +769,8 @@ function isEmptyRaw(raw: unknown[]): boolean {
   return raw.every((v) => v === null || (Array.isArray(v) && v.length === 0));
 }
 
-function compileCondition(c: Condition): Pred {
-  if ('key' in c) return compileField(c);
+function compileCondition(c: Condition, ctx: Ctx): Pred {
+  if ('key' in c) return compileField(c, ctx);
   if ('is_empty' in c) {
     const path = parseKey(c.is_empty.key);
     return (_id, payload) => isEmptyRaw(rawValues(payload, path));
@@ -780,7 +802,7 @@ function compileCondition(c: Condition): Pred {
   }
   if ('nested' in c) {
     const path = parseKey(c.nested.key);
-    const inner = compileFilterTree(c.nested.filter);
+    const inner = compileFilterTree(c.nested.filter, { hook: ctx.hook, prefix: ctx.prefix + path.map((seg) => seg.name).join('.') + '.' });
     return (id, payload, hv) => {
       for (const el of flatten(rawValues(payload, path))) {
         if (isPlainObject(el) && inner(id, el, hv)) return true;
@@ -788,14 +810,15 @@ function compileCondition(c: Condition): Pred {
       return false;
     };
   }
-  return compileFilterTree(c);
+  return compileFilterTree(c, ctx);
 }
 
-function compileFilterTree(f: Filter): Pred {
-  const must = (f.must ?? []).map(compileCondition);
-  const should = (f.should ?? []).map(compileCondition);
-  const mustNot = (f.must_not ?? []).map(compileCondition);
-  const ms = f.min_should ? { conds: f.min_should.conditions.map(compileCondition), min: f.min_should.min_count } : null;
+function compileFilterTree(f: Filter, ctx: Ctx): Pred {
+  const cc = (c: Condition) => compileCondition(c, ctx);
+  const must = (f.must ?? []).map(cc);
+  const should = (f.should ?? []).map(cc);
+  const mustNot = (f.must_not ?? []).map(cc);
+  const ms = f.min_should ? { conds: f.min_should.conditions.map(cc), min: f.min_should.min_count } : null;
   if (must.length === 0 && should.length === 0 && mustNot.length === 0 && ms === null) return TRUE;
   return (id, payload, hv) => {
     for (const p of must) if (!p(id, payload, hv)) return false;
@@ -823,10 +846,11 @@ function compileFilterTree(f: Filter): Pred {
 
 /**
  * Compiles a validated filter (the output of validateFilter) into a predicate. Key
- * paths, datetimes, id sets and geo shapes are parsed once here.
+ * paths, datetimes, id sets and geo shapes are parsed once here. `text` decides text
+ * conditions on fields with a full-text index (TextHook).
  */
-export function compileFilter(filter: Filter): PointPredicate {
-  const p = compileFilterTree(filter);
+export function compileFilter(filter: Filter, text?: TextHook): PointPredicate {
+  const p = compileFilterTree(filter, { hook: text, prefix: '' });
   return (id, payload, hasVector) => p(id, payload ?? {}, hasVector);
 }
 

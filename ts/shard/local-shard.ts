@@ -43,7 +43,7 @@ import { crc32cSteps, runSliced, type Steps } from './slices';
 import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { requiredIds } from './filter-ids';
 import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
-import { PayloadIndexes, type OrderOptions } from './payload-index';
+import { PayloadIndexes, type FacetValue, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { LabelSet } from './label-set';
@@ -248,6 +248,11 @@ export class LocalShard {
     this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
     for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
     for (const spec of opts.sparse ?? []) this.sparse.set(spec.name, new SparseStore(opts.engine, spec));
+    this.payloadIndex.vectorPresence = (name) => this.vectors.get(name)?.present ?? null;
+    this.payloadIndex.universe = {
+      size: () => this.tracker.size,
+      offsets: () => [...this.tracker.unordered()].map((e) => e.offset),
+    };
   }
 
   /** Opens (or creates) the shard in `opts.dir`: loads the checkpoint, then replays the WAL after it. */
@@ -1043,7 +1048,7 @@ export class LocalShard {
   }
 
   private predicate(filter: Filter): (e: TrackerEntry) => boolean {
-    const pred: PointPredicate = compileFilter(filter);
+    const pred: PointPredicate = compileFilter(filter, (names, m) => this.payloadIndex.textMatcher(names, m));
     return (e) =>
       pred(pointIdToJson(e.id) as number | string, this.payloads.has(e.offset) ? (this.payloads.get(e.offset) as Payload) : null, (name) =>
         (this.vectors.get(name) ?? this.sparse.get(name))?.present.has(e.offset) ?? false,
@@ -1136,6 +1141,13 @@ export class LocalShard {
     return filter === null ? this.tracker.size : this.matching(filter).length;
   }
 
+  /** Points per value of the payload index on `key` among those matching `filter` (PayloadIndexes.facet; FacetError without a suitable index). */
+  facet(key: string, filter: Filter | null): Map<FacetValue, number> {
+    this.readable();
+    this.payloadIndex.facetCheck(key);
+    return this.payloadIndex.facet(key, filter === null ? null : this.matching(filter));
+  }
+
   /**
    * A digest of the shard's content: SHA-256 over every point in id order (its id, its
    * payload as JSON with keys sorted, and each named vector's f32 bytes), with the point
@@ -1182,6 +1194,14 @@ export class LocalShard {
    */
   scroll(from: PointKey | null, limit: number, filter: Filter | null, cmp: (a: PointKey, b: PointKey) => number): StoredPoint[] {
     this.readable();
+    if (filter !== null) {
+      // An indexed filter with few candidates (an eighth of the points at most, or few
+      // enough that sorting them beats walking about (limit + 1) * points / est points in
+      // id order): check and sort the candidates instead of testing points in id order.
+      const est = this.payloadIndex.estimate(filter);
+      const n = this.tracker.size;
+      if (est !== null && (est * 8 <= n || est * est * 4 < (limit + 1) * n)) return this.scrollCandidates(from, limit, filter, cmp);
+    }
     const sorted = this.tracker.sortedById();
     let lo = 0;
     if (from) {
@@ -1241,6 +1261,18 @@ export class LocalShard {
       const kb = keys.get(b.label);
       return ka === undefined || kb === undefined ? 0 : compareKeys(ka, kb);
     });
+  }
+
+  private scrollCandidates(from: PointKey | null, limit: number, filter: Filter, cmp: (a: PointKey, b: PointKey) => number): StoredPoint[] {
+    const test = this.predicate(filter);
+    const hits: TrackerEntry[] = [];
+    for (const off of this.payloadIndex.candidates(filter) ?? []) {
+      const e = this.tracker.at(off);
+      if (!e || e.removed || (from !== null && cmp(e.id, from) < 0) || !test(e)) continue;
+      hits.push(e);
+    }
+    hits.sort((a, b) => cmp(a.id, b.id));
+    return hits.slice(0, limit + 1).map((e) => ({ key: e.id, offset: e.offset, version: e.version }));
   }
 
   /** Nearest points by one named vector; `allow` null means no filter. */

@@ -43,8 +43,14 @@
  *    the answered branches' sets; min_count above the number of conditions: nothing
  *    matches), sub-filters, and `nested` (inner conditions on `<nested key>.<inner key>`
  *    paths: an inner condition true on one element implies a value at the combined
- *    path satisfies it). `must_not`, match `except`, values_count, is_empty, is_null,
- *    has_id and has_vector are never answered (the predicate decides them).
+ *    path satisfies it). `must_not`, match `except`, values_count, `is_empty` (true),
+ *    `is_null: false` and has_id are never answered (the predicate decides them);
+ *    `is_empty` (the condition form, outside `nested`) is answered as the complement
+ *    among the shard's live points (`universe`) of the index's non-empty points;
+ *    has_vector is answered from the shard's vector stores (`vectorPresence`). `is_null` and FieldCondition `is_empty: false` / `is_null: true` are
+ *    answered by an index declared on exactly the condition's path (brackets
+ *    included): every index keeps the points whose raw values there hold a null, and
+ *    those holding a non-empty value (whatever its type).
  *  - match value / any: keyword (strings), uuid (UUID strings, compared canonically,
  *    so a superset of filter.ts's exact string equality), bool, integer and float
  *    (integers; an equal-key range in the sorted keys). `any: []` and a `text_any`
@@ -54,12 +60,11 @@
  *  - geo_radius / geo_bounding_box / geo_polygon: geo, by a binary search on latitude
  *    (radius: a padded band; polygon: the exterior ring's padded bounding box) and then
  *    the exact radius / box check (the polygon check is left to the predicate).
- *  - match text / phrase / text_any on a keyword or text index: filter.ts's semantics
- *    are a case-sensitive SUBSTRING test (the reference's full-text index matches
- *    tokens instead). A text index here therefore keeps whole string values like a
- *    keyword index and answers these conditions by scanning its distinct strings with
- *    the same substring test: a true superset (in fact exact), never a token lookup.
- *    Tokenizer, lowercase, stopwords, etc. are validated, stored and reported only.
+ *  - match text / phrase / text_any on a text index: token matching through its
+ *    inverted index (text-index.ts has the tokenizers and the rules); the shard passes
+ *    `textMatcher` to filter.ts so the predicate applies the same token rules. On a
+ *    keyword index (or no index) they keep filter.ts's case-sensitive SUBSTRING
+ *    meaning, which a keyword index answers by scanning its distinct strings.
  *  - Key paths: an index on path P answers a condition on path Q when they have the
  *    same segment names. `[]` only narrows (values(`a[].b`) ⊆ values(`a.b`)), so when
  *    P has a `[]` that Q lacks, the index adds the points where the bracket-free path
@@ -86,11 +91,12 @@
  * when those grow past 256 + n/16 entries. Offsets are u64 bigints below 2^53.
  */
 
-import { Condition, FieldCondition, Filter, FilterError, parseDatetime, parseKey } from './filter';
+import { Condition, FieldCondition, Filter, FilterError, Match, parseDatetime, parseKey } from './filter';
 import { FieldSchema, FieldSchemaError, PayloadIndexInfo } from './field-schema';
 import { PathSegment, toOff } from './sorted-keys';
 import { EMPTY_NODE, Node, andNode, countNode } from './index-plan';
 import { FieldIndex, NumIndex, makeIndex } from './field-index';
+import { TextIndex } from './text-index';
 
 export class OrderByError extends Error {
   readonly key: string;
@@ -102,6 +108,20 @@ export class OrderByError extends Error {
     );
     this.name = 'OrderByError';
     this.key = key;
+  }
+}
+
+/** A value of a facet: a keyword or UUID string, an integer, a bool. */
+export type FacetValue = string | number | boolean;
+
+/** A facet on a key without a keyword, integer (with lookup), bool or uuid index. */
+export class FacetError extends Error {
+  constructor(readonly key: string) {
+    super(
+      `Index required but not found for "${key}" of one of the following types: [keyword, integer, bool, uuid]. ` +
+        'Help: Create an index for this key to use it in a facet request.',
+    );
+    this.name = 'FacetError';
   }
 }
 
@@ -124,7 +144,21 @@ function namesKey(path: readonly PathSegment[]): string {
   return path.map((s) => s.name).join('.');
 }
 
+/** The offsets that have a named vector (the shard's vector stores), for `has_vector`. */
+export interface VectorPresence {
+  readonly size: number;
+  has(offset: bigint): boolean;
+  [Symbol.iterator](): Iterator<bigint>;
+}
+
 export class PayloadIndexes {
+  /**
+   * Set by the shard: the points having vector `name` (null for a name the collection
+   * lacks, which no point has). Without it has_vector is left to the predicate.
+   */
+  vectorPresence: ((name: string) => VectorPresence | null) | null = null;
+  /** Set by the shard: its live points, for `is_empty` (a complement). Without it is_empty is left to the predicate. */
+  universe: { size(): number; offsets(): Iterable<bigint> } | null = null;
   private readonly byField = new Map<string, FieldIndex>();
   /** Indexes by their path's segment names (brackets dropped). */
   private readonly byNames = new Map<string, FieldIndex[]>();
@@ -142,7 +176,7 @@ export class PayloadIndexes {
       if (e instanceof FilterError) throw new FieldSchemaError(e.message);
       throw e;
     }
-    const idx = makeIndex(field, path, schema);
+    const idx = schema.type === 'text' ? new TextIndex(field, path, schema) : makeIndex(field, path, schema);
     idx.load(points);
     this.drop(field);
     this.byField.set(field, idx);
@@ -184,6 +218,17 @@ export class PayloadIndexes {
     this.changes++;
   }
 
+  /**
+   * filter.ts's TextHook: the token predicate of the full-text index on the path with
+   * these segment names, or null (no text index there, or it does not answer `m`).
+   */
+  textMatcher(names: string, m: Match): ((flat: readonly unknown[]) => boolean) | null {
+    for (const idx of this.byNames.get(names) ?? []) {
+      if (idx instanceof TextIndex) return idx.matcher(m);
+    }
+    return null;
+  }
+
   /** CollectionInfo.payload_schema. */
   schemaInfo(): Record<string, PayloadIndexInfo> {
     const out: Record<string, PayloadIndexInfo> = {};
@@ -205,6 +250,41 @@ export class PayloadIndexes {
     const out = new Set<bigint>();
     for (const o of node.materialize()) out.add(BigInt(o));
     return out;
+  }
+
+  /** Throws FacetError unless `key` has an index facets can count (keyword, integer with lookup, bool, uuid). */
+  facetCheck(key: string): void {
+    const idx = this.byField.get(key);
+    const t = idx?.schema.type;
+    const ok = t === 'keyword' || t === 'bool' || t === 'uuid' || (t === 'integer' && idx!.schema.params?.lookup !== false);
+    if (!ok) throw new FacetError(key);
+  }
+
+  /**
+   * Points per distinct value of the index on `key` (facetCheck first), among `offsets`
+   * (null: every indexed point). A point with several values counts once for each; an
+   * integer index counts only integers.
+   */
+  facet(key: string, offsets: Iterable<bigint> | null): Map<FacetValue, number> {
+    this.facetCheck(key);
+    const idx = this.byField.get(key)!;
+    const ints = idx.schema.type === 'integer';
+    const out = new Map<FacetValue, number>();
+    const add = (vals: unknown[] | undefined) => {
+      if (vals === undefined) return;
+      for (const v of vals as FacetValue[]) {
+        if (ints && !Number.isInteger(v)) continue;
+        out.set(v, (out.get(v) ?? 0) + 1);
+      }
+    };
+    if (offsets === null) for (const vals of idx.records.values()) add(vals);
+    else for (const o of offsets) add(idx.records.get(toOff(o)));
+    return out;
+  }
+
+  /** The plan's size estimate of candidates(filter) without materialising it; null when no index narrows the search. */
+  estimate(filter: Filter): number | null {
+    return this.filterNode(filter, [])?.est ?? null;
   }
 
   /**
@@ -269,8 +349,36 @@ export class PayloadIndexes {
   private condNode(c: Condition, prefix: PathSegment[]): Node | null {
     if ('key' in c) return this.fieldNode(c, prefix);
     if ('nested' in c) return this.filterNode(c.nested.filter, [...prefix, ...parseKey(c.nested.key)]);
-    if ('is_empty' in c || 'is_null' in c || 'has_id' in c || 'has_vector' in c) return null;
+    if ('is_null' in c) {
+      const idx = this.exactIndex([...prefix, ...parseKey(c.is_null.key)]);
+      return idx === null ? null : idx.nullNode();
+    }
+    if ('has_vector' in c && this.vectorPresence !== null) {
+      const present = this.vectorPresence(c.has_vector);
+      if (present === null) return EMPTY_NODE;
+      return {
+        est: present.size,
+        materialize() {
+          const out = new Set<number>();
+          for (const o of present) out.add(Number(o));
+          return out;
+        },
+        test: (o) => present.has(BigInt(o)),
+      };
+    }
+    if ('is_empty' in c && prefix.length === 0 && this.universe !== null) {
+      // top level only: inside `nested` an element can be empty while the point is not
+      const idx = this.exactIndex(parseKey(c.is_empty.key));
+      if (idx !== null) return emptyNode(idx, this.universe);
+    }
+    if ('is_empty' in c || 'has_id' in c || 'has_vector' in c) return null;
     return this.filterNode(c as Filter, prefix);
+  }
+
+  /** An index declared on exactly this path (brackets included), for is_null / is_empty: false. */
+  private exactIndex(path: PathSegment[]): FieldIndex | null {
+    for (const idx of this.byNames.get(namesKey(path)) ?? []) if (samePath(idx.path, path)) return idx;
+    return null;
   }
 
   private fieldNode(c: FieldCondition, prefix: PathSegment[]): Node | null {
@@ -292,8 +400,18 @@ export class PayloadIndexes {
       return null;
     };
     const parts: Node[] = [];
+    if (c.is_empty === false || c.is_null === true) {
+      const idx = this.exactIndex(path);
+      if (idx !== null) {
+        if (c.is_empty === false) parts.push(idx.nonEmptyNode());
+        if (c.is_null === true) parts.push(idx.nullNode());
+      }
+    }
     if (m && !('except' in m)) {
-      const n = pick((idx, wide) => idx.matchNode(m, wide));
+      // where a text index decides a text condition (filter.ts's hook), only text
+      // indexes may narrow it: a keyword index's substring candidates are no superset of token matches
+      const tokens = ('text' in m || 'text_any' in m || 'phrase' in m) && this.textMatcher(namesKey(path), m) !== null;
+      const n = pick((idx, wide) => (tokens && !(idx instanceof TextIndex) ? null : idx.matchNode(m, wide)));
       if (n) parts.push(n);
     }
     if (c.range) {
@@ -307,6 +425,27 @@ export class PayloadIndexes {
     }
     return parts.length === 0 ? null : andNode(parts);
   }
+}
+
+/** The live points with no non-empty value at the index's path (the complement of its nonEmptyNode). */
+function emptyNode(idx: FieldIndex, universe: NonNullable<PayloadIndexes['universe']>): Node {
+  const full = idx.nonEmptyNode();
+  return {
+    est: Math.max(0, universe.size() - full.est),
+    materialize() {
+      const out = new Set<number>();
+      for (const o of universe.offsets()) {
+        const n = Number(o);
+        if (!full.test(n)) out.add(n);
+      }
+      return out;
+    },
+    test: (o) => !full.test(o),
+  };
+}
+
+function samePath(a: readonly PathSegment[], b: readonly PathSegment[]): boolean {
+  return a.length === b.length && a.every((s, i) => s.name === b[i].name && s.expand === b[i].expand);
 }
 
 function list<T>(x: T[] | T | undefined | null): T[] {

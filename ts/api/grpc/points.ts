@@ -5,7 +5,7 @@
  * routes of ts/api/rest/collections.ts): it translates the message into the JSON form of
  * the same REST request (./convert), runs the same parser of ts/api/request, makes the
  * same collection or dispatcher call, and translates the result into the response
- * message. The RPCs whose REST routes answer 501 (groups, discover, facets, distance
+ * message. The RPCs whose REST routes answer 501 (groups, discover, distance
  * matrices, named vector changes) answer UNIMPLEMENTED naming the feature, after the
  * same access check.
  *
@@ -20,6 +20,8 @@ import type { TableOfContent } from '../../storage/toc';
 import { lookupCollections } from '../guard';
 import { readParams, readTimeout, shardKeySelector, writeParams, type Obj } from '../request/parse';
 import { createIndexBody } from '../request/payload-index';
+import { parseFacet } from '../request/facet';
+import type { FacetHit } from '../../collection/facet';
 import {
   batchOf,
   batchOp,
@@ -124,6 +126,13 @@ function vectorNameConfigToJson(r: VectorNameMsg): Json {
 }
 
 /** Fields of a write's body that every REST write body shares: `shard_key`. */
+/** FacetHit of the proto: the value in its oneof, the count as a uint64. */
+function facetHitOut(h: FacetHit): { value: Record<string, unknown>; count: string } {
+  const value =
+    typeof h.value === 'string' ? { string_value: h.value } : typeof h.value === 'number' ? { integer_value: String(h.value) } : { bool_value: h.value };
+  return { value, count: String(h.count) };
+}
+
 function keyedBody(r: { shard_key_selector?: ShardKeySelectorMsg }, field = 'shard_key_selector'): Json {
   const out: Json = {};
   put(out, 'shard_key', shardKeySelectorToJson(r.shard_key_selector, field));
@@ -459,7 +468,23 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     QueryGroups: notServed(`POST ${C}/points/query/groups`, 'Query with grouping (QueryGroups)'),
     Discover: notServed(`POST ${C}/points/discover`, 'Discovery search (Discover)'),
     DiscoverBatch: notServed(`POST ${C}/points/discover/batch`, 'Batched discovery search (DiscoverBatch)'),
-    Facet: notServed(`POST ${C}/facet`, 'Facet counts (Facet)'),
+    Facet: {
+      access: `POST ${C}/facet`,
+      params: inCollection,
+      async handle(r: ReadMsg & { key?: string; filter?: FilterMsg; limit?: Long; exact?: boolean }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const b: Json = keyedBody(r);
+        put(b, 'key', r.key ?? undefined);
+        put(b, 'filter', filterToJson(r.filter));
+        put(b, 'limit', r.limit === undefined || r.limit === null ? undefined : Number(r.limit));
+        put(b, 'exact', r.exact ?? undefined);
+        const { req, shards } = parseFacet(b);
+        const hits = await c.facet(req, opts, shards);
+        return { hits: hits.map(facetHitOut), time: seconds(started) };
+      },
+    },
     SearchMatrixPairs: notServed(`POST ${C}/points/search/matrix/pairs`, 'The distance matrix (SearchMatrixPairs)'),
     SearchMatrixOffsets: notServed(`POST ${C}/points/search/matrix/offsets`, 'The distance matrix (SearchMatrixOffsets)'),
     CreateVectorName: {

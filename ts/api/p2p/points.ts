@@ -23,6 +23,8 @@ import type { LocalReplica } from '../../collection/local-replica';
 import {
   DEFAULT_READ,
   keyToJson,
+  type FacetCounts,
+  type FacetShardRequest,
   type OrderedRecord,
   type OrderedScrollRequest,
   type PointId,
@@ -70,7 +72,7 @@ interface ReadMsg {
   request: Buffer;
 }
 
-export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'transfer_ready' | 'clocks' | 'index_backlog';
+export type ReadKind = 'retrieve' | 'search' | 'scroll' | 'scroll_ordered' | 'count' | 'any_match' | 'facet' | 'transfer_ready' | 'clocks' | 'index_backlog';
 
 export interface ClockMsg {
   peer: string;
@@ -302,6 +304,8 @@ async function readLocal(b: PointsBackend, collection: Collection, set: ReplicaS
       return r.count((req as { filter: Filter | null }).filter, DEFAULT_READ);
     case 'any_match':
       return r.anyMatch((req as { filter: Filter | null }).filter, DEFAULT_READ);
+    case 'facet':
+      return r.facet(req as FacetShardRequest, DEFAULT_READ);
     default:
       throw new QuiverError('bad_request', ERROR_PREFIX.bad_request, `unknown read kind ${JSON.stringify(m.kind)}`);
   }
@@ -497,6 +501,10 @@ export class RemoteReplica implements Replica {
 
   anyMatch(filter: Filter | null, opts: ReadOptions): Promise<boolean> {
     return this.read('any_match', { filter }, opts);
+  }
+
+  facet(req: FacetShardRequest, opts: ReadOptions): Promise<FacetCounts> {
+    return this.read('facet', req, opts);
   }
 
 }

@@ -8,6 +8,7 @@
 
 import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../../shard/field-schema';
 import { parseKey } from '../../shard/filter';
+import { checkTextSupport } from '../../shard/text-index';
 import { BadInputError, FormatError } from '../../common/errors';
 import type { Obj } from './parse';
 
@@ -24,7 +25,9 @@ export function createIndexBody(b: Obj): { field: string; schema: FieldSchema } 
     throw new BadInputError("Can't auto-detect field type, please specify `field_schema` in the request");
   }
   try {
-    return { field, schema: parseFieldSchema(b.field_schema) };
+    const schema = parseFieldSchema(b.field_schema);
+    checkTextSupport(schema);
+    return { field, schema };
   } catch (err) {
     if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);
     throw err;

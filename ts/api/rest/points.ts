@@ -17,6 +17,7 @@ import { ok } from '../envelope';
 import { NotFoundError } from '../../common/errors';
 import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
+import { facetResponse, parseFacet } from '../request/facet';
 import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
@@ -81,6 +82,13 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const c = collection(r);
     const { req, shards } = parseCount(r.request.body === undefined ? {} : body(r));
     return { count: await c.count(req.filter, opts, shards, req.exact) };
+  });
+
+  routes.addDirect('POST', '/collections/{collection_name}/facet', async (r) => {
+    const opts = readParams(r);
+    const c = collection(r);
+    const { req, shards } = parseFacet(body(r));
+    return facetResponse(await c.facet(req, opts, shards));
   });
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {

@@ -1,0 +1,361 @@
+/**
+ * The full-text index (ts/shard/text-index.ts) through PayloadIndexes and the filter
+ * predicate the shard compiles (compileFilter with the indexes' text hook):
+ *  - a table of texts, index parameters and queries with the matches the reference's
+ *    documentation gives, each case citing its page;
+ *  - the English Snowball stemmer on words from the algorithm's published sample;
+ *  - refusal of languages this build does not implement;
+ *  - a seeded randomized check against a naive scan written here (its own tokenizer),
+ *    across updates. Replay with TEXT_INDEX_SEED=<seed>.
+ */
+
+import test from 'ava';
+
+import { Filter, PointId, compileFilter, validateFilter } from '../../ts/shard/filter';
+import { PayloadIndexes } from '../../ts/shard/payload-index';
+import { FieldSchemaError, parseFieldSchema } from '../../ts/shard/field-schema';
+import { checkTextSupport } from '../../ts/shard/text-index';
+import { stemEnglish } from '../../ts/shard/snowball-english';
+import { mulberry32 } from '../support/rng';
+
+type P = Record<string, unknown> | null;
+
+const DOC_FILTERING = 'https://qdrant.tech/documentation/concepts/filtering/#full-text-match';
+const DOC_PHRASE = 'https://qdrant.tech/documentation/concepts/filtering/#phrase-match';
+const DOC_INDEXING = 'https://qdrant.tech/documentation/concepts/indexing/#full-text-index';
+const DOC_TEXT_FILTERING = 'https://qdrant.tech/documentation/search/text-search/text-filtering/';
+const DOC_BLOG = 'https://qdrant.tech/articles/qdrant-introduces-full-text-filters-and-indexes/';
+const SNOWBALL = 'https://snowballstem.org/algorithms/english/stemmer.html';
+
+/** The offsets matching `filter`: the index's candidates checked by the shard's predicate, and a full scan; both must agree. */
+function run(points: P[], schema: unknown, cond: Record<string, unknown>, key = 's'): { viaIndex: number[] | null; scan: number[] } {
+  const pi = new PayloadIndexes();
+  if (schema !== null) pi.create(key, parseFieldSchema(schema), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  const f = validateFilter({ must: [{ key, ...cond }] }) as Filter;
+  const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+  const scan = points.map((p, i) => (pred(i as PointId, p) ? i : -1)).filter((i) => i >= 0);
+  const c = pi.candidates(f);
+  const viaIndex = c === null ? null : [...c].map(Number).filter((o) => pred(o, points[o])).sort((a, b) => a - b);
+  return { viaIndex, scan };
+}
+
+interface Case {
+  cite: string;
+  what: string;
+  schema: unknown;
+  texts: unknown[];
+  match: Record<string, unknown>;
+  expect: number[];
+  /** The index narrows the candidates (false: the predicate decides alone). */
+  indexed?: boolean;
+}
+
+const CASES: Case[] = [
+  {
+    cite: DOC_FILTERING,
+    what: 'several words: all of them must be present (any order)',
+    schema: { type: 'text' },
+    texts: ['good cheap car', 'cheap good', 'good car', 'a good and cheap thing'],
+    match: { text: 'good cheap' },
+    expect: [0, 1, 3],
+  },
+  {
+    cite: DOC_FILTERING,
+    what: 'without a text index: exact substring of the whole query',
+    schema: null,
+    texts: ['good cheap car', 'cheap good', 'goodcheap', 'Good cheap'],
+    match: { text: 'good cheap' },
+    expect: [0],
+    indexed: false,
+  },
+  {
+    cite: DOC_TEXT_FILTERING,
+    what: '"united" matches "United States" and "United Kingdom" (case-insensitive by default)',
+    schema: { type: 'text', tokenizer: 'word' },
+    texts: ['United States', 'United Kingdom', 'Reunited', 'UNITED'],
+    match: { text: 'united' },
+    expect: [0, 1, 3],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'word tokenizer: spaces, punctuation and special characters split tokens',
+    schema: { type: 'text', tokenizer: 'word' },
+    texts: ['long_sleeves, cotton', 'long-sleeves', 'longsleeves', 'sleeves:long'],
+    match: { text: 'long sleeves' },
+    expect: [0, 1, 3],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'whitespace tokenizer: only whitespace splits tokens',
+    schema: { type: 'text', tokenizer: 'whitespace' },
+    texts: ['long_sleeves cotton', 'long sleeves', 'long-sleeves'],
+    match: { text: 'long_sleeves' },
+    expect: [0],
+  },
+  {
+    cite: DOC_BLOG,
+    what: 'prefix tokenizer: "Qdrant" is indexed as Q, Qd, Qdr, ... so a query prefix matches',
+    schema: { type: 'text', tokenizer: 'prefix' },
+    texts: ['Qdrant vector database', 'quiver', 'the qdr project', 'drant'],
+    match: { text: 'qdr' },
+    expect: [0, 2],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'prefix tokenizer with min_token_len: prefixes shorter than the minimum are not indexed',
+    schema: { type: 'text', tokenizer: 'prefix', min_token_len: 3 },
+    texts: ['Qdrant', 'qd'],
+    match: { text: 'qd' },
+    expect: [],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'min_token_len / max_token_len: shorter or longer tokens are not indexed',
+    schema: { type: 'text', min_token_len: 2, max_token_len: 5 },
+    texts: ['a big elephant', 'big a', 'elephant'],
+    match: { text_any: 'a big elephant' },
+    expect: [0, 1],
+  },
+  {
+    cite: DOC_BLOG,
+    what: 'lowercase: false makes the index case-sensitive',
+    schema: { type: 'text', lowercase: false },
+    texts: ['Qdrant', 'qdrant'],
+    match: { text: 'Qdrant' },
+    expect: [0],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'stopwords english: "the" is dropped from documents and queries',
+    schema: { type: 'text', stopwords: 'english' },
+    texts: ['the quick fox', 'quick fox', 'the end'],
+    match: { text: 'the quick fox' },
+    expect: [0, 1],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'custom stopwords merge with languages',
+    schema: { type: 'text', stopwords: { languages: ['english'], custom: ['Quiver'] } },
+    texts: ['quiver of arrows', 'arrows'],
+    match: { text: 'the quiver arrows' },
+    expect: [0, 1],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'stemmer snowball english: running / runs / run share the stem',
+    schema: { type: 'text', stemmer: { type: 'snowball', language: 'english' } },
+    texts: ['she was running', 'he runs', 'a run', 'runner'],
+    match: { text: 'run' },
+    expect: [0, 1, 2],
+  },
+  {
+    cite: DOC_FILTERING,
+    what: 'text_any: at least one query word',
+    schema: { type: 'text' },
+    texts: ['apple pie', 'banana split', 'cherry'],
+    match: { text_any: 'apple cherry durian' },
+    expect: [0, 2],
+  },
+  {
+    cite: DOC_PHRASE,
+    what: 'phrase with phrase_matching: the words in that order, next to each other',
+    schema: { type: 'text', phrase_matching: true },
+    texts: ['the quick brown fox', 'brown quick fox', 'quick, brown!', 'quick red brown'],
+    match: { phrase: 'quick brown' },
+    expect: [0, 2],
+  },
+  {
+    cite: DOC_PHRASE,
+    what: 'phrase with stopwords: positions count the remaining words',
+    schema: { type: 'text', phrase_matching: true, stopwords: 'english' },
+    texts: ['cat in the hat', 'cat hat', 'hat cat'],
+    match: { phrase: 'cat the hat' },
+    expect: [0, 1],
+  },
+  {
+    cite: DOC_FILTERING,
+    what: 'a point with several strings: all words across its values',
+    schema: { type: 'text' },
+    texts: [['good', 'cheap'], ['good'], 'cheap good'],
+    match: { text: 'cheap good' },
+    expect: [0, 2],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'multilingual tokenizer: Unicode word boundaries, lowercased',
+    schema: { type: 'text', tokenizer: 'multilingual' },
+    texts: ['Größe und Weiß', 'grösse', 'weiß.'],
+    match: { text: 'weiß' },
+    expect: [0, 2],
+  },
+  {
+    cite: DOC_INDEXING,
+    what: 'ascii_folding: accented letters fold to ASCII',
+    schema: { type: 'text', ascii_folding: true },
+    texts: ['ação rápida', 'acao', 'acção'],
+    match: { text: 'acao' },
+    expect: [0, 1],
+  },
+];
+
+for (const c of CASES) {
+  test(`table: ${c.what} (${c.cite})`, (t) => {
+    const points = c.texts.map((s) => ({ s }));
+    const { viaIndex, scan } = run(points, c.schema, { match: c.match });
+    t.deepEqual(scan, c.expect, 'predicate over every point');
+    if (c.indexed === false) t.is(viaIndex, null);
+    else t.deepEqual(viaIndex, c.expect, 'index candidates checked by the predicate');
+  });
+}
+
+test('a query with no tokens left matches nothing; unknown words match nothing', (t) => {
+  const points = [{ s: 'the cat' }, { s: 'dog' }];
+  t.deepEqual(run(points, { type: 'text', stopwords: 'english' }, { match: { text: 'the' } }).scan, []);
+  t.deepEqual(run(points, { type: 'text' }, { match: { text: '!!' } }).viaIndex, []);
+  t.deepEqual(run(points, { type: 'text' }, { match: { text: 'cat zebra' } }).viaIndex, []);
+  t.deepEqual(run(points, { type: 'text' }, { match: { text_any: 'cat zebra' } }).viaIndex, [0]);
+});
+
+test('phrase without phrase_matching keeps the no-index substring meaning', (t) => {
+  const points = [{ s: 'quick brown' }, { s: 'Quick Brown' }, { s: 'brown quick' }];
+  const r = run(points, { type: 'text' }, { match: { phrase: 'quick brown' } });
+  t.deepEqual(r.scan, [0]);
+  t.is(r.viaIndex, null);
+});
+
+test('nested: a text index on arr[].t serves a nested condition, per element', (t) => {
+  const pi = new PayloadIndexes();
+  const points: P[] = [{ arr: [{ t: 'red apple' }, { t: 'green pear' }] }, { arr: [{ t: 'red pear' }] }];
+  pi.create('arr[].t', parseFieldSchema({ type: 'text' }), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  const f = validateFilter({ must: [{ nested: { key: 'arr', filter: { must: [{ key: 't', match: { text: 'pear red' } }] } } }] }) as Filter;
+  const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+  t.deepEqual([...pi.candidates(f)!].map(Number).sort(), [0, 1], 'point-level candidates');
+  t.deepEqual([0, 1].filter((i) => pred(i, points[i])), [1], 'the words must be in one element');
+});
+
+test('a keyword index beside a text index on the same names does not narrow text conditions by substrings', (t) => {
+  const points: P[] = [{ a: { b: 'Red apple' } }, { a: [{ b: 'red' }] }, { a: { b: 'bored' } }];
+  const pi = new PayloadIndexes();
+  pi.create('a.b', parseFieldSchema('keyword'), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  pi.create('a[].b', parseFieldSchema({ type: 'text' }), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  const f = validateFilter({ must: [{ key: 'a.b', match: { text: 'RED' } }] }) as Filter;
+  const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+  const got = [...pi.candidates(f)!].map(Number).filter((o) => pred(o, points[o])).sort();
+  t.deepEqual(got, [0, 1]);
+});
+
+test('updates: re-indexing a point replaces its tokens', (t) => {
+  const pi = new PayloadIndexes();
+  pi.create('s', parseFieldSchema({ type: 'text' }), [[0n, { s: 'alpha beta' }]]);
+  const f = validateFilter({ must: [{ key: 's', match: { text: 'alpha' } }] }) as Filter;
+  t.deepEqual([...pi.candidates(f)!].map(Number), [0]);
+  pi.update(0n, { s: 'gamma' });
+  t.deepEqual([...pi.candidates(f)!], []);
+  pi.update(1n, { s: 'Alpha' });
+  t.deepEqual([...pi.candidates(f)!].map(Number), [1]);
+  t.is(pi.schemaInfo().s.points, 2);
+  pi.update(1n, null);
+  t.is(pi.schemaInfo().s.points, 1);
+});
+
+test(`stemmer: English Porter2 on words from the published sample (${SNOWBALL})`, (t) => {
+  const sample: Record<string, string> = {
+    consign: 'consign', consigned: 'consign', consigning: 'consign', consignment: 'consign', consist: 'consist',
+    consisted: 'consist', consistency: 'consist', consistent: 'consist', consistently: 'consist', consolation: 'consol',
+    consolations: 'consol', consolatory: 'consolatori', console: 'consol', consolidate: 'consolid', consolingly: 'consol',
+    consonant: 'conson', conspicuous: 'conspicu', conspiracy: 'conspiraci', conspirator: 'conspir', constable: 'constabl',
+    constancy: 'constanc', knackeries: 'knackeri', knaves: 'knave', knavish: 'knavish', kneaded: 'knead',
+    kneeling: 'kneel', knees: 'knee', knightly: 'knight', knitting: 'knit', knives: 'knive', knocker: 'knocker',
+    generously: 'generous', skies: 'sky', dying: 'die', news: 'news', gently: 'gentl', cries: 'cri', ties: 'tie',
+    caresses: 'caress', ponies: 'poni', hopping: 'hop', hoping: 'hope', agreed: 'agre', happiness: 'happi',
+    communication: 'communic', sensational: 'sensat', beautifully: 'beauti', by: 'by', say: 'say', cry: 'cri',
+  };
+  for (const [w, s] of Object.entries(sample)) t.is(stemEnglish(w), s, w);
+});
+
+test('languages this build lacks are refused, naming the language', (t) => {
+  const err = (s: unknown) => t.throws(() => checkTextSupport(parseFieldSchema(s)), { instanceOf: FieldSchemaError });
+  t.regex(err({ type: 'text', stopwords: 'german' })!.message, /stopwords for language "german" are not implemented/);
+  t.regex(err({ type: 'text', stopwords: { languages: ['english', 'fr'] } })!.message, /"french"/);
+  t.regex(err({ type: 'text', stemmer: { type: 'snowball', language: 'russian' } })!.message, /snowball stemmer for "russian"/);
+  t.notThrows(() => checkTextSupport(parseFieldSchema({ type: 'text', stopwords: { languages: ['en'], custom: ['zz'] }, stemmer: { type: 'snowball', language: 'en' } })));
+  t.notThrows(() => checkTextSupport(parseFieldSchema({ type: 'text', stopwords: { custom: ['der', 'die'] } })));
+});
+
+// ---------------------------------------------------------------------------------
+// randomized against a naive scan
+
+const VOCAB = ['red', 'Red', 'blue', 'green', 'apple', 'pear', 'x1', 'über', 'Über', 'dog', 'cat', 'sky'];
+const SEPS = [' ', ', ', '-', '_', '.', '  ', '!'];
+
+/** The test's own tokenizer: word characters (letters incl. ü, digits) lowercased. */
+function naiveTokens(s: string): string[] {
+  return s
+    .toLowerCase()
+    .split(/[^a-z0-9ü]+/)
+    .filter((x) => x.length > 0);
+}
+
+function naiveMatch(kind: 'text' | 'text_any' | 'phrase', q: string, value: unknown): boolean {
+  const strings = (Array.isArray(value) ? value : [value]).filter((v): v is string => typeof v === 'string');
+  if (strings.length === 0) return false;
+  const qt = naiveTokens(q);
+  const all = new Set(strings.flatMap(naiveTokens));
+  if (kind === 'text') return qt.length > 0 && qt.every((x) => all.has(x));
+  if (kind === 'text_any') return qt.some((x) => all.has(x));
+  if (qt.length === 0) return false;
+  return strings.some((s) => {
+    const seq = naiveTokens(s);
+    for (let i = 0; i + qt.length <= seq.length; i++) if (qt.every((x, j) => seq[i + j] === x)) return true;
+    return false;
+  });
+}
+
+test('randomized: index + predicate agree with a naive scan, across updates', (t) => {
+  const seed = process.env.TEXT_INDEX_SEED ? Number(process.env.TEXT_INDEX_SEED) : (Date.now() ^ (Math.random() * 2 ** 31)) >>> 0;
+  t.log(`TEXT_INDEX_SEED=${seed}`);
+  const rnd = mulberry32(seed);
+  const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)];
+  const sentence = () => Array.from({ length: int(0, 6) }, () => pick(VOCAB) + pick(SEPS)).join('');
+  const value = (): unknown => {
+    const r = rnd();
+    if (r < 0.1) return int(0, 5);
+    if (r < 0.25) return Array.from({ length: int(0, 3) }, sentence);
+    return sentence();
+  };
+  const N = 800;
+  const payloads = new Map<number, P>();
+  for (let i = 0; i < N; i++) payloads.set(i, rnd() < 0.05 ? null : { s: value() });
+  const pi = new PayloadIndexes();
+  pi.create('s', parseFieldSchema({ type: 'text', phrase_matching: true }), [...payloads].map(([o, p]) => [BigInt(o), p] as [bigint, P]));
+  let nonEmpty = 0;
+  for (let round = 0; round < 3; round++) {
+    for (let qi = 0; qi < 60; qi++) {
+      const kind = pick(['text', 'text_any', 'phrase'] as const);
+      const q = Array.from({ length: int(1, 3) }, () => pick(VOCAB)).join(pick([' ', ', ']));
+      const f = validateFilter({ must: [{ key: 's', match: { [kind]: q } }] }) as Filter;
+      const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+      const naive = [...payloads].filter(([, p]) => p !== null && naiveMatch(kind, q, p.s)).map(([o]) => o).sort((a, b) => a - b);
+      const scan = [...payloads].filter(([o, p]) => pred(o, p)).map(([o]) => o).sort((a, b) => a - b);
+      const c = pi.candidates(f);
+      if (c === null) return t.fail(`TEXT_INDEX_SEED=${seed}: ${kind} ${q} not answered by the index`);
+      const viaIndex = [...c].map(Number).filter((o) => pred(o, payloads.get(o) ?? null)).sort((a, b) => a - b);
+      t.deepEqual(scan, naive, `TEXT_INDEX_SEED=${seed} ${kind} "${q}": predicate`);
+      t.deepEqual(viaIndex, naive, `TEXT_INDEX_SEED=${seed} ${kind} "${q}": index`);
+      if (naive.length > 0) nonEmpty++;
+    }
+    for (let u = 0; u < 300; u++) {
+      const o = int(0, N + 100);
+      if (rnd() < 0.15) {
+        payloads.delete(o);
+        pi.update(BigInt(o), null);
+      } else {
+        const p = { s: value() };
+        payloads.set(o, p);
+        pi.update(BigInt(o), p);
+      }
+    }
+  }
+  t.true(nonEmpty > 30, `only ${nonEmpty} queries matched anything`);
+});

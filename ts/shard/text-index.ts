@@ -1,0 +1,312 @@
+/**
+ * The full-text payload index (`field_schema: {type: "text", ...}`): tokenization as
+ * the index's parameters say, and an inverted index token -> points.
+ *
+ * Tokenizers (on each string value of the point):
+ *  - `word` (default): runs of letters and digits (Unicode alphabetic or numeric);
+ *    everything else separates tokens.
+ *  - `whitespace`: runs of non-whitespace.
+ *  - `prefix`: as `word`, and the index holds every prefix of each processed word
+ *    from `min_token_len` (default 1) to `max_token_len` characters (default: the
+ *    word), so a query token matches the words it begins; a query token is the whole
+ *    processed word, cut to `max_token_len`.
+ *  - `multilingual`: Unicode word segmentation (UAX #29 through `Intl.Segmenter`,
+ *    word-like segments only). The reference segments with dictionaries for Chinese,
+ *    Japanese, Korean and Thai (charabia); Intl.Segmenter's ICU dictionaries segment
+ *    those scripts too, but word boundaries can differ, and the reference's
+ *    script-specific normalisations are not done here.
+ * Each token then goes through, in order: lowercase (`lowercase`, default true), ASCII
+ * folding (`ascii_folding`: compatibility decomposition, combining marks dropped),
+ * stopwords (dropped; `english` and a custom list are implemented, the custom words
+ * lowercased when `lowercase` is on), the length bounds in characters (`min_token_len`,
+ * `max_token_len`: tokens outside are dropped; for `prefix` they bound the prefixes
+ * instead) and the stemmer (`{type: "snowball", language: "english"}`: Porter2,
+ * snowball-english.ts). Other stopword or stemmer languages are refused when the index
+ * is created (`checkTextSupport`, a 400 naming the language).
+ *
+ * Matching (a point's document is the union of the tokens of all its string values):
+ *  - `match: {text}`: every token of the query (tokenized the same way) is in the
+ *    document. A query with no tokens left matches nothing.
+ *  - `match: {text_any}`: at least one query token is in the document.
+ *  - `match: {phrase}` with `phrase_matching: true`: the query's tokens appear
+ *    consecutively, in order, in one string value's token sequence (stopwords are
+ *    removed from both before positions are counted). Without `phrase_matching` the
+ *    index does not answer phrases and the condition keeps the no-index meaning
+ *    (substring of a value), as for a field without a text index.
+ *  - match value / any / except are not answered by a text index (the predicate checks
+ *    the payload).
+ * The same rules serve the filter predicate (`matcher`, used by filter.ts through the
+ * shard) so candidates and checks agree, including inside `nested` conditions.
+ *
+ * Persistence: like every payload index the index is rebuilt from the payloads at
+ * load; its schema (with every parameter) is persisted with the collection and in
+ * snapshots.
+ *
+ * Owns: tokenization and the inverted index. Must never: combine conditions.
+ */
+
+import { Match } from './filter';
+import { FieldSchema, FieldSchemaError } from './field-schema';
+import { FieldIndex } from './field-index';
+import { Node } from './index-plan';
+import { Off, PathSegment, Posting, postingAdd, postingDelete, postingInto, postingSize } from './sorted-keys';
+import { stemEnglish } from './snowball-english';
+import { ENGLISH_STOPWORDS } from './stopwords-english';
+
+const STOPWORD_LANGUAGES: ReadonlyMap<string, ReadonlySet<string>> = new Map([['english', ENGLISH_STOPWORDS]]);
+const STEMMERS: ReadonlyMap<string, (w: string) => string> = new Map([['english', stemEnglish]]);
+
+function stopwordLanguages(sw: unknown): string[] {
+  if (typeof sw === 'string') return [sw];
+  if (sw !== null && typeof sw === 'object' && Array.isArray((sw as { languages?: unknown }).languages)) {
+    return (sw as { languages: string[] }).languages;
+  }
+  return [];
+}
+
+/**
+ * Refuses a text schema whose stopword or stemmer language this build does not
+ * implement (FieldSchemaError naming it). Other schemas pass.
+ */
+export function checkTextSupport(schema: FieldSchema): void {
+  if (schema.type !== 'text' || !schema.params) return;
+  const p = schema.params;
+  for (const lang of stopwordLanguages(p.stopwords)) {
+    if (!STOPWORD_LANGUAGES.has(lang)) {
+      throw new FieldSchemaError(
+        `field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (implemented: ${[...STOPWORD_LANGUAGES.keys()].join(', ')}; a custom list works for any language)`,
+      );
+    }
+  }
+  const st = p.stemmer as { type?: string; language?: string } | null | undefined;
+  if (st && st.type === 'snowball' && st.language !== undefined && !STEMMERS.has(st.language)) {
+    throw new FieldSchemaError(
+      `field_schema.stemmer.language: the snowball stemmer for "${st.language}" is not implemented by Quiver (implemented: ${[...STEMMERS.keys()].join(', ')})`,
+    );
+  }
+}
+
+type TokenizerKind = 'word' | 'whitespace' | 'prefix' | 'multilingual';
+
+const WORD_RE = /[\p{Alphabetic}\p{N}]+/gu;
+const SPACE_RE = /\S+/gu;
+const MARKS_RE = /\p{M}/gu;
+let segmenter: Intl.Segmenter | null = null;
+
+/** The tokenizer of one text index's parameters (header comment). */
+export class TextTokenizer {
+  readonly kind: TokenizerKind;
+  private readonly lowercase: boolean;
+  private readonly fold: boolean;
+  private readonly minLen: number;
+  private readonly maxLen: number;
+  private readonly stop: Set<string> | null;
+  private readonly stem: ((w: string) => string) | null;
+
+  constructor(params: Readonly<Record<string, unknown>> | undefined) {
+    const p = params ?? {};
+    this.kind = (typeof p.tokenizer === 'string' ? p.tokenizer : 'word') as TokenizerKind;
+    this.lowercase = p.lowercase !== false;
+    this.fold = p.ascii_folding === true;
+    this.minLen = typeof p.min_token_len === 'number' ? p.min_token_len : 0;
+    this.maxLen = typeof p.max_token_len === 'number' ? p.max_token_len : Infinity;
+    const stop = new Set<string>();
+    for (const lang of stopwordLanguages(p.stopwords)) {
+      // a language this build lacks was refused at creation (checkTextSupport)
+      for (const w of STOPWORD_LANGUAGES.get(lang) ?? []) stop.add(w);
+    }
+    const custom = p.stopwords && typeof p.stopwords === 'object' ? (p.stopwords as { custom?: unknown }).custom : undefined;
+    if (Array.isArray(custom)) for (const w of custom) if (typeof w === 'string') stop.add(this.lowercase ? w.toLowerCase() : w);
+    this.stop = stop.size > 0 ? stop : null;
+    const st = p.stemmer as { type?: string; language?: string } | null | undefined;
+    this.stem = st && st.type === 'snowball' && st.language ? (STEMMERS.get(st.language) ?? null) : null;
+  }
+
+  private words(text: string): string[] {
+    switch (this.kind) {
+      case 'whitespace':
+        return text.match(SPACE_RE) ?? [];
+      case 'multilingual': {
+        segmenter ??= new Intl.Segmenter(undefined, { granularity: 'word' });
+        const out: string[] = [];
+        for (const s of segmenter.segment(text)) if (s.isWordLike) out.push(s.segment);
+        return out;
+      }
+      default:
+        return text.match(WORD_RE) ?? [];
+    }
+  }
+
+  /** Lowercase, fold, stopwords, length (unless `prefix`), stem; null when dropped. */
+  private process(raw: string): string | null {
+    let t = this.lowercase ? raw.toLowerCase() : raw;
+    if (this.fold) t = t.normalize('NFKD').replace(MARKS_RE, '');
+    if (t.length === 0) return null;
+    if (this.stop !== null && this.stop.has(t)) return null;
+    if (this.kind !== 'prefix') {
+      const n = charLen(t);
+      if (n < this.minLen || n > this.maxLen) return null;
+    }
+    return this.stem !== null ? this.stem(t) : t;
+  }
+
+  /** For `prefix`: a processed word cut to max_token_len, null when shorter than min. */
+  private bounded(t: string): string | null {
+    const chars = [...t];
+    if (chars.length < Math.max(1, this.minLen)) return null;
+    return chars.length > this.maxLen ? chars.slice(0, this.maxLen).join('') : t;
+  }
+
+  /** The token sequence of one text (what queries and phrases compare). */
+  sequence(text: string): string[] {
+    const out: string[] = [];
+    for (const w of this.words(text)) {
+      let t = this.process(w);
+      if (t !== null && this.kind === 'prefix') t = this.bounded(t);
+      if (t !== null) out.push(t);
+    }
+    return out;
+  }
+
+  /** Tokens a document is indexed under: its sequence, and for `prefix` every prefix. */
+  indexTokens(seq: readonly string[], into: Set<string>): void {
+    if (this.kind !== 'prefix') {
+      for (const t of seq) into.add(t);
+      return;
+    }
+    const lo = Math.max(1, this.minLen);
+    for (const t of seq) {
+      const chars = [...t];
+      for (let n = lo; n <= chars.length; n++) into.add(chars.slice(0, n).join(''));
+    }
+  }
+}
+
+function charLen(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0xd800 || c > 0xdbff) n++;
+  }
+  return n;
+}
+
+/** One point's document: its indexed tokens and, with phrase matching, each value's sequence. */
+export interface TextDoc {
+  readonly src: string;
+  readonly tokens: Set<string>;
+  readonly seqs: string[][] | null;
+}
+
+function containsRun(seq: readonly string[], q: readonly string[]): boolean {
+  outer: for (let i = 0; i + q.length <= seq.length; i++) {
+    for (let j = 0; j < q.length; j++) if (seq[i + j] !== q[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+export class TextIndex extends FieldIndex<TextDoc> {
+  readonly postings = new Map<string, Posting>();
+  readonly tokenizer: TextTokenizer;
+  readonly phrase: boolean;
+
+  constructor(field: string, path: PathSegment[], schema: FieldSchema) {
+    super(field, path, schema);
+    this.tokenizer = new TextTokenizer(schema.params);
+    this.phrase = schema.params?.phrase_matching === true;
+  }
+
+  /** The document of a point's flat values, or null when it has no string. */
+  doc(flat: readonly unknown[]): TextDoc | null {
+    const strings = flat.filter((v): v is string => typeof v === 'string');
+    if (strings.length === 0) return null;
+    const tokens = new Set<string>();
+    const seqs: string[][] | null = this.phrase ? [] : null;
+    for (const s of strings) {
+      const seq = this.tokenizer.sequence(s);
+      this.tokenizer.indexTokens(seq, tokens);
+      if (seqs !== null) seqs.push(seq);
+    }
+    return { src: strings.length === 1 ? strings[0] : JSON.stringify(strings), tokens, seqs };
+  }
+
+  protected extract(flat: unknown[]): TextDoc[] {
+    const d = this.doc(flat);
+    return d === null ? [] : [d];
+  }
+  protected isCounted(vals: TextDoc[]): boolean {
+    return vals.length > 0;
+  }
+  protected sameValue(a: TextDoc, b: TextDoc): boolean {
+    return a.src === b.src;
+  }
+  protected addEntries(off: Off, vals: TextDoc[]): void {
+    for (const d of vals) for (const t of d.tokens) postingAdd(this.postings, t, off);
+  }
+  protected removeEntries(off: Off, vals: TextDoc[]): void {
+    for (const d of vals) for (const t of d.tokens) postingDelete(this.postings, t, off);
+  }
+
+  /**
+   * The test of a text / text_any / phrase condition on one document, with the query
+   * tokens; null when this index does not answer the condition (header comment).
+   */
+  private query(m: Match): { kind: 'all' | 'any' | 'phrase'; q: string[]; test: (d: TextDoc) => boolean } | null {
+    if ('text' in m) {
+      const q = [...new Set(this.tokenizer.sequence(m.text))];
+      return { kind: 'all', q, test: (d) => q.length > 0 && q.every((t) => d.tokens.has(t)) };
+    }
+    if ('text_any' in m) {
+      const q = [...new Set(this.tokenizer.sequence(m.text_any))];
+      return { kind: 'any', q, test: (d) => q.some((t) => d.tokens.has(t)) };
+    }
+    if ('phrase' in m && this.phrase) {
+      const q = this.tokenizer.sequence(m.phrase);
+      return { kind: 'phrase', q, test: (d) => q.length > 0 && d.seqs!.some((s) => containsRun(s, q)) };
+    }
+    return null;
+  }
+
+  /** The predicate on a point's flat values for the condition, or null when not answered here. */
+  matcher(m: Match): ((flat: readonly unknown[]) => boolean) | null {
+    const qr = this.query(m);
+    if (qr === null) return null;
+    return (flat) => {
+      const d = this.doc(flat);
+      return d !== null && qr.test(d);
+    };
+  }
+
+  matchNode(m: Match, wide: boolean): Node | null {
+    const qr = this.query(m);
+    if (qr === null) return null;
+    const postings = this.postings;
+    const { kind, q, test } = qr;
+    if (kind === 'any') {
+      let est = 0;
+      for (const t of q) est += postingSize(postings.get(t));
+      return this.leaf(wide, test, est, (out) => {
+        for (const t of q) postingInto(postings.get(t), out);
+      });
+    }
+    // all tokens (text, and the candidates of a phrase): walk the rarest posting
+    const lists = [...new Set(q)].map((t) => postings.get(t));
+    const missing = q.length === 0 || lists.some((p) => p === undefined);
+    lists.sort((a, b) => postingSize(a) - postingSize(b));
+    const est = missing ? 0 : postingSize(lists[0]);
+    const records = this.records;
+    return this.leaf(wide, test, est, (out) => {
+      if (missing) return;
+      const first = lists[0]!;
+      const rest = lists.slice(1) as Posting[];
+      const each = (o: Off) => {
+        for (const p of rest) if (typeof p === 'number' ? p !== o : !p.has(o)) return;
+        if (kind === 'phrase' && !test(records.get(o)![0])) return;
+        out.add(o);
+      };
+      if (typeof first === 'number') each(first);
+      else for (const o of first) each(o);
+    });
+  }
+}
