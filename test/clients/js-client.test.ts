@@ -2,7 +2,9 @@
  * The official JavaScript client (@qdrant/js-client-rest 1.18) drives a whole workflow
  * against a real `bin/quiver`: collections (unnamed and named vectors, hnsw and
  * quantization settings), payload indexes, every kind of point write, reads, every
- * search form, aliases, snapshots (collection, shard and full-storage) and deletion.
+ * search form, hybrid queries (dense + sparse with RRF, a ColBERT-style MaxSim re-rank,
+ * both against hand computations in hybrid-fixture.ts), aliases, snapshots (collection,
+ * shard and full-storage) and deletion.
  * Each step is one serial test that checks what the client hands back, not just that
  * it did not throw.
  *

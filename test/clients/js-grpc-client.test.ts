@@ -4,7 +4,8 @@
  * reference's .proto files) drives the workflow of js-client.test.ts (the REST client's)
  * against a real `bin/quiver` with its gRPC API on: collections with unnamed and named
  * vectors (hnsw and quantization settings), payload indexes, point writes, reads, every
- * search form the contract serves, aliases, snapshots and deletion. Each step is one serial
+ * search form the contract serves, hybrid queries (dense + sparse with RRF, a ColBERT-style
+ * MaxSim re-rank), aliases, snapshots and deletion. Each step is one serial
  * test that checks what the client hands back, not just that it did not throw.
  *
  * The client is built as a user builds it, with its defaults: gzip on requests and

@@ -2,7 +2,9 @@
 """The official Python client (qdrant-client, installed by .ci/run) drives a whole
 workflow against a real bin/quiver: collections (unnamed and named vectors, hnsw and
 quantization settings), payload indexes, every kind of point write, reads, every
-search form, aliases, snapshots (collection, shard, full-storage, upload) and deletion.
+search form, hybrid queries (dense + sparse prefetches fused by RRF, a ColBERT-style
+multivector MaxSim re-rank, each checked against a computation in this file), aliases,
+snapshots (collection, shard, full-storage, upload) and deletion.
 
 It runs the workflow one of two ways: over REST (the default), or with `--grpc` over the
 public gRPC API (`prefer_grpc=True`: the client then sends everything its gRPC mode
