@@ -12,6 +12,15 @@
 
 export type Distance = 'Cosine' | 'Dot' | 'Euclid' | 'Manhattan';
 
+/**
+ * Element type of stored vectors (the reference's `datatype`): float32 (4 bytes),
+ * float16 (2 bytes, rounded to nearest) or uint8 (1 byte: values are truncated toward
+ * zero and saturated to 0..255, queries too). A uint8 Cosine index keeps vectors as
+ * given (they cannot be unit vectors) and computes the full cosine.
+ */
+export type Datatype = 'float32' | 'float16' | 'uint8';
+export const DATATYPES: readonly Datatype[] = ['float32', 'float16', 'uint8'];
+
 export type Quantization =
   | { kind: 'none' }
   | { kind: 'scalar'; quantile?: number }
@@ -37,6 +46,15 @@ export interface IndexOptions {
    * Default false.
    */
   flat?: boolean;
+  /** Element type vectors are stored in. Default float32. Saved with the index. */
+  datatype?: Datatype;
+  /**
+   * A multivector index: each label holds a list of vectors (`add` takes `counts`), and
+   * a query (a list too, flat) scores points by MaxSim: the sum over the query's vectors
+   * of the best similarity to any of the point's vectors. Cosine or Dot only; linked
+   * into an HNSW graph by MaxSim unless `flat`. No quantization. Native backend only.
+   */
+  multivector?: boolean;
 }
 
 export interface SearchOptions {
@@ -87,19 +105,28 @@ export interface IndexStats {
   quantization: Quantization['kind'];
   /** Whether the index is flat (no graph; see IndexOptions.flat). */
   flat: boolean;
+  /** Element type of the stored vectors (see IndexOptions.datatype). */
+  datatype: Datatype;
+  /** Multivector indexes: the vectors stored over all lists. */
+  multivector?: { vectors: number };
 }
 
 /** Live labels and their stored vectors (`labels.length * dim` values), in slot order. */
 export interface LiveVectors {
   labels: BigUint64Array;
   vectors: Float32Array;
+  /** Multivector indexes: the number of vectors of each label (its list is that many rows of `vectors`). */
+  counts?: Uint32Array;
 }
 
 export interface VectorIndex {
   readonly dim: number;
   readonly distance: Distance;
-  /** Inserts or replaces vectors. Uses up to `threads` worker threads (default: all cores). */
-  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void>;
+  /**
+   * Inserts or replaces vectors. Uses up to `threads` worker threads (default: all cores).
+   * A multivector index needs `counts` (vectors per label); a plain index refuses it.
+   */
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number, counts?: Uint32Array): Promise<void>;
   /** Marks labels deleted; returns how many existed. */
   delete(labels: BigUint64Array): Promise<number>;
   search(query: Float32Array, options: SearchOptions): Promise<SearchResult>;

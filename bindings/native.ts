@@ -28,6 +28,7 @@ import type {
 } from './engine';
 import { invalidArgument, normaliseError } from './errors';
 import { createNativeSparse, loadNativeSparse, type SparseAddon } from './sparse-native';
+import { MULTI_MAGIC, NativeMultiVectorIndex, type AddonMultiIndex } from './native-multi';
 import {
   checkCount,
   checkIndexOptions,
@@ -66,7 +67,7 @@ interface AddonIndex {
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
   moveOriginalsToDisk(path: string): Promise<void>;
-  stats(): Omit<IndexStats, 'distance' | 'quantization'> & { distance: string; quantization: string };
+  stats(): Omit<IndexStats, 'distance' | 'quantization' | 'datatype'> & { distance: string; quantization: string; datatype: string };
   close(): void;
 }
 
@@ -92,6 +93,8 @@ interface AddonWal {
 export interface Addon extends SparseAddon {
   NativeIndex: new (options: object) => AddonIndex;
   loadIndex(path: string): Promise<AddonIndex>;
+  NativeMultiIndex: new (options: object) => AddonMultiIndex;
+  loadMultiIndex(path: string): Promise<AddonMultiIndex>;
   openWal(dir: string, options?: { segmentBytes?: number; retentionBytes?: number }): Promise<AddonWal>;
   kernelName(): string;
 }
@@ -150,8 +153,9 @@ class NativeVectorIndex implements VectorIndex {
     this.distance = inner.distance as Distance;
   }
 
-  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void> {
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number, counts?: Uint32Array): Promise<void> {
     return call(() => {
+      if (counts !== undefined) throw invalidArgument('counts are for multivector indexes; this index holds one vector per label');
       checkLabels(labels);
       checkVectors(vectors);
       return this.inner.add(labels, vectors, checkThreads(threads));
@@ -212,6 +216,7 @@ class NativeVectorIndex implements VectorIndex {
       totalBytes: s.totalBytes,
       quantization: s.quantization as IndexStats['quantization'],
       flat: s.flat,
+      datatype: s.datatype as IndexStats['datatype'],
     };
   }
 
@@ -295,11 +300,17 @@ export class NativeEngine implements Engine {
 
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
+    if (o.multivector) return new NativeMultiVectorIndex(sync(() => new this.addon.NativeMultiIndex(o)));
     return new NativeVectorIndex(sync(() => new this.addon.NativeIndex(o)));
   }
 
   loadIndex(path: string): Promise<VectorIndex> {
-    return call(async () => new NativeVectorIndex(await this.addon.loadIndex(checkPath('path', path))));
+    return call(async () => {
+      const file = checkPath('path', path);
+      // The file's magic says which kind of index it holds (a missing file fails in the engine, with its code).
+      if (await hasMagic(file, MULTI_MAGIC)) return new NativeMultiVectorIndex(await this.addon.loadMultiIndex(file));
+      return new NativeVectorIndex(await this.addon.loadIndex(file));
+    });
   }
 
   openWal(dir: string, options?: WalOptions): Promise<Wal> {
@@ -319,5 +330,23 @@ export class NativeEngine implements Engine {
 
   loadSparseIndex(path: string): Promise<SparseIndex> {
     return loadNativeSparse(this.addon, path);
+  }
+}
+
+/** Whether the file at `file` starts with `magic` (false when it cannot be read: the loader then reports why). */
+async function hasMagic(file: string, magic: string): Promise<boolean> {
+  const { open } = await import('node:fs/promises');
+  let fh;
+  try {
+    fh = await open(file, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const buf = Buffer.alloc(magic.length);
+    const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
+    return bytesRead === magic.length && buf.toString('latin1') === magic;
+  } finally {
+    await fh.close();
   }
 }

@@ -8,7 +8,8 @@
  * fail the same way with the same code.
  */
 
-import type { Distance, IndexOptions, SearchOptions, SparseBatch, SparseIndexOptions, SparseSearchOptions } from './engine';
+import type { Datatype, Distance, IndexOptions, SearchOptions, SparseBatch, SparseIndexOptions, SparseSearchOptions } from './engine';
+import { DATATYPES } from './engine';
 import { invalidArgument } from './errors';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Dot', 'Euclid', 'Manhattan'];
@@ -62,6 +63,8 @@ export interface CheckedIndexOptions {
   quantile?: number;
   seed?: number;
   flat: boolean;
+  datatype: Datatype;
+  multivector: boolean;
 }
 
 export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
@@ -83,6 +86,13 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
   if (options.flat !== undefined && typeof options.flat !== 'boolean') {
     throw invalidArgument(`flat must be a boolean, got ${String(options.flat)}`);
   }
+  if (options.multivector !== undefined && typeof options.multivector !== 'boolean') {
+    throw invalidArgument(`multivector must be a boolean, got ${String(options.multivector)}`);
+  }
+  const datatype = options.datatype ?? 'float32';
+  if (!DATATYPES.includes(datatype)) {
+    throw invalidArgument(`datatype must be one of ${DATATYPES.join(', ')}, got ${String(options.datatype)}`);
+  }
   const opt = (name: string, v: number | undefined) => (v === undefined ? undefined : checkCount(name, v));
   return {
     dim: checkCount('dim', options.dim),
@@ -94,6 +104,8 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
     quantile,
     seed: options.seed === undefined ? undefined : checkCount('seed', options.seed, Number.MAX_SAFE_INTEGER),
     flat: options.flat ?? false,
+    datatype,
+    multivector: options.multivector ?? false,
   };
 }
 

@@ -90,8 +90,11 @@ const CODE_BY_NUMBER: readonly EngineErrorCode[] = ENGINE_ERROR_CODES;
 const DEFAULT_U32 = 0xffff_ffff;
 /** `quiver_index_new` flags. */
 const FLAG_FLAT = 1;
+/** `quiver_index_new` flags of the stored element type (float32: neither). */
+const FLAG_DATATYPE = { float32: 0, float16: 2, uint8: 4 } as const;
+const DATATYPE_CODES = ['float32', 'float16', 'uint8'] as const;
 /** f64 values `quiver_index_stats` writes. */
-const STATS_VALUES = 11;
+const STATS_VALUES = 12;
 
 export interface WasmSearchArgs {
   k: number;
@@ -203,7 +206,7 @@ export class WasmModule {
           o.quantile ?? 0,
           o.seed === undefined ? 0 : 1,
           BigInt(o.seed ?? 0),
-          o.flat ? FLAG_FLAT : 0,
+          (o.flat ? FLAG_FLAT : 0) | FLAG_DATATYPE[o.datatype],
         ),
       ),
     );
@@ -311,6 +314,7 @@ export class WasmModule {
           totalBytes: v[7],
           quantization: QUANT_CODES[v[8]],
           flat: v[10] === 1,
+          datatype: DATATYPE_CODES[v[11]],
         };
       } finally {
         this.x.quiver_free(op, STATS_VALUES * 8);

@@ -31,7 +31,7 @@ import type {
   WalOptions,
 } from './engine';
 import { WasmSparseIndex } from './sparse-wasm';
-import { EngineError, isEngineErrorCode } from './errors';
+import { EngineError, invalidArgument, isEngineErrorCode } from './errors';
 import { WasmModule, WasmSearchArgs } from './wasm-abi';
 import type { WorkerRequest, WorkerResponse } from './wasm-worker';
 import {
@@ -144,8 +144,9 @@ class WasmVectorIndex implements VectorIndex {
     return f(await this.handle);
   }
 
-  add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void> {
+  add(labels: BigUint64Array, vectors: Float32Array, threads?: number, counts?: Uint32Array): Promise<void> {
     return this.with(async (handle) => {
+      if (counts !== undefined) throw invalidArgument('counts are for multivector indexes; this index holds one vector per label');
       checkLabels(labels);
       checkVectors(vectors);
       checkThreads(threads); // the worker runs single-threaded whatever is asked
@@ -273,6 +274,7 @@ export class WasmEngine implements Engine {
 
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
+    if (o.multivector) throw unsupported('multivector indexes need the native backend');
     // Let the engine judge the options now, so bad ones throw here as they do natively.
     const probe = this.local.create(o);
     let initial: IndexStats;

@@ -1,10 +1,12 @@
 /**
- * `npm run bench:rest -- --hybrid [--quick] [--n N] [--queries N] [--concurrency 8] [--reps 3] [--limit 100] [--tag NAME]`
+ * `npm run bench:rest -- --hybrid [--quick] [--second sparse|dense] [--n N] [--queries N] [--concurrency 8] [--reps 3] [--limit 100] [--tag NAME]`
  *
- * The hybrid-query cost benchmark (issue 18): one collection with two named dense
- * vectors (`a`: 128-d Cosine, `b`: 64-d Dot; Gaussian-mixture data generated here from a
- * fixed seed), HNSW built for both (m=16, ef_construct=100). Through REST at
- * `concurrency` requests in flight it times
+ * The hybrid-query cost benchmark (issue 18): one collection with a named dense vector
+ * `a` (128-d Cosine, Gaussian-mixture data generated here from a fixed seed, HNSW m=16,
+ * ef_construct=100) and a second vector `b`: by default a sparse vector (term weights of
+ * 40 terms a document drawn from a Zipf law over 30,000 terms; queries of 6 terms), the
+ * dense + keyword setup of most hybrid applications; with `--second dense` a 64-d Dot
+ * dense vector. Through REST at `concurrency` requests in flight it times
  *
  *  - prefetch A alone: `{query: qa, using: "a", limit: 100}`,
  *  - prefetch B alone: `{query: qb, using: "b", limit: 100}`,
@@ -36,13 +38,15 @@ interface HybridOptions {
   reps: number;
   /** Limit of each prefetch (and of each query run alone). */
   limit: number;
+  /** What the second prefetch searches: a sparse vector (default) or a second dense one. */
+  second: 'sparse' | 'dense';
   tag: string;
   resultsDir: string;
 }
 
 function parse(argv: string[]): HybridOptions {
   const quick = argv.includes('--quick');
-  const o: HybridOptions = { n: quick ? 20_000 : 100_000, queries: quick ? 300 : 1000, concurrency: 8, reps: quick ? 2 : 3, limit: 100, tag: today(), resultsDir: path.join(REPO_ROOT, 'bench', 'results') };
+  const o: HybridOptions = { n: quick ? 20_000 : 100_000, queries: quick ? 300 : 1000, concurrency: 8, reps: quick ? 2 : 3, limit: 100, second: 'sparse', tag: today(), resultsDir: path.join(REPO_ROOT, 'bench', 'results') };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = () => {
@@ -62,6 +66,11 @@ function parse(argv: string[]): HybridOptions {
     else if (a === '--reps') o.reps = int(a);
     else if (a === '--limit') o.limit = int(a);
     else if (a === '--tag') o.tag = v();
+    else if (a === '--second') {
+      const x = v();
+      if (x !== 'sparse' && x !== 'dense') throw new Error('--second: sparse or dense');
+      o.second = x;
+    }
     else throw new Error(`unknown option ${a}; usage: npm run bench:rest -- --hybrid [--quick] [--n N] [--queries N] [--concurrency 8] [--reps 3] [--limit 100] [--tag NAME]`);
   }
   return o;
@@ -75,6 +84,35 @@ function mixture(seed: number, count: number, dim: number): number[][] {
   return Array.from({ length: count }, () => {
     const c = centres[Math.floor(rand() * CLUSTERS)];
     return c.map((x) => Math.fround(x + g() * 0.6));
+  });
+}
+
+const VOCABULARY = 30_000;
+const DOC_TERMS = 40;
+const QUERY_TERMS = 6;
+
+/** `count` sparse vectors of `terms` distinct term ids drawn from a Zipf law (s = 1.1) over VOCABULARY, with weights in (0.1, 1]. */
+function zipfSparse(seed: number, count: number, terms: number): Array<{ indices: number[]; values: number[] }> {
+  const rand = mulberry32(seed);
+  const cdf = new Float64Array(VOCABULARY);
+  let sum = 0;
+  for (let r = 0; r < VOCABULARY; r++) cdf[r] = sum += 1 / Math.pow(r + 1, 1.1);
+  const draw = () => {
+    const x = rand() * sum;
+    let lo = 0;
+    let hi = VOCABULARY - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cdf[mid] < x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  return Array.from({ length: count }, () => {
+    const set = new Set<number>();
+    while (set.size < terms) set.add(draw());
+    const indices = [...set].sort((x, y) => x - y);
+    return { indices, values: indices.map(() => Number((0.1 + 0.9 * rand()).toFixed(4))) };
   });
 }
 
@@ -122,14 +160,19 @@ async function measure(client: RestClient, name: string, bodies: Buffer[], o: Hy
 export async function runHybridBench(argv: string[]): Promise<void> {
   const o = parse(argv);
   const cores = await coresAvailable();
-  console.log(`REST hybrid benchmark: ${o.n.toLocaleString('en-US')} points (a: ${DIM_A}-d Cosine, b: ${DIM_B}-d Dot), ${o.queries} queries, prefetch limit ${o.limit}, concurrency ${o.concurrency}, best of ${o.reps}`);
+  const sparse = o.second === 'sparse';
+  const bText = sparse ? `b: sparse, ${DOC_TERMS} Zipf terms of ${VOCABULARY.toLocaleString('en-US')}` : `b: ${DIM_B}-d Dot`;
+  console.log(`REST hybrid benchmark: ${o.n.toLocaleString('en-US')} points (a: ${DIM_A}-d Cosine, ${bText}), ${o.queries} queries, prefetch limit ${o.limit}, concurrency ${o.concurrency}, best of ${o.reps}`);
   const va = mixture(1, o.n + o.queries, DIM_A);
-  const vb = mixture(2, o.n + o.queries, DIM_B);
+  const vb = sparse ? [] : mixture(2, o.n + o.queries, DIM_B);
+  const sb = sparse ? [...zipfSparse(2, o.n, DOC_TERMS), ...zipfSparse(3, o.queries, QUERY_TERMS)] : [];
+  const bJson = (i: number) => (sparse ? JSON.stringify(sb[i]) : short(vb[i]));
   const server = await QuiverServer.start({ nodeArgs: [], keepStorage: false, env: {} });
   const client = makeClient('raw', server.url, o.concurrency);
   try {
     await client.json('PUT', `/collections/${COLLECTION}`, {
-      vectors: { a: { size: DIM_A, distance: 'Cosine' }, b: { size: DIM_B, distance: 'Dot' } },
+      vectors: sparse ? { a: { size: DIM_A, distance: 'Cosine' } } : { a: { size: DIM_A, distance: 'Cosine' }, b: { size: DIM_B, distance: 'Dot' } },
+      ...(sparse ? { sparse_vectors: { b: {} } } : {}),
       hnsw_config: { m: 16, ef_construct: 100 },
       // 1 KiB: every point of both vectors ends up in an HNSW graph, whatever --n is.
       optimizers_config: { indexing_threshold: 1 },
@@ -137,7 +180,7 @@ export async function runHybridBench(argv: string[]): Promise<void> {
     const t0 = Date.now();
     for (let from = 0; from < o.n; from += 1000) {
       const parts: string[] = [];
-      for (let i = from; i < Math.min(o.n, from + 1000); i++) parts.push(`{"id":${i},"vector":{"a":${short(va[i])},"b":${short(vb[i])}}}`);
+      for (let i = from; i < Math.min(o.n, from + 1000); i++) parts.push(`{"id":${i},"vector":{"a":${short(va[i])},"b":${bJson(i)}}}`);
       const r = await client.request('PUT', `/collections/${COLLECTION}/points?wait=true`, Buffer.from(`{"points":[${parts.join(',')}]}`));
       if (r.status !== 200) throw new Error(`upsert: HTTP ${r.status} ${r.body.toString('utf8').slice(0, 300)}`);
     }
@@ -146,7 +189,7 @@ export async function runHybridBench(argv: string[]): Promise<void> {
     let last = '';
     for (;;) {
       const ci = await client.json<{ status: string; indexed_vectors_count: number }>('GET', `/collections/${COLLECTION}`);
-      if (ci.status === 'green' && ci.indexed_vectors_count >= 2 * o.n) break;
+      if (ci.status === 'green' && ci.indexed_vectors_count >= (sparse ? 1 : 2) * o.n) break;
       const now = `${ci.status} ${ci.indexed_vectors_count}`;
       if (now !== last) console.log(`    ${now}`);
       last = now;
@@ -154,16 +197,16 @@ export async function runHybridBench(argv: string[]): Promise<void> {
       await new Promise((r) => setTimeout(r, 1000));
     }
     const greenSec = (Date.now() - t0) / 1000;
-    console.log(`  green with ${2 * o.n} indexed vectors ${greenSec.toFixed(1)} s after the first upsert`);
+    console.log(`  green with every dense vector indexed ${greenSec.toFixed(1)} s after the first upsert`);
 
     const qa = va.slice(o.n);
-    const qb = vb.slice(o.n);
+    const qb = (i: number) => bJson(o.n + i);
     const A = (i: number) => `{"query":${short(qa[i])},"using":"a","limit":${o.limit}}`;
-    const B = (i: number) => `{"query":${short(qb[i])},"using":"b","limit":${o.limit}}`;
+    const B = (i: number) => `{"query":${qb(i)},"using":"b","limit":${o.limit}}`;
     const idx = Array.from({ length: o.queries }, (_, i) => i);
     const rows = [
       await measure(client, `prefetch A alone (a, limit ${o.limit})`, idx.map((i) => Buffer.from(A(i))), o),
-      await measure(client, `prefetch B alone (b, limit ${o.limit})`, idx.map((i) => Buffer.from(B(i))), o),
+      await measure(client, `prefetch B alone (b ${sparse ? 'sparse' : 'dense'}, limit ${o.limit})`, idx.map((i) => Buffer.from(B(i))), o),
       await measure(client, `hybrid: A ${o.limit} + B ${o.limit} + RRF, limit 10`, idx.map((i) => Buffer.from(`{"prefetch":[${A(i)},${B(i)}],"query":{"fusion":"rrf"},"limit":10}`)), o),
     ];
     const ratio = rows[2].msPerQuery / (rows[0].msPerQuery + rows[1].msPerQuery);
@@ -178,7 +221,9 @@ export async function runHybridBench(argv: string[]): Promise<void> {
       `# REST hybrid query cost (${o.tag})`,
       '',
       `\`npm run bench:rest -- --hybrid${argv.length > 0 ? ' ' + argv.join(' ') : ''}\` on ${os.cpus()[0]?.model ?? 'unknown'} (${cores} cores available).`,
-      `${o.n.toLocaleString('en-US')} points with two named dense vectors (a: ${DIM_A}-d Cosine, b: ${DIM_B}-d Dot, Gaussian mixture of ${CLUSTERS} clusters), HNSW m=16, ef_construct=100 on both;`,
+      sparse
+        ? `${o.n.toLocaleString('en-US')} points with a named dense vector (a: ${DIM_A}-d Cosine, Gaussian mixture of ${CLUSTERS} clusters, HNSW m=16, ef_construct=100) and a sparse vector (b: ${DOC_TERMS} distinct terms a document drawn from a Zipf law, s = 1.1, over ${VOCABULARY.toLocaleString('en-US')} terms, weights in (0.1, 1]; queries of ${QUERY_TERMS} terms, exact top-k from the inverted index);`
+        : `${o.n.toLocaleString('en-US')} points with two named dense vectors (a: ${DIM_A}-d Cosine, b: ${DIM_B}-d Dot, Gaussian mixture of ${CLUSTERS} clusters), HNSW m=16, ef_construct=100 on both;`,
       `${o.queries} queries per pass at ${o.concurrency} in flight, best of ${o.reps} passes after a warm-up pass.`,
       '',
       '| query | queries/s | ms/query | p50 ms | p99 ms | hits |',

@@ -254,8 +254,9 @@ const CASES: Record<string, Case> = {
     path: `${P}/index/tmpf?wait=true`,
     before: () => admin('PUT', `${P}/index?wait=true`, { field_name: 'tmpf', field_schema: 'keyword' }),
   },
-  create_vector_name: { path: `${P}/vectors/c`, body: { size: 4, distance: 'Dot' } },
-  delete_vector_name: { path: `${P}/vectors/c` },
+  // Each call finds the state it needs: `c` absent to create it, present to delete it.
+  create_vector_name: { path: `${P}/vectors/c?wait=true`, body: { dense: { size: 4, distance: 'Dot' } }, before: () => adminTry('DELETE', `${P}/vectors/c?wait=true`) },
+  delete_vector_name: { path: `${P}/vectors/c?wait=true`, before: () => adminTry('PUT', `${P}/vectors/c?wait=true`, { dense: { size: 4, distance: 'Dot' } }) },
   list_collection_snapshots: { path: `${P}/snapshots` },
   create_collection_snapshot: { path: `${P}/snapshots?wait=true` },
   delete_collection_snapshot: {

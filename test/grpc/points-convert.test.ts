@@ -28,6 +28,7 @@ import {
 import { checkBatchItem, queryPointsToJson, recommendPointsToJson, searchPointsToJson } from '../../ts/api/grpc/convert/query';
 import { jsonToMap, mapToJson } from '../../ts/api/grpc/convert/value';
 import { QuiverError } from '../../ts/common/errors';
+import { multivectorRows } from '../../ts/common/multivector';
 import { MANAGE } from '../../ts/auth/access';
 import { timeoutSeconds } from '../../ts/api/grpc/convert/common';
 import { MAX_NESTING_DEPTH } from '../../ts/shard/limits';
@@ -242,8 +243,6 @@ test('vectors: dense, named, and the deprecated forms older clients send', (t) =
   const cases: Array<[object, RegExp]> = [
     [{ sparse: { indices: [1], values: [0.5] } }, /a sparse vector must be given under its name/],
     [{ data: [0.5], indices: { data: [1] } }, /a sparse vector must be given under its name/],
-    [{ multi_dense: { vectors: [{ data: [1, 2] }, { data: [3, 4] }] } }, /multivectors .* are not supported/],
-    [{ data: [1, 2, 3, 4], vectors_count: 2 }, /multivectors .* are not supported/],
     [{ document: { text: 'hello', model: 'm' } }, /inference documents are not supported/],
     [{}, /a vector needs at least one value/],
   ];
@@ -251,6 +250,12 @@ test('vectors: dense, named, and the deprecated forms older clients send', (t) =
     const r = req('Upsert', { points: [{ id: { num: '1' }, vectors: { vector } }] });
     const json = vectorsToJson(r.points[0].vectors, 'points[0].vector');
     t.regex(kindOf(() => pointVectors(json, 'points[0].vector')), pattern, JSON.stringify(vector));
+  }
+  // A multivector, in the current and the deprecated form, becomes REST's list of rows and parses to one flat list of 2 rows.
+  for (const vector of [{ multi_dense: { vectors: [{ data: [1, 2] }, { data: [3, 4] }] } }, { data: [1, 2, 3, 4], vectors_count: 2 }]) {
+    const json = vectorsToJson(req('Upsert', { points: [{ id: { num: '1' }, vectors: { vector } }] }).points[0].vectors, 'points[0].vector');
+    const parsed = pointVectors(json, 'points[0].vector').get('')!;
+    t.deepEqual([Array.from(parsed), multivectorRows(parsed)], [[1, 2, 3, 4], 2], JSON.stringify(vector));
   }
   t.deepEqual(vectorsToJson(req('Upsert', { points: [{ vectors: { vector: { data: [1, 2, 3, 4], vectors_count: 2 } } }] }).points[0].vectors, 'v'), [
     [1, 2],
@@ -316,13 +321,14 @@ test('Query: each kind of query becomes the REST body; what Quiver does not serv
     score_threshold: 0.5,
     offset: 2,
   });
+  t.deepEqual(body({ query: { nearest: { multi_dense: { vectors: [{ data: [1, 0] }, { data: [0, 1] }] } } } }), { query: { nearest: [[1, 0], [0, 1]] } });
+  t.truthy(parseQuery(body({ query: { nearest: { multi_dense: { vectors: [{ data: [1, 0] }, { data: [0, 1] }] } } } })));
   t.truthy(parseQuery(body({ query: { nearest: { dense: { data: [1, 0] } } }, filter: { must: [{ has_id: { has_id: [{ num: '1' }] } }] } })));
   // A sparse query reaches the parser as REST's `{indices, values}`.
   const sq = parseQuery(body({ query: { nearest: { sparse: { indices: [4, 1], values: [0.5, 1] } } }, using: 'text' }));
   t.deepEqual(sq.query, { nearest: { sparse: { indices: Uint32Array.of(4, 1), values: Float32Array.of(0.5, 1) } } });
 
   const refused: Array<[object, RegExp]> = [
-    [{ query: { nearest: { multi_dense: { vectors: [{ data: [1] }] } } } }, /multivectors/],
     [{ query: { recommend: { positive: [{ id: { num: '1' } }], strategy: 'SumScores' } } }, /^bad_input: .*`sum_scores` is not supported/],
     [{ query: { discover: { target: { id: { num: '1' } } } } }, /`discover` queries are not supported/],
     [{ query: { context: { pairs: [] } } }, /`context` queries are not supported/],

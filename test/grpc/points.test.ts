@@ -507,13 +507,54 @@ test('the RPCs REST answers 501 for answer UNIMPLEMENTED naming the feature', as
     ['Facet', /Facet counts/],
     ['SearchMatrixPairs', /distance matrix/],
     ['SearchMatrixOffsets', /distance matrix/],
-    ['CreateVectorName', /Adding a named vector/],
-    ['DeleteVectorName', /Removing a named vector/],
   ];
   for (const [rpc, message] of cases) {
     const details = await expectCode(t, rpc, { ...inC('pts') }, 'UNIMPLEMENTED', message);
     t.regex(details, /^Not implemented: .* is not available in this version of Quiver yet$/);
   }
+});
+
+test('CreateVectorName and DeleteVectorName change the collection as REST does; datatype and multivector forms translate both ways', async (t) => {
+  await restOk(t, 'PUT', '/collections/g_vn', { vectors: { a: { size: 2, distance: 'Dot' } } });
+  const created = await g.call('Points', 'CreateVectorName', {
+    ...inC('g_vn'),
+    vector_name: 'colbert',
+    wait: true,
+    dense_config: { size: '2', distance: 'Dot', multivector_config: { comparator: 'MaxSim' }, datatype: 'Float16' },
+  });
+  t.is(created.result.status, 'Completed');
+  const info = await restOk(t, 'GET', '/collections/g_vn');
+  t.deepEqual(info.config.params.vectors.colbert, { size: 2, distance: 'Dot', datatype: 'float16', multivector_config: { comparator: 'max_sim' } });
+  // Collection info over gRPC shows the new vector with its datatype and multivector config.
+  const gi = await g.call('Collections', 'Get', inC('g_vn'));
+  const colbert = gi.result.config.params.vectors_config.params_map.map.colbert;
+  t.like(colbert, { size: '2', distance: 'Dot', datatype: 'Float16', multivector_config: { comparator: 'MaxSim' } });
+  // A list written and read over gRPC: multi_dense both ways; MaxSim scores it.
+  await g.call('Points', 'Upsert', {
+    ...inC('g_vn'),
+    wait: true,
+    points: [{ id: pid(1), vectors: { vectors: { vectors: { a: dense([1, 0]), colbert: { multi_dense: { vectors: [{ data: [1, 0] }, { data: [0, 2] }] } } } } } }],
+  });
+  const got = await g.call('Points', 'Get', { ...inC('g_vn'), ids: [pid(1)], with_vectors: { enable: true } });
+  t.deepEqual(
+    got.result[0].vectors.vectors.vectors.colbert.multi_dense.vectors.map((v: Json) => v.data),
+    [
+      [1, 0],
+      [0, 2],
+    ],
+  );
+  const hit = await g.call('Points', 'Query', { ...inC('g_vn'), using: 'colbert', query: { nearest: { multi_dense: { vectors: [{ data: [1, 1] }] } } } });
+  t.is(hit.result[0].score, 2);
+  // The same refusals as REST, with REST's message.
+  const dup = await g.fail('Points', 'CreateVectorName', { ...inC('g_vn'), vector_name: 'a', dense_config: { size: '2', distance: 'Dot' } });
+  t.is(codeName(dup.code), 'INVALID_ARGUMENT');
+  const r = await rest('PUT', '/collections/g_vn/vectors/a', { dense: { size: 2, distance: 'Dot' } });
+  t.is(dup.details, r.body.status.error);
+  const deleted = await g.call('Points', 'DeleteVectorName', { ...inC('g_vn'), vector_name: 'colbert', wait: true });
+  t.is(deleted.result.status, 'Completed');
+  t.deepEqual(Object.keys((await restOk(t, 'GET', '/collections/g_vn')).config.params.vectors), ['a']);
+  const missing = await g.fail('Points', 'DeleteVectorName', { ...inC('g_vn'), vector_name: 'colbert' });
+  t.is(codeName(missing.code), 'INVALID_ARGUMENT');
 });
 
 test('custom sharding: shard_key_selector writes and reads by key, and hits carry their shard key, as REST', async (t) => {

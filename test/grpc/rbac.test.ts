@@ -165,8 +165,15 @@ const CASES: Record<string, Case> = {
     request: { collection_name: MAIN, field_name: 'tmp_field', wait: true },
     before: () => admin('PUT', `/collections/${MAIN}/index?wait=true`, { field_name: 'tmp_field', field_schema: 'keyword' }),
   },
-  create_vector_name: { request: { collection_name: MAIN, vector_name: 'c', dense_config: { size: '4', distance: 'Dot' } } },
-  delete_vector_name: { request: { collection_name: MAIN, vector_name: 'b' } },
+  // Each call finds the state it needs: `c` absent to create it, present to delete it.
+  create_vector_name: {
+    request: { collection_name: MAIN, vector_name: 'c', dense_config: { size: '4', distance: 'Dot' }, wait: true },
+    before: () => rest('DELETE', `/collections/${MAIN}/vectors/c?wait=true`),
+  },
+  delete_vector_name: {
+    request: { collection_name: MAIN, vector_name: 'c', wait: true },
+    before: () => rest('PUT', `/collections/${MAIN}/vectors/c?wait=true`, { dense: { size: 4, distance: 'Dot' } }),
+  },
   get_points: { request: { collection_name: MAIN, ids: [pid(1), pid(2)] } },
   upsert_points: { request: { collection_name: MAIN, wait: true, points: [{ id: pid(100), vectors: both([1, 1, 1, 1], [2, 2, 2, 2]), payload: { n: { integer_value: '100' } } }] } },
   update_points_batch: {

@@ -197,6 +197,22 @@ export class OpenApi {
     if (validate(body)) return [];
     return formatErrors(validate.errors ?? [], body);
   }
+
+  /**
+   * Validates a value (a request body) against a named schema of the document's
+   * components, e.g. `CreateCollection`. Returns one line per problem; empty when it conforms.
+   */
+  validateSchema(name: string, value: unknown): string[] {
+    const id = `schema ${name}`;
+    if (!this.compiled.has(id)) {
+      const schemas = (this.doc.components as JsonObj).schemas as JsonObj;
+      if (!isObj(schemas[name])) throw new Error(`the ${SPEC_VERSION} spec has no schema ${name}`);
+      this.compiled.set(id, this.ajv.compile({ $ref: `${DOC_ID}#/definitions/${name}` }));
+    }
+    const validate = this.compiled.get(id)!;
+    if (validate === null || validate(value)) return [];
+    return formatErrors(validate.errors ?? [], value);
+  }
 }
 
 /** `/result/points/0/id` -> `$.result.points[0].id`. */

@@ -16,6 +16,7 @@
  * indexes, checkpoints, snapshots — uses its LocalShard directly).
  */
 
+import { markMultivector, MAX_MULTIVECTOR_ROWS, multivectorRows } from '../common/multivector';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
@@ -586,9 +587,19 @@ export class Collection {
    * changed, its HNSW index is rebuilt in the background (status yellow meanwhile),
    * as the reference does.
    */
-  updateConfig(next: CollectionConfig): void {
+  async updateConfig(next: CollectionConfig): Promise<void> {
     this.meta.config = next;
-    for (const spec of vectorSpecs(next)) {
+    // Named vectors added or removed (PUT/DELETE /collections/{name}/vectors/{vector_name}):
+    // each local shard gets an empty store for a new one, or drops a removed one's store.
+    const specs = vectorSpecs(next);
+    const names = new Set(specs.map((s) => s.name));
+    const added = specs.filter((s) => !this.specs.has(s.name));
+    const removed = [...this.specs.keys()].filter((n) => !names.has(n));
+    for (const n of removed) this.specs.delete(n);
+    if (added.length > 0 || removed.length > 0) {
+      await Promise.all(this.present().map((s) => s.changeVectorNames(added.map((a) => ({ ...a })), removed)));
+    }
+    for (const spec of specs) {
       const before = this.specs.get(spec.name);
       const graphChanged =
         before !== undefined &&
@@ -677,7 +688,26 @@ export class Collection {
   /** Throws the reference's 400 when a vector does not fit its named vector. */
   checkVector(name: string, v: Float32Array): void {
     const spec = this.vectorSpec(name);
-    if (v.length !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${v.length}`);
+    const rows = multivectorRows(v);
+    if (rows !== null && !spec.multivector) {
+      throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: a list of vectors was given, but the vector is not a multivector (no multivector_config)`);
+    }
+    // A multivector's rows each have the vector's dimension; a plain vector is one row.
+    if (rows !== null && rows > MAX_MULTIVECTOR_ROWS) {
+      throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: a multivector of ${rows} vectors; at most ${MAX_MULTIVECTOR_ROWS}`);
+    }
+    const inner = rows !== null ? v.length / rows : v.length;
+    if (inner !== spec.dim) throw new BadInputError(`Vector dimension error: expected dim: ${spec.dim}, got ${inner}`);
+    // float16 holds magnitudes up to 65504; larger ones would round to infinity (a
+    // Cosine vector is normalised first, so it always fits). uint8 needs no check: it
+    // truncates and saturates every value, as the reference does.
+    if (spec.datatype === 'float16' && spec.distance !== 'Cosine') {
+      for (let i = 0; i < v.length; i++) {
+        if (Math.abs(v[i]) >= 65520) {
+          throw new BadInputError(`vector${name === '' ? '' : ` ${JSON.stringify(name)}`}: value ${v[i]} at position ${i} is out of the float16 range (largest magnitude 65504)`);
+        }
+      }
+    }
   }
 
   // -- writes -----------------------------------------------------------------------------
@@ -1005,6 +1035,9 @@ export class Collection {
       return this.search({ ...req, vector, exclude }, opts, rings);
     }
     const { positive, negative } = q.recommend;
+    if (this.vectorSpec(req.using).multivector) {
+      throw new BadInputError(`recommend over the multivector ${req.using === '' ? '(unnamed)' : JSON.stringify(req.using)} is not supported by Quiver; query with a multivector instead`);
+    }
     const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings, lookupFrom, others);
     const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
     return this.search({ ...req, vector, exclude }, opts, rings);
@@ -1124,7 +1157,9 @@ export class Collection {
       if (!r) throw new NotFoundError(`No point with id ${text} found`);
       const v = r.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[name];
       if (!v || !Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${name === '' ? '(unnamed)' : JSON.stringify(name)}`);
-      return Float32Array.from(v);
+      // A multivector comes back as its rows: the query is the same list.
+      if (v.length > 0 && Array.isArray(v[0])) return markMultivector(Float32Array.from((v as number[][]).flat()), v.length);
+      return Float32Array.from(v as number[]);
     });
   }
 

@@ -10,7 +10,7 @@
  * The unnamed (single) vector is stored under the name "" as the reference does.
  */
 
-import type { Distance, Quantization } from '../../bindings/engine';
+import type { Datatype, Distance, Quantization } from '../../bindings/engine';
 import { BadInputError, FormatError, ValidationError } from '../common/errors';
 import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Config } from '../config/types';
@@ -54,6 +54,10 @@ export interface VectorParams {
   hnsw_config?: Partial<HnswConfig>;
   quantization_config?: QuantizationConfig | null;
   on_disk?: boolean;
+  /** Element type of the stored vectors; absent (float32) unless given, as the reference shows it. */
+  datatype?: Datatype;
+  /** Points carry lists of vectors, scored by MaxSim; absent unless given. */
+  multivector_config?: { comparator: 'max_sim' };
 }
 
 export interface CollectionParams {
@@ -288,25 +292,46 @@ export function parseQuantization(x: unknown, field: string): QuantizationConfig
 
 function parseVectorParams(x: unknown, field: string): VectorParams {
   const o = obj(x, field);
-  rejectUnknown(o, ['size', 'distance', 'hnsw_config', 'quantization_config', 'on_disk', 'datatype'], `${field}.`, {
-    multivector_config: 'multivectors are not supported by Quiver',
-  });
+  rejectUnknown(o, ['size', 'distance', 'hnsw_config', 'quantization_config', 'on_disk', 'datatype', 'multivector_config'], `${field}.`);
   if (o.size === undefined) throw new FormatError(`${field}: missing field \`size\``);
   if (o.distance === undefined) throw new FormatError(`${field}: missing field \`distance\``);
   const out: VectorParams = {
     size: int(o.size, `${field}.size`, 1, 65_536),
     distance: parseDistance(o.distance, `${field}.distance`),
   };
-  if (o.datatype !== undefined && o.datatype !== null && o.datatype !== 'float32') {
-    throw new BadInputError(`${field}.datatype: only float32 vectors are supported by Quiver, got ${JSON.stringify(o.datatype)}`);
-  }
+  const datatype = optional(o, 'datatype', (v) => parseDatatype(v, `${field}.datatype`));
   if (o.hnsw_config !== undefined && o.hnsw_config !== null) out.hnsw_config = parseHnswDiff(o.hnsw_config, `${field}.hnsw_config`);
   if (o.quantization_config !== undefined && o.quantization_config !== null) {
     out.quantization_config = parseQuantization(o.quantization_config, `${field}.quantization_config`);
   }
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
   if (od !== undefined) out.on_disk = od;
+  if (datatype !== undefined) out.datatype = datatype;
+  if (o.multivector_config !== undefined && o.multivector_config !== null) {
+    out.multivector_config = parseMultivectorConfig(o.multivector_config, `${field}.multivector_config`);
+    if (out.distance !== 'Cosine' && out.distance !== 'Dot') {
+      throw new BadInputError(`${field}.multivector_config: multivectors with ${out.distance} distance are not supported by Quiver (Cosine and Dot are)`);
+    }
+    if (out.quantization_config) throw new BadInputError(`${field}.quantization_config: quantized multivectors are not supported by Quiver`);
+  }
   return out;
+}
+
+function parseMultivectorConfig(x: unknown, field: string): { comparator: 'max_sim' } {
+  const o = obj(x, field);
+  rejectUnknown(o, ['comparator'], `${field}.`);
+  if (o.comparator === undefined) throw new FormatError(`${field}: missing field \`comparator\``);
+  if (o.comparator !== 'max_sim') throw new FormatError(`${field}.comparator: unknown variant ${JSON.stringify(o.comparator)}, expected \`max_sim\``);
+  return { comparator: 'max_sim' };
+}
+
+const DATATYPE_NAMES: readonly Datatype[] = ['float32', 'uint8', 'float16'];
+
+function parseDatatype(x: unknown, field: string): Datatype {
+  if (typeof x !== 'string' || !DATATYPE_NAMES.includes(x as Datatype)) {
+    throw new FormatError(`${field}: unknown variant ${JSON.stringify(x)}, expected one of ${DATATYPE_NAMES.map((d) => `\`${d}\``).join(', ')}`);
+  }
+  return x as Datatype;
 }
 
 const VECTOR_NAME_RE = /^[^\0/\\]{1,255}$/;
@@ -410,7 +435,17 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     quantization_config: quantization,
   };
   if (metadata !== undefined) out.metadata = metadata;
+  checkMultivectorQuantization(out);
   return out;
+}
+
+/** Multivectors are stored unquantized: a quantization that would apply to one is refused. */
+function checkMultivectorQuantization(config: CollectionConfig): void {
+  for (const [name, p] of vectorEntries(config.params)) {
+    if (!p.multivector_config) continue;
+    const q = p.quantization_config !== undefined ? p.quantization_config : config.quantization_config;
+    if (q) throw new BadInputError(`${name === '' ? 'vectors' : `vectors.${name}`}: quantized multivectors are not supported by Quiver (this vector would be quantized by its own or the collection's quantization_config)`);
+  }
 }
 
 const PARAMS_ORDER: ReadonlyArray<keyof CollectionParams> = [
@@ -501,6 +536,7 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
     }
     next.params.vectors = entries.has('') && entries.size === 1 ? (entries.get('') as VectorParams) : Object.fromEntries(entries);
   }
+  checkMultivectorQuantization(next);
   return { config: next, reindex };
 }
 
@@ -525,10 +561,56 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
       fullScanThresholdKb: h.full_scan_threshold,
       quantization: engineQuantization(q),
       // m = 0 means "no graph" in the reference: keep everything in exact-scan form.
-      indexingThresholdKb: h.m === 0 ? 0 : threshold === null ? 10_000 : threshold,
+      // A multivector store links points as they come (or, with m = 0, never).
+      indexingThresholdKb: h.m === 0 || p.multivector_config ? 0 : threshold === null ? 10_000 : threshold,
       maxIndexingThreads: h.max_indexing_threads,
       deletedThreshold: config.optimizer_config.deleted_threshold,
       vacuumMinVectorNumber: config.optimizer_config.vacuum_min_vector_number,
+      datatype: p.datatype ?? 'float32',
+      multivector: p.multivector_config ? true : undefined,
     };
   });
+}
+
+// ---------------------------------------------------------------------------------
+// Named vector CRUD: `PUT` and `DELETE /collections/{name}/vectors/{vector_name}`.
+
+/**
+ * Parses a VectorNameConfig body (`{"dense": {size, distance, multivector_config?,
+ * datatype?}}`; `{"sparse": ...}` is refused as sparse vectors are) into the
+ * VectorParams of the new vector.
+ */
+export function parseVectorNameConfig(body: unknown): VectorParams {
+  const o = obj(body, 'body');
+  const keys = Object.keys(o);
+  if (keys.length !== 1 || (keys[0] !== 'dense' && keys[0] !== 'sparse')) {
+    throw new FormatError(`body: expected exactly one of \`dense\`, \`sparse\`, got ${keys.length === 0 ? 'neither' : keys.map((k) => `\`${k}\``).join(', ')}`);
+  }
+  if (keys[0] === 'sparse') throw new BadInputError('sparse: sparse vectors are not supported by Quiver');
+  const d = obj(o.dense, 'dense');
+  rejectUnknown(d, ['size', 'distance', 'multivector_config', 'datatype'], 'dense.');
+  return parseVectorParams(d, 'dense');
+}
+
+/** `config` with the named vector `name` added (the collection's HNSW and quantization settings apply to it). */
+export function addVectorName(config: CollectionConfig, name: string, params: VectorParams): CollectionConfig {
+  if (!VECTOR_NAME_RE.test(name) || name === '.' || name === '..') throw new ValidationError(`vector_name: invalid vector name ${JSON.stringify(name)}`);
+  const entries = vectorEntries(config.params);
+  if (entries.some(([n]) => n === name)) throw new BadInputError(`Vector with name ${JSON.stringify(name)} already exists`);
+  const next: CollectionConfig = JSON.parse(JSON.stringify(config)) as CollectionConfig;
+  next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, params]]);
+  checkMultivectorQuantization(next);
+  return next;
+}
+
+/** `config` without the named vector `name`; a collection keeps at least one vector. */
+export function removeVectorName(config: CollectionConfig, name: string): CollectionConfig {
+  const entries = vectorEntries(config.params);
+  if (!entries.some(([n]) => n === name)) throw new BadInputError(`Not existing vector name error: ${name}`);
+  if (entries.length === 1) throw new BadInputError(`cannot delete ${JSON.stringify(name)}, the only vector of the collection: Quiver does not support collections without dense vectors`);
+  const next: CollectionConfig = JSON.parse(JSON.stringify(config)) as CollectionConfig;
+  const rest = entries.filter(([n]) => n !== name);
+  // Only the unnamed vector left: the config shows it bare again, as when it was created so.
+  next.params.vectors = rest.length === 1 && rest[0][0] === '' ? rest[0][1] : Object.fromEntries(rest);
+  return next;
 }

@@ -8,6 +8,7 @@
  */
 
 import { BadRequestError } from '../common/errors';
+import { splitRows } from '../common/multivector';
 import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Filter } from '../shard/filter';
 import { compareKeys } from '../shard/id-tracker';
@@ -29,6 +30,7 @@ import {
   type ScrollRequest,
   type SearchRequest,
   type UpdateOptions,
+  type VectorOut,
   type WithVector,
 } from './replica';
 import { fromShardOperation, resolveOperation, type ReplicaOperation } from './replica-operation';
@@ -45,10 +47,14 @@ export interface ForwardSink {
 
 export class LocalReplica implements Replica {
   readonly isLocal = true;
-  /** Every vector name, in the collection's order (what `with_vector: true` returns). */
-  private readonly allNames: readonly string[];
+  /** Every vector name, in the collection's order (what `with_vector: true` returns); named vectors come and go. */
+  private get allNames(): readonly string[] {
+    return [...this.shard.vectors.keys(), ...this.shard.sparse.keys()];
+  }
   /** Whether the collection has the unnamed vector only: vectors are then bare arrays. */
-  private readonly singleUnnamed: boolean;
+  private get singleUnnamed(): boolean {
+    return this.shard.vectors.size === 1 && this.shard.vectors.has('') && this.shard.sparse.size === 0;
+  }
 
   /** Set while this replica is the source of a transfer. */
   private sink: ForwardSink | null = null;
@@ -61,10 +67,7 @@ export class LocalReplica implements Replica {
   constructor(
     readonly peer: string,
     readonly shard: LocalShard,
-  ) {
-    this.allNames = [...shard.vectors.keys(), ...shard.sparse.keys()];
-    this.singleUnnamed = shard.vectors.size === 1 && shard.vectors.has('') && shard.sparse.size === 0;
-  }
+  ) {}
 
   update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
     if (this.sink === null) {
@@ -144,11 +147,16 @@ export class LocalReplica implements Replica {
     this.addPayload(out, p, withPayload);
     if (names.length > 0) {
       const vs = await this.shard.vectorsOf(p.offset, names as string[]);
+      // A multivector is shown as its rows.
+      const shape = (n: string, v: Float32Array): VectorOut => {
+        const spec = this.shard.vectors.get(n)?.spec;
+        return spec?.multivector ? splitRows(v, spec.dim) : Array.from(v);
+      };
       if (this.singleUnnamed) {
-        if (vs.has('')) out.vector = Array.from(vs.get('')!);
+        if (vs.has('')) out.vector = shape('', vs.get('')!);
       } else {
-        const o: Record<string, number[] | SparseOut> = {};
-        for (const [n, v] of vs) o[n] = Array.from(v);
+        const o: Record<string, VectorOut | SparseOut> = {};
+        for (const [n, v] of vs) o[n] = shape(n, v);
         if (this.shard.sparse.size > 0) {
           const ss = await this.shard.sparseOf(p.offset, names.filter((n) => this.shard.sparse.has(n)));
           for (const [n, v] of ss) o[n] = { indices: Array.from(v.indices), values: Array.from(v.values) };

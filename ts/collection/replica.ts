@@ -29,8 +29,10 @@ export interface SparseOut {
   values: number[];
 }
 
-/** Vectors of a shaped point: a bare array when the collection has only the unnamed vector, else by name (sparse ones as `{indices, values}`). */
-export type VectorsOut = number[] | Record<string, number[] | SparseOut>;
+/** A vector as output: its values, or a multivector's rows. */
+export type VectorOut = number[] | number[][];
+/** Vectors of a shaped point: a bare array (or rows) when the collection has only the unnamed vector, else by name (sparse ones as `{indices, values}`). */
+export type VectorsOut = VectorOut | Record<string, VectorOut | SparseOut>;
 
 /** A point read by id or by scroll, shaped as asked; `payload` and `vector` are absent when not asked for. */
 export interface PointRecord {

@@ -226,6 +226,8 @@ export class LocalShard {
   private readonly walRetainBytes: number;
   /** Whether checkpoint.json exists (read at load, set by the first checkpoint). */
   private hasCheckpoint = false;
+  /** A named vector was added or removed since the last checkpoint (the next one must be written). */
+  private namesChanged = false;
   private lock: Promise<unknown> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | null = null;
   private optimizeTimer: NodeJS.Timeout | null = null;
@@ -509,7 +511,7 @@ export class LocalShard {
         for (const p of op.points) {
           if (!this.tracker.has(p.id)) continue;
           const { offset } = this.tracker.upsert(p.id, seq);
-          for (const [name, v] of p.vectors) writes.add(name, offset, v);
+          for (const [name, v] of p.vectors) if (this.vectors.has(name)) writes.add(name, offset, v);
         }
         await Promise.all([writes.apply(this.vectors), this.applySparse(op.points.filter((p) => this.tracker.has(p.id)), false)]);
         return;
@@ -639,11 +641,43 @@ export class LocalShard {
     await this.removeUnusedFiles();
   }
 
+  /**
+   * Adds an empty store for each of `added` and drops the stores of `removed` (a named
+   * vector created or deleted), then checkpoints: the WAL before the change is never
+   * replayed into the new set of names (a re-created name must not get the old one's
+   * vectors back).
+   */
+  async changeVectorNames(added: VectorSpec[], removed: string[]): Promise<void> {
+    await this.exclusive(async () => {
+      for (const name of removed) {
+        const store = this.vectors.get(name);
+        if (!store) continue;
+        await store.cancel();
+        this.vectors.delete(name);
+        store.closeIndexes();
+      }
+      // File numbers go on from the highest any store used: a new store's files must not
+      // take a name a dropped store's files (still named by the checkpoint) have.
+      const fileNo = Math.max(this.current?.file_no ?? 0, ...[...this.vectors.values()].map((v) => v.fileNo));
+      for (const spec of added) {
+        if (this.vectors.has(spec.name)) continue;
+        const store = new VectorStore(this.opts.engine, spec, this.logger);
+        store.fileNo = fileNo;
+        this.vectors.set(spec.name, store);
+      }
+      this.namesChanged = true;
+    });
+    // One that was already running may have started before the change.
+    await this.checkpoint();
+    if (this.namesChanged) await this.checkpoint();
+  }
+
   /** Writes a checkpoint of the state now (the caller holds the update lock); null when the last one is still current. */
   private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
     const seq = this.appliedSeq;
-    const vectorsChanged = [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
+    const vectorsChanged = this.namesChanged || [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
     if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
+    this.namesChanged = false;
     const started = Date.now();
     await this.wal.sync();
     const vectors: Record<string, VectorFiles> = {};
@@ -1259,7 +1293,14 @@ class VectorWrites {
   }
 
   async apply(stores: Map<string, VectorStore>): Promise<void> {
-    await Promise.all([...this.byName].map(([name, e]) => stores.get(name)!.upsert(BigUint64Array.from(e.labels), concat(e.vecs))));
+    await Promise.all(
+      [...this.byName].map(([name, e]) => {
+        const store = stores.get(name)!;
+        // A multivector store gets the rows of each point's list.
+        const counts = store.spec.multivector ? Uint32Array.from(e.vecs, (v) => v.length / store.spec.dim) : undefined;
+        return store.upsert(BigUint64Array.from(e.labels), concat(e.vecs), counts);
+      }),
+    );
   }
 }
 

@@ -72,7 +72,7 @@ interface Header {
   key?: string | null;
   keys?: string[];
   names?: string[];
-  /** Per vector name: dim and the indexes (into ids) of points carrying that vector. */
+  /** Per vector name and length: the length and the indexes (into ids) of points carrying such a vector. */
   v?: Array<{ n: string; d: number; rows: number[] }>;
   /**
    * Per sparse vector name: the rows carrying it and each one's entry count. Their data
@@ -95,14 +95,17 @@ function vectorTable(points: Array<{ vectors: NamedVectors }>): { table: NonNull
   const perName = new Map<string, Float32Array[]>();
   points.forEach((p, i) => {
     for (const [name, vec] of p.vectors) {
-      let e = byName.get(name);
+      // One entry per name and length: a multivector's length is its rows times the
+      // dimension, so the lists of one name may differ (a name may have several entries).
+      const key = `${vec.length}\u0000${name}`;
+      let e = byName.get(key);
       if (!e) {
         e = { n: name, d: vec.length, rows: [] };
-        byName.set(name, e);
-        perName.set(name, []);
+        byName.set(key, e);
+        perName.set(key, []);
       }
       e.rows.push(i);
-      perName.get(name)!.push(vec);
+      perName.get(key)!.push(vec);
     }
   });
   for (const list of perName.values()) chunks.push(...list);

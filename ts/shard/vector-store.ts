@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 
 import * as os from 'node:os';
 
-import type { Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
+import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 
 import { LabelSet } from './label-set';
 import { MAX_ENGINE_COUNT } from './limits';
@@ -45,6 +45,14 @@ export interface VectorSpec {
   maxIndexingThreads: number;
   deletedThreshold: number;
   vacuumMinVectorNumber: number;
+  /** Element type the engine stores the vectors in (default float32). */
+  datatype?: Datatype;
+  /**
+   * Points hold lists of vectors (flat, rows of `dim`), scored by MaxSim. The store then
+   * keeps one engine index that links points as they come (no graph when m is 0), and
+   * the optimizer never moves them (indexingThresholdKb is 0).
+   */
+  multivector?: boolean;
 }
 
 /** Runs `fn` while no write of the shard runs (the shard's update lock). */
@@ -181,7 +189,10 @@ export class VectorStore {
 
   private flatOptions(): IndexOptions {
     const s = this.spec;
-    return { dim: s.dim, distance: s.distance, flat: true, fullScanThresholdKb: s.fullScanThresholdKb };
+    if (s.multivector) {
+      return { dim: s.dim, distance: s.distance, multivector: true, flat: s.m === 0, m: Math.max(2, s.m), efConstruct: s.efConstruct, datatype: s.datatype };
+    }
+    return { dim: s.dim, distance: s.distance, flat: true, fullScanThresholdKb: s.fullScanThresholdKb, datatype: s.datatype };
   }
 
   private graphOptions(): IndexOptions {
@@ -193,6 +204,7 @@ export class VectorStore {
       efConstruct: s.efConstruct,
       fullScanThresholdKb: s.fullScanThresholdKb,
       quantization: s.quantization,
+      datatype: s.datatype,
     };
   }
 
@@ -205,8 +217,11 @@ export class VectorStore {
     return this.spec.maxIndexingThreads > 0 ? this.spec.maxIndexingThreads : Math.max(1, CPU_COUNT - 1);
   }
 
-  /** Writes or replaces vectors (call under the shard's update lock). */
-  async upsert(labels: BigUint64Array, vectors: Float32Array): Promise<void> {
+  /**
+   * Writes or replaces vectors (call under the shard's update lock). A multivector
+   * store takes `counts`, the rows of each label's list.
+   */
+  async upsert(labels: BigUint64Array, vectors: Float32Array, counts?: Uint32Array): Promise<void> {
     if (labels.length === 0) return;
     this.lastWrite = Date.now();
     const others = [this.frozen, this.indexed].filter((t): t is Tracked => t !== null);
@@ -218,7 +233,7 @@ export class VectorStore {
       this.present.add(l);
     }
     this.appendable.gen++;
-    await Promise.all([this.appendable.index.add(labels, vectors, 1), ...deletes]);
+    await Promise.all([this.appendable.index.add(labels, vectors, 1, counts), ...deletes]);
   }
 
   /**
@@ -288,7 +303,9 @@ export class VectorStore {
     // The engine's k is a 32-bit count: asking again for more stops there.
     let k = Math.min(opts.k + extra, MAX_ENGINE_COUNT);
     for (;;) {
-      const r = await batcher.search(t.index, vector, k === opts.k ? opts : { ...opts, k });
+      const o = k === opts.k ? opts : { ...opts, k };
+      // A multivector index answers each query list alone (no flat batches).
+      const r = this.spec.multivector ? await t.index.search(vector, o) : await batcher.search(t.index, vector, o);
       const hits: Hit[] = [];
       for (let i = 0; i < r.labels.length; i++) {
         const label = r.labels[i];
@@ -612,6 +629,9 @@ export class VectorStore {
     preloaded: (file: string) => Promise<VectorIndex> | null = () => null,
   ): Promise<void> {
     const names = [files.appendable, files.frozen, files.indexed];
+    // `keepOf` may fail (a corrupt state file) while the indexes still load: it is
+    // awaited below, and must not count as unhandled meanwhile (that ends the process).
+    keepOf.catch(() => undefined);
     const opened = await Promise.allSettled(names.map((f) => (f ? (preloaded(f) ?? this.engine.loadIndex(path.join(dir, f))) : Promise.resolve(null))));
     const loaded = opened.map((r) => (r.status === 'fulfilled' ? r.value : null));
     try {

@@ -112,7 +112,7 @@ export class LocalApplier {
       return;
     }
     await this.toc.updateMeta(name, async (c) => {
-      if (JSON.stringify(c.config) !== JSON.stringify(desired.config)) c.updateConfig(structuredClone(desired.config));
+      if (JSON.stringify(c.config) !== JSON.stringify(desired.config)) await c.updateConfig(structuredClone(desired.config));
       if (!samePayloadSchema(c.meta.payload_schema, desired.payload_schema)) {
         for (const field of Object.keys(c.meta.payload_schema)) {
           if (desired.payload_schema[field] === undefined) await c.dropPayloadIndex(field);

@@ -14,7 +14,7 @@
  */
 
 import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, QuiverError } from '../common/errors';
-import { applyCollectionUpdate, type CollectionConfig } from '../collection/config';
+import { addVectorName, applyCollectionUpdate, removeVectorName, type CollectionConfig, type VectorParams } from '../collection/config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
 import { TRANSFER_METHODS, type TransferMethod } from '../collection/cluster-link';
 import {
@@ -95,6 +95,9 @@ export type MetaOp =
       next_shard_id?: number;
     }
   | { op: 'updateCollection'; name: string; patch: unknown }
+  /** Adds a named vector to a collection (`PUT /collections/{name}/vectors/{vector_name}`), with its parsed params. */
+  | { op: 'createVectorName'; collection: string; vector: string; params: VectorParams }
+  | { op: 'deleteVectorName'; collection: string; vector: string }
   | { op: 'deleteCollection'; name: string }
   | { op: 'changeAliases'; actions: AliasAction[] }
   | { op: 'createPayloadIndex'; collection: string; field: string; schema: FieldSchema }
@@ -313,6 +316,16 @@ export class ClusterState {
       case 'updateCollection': {
         const [name, c] = this.requireCollection(op.name);
         c.config = applyCollectionUpdate(c.config, op.patch).config;
+        return done(true, [name]);
+      }
+      case 'createVectorName': {
+        const [name, c] = this.requireCollection(op.collection);
+        c.config = addVectorName(c.config, op.vector, op.params);
+        return done(true, [name]);
+      }
+      case 'deleteVectorName': {
+        const [name, c] = this.requireCollection(op.collection);
+        c.config = removeVectorName(c.config, op.vector);
         return done(true, [name]);
       }
       case 'deleteCollection': {

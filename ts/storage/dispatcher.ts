@@ -19,7 +19,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 
 import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError } from '../common/errors';
-import { applyCollectionUpdate, parseCreateCollection } from '../collection/config';
+import { addVectorName, applyCollectionUpdate, parseCreateCollection, removeVectorName, type VectorParams } from '../collection/config';
 import {
   autoShardingRefusal,
   emptyPlacementError,
@@ -105,9 +105,7 @@ export class Dispatcher {
 
   async updateCollection(name: string, patch: unknown, timeoutS: number | null): Promise<void> {
     if (this.consensus === null) {
-      await this.toc.updateMeta(name, async (c) => {
-        c.updateConfig(applyCollectionUpdate(c.config, patch).config);
-      });
+      await this.toc.updateMeta(name, (c) => c.updateConfig(applyCollectionUpdate(c.config, patch).config));
       return;
     }
     const state = this.consensus.clusterState;
@@ -115,6 +113,32 @@ export class Dispatcher {
     if (target === undefined) throw new NotFoundError(`Collection \`${name}\` doesn't exist!`);
     applyCollectionUpdate(state.collection(target)!.config, patch); // a bad body fails here, before consensus
     await this.consensus.propose({ op: 'updateCollection', name, patch }, this.ms(timeoutS));
+  }
+
+  /** Adds a named vector to a collection: its shards get an empty store for it. */
+  async createVectorName(name: string, vector: string, params: VectorParams, timeoutS: number | null): Promise<void> {
+    if (this.consensus === null) {
+      await this.toc.updateMeta(name, (c) => c.updateConfig(addVectorName(c.config, vector, params)));
+      return;
+    }
+    const state = this.consensus.clusterState;
+    const target = state.resolve(name);
+    if (target === undefined) throw new NotFoundError(`Collection \`${name}\` doesn't exist!`);
+    addVectorName(state.collection(target)!.config, vector, params); // a refusal comes here, before consensus
+    await this.consensus.propose({ op: 'createVectorName', collection: name, vector, params }, this.ms(timeoutS));
+  }
+
+  /** Removes a named vector from a collection and its points. */
+  async deleteVectorName(name: string, vector: string, timeoutS: number | null): Promise<void> {
+    if (this.consensus === null) {
+      await this.toc.updateMeta(name, (c) => c.updateConfig(removeVectorName(c.config, vector)));
+      return;
+    }
+    const state = this.consensus.clusterState;
+    const target = state.resolve(name);
+    if (target === undefined) throw new NotFoundError(`Collection \`${name}\` doesn't exist!`);
+    removeVectorName(state.collection(target)!.config, vector);
+    await this.consensus.propose({ op: 'deleteVectorName', collection: name, vector }, this.ms(timeoutS));
   }
 
   async deleteCollection(name: string, timeoutS: number | null): Promise<boolean> {

@@ -5,11 +5,13 @@
 //! HTTP or JavaScript. Builds with Rust 1.63 (the wasm toolchain) and current stable.
 
 pub mod crc32c;
+pub mod datatype;
 pub mod distance;
 pub mod error;
 pub mod fileio;
 pub mod hnsw;
 pub mod mapped;
+pub mod multi;
 pub mod quant;
 pub mod rng;
 pub mod sparse;
@@ -19,6 +21,7 @@ pub mod wal;
 #[cfg(test)]
 mod testutil;
 
+pub use datatype::Datatype;
 pub use distance::Distance;
 pub use error::{Error, ErrorKind, Result};
 pub use hnsw::{Index, IndexConfig, IndexStats, Quantization, SearchParams};

@@ -29,6 +29,8 @@ use quiver_core::{
 
 type CoreResult<T> = std::result::Result<T, CoreError>;
 
+mod multi;
+
 // ---------------------------------------------------------------------------------
 // Errors
 
@@ -245,6 +247,8 @@ pub struct NativeIndexOptions {
     pub seed: Option<f64>,
     /// Store vectors without graph links; every search is an exact scan.
     pub flat: Option<bool>,
+    /// "float32" | "float16" | "uint8": the element type vectors are stored in.
+    pub datatype: Option<String>,
 }
 
 #[napi(object)]
@@ -367,6 +371,7 @@ pub struct NativeIndexStats {
     pub total_bytes: f64,
     pub quantization: String,
     pub flat: bool,
+    pub datatype: String,
 }
 
 fn config_from(o: &NativeIndexOptions) -> CoreResult<IndexConfig> {
@@ -386,6 +391,9 @@ fn config_from(o: &NativeIndexOptions) -> CoreResult<IndexConfig> {
         c.seed = count_arg("seed", seed)? as u64;
     }
     c.flat = o.flat.unwrap_or(false);
+    if let Some(dt) = o.datatype.as_deref() {
+        c.datatype = quiver_core::Datatype::parse(dt).ok_or_else(|| invalid(format!("unknown datatype {:?}", dt)))?;
+    }
     c.quantization = match o.quantization.as_deref() {
         None | Some("none") => Quantization::None,
         Some("scalar") => {
@@ -477,6 +485,7 @@ fn stats_of(s: quiver_core::IndexStats) -> NativeIndexStats {
         total_bytes: s.total_bytes as f64,
         quantization: s.quantization.to_string(),
         flat: s.flat,
+        datatype: s.datatype.to_string(),
     }
 }
 

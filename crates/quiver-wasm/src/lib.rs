@@ -194,7 +194,8 @@ pub const DEFAULT: u32 = u32::MAX;
 /// 3 Manhattan. `quant`: 0 none, 1 scalar (with `quantile`), 2 binary. `m`,
 /// `ef_construct` and `full_scan_threshold_kb` take `DEFAULT` (u32::MAX) for the
 /// engine's defaults; `seed` is used only when `has_seed` is non-zero. `flags`: bit 0
-/// flat (no graph links, every search an exact scan); other bits must be zero.
+/// flat (no graph links, every search an exact scan); bit 1 float16 and bit 2 uint8
+/// vectors (neither: float32); other bits must be zero.
 #[no_mangle]
 pub extern "C" fn quiver_index_new(
     dim: u32,
@@ -226,10 +227,15 @@ pub extern "C" fn quiver_index_new(
     if has_seed != 0 {
         c.seed = seed;
     }
-    if flags & !1 != 0 {
+    if flags & !7 != 0 || flags & 6 == 6 {
         return fail(invalid("unknown index flags"));
     }
     c.flat = flags & 1 != 0;
+    c.datatype = match flags & 6 {
+        2 => quiver_core::Datatype::Float16,
+        4 => quiver_core::Datatype::Uint8,
+        _ => quiver_core::Datatype::Float32,
+    };
     c.quantization = match quant {
         0 => Quantization::None,
         1 => Quantization::Scalar { quantile },
@@ -355,9 +361,9 @@ pub extern "C" fn quiver_index_get_vector(
     }
 }
 
-/// Writes eleven f64s: dim, distance code, count, slots, deleted, vector bytes, graph
+/// Writes twelve f64s: dim, distance code, count, slots, deleted, vector bytes, graph
 /// bytes, total bytes, quantization (0 none, 1 scalar, 2 binary), original bytes,
-/// flat (0 or 1).
+/// flat (0 or 1), datatype (0 float32, 1 float16, 2 uint8).
 #[no_mangle]
 pub extern "C" fn quiver_index_stats(handle: i32, out: *mut f64) -> i32 {
     match with_index(handle, |i| Ok(i.stats())) {
@@ -379,8 +385,13 @@ pub extern "C" fn quiver_index_stats(handle: i32, out: *mut f64) -> i32 {
                 quant,
                 s.original_bytes as f64,
                 if s.flat { 1.0 } else { 0.0 },
+                match s.datatype {
+                    "float16" => 1.0,
+                    "uint8" => 2.0,
+                    _ => 0.0,
+                },
             ];
-            // SAFETY: the host passes room for eleven f64s.
+            // SAFETY: the host passes room for twelve f64s.
             unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, values.len()) };
             0
         }

@@ -240,6 +240,9 @@ function vectorParamsProto(v: Obj): Msg {
   const q = quantizationProto(v.quantization_config as Obj | null | undefined);
   if (q !== undefined) out.quantization_config = q;
   if (v.on_disk !== undefined && v.on_disk !== null) out.on_disk = v.on_disk;
+  if (typeof v.datatype === 'string') out.datatype = pascalEnum(v.datatype);
+  const mv = v.multivector_config as Obj | null | undefined;
+  if (mv !== undefined && mv !== null) out.multivector_config = { comparator: pascalEnum(String(mv.comparator)) };
   return out;
 }
 

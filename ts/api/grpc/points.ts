@@ -64,7 +64,8 @@ import {
   type WriteOrderingMsg,
 } from './convert/points';
 import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
-import { seconds, snakeEnum, timeoutSeconds } from './convert/common';
+import { num, seconds, snakeEnum, timeoutSeconds } from './convert/common';
+import { parseVectorNameConfig } from '../../collection/config';
 import { mapToJson, type ValueMap } from './convert/value';
 import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
 
@@ -102,6 +103,25 @@ interface UpdateOperationMsg {
 const C = '/collections/{collection_name}';
 
 const inCollection = (r: InCollection) => ({ collection_name: r.collection_name });
+const inVector = (r: InCollection & { vector_name?: string }) => ({ collection_name: r.collection_name, vector_name: r.vector_name });
+
+/** CreateVectorNameRequest's vector part and the name. */
+interface VectorNameMsg {
+  vector_name?: string;
+  dense_config?: { size?: string | number; distance?: string; multivector_config?: { comparator?: string }; datatype?: string };
+  sparse_config?: Record<string, unknown>;
+}
+
+/** The REST body (VectorNameConfig) of a CreateVectorName request; the parser judges it as REST's. */
+function vectorNameConfigToJson(r: VectorNameMsg): Json {
+  if (r.sparse_config !== undefined) return { sparse: {} };
+  if (r.dense_config === undefined) return {};
+  const d = r.dense_config;
+  const dense: Json = { size: num(d.size ?? '0'), distance: d.distance ?? 'UnknownDistance' };
+  if (d.multivector_config !== undefined) dense.multivector_config = { comparator: snakeEnum(d.multivector_config.comparator ?? 'MaxSim') };
+  if (d.datatype !== undefined && d.datatype !== 'Default') dense.datatype = snakeEnum(d.datatype);
+  return { dense };
+}
 
 /** Fields of a write's body that every REST write body shares: `shard_key`. */
 function keyedBody(r: { shard_key_selector?: ShardKeySelectorMsg }, field = 'shard_key_selector'): Json {
@@ -442,13 +462,28 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     Facet: notServed(`POST ${C}/facet`, 'Facet counts (Facet)'),
     SearchMatrixPairs: notServed(`POST ${C}/points/search/matrix/pairs`, 'The distance matrix (SearchMatrixPairs)'),
     SearchMatrixOffsets: notServed(`POST ${C}/points/search/matrix/offsets`, 'The distance matrix (SearchMatrixOffsets)'),
-    CreateVectorName: notServed(`PUT ${C}/vectors/{vector_name}`, 'Adding a named vector to a collection (CreateVectorName)', (r: InCollection & { vector_name?: string }) => ({
-      collection_name: r.collection_name,
-      vector_name: r.vector_name,
-    })),
-    DeleteVectorName: notServed(`DELETE ${C}/vectors/{vector_name}`, 'Removing a named vector from a collection (DeleteVectorName)', (r: InCollection & { vector_name?: string }) => ({
-      collection_name: r.collection_name,
-      vector_name: r.vector_name,
-    })),
+    CreateVectorName: {
+      access: `PUT ${C}/vectors/{vector_name}`,
+      params: inVector,
+      async handle(r: WriteMsg & VectorNameMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const query = writeQuery(r, timeoutSeconds(r.timeout, ctx));
+        const { wait } = writeParams({ query });
+        const params = parseVectorNameConfig(vectorNameConfigToJson(r));
+        await dispatcher.createVectorName(r.collection_name ?? '', r.vector_name ?? '', params, readTimeout({ query }));
+        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: seconds(started) };
+      },
+    },
+    DeleteVectorName: {
+      access: `DELETE ${C}/vectors/{vector_name}`,
+      params: inVector,
+      async handle(r: WriteMsg & VectorNameMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const query = writeQuery(r, timeoutSeconds(r.timeout, ctx));
+        const { wait } = writeParams({ query });
+        await dispatcher.deleteVectorName(r.collection_name ?? '', r.vector_name ?? '', readTimeout({ query }));
+        return { result: updateResultOut({ operation_id: null, status: wait ? 'completed' : 'acknowledged' }), time: seconds(started) };
+      },
+    },
   };
 }

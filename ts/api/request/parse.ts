@@ -13,7 +13,8 @@
 import type { Access } from '../../auth/access';
 import type { ParsedUrlQuery } from 'node:querystring';
 
-import { FormatError, ValidationError } from '../../common/errors';
+import { BadInputError, FormatError, ValidationError } from '../../common/errors';
+import { markMultivector } from '../../common/multivector';
 import { QueryFormatError } from '../errors';
 import { FilterError, validateFilter, type Filter } from '../../shard/filter';
 import { MAX_ENGINE_COUNT } from '../../shard/limits';
@@ -201,9 +202,13 @@ export function engineCount(x: unknown, field: string, dflt: number, min = 0): n
   return uint(x, field, dflt, min, MAX_ENGINE_COUNT);
 }
 
-/** A dense vector: an array of finite numbers. */
+/**
+ * A dense vector: an array of finite numbers; or a multivector, an array of such arrays
+ * of one length, flattened and marked with its row count (ts/common/multivector.ts).
+ */
 export function denseVector(x: unknown, field: string): Float32Array {
   if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of numbers`);
+  if (x.length > 0 && Array.isArray(x[0])) return multiVector(x, field);
   const out = new Float32Array(x.length);
   for (let i = 0; i < x.length; i++) {
     const v = x[i];
@@ -216,6 +221,18 @@ export function denseVector(x: unknown, field: string): Float32Array {
   }
   if (out.length === 0) throw new ValidationError(`${field}: a vector needs at least one value`);
   return out;
+}
+
+function multiVector(x: unknown[], field: string): Float32Array {
+  const dim = (x[0] as unknown[]).length;
+  if (dim === 0) throw new BadInputError(`${field}[0]: a vector of a multivector needs at least one value`);
+  const out = new Float32Array(x.length * dim);
+  x.forEach((row, r) => {
+    if (!Array.isArray(row)) throw new FormatError(`${field}[${r}]: expected an array of numbers (every element of a multivector is a vector)`);
+    if (row.length !== dim) throw new BadInputError(`${field}: all vectors of a multivector must have the same dimension: ${field}[0] has ${dim}, ${field}[${r}] has ${row.length}`);
+    out.set(denseVector(row, `${field}[${r}]`), r * dim);
+  });
+  return markMultivector(out, x.length);
 }
 
 function isSparse(x: unknown): boolean {

@@ -15,6 +15,7 @@ import { ok } from '../envelope';
 import { body, optionalBody, param, readTimeout, writeParams } from '../request/parse';
 import { collectionInfo, parseAliasActions } from '../request/collections';
 import { createIndexBody } from '../request/payload-index';
+import { parseVectorNameConfig } from '../../collection/config';
 import type { RouteTable } from './route';
 import { accessOf } from './auth';
 import { canSee } from '../../auth/access';
@@ -65,6 +66,20 @@ export function addCollectionRoutes(routes: RouteTable, dispatcher: Dispatcher):
   routes.add('GET', '/collections/{collection_name}/aliases', (ctx: Context) => {
     const c = toc.get(param(ctx, 'collection_name'));
     ok(ctx, { aliases: toc.listAliases(c.name) });
+  });
+
+  // -- named vectors -----------------------------------------------------------------------
+  routes.add('PUT', '/collections/{collection_name}/vectors/{vector_name}', async (ctx: Context) => {
+    const { wait } = writeParams(ctx);
+    const params = parseVectorNameConfig(body(ctx));
+    await dispatcher.createVectorName(param(ctx, 'collection_name'), param(ctx, 'vector_name'), params, readTimeout(ctx));
+    ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
+  });
+
+  routes.add('DELETE', '/collections/{collection_name}/vectors/{vector_name}', async (ctx: Context) => {
+    const { wait } = writeParams(ctx);
+    await dispatcher.deleteVectorName(param(ctx, 'collection_name'), param(ctx, 'vector_name'), readTimeout(ctx));
+    ok(ctx, { operation_id: null, status: wait ? 'completed' : 'acknowledged' });
   });
 
   // -- payload indexes ----------------------------------------------------------------------

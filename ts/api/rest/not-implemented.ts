@@ -16,8 +16,6 @@ import type { HttpMethod, RouteTable } from './route';
 export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
   // collections
   ['GET', '/collections/{collection_name}/optimizations'],
-  ['PUT', '/collections/{collection_name}/vectors/{vector_name}'],
-  ['DELETE', '/collections/{collection_name}/vectors/{vector_name}'],
   // points
   ['POST', '/collections/{collection_name}/facet'],
   ['POST', '/collections/{collection_name}/points/query/groups'],

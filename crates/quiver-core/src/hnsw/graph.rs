@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use super::search::{RawScorer, Scorer};
 use super::*;
+use crate::datatype::f32_to_f16;
 use crate::error::ErrorKind;
 use crate::visited::VisitedSet;
 
@@ -107,6 +108,16 @@ impl Index {
                 "vector {} has a non-finite value at position {}",
                 p / d,
                 p % d
+            )));
+        }
+        let (dt, dist) = (self.config.datatype, self.config.distance);
+        if let Some(p) = vectors.iter().position(|&x| !dt.fits(dist, x)) {
+            return Err(Error::invalid(format!(
+                "vector {} has a value out of the {} range at position {}: {}",
+                p / d,
+                dt.name(),
+                p % d,
+                vectors[p]
             )));
         }
         Ok(())
@@ -216,7 +227,7 @@ impl Index {
             }
             let start = prepared.len();
             prepared.extend_from_slice(&vectors[j * d..(j + 1) * d]);
-            self.config.distance.preprocess(&mut prepared[start..]);
+            self.config.datatype.prepare(self.config.distance, &mut prepared[start..]);
             batch_labels.push(*l);
         }
         if self.config.quantization != Quantization::None {
@@ -253,13 +264,30 @@ impl Index {
             let v = &prepared[j * d..(j + 1) * d];
             let base = i as usize * self.stride + 1 + self.m0;
             match &self.codes {
-                Codes::F32 => {
-                    // Zipped over one subslice (one bounds check, not d), so this is a
-                    // plain copy: it is all a flat add does per vector.
-                    for (w, x) in self.arena[base..base + d].iter_mut().zip(v) {
-                        *w.get_mut() = x.to_bits();
+                Codes::F32 => match self.config.datatype {
+                    Datatype::Float32 => {
+                        // Zipped over one subslice (one bounds check, not d), so this is a
+                        // plain copy: it is all a flat add does per vector.
+                        for (w, x) in self.arena[base..base + d].iter_mut().zip(v) {
+                            *w.get_mut() = x.to_bits();
+                        }
                     }
-                }
+                    Datatype::Float16 => {
+                        let p = self.arena[base..].as_mut_ptr() as *mut u16;
+                        let out = unsafe { std::slice::from_raw_parts_mut(p, d) };
+                        for (o, x) in out.iter_mut().zip(v) {
+                            *o = f32_to_f16(*x);
+                        }
+                    }
+                    Datatype::Uint8 => {
+                        let p = self.arena[base..].as_mut_ptr() as *mut u8;
+                        let out = unsafe { std::slice::from_raw_parts_mut(p, d) };
+                        // `prepare` made every value an integer in 0..=255.
+                        for (o, x) in out.iter_mut().zip(v) {
+                            *o = *x as u8;
+                        }
+                    }
+                },
                 Codes::Scalar(q) => {
                     let p = self.arena[base..].as_mut_ptr() as *mut u8;
                     let out = unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) };
@@ -335,8 +363,9 @@ impl Index {
             guard = None;
         }
 
-        let q = self.raw(i);
-        let scorer = RawScorer { index: self, q, f: self.cost_fn };
+        let qv = self.vector_f32(i);
+        let q: &[f32] = &qv;
+        let scorer = RawScorer { index: self, q };
         let mut cur = entry;
         let mut cur_cost = scorer.cost(cur);
         let mut lvl = top;
@@ -365,12 +394,11 @@ impl Index {
                 let keep = if cnt == 0 {
                     chosen.clone()
                 } else {
-                    let q = self.raw(i);
                     let mut merged = chosen.clone();
                     for t in 0..cnt {
                         let id = list[1 + t].load(Ordering::Relaxed);
                         if !merged.iter().any(|c| c.id == id) {
-                            merged.push(Cand { cost: (self.cost_fn)(q, self.raw(id)), id });
+                            merged.push(Cand { cost: self.cost_to(q, id), id });
                         }
                     }
                     merged.sort_unstable();
@@ -413,12 +441,12 @@ impl Index {
             list[0].store(cnt as u32 + 1, Ordering::Release);
             return;
         }
-        let base = self.raw(node);
+        let base = self.vector_f32(node);
         let mut cands: Vec<Cand> = Vec::with_capacity(cnt + 1);
         cands.push(Cand { cost, id: new });
         for t in 0..cnt {
             let id = list[1 + t].load(Ordering::Relaxed);
-            cands.push(Cand { cost: (self.cost_fn)(base, self.raw(id)), id });
+            cands.push(Cand { cost: self.cost_to(&base, id), id });
         }
         cands.sort_unstable();
         let keep = self.select_neighbors(&cands, max);
@@ -439,8 +467,8 @@ impl Index {
             if kept.len() >= max {
                 break;
             }
-            let cv = self.raw(c.id);
-            let good = kept.iter().all(|k| (self.cost_fn)(cv, self.raw(k.id)) >= c.cost);
+            let cv = self.vector_f32(c.id);
+            let good = kept.iter().all(|k| self.cost_to(&cv, k.id) >= c.cost);
             if good {
                 kept.push(*c);
             }

@@ -31,6 +31,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::Mutex;
 
+use crate::datatype::{cost as typed_cost, CostKind, Datatype, Half};
 use crate::distance::{kernels_for_dim, Distance};
 use crate::error::{Error, Result};
 use crate::mapped::MappedF32;
@@ -82,6 +83,9 @@ pub struct IndexConfig {
     /// their points move into a linked index; `m` and `ef_construct` are kept but
     /// unused.
     pub flat: bool,
+    /// Element type of the stored vectors (see `datatype`). With quantization, the
+    /// originals kept for rescoring hold the converted values as f32.
+    pub datatype: Datatype,
 }
 
 impl IndexConfig {
@@ -95,6 +99,7 @@ impl IndexConfig {
             quantization: Quantization::None,
             seed: 42,
             flat: false,
+            datatype: Datatype::Float32,
         }
     }
 
@@ -152,6 +157,7 @@ pub struct IndexStats {
     pub total_bytes: usize,
     pub quantization: &'static str,
     pub flat: bool,
+    pub datatype: &'static str,
 }
 
 /// Multiplicative hasher for u64 labels (SipHash costs more than the lookup).
@@ -239,6 +245,9 @@ pub struct Index {
     pub(crate) mapped: Option<MappedF32>,
     pub(crate) rng: SplitMix64,
     cost_fn: fn(&[f32], &[f32]) -> f32,
+    /// The arena holds float16 or uint8 elements (not quantized, not float32): costs
+    /// go through `typed_cost` with this arithmetic.
+    pub(crate) typed: Option<CostKind>,
     visited: VisitedPool,
 }
 
@@ -264,10 +273,12 @@ impl Index {
         // A flat index has no level-0 links: its slots are `[count (always 0) | vector]`,
         // so the layout, and every accessor over it, stays the same as a linked one's.
         let m0 = if config.flat { 0 } else { config.m * 2 };
-        let data_words = (config.dim * 4 + 3) / 4; // f32 until a quantizer is trained
+        // The stored type until a quantizer is trained.
+        let data_words = (config.dim * config.datatype.bytes() + 3) / 4;
         let k = kernels_for_dim(config.dim);
         Ok(Index {
             cost_fn: config.distance.cost_fn(k),
+            typed: if config.datatype == Datatype::Float32 { None } else { Some(CostKind::of(config.distance, config.datatype)) },
             m0,
             stride: 1 + m0 + data_words,
             data_words,
@@ -324,9 +335,47 @@ impl Index {
         unsafe { self.arena.as_ptr().add(i as usize * self.stride) }
     }
 
-    /// The f32 vector of slot `i` (preprocessed: normalised for Cosine).
+    /// Whether the arena holds float16 or uint8 elements (then `raw` is not for it).
+    #[inline(always)]
+    fn stores_typed(&self) -> bool {
+        self.typed.is_some() && !self.quantized()
+    }
+
+    /// Cost between the (prepared) f32 query `q` and slot `i`'s stored vector.
+    #[inline(always)]
+    pub(crate) fn cost_to(&self, q: &[f32], i: u32) -> f32 {
+        match self.typed {
+            Some(kind) if !self.quantized() => {
+                let p = unsafe { self.slot(i).add(1 + self.m0) } as *const u8;
+                let d = self.config.dim;
+                match self.config.datatype {
+                    Datatype::Uint8 => typed_cost(kind, q, unsafe { std::slice::from_raw_parts(p, d) }),
+                    _ => typed_cost(kind, q, unsafe { std::slice::from_raw_parts(p as *const Half, d) }),
+                }
+            }
+            Some(kind) => typed_cost(kind, q, self.raw(i)),
+            None => (self.cost_fn)(q, self.raw(i)),
+        }
+    }
+
+    /// Slot `i`'s vector as f32 (borrowed when the arena or the originals hold f32).
+    pub(crate) fn vector_f32(&self, i: u32) -> std::borrow::Cow<'_, [f32]> {
+        if !self.stores_typed() {
+            return std::borrow::Cow::Borrowed(self.raw(i));
+        }
+        let p = unsafe { self.slot(i).add(1 + self.m0) } as *const u8;
+        let d = self.config.dim;
+        std::borrow::Cow::Owned(match self.config.datatype {
+            Datatype::Uint8 => unsafe { std::slice::from_raw_parts(p, d) }.iter().map(|&x| x as f32).collect(),
+            _ => unsafe { std::slice::from_raw_parts(p as *const u16, d) }.iter().map(|&h| crate::datatype::f16_to_f32(h)).collect(),
+        })
+    }
+
+    /// The f32 vector of slot `i` (preprocessed: normalised for Cosine). Not for an
+    /// arena of float16 or uint8 elements (`vector_f32` reads those).
     #[inline(always)]
     pub(crate) fn raw(&self, i: u32) -> &[f32] {
+        debug_assert!(!self.stores_typed());
         let d = self.config.dim;
         if self.quantized() {
             &self.originals_slice()[i as usize * d..(i as usize + 1) * d]
@@ -422,7 +471,7 @@ impl Index {
 
     /// The stored vector of `label` (normalised for Cosine).
     pub fn get_vector(&self, label: u64) -> Option<Vec<f32>> {
-        self.label_map.get(&label).map(|&i| self.raw(i).to_vec())
+        self.label_map.get(&label).map(|&i| self.vector_f32(i).into_owned())
     }
 
     /// Slots that are not deleted, in slot order.
@@ -445,7 +494,7 @@ impl Index {
         let mut vectors = Vec::with_capacity(self.len() * d);
         for i in self.live_slots() {
             labels.push(self.labels[i as usize]);
-            vectors.extend_from_slice(self.raw(i));
+            vectors.extend_from_slice(&self.vector_f32(i));
         }
         (labels, vectors)
     }
@@ -468,6 +517,7 @@ impl Index {
             total_bytes: vector_bytes + original_bytes + graph_bytes + map_bytes,
             quantization: self.config.quantization.name(),
             flat: self.config.flat,
+            datatype: self.config.datatype.name(),
         }
     }
 }
@@ -601,5 +651,120 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Brute force over the converted vectors, in the test's own arithmetic (f64).
+    fn typed_truth(dt: Datatype, dist: Distance, data: &[f32], d: usize, q: &[f32], k: usize) -> Vec<(u64, f64)> {
+        let conv = |v: &[f32], normalise: bool| -> Vec<f64> {
+            let mut v: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+            if normalise && dist == Distance::Cosine && dt != Datatype::Uint8 {
+                let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+                if n > 0.0 {
+                    v.iter_mut().for_each(|x| *x /= n);
+                }
+            }
+            match dt {
+                Datatype::Uint8 => v.iter().map(|&x| if x <= 0.0 { 0.0 } else if x >= 255.0 { 255.0 } else { x.trunc() }).collect(),
+                _ => v,
+            }
+        };
+        let qv = conv(q, true);
+        let mut all: Vec<(u64, f64)> = (0..data.len() / d)
+            .map(|i| {
+                let x = conv(&data[i * d..(i + 1) * d], true);
+                let dot: f64 = qv.iter().zip(&x).map(|(a, b)| a * b).sum();
+                let s = match dist {
+                    Distance::Dot => dot,
+                    Distance::Cosine => {
+                        let (na, nb) = (qv.iter().map(|a| a * a).sum::<f64>().sqrt(), x.iter().map(|a| a * a).sum::<f64>().sqrt());
+                        if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
+                    }
+                    Distance::Euclid => qv.iter().zip(&x).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt(),
+                    Distance::Manhattan => qv.iter().zip(&x).map(|(a, b)| (a - b).abs()).sum(),
+                };
+                (i as u64, s)
+            })
+            .collect();
+        if dist.higher_is_better() {
+            all.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());
+        } else {
+            all.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap());
+        }
+        all.truncate(k);
+        all
+    }
+
+    #[test]
+    fn typed_vectors_are_stored_small_and_scored_as_converted() {
+        let d = 24;
+        let n = 600;
+        let mut r = SplitMix64::new(77);
+        // uint8 data with values out of range and fractions; float16 data in a normal range.
+        let u8_data: Vec<f32> = (0..n * d).map(|_| (r.next_f64_open0() * 300.0 - 20.0) as f32).collect();
+        let f16_data = gaussian(n, d, 78);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        for dt in [Datatype::Uint8, Datatype::Float16] {
+            let data = if dt == Datatype::Uint8 { &u8_data } else { &f16_data };
+            for dist in [Distance::Cosine, Distance::Dot, Distance::Euclid, Distance::Manhattan] {
+                for flat in [true, false] {
+                    let mut cfg = IndexConfig::new(d, dist);
+                    cfg.datatype = dt;
+                    cfg.flat = flat;
+                    let mut idx = Index::new(cfg).unwrap();
+                    idx.add(&labels, data, 2).unwrap();
+                    assert_eq!(idx.stats().vector_bytes, n * ((d * dt.bytes() + 3) / 4) * 4);
+                    assert_eq!(idx.stats().datatype, dt.name());
+                    let back = Index::from_bytes(&idx.to_bytes()).unwrap();
+                    for qi in 0..5 {
+                        let q: Vec<f32> = if dt == Datatype::Uint8 { u8_data[qi * 7 * d..(qi * 7 + 1) * d].to_vec() } else { gaussian(1, d, 100 + qi as u64) };
+                        let truth = typed_truth(dt, dist, data, d, &q, 10);
+                        let got = idx.search(&q, &exact(10), None).unwrap();
+                        for (g, t) in got.iter().zip(&truth) {
+                            assert!((f64::from(g.1) - t.1).abs() <= 1e-3 * t.1.abs().max(1.0), "{:?} {:?} {:?} vs {:?}", dt, dist, g, t);
+                        }
+                        assert_eq!(back.search(&q, &exact(10), None).unwrap(), got);
+                        if !flat {
+                            let mut p = SearchParams::new(10);
+                            p.ef = Some(200);
+                            let approx = idx.search(&q, &p, None).unwrap();
+                            let hits = approx.iter().filter(|a| got.iter().any(|g| g.0 == a.0)).count();
+                            assert!(hits >= 8, "{:?} {:?} recall {}", dt, dist, hits);
+                        }
+                    }
+                    let v = idx.get_vector(3).unwrap();
+                    if dt == Datatype::Uint8 {
+                        let want: Vec<f32> = data[3 * d..4 * d].iter().map(|&x| crate::datatype::to_u8(x) as f32).collect();
+                        assert_eq!(v, want);
+                    }
+                    // What export_live returns rebuilds the same contents.
+                    let (ls, vs) = idx.export_live();
+                    let mut cfg2 = IndexConfig::new(d, dist);
+                    cfg2.datatype = dt;
+                    let mut again = Index::new(cfg2).unwrap();
+                    again.add(&ls, &vs, 1).unwrap();
+                    assert_eq!(again.export_live(), (ls, vs));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn typed_vectors_with_quantization_and_out_of_range_float16() {
+        let d = 16;
+        let data = gaussian(300, d, 5);
+        let labels: Vec<u64> = (0..300).collect();
+        let mut cfg = IndexConfig::new(d, Distance::Dot);
+        cfg.datatype = Datatype::Float16;
+        cfg.quantization = Quantization::Scalar { quantile: 0.99 };
+        let mut idx = Index::new(cfg.clone()).unwrap();
+        idx.add(&labels, &data, 1).unwrap();
+        let q = gaussian(1, d, 6);
+        let truth = typed_truth(Datatype::Float16, Distance::Dot, &data, d, &q, 5);
+        let got = idx.search(&q, &exact(5), None).unwrap();
+        assert_eq!(got.iter().map(|x| x.0).collect::<Vec<_>>(), truth.iter().map(|x| x.0).collect::<Vec<_>>());
+        let mut big = vec![0.0f32; d];
+        big[2] = 70000.0;
+        assert_eq!(idx.add(&[999], &big, 1).unwrap_err().code(), "QUIVER_INVALID_ARGUMENT");
+        assert_eq!(idx.len(), 300);
     }
 }

@@ -22,9 +22,20 @@ use crate::fileio::{ByteReader, CountingSink, Sink, Source};
 pub const INDEX_MAGIC: [u8; 8] = *b"QVRINDEX";
 pub const INDEX_FORMAT_VERSION: u32 = 2;
 
-/// Index flags (format version 2 on): bit 0, the index is flat.
+/// Index flags (format version 2 on): bit 0, the index is flat; bit 8, its vectors are
+/// float16; bit 9, uint8 (neither: float32; both: corrupt).
 const INDEX_FLAG_FLAT: u32 = 1;
-const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT;
+const INDEX_FLAG_F16: u32 = 1 << 8;
+const INDEX_FLAG_U8: u32 = 1 << 9;
+const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8;
+
+fn datatype_flags(d: Datatype) -> u32 {
+    match d {
+        Datatype::Float32 => 0,
+        Datatype::Float16 => INDEX_FLAG_F16,
+        Datatype::Uint8 => INDEX_FLAG_U8,
+    }
+}
 
 impl Index {
     /// Serialises the whole index (config, labels, graph, vectors, quantizer) as a
@@ -61,7 +72,7 @@ impl Index {
         w.write_u8(qkind)?;
         w.write_f32(quantile)?;
         w.write_u64(c.seed)?;
-        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 })?;
+        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype))?;
         w.write_u64(self.rng.state())?;
         w.write_u64(self.n as u64)?;
         w.write_u64(self.data_words as u64)?;
@@ -124,6 +135,12 @@ impl Index {
             ));
         }
         config.flat = flags & INDEX_FLAG_FLAT != 0;
+        config.datatype = match (flags & INDEX_FLAG_F16 != 0, flags & INDEX_FLAG_U8 != 0) {
+            (false, false) => Datatype::Float32,
+            (true, false) => Datatype::Float16,
+            (false, true) => Datatype::Uint8,
+            (true, true) => return Err(bad("index flags name two vector datatypes")),
+        };
         config.validate().map_err(|e| bad(&e.message))?;
         let mut index = Index::new(config)?;
         index.rng = SplitMix64::new(r.read_u64()?);
@@ -182,7 +199,7 @@ impl Index {
             return Err(bad("quantizer dimension differs from the index dimension"));
         }
         let expect_words = match &index.codes {
-            Codes::F32 => dim,
+            Codes::F32 => (dim * index.config.datatype.bytes() + 3) / 4,
             Codes::Scalar(q) => (q.code_len() + 3) / 4,
             Codes::Binary(q) => (q.code_len() + 3) / 4,
         };
@@ -545,7 +562,7 @@ mod tests {
             }
         }
         w.put_u64(c.seed);
-        w.put_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 });
+        w.put_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype));
         w.put_u64(idx.rng.state());
         w.put_u64(idx.n as u64);
         w.put_u64(idx.data_words as u64);

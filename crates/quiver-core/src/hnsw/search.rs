@@ -49,12 +49,11 @@ pub(super) trait Scorer {
 pub(super) struct RawScorer<'a> {
     pub(super) index: &'a Index,
     pub(super) q: &'a [f32],
-    pub(super) f: fn(&[f32], &[f32]) -> f32,
 }
 impl<'a> Scorer for RawScorer<'a> {
     #[inline(always)]
     fn cost(&self, i: u32) -> f32 {
-        (self.f)(self.q, self.index.raw(i))
+        self.index.cost_to(self.q, i)
     }
 }
 struct SqScorer<'a> {
@@ -241,7 +240,7 @@ impl Index {
     fn exact_scan(&self, q: &[f32], k: usize, allow: Option<&[u64]>) -> Vec<Cand> {
         let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(k + 1);
         let mut consider = |i: u32| {
-            let d = (self.cost_fn)(q, self.raw(i));
+            let d = self.cost_to(q, i);
             if top.len() < k {
                 top.push(Cand { cost: d, id: i });
             } else if d < top.peek().map(|x| x.cost).unwrap_or(f32::INFINITY) {
@@ -293,7 +292,9 @@ impl Index {
             }
         }
         let mut q = query.to_vec();
-        self.config.distance.preprocess(&mut q);
+        // The query is scored as the stored type would hold it (the reference converts
+        // it too: a uint8 query truncates and saturates like a stored vector).
+        self.config.datatype.prepare(self.config.distance, &mut q);
         // No search returns more than the live count, so nothing is sized beyond it
         // (a huge k must not turn into a huge allocation).
         let k = params.k.min(self.len().max(1));
@@ -341,13 +342,13 @@ impl Index {
                 cands.truncate(keep);
                 if params.rescore {
                     for c in cands.iter_mut() {
-                        c.cost = (self.cost_fn)(&q, self.raw(c.id));
+                        c.cost = self.cost_to(&q, c.id);
                     }
                     cands.sort_unstable();
                 }
                 cands
             } else {
-                let s = RawScorer { index: self, q: &q, f: self.cost_fn };
+                let s = RawScorer { index: self, q: &q };
                 self.graph_search(&s, ef, bits)
             };
             // A strict filter can cut the graph into pieces the beam cannot reach; when

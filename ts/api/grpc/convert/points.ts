@@ -273,11 +273,17 @@ function denseOut(v: ArrayLike<number>): { dense: { data: number[] } } {
   return { dense: { data: Array.from(v) } };
 }
 
+/** A vector's output: dense, or a multivector's rows as MultiDenseVector. */
+function vectorOut(v: number[] | number[][]): Json {
+  if (v.length > 0 && Array.isArray(v[0])) return { multi_dense: { vectors: (v as number[][]).map((row) => ({ data: row })) } };
+  return denseOut(v as number[]);
+}
+
 /** A record's vectors (an array for the unnamed vector, else by name) to VectorsOutput. */
 export function vectorsOut(v: RecordOut['vector']): Json {
-  if (Array.isArray(v)) return { vector: denseOut(v) };
+  if (Array.isArray(v)) return { vector: vectorOut(v) };
   const named: Json = {};
-  for (const [name, x] of Object.entries(v ?? {})) named[name] = Array.isArray(x) ? denseOut(x) : { sparse: { values: x.values, indices: x.indices } };
+  for (const [name, x] of Object.entries(v ?? {})) named[name] = Array.isArray(x) ? vectorOut(x as number[] | number[][]) : { sparse: { values: x.values, indices: x.indices } };
   return { vectors: { vectors: named } };
 }
 
