@@ -2,7 +2,9 @@
  * The official JavaScript client (@qdrant/js-client-rest 1.18) drives a whole workflow
  * against a real `bin/quiver`: collections (unnamed and named vectors, hnsw and
  * quantization settings), payload indexes, every kind of point write, reads, every
- * search form, aliases, snapshots (collection, shard and full-storage) and deletion.
+ * search form, hybrid queries (dense + sparse with RRF, a ColBERT-style MaxSim re-rank,
+ * both against hand computations in hybrid-fixture.ts), aliases, snapshots (collection,
+ * shard and full-storage) and deletion.
  * Each step is one serial test that checks what the client hands back, not just that
  * it did not throw.
  *
@@ -18,11 +20,14 @@ import type { ExecutionContext } from 'ava';
 import { QdrantClient } from '@qdrant/js-client-rest';
 
 import { startQuiver, type RunningQuiver } from '../api/helpers';
+import * as fx from './hybrid-fixture';
 import { waitFor } from '../support/wait';
 
 const PLAIN = 'js_plain';
 const NAMED = 'js_named';
 const ALIAS = 'js_alias';
+const HYBRID = 'js_hybrid';
+const COLBERT = 'js_colbert';
 const UUID_A = '550e8400-e29b-41d4-a716-446655440000';
 // Written in upper case on purpose: the server must hand it back lower-case hyphenated.
 const UUID_B = 'F47AC10B-58CC-4372-A567-0E02B2C3D479';
@@ -495,6 +500,105 @@ test.serial('query hybrid: two named dense prefetches fused by RRF (and RRF with
   t.is(batch[0].points.length, 1);
   const err = await t.throwsAsync(() => client.query(NAMED, { prefetch, limit: 2 }));
   t.is((err as unknown as { status: number }).status, 400);
+});
+
+test.serial('hybrid search: dense + sparse prefetches fused by RRF, ids and scores against a hand computation', async (t) => {
+  t.true(
+    await call('createCollection', () =>
+      client.createCollection(HYBRID, { vectors: { dense: { size: 4, distance: 'Dot' } }, sparse_vectors: { text: { index: { on_disk: false } } } }),
+    ),
+  );
+  try {
+    const info = await call('getCollection', () => client.getCollection(HYBRID));
+    t.deepEqual(Object.keys(info.config.params.sparse_vectors ?? {}), ['text']);
+    const points = [...fx.HYBRID_DENSE].map(([id, dense]) => {
+      const sparse = fx.HYBRID_SPARSE.get(id);
+      return { id, vector: sparse === undefined ? { dense } : { dense, text: fx.sparseBody(sparse) }, payload: { n: id } };
+    });
+    t.is((await call('upsert', () => client.upsert(HYBRID, { wait: true, points }))).status, 'completed');
+    t.is((await call('count', () => client.count(HYBRID, { exact: true }))).count, 6);
+
+    const scores = fx.hybridScores();
+    const sparseQuery = fx.sparseBody(fx.HYBRID_QUERY_SPARSE);
+    // Each prefetch alone: exact sparse scoring (6 has no sparse vector) and dense.
+    const alone = await call('query sparse', () => client.query(HYBRID, { query: sparseQuery, using: 'text', limit: 10 }));
+    t.deepEqual(ids(alone.points), fx.top(scores.sparse, 10));
+    for (const p of alone.points) near(t, p.score, scores.sparse.get(p.id as number)!, `sparse score of ${p.id}`, 1e-5);
+    const dense = await call('query dense', () => client.query(HYBRID, { query: fx.HYBRID_QUERY_DENSE, using: 'dense', limit: fx.HYBRID_DENSE_LIMIT }));
+    t.deepEqual(ids(dense.points), fx.top(scores.dense, fx.HYBRID_DENSE_LIMIT));
+
+    const prefetch = [
+      { query: fx.HYBRID_QUERY_DENSE, using: 'dense', limit: fx.HYBRID_DENSE_LIMIT },
+      { query: sparseQuery, using: 'text', limit: fx.HYBRID_SPARSE_LIMIT },
+    ];
+    const lists = [fx.top(scores.dense, fx.HYBRID_DENSE_LIMIT), fx.top(scores.sparse, fx.HYBRID_SPARSE_LIMIT)];
+    for (const [query, k] of [[{ fusion: 'rrf' as const }, 2], [{ rrf: { k: 5 } }, 5]] as const) {
+      const expected = fx.rrfByHand(lists, k);
+      const r = await call(`query rrf k=${k}`, () => client.query(HYBRID, { prefetch, query, limit: 10, with_payload: true }));
+      t.deepEqual(ids(r.points), expected.map(([id]) => id), `rrf k=${k} order`);
+      expected.forEach(([id, s], i) => {
+        near(t, r.points[i]?.score, s, `rrf k=${k} score of ${id}`, 1e-6);
+        t.deepEqual(r.points[i]?.payload, { n: id });
+      });
+      const page = await call(`query rrf k=${k} page`, () => client.query(HYBRID, { prefetch, query, limit: 2, offset: 1 }));
+      t.deepEqual(ids(page.points), expected.slice(1, 3).map(([id]) => id), `rrf k=${k} limit 2 offset 1`);
+    }
+    // In a batch, with a filter on the sparse prefetch.
+    const filtered = [prefetch[0], { ...prefetch[1], filter: { must_not: [{ has_id: [4] }] } }];
+    const batch = await call('queryBatch', () => client.queryBatch(HYBRID, { searches: [{ prefetch: filtered, query: { fusion: 'rrf' }, limit: 10 }] }));
+    const expected = fx.rrfByHand([lists[0], fx.top(new Map([...scores.sparse].filter(([id]) => id !== 4)), fx.HYBRID_SPARSE_LIMIT)], 2);
+    t.deepEqual(ids(batch[0].points), expected.map(([id]) => id));
+    expected.forEach(([id, s], i) => near(t, batch[0].points[i]?.score, s, `batched rrf score of ${id}`, 1e-6));
+  } finally {
+    t.true(await call('deleteCollection', () => client.deleteCollection(HYBRID)));
+  }
+});
+
+test.serial('ColBERT-style re-rank: a dense prefetch, then a multivector (max_sim, hnsw m=0) query over its candidates, against MaxSim by hand', async (t) => {
+  t.true(
+    await call('createCollection', () =>
+      client.createCollection(COLBERT, {
+        vectors: {
+          dense: { size: 4, distance: 'Dot' },
+          colbert: { size: 3, distance: 'Cosine', multivector_config: { comparator: 'max_sim' }, hnsw_config: { m: 0 } },
+        },
+      }),
+    ),
+  );
+  try {
+    const info = await call('getCollection', () => client.getCollection(COLBERT));
+    const params = (info.config.params.vectors as Record<string, { multivector_config?: { comparator: string } | null; hnsw_config?: { m?: number | null } | null }>).colbert;
+    t.is(params.multivector_config?.comparator, 'max_sim');
+    t.is(params.hnsw_config?.m, 0);
+    const points = [...fx.COLBERT_DENSE].map(([id, dense]) => ({ id, vector: { dense, colbert: fx.COLBERT_MULTI.get(id)! } }));
+    t.is((await call('upsert', () => client.upsert(COLBERT, { wait: true, points }))).status, 'completed');
+    const [got] = await call('retrieve', () => client.retrieve(COLBERT, { ids: [2], with_vector: ['colbert'] }));
+    const stored = (got.vector as Record<string, number[][]>).colbert;
+    const want = fx.normalised(fx.COLBERT_MULTI.get(2)!);
+    t.is(stored.length, 3, 'a multivector comes back as its 3 vectors');
+    want.forEach((v, i) => v.forEach((x, j) => near(t, stored[i]?.[j], x, `stored multivector [${i}][${j}] (cosine: normalised)`, 1e-5)));
+
+    const scores = fx.colbertScores();
+    // The multivector alone (no graph: an exact scan) finds 4 best.
+    const alone = await call('query multivector', () => client.query(COLBERT, { query: fx.COLBERT_QUERY_MULTI, using: 'colbert', limit: 2 }));
+    t.deepEqual(ids(alone.points), fx.top(scores.maxSim, 2));
+    for (const p of alone.points) near(t, p.score, scores.maxSim.get(p.id as number)!, `MaxSim of ${p.id}`, 1e-5);
+    // Re-rank: only the dense prefetch's candidates (4 is not among them), ordered by MaxSim.
+    const candidates = fx.top(scores.dense, fx.COLBERT_CANDIDATES);
+    const expected = fx.top(new Map(candidates.map((id) => [id, scores.maxSim.get(id)!])), 3);
+    const r = await call('query re-rank', () =>
+      client.query(COLBERT, {
+        prefetch: { query: fx.COLBERT_QUERY_DENSE, using: 'dense', limit: fx.COLBERT_CANDIDATES },
+        query: fx.COLBERT_QUERY_MULTI,
+        using: 'colbert',
+        limit: 3,
+      }),
+    );
+    t.deepEqual(ids(r.points), expected);
+    for (const p of r.points) near(t, p.score, scores.maxSim.get(p.id as number)!, `re-rank MaxSim of ${p.id}`, 1e-5);
+  } finally {
+    t.true(await call('deleteCollection', () => client.deleteCollection(COLBERT)));
+  }
 });
 
 test.serial('search and searchBatch (the older API)', async (t) => {

@@ -4,7 +4,8 @@
  * reference's .proto files) drives the workflow of js-client.test.ts (the REST client's)
  * against a real `bin/quiver` with its gRPC API on: collections with unnamed and named
  * vectors (hnsw and quantization settings), payload indexes, point writes, reads, every
- * search form the contract serves, aliases, snapshots and deletion. Each step is one serial
+ * search form the contract serves, hybrid queries (dense + sparse with RRF, a ColBERT-style
+ * MaxSim re-rank), aliases, snapshots and deletion. Each step is one serial
  * test that checks what the client hands back, not just that it did not throw.
  *
  * The client is built as a user builds it, with its defaults: gzip on requests and
@@ -30,11 +31,13 @@ import {
   Distance,
   FieldType,
   Fusion,
+  MultiVectorComparator,
   PayloadSchemaType,
   QdrantClient,
   QuantizationType,
   UpdateStatus,
   toDenseVector,
+  toMultiDenseVector,
   ConditionSchema,
   FilterSchema,
   PointIdSchema,
@@ -49,10 +52,13 @@ import {
 
 import { PROTO_DIR, startGrpcQuiver, type GrpcQuiver } from '../grpc/client';
 import { waitFor } from '../support/wait';
+import * as fx from './hybrid-fixture';
 
 const PLAIN = 'jsg_plain';
 const NAMED = 'jsg_named';
 const ALIAS = 'jsg_alias';
+const HYBRID = 'jsg_hybrid';
+const COLBERT = 'jsg_colbert';
 const UUID_A = '550e8400-e29b-41d4-a716-446655440000';
 // Written in upper case on purpose: the server must hand it back lower-case hyphenated.
 const UUID_B = 'F47AC10B-58CC-4372-A567-0E02B2C3D479';
@@ -157,6 +163,8 @@ const filterSel = (f: Init<typeof FilterSchema>) => ({ pointsSelectorOneOf: { ca
 const withPayload = (on: boolean) => ({ selectorOptions: { case: 'enable' as const, value: on } });
 const withVectors = (on: boolean) => ({ selectorOptions: { case: 'enable' as const, value: on } });
 const nearest = (data: number[]) => ({ variant: { case: 'nearest' as const, value: { variant: { case: 'dense' as const, value: { data } } } } });
+const nearestSparse = (v: fx.SparseMap) => ({ variant: { case: 'nearest' as const, value: { variant: { case: 'sparse' as const, value: fx.sparseBody(v) } } } });
+const nearestMulti = (m: number[][]) => ({ variant: { case: 'nearest' as const, value: { variant: { case: 'multiDense' as const, value: { vectors: m.map((data) => ({ data })) } } } } });
 const nearestId = (id: Id) => ({ variant: { case: 'nearest' as const, value: { variant: { case: 'id' as const, value: pid(id) } } } });
 
 /** Turns the client's ConnectError into a message a failing test can show. */
@@ -694,6 +702,162 @@ test.serial('query hybrid: two named dense prefetches fused by RRF (and RRF with
   );
   t.deepEqual(ids(batch.result[0].result), [10, 11]);
   t.is(await codeOf(t, () => points.query({ collectionName: NAMED, prefetch, limit: 2n })), 'InvalidArgument');
+});
+
+test.serial('hybrid search: dense + sparse prefetches fused by RRF, ids and scores against a hand computation', async (t) => {
+  const { collections, points } = api();
+  const created = await call('create', () =>
+    collections.create({
+      collectionName: HYBRID,
+      vectorsConfig: { config: { case: 'paramsMap', value: { map: { dense: { size: 4n, distance: Distance.Dot } } } } },
+      sparseVectorsConfig: { map: { text: { index: { onDisk: false } } } },
+    }),
+  );
+  t.true(created.result);
+  try {
+    const info = (await call('get', () => collections.get({ collectionName: HYBRID }))).result!;
+    t.deepEqual(Object.keys(info.config?.params?.sparseVectorsConfig?.map ?? {}), ['text']);
+    const upserted = await call('upsert', () =>
+      points.upsert({
+        collectionName: HYBRID,
+        wait: true,
+        points: [...fx.HYBRID_DENSE].map(([id, data]) => {
+          const sparse = fx.HYBRID_SPARSE.get(id);
+          const vectors: Record<string, { vector: { case: 'dense'; value: { data: number[] } } | { case: 'sparse'; value: { indices: number[]; values: number[] } } }> = {
+            dense: { vector: { case: 'dense', value: { data } } },
+          };
+          if (sparse !== undefined) vectors.text = { vector: { case: 'sparse', value: fx.sparseBody(sparse) } };
+          return { id: pid(id), vectors: { vectorsOptions: { case: 'vectors' as const, value: { vectors } } }, payload: payload({ n: id }) };
+        }),
+      }),
+    );
+    completed(t, upserted);
+    t.is((await call('count', () => points.count({ collectionName: HYBRID, exact: true }))).result?.count, 6n);
+
+    const scores = fx.hybridScores();
+    // Each prefetch alone: exact sparse scoring (6 has no sparse vector) and dense.
+    const alone = (await call('query sparse', () => points.query({ collectionName: HYBRID, query: nearestSparse(fx.HYBRID_QUERY_SPARSE), using: 'text', limit: 10n }))).result;
+    t.deepEqual(ids(alone), fx.top(scores.sparse, 10));
+    for (const p of alone) near(t, p.score, scores.sparse.get(idOf(p.id) as number)!, `sparse score of ${idOf(p.id)}`, 1e-5);
+    const dense = (await call('query dense', () => points.query({ collectionName: HYBRID, query: nearest(fx.HYBRID_QUERY_DENSE), using: 'dense', limit: BigInt(fx.HYBRID_DENSE_LIMIT) }))).result;
+    t.deepEqual(ids(dense), fx.top(scores.dense, fx.HYBRID_DENSE_LIMIT));
+
+    const prefetch = [
+      { query: nearest(fx.HYBRID_QUERY_DENSE), using: 'dense', limit: BigInt(fx.HYBRID_DENSE_LIMIT) },
+      { query: nearestSparse(fx.HYBRID_QUERY_SPARSE), using: 'text', limit: BigInt(fx.HYBRID_SPARSE_LIMIT) },
+    ];
+    const lists = [fx.top(scores.dense, fx.HYBRID_DENSE_LIMIT), fx.top(scores.sparse, fx.HYBRID_SPARSE_LIMIT)];
+    const fusions = [
+      { query: { variant: { case: 'fusion' as const, value: Fusion.RRF } }, k: 2 },
+      { query: { variant: { case: 'rrf' as const, value: { k: 5 } } }, k: 5 },
+    ];
+    for (const { query, k } of fusions) {
+      const expected = fx.rrfByHand(lists, k);
+      const r = (await call(`query rrf k=${k}`, () => points.query({ collectionName: HYBRID, prefetch, query, limit: 10n, withPayload: withPayload(true) }))).result;
+      t.deepEqual(ids(r), expected.map(([id]) => id), `rrf k=${k} order`);
+      expected.forEach(([id, s], i) => {
+        near(t, r[i]?.score, s, `rrf k=${k} score of ${id}`, 1e-6);
+        t.deepEqual(r[i] === undefined ? undefined : plainMap(r[i].payload), { n: id });
+      });
+      const page = (await call(`query rrf k=${k} page`, () => points.query({ collectionName: HYBRID, prefetch, query, limit: 2n, offset: 1n }))).result;
+      t.deepEqual(ids(page), expected.slice(1, 3).map(([id]) => id), `rrf k=${k} limit 2 offset 1`);
+    }
+    // In a batch, with a filter on the sparse prefetch.
+    const filtered = [prefetch[0], { ...prefetch[1], filter: { mustNot: [cond.hasId([4])] } }];
+    const batch = await call('queryBatch', () =>
+      points.queryBatch({ collectionName: HYBRID, queryPoints: [{ collectionName: HYBRID, prefetch: filtered, query: fusions[0].query, limit: 10n }] }),
+    );
+    const expected = fx.rrfByHand([lists[0], fx.top(new Map([...scores.sparse].filter(([id]) => id !== 4)), fx.HYBRID_SPARSE_LIMIT)], 2);
+    t.deepEqual(ids(batch.result[0].result), expected.map(([id]) => id));
+    expected.forEach(([id, s], i) => near(t, batch.result[0].result[i]?.score, s, `batched rrf score of ${id}`, 1e-6));
+  } finally {
+    t.true((await call('delete', () => collections.delete({ collectionName: HYBRID }))).result);
+  }
+});
+
+test.serial('ColBERT-style re-rank: a dense prefetch, then a multivector (max_sim, hnsw m=0) query over its candidates, against MaxSim by hand', async (t) => {
+  const { collections, points } = api();
+  const created = await call('create', () =>
+    collections.create({
+      collectionName: COLBERT,
+      vectorsConfig: {
+        config: {
+          case: 'paramsMap',
+          value: {
+            map: {
+              dense: { size: 4n, distance: Distance.Dot },
+              colbert: { size: 3n, distance: Distance.Cosine, multivectorConfig: { comparator: MultiVectorComparator.MaxSim }, hnswConfig: { m: 0n } },
+            },
+          },
+        },
+      },
+    }),
+  );
+  t.true(created.result);
+  try {
+    const info = (await call('get', () => collections.get({ collectionName: COLBERT }))).result!;
+    const vc = info.config?.params?.vectorsConfig?.config;
+    t.is(vc?.case, 'paramsMap');
+    if (vc?.case === 'paramsMap') {
+      t.is(vc.value.map.colbert?.multivectorConfig?.comparator, MultiVectorComparator.MaxSim);
+      t.is(vc.value.map.colbert?.hnswConfig?.m, 0n);
+    }
+    const upserted = await call('upsert', () =>
+      points.upsert({
+        collectionName: COLBERT,
+        wait: true,
+        points: [...fx.COLBERT_DENSE].map(([id, data]) => ({
+          id: pid(id),
+          vectors: {
+            vectorsOptions: {
+              case: 'vectors' as const,
+              value: {
+                vectors: {
+                  dense: { vector: { case: 'dense' as const, value: { data } } },
+                  colbert: { vector: { case: 'multiDense' as const, value: { vectors: fx.COLBERT_MULTI.get(id)!.map((v) => ({ data: v })) } } },
+                },
+              },
+            },
+          },
+        })),
+      }),
+    );
+    completed(t, upserted);
+    const got = (
+      await call('get points', () =>
+        points.get({ collectionName: COLBERT, ids: [pid(2)], withVectors: { selectorOptions: { case: 'include', value: { names: ['colbert'] } } } }),
+      )
+    ).result;
+    const out = got[0]?.vectors?.vectorsOptions;
+    const stored = out?.case === 'vectors' && out.value.vectors.colbert !== undefined ? toMultiDenseVector(out.value.vectors.colbert)?.vectors.map((v) => v.data) : undefined;
+    const want = fx.normalised(fx.COLBERT_MULTI.get(2)!);
+    t.is(stored?.length, 3, 'a multivector comes back as its 3 vectors');
+    want.forEach((v, i) => v.forEach((x, j) => near(t, stored?.[i]?.[j], x, `stored multivector [${i}][${j}] (cosine: normalised)`, 1e-5)));
+
+    const scores = fx.colbertScores();
+    // The multivector alone (no graph: an exact scan) finds 4 best.
+    const alone = (await call('query multivector', () => points.query({ collectionName: COLBERT, query: nearestMulti(fx.COLBERT_QUERY_MULTI), using: 'colbert', limit: 2n }))).result;
+    t.deepEqual(ids(alone), fx.top(scores.maxSim, 2));
+    for (const p of alone) near(t, p.score, scores.maxSim.get(idOf(p.id) as number)!, `MaxSim of ${idOf(p.id)}`, 1e-5);
+    // Re-rank: only the dense prefetch's candidates (4 is not among them), ordered by MaxSim.
+    const candidates = fx.top(scores.dense, fx.COLBERT_CANDIDATES);
+    const expected = fx.top(new Map(candidates.map((id) => [id, scores.maxSim.get(id)!])), 3);
+    const r = (
+      await call('query re-rank', () =>
+        points.query({
+          collectionName: COLBERT,
+          prefetch: [{ query: nearest(fx.COLBERT_QUERY_DENSE), using: 'dense', limit: BigInt(fx.COLBERT_CANDIDATES) }],
+          query: nearestMulti(fx.COLBERT_QUERY_MULTI),
+          using: 'colbert',
+          limit: 3n,
+        }),
+      )
+    ).result;
+    t.deepEqual(ids(r), expected);
+    for (const p of r) near(t, p.score, scores.maxSim.get(idOf(p.id) as number)!, `re-rank MaxSim of ${idOf(p.id)}`, 1e-5);
+  } finally {
+    t.true((await call('delete', () => collections.delete({ collectionName: COLBERT }))).result);
+  }
 });
 
 test.serial('search and searchBatch (the older API)', async (t) => {

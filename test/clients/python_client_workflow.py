@@ -2,7 +2,9 @@
 """The official Python client (qdrant-client, installed by .ci/run) drives a whole
 workflow against a real bin/quiver: collections (unnamed and named vectors, hnsw and
 quantization settings), payload indexes, every kind of point write, reads, every
-search form, aliases, snapshots (collection, shard, full-storage, upload) and deletion.
+search form, hybrid queries (dense + sparse prefetches fused by RRF, a ColBERT-style
+multivector MaxSim re-rank, each checked against a computation in this file), aliases,
+snapshots (collection, shard, full-storage, upload) and deletion.
 
 It runs the workflow one of two ways: over REST (the default), or with `--grpc` over the
 public gRPC API (`prefer_grpc=True`: the client then sends everything its gRPC mode
@@ -56,6 +58,8 @@ except ImportError as err:  # pragma: no cover - the message is the point
 
 PLAIN = "py_plain"
 NAMED = "py_named"
+HYBRID = "py_hybrid"
+COLBERT = "py_colbert"
 ALIAS = "py_alias"
 UUID_A = "550e8400-e29b-41d4-a716-446655440000"
 # Written in upper case on purpose: the server must hand it back lower-case hyphenated.
@@ -166,6 +170,45 @@ def by_id(points) -> dict:
 
 def city(value: str) -> models.FieldCondition:
     return models.FieldCondition(key="city", match=models.MatchValue(value=value))
+
+
+# -- hand computations for the hybrid steps ------------------------------------------------------
+
+def dot(a, b) -> float:
+    return sum(x * y for x, y in zip(a, b))
+
+
+def sparse_dot(a: dict, b: dict) -> float:
+    return sum(w * b[i] for i, w in a.items() if i in b)
+
+
+def unit(v) -> list:
+    n = math.sqrt(dot(v, v))
+    return [x / n for x in v]
+
+
+def max_sim_cosine(query, doc) -> float:
+    """ColBERT's late interaction: for each query vector its best cosine over the document's vectors, summed."""
+    return sum(max(dot(unit(q), unit(d)) for d in doc) for q in query)
+
+
+def top(scores: dict, limit: int) -> list:
+    """The ids of the `limit` best scores, best first (the data has no ties; checked)."""
+    values = sorted(scores.values(), reverse=True)
+    if len(set(values)) != len(values):
+        raise AssertionError(f"test data has tied scores: {scores}")
+    return sorted(scores, key=lambda i: -scores[i])[:limit]
+
+
+def rrf_by_hand(lists: list, k: int) -> list:
+    """Reciprocal rank fusion as the reference defines it: the point at position p (from 0)
+    of a list gets 1 / (p + k) from it; sums per point, best first (no ties; checked)."""
+    fused: dict = {}
+    for lst in lists:
+        for position, pid in enumerate(lst):
+            fused[pid] = fused.get(pid, 0.0) + 1 / (position + k)
+    order = top(fused, len(fused))
+    return [(pid, fused[pid]) for pid in order]
 
 
 # -- the workflow -------------------------------------------------------------------------------
@@ -512,6 +555,133 @@ def workflow(client: QdrantClient, url: str, grpc: bool) -> None:
         )
         eq([ids(x.points) for x in res], [[10, 11], [10]], "hybrid in a batch")
         raises_status(400, lambda: client.query_points(NAMED, prefetch=prefetch, limit=2), "prefetch without a query")
+
+    @step("hybrid search: dense + sparse (models.SparseVector) prefetches fused by RRF, ids and scores against a hand computation")
+    def _():
+        eq(
+            client.create_collection(
+                HYBRID,
+                vectors_config={"dense": models.VectorParams(size=4, distance=models.Distance.DOT)},
+                sparse_vectors_config={"text": models.SparseVectorParams(index=models.SparseIndexParams(on_disk=False))},
+            ),
+            True,
+            "create",
+        )
+        try:
+            info = client.get_collection(HYBRID)
+            eq(sorted((info.config.params.sparse_vectors or {}).keys()), ["text"], "sparse config shown")
+            dense = {1: [0.9, 0.1, 0, 0], 2: [0.2, 0.8, 0.1, 0], 3: [0.5, 0.5, 0.5, 0], 4: [0, 0.1, 0.9, 0.3], 5: [0.1, 0, 0, 1.0], 6: [0.7, 0.6, 0, 0]}
+            # Point 6 has no sparse vector: the sparse search never finds it.
+            sparse = {1: {1: 0.5, 7: 0.2}, 2: {3: 1.0, 7: 0.9}, 3: {1: 0.1, 3: 0.3, 100: 2.0}, 4: {7: 0.4, 42: 1.5}, 5: {3: 0.05}}
+
+            def sv(d: dict) -> models.SparseVector:
+                return models.SparseVector(indices=list(d.keys()), values=list(d.values()))
+
+            points = [
+                models.PointStruct(id=i, vector={"dense": dense[i], **({"text": sv(sparse[i])} if i in sparse else {})}, payload={"n": i})
+                for i in dense
+            ]
+            eq(client.upsert(HYBRID, points=points, wait=True).status, models.UpdateStatus.COMPLETED, "upsert")
+            eq(client.count(HYBRID, exact=True).count, 6, "count")
+
+            qd = [1, 0.3, 0.2, 0]
+            qs = {3: 0.5, 7: 1.0, 100: 0.3}
+            dense_scores = {i: dot(v, qd) for i, v in dense.items()}
+            sparse_scores = {i: sparse_dot(qs, v) for i, v in sparse.items() if sparse_dot(qs, v) != 0}
+
+            # Each prefetch alone: exact dense and sparse scoring.
+            r = client.query_points(HYBRID, query=sv(qs), using="text", limit=10)
+            eq(ids(r.points), top(sparse_scores, 10), "sparse alone (6 has no sparse vector)")
+            for p in r.points:
+                near(p.score, sparse_scores[p.id], f"sparse score of {p.id}", 1e-5)
+            r = client.query_points(HYBRID, query=qd, using="dense", limit=4)
+            eq(ids(r.points), top(dense_scores, 4), "dense alone")
+
+            prefetch = [
+                models.Prefetch(query=qd, using="dense", limit=4),
+                models.Prefetch(query=sv(qs), using="text", limit=3),
+            ]
+            lists = [top(dense_scores, 4), top(sparse_scores, 3)]
+            for query, k in [(models.FusionQuery(fusion=models.Fusion.RRF), 2), (models.RrfQuery(rrf=models.Rrf(k=5)), 5)]:
+                expected = rrf_by_hand(lists, k)
+                r = client.query_points(HYBRID, prefetch=prefetch, query=query, limit=10, with_payload=True)
+                eq(ids(r.points), [pid for pid, _ in expected], f"rrf k={k} order")
+                for p, (pid, score) in zip(r.points, expected):
+                    near(p.score, score, f"rrf k={k} score of {pid}", 1e-6)
+                    eq(p.payload, {"n": pid}, f"payload of {pid}")
+                # limit and offset cut the fused list.
+                r = client.query_points(HYBRID, prefetch=prefetch, query=query, limit=2, offset=1)
+                eq(ids(r.points), [pid for pid, _ in expected[1:3]], f"rrf k={k} limit 2 offset 1")
+            # Same through the batch endpoint, and with a filter on the sparse prefetch.
+            filtered = [prefetch[0], models.Prefetch(query=sv(qs), using="text", limit=3, filter=models.Filter(must_not=[models.HasIdCondition(has_id=[4])]))]
+            res = client.query_batch_points(HYBRID, requests=[models.QueryRequest(prefetch=filtered, query=models.FusionQuery(fusion=models.Fusion.RRF), limit=10)])
+            expected = rrf_by_hand([top(dense_scores, 4), top({i: s for i, s in sparse_scores.items() if i != 4}, 3)], 2)
+            eq(ids(res[0].points), [pid for pid, _ in expected], "batched rrf with a filtered sparse prefetch")
+            for p, (pid, score) in zip(res[0].points, expected):
+                near(p.score, score, f"batched rrf score of {pid}", 1e-6)
+        finally:
+            eq(client.delete_collection(HYBRID), True, "delete")
+
+    @step("ColBERT-style re-rank: a dense prefetch, then a multivector (max_sim, hnsw m=0) query over its candidates, against MaxSim by hand")
+    def _():
+        eq(
+            client.create_collection(
+                COLBERT,
+                vectors_config={
+                    "dense": models.VectorParams(size=4, distance=models.Distance.DOT),
+                    "colbert": models.VectorParams(
+                        size=3,
+                        distance=models.Distance.COSINE,
+                        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+                        hnsw_config=models.HnswConfigDiff(m=0),
+                    ),
+                },
+            ),
+            True,
+            "create",
+        )
+        try:
+            info = client.get_collection(COLBERT)
+            colbert_params = info.config.params.vectors["colbert"]
+            eq(colbert_params.multivector_config.comparator, models.MultiVectorComparator.MAX_SIM, "multivector_config shown")
+            eq(colbert_params.hnsw_config.m, 0, "hnsw m=0 shown")
+            dense = {1: [1, 0, 0, 0.1], 2: [0.8, 0.4, 0, 0], 3: [0.6, 0, 0.5, 0], 4: [0.1, 0.9, 0, 0], 5: [0.7, 0.2, 0.2, 0.1]}
+            colbert = {
+                1: [[1, 0, 0], [0, 1, 0]],
+                2: [[0.5, 0.5, 0], [0, 0, 1], [1, 0.2, 0]],
+                3: [[0, 1, 1], [1, 1, 0]],
+                4: [[1, 0, 0.1], [0, 0.2, 1]],
+                5: [[0.3, 1, 0], [0.9, 0, 0.4]],
+            }
+            points = [models.PointStruct(id=i, vector={"dense": dense[i], "colbert": colbert[i]}) for i in dense]
+            eq(client.upsert(COLBERT, points=points, wait=True).status, models.UpdateStatus.COMPLETED, "upsert")
+            r = client.retrieve(COLBERT, ids=[2], with_vectors=["colbert"])
+            got = r[0].vector["colbert"]
+            eq(len(got), 3, "a multivector comes back as its 3 vectors")
+            for g, w in zip(got, colbert[2]):
+                for a, b in zip(g, unit(w)):
+                    near(a, b, "stored multivector (cosine: normalised)", 1e-5)
+
+            qd = [1, 0.2, 0.1, 0]
+            qc = [[1, 0.1, 0], [0, 0.3, 1]]
+            dense_scores = {i: dot(v, qd) for i, v in dense.items()}
+            maxsim = {i: max_sim_cosine(qc, d) for i, d in colbert.items()}
+            # The multivector alone (no graph: an exact scan) finds 4 best.
+            r = client.query_points(COLBERT, query=qc, using="colbert", limit=2)
+            eq(ids(r.points), top(maxsim, 2), "multivector alone")
+            for p in r.points:
+                near(p.score, maxsim[p.id], f"MaxSim of {p.id}", 1e-5)
+            # Re-rank: only the dense prefetch's 4 candidates (4 is not among them), ordered by MaxSim.
+            candidates = top(dense_scores, 4)
+            if 4 in candidates or top(maxsim, 1) != [4]:
+                raise AssertionError("test data: 4 must be the MaxSim best and outside the dense candidates")
+            expected = top({i: maxsim[i] for i in candidates}, 3)
+            r = client.query_points(COLBERT, prefetch=models.Prefetch(query=qd, using="dense", limit=4), query=qc, using="colbert", limit=3)
+            eq(ids(r.points), expected, "re-ranked candidates")
+            for p in r.points:
+                near(p.score, maxsim[p.id], f"re-rank MaxSim of {p.id}", 1e-5)
+        finally:
+            eq(client.delete_collection(COLBERT), True, "delete")
 
     @step("query_batch_points answers each request in order")
     def _():
