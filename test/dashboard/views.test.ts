@@ -6,6 +6,8 @@
  *   page by page with a filter, queried through "find similar", given an alias,
  *   snapshotted, the snapshot downloaded, and the collection recovered from it by upload
  *   (the upload's progress bar filled) and from a URL, shard and full-storage snapshots;
+ * - optimizer progress: 30,000 points indexed by one job, seen running with its bar
+ *   moving, then listed as done, and the summary read again;
  * - the request console sending requests and showing the answers, with status and history;
  * - access: a read-only JWT sees no write control anywhere, a collection-scoped token sees
  *   its collection only, and with the read-only API key the first refused change is shown
@@ -138,9 +140,9 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
     ['city', 'n'],
   );
   t.is(await page.locator('[data-testid="config-row"][data-key="params.vectors.size"] td').textContent(), '4');
-  // GET /collections/{c}/optimizations answers 501 in this version: the part stays out of sight.
-  t.is((await call('GET', `/collections/${C}/optimizations`)).status, 501);
-  t.true(await page.getByTestId('optimizations').isHidden());
+  // 25 points stay under the indexing threshold: no job ran, none is queued.
+  await page.waitForSelector('#optimizations[data-running="0"]');
+  t.regex((await page.getByTestId('optimizations-summary').textContent()) ?? '', /^0 running, 0 queued/);
   await shot(page, 'collection');
 
   // Aliases: created and deleted, each confirmed first.
@@ -275,6 +277,62 @@ test.serial('a collection created, browsed, found similar, aliased, snapshotted,
   await page.getByTestId('collections-filter').fill('');
   await shot(page, 'collections');
   await closeSession(t, s);
+});
+
+test.serial('optimizer progress: an indexing job seen running with its bar moving, then completed, the summary read again', async (t) => {
+  // 30,000 × 64 dimensions (7.5 MB) stay under the default threshold (10,000 KB), so the
+  // upload sets off no job; lowering the threshold then makes one job index them all.
+  const OPT = 'dash_opt';
+  const DIM = 64;
+  const TOTAL = 30_000;
+  await must('PUT', `/collections/${OPT}`, { vectors: { size: DIM, distance: 'Dot' } });
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) * 2 - 1;
+  for (let at = 0; at < TOTAL; at += 5000) {
+    const batch = Array.from({ length: 5000 }, (_, i) => ({ id: at + i + 1, vector: Array.from({ length: DIM }, rand) }));
+    await must('PUT', `/collections/${OPT}/points?wait=true`, { points: batch });
+  }
+  t.deepEqual((await must('GET', `/collections/${OPT}/optimizations`)).running, [], 'nothing runs before the threshold is lowered');
+
+  const s = await openDashboard(browser, node.url, `#/collections/${OPT}`, API_KEY);
+  const { page } = s;
+  await page.waitForSelector('#optimizations[data-running="0"]');
+  await must('PATCH', `/collections/${OPT}`, { optimizers_config: { indexing_threshold: 100 } });
+  await page.getByTestId('collection-refresh').click();
+
+  // Running: a bar part-filled, then further on (the page polls while the job runs).
+  const running = page.locator('[data-testid="optimization"][data-state="running"]');
+  const bar = running.getByTestId('optimization-progress');
+  const value = async (): Promise<[number, number] | null> => {
+    if ((await bar.count()) === 0) return null;
+    return [Number(await bar.getAttribute('value')), Number(await bar.getAttribute('max'))];
+  };
+  const first = await waitFor('a running job with a part-filled bar', async () => {
+    const v = await value().catch(() => null);
+    return v !== null && v[0] > 0 && v[0] < v[1] ? v : null;
+  });
+  t.is(first[1], TOTAL, 'the bar counts every point the job moves');
+  t.is(await running.getAttribute('data-optimizer'), 'indexing');
+  t.regex((await running.getByTestId('optimization-count').textContent()) ?? '', new RegExp(`^ ${first[0]} / ${TOTAL}$`));
+  await shot(page, 'optimizations');
+  const api = await must('GET', `/collections/${OPT}/optimizations`);
+  t.is(api.running.length, 1, 'the API reports it running too');
+  await waitFor('the bar to move on', async () => {
+    const v = await value().catch(() => null);
+    return v === null || v[0] > first[0];
+  });
+
+  // Completed: the job listed as done with all its points, nothing running, and the
+  // summary above read again (all points indexed).
+  const done = page.locator('[data-testid="optimization"][data-state="done"][data-optimizer="indexing"]');
+  await done.waitFor();
+  await page.waitForSelector('#optimizations[data-running="0"]');
+  t.is(await done.getByTestId('optimization-count').textContent(), `${TOTAL} / ${TOTAL}`);
+  const indexed = (await must('GET', `/collections/${OPT}`)).indexed_vectors_count;
+  await waitFor('the summary read again', async () => (await page.getByTestId('summary-indexed-vectors').textContent()) === String(indexed));
+  t.true(indexed >= TOTAL, `indexed vectors ${indexed}`);
+  await closeSession(t, s);
+  await must('DELETE', `/collections/${OPT}`);
 });
 
 test.serial('the console sends a request and shows the answer, its status and time, and keeps a history', async (t) => {

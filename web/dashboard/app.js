@@ -536,6 +536,8 @@
       $('upload-progress').hidden = true;
       $('upload-status').textContent = '';
       $('recover-url-status').textContent = '';
+      $('optimizations').hidden = true;
+      optPoll.busy = false;
     }
     applyAccess();
     $('collection-name').textContent = name;
@@ -664,23 +666,155 @@
     $('indexes-empty').hidden = fields.length > 0;
   }
 
-  /** Optimizer progress, where the server serves it; a 501 (not served yet) hides the part for good. */
+  /**
+   * Optimizer progress: `GET /collections/{c}/optimizations?with=queued,completed`, the
+   * running jobs with a bar, the queued ones and the last finished ones. Polled while a
+   * job runs or waits (every 5 s otherwise); when the last one ends, the summary above is read again (status,
+   * indexed vectors). A 501 (a peer that does not serve the route) hides the part for good.
+   */
+  var optPoll = { timer: null, busy: false };
+  var OPT_POLL_MS = 500;
+  /** While nothing runs: often enough to see a job that a write sets off. */
+  var OPT_IDLE_MS = 5000;
+  var OPT_COMPLETED = 8;
+
   function loadOptimizations() {
     var el = $('optimizations');
-    el.hidden = true;
-    if (optimizationsServed === false) return;
+    clearTimeout(optPoll.timer);
+    optPoll.timer = null;
+    if (optimizationsServed === false) {
+      el.hidden = true;
+      return;
+    }
     var mine = generation;
-    api('GET', collectionPath(currentCollection) + '/optimizations').then(
+    var name = currentCollection;
+    api('GET', collectionPath(name) + '/optimizations?with=queued,completed&completed_limit=' + OPT_COMPLETED).then(
       function (result) {
         optimizationsServed = true;
-        if (mine !== generation) return;
-        el.textContent = 'Optimizations: ' + JSON.stringify(result);
+        if (mine !== generation || name !== currentCollection) return;
+        var r = result || {};
+        var busy = (r.running || []).length + (r.queued || []).length > 0;
+        renderOptimizations(r);
         el.hidden = false;
+        if (optPoll.busy && !busy) refreshSummary(mine, name);
+        optPoll.busy = busy;
+        pollOptimizations(mine, busy ? OPT_POLL_MS : OPT_IDLE_MS);
       },
       function (err) {
-        if (err.status === 501 || err.status === 404) optimizationsServed = false;
+        if (err.status === 501) optimizationsServed = false;
+        if (mine !== generation || name !== currentCollection) return;
+        if (err.status === 501 || err.status === 404) {
+          el.hidden = true;
+          return;
+        }
+        setText('optimizations-summary', 'could not read them: ' + err.message);
+        el.hidden = false;
+        pollOptimizations(mine, OPT_IDLE_MS);
       },
     );
+  }
+
+  function pollOptimizations(mine, delay) {
+    clearTimeout(optPoll.timer);
+    optPoll.timer = setTimeout(function () {
+      optPoll.timer = null;
+      if (mine === generation) loadOptimizations();
+    }, delay);
+  }
+
+  /** The summary alone, read again (an optimization ended). */
+  function refreshSummary(mine, name) {
+    api('GET', collectionPath(name)).then(
+      function (info) {
+        if (mine !== generation || name !== currentCollection) return;
+        clear($('collection-summary'));
+        renderSummary(info || {});
+        $('collection-info').textContent = JSON.stringify(info, null, 2);
+      },
+      function () {},
+    );
+  }
+
+  function fmtSeconds(s) {
+    if (!(s >= 0)) return '';
+    if (s < 60) return s.toFixed(1) + ' s';
+    var m = Math.floor(s / 60);
+    return m + ' min ' + Math.round(s - m * 60) + ' s';
+  }
+
+  function segmentPoints(o) {
+    return (o.segments || []).reduce(function (n, seg) {
+      return n + (seg.points_count || 0);
+    }, 0);
+  }
+
+  function optimizationRow(o, state) {
+    var tr = element('tr', { 'data-testid': 'optimization', 'data-state': state, 'data-optimizer': o.optimizer || '', class: 'opt-' + state });
+    tr.appendChild(element('td', { 'data-testid': 'optimization-state' }, state));
+    tr.appendChild(element('td', null, o.optimizer || ''));
+    tr.appendChild(element('td', null, String((o.segments || []).length)));
+    tr.appendChild(element('td', null, String(segmentPoints(o))));
+    return tr;
+  }
+
+  function renderOptimizations(r) {
+    var body = $('optimizations-body');
+    clear(body);
+    var running = r.running || [];
+    var queued = r.queued || [];
+    var completed = r.completed || [];
+    var sum = r.summary || {};
+    setText(
+      'optimizations-summary',
+      running.length + ' running, ' + (sum.queued_optimizations || 0) + ' queued (' + (sum.queued_points || 0) + ' points), idle segments: ' + (sum.idle_segments || 0),
+    );
+    var el = $('optimizations');
+    el.setAttribute('data-running', String(running.length));
+    el.setAttribute('data-queued', String(queued.length));
+    running.forEach(function (o) {
+      var p = o.progress || {};
+      var tr = optimizationRow(o, 'running');
+      var total = typeof p.total === 'number' ? p.total : null;
+      var done = typeof p.done === 'number' ? p.done : 0;
+      var cell = element('td');
+      if (total !== null) {
+        cell.appendChild(element('progress', { 'data-testid': 'optimization-progress', max: String(Math.max(total, 1)), value: String(done) }));
+        cell.appendChild(element('span', { class: 'hint', 'data-testid': 'optimization-count' }, ' ' + done + ' / ' + total));
+      }
+      (p.children || []).forEach(function (c) {
+        if (c.finished_at) return;
+        cell.appendChild(element('div', { class: 'hint' }, c.name + (typeof c.total === 'number' ? ' ' + (c.done || 0) + ' / ' + c.total : '')));
+      });
+      tr.appendChild(cell);
+      var elapsed = p.started_at ? (Date.now() - Date.parse(p.started_at)) / 1000 : NaN;
+      var time = fmtSeconds(elapsed);
+      if (total !== null && done > 0 && done < total && elapsed > 0) time += ', ~' + fmtSeconds((elapsed * (total - done)) / done) + ' left';
+      tr.appendChild(element('td', { 'data-testid': 'optimization-time' }, time));
+      body.appendChild(tr);
+    });
+    queued.forEach(function (o) {
+      var tr = optimizationRow(o, 'queued');
+      tr.appendChild(element('td', { class: 'hint' }, 'waits for the running job'));
+      tr.appendChild(element('td'));
+      body.appendChild(tr);
+    });
+    completed.forEach(function (o) {
+      var st = o.status;
+      var state = st === 'done' ? 'done' : st && typeof st === 'object' ? Object.keys(st)[0] || 'ended' : String(st);
+      var p = o.progress || {};
+      var tr = optimizationRow(o, state);
+      var note = typeof p.total === 'number' ? (p.done || 0) + ' / ' + p.total : '';
+      if (st && typeof st === 'object') note += (note ? ': ' : '') + st[state];
+      tr.appendChild(element('td', { 'data-testid': 'optimization-count' }, note));
+      var when = p.finished_at ? new Date(p.finished_at).toLocaleTimeString() : '';
+      tr.appendChild(element('td', null, fmtSeconds(p.duration_sec) + (when ? ', ended ' + when : '')));
+      body.appendChild(tr);
+    });
+    if (body.children.length === 0) {
+      var tr = element('tr');
+      tr.appendChild(element('td', { class: 'hint', colspan: '6' }, 'No optimization has run yet, none is queued.'));
+      body.appendChild(tr);
+    }
   }
 
   function loadAliases() {
