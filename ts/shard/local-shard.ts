@@ -248,7 +248,7 @@ export class LocalShard {
     this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
     for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
     for (const spec of opts.sparse ?? []) this.sparse.set(spec.name, new SparseStore(opts.engine, spec));
-    this.payloadIndex.vectorPresence = (name) => this.vectors.get(name)?.present ?? null;
+    this.payloadIndex.vectorPresence = (name) => this.vectors.get(name)?.present ?? this.sparse.get(name)?.present ?? null;
     this.payloadIndex.universe = {
       size: () => this.tracker.size,
       offsets: () => [...this.tracker.unordered()].map((e) => e.offset),
