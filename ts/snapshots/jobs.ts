@@ -290,6 +290,8 @@ export class SnapshotJobs {
       j.finalRate = 0;
     }
     if (cut.length > 0) this.logger.warn({ jobs: cut.map((j) => j.id) }, 'snapshot jobs interrupted by the stop');
+    // A node that never ran a job leaves no file behind.
+    if (this.jobs.size === 0) return;
     await this.save(true).catch((err: unknown) => this.logger.error({ err }, 'snapshot jobs file not written'));
   }
 
