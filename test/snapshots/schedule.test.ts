@@ -115,9 +115,10 @@ test('a failing run is retried with backoff and deletes nothing; the collection 
   for (let i = 1; i < gaps.length; i++) t.true(gaps[i] > gaps[i - 1] * 1.5, `backoff grows: ${gaps.join(', ')}`);
   t.regex(failed[failed.length - 1].error, /Collection `f` doesn't exist/);
   t.true(fs.existsSync(file), 'the last good snapshot was not deleted by failed runs');
-  const metrics = await (await fetch(`${q.url}/metrics`)).text();
-  t.regex(metrics, /snapshot_schedule_runs_total\{schedule="collection:f",result="failed"\} [4-9]/);
-  t.true(q.logLines().some((l) => l.msg === 'scheduled snapshot failed: retrying with backoff; no snapshot deleted'));
+  // The run's counter and log line follow the job's failed state: wait for them, do not race them.
+  const counted = /snapshot_schedule_runs_total\{schedule="collection:f",result="failed"\} ([4-9]|\d\d)/;
+  await waitFor('4 failed runs counted', async () => counted.test(await (await fetch(`${q.url}/metrics`)).text()), 30_000, 100);
+  await waitFor('the retry logged', () => q.logLines().some((l) => l.msg === 'scheduled snapshot failed: retrying with backoff; no snapshot deleted'), 30_000, 100);
   // Back: the next retry succeeds; keep_last 1 then removes the older snapshot.
   await fill(q, 'f', 20);
   await waitFor('the old snapshot replaced', async () => !fs.existsSync(file) && (await call(q, 'GET', '/collections/f/snapshots')).length === 1, 60_000, 200);
