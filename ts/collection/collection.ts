@@ -38,7 +38,7 @@ import { type CollectionConfig, vectorSpecs } from './config';
 import { StrictMode } from './strict-mode';
 import { CollectionIssues } from './issues';
 import { LocalReplica } from './local-replica';
-import { exampleIds, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
+import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
 import type { SparseVec } from '../shard/operations';
 import { F16_MAX } from '../shard/sparse-store';
@@ -675,6 +675,12 @@ export class Collection {
     return groups;
   }
 
+  /** The dimension of a multivector's rows when `name` names a multivector, else null. */
+  multivectorDim(name: string): number | null {
+    const spec = this.vectorSpec(name);
+    return spec.multivector ? spec.dim : null;
+  }
+
   /** Whether `name` is one of the collection's sparse vectors. */
   isSparse(name: string): boolean {
     const sv = this.meta.config.params.sparse_vectors;
@@ -1083,11 +1089,11 @@ export class Collection {
       return this.search({ ...req, vector, exclude }, opts, rings);
     }
     const { positive, negative } = q.recommend;
-    if (this.vectorSpec(req.using).multivector) {
-      throw new BadInputError(`recommend over the multivector ${req.using === '' ? '(unnamed)' : JSON.stringify(req.using)} is not supported by Quiver; query with a multivector instead`);
-    }
     const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings, lookupFrom, others);
-    const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
+    const multi = this.multivectorDim(req.using);
+    const vector = multi === null
+      ? recommendVector(vs.slice(0, positive.length), vs.slice(positive.length))
+      : recommendMultivector(vs.slice(0, positive.length), vs.slice(positive.length), multi);
     return this.search({ ...req, vector, exclude }, opts, rings);
   }
 
@@ -1123,6 +1129,7 @@ export class Collection {
       scroll: async (filter, limit, withPayload, withVector) => (await this.scroll({ offset: null, limit, filter, withPayload, withVector }, opts, shards)).points.map(unscored),
       vectors: (examples, using, lookupFrom) => this.exampleVectors(examples, using, opts, rings, lookupFrom, others),
       isSparse: (using) => this.isSparse(using),
+      multivectorDim: (using) => this.multivectorDim(using),
       sparse: (examples, using) => this.sparseExamples(examples, using, opts, rings),
       shape: async (page, withPayload, withVector) => {
         const found = await this.lookup(page.map((p) => normalizePointId(p.id)), withPayload, withVector, opts, rings);
