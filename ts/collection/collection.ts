@@ -610,6 +610,7 @@ export class Collection {
    * as the reference does.
    */
   async updateConfig(next: CollectionConfig): Promise<void> {
+    const sparseBefore = new Set(Object.keys(this.meta.config.params.sparse_vectors ?? {}));
     this.meta.config = next;
     // Named vectors added or removed (PUT/DELETE /collections/{name}/vectors/{vector_name}):
     // each local shard gets an empty store for a new one, or drops a removed one's store.
@@ -618,8 +619,21 @@ export class Collection {
     const added = specs.filter((s) => !this.specs.has(s.name));
     const removed = [...this.specs.keys()].filter((n) => !names.has(n));
     for (const n of removed) this.specs.delete(n);
-    if (added.length > 0 || removed.length > 0) {
-      await Promise.all(this.present().map((s) => s.changeVectorNames(added.map((a) => ({ ...a })), removed)));
+    // Sparse names likewise: each local shard gets an empty inverted index or drops one.
+    const sparseNext = sparseSpecs(next.params.sparse_vectors);
+    const sparseAdded = sparseNext.filter((s) => !sparseBefore.has(s.name));
+    const sparseRemoved = [...sparseBefore].filter((n) => !sparseNext.some((s) => s.name === n));
+    if (added.length > 0 || removed.length > 0 || sparseAdded.length > 0 || sparseRemoved.length > 0) {
+      await Promise.all(
+        this.present().map((s) =>
+          s.changeVectorNames(
+            added.map((a) => ({ ...a })),
+            removed,
+            sparseAdded.map((a) => ({ ...a })),
+            sparseRemoved,
+          ),
+        ),
+      );
     }
     for (const spec of specs) {
       const before = this.specs.get(spec.name);
