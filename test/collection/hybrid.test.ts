@@ -54,6 +54,7 @@ test('the plan: leaves get every filter above them and their limits; fusion cuts
     scroll: async () => [],
     vectors: async () => [],
     isSparse: () => false,
+    multivectorDim: () => null,
     sparse: async () => [],
     shape: async (page) => page.map((p) => ({ ...p, shaped: true })),
   };

@@ -556,6 +556,29 @@ test('CreateVectorName and DeleteVectorName change the collection as REST does; 
   t.is(codeName(missing.code), 'INVALID_ARGUMENT');
 });
 
+test('CreateVectorName with a sparse config adds a sparse vector as REST does; DeleteVectorName drops it', async (t) => {
+  await restOk(t, 'PUT', '/collections/g_vns', { vectors: { a: { size: 2, distance: 'Dot' } } });
+  const created = await g.call('Points', 'CreateVectorName', { ...inC('g_vns'), vector_name: 'text', wait: true, sparse_config: { modifier: 'Idf', datatype: 'Float16' } });
+  t.is(created.result.status, 'Completed');
+  t.deepEqual((await restOk(t, 'GET', '/collections/g_vns')).config.params.sparse_vectors, { text: { modifier: 'idf', index: { datatype: 'float16' } } });
+  const plain = await g.call('Points', 'CreateVectorName', { ...inC('g_vns'), vector_name: 'plain', wait: true, sparse_config: {} });
+  t.is(plain.result.status, 'Completed');
+  t.deepEqual((await restOk(t, 'GET', '/collections/g_vns')).config.params.sparse_vectors.plain, {});
+  await restOk(t, 'PUT', '/collections/g_vns/points?wait=true', { points: [{ id: 1, vector: { a: [1, 0], plain: { indices: [3], values: [2] } } }] });
+  const hit = await restOk(t, 'POST', '/collections/g_vns/points/query', { query: { indices: [3], values: [1.5] }, using: 'plain' });
+  t.deepEqual(
+    hit.points.map((p: Json) => [p.id, p.score]),
+    [[1, 3]],
+  );
+  // A name in use (dense or sparse) is refused with REST's message.
+  const dup = await g.fail('Points', 'CreateVectorName', { ...inC('g_vns'), vector_name: 'a', sparse_config: {} });
+  t.is(codeName(dup.code), 'INVALID_ARGUMENT');
+  t.is(dup.details, (await rest('PUT', '/collections/g_vns/vectors/a', { sparse: {} })).body.status.error);
+  const deleted = await g.call('Points', 'DeleteVectorName', { ...inC('g_vns'), vector_name: 'text', wait: true });
+  t.is(deleted.result.status, 'Completed');
+  t.deepEqual(Object.keys((await restOk(t, 'GET', '/collections/g_vns')).config.params.sparse_vectors), ['plain']);
+});
+
 test('custom sharding: shard_key_selector writes and reads by key, and hits carry their shard key, as REST', async (t) => {
   await restOk(t, 'PUT', '/collections/g_keys', { vectors: { size: DIM, distance: 'Dot' }, sharding_method: 'custom', shard_number: 1 });
   await restOk(t, 'PUT', '/collections/g_keys/shards', { shard_key: 'eu' });

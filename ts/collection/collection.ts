@@ -38,7 +38,7 @@ import { type CollectionConfig, vectorSpecs } from './config';
 import { StrictMode } from './strict-mode';
 import { CollectionIssues } from './issues';
 import { LocalReplica } from './local-replica';
-import { exampleIds, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
+import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
 import type { SparseVec } from '../shard/operations';
 import { F16_MAX } from '../shard/sparse-store';
@@ -610,6 +610,7 @@ export class Collection {
    * as the reference does.
    */
   async updateConfig(next: CollectionConfig): Promise<void> {
+    const sparseBefore = new Set(Object.keys(this.meta.config.params.sparse_vectors ?? {}));
     this.meta.config = next;
     // Named vectors added or removed (PUT/DELETE /collections/{name}/vectors/{vector_name}):
     // each local shard gets an empty store for a new one, or drops a removed one's store.
@@ -618,8 +619,21 @@ export class Collection {
     const added = specs.filter((s) => !this.specs.has(s.name));
     const removed = [...this.specs.keys()].filter((n) => !names.has(n));
     for (const n of removed) this.specs.delete(n);
-    if (added.length > 0 || removed.length > 0) {
-      await Promise.all(this.present().map((s) => s.changeVectorNames(added.map((a) => ({ ...a })), removed)));
+    // Sparse names likewise: each local shard gets an empty inverted index or drops one.
+    const sparseNext = sparseSpecs(next.params.sparse_vectors);
+    const sparseAdded = sparseNext.filter((s) => !sparseBefore.has(s.name));
+    const sparseRemoved = [...sparseBefore].filter((n) => !sparseNext.some((s) => s.name === n));
+    if (added.length > 0 || removed.length > 0 || sparseAdded.length > 0 || sparseRemoved.length > 0) {
+      await Promise.all(
+        this.present().map((s) =>
+          s.changeVectorNames(
+            added.map((a) => ({ ...a })),
+            removed,
+            sparseAdded.map((a) => ({ ...a })),
+            sparseRemoved,
+          ),
+        ),
+      );
     }
     for (const spec of specs) {
       const before = this.specs.get(spec.name);
@@ -673,6 +687,12 @@ export class Collection {
       l.push(item);
     }
     return groups;
+  }
+
+  /** The dimension of a multivector's rows when `name` names a multivector, else null. */
+  multivectorDim(name: string): number | null {
+    const spec = this.vectorSpec(name);
+    return spec.multivector ? spec.dim : null;
   }
 
   /** Whether `name` is one of the collection's sparse vectors. */
@@ -1083,11 +1103,11 @@ export class Collection {
       return this.search({ ...req, vector, exclude }, opts, rings);
     }
     const { positive, negative } = q.recommend;
-    if (this.vectorSpec(req.using).multivector) {
-      throw new BadInputError(`recommend over the multivector ${req.using === '' ? '(unnamed)' : JSON.stringify(req.using)} is not supported by Quiver; query with a multivector instead`);
-    }
     const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings, lookupFrom, others);
-    const vector = recommendVector(vs.slice(0, positive.length), vs.slice(positive.length));
+    const multi = this.multivectorDim(req.using);
+    const vector = multi === null
+      ? recommendVector(vs.slice(0, positive.length), vs.slice(positive.length))
+      : recommendMultivector(vs.slice(0, positive.length), vs.slice(positive.length), multi);
     return this.search({ ...req, vector, exclude }, opts, rings);
   }
 
@@ -1123,6 +1143,7 @@ export class Collection {
       scroll: async (filter, limit, withPayload, withVector) => (await this.scroll({ offset: null, limit, filter, withPayload, withVector }, opts, shards)).points.map(unscored),
       vectors: (examples, using, lookupFrom) => this.exampleVectors(examples, using, opts, rings, lookupFrom, others),
       isSparse: (using) => this.isSparse(using),
+      multivectorDim: (using) => this.multivectorDim(using),
       sparse: (examples, using) => this.sparseExamples(examples, using, opts, rings),
       shape: async (page, withPayload, withVector) => {
         const found = await this.lookup(page.map((p) => normalizePointId(p.id)), withPayload, withVector, opts, rings);

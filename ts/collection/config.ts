@@ -15,7 +15,7 @@ import { BadInputError, FormatError, ValidationError } from '../common/errors';
 import { MAX_ENGINE_COUNT } from '../shard/limits';
 import type { Config } from '../config/types';
 import type { VectorSpec } from '../shard/vector-store';
-import { parseSparseVectors, updateSparseVectors, type SparseVectorParams } from './sparse-config';
+import { parseSparseVectorNameConfig, parseSparseVectors, updateSparseVectors, type SparseVectorParams } from './sparse-config';
 import { mergeStrictMode, parseStrictMode, type StrictModeConfig } from './strict-mode';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Euclid', 'Dot', 'Manhattan'];
@@ -567,36 +567,53 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
 // ---------------------------------------------------------------------------------
 // Named vector CRUD: `PUT` and `DELETE /collections/{name}/vectors/{vector_name}`.
 
+/** A new named vector: a dense one (VectorParams) or a sparse one (SparseVectorParams). */
+export type NewVectorName = { dense: VectorParams } | { sparse: SparseVectorParams };
+
 /**
  * Parses a VectorNameConfig body (`{"dense": {size, distance, multivector_config?,
- * datatype?}}`; `{"sparse": ...}` is refused as sparse vectors are) into the
- * VectorParams of the new vector.
+ * datatype?}}` or `{"sparse": {modifier?, datatype?}}`) into the params of the new vector.
  */
-export function parseVectorNameConfig(body: unknown): VectorParams {
+export function parseVectorNameConfig(body: unknown): NewVectorName {
   const o = obj(body, 'body');
   const keys = Object.keys(o);
   if (keys.length !== 1 || (keys[0] !== 'dense' && keys[0] !== 'sparse')) {
     throw new FormatError(`body: expected exactly one of \`dense\`, \`sparse\`, got ${keys.length === 0 ? 'neither' : keys.map((k) => `\`${k}\``).join(', ')}`);
   }
-  if (keys[0] === 'sparse') throw new BadInputError('sparse: sparse vectors are not supported by Quiver');
+  if (keys[0] === 'sparse') return { sparse: parseSparseVectorNameConfig(o.sparse, 'sparse') };
   const d = obj(o.dense, 'dense');
   rejectUnknown(d, ['size', 'distance', 'multivector_config', 'datatype'], 'dense.');
-  return parseVectorParams(d, 'dense');
+  return { dense: parseVectorParams(d, 'dense') };
 }
 
-/** `config` with the named vector `name` added (the collection's HNSW and quantization settings apply to it). */
-export function addVectorName(config: CollectionConfig, name: string, params: VectorParams): CollectionConfig {
+/** `config` with the new vector `name` added (a dense one takes the collection's HNSW and quantization settings). */
+export function addVectorName(config: CollectionConfig, name: string, v: NewVectorName): CollectionConfig {
   if (!VECTOR_NAME_RE.test(name) || name === '.' || name === '..') throw new ValidationError(`vector_name: invalid vector name ${JSON.stringify(name)}`);
   const entries = vectorEntries(config.params);
-  if (entries.some(([n]) => n === name)) throw new BadInputError(`Vector with name ${JSON.stringify(name)} already exists`);
+  const sparse = config.params.sparse_vectors ?? {};
+  if (entries.some(([n]) => n === name) || Object.prototype.hasOwnProperty.call(sparse, name)) {
+    throw new BadInputError(`Vector with name ${JSON.stringify(name)} already exists`);
+  }
   const next: CollectionConfig = JSON.parse(JSON.stringify(config)) as CollectionConfig;
-  next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, params]]);
+  if ('sparse' in v) {
+    next.params.sparse_vectors = { ...(next.params.sparse_vectors ?? {}), [name]: JSON.parse(JSON.stringify(v.sparse)) as SparseVectorParams };
+    return next;
+  }
+  next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, v.dense]]);
   checkMultivectorQuantization(next);
   return next;
 }
 
 /** `config` without the named vector `name`; a collection keeps at least one vector. */
 export function removeVectorName(config: CollectionConfig, name: string): CollectionConfig {
+  const sparse = config.params.sparse_vectors;
+  if (sparse !== undefined && Object.prototype.hasOwnProperty.call(sparse, name)) {
+    const next: CollectionConfig = JSON.parse(JSON.stringify(config)) as CollectionConfig;
+    delete next.params.sparse_vectors![name];
+    // None left: the config shows no sparse vectors, as when it was created without them.
+    if (Object.keys(next.params.sparse_vectors!).length === 0) delete next.params.sparse_vectors;
+    return next;
+  }
   const entries = vectorEntries(config.params);
   if (!entries.some(([n]) => n === name)) throw new BadInputError(`Not existing vector name error: ${name}`);
   if (entries.length === 1) throw new BadInputError(`cannot delete ${JSON.stringify(name)}, the only vector of the collection: Quiver does not support collections without dense vectors`);

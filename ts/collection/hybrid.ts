@@ -18,7 +18,7 @@ import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { WithPayload } from '../shard/payload-store';
 import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest } from './query';
-import { exampleIds, recommendSparseVector, recommendVector } from './query';
+import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector } from './query';
 import type { SparseVec } from '../shard/operations';
 import { keyToJson, type OrderBy, type PointId, type SearchRequest, type WithVector } from './replica';
 
@@ -46,6 +46,8 @@ export interface HybridReads<T extends Scored> {
   vectors(examples: Example[], using: string, lookupFrom: LookupFrom | null): Promise<Float32Array[]>;
   /** Whether `using` names a sparse vector; then `sparse` gives its examples' sparse vectors. */
   isSparse(using: string): boolean;
+  /** The row dimension when `using` names a multivector, else null. */
+  multivectorDim(using: string): number | null;
   sparse(examples: Example[], using: string): Promise<SparseVec[]>;
   /** The points of a page with their scores, payload and vectors as asked, in the page's order; points gone since are left out. */
   shape(page: T[], withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
@@ -255,6 +257,8 @@ async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest
   }
   const { positive, negative } = q.recommend;
   const vs = await reads.vectors([...positive, ...negative], level.using, level.lookupFrom);
+  const dim = reads.multivectorDim(level.using);
+  if (dim !== null) return { vector: recommendMultivector(vs.slice(0, positive.length), vs.slice(positive.length), dim) };
   return { vector: recommendVector(vs.slice(0, positive.length), vs.slice(positive.length)) };
 }
 

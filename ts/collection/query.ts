@@ -7,6 +7,7 @@
  * example ids to vectors through its replicas).
  */
 
+import { markMultivector } from '../common/multivector';
 import type { PointKey } from '../shard/id-tracker';
 import type { SparseVec } from '../shard/operations';
 import type { OrderBy, SearchRequest } from './replica';
@@ -77,6 +78,24 @@ export function recommendVector(positive: Float32Array[], negative: Float32Array
   const out = new Float32Array(pos.length);
   for (let i = 0; i < pos.length; i++) out[i] = pos[i] + (pos[i] - neg[i]);
   return out;
+}
+
+/**
+ * average_vector over a multivector, as the reference defines it: the query is the list of
+ * every positive example's rows, followed, when there are negatives, by every negative
+ * example's rows negated (MaxSim then scores it). A plain vector given as an example is
+ * one row. The result is marked as a list of rows of dimension `dim`.
+ */
+export function recommendMultivector(positive: Float32Array[], negative: Float32Array[], dim: number): Float32Array {
+  const total = [...positive, ...negative].reduce((n, v) => n + v.length, 0);
+  const out = new Float32Array(total);
+  let at = 0;
+  for (const v of positive) {
+    out.set(v, at);
+    at += v.length;
+  }
+  for (const v of negative) for (let i = 0; i < v.length; i++) out[at++] = -v[i];
+  return markMultivector(out, total / dim);
 }
 
 /** The average of sparse vectors by dimension (a dimension a vector lacks counts as 0). */

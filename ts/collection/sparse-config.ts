@@ -80,6 +80,19 @@ function parseParams(x: unknown, field: string): SparseVectorParams {
   return out;
 }
 
+/**
+ * The `sparse` part of a VectorNameConfig (the reference's SparseVectorConfig:
+ * `modifier` and the index `datatype`) as the params of a new sparse vector.
+ */
+export function parseSparseVectorNameConfig(x: unknown, field: string): SparseVectorParams {
+  const o = obj(x, field);
+  known(o, ['modifier', 'datatype'], field);
+  const out: SparseVectorParams = {};
+  if (o.datatype !== undefined && o.datatype !== null) out.index = parseIndex({ datatype: o.datatype }, field);
+  if (o.modifier !== undefined && o.modifier !== null) out.modifier = parseModifier(o.modifier, `${field}.modifier`);
+  return out;
+}
+
 /** The `sparse_vectors` map of a create body. */
 export function parseSparseVectors(x: unknown, field: string): Record<string, SparseVectorParams> {
   const o = obj(x, field);

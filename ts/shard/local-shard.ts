@@ -228,6 +228,8 @@ export class LocalShard {
   private hasCheckpoint = false;
   /** A named vector was added or removed since the last checkpoint (the next one must be written). */
   private namesChanged = false;
+  /** The highest number in a sparse index file name this shard wrote or loaded. */
+  private sparseFileNo = 0;
   private lock: Promise<unknown> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | null = null;
   private optimizeTimer: NodeJS.Timeout | null = null;
@@ -287,6 +289,7 @@ export class LocalShard {
         const file = cp.sparse?.[name];
         if (file) loads.push(store.load(this.opts.dir, file));
       }
+      for (const file of Object.values(cp.sparse ?? {})) this.sparseFileNo = Math.max(this.sparseFileNo, Number(/-([0-9]+)\.qsi$/.exec(file)?.[1] ?? 0));
       const settled = await Promise.allSettled([decoding, ...loads]);
       const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
@@ -648,12 +651,22 @@ export class LocalShard {
 
   /**
    * Adds an empty store for each of `added` and drops the stores of `removed` (a named
-   * vector created or deleted), then checkpoints: the WAL before the change is never
+   * vector created or deleted; `sparseAdded`/`sparseRemoved` likewise for sparse names),
+   * then checkpoints: the WAL before the change is never
    * replayed into the new set of names (a re-created name must not get the old one's
    * vectors back).
    */
-  async changeVectorNames(added: VectorSpec[], removed: string[]): Promise<void> {
+  async changeVectorNames(added: VectorSpec[], removed: string[], sparseAdded: SparseSpec[] = [], sparseRemoved: string[] = []): Promise<void> {
     await this.exclusive(async () => {
+      for (const name of sparseRemoved) {
+        const store = this.sparse.get(name);
+        if (!store) continue;
+        this.sparse.delete(name);
+        store.close();
+      }
+      for (const spec of sparseAdded) {
+        if (!this.sparse.has(spec.name)) this.sparse.set(spec.name, new SparseStore(this.opts.engine, spec));
+      }
       for (const name of removed) {
         const store = this.vectors.get(name);
         if (!store) continue;
@@ -695,7 +708,10 @@ export class LocalShard {
     if (this.sparse.size > 0) {
       const sparse: Record<string, string> = {};
       let j = 0;
-      for (const [name, store] of this.sparse) sparse[name] = await store.save(dir, `sparse-${j++}-`, seq, 0);
+      // Each checkpoint that writes sparse files numbers them anew: after a sparse name was
+      // dropped or added, position j may belong to another name whose file must not be overwritten.
+      const fileNo = ++this.sparseFileNo;
+      for (const [name, store] of this.sparse) sparse[name] = await store.save(dir, `sparse-${j++}-`, seq, fileNo);
       cp.sparse = sparse;
     }
     await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));

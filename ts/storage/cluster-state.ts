@@ -15,6 +15,7 @@
 
 import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError, QuiverError } from '../common/errors';
 import { addVectorName, applyCollectionUpdate, removeVectorName, type CollectionConfig, type VectorParams } from '../collection/config';
+import type { SparseVectorParams } from '../collection/sparse-config';
 import { isActive, type ReplicaState } from '../collection/replica-state';
 import { TRANSFER_METHODS, type TransferMethod } from '../collection/cluster-link';
 import {
@@ -98,7 +99,8 @@ export type MetaOp =
     }
   | { op: 'updateCollection'; name: string; patch: unknown }
   /** Adds a named vector to a collection (`PUT /collections/{name}/vectors/{vector_name}`), with its parsed params. */
-  | { op: 'createVectorName'; collection: string; vector: string; params: VectorParams }
+  // A dense vector carries `params`; a sparse one `sparse` (entries written before sparse names have `params`).
+  | { op: 'createVectorName'; collection: string; vector: string; params?: VectorParams; sparse?: SparseVectorParams }
   | { op: 'deleteVectorName'; collection: string; vector: string }
   /** Sets a cluster metadata key to a JSON value; null removes it. */
   | { op: 'setClusterMetadata'; key: string; value: unknown }
@@ -342,7 +344,7 @@ export class ClusterState {
       }
       case 'createVectorName': {
         const [name, c] = this.requireCollection(op.collection);
-        c.config = addVectorName(c.config, op.vector, op.params);
+        c.config = addVectorName(c.config, op.vector, op.sparse !== undefined ? { sparse: op.sparse } : { dense: op.params! });
         return done(true, [name]);
       }
       case 'deleteVectorName': {

@@ -19,7 +19,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 
 import { AlreadyExistsError, BadInputError, BadRequestError, NotFoundError } from '../common/errors';
-import { addVectorName, applyCollectionUpdate, parseCreateCollection, removeVectorName, type VectorParams } from '../collection/config';
+import { addVectorName, applyCollectionUpdate, parseCreateCollection, removeVectorName, type NewVectorName } from '../collection/config';
 import {
   autoShardingRefusal,
   emptyPlacementError,
@@ -115,8 +115,8 @@ export class Dispatcher {
     await this.consensus.propose({ op: 'updateCollection', name, patch }, this.ms(timeoutS));
   }
 
-  /** Adds a named vector to a collection: its shards get an empty store for it. */
-  async createVectorName(name: string, vector: string, params: VectorParams, timeoutS: number | null): Promise<void> {
+  /** Adds a named vector (dense or sparse) to a collection: its shards get an empty store for it. */
+  async createVectorName(name: string, vector: string, params: NewVectorName, timeoutS: number | null): Promise<void> {
     if (this.consensus === null) {
       await this.toc.updateMeta(name, (c) => c.updateConfig(addVectorName(c.config, vector, params)));
       return;
@@ -125,7 +125,8 @@ export class Dispatcher {
     const target = state.resolve(name);
     if (target === undefined) throw new NotFoundError(`Collection \`${name}\` doesn't exist!`);
     addVectorName(state.collection(target)!.config, vector, params); // a refusal comes here, before consensus
-    await this.consensus.propose({ op: 'createVectorName', collection: name, vector, params }, this.ms(timeoutS));
+    const body = 'sparse' in params ? { sparse: params.sparse } : { params: params.dense };
+    await this.consensus.propose({ op: 'createVectorName', collection: name, vector, ...body }, this.ms(timeoutS));
   }
 
   /** Removes a named vector from a collection and its points. */

@@ -111,12 +111,18 @@ const inVector = (r: InCollection & { vector_name?: string }) => ({ collection_n
 interface VectorNameMsg {
   vector_name?: string;
   dense_config?: { size?: string | number; distance?: string; multivector_config?: { comparator?: string }; datatype?: string };
-  sparse_config?: Record<string, unknown>;
+  sparse_config?: { modifier?: string; datatype?: string };
 }
 
 /** The REST body (VectorNameConfig) of a CreateVectorName request; the parser judges it as REST's. */
 function vectorNameConfigToJson(r: VectorNameMsg): Json {
-  if (r.sparse_config !== undefined) return { sparse: {} };
+  if (r.sparse_config !== undefined) {
+    const c = r.sparse_config;
+    const sparse: Json = {};
+    if (c.modifier !== undefined) sparse.modifier = snakeEnum(c.modifier);
+    if (c.datatype !== undefined && c.datatype !== 'Default') sparse.datatype = snakeEnum(c.datatype);
+    return { sparse };
+  }
   if (r.dense_config === undefined) return {};
   const d = r.dense_config;
   const dense: Json = { size: num(d.size ?? '0'), distance: d.distance ?? 'UnknownDistance' };
