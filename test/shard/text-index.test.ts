@@ -359,3 +359,33 @@ test('randomized: index + predicate agree with a naive scan, across updates', (t
   }
   t.true(nonEmpty > 30, `only ${nonEmpty} queries matched anything`);
 });
+
+test('prefix tokenizer without max_token_len: a very long word costs linear memory, and queries longer than the indexed prefixes still match exactly', (t) => {
+  // Every prefix of a 200,000-character word, each its own string, would be about 2e10
+  // characters: the write (logged before it is applied) would take the process down, and
+  // so would every replay of the WAL after it.
+  const long = 'a'.repeat(100_000) + 'b'.repeat(100_000);
+  const pi = new PayloadIndexes();
+  const points: P[] = [{ s: long }, { s: 'a'.repeat(100) + 'c' }, { s: 'abc xyz' }, { s: 'a'.repeat(40) }];
+  const started = Date.now();
+  pi.create('s', parseFieldSchema({ type: 'text', tokenizer: 'prefix' }), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  t.true(Date.now() - started < 5_000, `indexing took ${Date.now() - started} ms`);
+  const q = (text: string) => {
+    const f = validateFilter({ must: [{ key: 's', match: { text } }] }) as Filter;
+    const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+    const viaIndex = [...(pi.candidates(f) ?? [])].map(Number).filter((o) => pred(o, points[o])).sort((a, b) => a - b);
+    const scan = points.map((p, i) => (pred(i as PointId, p) ? i : -1)).filter((i) => i >= 0);
+    t.deepEqual(viaIndex, scan, text.slice(0, 20));
+    return scan;
+  };
+  t.deepEqual(q('a'), [0, 1, 2, 3]);
+  t.deepEqual(q('abc'), [2]);
+  t.deepEqual(q('a'.repeat(40)), [0, 1, 3]);
+  t.deepEqual(q('a'.repeat(41)), [0, 1]);
+  t.deepEqual(q('a'.repeat(100)), [0, 1]);
+  t.deepEqual(q('a'.repeat(100) + 'c'), [1]);
+  t.deepEqual(q('a'.repeat(100_000) + 'b'), [0]);
+  t.deepEqual(q(long), [0]);
+  t.deepEqual(q(long + 'b'), []);
+  t.deepEqual(q('a'.repeat(100) + 'c xyz'), []);
+});

@@ -9,7 +9,12 @@
  *  - `prefix`: as `word`, and the index holds every prefix of each processed word
  *    from `min_token_len` (default 1) to `max_token_len` characters (default: the
  *    word), so a query token matches the words it begins; a query token is the whole
- *    processed word, cut to `max_token_len`.
+ *    processed word, cut to `max_token_len`. Without `max_token_len` the index holds
+ *    prefixes up to PREFIX_INDEXED_MAX characters only (every prefix of a long word,
+ *    each its own string, grows with the square of its length: one 200,000-character
+ *    word would exhaust memory, and every WAL replay after it too); a longer query
+ *    token looks up its first PREFIX_INDEXED_MAX characters and is then checked
+ *    against the document's words, so the matches are the same.
  *  - `multilingual`: Unicode word segmentation (UAX #29 through `Intl.Segmenter`,
  *    word-like segments only). The reference segments with dictionaries for Chinese,
  *    Japanese, Korean and Thai (charabia); Intl.Segmenter's ICU dictionaries segment
@@ -93,6 +98,9 @@ const SPACE_RE = /\S+/gu;
 const MARKS_RE = /\p{M}/gu;
 let segmenter: Intl.Segmenter | null = null;
 
+/** Longest prefix a `prefix` index without `max_token_len` holds (header comment). */
+export const PREFIX_INDEXED_MAX = 32;
+
 /** The tokenizer of one text index's parameters (header comment). */
 export class TextTokenizer {
   readonly kind: TokenizerKind;
@@ -100,6 +108,8 @@ export class TextTokenizer {
   private readonly fold: boolean;
   private readonly minLen: number;
   private readonly maxLen: number;
+  /** For `prefix`: the longest prefix indexed (max_token_len, or PREFIX_INDEXED_MAX without it). */
+  readonly prefixCap: number;
   private readonly stop: Set<string> | null;
   private readonly stem: ((w: string) => string) | null;
 
@@ -110,6 +120,7 @@ export class TextTokenizer {
     this.fold = p.ascii_folding === true;
     this.minLen = typeof p.min_token_len === 'number' ? p.min_token_len : 0;
     this.maxLen = typeof p.max_token_len === 'number' ? p.max_token_len : Infinity;
+    this.prefixCap = Number.isFinite(this.maxLen) ? this.maxLen : PREFIX_INDEXED_MAX;
     const stop = new Set<string>();
     for (const lang of stopwordLanguages(p.stopwords)) {
       // a language this build lacks was refused at creation (checkTextSupport)
@@ -177,8 +188,19 @@ export class TextTokenizer {
     const lo = Math.max(1, this.minLen);
     for (const t of seq) {
       const chars = [...t];
-      for (let n = lo; n <= chars.length; n++) into.add(chars.slice(0, n).join(''));
+      const hi = Math.min(chars.length, this.prefixCap);
+      for (let n = lo; n <= hi; n++) into.add(chars.slice(0, n).join(''));
     }
+  }
+
+  /** For `prefix`: whether query token `t` is longer than the indexed prefixes (then checked against the words). */
+  beyondIndexed(t: string): boolean {
+    return this.kind === 'prefix' && t.length > this.prefixCap && charLen(t) > this.prefixCap;
+  }
+
+  /** The indexed token a query token is looked up by (its indexed prefix when longer). */
+  lookupKey(t: string): string {
+    return this.beyondIndexed(t) ? [...t].slice(0, this.prefixCap).join('') : t;
   }
 }
 
@@ -196,6 +218,8 @@ export interface TextDoc {
   readonly src: string;
   readonly tokens: Set<string>;
   readonly seqs: string[][] | null;
+  /** For `prefix` without max_token_len: the token sequences, which a query token longer than the indexed prefixes is checked against. */
+  readonly words?: string[][];
 }
 
 function containsRun(seq: readonly string[], q: readonly string[]): boolean {
@@ -223,12 +247,20 @@ export class TextIndex extends FieldIndex<TextDoc> {
     if (strings.length === 0) return null;
     const tokens = new Set<string>();
     const seqs: string[][] | null = this.phrase ? [] : null;
+    const words: string[][] | undefined = this.tokenizer.kind === 'prefix' ? [] : undefined;
     for (const s of strings) {
       const seq = this.tokenizer.sequence(s);
       this.tokenizer.indexTokens(seq, tokens);
       if (seqs !== null) seqs.push(seq);
+      words?.push(seq);
     }
-    return { src: strings.length === 1 ? strings[0] : JSON.stringify(strings), tokens, seqs };
+    return { src: strings.length === 1 ? strings[0] : JSON.stringify(strings), tokens, seqs, ...(words ? { words } : {}) };
+  }
+
+  /** Whether document `d` holds query token `t` (a token beyond the indexed prefixes: a word it begins). */
+  private has(d: TextDoc, t: string): boolean {
+    if (!this.tokenizer.beyondIndexed(t)) return d.tokens.has(t);
+    return d.words !== undefined && d.words.some((seq) => seq.some((w) => w.startsWith(t)));
   }
 
   protected extract(flat: unknown[]): TextDoc[] {
@@ -255,11 +287,11 @@ export class TextIndex extends FieldIndex<TextDoc> {
   private query(m: Match): { kind: 'all' | 'any' | 'phrase'; q: string[]; test: (d: TextDoc) => boolean } | null {
     if ('text' in m) {
       const q = [...new Set(this.tokenizer.sequence(m.text))];
-      return { kind: 'all', q, test: (d) => q.length > 0 && q.every((t) => d.tokens.has(t)) };
+      return { kind: 'all', q, test: (d) => q.length > 0 && q.every((t) => this.has(d, t)) };
     }
     if ('text_any' in m) {
       const q = [...new Set(this.tokenizer.sequence(m.text_any))];
-      return { kind: 'any', q, test: (d) => q.some((t) => d.tokens.has(t)) };
+      return { kind: 'any', q, test: (d) => q.some((t) => this.has(d, t)) };
     }
     if ('phrase' in m && this.phrase) {
       const q = this.tokenizer.sequence(m.phrase);
@@ -283,15 +315,25 @@ export class TextIndex extends FieldIndex<TextDoc> {
     if (qr === null) return null;
     const postings = this.postings;
     const { kind, q, test } = qr;
+    const key = (t: string) => this.tokenizer.lookupKey(t);
+    // A token beyond the indexed prefixes finds candidates by its indexed prefix: each is checked.
+    const check = kind === 'phrase' || q.some((t) => this.tokenizer.beyondIndexed(t));
     if (kind === 'any') {
       let est = 0;
-      for (const t of q) est += postingSize(postings.get(t));
+      for (const t of q) est += postingSize(postings.get(key(t)));
+      const records = this.records;
       return this.leaf(wide, test, est, (out) => {
-        for (const t of q) postingInto(postings.get(t), out);
+        if (!check) {
+          for (const t of q) postingInto(postings.get(t), out);
+          return;
+        }
+        const cands = new Set<Off>();
+        for (const t of q) postingInto(postings.get(key(t)), cands);
+        for (const o of cands) if (test(records.get(o)![0])) out.add(o);
       });
     }
     // all tokens (text, and the candidates of a phrase): walk the rarest posting
-    const lists = [...new Set(q)].map((t) => postings.get(t));
+    const lists = [...new Set(q.map(key))].map((t) => postings.get(t));
     const missing = q.length === 0 || lists.some((p) => p === undefined);
     lists.sort((a, b) => postingSize(a) - postingSize(b));
     const est = missing ? 0 : postingSize(lists[0]);
@@ -302,7 +344,7 @@ export class TextIndex extends FieldIndex<TextDoc> {
       const rest = lists.slice(1) as Posting[];
       const each = (o: Off) => {
         for (const p of rest) if (typeof p === 'number' ? p !== o : !p.has(o)) return;
-        if (kind === 'phrase' && !test(records.get(o)![0])) return;
+        if (check && !test(records.get(o)![0])) return;
         out.add(o);
       };
       if (typeof first === 'number') each(first);
