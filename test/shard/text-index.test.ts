@@ -389,3 +389,30 @@ test('prefix tokenizer without max_token_len: a very long word costs linear memo
   t.deepEqual(q(long + 'b'), []);
   t.deepEqual(q('a'.repeat(100) + 'c xyz'), []);
 });
+
+test('prefix tokenizer with a large max_token_len: long words are cut to it, queries beyond the indexed prefixes match as before', (t) => {
+  const points: P[] = [{ s: 'x'.repeat(300_000) }, { s: 'x'.repeat(50) + 'y' }, { s: 'x'.repeat(60) }];
+  const pi = new PayloadIndexes();
+  pi.create('s', parseFieldSchema({ type: 'text', tokenizer: 'prefix', max_token_len: 1_000_000 }), points.map((p, i) => [BigInt(i), p] as [bigint, P]));
+  const q = (text: string) => {
+    const f = validateFilter({ must: [{ key: 's', match: { text_any: text } }] }) as Filter;
+    const pred = compileFilter(f, (n, m) => pi.textMatcher(n, m));
+    const viaIndex = [...(pi.candidates(f) ?? [])].map(Number).filter((o) => pred(o, points[o])).sort((a, b) => a - b);
+    const scan = points.map((p, i) => (pred(i as PointId, p) ? i : -1)).filter((i) => i >= 0);
+    t.deepEqual(viaIndex, scan);
+    return scan;
+  };
+  t.deepEqual(q('x'.repeat(55)), [0, 2]);
+  t.deepEqual(q('x'.repeat(50) + 'y'), [1]);
+  t.deepEqual(q('x'.repeat(61)), [0]);
+  t.deepEqual(q('zz ' + 'x'.repeat(61)), [0]);
+});
+
+test('prefix tokenizer with min_token_len beyond the indexed prefixes: words still match by their prefixes', (t) => {
+  const points: P[] = [{ s: 'q'.repeat(45) + 'r' }, { s: 'q'.repeat(39) }, { s: 'q'.repeat(41) }];
+  const r = run(points, { type: 'text', tokenizer: 'prefix', min_token_len: 40 }, { match: { text: 'q'.repeat(41) } });
+  t.deepEqual(r.scan, [0, 2]);
+  t.deepEqual(r.viaIndex, [0, 2]);
+  const r2 = run(points, { type: 'text', tokenizer: 'prefix', min_token_len: 40 }, { match: { text: 'q'.repeat(40) } });
+  t.deepEqual(r2.viaIndex, [0, 2]);
+});

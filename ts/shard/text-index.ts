@@ -9,8 +9,9 @@
  *  - `prefix`: as `word`, and the index holds every prefix of each processed word
  *    from `min_token_len` (default 1) to `max_token_len` characters (default: the
  *    word), so a query token matches the words it begins; a query token is the whole
- *    processed word, cut to `max_token_len`. Without `max_token_len` the index holds
- *    prefixes up to PREFIX_INDEXED_MAX characters only (every prefix of a long word,
+ *    processed word, cut to `max_token_len`. The index holds prefixes up to
+ *    PREFIX_INDEXED_MAX characters (or `min_token_len`, if larger) only, whatever
+ *    `max_token_len` says (every prefix of a long word,
  *    each its own string, grows with the square of its length: one 200,000-character
  *    word would exhaust memory, and every WAL replay after it too); a longer query
  *    token looks up its first PREFIX_INDEXED_MAX characters and is then checked
@@ -108,7 +109,7 @@ export class TextTokenizer {
   private readonly fold: boolean;
   private readonly minLen: number;
   private readonly maxLen: number;
-  /** For `prefix`: the longest prefix indexed (max_token_len, or PREFIX_INDEXED_MAX without it). */
+  /** For `prefix`: the longest prefix indexed (max_token_len, at most PREFIX_INDEXED_MAX). */
   readonly prefixCap: number;
   private readonly stop: Set<string> | null;
   private readonly stem: ((w: string) => string) | null;
@@ -120,7 +121,8 @@ export class TextTokenizer {
     this.fold = p.ascii_folding === true;
     this.minLen = typeof p.min_token_len === 'number' ? p.min_token_len : 0;
     this.maxLen = typeof p.max_token_len === 'number' ? p.max_token_len : Infinity;
-    this.prefixCap = Number.isFinite(this.maxLen) ? this.maxLen : PREFIX_INDEXED_MAX;
+    // At least min_token_len: the shortest prefix a word is indexed under.
+    this.prefixCap = Math.min(this.maxLen, Math.max(PREFIX_INDEXED_MAX, this.minLen));
     const stop = new Set<string>();
     for (const lang of stopwordLanguages(p.stopwords)) {
       // a language this build lacks was refused at creation (checkTextSupport)
@@ -218,7 +220,7 @@ export interface TextDoc {
   readonly src: string;
   readonly tokens: Set<string>;
   readonly seqs: string[][] | null;
-  /** For `prefix` without max_token_len: the token sequences, which a query token longer than the indexed prefixes is checked against. */
+  /** For `prefix`: the token sequences, which a query token longer than the indexed prefixes is checked against. */
   readonly words?: string[][];
 }
 
