@@ -17,6 +17,7 @@ import { LocalShard, keepFilter, type ShardState } from '../../ts/shard/local-sh
 import { PayloadStore } from '../../ts/shard/payload-store';
 import { runAll } from '../../ts/shard/slices';
 import { crc32c } from '../../ts/common/crc32c';
+import { ShardUnavailableError } from '../../ts/common/errors';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { parseFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
@@ -442,4 +443,33 @@ test('which labels a shard keeps at load: live and listed for the vector, with d
     t.true(offsets.every((o) => all(o)), `${what}: unlisted vector keeps every live label`);
     t.false(all(counter + 5n));
   }
+});
+
+test('a write whose vector no longer fits a re-created named vector is refused before it is logged: the shard keeps taking writes and reopens', async (t) => {
+  // The collection checks vectors against its config when a write starts; a named vector
+  // deleted and re-created with another dimension meanwhile (a write waiting on a read,
+  // or a peer whose consensus has not applied the change yet) reaches the shard with the
+  // old dimension. Logged and then refused by the engine, it stopped the shard, and every
+  // replay failed the same way, so the shard never opened again.
+  const dir = tmp();
+  const d8 = spec({ name: 'd' });
+  const shard = await LocalShard.open({ dir, engine, vectors: [d8], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
+  const v8 = () => Float32Array.from({ length: DIM }, () => rnd());
+  await shard.update(() => ({ kind: 'upsert', points: [{ id: normalizePointId(1), vectors: new Map([['d', v8()]]), payload: null }] }), true);
+  const d4 = spec({ name: 'd', dim: 4 });
+  await shard.changeVectorNames([d4], ['d']);
+  // Refused as this replica's fault: a writer marks a remote replica that refuses it Dead (then recovered).
+  await t.throwsAsync(shard.update(() => ({ kind: 'upsert', points: [{ id: normalizePointId(2), vectors: new Map([['d', v8()]]), payload: null }] }), true), { instanceOf: ShardUnavailableError });
+  await t.throwsAsync(shard.update(() => ({ kind: 'update_vectors', points: [{ id: normalizePointId(1), vectors: new Map([['d', v8()]]) }] }), true));
+  await t.throwsAsync(shard.applyTagged({ kind: 'upsert', points: [{ id: normalizePointId(5), vectors: new Map([['d', v8()]]), payload: null }] }, { peer: 7n, clock: 0, tick: 1n }, true));
+  // The shard still takes a write that fits.
+  await shard.update(() => ({ kind: 'upsert', points: [{ id: normalizePointId(3), vectors: new Map([['d', Float32Array.of(1, 2, 3, 4)]]), payload: null }] }), true);
+  t.is(shard.pointCount, 2);
+  await shard.close();
+  const again = await LocalShard.open({ dir, engine, vectors: [d4], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
+  t.is(again.pointCount, 2);
+  const off = again.matching(null).find((o) => again.entryAt(o)!.key.key === normalizePointId(3).key)!;
+  t.deepEqual(Array.from((await again.vectorsOf(off, ['d'])).get('d')!), [1, 2, 3, 4]);
+  await again.close();
+  fs.rmSync(dir, { recursive: true, force: true });
 });

@@ -371,7 +371,7 @@ export class LocalShard {
       const seq = await this.exclusive(async () => {
         this.usable();
         const op = resolve(this);
-        checkOperation(op);
+        checkOperation(op, this.vectors);
         return this.logAndApply(op, { peer: this.peerId, clock, tick: this.clockMap.tickOf(this.peerId, clock) + 1n });
       });
       if (wait) await this.syncWal();
@@ -399,7 +399,7 @@ export class LocalShard {
       if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
       // A selector is resolved here, under the lock, as a local write's is.
       const op = typeof operation === 'function' ? operation(this) : operation;
-      checkOperation(op);
+      checkOperation(op, this.vectors);
       return { applied: true, seq: await this.logAndApply(op, { peer: tag.peer, clock: tag.clock, tick: tag.tick }) };
     });
     if (wait) await this.syncWal();
@@ -1316,10 +1316,14 @@ export class LocalShard {
  * checks all of it first; this keeps a record that memory cannot take out of the log
  * whatever the caller).
  */
-function checkOperation(op: ShardOperation): void {
+function checkOperation(op: ShardOperation, stores: ReadonlyMap<string, VectorStore>): void {
   switch (op.kind) {
     case 'upsert':
       for (const p of op.points) if (p.payload) validatePayload(p.payload);
+      checkVectors(op.points, stores);
+      return;
+    case 'update_vectors':
+      checkVectors(op.points, stores);
       return;
     case 'set_payload':
       validatePayload(op.payload);
@@ -1333,6 +1337,31 @@ function checkOperation(op: ShardOperation): void {
       return;
     default:
       return;
+  }
+}
+
+/**
+ * Refuses (before anything is logged) a vector the shard's store of that name would
+ * refuse when applying: the collection checks vectors when a write starts, but a named
+ * vector deleted and re-created with another shape meanwhile, or a peer whose consensus
+ * has not applied such a change yet, can send one. Logged, it would stop the shard and
+ * fail every replay. Refused as this replica's fault (ShardUnavailableError, 503): the
+ * writer marks a remote replica that refuses it Dead, so it is recovered rather than
+ * left without a write the others took; a local writer retries against the new config.
+ * Names the shard has no store for are skipped when applied.
+ */
+function checkVectors(points: ReadonlyArray<{ vectors: NamedVectors }>, stores: ReadonlyMap<string, VectorStore>): void {
+  for (const p of points) {
+    for (const [name, v] of p.vectors) {
+      const spec = stores.get(name)?.spec;
+      if (spec === undefined) continue;
+      const label = name === '' ? 'vector' : `vector ${JSON.stringify(name)}`;
+      const fits = spec.multivector ? v.length > 0 && v.length % spec.dim === 0 : v.length === spec.dim;
+      if (!fits) throw new ShardUnavailableError(`${label}: ${v.length} values do not fit this replica's dimension ${spec.dim}${spec.multivector ? ' (a multivector)' : ''}; the vector's configuration changed while the write was under way (retry it)`);
+      if (spec.datatype === 'float16' && spec.distance !== 'Cosine') {
+        for (const x of v) if (!(Math.abs(x) < 65520)) throw new ShardUnavailableError(`${label}: value ${x} is out of this replica's float16 range; the vector's configuration changed while the write was under way (retry it)`);
+      }
+    }
   }
 }
 
