@@ -25,6 +25,12 @@ export interface IssueRecord {
 /** Index types an issue proposes (the reference leaves out uuid, an advanced type). */
 const PROPOSED = new Set(['keyword', 'integer', 'float', 'geo', 'text', 'bool', 'datetime']);
 
+/**
+ * Most issues a collection keeps: every read may name keys never seen before, so the
+ * list is bounded (later keys are not noted until the list is cleared).
+ */
+export const MAX_ISSUES = 1000;
+
 export class CollectionIssues {
   private readonly byId = new Map<string, IssueRecord>();
 
@@ -41,6 +47,7 @@ export class CollectionIssues {
         seen.count++;
         continue;
       }
+      if (this.byId.size >= MAX_ISSUES) continue;
       this.byId.set(id, {
         id,
         description: `Unindexed field '${key}' might be slowing queries down in collection '${this.collection}'`,
