@@ -599,6 +599,11 @@ export function addVectorName(config: CollectionConfig, name: string, v: NewVect
     next.params.sparse_vectors = { ...(next.params.sparse_vectors ?? {}), [name]: JSON.parse(JSON.stringify(v.sparse)) as SparseVectorParams };
     return next;
   }
+  // The unnamed vector beside named dense ones is a configuration no create request (and
+  // so no snapshot recovery, which parses config.json as one) accepts.
+  if (entries.some(([n]) => n === '')) {
+    throw new BadInputError(`cannot add ${JSON.stringify(name)}: the collection's dense vector is unnamed, and named dense vectors can be added only to a collection of named vectors`);
+  }
   next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, v.dense]]);
   checkMultivectorQuantization(next);
   return next;
