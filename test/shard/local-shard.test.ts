@@ -473,3 +473,30 @@ test('a write whose vector no longer fits a re-created named vector is refused b
   await again.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
+test('deleting a named vector while its optimizer job runs: the job stops and the shard keeps taking writes', async (t) => {
+  // changeVectorNames cancelled the dropped store's job while holding the update lock;
+  // a job takes that lock after every chunk and when it stops, so the two waited for
+  // each other forever and every later write of the shard hung.
+  const dir = tmp();
+  const big = 64;
+  const keep = spec({ name: 'keep' });
+  const drop = testSpec(big, { name: 'drop', indexingThresholdKb: 1, m: 32, efConstruct: 400 });
+  const shard = await LocalShard.open({ dir, engine, vectors: [keep, drop], walSegmentBytes: 1 << 22, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
+  const bigVec = () => Float32Array.from({ length: big }, () => rnd());
+  for (let b = 0; b < 4; b++) {
+    const points = Array.from({ length: 2000 }, (_, i) => ({ id: normalizePointId(b * 2000 + i), vectors: new Map([['keep', vec()], ['drop', bigVec()]]), payload: null }));
+    await shard.update(() => ({ kind: 'upsert', points }), true);
+  }
+  const store = shard.vectors.get('drop')!;
+  await waitFor('the index job of the vector to drop runs', () => store.busy());
+  let changed = false;
+  const change = shard.changeVectorNames([], ['drop']).then(() => (changed = true));
+  await waitFor('the named vector change is done', () => changed);
+  await change;
+  t.false(shard.vectors.has('drop'));
+  let wrote = false;
+  await shard.update(() => ({ kind: 'upsert', points: [{ id: normalizePointId(99_999), vectors: new Map([['keep', vec()]]), payload: null }] }), true).then(() => (wrote = true));
+  t.true(wrote);
+  await shard.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});

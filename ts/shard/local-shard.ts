@@ -657,6 +657,10 @@ export class LocalShard {
    * vectors back).
    */
   async changeVectorNames(added: VectorSpec[], removed: string[], sparseAdded: SparseSpec[] = [], sparseRemoved: string[] = []): Promise<void> {
+    // The dropped stores' optimizer jobs stop first, outside the update lock: a job takes
+    // that lock after each chunk and when it stops, so waiting for it under the lock
+    // would never end (as close() does it). A cancelled store starts no new job.
+    await Promise.all(removed.map((name) => this.vectors.get(name)?.cancel()));
     await this.exclusive(async () => {
       for (const name of sparseRemoved) {
         const store = this.sparse.get(name);
