@@ -247,6 +247,12 @@ export interface SparseIndexOptions {
    * documents directly instead of walking the posting lists. Default 5000.
    */
   fullScanThreshold?: number;
+  /**
+   * Element type of the stored values (default float32): float16 rounds to nearest
+   * (magnitudes past 65504 held at ±65504), uint8 truncates toward zero and saturates
+   * to 0..=255. Reads and scores use the stored values.
+   */
+  datatype?: Datatype;
 }
 
 export interface SparseSearchOptions {
@@ -267,6 +273,7 @@ export interface SparseIndexStats {
   dims: number;
   totalBytes: number;
   fullScanThreshold: number;
+  datatype: Datatype;
 }
 
 /**

@@ -5,7 +5,7 @@
 
 import type { SearchResult, SparseBatch, SparseIndex, SparseIndexStats, SparseSearchOptions } from './engine';
 import { normaliseError } from './errors';
-import { checkLabels, checkPath, checkSparseBatch, checkSparseQuery } from './validate';
+import { checkLabels, checkPath, checkSparseBatch, checkSparseQuery, type CheckedSparseOptions } from './validate';
 
 export interface AddonSparseIndex {
   upsert(labels: BigUint64Array, offsets: Uint32Array, indices: Uint32Array, values: Float32Array): Promise<void>;
@@ -19,7 +19,7 @@ export interface AddonSparseIndex {
 }
 
 export interface SparseAddon {
-  NativeSparseIndex: new (fullScanThreshold: number) => AddonSparseIndex;
+  NativeSparseIndex: new (fullScanThreshold: number, datatype: string) => AddonSparseIndex;
   loadSparseIndex(path: string): Promise<AddonSparseIndex>;
 }
 
@@ -83,9 +83,9 @@ export class NativeSparseIndex implements SparseIndex {
   }
 }
 
-export function createNativeSparse(addon: SparseAddon, fullScanThreshold: number): SparseIndex {
+export function createNativeSparse(addon: SparseAddon, o: CheckedSparseOptions): SparseIndex {
   try {
-    return new NativeSparseIndex(new addon.NativeSparseIndex(fullScanThreshold));
+    return new NativeSparseIndex(new addon.NativeSparseIndex(o.fullScanThreshold, o.datatype));
   } catch (err) {
     throw normaliseError(err);
   }

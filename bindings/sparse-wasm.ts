@@ -7,7 +7,7 @@
 import type { SearchResult, SparseBatch, SparseIndex, SparseIndexStats, SparseSearchOptions } from './engine';
 import { EngineError } from './errors';
 import type { WorkerRequest } from './wasm-worker';
-import { checkLabels, checkSparseBatch, checkSparseQuery } from './validate';
+import { checkLabels, checkSparseBatch, checkSparseQuery, type CheckedSparseOptions } from './validate';
 
 type SparseRequest = Extract<WorkerRequest, { op: `sparse${string}` }>;
 type Req = SparseRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
@@ -27,10 +27,10 @@ export class WasmSparseIndex implements SparseIndex {
 
   constructor(
     private readonly host: SparseHost,
-    fullScanThreshold: number,
+    options: CheckedSparseOptions,
     private readonly notDurable: (what: string) => EngineError,
   ) {
-    this.handle = host.call<number>({ op: 'sparseNew', args: { fullScanThreshold } });
+    this.handle = host.call<number>({ op: 'sparseNew', args: options });
     this.handle.catch(() => undefined);
   }
 

@@ -141,6 +141,16 @@ export function checkSparseQuery(indices: unknown, values: unknown, options: Spa
   if (options.allow !== undefined) checkLabels(options.allow, 'allow');
 }
 
-export function checkSparseOptions(options: SparseIndexOptions | undefined): number {
-  return options?.fullScanThreshold === undefined ? 5000 : checkCount('fullScanThreshold', options.fullScanThreshold);
+export interface CheckedSparseOptions {
+  fullScanThreshold: number;
+  datatype: Datatype;
+}
+
+export function checkSparseOptions(options: SparseIndexOptions | undefined): CheckedSparseOptions {
+  const fullScanThreshold = options?.fullScanThreshold === undefined ? 5000 : checkCount('fullScanThreshold', options.fullScanThreshold);
+  const datatype = options?.datatype ?? 'float32';
+  if (!DATATYPES.includes(datatype)) {
+    throw invalidArgument(`datatype must be one of ${DATATYPES.join(', ')}, got ${String(options?.datatype)}`);
+  }
+  return { fullScanThreshold, datatype };
 }

@@ -8,7 +8,7 @@
  * anything but cheap calls (the worker does the heavy ones).
  */
 
-import type { Distance, EngineErrorCode, IndexStats, SparseBatch, SparseIndexStats } from './engine';
+import type { Datatype, Distance, EngineErrorCode, IndexStats, SparseBatch, SparseIndexStats } from './engine';
 import { ENGINE_ERROR_CODES } from './engine';
 import { EngineError } from './errors';
 import type { CheckedIndexOptions } from './validate';
@@ -56,7 +56,7 @@ interface Exports {
   quiver_index_compact(handle: number): number;
   quiver_index_to_bytes(handle: number, outLen: number): number;
   quiver_index_from_bytes(bytes: number, len: number): number;
-  quiver_sparse_new(fullScanThreshold: number): number;
+  quiver_sparse_new(fullScanThreshold: number, datatype: number): number;
   quiver_sparse_free(handle: number): void;
   quiver_sparse_upsert(handle: number, labels: number, n: number, offsets: number, indices: number, values: number, entries: number): number;
   quiver_sparse_delete(handle: number, labels: number, n: number): number;
@@ -373,8 +373,9 @@ export class WasmModule {
 
   // ---- Sparse indexes (crates/quiver-wasm/src/sparse.rs) ----
 
-  sparseNew(fullScanThreshold: number): number {
-    return this.run(() => this.check(this.x.quiver_sparse_new(fullScanThreshold)));
+  /** `datatype` is sent as its position in DATATYPE_CODES. */
+  sparseNew(fullScanThreshold: number, datatype: Datatype): number {
+    return this.run(() => this.check(this.x.quiver_sparse_new(fullScanThreshold, DATATYPE_CODES.indexOf(datatype))));
   }
 
   sparseFree(handle: number): void {
@@ -482,13 +483,13 @@ export class WasmModule {
 
   sparseStats(handle: number): SparseIndexStats {
     return this.run(() => {
-      const op = this.alloc(5 * 8);
+      const op = this.alloc(6 * 8);
       try {
         this.check(this.x.quiver_sparse_stats(handle, op));
-        const v = new Float64Array(this.x.memory.buffer, op, 5);
-        return { count: v[0], entries: v[1], dims: v[2], totalBytes: v[3], fullScanThreshold: v[4] };
+        const v = new Float64Array(this.x.memory.buffer, op, 6);
+        return { count: v[0], entries: v[1], dims: v[2], totalBytes: v[3], fullScanThreshold: v[4], datatype: DATATYPE_CODES[v[5]] };
       } finally {
-        this.x.quiver_free(op, 5 * 8);
+        this.x.quiver_free(op, 6 * 8);
       }
     });
   }

@@ -9,7 +9,7 @@
  */
 
 import { parentPort, workerData } from 'node:worker_threads';
-import type { IndexStats, SparseBatch, SparseSearchOptions } from './engine';
+import type { Datatype, IndexStats, SparseBatch, SparseSearchOptions } from './engine';
 import { EngineError } from './errors';
 import { WasmModule, WasmSearchArgs } from './wasm-abi';
 import type { CheckedIndexOptions } from './validate';
@@ -26,7 +26,7 @@ export type WorkerRequest =
   | { id: number; op: 'stats'; args: { handle: number } }
   | { id: number; op: 'toBytes'; args: { handle: number } }
   | { id: number; op: 'fromBytes'; args: { bytes: Uint8Array } }
-  | { id: number; op: 'sparseNew'; args: { fullScanThreshold: number } }
+  | { id: number; op: 'sparseNew'; args: { fullScanThreshold: number; datatype: Datatype } }
   | { id: number; op: 'sparseFree'; args: { handle: number } }
   | { id: number; op: 'sparseUpsert'; args: { handle: number; batch: SparseBatch } }
   | { id: number; op: 'sparseDelete'; args: { handle: number; labels: BigUint64Array } }
@@ -111,7 +111,7 @@ function main(): void {
         return { result: { handle: h, stats: wasm.stats(h) }, transfer: [] };
       }
       case 'sparseNew':
-        return { result: wasm.sparseNew(req.args.fullScanThreshold), transfer: [] };
+        return { result: wasm.sparseNew(req.args.fullScanThreshold, req.args.datatype), transfer: [] };
       case 'sparseFree':
         wasm.sparseFree(req.args.handle);
         return { result: null, transfer: [] };

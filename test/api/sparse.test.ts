@@ -10,7 +10,12 @@
 
 import test, { type ExecutionContext } from 'ava';
 
-import { ContractClient } from '../support/contract';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import { startQuiver } from './helpers';
+import { ContractClient, spec } from '../support/contract';
 import { mulberry32 } from '../support/rng';
 import { bruteForce, randomSparse, type Sparse } from '../support/sparse';
 import { COLLECTION, COUNT, POINTS, QUERY, RECOMMEND, SCROLL, SEARCH, VECTORS, VECTORS_DELETE, DELETE } from '../support/routes';
@@ -218,4 +223,53 @@ test('bad sparse input is refused as the reference refuses it, naming the field,
   t.deepEqual(hp[0].vector, { h: { indices: [1, 2, 3], values: [0.0999755859375, 65504, 1] } });
   const p = await api.ok(t, 'POST', POINTS, { params: { collection_name: c }, body: { ids: [1], with_vector: true } });
   t.deepEqual(p[0].vector, { text: { indices: [1, 3], values: [2, 1] } });
+});
+
+test('a uint8 sparse vector stores values truncated and saturated to 0..=255: reads and scores equal brute force over them, also after a restart', async (t) => {
+  const storage = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-sparse-u8-'));
+  t.teardown(() => fs.rmSync(storage, { recursive: true, force: true }));
+  let own: ContractClient | null = null;
+  const start = async () => {
+    const server = await startQuiver({ SERVICE__STORAGE__STORAGE_PATH: storage });
+    own = new ContractClient(server.url, spec(), server);
+    return own;
+  };
+  t.teardown(async () => {
+    await own?.stop();
+  });
+  let api2 = await start();
+  const c = 'sp-u8';
+  t.is(await api2.ok(t, 'PUT', COLLECTION, { params: { collection_name: c }, body: { sparse_vectors: { s: { index: { datatype: 'uint8' } } } } }), true);
+  const r = mulberry32(8);
+  const toU8 = (x: number) => (x <= 0 ? 0 : x >= 255 ? 255 : Math.trunc(x));
+  const stored = new Map<number, Sparse>();
+  const points = [];
+  for (let id = 1; id <= 300; id++) {
+    const v = randomSparse(r, 10, 80);
+    // Fractions, negatives and values past 255 (exact in f32, so JSON carries them as given).
+    const values = v.values.map((x) => Math.fround(x * 37.3 + (r() < 0.1 ? 300 : 0)));
+    points.push({ id, vector: { s: { indices: v.indices, values } } });
+    stored.set(id, { indices: v.indices, values: values.map(toU8) });
+  }
+  await api2.ok(t, 'PUT', POINTS, { params: { collection_name: c }, query: { wait: 'true' }, body: { points } });
+  const queries = Array.from({ length: 15 }, () => randomSparse(r, 6, 80));
+  const check = async (label: string) => {
+    for (const q of queries) {
+      const limit = 10;
+      const want = bruteForce(stored, q, limit);
+      t.true(want.length > 0);
+      t.deepEqual(hits(await api2.ok(t, 'POST', QUERY, { params: { collection_name: c }, body: { query: q, using: 's', limit } }).then((x) => x.points)), want, label);
+    }
+    const got = await api2.ok(t, 'POST', POINTS, { params: { collection_name: c }, body: { ids: [1, 2, 3], with_vector: true } });
+    for (const p of got) {
+      const want = stored.get(p.id)!;
+      const order = want.indices.map((d, i) => [d, want.values[i]]).sort((a, b) => a[0] - b[0]);
+      t.deepEqual(p.vector.s, { indices: order.map((e) => e[0]), values: order.map((e) => e[1]) }, `${label}: read back`);
+    }
+  };
+  await check('live');
+  await api2.stop();
+  own = null;
+  api2 = await start();
+  await check('after a restart');
 });

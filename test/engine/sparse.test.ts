@@ -70,6 +70,28 @@ async function search(ix: SparseIndex, q: Doc, k: number, allow?: Set<bigint>, i
   return Array.from(r.labels).map((l, i) => [l, r.scores[i]]);
 }
 
+/** `x` as float16 stores it: nearest half-precision value, ties to even, held at ±65504. */
+function toF16(x: number): number {
+  const a = Math.abs(x);
+  if (a === 0) return 0;
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  if (2 ** (e + 1) <= a) e++;
+  const step = e < -14 ? 2 ** -24 : 2 ** (e - 10);
+  const q = a / step;
+  const fl = Math.floor(q);
+  const frac = q - fl;
+  const r = Math.min((frac > 0.5 || (frac === 0.5 && fl % 2 === 1) ? fl + 1 : fl) * step, 65504);
+  return x < 0 ? -r : r;
+}
+
+/** `x` as uint8 stores it: truncated toward zero, saturated to 0..=255. */
+function toU8(x: number): number {
+  return x <= 0 ? 0 : x >= 255 ? 255 : Math.trunc(x);
+}
+
+const CONVERT = { float32: (x: number) => x, float16: toF16, uint8: toU8 } as const;
+
 const BACKENDS: Backend[] = ['native', 'wasm'];
 
 for (const backend of BACKENDS) {
@@ -115,6 +137,65 @@ for (const backend of BACKENDS) {
       t.deepEqual(Array.from(got.values.subarray(got.offsets[i], got.offsets[i + 1])), idx.map((x) => d.get(x)!));
     }
     t.deepEqual(Array.from(await ix.labels()), [...store.keys()].sort((a, b) => (a < b ? -1 : 1)));
+  });
+
+  for (const datatype of ['float16', 'uint8'] as const) {
+    test(`${backend}: a ${datatype} sparse index stores converted values and scores them as brute force over them`, async (t) => {
+      const ix = engine().createSparseIndex({ fullScanThreshold: 30, datatype });
+      t.teardown(() => ix.close());
+      const conv = CONVERT[datatype];
+      const r = rng(23);
+      const store = new Map<bigint, Doc>();
+      for (let round = 0; round < 3; round++) {
+        const docs: Array<[bigint, Doc]> = [];
+        for (let i = 0; i < 250; i++) {
+          const d: Doc = new Map();
+          const nnz = 1 + Math.floor(r() * 10);
+          // Fractions, negatives, values past 255 and past the float16 range.
+          while (d.size < nnz) d.set(Math.floor(r() * r() * 120), Math.fround((r() - 0.2) * (r() < 0.05 ? 200000 : 400)));
+          docs.push([BigInt(Math.floor(r() * 700)), d]);
+        }
+        await ix.upsert(batchOf(docs));
+        for (const [l, d] of docs) store.set(l, new Map([...d].map(([i, v]) => [i, conv(v)])));
+        for (const l of Array.from({ length: 40 }, () => BigInt(Math.floor(r() * 700)))) {
+          await ix.delete(BigUint64Array.of(l));
+          store.delete(l);
+        }
+        for (let qn = 0; qn < 20; qn++) {
+          const q: Doc = new Map();
+          const nq = 1 + Math.floor(r() * 6);
+          while (q.size < nq) q.set(Math.floor(r() * r() * 120), Math.fround(r() * 4 - 1));
+          const k = 1 + Math.floor(r() * 12);
+          t.deepEqual(await search(ix, q, k), brute(store, q, k));
+          t.deepEqual(await search(ix, q, k, undefined, false, true), brute(store, q, k));
+          const allow = new Set([...store.keys()].filter(() => r() < 0.4));
+          t.deepEqual(await search(ix, q, k, allow), brute(store, q, k, allow));
+        }
+      }
+      const labels = [...store.keys()].sort((a, b) => (a < b ? -1 : 1));
+      const got = await ix.get(BigUint64Array.from(labels));
+      labels.forEach((l, i) => {
+        const d = store.get(l)!;
+        const idx = Array.from(got.indices.subarray(got.offsets[i], got.offsets[i + 1]));
+        t.deepEqual(Array.from(got.values.subarray(got.offsets[i], got.offsets[i + 1])), idx.map((x) => d.get(x)!));
+      });
+      const stats = await ix.stats();
+      t.is(stats.datatype, datatype);
+      // The same documents at float32 take more memory: each entry is held twice (posting
+      // list and forward copy), 4 bytes a value against 2 or 1 (less some capacity slack).
+      const wide = engine().createSparseIndex({ fullScanThreshold: 30 });
+      t.teardown(() => wide.close());
+      await wide.upsert(got);
+      const wideStats = await wide.stats();
+      t.is(wideStats.datatype, 'float32');
+      t.is(wideStats.entries, stats.entries);
+      t.true(wideStats.totalBytes - stats.totalBytes >= stats.entries * (datatype === 'uint8' ? 4 : 2), `${wideStats.totalBytes} vs ${stats.totalBytes}`);
+    });
+  }
+
+  test(`${backend}: an unknown sparse datatype is QUIVER_INVALID_ARGUMENT`, (t) => {
+    const err = t.throws(() => engine().createSparseIndex({ datatype: 'int4' as never }));
+    t.is((err as { code?: string }).code, 'QUIVER_INVALID_ARGUMENT');
   });
 
   test(`${backend}: IDF weighs query values by ln((N - n + 0.5) / (n + 0.5) + 1)`, async (t) => {
@@ -183,4 +264,22 @@ test('native: a saved sparse index loads back identical, and a flipped byte is Q
   t.is((err as { code?: string }).code, 'QUIVER_CORRUPT');
   ix.close();
   back.close();
+});
+
+test('native: a saved uint8 sparse index loads back as uint8 with the same values', async (t) => {
+  const e = loadEngine({ backend: 'native', logger: silentLogger });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-sparse-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const ix = e.createSparseIndex({ datatype: 'uint8' });
+  t.teardown(() => ix.close());
+  await ix.upsert(batchOf([[1n, new Map([[1, 3.9], [2, -3], [3, 300]])], [2n, new Map([[1, 7.5]])]]));
+  const file = path.join(dir, 's.qsi');
+  await ix.save(file);
+  const back = await e.loadSparseIndex(file);
+  t.teardown(() => back.close());
+  t.is((await back.stats()).datatype, 'uint8');
+  const got = await back.get(BigUint64Array.of(1n, 2n));
+  t.deepEqual(Array.from(got.indices), [1, 2, 3, 1]);
+  t.deepEqual(Array.from(got.values), [3, 0, 255, 7]);
+  t.deepEqual(await search(back, new Map([[1, 1], [3, 0.5]]), 5), [[1n, 130.5], [2n, 7]]);
 });

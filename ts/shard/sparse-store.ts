@@ -9,9 +9,9 @@
  * reference), and the IDF flag (`modifier: idf`). Must never: decide durability (the
  * shard's WAL does) or run a mutation outside the shard's update lock.
  *
- * Values are stored as f32. A `float16` datatype rounds each value to the nearest
- * float16 first (so reads and scores are what float16 storage gives); `uint8` keeps the
- * f32 value as given (the README lists this under limits).
+ * Values are stored in the index in the spec's datatype (4, 2 or 1 bytes each; see
+ * SparseIndexOptions.datatype for the conversions), so reads and scores are those of
+ * the converted values. A loaded index file keeps the datatype it was written with.
  */
 
 import * as path from 'node:path';
@@ -38,36 +38,8 @@ export const DEFAULT_SPARSE_FULL_SCAN_THRESHOLD = 5000;
 
 export const SPARSE_FILE_RE = /^sparse-[0-9]{1,9}-[0-9]{1,20}-[0-9]{1,15}\.qsi$/;
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
 /** The largest finite float16. */
 export const F16_MAX = 65504;
-
-/**
- * `x` rounded to the nearest float16 value (ties to even), as an f32. The collection
- * refuses values beyond ±F16_MAX for a float16 vector; here they are held at ±F16_MAX
- * (never an infinity, which the index would refuse after the write was logged).
- */
-export function roundToF16(x: number): number {
-  f32[0] = x;
-  const bits = u32[0];
-  const sign = bits & 0x8000_0000;
-  const exp = (bits >>> 23) & 0xff;
-  if (exp === 0xff) return x;
-  const e = exp - 127;
-  if (e < -25) return sign ? -0 : 0;
-  // Spacing of float16 values around x: 2^(e-10) for normals, 2^-24 for subnormals.
-  const step = e < -14 ? 2 ** -24 : 2 ** (e - 10);
-  const a = Math.abs(x);
-  let q = a / step;
-  const fl = Math.floor(q);
-  const frac = q - fl;
-  q = frac > 0.5 || (frac === 0.5 && fl % 2 === 1) ? fl + 1 : fl;
-  const r = q * step;
-  const out = r > F16_MAX ? F16_MAX : r;
-  return sign ? -out : out;
-}
 
 export class SparseStore {
   private index: SparseIndex;
@@ -82,7 +54,7 @@ export class SparseStore {
     readonly spec: SparseSpec,
   ) {
     // The store decides full scans itself (the threshold may change with the config).
-    this.index = engine.createSparseIndex({ fullScanThreshold: 0 });
+    this.index = engine.createSparseIndex({ fullScanThreshold: 0, datatype: spec.datatype });
   }
 
   /** Loads the index file of a checkpoint (replacing the empty index). */
@@ -96,11 +68,6 @@ export class SparseStore {
     this.savedGen = 1;
   }
 
-  private stored(v: SparseVec): SparseVec {
-    if (this.spec.datatype !== 'float16') return v;
-    return { indices: v.indices, values: v.values.map(roundToF16) };
-  }
-
   /** Inserts or replaces the vectors of `labels`. */
   async upsert(labels: bigint[], vecs: SparseVec[]): Promise<void> {
     if (labels.length === 0) return;
@@ -110,8 +77,7 @@ export class SparseStore {
     const indices = new Uint32Array(total);
     const values = new Float32Array(total);
     let at = 0;
-    vecs.forEach((raw, i) => {
-      const v = this.stored(raw);
+    vecs.forEach((v, i) => {
       indices.set(v.indices, at);
       values.set(v.values, at);
       at += v.indices.length;

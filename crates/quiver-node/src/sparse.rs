@@ -10,7 +10,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use quiver_core::sparse::{SparseIndex, SparseSearch, SparseVector};
-use quiver_core::{Error as CoreError, ErrorKind};
+use quiver_core::{Datatype, Error as CoreError, ErrorKind};
 
 use super::{closed, count_arg, count_of, engine_error, search_result, unit, CoreResult, Job, NativeSearchResult};
 
@@ -52,6 +52,7 @@ pub struct NativeSparseStats {
     pub dims: f64,
     pub total_bytes: f64,
     pub full_scan_threshold: f64,
+    pub datatype: String,
 }
 
 fn batch_of((labels, offsets, indices, values): (Vec<u64>, Vec<u32>, Vec<u32>, Vec<f32>)) -> NativeSparseBatch {
@@ -85,11 +86,16 @@ impl NativeSparseIndex {
 #[napi]
 impl NativeSparseIndex {
     /// `full_scan_threshold`: filtered searches allowing fewer labels than this score
-    /// the allowed documents directly.
+    /// the allowed documents directly. `datatype`: float32, float16 or uint8, the
+    /// element type of the stored values.
     #[napi(constructor)]
-    pub fn new(env: Env, full_scan_threshold: f64) -> napi::Result<Self> {
+    pub fn new(env: Env, full_scan_threshold: f64, datatype: String) -> napi::Result<Self> {
         count_arg("fullScanThreshold", full_scan_threshold)
-            .map(|t| NativeSparseIndex::wrap(SparseIndex::new(t)))
+            .and_then(|t| {
+                let dt = Datatype::parse(&datatype)
+                    .ok_or_else(|| CoreError::new(ErrorKind::InvalidArgument, format!("unknown datatype {:?}", datatype)))?;
+                Ok(NativeSparseIndex::wrap(SparseIndex::with_datatype(t, dt)))
+            })
             .map_err(|e| engine_error(&env, e))
     }
 
@@ -187,7 +193,7 @@ impl NativeSparseIndex {
             .shared()
             .and_then(|i| {
                 let g = read(&i)?;
-                Ok((g.stats(), g.full_scan_threshold()))
+                Ok((g.stats(), g.full_scan_threshold(), g.datatype()))
             })
             .map_err(|e| engine_error(&env, e))?;
         Ok(NativeSparseStats {
@@ -196,6 +202,7 @@ impl NativeSparseIndex {
             dims: s.0.dims as f64,
             total_bytes: s.0.total_bytes as f64,
             full_scan_threshold: s.1 as f64,
+            datatype: s.2.name().to_string(),
         })
     }
 

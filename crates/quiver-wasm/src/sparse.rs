@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use quiver_core::sparse::{SparseIndex, SparseSearch, SparseVector};
-use quiver_core::{Error, ErrorKind};
+use quiver_core::{Datatype, Error, ErrorKind};
 
 use super::{fail, install_panic_hook, invalid, quiver_alloc, slice};
 
@@ -40,11 +40,18 @@ fn insert(index: SparseIndex) -> i32 {
     }
 }
 
-/// Creates a sparse index; returns its handle.
+/// Creates a sparse index storing values as `datatype` (0 float32, 1 float16, 2 uint8);
+/// returns its handle.
 #[no_mangle]
-pub extern "C" fn quiver_sparse_new(full_scan_threshold: u32) -> i32 {
+pub extern "C" fn quiver_sparse_new(full_scan_threshold: u32, datatype: u32) -> i32 {
     install_panic_hook();
-    insert(SparseIndex::new(full_scan_threshold as usize))
+    let dt = match datatype {
+        0 => Datatype::Float32,
+        1 => Datatype::Float16,
+        2 => Datatype::Uint8,
+        _ => return fail(invalid(&format!("unknown sparse datatype code {}", datatype))),
+    };
+    insert(SparseIndex::with_datatype(full_scan_threshold as usize, dt))
 }
 
 #[no_mangle]
@@ -204,10 +211,15 @@ pub extern "C" fn quiver_sparse_labels(handle: i32, out: *mut u64, cap: usize) -
 /// Writes five f64s: count, entries, dims, total bytes, full-scan threshold.
 #[no_mangle]
 pub extern "C" fn quiver_sparse_stats(handle: i32, out: *mut f64) -> i32 {
-    match with_sparse(handle, |i| Ok((i.stats(), i.full_scan_threshold()))) {
-        Ok((s, t)) => {
-            let v = [s.count as f64, s.entries as f64, s.dims as f64, s.total_bytes as f64, t as f64];
-            // SAFETY: the host passes room for five f64s.
+    match with_sparse(handle, |i| Ok((i.stats(), i.full_scan_threshold(), i.datatype()))) {
+        Ok((s, t, dt)) => {
+            let code = match dt {
+                Datatype::Float32 => 0.0,
+                Datatype::Float16 => 1.0,
+                Datatype::Uint8 => 2.0,
+            };
+            let v = [s.count as f64, s.entries as f64, s.dims as f64, s.total_bytes as f64, t as f64, code];
+            // SAFETY: the host passes room for six f64s.
             unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len()) };
             0
         }

@@ -10,11 +10,19 @@
 //! increasing once stored) and their values (finite f32). Search returns the documents
 //! that share at least one dimension with the query, ranked by dot product (larger is
 //! better), ties by label ascending: the same answer as scoring every document.
+//!
+//! Values are held in the index's datatype (`float32`, `float16` or `uint8`, see
+//! crate::datatype): in the posting lists and in the forward copy alike, so a value
+//! costs 4, 2 or 1 bytes. Input is converted once on write (float16 rounds to nearest,
+//! ties to even, magnitudes past 65504 held at ±65504; uint8 truncates toward zero and
+//! saturates to 0..=255, the reference's `value as u8`); reads and scores use the
+//! converted values. Queries stay f32.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::path::Path;
 
+use crate::datatype::{f16_to_f32, f32_to_f16, to_u8, Datatype, F16_MAX};
 use crate::error::{Error, Result};
 use crate::fileio::{ByteReader, ByteWriter};
 
@@ -22,7 +30,152 @@ use crate::fileio::{ByteReader, ByteWriter};
 mod tests;
 
 pub const SPARSE_MAGIC: [u8; 8] = *b"QVRSPARS";
-pub const SPARSE_FORMAT_VERSION: u32 = 1;
+/// Version 2 records the datatype and stores values in it; version 1 files (f32
+/// values, no datatype) load as float32.
+pub const SPARSE_FORMAT_VERSION: u32 = 2;
+
+/// Values in one of the stored datatypes.
+#[derive(Clone, Debug)]
+enum Values {
+    F32(Vec<f32>),
+    F16(Vec<u16>),
+    U8(Vec<u8>),
+}
+
+fn to_f16_bits(x: f32) -> u16 {
+    f32_to_f16(x.max(-F16_MAX).min(F16_MAX))
+}
+
+impl Values {
+    fn new(dt: Datatype) -> Values {
+        match dt {
+            Datatype::Float32 => Values::F32(Vec::new()),
+            Datatype::Float16 => Values::F16(Vec::new()),
+            Datatype::Uint8 => Values::U8(Vec::new()),
+        }
+    }
+
+    fn from_f32(dt: Datatype, v: &[f32]) -> Values {
+        match dt {
+            Datatype::Float32 => Values::F32(v.to_vec()),
+            Datatype::Float16 => Values::F16(v.iter().map(|&x| to_f16_bits(x)).collect()),
+            Datatype::Uint8 => Values::U8(v.iter().map(|&x| to_u8(x)).collect()),
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> f32 {
+        match self {
+            Values::F32(v) => v[i],
+            Values::F16(v) => f16_to_f32(v[i]),
+            Values::U8(v) => v[i] as f32,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::F16(v) => v.len(),
+            Values::U8(v) => v.len(),
+        }
+    }
+
+    fn to_f32(&self) -> Vec<f32> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+
+    /// Bytes reserved for the values.
+    fn capacity_bytes(&self) -> usize {
+        match self {
+            Values::F32(v) => v.capacity() * 4,
+            Values::F16(v) => v.capacity() * 2,
+            Values::U8(v) => v.capacity(),
+        }
+    }
+
+    /// Inserts the value `x`, already of this type (read back with `get`), at `at`.
+    fn insert(&mut self, at: usize, x: f32) {
+        match self {
+            Values::F32(v) => v.insert(at, x),
+            Values::F16(v) => v.insert(at, to_f16_bits(x)),
+            Values::U8(v) => v.insert(at, to_u8(x)),
+        }
+    }
+
+    fn set(&mut self, at: usize, x: f32) {
+        match self {
+            Values::F32(v) => v[at] = x,
+            Values::F16(v) => v[at] = to_f16_bits(x),
+            Values::U8(v) => v[at] = to_u8(x),
+        }
+    }
+
+    fn remove(&mut self, at: usize) -> f32 {
+        let x = self.get(at);
+        match self {
+            Values::F32(v) => {
+                v.remove(at);
+            }
+            Values::F16(v) => {
+                v.remove(at);
+            }
+            Values::U8(v) => {
+                v.remove(at);
+            }
+        }
+        x
+    }
+
+    fn write(&self, w: &mut ByteWriter) {
+        match self {
+            Values::F32(v) => w.put_f32_slice(v),
+            Values::F16(v) => {
+                for &h in v {
+                    w.put_u16(h);
+                }
+            }
+            Values::U8(v) => w.put_bytes(v),
+        }
+    }
+}
+
+/// A stored document: indices strictly increasing, values in the index's datatype.
+#[derive(Clone, Debug)]
+struct Doc {
+    indices: Vec<u32>,
+    values: Values,
+}
+
+impl Doc {
+    /// Dot product with `q` (both sorted), or None when they share no index.
+    fn score(&self, q: &[(u32, f32)]) -> Option<f64> {
+        let (mut i, mut j) = (0, 0);
+        let mut sum = 0.0f64;
+        let mut hit = false;
+        while i < self.indices.len() && j < q.len() {
+            let (a, b) = (self.indices[i], q[j].0);
+            if a == b {
+                sum += self.values.get(i) as f64 * q[j].1 as f64;
+                hit = true;
+                i += 1;
+                j += 1;
+            } else if a < b {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        if hit {
+            Some(sum)
+        } else {
+            None
+        }
+    }
+
+    fn vector(&self) -> SparseVector {
+        SparseVector { indices: self.indices.clone(), values: self.values.to_f32() }
+    }
+}
 
 /// One sparse vector as stored: indices strictly increasing, values finite.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,45 +212,30 @@ impl SparseVector {
         };
         Ok(SparseVector { indices, values })
     }
-
-    /// Dot product with `q` (both sorted), or None when they share no index.
-    fn score(&self, q: &[(u32, f32)]) -> Option<f64> {
-        let (mut i, mut j) = (0, 0);
-        let mut sum = 0.0f64;
-        let mut hit = false;
-        while i < self.indices.len() && j < q.len() {
-            let (a, b) = (self.indices[i], q[j].0);
-            if a == b {
-                sum += self.values[i] as f64 * q[j].1 as f64;
-                hit = true;
-                i += 1;
-                j += 1;
-            } else if a < b {
-                i += 1;
-            } else {
-                j += 1;
-            }
-        }
-        if hit {
-            Some(sum)
-        } else {
-            None
-        }
-    }
 }
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 struct Posting {
     labels: Vec<u64>,
-    values: Vec<f32>,
+    values: Values,
     max: f32,
     min: f32,
 }
 
 impl Posting {
+    fn new(dt: Datatype) -> Posting {
+        Posting { labels: Vec::new(), values: Values::new(dt), max: 0.0, min: 0.0 }
+    }
+
     fn bounds(&mut self) {
-        self.max = self.values.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-        self.min = self.values.iter().cloned().fold(f32::INFINITY, f32::min);
+        let (mut max, mut min) = (f32::NEG_INFINITY, f32::INFINITY);
+        for i in 0..self.values.len() {
+            let x = self.values.get(i);
+            max = max.max(x);
+            min = min.min(x);
+        }
+        self.max = max;
+        self.min = min;
     }
 
     fn insert(&mut self, label: u64, value: f32) {
@@ -106,7 +244,7 @@ impl Posting {
             None => 0,
             _ => match self.labels.binary_search(&label) {
                 Ok(i) => {
-                    self.values[i] = value;
+                    self.values.set(i, value);
                     self.bounds();
                     return;
                 }
@@ -115,6 +253,7 @@ impl Posting {
         };
         self.labels.insert(at, label);
         self.values.insert(at, value);
+        let value = self.values.get(at);
         if self.labels.len() == 1 {
             self.max = value;
             self.min = value;
@@ -238,10 +377,10 @@ pub fn idf(n: f32, df: f32) -> f32 {
     ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
 }
 
-#[derive(Default)]
 pub struct SparseIndex {
+    datatype: Datatype,
     postings: HashMap<u32, Posting>,
-    docs: HashMap<u64, SparseVector>,
+    docs: HashMap<u64, Doc>,
     entries: usize,
     /// Filtered searches whose allow-list holds fewer labels than this score the allowed
     /// documents directly instead of walking the posting lists.
@@ -249,8 +388,18 @@ pub struct SparseIndex {
 }
 
 impl SparseIndex {
+    /// An empty float32 index.
     pub fn new(full_scan_threshold: usize) -> SparseIndex {
-        SparseIndex { full_scan_threshold, ..Default::default() }
+        SparseIndex::with_datatype(full_scan_threshold, Datatype::Float32)
+    }
+
+    /// An empty index storing values as `datatype`.
+    pub fn with_datatype(full_scan_threshold: usize, datatype: Datatype) -> SparseIndex {
+        SparseIndex { datatype, postings: HashMap::new(), docs: HashMap::new(), entries: 0, full_scan_threshold }
+    }
+
+    pub fn datatype(&self) -> Datatype {
+        self.datatype
     }
 
     pub fn full_scan_threshold(&self) -> usize {
@@ -266,13 +415,16 @@ impl SparseIndex {
     }
 
     /// Inserts or replaces the document `label`.
+    /// Values are converted to the index's datatype (see the module header).
     pub fn upsert(&mut self, label: u64, v: SparseVector) {
         self.remove(label);
-        for (&d, &x) in v.indices.iter().zip(v.values.iter()) {
-            self.postings.entry(d).or_default().insert(label, x);
+        let dt = self.datatype;
+        let values = Values::from_f32(dt, &v.values);
+        for (i, &d) in v.indices.iter().enumerate() {
+            self.postings.entry(d).or_insert_with(|| Posting::new(dt)).insert(label, values.get(i));
         }
         self.entries += v.indices.len();
-        self.docs.insert(label, v);
+        self.docs.insert(label, Doc { indices: v.indices, values });
     }
 
     /// Inserts or replaces `labels.len()` documents given flat: document `i` has the
@@ -314,7 +466,7 @@ impl SparseIndex {
             if let Some(d) = self.docs.get(&l) {
                 found.push(l);
                 indices.extend_from_slice(&d.indices);
-                values.extend_from_slice(&d.values);
+                values.extend(d.values.to_f32());
                 offsets.push(indices.len() as u32);
             }
         }
@@ -344,8 +496,9 @@ impl SparseIndex {
         }
     }
 
-    pub fn get(&self, label: u64) -> Option<&SparseVector> {
-        self.docs.get(&label)
+    /// The stored vector of `label`, its values as stored (converted to the datatype).
+    pub fn get(&self, label: u64) -> Option<SparseVector> {
+        self.docs.get(&label).map(Doc::vector)
     }
 
     /// Every stored label, ascending.
@@ -363,10 +516,10 @@ impl SparseIndex {
     pub fn stats(&self) -> SparseStats {
         let mut bytes = 0usize;
         for p in self.postings.values() {
-            bytes += p.labels.capacity() * 8 + p.values.capacity() * 4 + 4 + std::mem::size_of::<Posting>();
+            bytes += p.labels.capacity() * 8 + p.values.capacity_bytes() + 4 + std::mem::size_of::<Posting>();
         }
         for v in self.docs.values() {
-            bytes += v.indices.capacity() * 4 + v.values.capacity() * 4 + 8 + std::mem::size_of::<SparseVector>();
+            bytes += v.indices.capacity() * 4 + v.values.capacity_bytes() + 8 + std::mem::size_of::<Doc>();
         }
         SparseStats { count: self.docs.len(), entries: self.entries, dims: self.postings.len(), total_bytes: bytes }
     }
@@ -476,7 +629,7 @@ impl SparseIndex {
             let mut score = 0.0f64;
             for t in terms[ess..].iter_mut() {
                 if t.at < t.p.labels.len() && t.p.labels[t.at] == cand {
-                    score += t.w * t.p.values[t.at] as f64;
+                    score += t.w * t.p.values.get(t.at) as f64;
                     t.at += 1;
                 }
             }
@@ -496,7 +649,7 @@ impl SparseIndex {
                 let rest = &t.p.labels[t.at..];
                 let off = match rest.binary_search(&cand) {
                     Ok(i) => {
-                        score += t.w * t.p.values[t.at + i] as f64;
+                        score += t.w * t.p.values.get(t.at + i) as f64;
                         i + 1
                     }
                     Err(i) => i,
@@ -509,27 +662,44 @@ impl SparseIndex {
         }
     }
 
-    /// The index as bytes (without the file frame): full-scan threshold, then every
-    /// document by label ascending.
+    /// The index as bytes (without the file frame, format version 2): full-scan
+    /// threshold, datatype (0 float32, 1 float16, 2 uint8), then every document by
+    /// label ascending with its values in the datatype.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = ByteWriter::with_capacity(16 + self.docs.len() * 12 + self.entries * 8);
+        let mut w = ByteWriter::with_capacity(17 + self.docs.len() * 12 + self.entries * (4 + self.datatype.bytes()));
         w.put_u64(self.full_scan_threshold as u64);
+        w.put_u8(match self.datatype {
+            Datatype::Float32 => 0,
+            Datatype::Float16 => 1,
+            Datatype::Uint8 => 2,
+        });
         w.put_u64(self.docs.len() as u64);
         for l in self.labels() {
             let d = &self.docs[&l];
             w.put_u64(l);
             w.put_u32(d.indices.len() as u32);
             w.put_u32_slice(&d.indices);
-            w.put_f32_slice(&d.values);
+            d.values.write(&mut w);
         }
         w.into_vec()
     }
 
-    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<SparseIndex> {
+    /// Reads `to_bytes` output of format `version` (1: f32 values, no datatype).
+    pub fn from_bytes(bytes: &[u8], version: u32, name: &str) -> Result<SparseIndex> {
         let mut r = ByteReader::new(bytes).with_name(name);
         let threshold = r.get_u64()? as usize;
+        let dt = if version < 2 {
+            Datatype::Float32
+        } else {
+            match r.get_u8()? {
+                0 => Datatype::Float32,
+                1 => Datatype::Float16,
+                2 => Datatype::Uint8,
+                t => return Err(Error::corrupt(format!("{}: unknown sparse datatype {}", name, t))),
+            }
+        };
         let n = r.get_u64()? as usize;
-        let mut idx = SparseIndex::new(threshold);
+        let mut idx = SparseIndex::with_datatype(threshold, dt);
         let mut prev: Option<u64> = None;
         for _ in 0..n {
             let l = r.get_u64()?;
@@ -538,11 +708,21 @@ impl SparseIndex {
             }
             prev = Some(l);
             let nnz = r.get_u32()? as usize;
-            if nnz * 8 > r.remaining() {
+            if nnz * (4 + dt.bytes()) > r.remaining() {
                 return Err(Error::corrupt(format!("{}: sparse vector runs past the end", name)));
             }
             let indices = r.get_u32_vec(nnz)?;
-            let values = r.get_f32_vec(nnz)?;
+            let values = match dt {
+                Datatype::Float32 => r.get_f32_vec(nnz)?,
+                Datatype::Float16 => {
+                    let mut v = Vec::with_capacity(nnz);
+                    for _ in 0..nnz {
+                        v.push(f16_to_f32(r.get_u16()?));
+                    }
+                    v
+                }
+                Datatype::Uint8 => r.get_bytes(nnz)?.iter().map(|&b| b as f32).collect(),
+            };
             if !indices.windows(2).all(|w| w[0] < w[1]) || values.iter().any(|v| !v.is_finite()) {
                 return Err(Error::corrupt(format!("{}: sparse vector of label {} is malformed", name, l)));
             }
@@ -560,8 +740,8 @@ impl SparseIndex {
     }
 
     pub fn load(path: &Path) -> Result<SparseIndex> {
-        let (_, payload) = crate::fileio::read_framed(path, SPARSE_MAGIC, SPARSE_FORMAT_VERSION)?;
-        SparseIndex::from_bytes(&payload, &path.display().to_string())
+        let (version, payload) = crate::fileio::read_framed(path, SPARSE_MAGIC, SPARSE_FORMAT_VERSION)?;
+        SparseIndex::from_bytes(&payload, version, &path.display().to_string())
     }
 
     /// The framed image, for backends without files.
@@ -570,7 +750,7 @@ impl SparseIndex {
     }
 
     pub fn from_framed(bytes: &[u8], name: &str) -> Result<SparseIndex> {
-        let (_, payload) = crate::fileio::unframe(bytes, SPARSE_MAGIC, SPARSE_FORMAT_VERSION, name)?;
-        SparseIndex::from_bytes(payload, name)
+        let (version, payload) = crate::fileio::unframe(bytes, SPARSE_MAGIC, SPARSE_FORMAT_VERSION, name)?;
+        SparseIndex::from_bytes(payload, version, name)
     }
 }

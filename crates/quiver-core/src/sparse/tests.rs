@@ -1,4 +1,5 @@
 use super::*;
+use crate::datatype::{f16_to_f32, f32_to_f16};
 use crate::rng::SplitMix64;
 use crate::testutil::TempDir;
 
@@ -161,4 +162,127 @@ fn save_and_load_round_trip_and_detect_corruption() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x40;
     assert_eq!(SparseIndex::from_framed(&bytes, "x").err().unwrap().kind, crate::ErrorKind::Corrupt);
+}
+
+/// `v` with its values converted as `dt` stores them, independently of the index code.
+fn converted(dt: Datatype, v: &SparseVector) -> SparseVector {
+    let values = v
+        .values
+        .iter()
+        .map(|&x| match dt {
+            Datatype::Float32 => x,
+            Datatype::Float16 => f16_to_f32(f32_to_f16(x)),
+            Datatype::Uint8 => {
+                if x <= 0.0 {
+                    0.0
+                } else if x >= 255.0 {
+                    255.0
+                } else {
+                    x.trunc()
+                }
+            }
+        })
+        .collect();
+    SparseVector { indices: v.indices.clone(), values }
+}
+
+fn random_wide(rng: &mut SplitMix64, dims: u32, nnz: usize) -> SparseVector {
+    let mut v = random_vec(rng, dims, nnz, true);
+    for x in v.values.iter_mut() {
+        // Fractions, negatives and values past 255 exercise the conversions.
+        *x = (*x + rng.next_f32()) * (1.0 + 150.0 * rng.next_f32());
+    }
+    v
+}
+
+#[test]
+fn every_datatype_stores_converted_values_and_scores_them_as_brute_force_does() {
+    for dt in [Datatype::Float32, Datatype::Float16, Datatype::Uint8] {
+        let mut rng = SplitMix64::new(11);
+        let mut index = SparseIndex::with_datatype(50, dt);
+        let mut docs: HashMap<u64, SparseVector> = HashMap::new();
+        for _ in 0..3 {
+            for _ in 0..500 {
+                let l = rng.next_u64() % 800;
+                let nd = 1 + (rng.next_u64() % 12) as usize;
+                let v = random_wide(&mut rng, 150, nd);
+                index.upsert(l, v.clone());
+                docs.insert(l, converted(dt, &v));
+            }
+            for _ in 0..80 {
+                let l = rng.next_u64() % 800;
+                assert_eq!(index.remove(l), docs.remove(&l).is_some());
+            }
+            for (&l, want) in &docs {
+                assert_eq!(index.get(l).as_ref(), Some(want), "{:?} label {}", dt, l);
+            }
+            for _ in 0..40 {
+                check(&index, &docs, &mut rng, None, false);
+                check(&index, &docs, &mut rng, None, true);
+                let allow: Vec<u64> = (0..800).filter(|_| rng.next_f32() < 0.3).collect();
+                check(&index, &docs, &mut rng, Some(allow), false);
+            }
+        }
+        if dt == Datatype::Uint8 {
+            let v = SparseVector::new(vec![1, 2, 3, 4], vec![-3.0, 3.9, 300.0, 0.5]).unwrap();
+            index.upsert(5000, v);
+            assert_eq!(index.get(5000).unwrap().values, vec![0.0, 3.0, 255.0, 0.0]);
+        }
+        if dt == Datatype::Float16 {
+            let v = SparseVector::new(vec![1, 2], vec![1.0 + 1.0 / 4096.0, 1e6]).unwrap();
+            index.upsert(5000, v);
+            assert_eq!(index.get(5000).unwrap().values, vec![1.0, 65504.0]);
+        }
+        // The file keeps the datatype and the stored values.
+        let back = SparseIndex::from_framed(&index.to_framed(), "x").unwrap();
+        assert_eq!(back.datatype(), dt);
+        assert_eq!(back.labels(), index.labels());
+        for l in index.labels() {
+            assert_eq!(back.get(l), index.get(l));
+        }
+    }
+}
+
+#[test]
+fn memory_per_posting_shrinks_with_the_datatype() {
+    let mut per = Vec::new();
+    for dt in [Datatype::Float32, Datatype::Float16, Datatype::Uint8] {
+        let mut rng = SplitMix64::new(5);
+        let mut index = SparseIndex::with_datatype(0, dt);
+        let batch: Vec<SparseVector> = (0..20000).map(|_| random_wide(&mut rng, 30000, 40)).collect();
+        let labels: Vec<u64> = (0..batch.len() as u64).collect();
+        let mut offsets = vec![0u32];
+        let (mut indices, mut values) = (Vec::new(), Vec::new());
+        for v in &batch {
+            indices.extend_from_slice(&v.indices);
+            values.extend_from_slice(&v.values);
+            offsets.push(indices.len() as u32);
+        }
+        index.upsert_batch(&labels, &offsets, &indices, &values).unwrap();
+        let s = index.stats();
+        let b = s.total_bytes as f64 / s.entries as f64;
+        eprintln!("sparse {}: {:.2} bytes per entry (posting + forward copy)", dt.name(), b);
+        per.push(b);
+    }
+    // Each entry is held twice (posting list and forward copy): at least 2 bytes less
+    // per value and copy for float16 and 1 less again for uint8 (capacity slack adds a
+    // little on top).
+    assert!(per[0] - per[1] > 3.5, "{:?}", per);
+    assert!(per[1] - per[2] > 1.5, "{:?}", per);
+}
+
+#[test]
+fn version_1_files_load_as_float32() {
+    let mut w = crate::fileio::ByteWriter::new();
+    w.put_u64(9);
+    w.put_u64(1);
+    w.put_u64(4);
+    w.put_u32(2);
+    w.put_u32_slice(&[3, 7]);
+    w.put_f32_slice(&[0.25, -1.5]);
+    let bytes = crate::fileio::frame(SPARSE_MAGIC, 1, w.as_slice());
+    let idx = SparseIndex::from_framed(&bytes, "v1").unwrap();
+    assert_eq!(idx.datatype(), Datatype::Float32);
+    assert_eq!(idx.full_scan_threshold(), 9);
+    assert_eq!(idx.get(4).unwrap(), SparseVector { indices: vec![3, 7], values: vec![0.25, -1.5] });
 }
