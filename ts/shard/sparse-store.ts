@@ -57,14 +57,33 @@ export class SparseStore {
     this.index = engine.createSparseIndex({ fullScanThreshold: 0, datatype: spec.datatype });
   }
 
-  /** Loads the index file of a checkpoint (replacing the empty index). */
+  /**
+   * Loads the index file of a checkpoint (replacing the empty index). A file of another
+   * datatype (one written before sparse indexes stored their datatype loads as float32)
+   * is converted into the spec's datatype, and the next checkpoint rewrites it.
+   */
   async load(dir: string, file: string): Promise<void> {
-    const loaded = await this.engine.loadSparseIndex(path.join(dir, file));
+    let loaded = await this.engine.loadSparseIndex(path.join(dir, file));
+    const labels = await loaded.labels();
+    let converted = false;
+    if ((await loaded.stats()).datatype !== this.spec.datatype) {
+      const typed = this.engine.createSparseIndex({ fullScanThreshold: 0, datatype: this.spec.datatype });
+      try {
+        if (labels.length > 0) await typed.upsert(await loaded.get(labels));
+      } catch (err) {
+        typed.close();
+        loaded.close();
+        throw err;
+      }
+      loaded.close();
+      loaded = typed;
+      converted = true;
+    }
     this.index.close();
     this.index = loaded;
-    for (const l of await loaded.labels()) this.present.add(l);
+    for (const l of labels) this.present.add(l);
     this.savedFile = file;
-    this.gen = 1;
+    this.gen = converted ? 2 : 1;
     this.savedGen = 1;
   }
 
