@@ -265,12 +265,8 @@ function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: Grpc
       return;
     }
     const { method, need } = route;
-    let request: unknown;
-    try {
-      request = route.deserialize(req.message);
-    } catch (err) {
-      request = new UndecodableRequest(err instanceof Error ? err.message : String(err));
-    }
+    // The contract's deserializers never throw: they answer an UndecodableRequest (proto.ts).
+    const request = route.deserialize(req.message);
     const undecodable = request instanceof UndecodableRequest ? request : null;
     void (async () => {
       try {

@@ -23,6 +23,8 @@
 import type { Socket } from 'node:net';
 import * as zlib from 'node:zlib';
 
+import { status as Code } from '@grpc/grpc-js';
+
 import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from './hpack';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -44,8 +46,6 @@ const MAX_WINDOW = 2 ** 31 - 1;
 /** Received bytes not yet handed back with WINDOW_UPDATE that make us send one at once. */
 const UPDATE_AT = OUR_WINDOW / 4;
 
-/** gRPC status codes used by the transport itself. */
-export const GRPC_CODE = { OK: 0, CANCELLED: 1, INVALID_ARGUMENT: 3, UNIMPLEMENTED: 12, INTERNAL: 13, RESOURCE_EXHAUSTED: 8 } as const;
 
 /** One unary call as the transport received it. */
 export interface GrpcRequest {
@@ -124,7 +124,7 @@ class CallState implements GrpcCall {
   ok(message: Buffer): void {
     if (this.done) return;
     this.done = true;
-    this.conn.answer(this.stream, GRPC_CODE.OK, '', message);
+    this.conn.answer(this.stream, Code.OK, '', message);
   }
 
   fail(code: number, details: string): void {
@@ -434,8 +434,8 @@ export class Http2Connection {
         s.data = [];
         const path = headerOf(s.headers, ':path') ?? '';
         const details = `Received message larger than max (${s.dataBytes - 5} vs. ${this.opts.maxMessageBytes})`;
-        this.opts.refused(path, GRPC_CODE.RESOURCE_EXHAUSTED, details);
-        this.answer(s, GRPC_CODE.RESOURCE_EXHAUSTED, details, null);
+        this.opts.refused(path, Code.RESOURCE_EXHAUSTED, details);
+        this.answer(s, Code.RESOURCE_EXHAUSTED, details, null);
       } else s.data.push(Buffer.from(payload.subarray(start, end)));
     }
     if (flags & FLAG.END_STREAM) this.remoteEnd(s);
@@ -465,10 +465,10 @@ export class Http2Connection {
     }
     const body = s.data.length === 1 ? s.data[0] : Buffer.concat(s.data);
     s.data = [];
-    if (body.length < 5) return refuse(GRPC_CODE.INVALID_ARGUMENT, 'Wrong input: the request carries no message');
+    if (body.length < 5) return refuse(Code.INVALID_ARGUMENT, 'Wrong input: the request carries no message');
     const compressed = body[0] === 1;
     const length = body.readUInt32BE(1);
-    if (body[0] > 1 || length !== body.length - 5) return refuse(GRPC_CODE.INVALID_ARGUMENT, 'Wrong input: a unary call carries exactly one length-prefixed message');
+    if (body[0] > 1 || length !== body.length - 5) return refuse(Code.INVALID_ARGUMENT, 'Wrong input: a unary call carries exactly one length-prefixed message');
     const timeout = parseTimeout(headers.get('grpc-timeout'));
     const deadline = timeout === null ? null : Date.now() + timeout;
     const call = new CallState(this, s);
@@ -482,8 +482,8 @@ export class Http2Connection {
     const inflate = encoding === 'gzip' ? zlib.gunzip : encoding === 'deflate' ? zlib.inflate : null;
     if (inflate === null) {
       call.done = true;
-      this.answer(s, GRPC_CODE.UNIMPLEMENTED, `Compression method ${encoding} is not supported (supported: identity, gzip, deflate)`, null);
-      this.opts.refused(path, GRPC_CODE.UNIMPLEMENTED, 'compression');
+      this.answer(s, Code.UNIMPLEMENTED, `Compression method ${encoding} is not supported (supported: identity, gzip, deflate)`, null);
+      this.opts.refused(path, Code.UNIMPLEMENTED, 'compression');
       return;
     }
     inflate(message, { maxOutputLength: Math.max(1, this.opts.maxMessageBytes) }, (err, plain) => {
@@ -491,7 +491,7 @@ export class Http2Connection {
       if (err !== null) {
         call.done = true;
         const tooLarge = (err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE';
-        const code = tooLarge ? GRPC_CODE.RESOURCE_EXHAUSTED : GRPC_CODE.INVALID_ARGUMENT;
+        const code = tooLarge ? Code.RESOURCE_EXHAUSTED : Code.INVALID_ARGUMENT;
         const details = tooLarge ? `Received message larger than max (decompressed, vs. ${this.opts.maxMessageBytes})` : `Wrong input: the request message could not be decompressed: ${err.message}`;
         this.opts.refused(path, code, details);
         this.answer(s, code, details, null);
@@ -506,7 +506,7 @@ export class Http2Connection {
       this.handler(req, call);
     } catch (err) {
       this.opts.onError(err instanceof Error ? err : new Error(String(err)));
-      call.fail(GRPC_CODE.INTERNAL, 'Service internal error: the call failed before it was answered');
+      call.fail(Code.INTERNAL, 'Service internal error: the call failed before it was answered');
     }
   }
 
@@ -541,7 +541,7 @@ export class Http2Connection {
     prefix.writeUInt32BE(message.length, 1);
     // A small answer goes out as one DATA frame of two parts, without copying the message.
     const framed = 5 + message.length <= Math.min(this.peerMaxFrame, s.sendWindow, this.sendWindow) ? [prefix, message] : Buffer.concat([prefix, message]);
-    this.finishAnswer(s, RESPONSE_HEADERS, framed, code === GRPC_CODE.OK && details === '' ? OK_TRAILERS : encodeHeaders(status));
+    this.finishAnswer(s, RESPONSE_HEADERS, framed, code === Code.OK && details === '' ? OK_TRAILERS : encodeHeaders(status));
   }
 
   /** Sends `headers` (END_STREAM when nothing follows), then `data` as flow control allows, then `trailers`. */
