@@ -95,6 +95,8 @@ export interface AnchorRatio {
   batch: { quiver: number | null; anchor: number | null; ratio: number | null; note: string };
   /** One awaited Quiver call per query vs one anchor call per query (from Python). */
   perCall: { quiver: number | null; anchor: number | null; ratio: number | null; note: string };
+  /** The batch ratio with QPS per CPU second of the call (see batchCpuCurves). */
+  batchCpu: { quiver: number | null; anchor: number | null; ratio: number | null; note: string };
 }
 
 /** Quiver native against each anchor present in the rows, at recall@10 = 0.95. */
@@ -111,10 +113,14 @@ export function anchorRatios(rows: Row[], dataset: string, target = 0.95): Ancho
     const anb = qpsAtRecall(ab, target);
     const qc = qpsAtRecall(cs.find((c) => c.series === 'quiver-native'), target);
     const anc = qpsAtRecall(ac, target);
+    const cpu = batchCpuCurves(rows, dataset);
+    const qcpu = qpsAtRecall(cpu.find((c) => c.series === 'quiver-native'), target);
+    const acpu = qpsAtRecall(cpu.find((c) => c.series === a.series), target);
     out.push({
       anchor: a.series,
       batch: { quiver: qb.qps, anchor: anb.qps, ratio: r(qb.qps, anb.qps), note: `quiver ${qb.note}; anchor ${anb.note}` },
       perCall: { quiver: qc.qps, anchor: anc.qps, ratio: r(qc.qps, anc.qps), note: `quiver ${qc.note}; anchor ${anc.note}` },
+      batchCpu: { quiver: qcpu.qps, anchor: acpu.qps, ratio: r(qcpu.qps, acpu.qps), note: `quiver ${qcpu.note}; anchor ${acpu.note}` },
     });
   }
   return out;
@@ -126,17 +132,17 @@ function anchorSummary(res: Results): string[] {
     if (ds.skipped) continue;
     for (const a of anchorRatios(res.rows, ds.key)) {
       const x = (v: number | null) => (v === null ? 'n/a' : `**${v.toFixed(2)}×**`);
-      lines.push(`| ${ds.key} | ${a.anchor} | ${fmtInt(a.batch.quiver)} | ${fmtInt(a.batch.anchor)} | ${x(a.batch.ratio)} | ${fmtInt(a.perCall.quiver)} | ${fmtInt(a.perCall.anchor)} | ${x(a.perCall.ratio)} |`);
+      lines.push(`| ${ds.key} | ${a.anchor} | ${fmtInt(a.batch.quiver)} | ${fmtInt(a.batch.anchor)} | ${x(a.batch.ratio)} | ${a.batchCpu.ratio === null ? 'n/a' : `${a.batchCpu.ratio.toFixed(2)}×`} | ${fmtInt(a.perCall.quiver)} | ${fmtInt(a.perCall.anchor)} | ${x(a.perCall.ratio)} |`);
     }
   }
   if (!lines.length) return [];
   return [
     '## Quiver native against the anchors at recall@10 = 0.95',
     '',
-    'QPS interpolated log-linearly on each QPS/recall curve between the two efs around 0.95 (as for every ratio below). *Batch*: all queries in one call on one thread (Quiver `searchBatch` on its worker thread; FAISS `search`, hnswlib `knn_query` with one thread). *Per call*: one query per call (Quiver: one awaited `search()`; the anchors: one call from a Python loop).',
+    'QPS interpolated log-linearly on each QPS/recall curve between the two efs around 0.95 (as for every ratio below). *Batch*: all queries in one call on one thread (Quiver `searchBatch` on its worker thread; FAISS `search`, hnswlib `knn_query` with one thread). *Batch ratio by CPU time*: the same with queries per CPU second of the call (steadier than wall time when other work takes the core part of the time; Quiver\'s CPU is its whole process\'s, the anchors\' their child\'s). *Per call*: one query per call (Quiver: one awaited `search()`; the anchors: one call from a Python loop).',
     '',
-    '| data set | anchor | quiver-native batch QPS | anchor batch QPS | batch ratio | quiver-native per-call QPS | anchor per-call QPS | per-call ratio |',
-    '|---|---|---:|---:|---:|---:|---:|---:|',
+    '| data set | anchor | quiver-native batch QPS | anchor batch QPS | batch ratio | batch ratio by CPU time | quiver-native per-call QPS | anchor per-call QPS | per-call ratio |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
     ...lines,
     '',
   ];
@@ -163,6 +169,22 @@ export function batchCurves(rows: Row[], dataset: string): Curve[] {
   }
   for (const c of out.values()) c.points.sort((a, b) => a.ef - b.ef);
   return [...out.values()];
+}
+
+/**
+ * The batch curves with QPS per CPU second (queries / CPU seconds of the call) instead of
+ * per wall second: on a machine where other work takes the core away part of the time,
+ * this is the steadier figure of a one-thread call.
+ */
+export function batchCpuCurves(rows: Row[], dataset: string): Curve[] {
+  return batchCurves(rows, dataset).map((c) => {
+    const pts = c.points.flatMap((p) => {
+      const r = rows.find((x) => x.dataset === dataset && x.kind === 'query' && x.series === c.series && x.ef === p.ef);
+      const cpw = r?.batchCpuPerWall;
+      return cpw && cpw > 0 ? [{ ...p, qps: p.qps / cpw }] : [];
+    });
+    return { series: c.series, points: pts };
+  });
 }
 
 /** QPS at a target recall: log-linear interpolation between the two efs around it. */
