@@ -320,3 +320,34 @@ test.serial('gRPC SearchGroups, RecommendGroups and QueryGroups give the REST gr
   t.is(first.id.unsigned_value, '1');
   t.is(Number(first.lookup.id.num), 1);
 });
+
+test.serial('custom sharding: shard_key selects the shards, hits carry their key; consistency and timeout are taken', async (t) => {
+  const K = 'grp_keys';
+  const p = { collection_name: K };
+  await api.ok(t, 'PUT', COLLECTION, { params: p, body: { vectors: { size: 2, distance: 'Dot' }, sharding_method: 'custom' } });
+  for (const shard_key of ['k1', 'k2']) await api.ok(t, 'PUT', '/collections/{collection_name}/shards', { params: p, body: { shard_key } });
+  for (const [shard_key, base] of [['k1', 0], ['k2', 100]] as const) {
+    await api.ok(t, 'PUT', POINTS, {
+      params: p,
+      query: { wait: 'true' },
+      body: { shard_key, points: [1, 2, 3, 4].map((i) => ({ id: base + i, vector: [1 - i / 10 - base / 250, 0], payload: { g: i % 2 === 0 ? 'even' : 'odd' } })) },
+    });
+  }
+  const all = await api.ok(t, 'POST', QUERY_GROUPS, { params: p, query: { consistency: 'majority', timeout: 5 }, body: { query: [1, 0], group_by: 'g', group_size: 2 } });
+  t.deepEqual(
+    all.groups.map((g: { id: string; hits: Array<{ id: number; shard_key: string }> }) => [g.id, g.hits.map((h) => [h.id, h.shard_key])]),
+    [
+      ['odd', [[1, 'k1'], [3, 'k1']]],
+      ['even', [[2, 'k1'], [4, 'k1']]],
+    ],
+  );
+  const k2 = await api.ok(t, 'POST', QUERY_GROUPS, { params: p, body: { query: [1, 0], group_by: 'g', group_size: 1, shard_key: 'k2' } });
+  t.deepEqual(
+    k2.groups.map((g: { id: string; hits: Array<{ id: number; shard_key: string }> }) => [g.id, g.hits.map((h) => [h.id, h.shard_key])]),
+    [
+      ['odd', [[101, 'k2']]],
+      ['even', [[102, 'k2']]],
+    ],
+  );
+  await api.error(t, 400, 'POST', QUERY_GROUPS, { params: p, query: { consistency: 'bogus' }, body: { query: [1, 0], group_by: 'g' } });
+});

@@ -10,7 +10,7 @@
  * rounds exclude points whose every value belongs to a group that is already full,
  * until `limit` groups are known; then rounds ask only for points of the best groups
  * that are not full yet. Unlike the reference, rounds go on (each asking twice as many
- * points as the one before) until the best groups are full or the candidates run out,
+ * points as the one before) until the best groups are full or a round finds nothing,
  * so over an exact ranking the answer is the brute-force grouping of that ranking.
  * Queries over prefetches stop after MAX_HYBRID_ROUNDS rounds, as the reference's do
  * after ten, since each round fuses a different candidate set. The final hits' payload
@@ -18,7 +18,9 @@
  *
  * Group values: a string or an integer; an array holds several (the point joins each
  * group once). A point with any other value under the key (a float, a bool, an object,
- * null, a nested array) is in no group, as the reference skips it.
+ * null, a nested array) is in no group, as the reference skips it. A JSON number with
+ * an integral value is an integer here (payloads are JS values: `1.0` reads as `1`),
+ * where the reference skips a float written `1.0`.
  *
  * Owns: the grouping and the rounds. Must never: parse a request body or reach a replica
  * except through the reads it is given.
@@ -257,7 +259,9 @@ export async function runGroups(reads: GroupReads, req: GroupsRequest, order: Sc
       remaining(opts, deadline, opts.timeout),
     );
     for (const p of page) agg.add(p, groupIdsOf(p.payload ?? {}, path));
-    if (page.length === 0 || (!hybrid && page.length < batch)) break;
+    // A short page may be an approximate search's (a filtered graph search can find fewer
+    // than there are): only an empty one says the candidates ran out.
+    if (page.length === 0) break;
     batch = Math.min(batch * 2, MAX_ENGINE_COUNT);
   }
 
