@@ -244,6 +244,9 @@ test.serial('refusals: the reference statuses, nothing else asked', async (t) =>
   await api.error(t, 400, 'POST', SEARCH_GROUPS, { params: p, body: { vector: { name: 'dot', vector: [1, 0, 0, 0] }, group_by: 'g', group_size: 2 } }, /missing field `limit`/);
   await api.error(t, 400, 'POST', RECOMMEND_GROUPS, { params: p, body: { using: 'dot', group_by: 'g', group_size: 2, limit: 2 } }, /positive/);
   await api.error(t, 400, 'POST', QUERY_GROUPS, { params: p, body: { ...q, group_by: 'g', with_lookup: 5 } }, /with_lookup/);
+  await api.error(t, 400, 'POST', QUERY_GROUPS, { params: p, body: { ...q, group_by: 'g', with_lookup: { collection: C, with_payload: 'x' } } }, /with_lookup\.with_payload/);
+  await api.error(t, 400, 'POST', QUERY_GROUPS, { params: p, body: { ...q, group_by: 'g', with_lookup: { collection: C, with_vectors: 3 } } }, /with_lookup\.with_vectors/);
+  await api.error(t, 400, 'POST', QUERY_GROUPS, { params: p, body: { ...q, group_by: 'g', with_lookup: { collection: C, with_vectors: ['nope'] } } }, /nope/);
   await api.error(t, 400, 'POST', QUERY_GROUPS, { params: p, body: { ...q, group_by: 'g', with_vector: ['nope'] } });
   await api.error(t, 404, 'POST', QUERY_GROUPS, { params: { collection_name: 'no_such' }, body: { ...q, group_by: 'g' } });
   for (const [rpc, msg] of [

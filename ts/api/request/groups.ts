@@ -20,7 +20,13 @@ function withLookup(x: unknown): WithLookup | null {
   if (typeof x === 'string') return { collection: x, withPayload: true, withVector: false };
   if (!isObj(x)) throw new FormatError('with_lookup: expected a collection name or {"collection": ..., "with_payload": ..., "with_vectors": ...}');
   if (typeof x.collection !== 'string') throw new FormatError('with_lookup: missing field `collection`');
-  return { collection: x.collection, withPayload: withPayload(x.with_payload, true), withVector: withVector(x.with_vectors, false) };
+  try {
+    return { collection: x.collection, withPayload: withPayload(x.with_payload, true), withVector: withVector(x.with_vectors, false) };
+  } catch (err) {
+    // The selectors' messages name them as the request's own: say whose they are.
+    if (err instanceof FormatError) throw new FormatError(`with_lookup.${err.detail.replace(/^with_vector:/, 'with_vectors:')}`);
+    throw err;
+  }
 }
 
 /**
