@@ -335,10 +335,15 @@ function geoCell(p: GeoPoint): number | null {
 function segmentMeetsBox(a: GeoPoint, b: GeoPoint, lat0: number, lat1: number, lon0: number, lon1: number): boolean {
   let t0 = 0;
   let t1 = 1;
-  const dLat = b.lat - a.lat;
-  const dLon = b.lon - a.lon;
-  const clip = (p: number, q: number): boolean => {
-    if (p === 0) return q >= 0;
+  const ps = [-(b.lat - a.lat), b.lat - a.lat, -(b.lon - a.lon), b.lon - a.lon];
+  const qs = [a.lat - lat0, lat1 - a.lat, a.lon - lon0, lon1 - a.lon];
+  for (let i = 0; i < 4; i++) {
+    const p = ps[i];
+    const q = qs[i];
+    if (p === 0) {
+      if (q < 0) return false;
+      continue;
+    }
     const r = q / p;
     if (p < 0) {
       if (r > t1) return false;
@@ -347,9 +352,8 @@ function segmentMeetsBox(a: GeoPoint, b: GeoPoint, lat0: number, lat1: number, l
       if (r < t0) return false;
       if (r < t1) t1 = r;
     }
-    return true;
-  };
-  return clip(-dLat, a.lat - lat0) && clip(dLat, lat1 - a.lat) && clip(-dLon, a.lon - lon0) && clip(dLon, lon1 - a.lon);
+  }
+  return true;
 }
 
 /**
@@ -435,7 +439,7 @@ class GeoIndex extends SortedIndex<GeoPoint> {
     if ((la1 - la0 + 1) * width > GEO_MAX_CELLS) return null;
     // Boundary cells: those a ring edge meets (each cell padded, so a point on a cell's border counts).
     const eps = 1e-9;
-    const boundary = new Set<number>();
+    const boundary = new Uint8Array((la1 - la0 + 1) * width);
     for (const ring of rings) {
       for (let i = 0; i + 1 < ring.length; i++) {
         const a = ring[i];
@@ -447,8 +451,8 @@ class GeoIndex extends SortedIndex<GeoPoint> {
         for (let ca = ea0; ca <= ea1; ca++) {
           for (let co = eo0; co <= eo1; co++) {
             const idx = (ca - la0) * width + (co - lo0);
-            if (boundary.has(idx)) continue;
-            if (segmentMeetsBox(a, b, ca * GEO_CELL - eps, (ca + 1) * GEO_CELL + eps, co * GEO_CELL - eps, (co + 1) * GEO_CELL + eps)) boundary.add(idx);
+            if (boundary[idx] === 1) continue;
+            if (segmentMeetsBox(a, b, ca * GEO_CELL - eps, (ca + 1) * GEO_CELL + eps, co * GEO_CELL - eps, (co + 1) * GEO_CELL + eps)) boundary[idx] = 1;
           }
         }
       }
@@ -461,7 +465,7 @@ class GeoIndex extends SortedIndex<GeoPoint> {
         const key = geoCellKey(ca, co);
         const set = key === null ? undefined : this.cells.get(key);
         if (set === undefined) continue;
-        if (boundary.has((ca - la0) * width + (co - lo0))) {
+        if (boundary[(ca - la0) * width + (co - lo0)] === 1) {
           edge.push(set);
           est += set.size;
         } else if (inGeoPolygon({ lat: (ca + 0.5) * GEO_CELL, lon: (co + 0.5) * GEO_CELL }, poly)) {
