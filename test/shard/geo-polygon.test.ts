@@ -46,6 +46,7 @@ test('an indexed geo_polygon (with holes) selects exactly the brute-force matche
   t.log(`GEO_POLYGON_SEED=${seed}`);
   const rnd = mulberry32(seed);
   const n = 20_000;
+  const size0 = n;
   const payloads: Array<Record<string, unknown> | null> = [];
   for (let i = 0; i < n; i++) {
     const pt = () => ({ lat: -80 + rnd() * 160, lon: -179 + rnd() * 358 });
@@ -53,11 +54,21 @@ test('an indexed geo_polygon (with holes) selects exactly the brute-force matche
     const r = rnd();
     payloads.push(r < 0.05 ? null : r < 0.15 ? { loc: [pt(), pt()] } : { loc: pt() });
   }
+  // values a geo index keeps although no polygon of valid points reaches them: latitudes
+  // beyond ±90 and coordinates far outside the grid (each polygon tests them one by one)
+  payloads.push({ loc: { lat: 95, lon: 10 } }, { loc: { lat: 1e12, lon: -1e12 } }, { loc: [{ lat: 2e9, lon: 0 }, { lat: 10, lon: 10 }] });
   const pi = new PayloadIndexes();
   pi.create('loc', parseFieldSchema('geo'), payloads.map((p, i) => [BigInt(i), p]));
 
   const check = (round: number) => {
     for (let k = 0; k < 12; k++) {
+      if (k === 0) {
+        // one polygon around the point (10, 10) that a far-away value shares with a near one
+        const ext = [{ lat: 9, lon: 9 }, { lat: 9, lon: 11 }, { lat: 11, lon: 11 }, { lat: 11, lon: 9 }, { lat: 9, lon: 9 }];
+        const got = [...pi.candidates(validateFilter({ must: [{ key: 'loc', geo_polygon: { exterior: { points: ext } } }] }))!].map(Number);
+        t.true(got.includes(size0 + 2), 'a point with one far value and one inside is found');
+        t.false(got.includes(size0 + 1), 'a far-away value is not inside');
+      }
       const c = { lat: -60 + rnd() * 120, lon: -150 + rnd() * 300 };
       const size = k % 3 === 0 ? 20 : k % 3 === 1 ? 4 : 0.6;
       const ext = star(rnd, c, size * 0.4, size, 5 + Math.floor(rnd() * 10));

@@ -263,10 +263,8 @@ export function parseQuantization(x: unknown, field: string, diff = false): Quan
     if (s.type !== 'int8') throw new FormatError(`${field}.scalar.type: unknown variant ${JSON.stringify(s.type)}, expected \`int8\``);
     const out: { type: 'int8'; quantile?: number; always_ram?: boolean } = { type: 'int8' };
     const q = optional(s, 'quantile', (v) => num(v, `${field}.scalar.quantile`, 0.5, 1));
-    if (q !== undefined) {
-      if (q <= 0.5) throw new ValidationError(`${field}.scalar.quantile: value ${q} invalid, must be above 0.5`);
-      out.quantile = q;
-    }
+    // [0.5, 1] as the reference validates it (the int8 trainer clamps to the same range).
+    if (q !== undefined) out.quantile = q;
     const ar = optional(s, 'always_ram', (v) => bool(v, `${field}.scalar.always_ram`));
     if (ar !== undefined) out.always_ram = ar;
     return { scalar: out };
