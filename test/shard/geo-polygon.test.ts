@@ -98,3 +98,21 @@ test('an indexed geo_polygon (with holes) selects exactly the brute-force matche
   }
   check(1);
 });
+
+test('a polygon whose edge crosses the antimeridian is read planar, as the reference reads it', (t) => {
+  // The reference tests (lon, lat) points with a planar point-in-polygon (its
+  // PolygonWrapper::check_point: geo's Polygon::contains), with no antimeridian rule: a
+  // ring from lon 170 to lon -170 spans the longitudes between them the long way round.
+  const rnd = mulberry32(11);
+  const payloads: Array<Record<string, unknown>> = [];
+  for (let i = 0; i < 5000; i++) payloads.push({ loc: { lat: -20 + rnd() * 40, lon: -180 + rnd() * 360 } });
+  const pi = new PayloadIndexes();
+  pi.create('loc', parseFieldSchema('geo'), payloads.map((p, i) => [BigInt(i), p]));
+  const ext = [{ lat: -5, lon: 170 }, { lat: -5, lon: -170 }, { lat: 5, lon: -170 }, { lat: 5, lon: 170 }, { lat: -5, lon: 170 }];
+  const got = [...pi.candidates(validateFilter({ must: [{ key: 'loc', geo_polygon: { exterior: { points: ext } } }] }))!].map(Number).sort((a, b) => a - b);
+  const expected = payloads.flatMap((p, i) => (inside(p.loc as Pt, ext) ? [i] : []));
+  t.deepEqual(got, expected);
+  // planar: the wide band between -170 and 170, not the 20 degrees across the antimeridian
+  t.true(expected.every((i) => Math.abs((payloads[i].loc as Pt).lon) < 170));
+  t.true(expected.length > 500);
+});
