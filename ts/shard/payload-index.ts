@@ -57,9 +57,11 @@
  *    without tokens match nothing, with or without an index.
  *  - range with number bounds: integer, float (sorted keys + binary search). Range
  *    with datetime bounds: datetime, bounds parsed with parseDatetime as filter.ts does.
- *  - geo_radius / geo_bounding_box / geo_polygon: geo, by a binary search on latitude
- *    (radius: a padded band; polygon: the exterior ring's padded bounding box) and then
- *    the exact radius / box check (the polygon check is left to the predicate).
+ *  - geo_radius / geo_bounding_box: geo, by a binary search on latitude (radius: a
+ *    padded band) and then the exact radius / box check. geo_polygon: geo, exactly,
+ *    through the index's grid of 0.5-degree cells (cells inside the polygon taken whole,
+ *    cells a ring edge meets tested point by point, holes included), or the exterior
+ *    ring's padded bounding box over the latitude band when that is smaller (field-index.ts).
  *  - match text / phrase / text_any on a text index: token matching through its
  *    inverted index (text-index.ts has the tokenizers and the rules); the shard passes
  *    `textMatcher` to filter.ts so the predicate applies the same token rules. On a

@@ -32,6 +32,7 @@ import {
   pointIds,
   pointVectors,
   refuse,
+  refuseInference,
   shardKeySelector,
   uint,
   withPayload,
@@ -288,6 +289,7 @@ function example(x: unknown, field: string): Example {
   if (Array.isArray(x)) return { vector: denseVector(x, field) };
   if (typeof x === 'number' || typeof x === 'string') return { id: pointId(x, field) };
   if (looksSparse(x)) return { sparse: sparseVector(x, field) };
+  refuseInference(x, field);
   throw new FormatError(`${field}: expected a vector (array of numbers) or a point id`);
 }
 
