@@ -18,8 +18,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   // points
   ['POST', '/collections/{collection_name}/points/query/groups'],
   ['POST', '/collections/{collection_name}/points/search/groups'],
-  ['POST', '/collections/{collection_name}/points/search/matrix/pairs'],
-  ['POST', '/collections/{collection_name}/points/search/matrix/offsets'],
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
