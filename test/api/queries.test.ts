@@ -389,3 +389,19 @@ test('matrix: the defaults (sample 10, limit 3), a sample larger than the matche
   await api.error(t, 400, 'POST', MATRIX_PAIRS, { params: { collection_name: C }, body: { using: 'nope' } });
   await api.error(t, 404, 'POST', MATRIX_PAIRS, { params: { collection_name: 'missing' }, body: {} });
 });
+
+test('matrix: points without the vector are never sampled', async (t) => {
+  const P = 'qk_partial';
+  await api.ok(t, 'PUT', COLLECTION, { params: { collection_name: P }, body: { vectors: { a: { size: 2, distance: 'Dot' }, e: { size: 2, distance: 'Euclid' } } } });
+  const points = Array.from({ length: 8 }, (_, i) => ({ id: i + 1, vector: i % 2 === 0 ? { a: [i, 1], e: [1, i] } : { a: [1, i] } }));
+  await api.ok(t, 'PUT', POINTS, { params: { collection_name: P }, query: { wait: true }, body: { points } });
+  const all = (await api.ok(t, 'POST', MATRIX_OFFSETS, { params: { collection_name: P }, body: { using: 'e', sample: 10, limit: 1 } })) as Offsets;
+  t.deepEqual([...all.ids].sort((a, b) => a - b), [1, 3, 5, 7]);
+  // Samples of 2: whichever points are drawn first, the answer holds 2 points that have `e`.
+  for (let k = 0; k < 6; k++) {
+    const two = (await api.ok(t, 'POST', MATRIX_OFFSETS, { params: { collection_name: P }, body: { using: 'e', sample: 2, limit: 1 } })) as Offsets;
+    t.is(two.ids.length, 2);
+    for (const id of two.ids) t.is(id % 2, 1);
+    t.is(two.scores[0], score('Euclid', [1, two.ids[0] - 1], [1, two.ids[1] - 1]));
+  }
+});

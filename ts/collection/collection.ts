@@ -123,7 +123,7 @@ export interface MatrixAnswer {
 }
 
 /** Ids read per scroll page when sampling at random. */
-const SAMPLE_PAGE = 1024;
+const SAMPLE_PAGE = 8192;
 
 /** The local replica's peer id on a single node (no placement: the id is never compared). */
 const STANDALONE_PEER = '';
@@ -1230,20 +1230,35 @@ export class Collection {
     }
     const spec = this.vectorSpec(req.using);
     const rings = this.readRings(shards);
-    const withVector = bothFilters(req.filter, { must: [{ has_vector: req.using }] });
-    const ids = await this.sampleIds(withVector, req.sample, opts, shards);
-    if (ids.length === 0) return { ids: [], entries: [] };
-    const found = await this.lookup(ids.map((id) => normalizePointId(id)), false, [req.using], opts, rings);
+    // Drawn first without a has_vector condition (points lack a vector rarely, and the
+    // condition costs a check per point); drawn again with it when some did lack it.
+    let drawn = await this.sampleWithVectors(req.filter, req.sample, req.using, opts, shards, rings);
+    if (drawn.short) drawn = await this.sampleWithVectors(bothFilters(req.filter, { must: [{ has_vector: req.using }] }), req.sample, req.using, opts, shards, rings);
+    return { ids: drawn.ids, entries: nearestInSample(spec.distance, drawn.vectors, req.limit) };
+  }
+
+  /** A random sample of points matching `filter` with their `using` vectors; `short` when some sampled points had none. */
+  private async sampleWithVectors(
+    filter: Filter | null,
+    n: number,
+    using: string,
+    opts: ReadOptions,
+    shards: ShardSelector | null,
+    rings: readonly Ring[],
+  ): Promise<{ ids: PointId[]; vectors: Float32Array[]; short: boolean }> {
+    const ids = await this.sampleIds(filter, n, opts, shards);
+    if (ids.length === 0) return { ids: [], vectors: [], short: false };
+    const found = await this.lookup(ids.map((id) => normalizePointId(id)), false, [using], opts, rings);
     const kept: PointId[] = [];
     const vectors: Float32Array[] = [];
     for (const id of ids) {
       const r = found.get(String(id));
-      const v = r?.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[req.using];
+      const v = r?.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[using];
       if (!Array.isArray(v) || v.length === 0 || typeof v[0] !== 'number') continue;
       kept.push(id);
       vectors.push(Float32Array.from(v as number[]));
     }
-    return { ids: kept, entries: nearestInSample(spec.distance, vectors, req.limit) };
+    return { ids: kept, vectors, short: kept.length < ids.length };
   }
 
   /** The collection and vector name that `lookup_from` reads example ids from, checked to fit this collection's `using`. */
