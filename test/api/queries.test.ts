@@ -49,6 +49,7 @@ const data = Array.from({ length: N }, (_, i) => {
     one: [i % 7],
     many: [1, 2],
     meta: { rank: (i * 37) % 101 },
+    words: `${TAGS[i % 4]} apple${i % 3}`,
   };
   if (i % 5 === 0) delete payload.price;
   return { id: i, vector: { a: randomVector(next, DIM_A), e: randomVector(next, DIM_E) }, payload };
@@ -64,6 +65,7 @@ test.before(async (t) => {
     body: { vectors: { a: { size: DIM_A, distance: 'Cosine' }, e: { size: DIM_E, distance: 'Euclid' } }, shard_number: 2 },
   });
   await api.ok(t, 'PUT', INDEX, { params: { collection_name: C }, query: { wait: true }, body: { field_name: 'tag', field_schema: 'keyword' } });
+  await api.ok(t, 'PUT', INDEX, { params: { collection_name: C }, query: { wait: true }, body: { field_name: 'words', field_schema: { type: 'text', tokenizer: 'word' } } });
   await api.ok(t, 'PUT', POINTS, { params: { collection_name: C }, query: { wait: true }, body: { points: data } });
 });
 
@@ -121,6 +123,8 @@ const FORMULAS: Array<{ name: string; formula: unknown; defaults?: Json; value: 
     formula: { sum: ['$score', { mult: [0.5, { key: 'tag', match: { any: ['x', 'y'] } }] }, { mult: [0.25, { key: 'i', range: { gte: 100 } }] }] },
     value: (v) => (v.s0 ?? 0) + (['x', 'y'].includes(v.p.tag) ? 0.5 : 0) + (v.p.i >= 100 ? 0.25 : 0),
   },
+  // Full-text matching as the index tokenizes: every token, in any order (a substring test would match none).
+  { name: 'a full-text condition', formula: { sum: ['$score', { key: 'words', match: { text: 'apple1 x' } }] }, value: (v) => (v.s0 ?? 0) + (v.p.tag === 'x' && v.p.i % 3 === 1 ? 1 : 0) },
   { name: 'has_id condition', formula: { sum: ['$score', { has_id: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }] }, value: (v) => (v.s0 ?? 0) + (v.id >= 1 && v.id <= 10 ? 1 : 0) },
   { name: 'abs and neg', formula: { abs: { neg: { sum: ['$score[1]', -1] } } }, defaults: { '$score[1]': 0 }, value: (v) => Math.abs(-((v.s1 ?? 0) - 1)) },
   { name: 'sqrt and pow', formula: { sum: [{ sqrt: 'meta.rank' }, { pow: { base: '$score', exponent: 2 } }] }, value: (v) => Math.sqrt(v.p.meta.rank) + (v.s0 ?? 0) ** 2 },
@@ -161,6 +165,7 @@ test.serial('formula: the prefetches asked as plain queries give the candidates'
   }
   candidates = [...all.values()];
   t.true(candidates.length > 40 && candidates.length < 80, `${candidates.length} candidates, from two lists that overlap in part`);
+  t.true(candidates.some((v) => v.p.tag === 'x' && v.p.i % 3 === 1), 'some candidates match the full-text condition');
 });
 
 for (const f of FORMULAS) {
@@ -396,6 +401,10 @@ test('matrix: points without the vector are never sampled', async (t) => {
   const points = Array.from({ length: 8 }, (_, i) => ({ id: i + 1, vector: i % 2 === 0 ? { a: [i, 1], e: [1, i] } : { a: [1, i] } }));
   await api.ok(t, 'PUT', POINTS, { params: { collection_name: P }, query: { wait: true }, body: { points } });
   const all = (await api.ok(t, 'POST', MATRIX_OFFSETS, { params: { collection_name: P }, body: { using: 'e', sample: 10, limit: 1 } })) as Offsets;
+  // A has_vector condition in a formula: 1 for the points that have `e`.
+  const f = await api.ok(t, 'POST', QUERY, { params: { collection_name: P }, body: { prefetch: { query: [1, 1], using: 'a', limit: 8 }, query: { formula: { sum: [{ has_vector: 'e' }, { mult: ['$score', 0.001] }] } }, limit: 8 } });
+  t.deepEqual((f.points as Hit[]).slice(0, 4).map((h) => h.id).sort((a, b) => a - b), [1, 3, 5, 7]);
+  t.true((f.points as Hit[]).every((h) => (h.score >= 1) === (h.id % 2 === 1)));
   t.deepEqual([...all.ids].sort((a, b) => a - b), [1, 3, 5, 7]);
   // Samples of 2: whichever points are drawn first, the answer holds 2 points that have `e`.
   for (let k = 0; k < 6; k++) {

@@ -76,17 +76,31 @@ export interface PointVars {
   id: PointId;
   scores: ReadonlyArray<number | undefined>;
   payload: Payload;
+  /** Whether a condition of the formula holds for the point (absent: decided on `payload` here). */
+  holds?: (condition: Filter) => boolean;
 }
 
-/** Whether the formula reads payload (variables, conditions, geo distances, datetime keys). */
+/** Whether the formula reads payload values (variables, geo distances, datetime keys). */
 export function readsPayload(e: Expr): boolean {
   const stack: Expr[] = [e];
   while (stack.length > 0) {
     const x = stack.pop()!;
-    if ('payload' in x || 'condition' in x || 'geoDistance' in x || 'datetimeKey' in x) return true;
+    if ('payload' in x || 'geoDistance' in x || 'datetimeKey' in x) return true;
     stack.push(...children(x));
   }
   return false;
+}
+
+/** The conditions of the formula, each once. */
+export function conditionsOf(e: Expr): Filter[] {
+  const out: Filter[] = [];
+  const stack: Expr[] = [e];
+  while (stack.length > 0) {
+    const x = stack.pop()!;
+    if ('condition' in x) out.push(x.condition);
+    stack.push(...children(x));
+  }
+  return out;
 }
 
 function children(x: Expr): Expr[] {
@@ -162,7 +176,7 @@ function evalExpr(f: Formula, x: Expr, p: PointVars): number {
     return typeof d === 'number' ? d : 0;
   }
   if ('payload' in x) return variable(f, p, x.payload, 'number', asNumber);
-  if ('condition' in x) return matches(x.condition, p.id, p.payload) ? 1 : 0;
+  if ('condition' in x) return (p.holds === undefined ? matches(x.condition, p.id, p.payload) : p.holds(x.condition)) ? 1 : 0;
   if ('geoDistance' in x) return haversineMeters(x.geoDistance.origin, variable(f, p, x.geoDistance.to, 'geo point', asGeo));
   if ('datetime' in x) return x.datetime;
   if ('datetimeKey' in x) return variable(f, p, x.datetimeKey, 'datetime', asSeconds);

@@ -14,7 +14,7 @@ import type { Distance } from '../../bindings/engine';
 import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { Payload, WithPayload } from '../shard/payload-store';
-import { evaluate, readsPayload, type Formula } from './formula';
+import { conditionsOf, evaluate, readsPayload, type Formula } from './formula';
 import { mmrSelect } from './mmr';
 import type { Example, Mmr } from './query';
 import type { PointId, SearchRequest, VectorsOut, WithVector } from './replica';
@@ -27,6 +27,7 @@ interface Scored {
 /** The reads these kinds use (a part of hybrid.ts's HybridReads). */
 interface Reads<T extends Scored> {
   search(req: SearchRequest): Promise<T[]>;
+  scroll(filter: Filter | null, limit: number, withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
   shape(page: T[], withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
   isSparse(using: string): boolean;
   multivectorDim(using: string): number | null;
@@ -90,11 +91,22 @@ export async function formulaScores<T extends Scored>(reads: Reads<T>, f: Formul
     payloads = new Map();
     for (const r of await reads.shape(entries.map((e) => e.point), true, false)) payloads.set(key(r.id), (r as { payload?: Payload }).payload ?? {});
   }
+  // Each condition is decided by the shards, as a filter over the candidates: with the
+  // payload indexes (full-text ones included) and the vectors, as a filter is anywhere.
+  const ids = entries.map((e) => e.point.id);
+  const holding = new Map<Filter, Set<string>>();
+  await Promise.all(
+    conditionsOf(f.expr).map(async (c) => {
+      const found = await reads.scroll({ must: [{ has_id: ids }, c] }, ids.length, false, false);
+      holding.set(c, new Set(found.map((p) => key(p.id))));
+    }),
+  );
   const out: T[] = [];
   for (const e of entries) {
     const payload = payloads === null ? {} : payloads.get(key(e.point.id));
     if (payload === undefined) continue;
-    const score = evaluate(f, { id: e.point.id, scores: e.scores, payload });
+    const k = key(e.point.id);
+    const score = evaluate(f, { id: e.point.id, scores: e.scores, payload, holds: (c) => holding.get(c)?.has(k) === true });
     if (threshold !== null && !(score >= threshold)) continue;
     out.push({ ...e.point, score });
   }
