@@ -414,3 +414,22 @@ test('matrix: points without the vector are never sampled', async (t) => {
     t.is(two.scores[0], score('Euclid', [1, two.ids[0] - 1], [1, two.ids[1] - 1]));
   }
 });
+
+test('formula: its conditions are internal reads, not held to strict mode query limits', async (t) => {
+  const S = 'qk_strict';
+  await api.ok(t, 'PUT', COLLECTION, { params: { collection_name: S }, body: { vectors: { size: 2, distance: 'Dot' }, strict_mode_config: { enabled: true, max_query_limit: 5 } } });
+  const points = Array.from({ length: 20 }, (_, i) => ({ id: i + 1, vector: [Math.cos(i), Math.sin(i)], payload: { odd: i % 2 === 1 } }));
+  await api.ok(t, 'PUT', POINTS, { params: { collection_name: S }, query: { wait: true }, body: { points } });
+  const hits = (await api.ok(t, 'POST', QUERY, {
+    params: { collection_name: S },
+    body: { prefetch: [{ query: [1, 0], limit: 5 }, { query: [-1, 0], limit: 5 }], query: { formula: { sum: ['$score', '$score[1]', { key: 'odd', match: { value: true } }] } }, limit: 5 },
+  })).points as Hit[];
+  t.is(hits.length, 5);
+  const p = new Map(points.map((x) => [x.id, x]));
+  for (const h of hits) {
+    const v = p.get(h.id)!.vector;
+    // The point is in one of the two prefetches (its score there is its dot with that query; 0 from the other).
+    const expected = Math.max(v[0], -v[0]) + (p.get(h.id)!.payload.odd ? 1 : 0);
+    t.true(close(h.score, expected), `${h.id}: ${h.score} vs ${expected}`);
+  }
+});

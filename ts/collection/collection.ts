@@ -1168,6 +1168,7 @@ export class Collection {
       sparse: (examples, using) => this.sparseExamples(examples, using, opts, rings),
       sample: async (filter, limit) => (await this.sampleIds(filter, limit, opts, shards)).map((id) => ({ id, version: 0, score: 0 })),
       distance: (using) => this.vectorSpec(using).distance,
+      matching: async (filter, limit) => (await this.scrollPage({ offset: null, limit, filter, withPayload: false, withVector: false }, opts, shards)).points.map((p) => p.id),
       shape: async (page, withPayload, withVector) => {
         const found = await this.lookup(page.map((p) => normalizePointId(p.id)), withPayload, withVector, opts, rings);
         const out: ScoredOut[] = [];

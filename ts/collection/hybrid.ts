@@ -57,6 +57,8 @@ export interface HybridReads<T extends Scored> {
   sample(filter: Filter | null, limit: number): Promise<T[]>;
   /** The distance of the dense vector `using`. */
   distance(using: string): Distance;
+  /** The ids of up to `limit` points matching `filter` (an internal read of the query: no limit of strict mode applies). */
+  matching(filter: Filter, limit: number): Promise<PointId[]>;
 }
 
 // -- fusion -------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ interface Scored {
 /** The reads these kinds use (a part of hybrid.ts's HybridReads). */
 interface Reads<T extends Scored> {
   search(req: SearchRequest): Promise<T[]>;
-  scroll(filter: Filter | null, limit: number, withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
+  matching(filter: Filter, limit: number): Promise<PointId[]>;
   shape(page: T[], withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
   isSparse(using: string): boolean;
   multivectorDim(using: string): number | null;
@@ -97,8 +97,8 @@ export async function formulaScores<T extends Scored>(reads: Reads<T>, f: Formul
   const holding = new Map<Filter, Set<string>>();
   await Promise.all(
     conditionsOf(f.expr).map(async (c) => {
-      const found = await reads.scroll({ must: [{ has_id: ids }, c] }, ids.length, false, false);
-      holding.set(c, new Set(found.map((p) => key(p.id))));
+      const found = await reads.matching({ must: [{ has_id: ids }, c] }, ids.length);
+      holding.set(c, new Set(found.map(key)));
     }),
   );
   const out: T[] = [];
