@@ -499,9 +499,6 @@ test('error kinds answer their status with the REST message, and a refused write
 
 test('the RPCs REST answers 501 for answer UNIMPLEMENTED naming the feature', async (t) => {
   const cases: Array<[string, RegExp]> = [
-    ['SearchGroups', /grouping .*POST \/collections\/\{collection_name\}\/points\/search\/groups/],
-    ['RecommendGroups', /grouping .*points\/recommend\/groups/],
-    ['QueryGroups', /grouping .*points\/query\/groups/],
     ['Discover', /Discovery search/],
     ['DiscoverBatch', /discovery search/],
   ];

@@ -46,6 +46,7 @@ import { nearestInSample, type MatrixEntry } from './mmr';
 import type { SparseVec } from '../shard/operations';
 import { F16_MAX } from '../shard/sparse-store';
 import { facetHits, type FacetHit, type FacetRequest } from './facet';
+import { runGroups, type GroupReads, type GroupsRequest, type PointGroup, type ScoreOrder } from './groups';
 import {
   compareIds,
   DEFAULT_READ,
@@ -202,6 +203,11 @@ function recordOut(r: PointRecord & { shard_key?: ShardKey }): RecordOut {
   if (r.vector !== undefined) out.vector = r.vector;
   if (r.shard_key !== undefined) out.shard_key = r.shard_key;
   return out;
+}
+
+/** Records by id text as the API shows them. */
+function recordsOut(m: Map<string, PointRecord & { shard_key?: ShardKey }>): Map<string, RecordOut> {
+  return new Map([...m].map(([k, r]) => [k, recordOut(r)]));
 }
 
 /** The text of a point id in messages. */
@@ -1083,6 +1089,47 @@ export class Collection {
    */
   async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, others: CollectionLookup | null = null): Promise<ScoredOut[]> {
     this.strict.read({ limit: req.limit, filter: req.filter, hnswEf: req.hnswEf, exact: req.exact, oversampling: req.quantization?.oversampling }, opts.timeout);
+    return this.queryChecked(req, opts, shards, others);
+  }
+
+  /**
+   * A grouped query (groups.ts runs its rounds through this collection's query, past
+   * strict mode, which checks the request once here as the reference does: its limit
+   * is groups × group size, and the key must have an index that answers `match` when
+   * unindexed filtering is refused).
+   */
+  async queryGroups(req: GroupsRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, others: CollectionLookup | null = null): Promise<PointGroup[]> {
+    const q = req.query;
+    this.strict.read({ limit: q.limit * req.groupSize, filter: q.filter, hnswEf: q.hnswEf, exact: q.exact, oversampling: q.quantization?.oversampling }, opts.timeout);
+    this.strict.groupBy(req.groupBy);
+    this.checkWithVector(q.withVector);
+    const lookup = req.withLookup;
+    let source: Collection | null = null;
+    if (lookup !== null) {
+      if (others === null) throw new BadInputError('with_lookup: looking up another collection is not available to this caller');
+      source = others(lookup.collection);
+      source.checkWithVector(lookup.withVector);
+    }
+    const rings = this.readRings(shards);
+    const reads: GroupReads = {
+      query: (r, o) => this.queryChecked(r, o, shards, others),
+      records: async (ids, wp, wv, o) => recordsOut(await this.lookup(ids, wp, wv, o, rings)),
+      lookup: async (ids, wp, wv, o) => recordsOut(await source!.lookup(ids, wp, wv, o, source!.readRings(null))),
+    };
+    return runGroups(reads, req, this.scoreOrder(q), opts);
+  }
+
+  /** Which scores of `q` are better (groups.ts orders groups and hits by it): fusions and formulas larger, by-payload order none, else the vector's distance. */
+  private scoreOrder(q: QueryRequest): ScoreOrder {
+    const kind = q.query as Record<string, unknown>;
+    if ('fusion' in kind || 'formula' in kind || 'discover' in kind || 'context' in kind) return 'desc';
+    if ('orderBy' in kind || 'none' in kind || 'sample' in kind) return null;
+    if (this.isSparse(q.using)) return 'desc';
+    return higherIsBetter(this.vectorSpec(q.using).distance) ? 'desc' : 'asc';
+  }
+
+  /** A query that strict mode has let through. */
+  private async queryChecked(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null, others: CollectionLookup | null): Promise<ScoredOut[]> {
     const q = req.query;
     // The common case (a plain vector) goes straight to the search, with no await of its own.
     if ('nearest' in q && 'vector' in q.nearest && q.mmr === undefined && (req.prefetch === undefined || req.prefetch.length === 0)) {

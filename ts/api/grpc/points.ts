@@ -5,14 +5,25 @@
  * routes of ts/api/rest/collections.ts): it translates the message into the JSON form of
  * the same REST request (./convert), runs the same parser of ts/api/request, makes the
  * same collection or dispatcher call, and translates the result into the response
- * message. The RPCs whose REST routes answer 501 (groups, discover) answer UNIMPLEMENTED naming the feature, after the
+ * message. The RPCs whose REST routes answer 501 (discover) answer UNIMPLEMENTED naming the feature, after the
  * same access check.
  *
  * Owns: that list of handlers. Must never: hold query, write or validation logic (a
  * handler does nothing its REST twin does not do), or import ts/api/rest.
  */
 
-import type { ReplicaOperation } from '../../collection/collection';
+import type { ForKeys, ReplicaOperation } from '../../collection/collection';
+import type { GroupsRequest } from '../../collection/groups';
+import { parseQueryGroups, parseRecommendGroups, parseSearchGroups } from '../request/groups';
+import {
+  groupsResultOut,
+  queryGroupsToJson,
+  recommendGroupsToJson,
+  searchGroupsToJson,
+  type QueryPointGroupsMsg,
+  type RecommendPointGroupsMsg,
+  type SearchPointGroupsMsg,
+} from './convert/groups';
 import { NotImplementedError } from '../../common/errors';
 import type { Dispatcher } from '../../storage/dispatcher';
 import type { TableOfContent } from '../../storage/toc';
@@ -291,6 +302,20 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     },
   });
 
+  /** A grouped query: `POST /collections/{name}/points/{query,search,recommend}/groups`. */
+  const groups = <R extends ReadMsg>(access: string, toBody: (r: R) => Json, parse: (b: Obj) => ForKeys<GroupsRequest>): GrpcMethod<R> => ({
+    access,
+    params: inCollection,
+    async handle(r, ctx) {
+      const started = process.hrtime.bigint();
+      const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+      const c = collection(r);
+      const q = parse(toBody(r));
+      const found = await c.queryGroups(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
+      return { result: groupsResultOut(found), time: seconds(started) };
+    },
+  });
+
   const notServed = (access: string, feature: string, params: (r: any) => Record<string, string | undefined> = inCollection): GrpcMethod => ({
     access,
     params,
@@ -487,9 +512,9 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     },
 
     // -- what REST answers 501 for ----------------------------------------------------------
-    SearchGroups: notServed(`POST ${C}/points/search/groups`, 'Search with grouping (SearchGroups)'),
-    RecommendGroups: notServed(`POST ${C}/points/recommend/groups`, 'Recommendation with grouping (RecommendGroups)'),
-    QueryGroups: notServed(`POST ${C}/points/query/groups`, 'Query with grouping (QueryGroups)'),
+    SearchGroups: groups<SearchPointGroupsMsg>(`POST ${C}/points/search/groups`, searchGroupsToJson, parseSearchGroups),
+    RecommendGroups: groups<RecommendPointGroupsMsg>(`POST ${C}/points/recommend/groups`, recommendGroupsToJson, parseRecommendGroups),
+    QueryGroups: groups<QueryPointGroupsMsg>(`POST ${C}/points/query/groups`, queryGroupsToJson, parseQueryGroups),
     Discover: notServed(`POST ${C}/points/discover`, 'Discovery search (Discover)'),
     DiscoverBatch: notServed(`POST ${C}/points/discover/batch`, 'Batched discovery search (DiscoverBatch)'),
     Facet: {

@@ -16,9 +16,6 @@ import type { HttpMethod, RouteTable } from './route';
 export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
   // collections
   // points
-  ['POST', '/collections/{collection_name}/points/query/groups'],
-  ['POST', '/collections/{collection_name}/points/search/groups'],
-  ['POST', '/collections/{collection_name}/points/recommend/groups'],
   ['POST', '/collections/{collection_name}/points/discover'],
   ['POST', '/collections/{collection_name}/points/discover/batch'],
   // issues and quotas
