@@ -433,3 +433,51 @@ test('formula: its conditions are internal reads, not held to strict mode query 
     t.true(close(h.score, expected), `${h.id}: ${h.score} vs ${expected}`);
   }
 });
+
+/** MaxSim of `q`'s rows against `d`'s, Cosine: the sum over q's rows of the best cosine to one of d's rows. */
+function maxSim(q: number[][], d: number[][]): number {
+  return q.reduce((s, r) => s + Math.max(...d.map((x) => normalize(r).reduce((a, v, i) => a + v * normalize(x)[i], 0))), 0);
+}
+
+test('multivectors: mmr and the matrix by MaxSim, each point of a pair taken as the query', async (t) => {
+  const M = 'qk_multi';
+  await api.ok(t, 'PUT', COLLECTION, { params: { collection_name: M }, body: { vectors: { m: { size: 3, distance: 'Cosine', multivector_config: { comparator: 'max_sim' } } }, shard_number: 2 } });
+  const gen = rng(31);
+  const points = Array.from({ length: 40 }, (_, i) => ({ id: i + 1, vector: { m: Array.from({ length: 1 + (i % 3) }, () => randomVector(gen, 3)) } }));
+  await api.ok(t, 'PUT', POINTS, { params: { collection_name: M }, query: { wait: true }, body: { points } });
+  const rows = new Map(points.map((p) => [p.id, p.vector.m]));
+  const q = [randomVector(gen, 3), randomVector(gen, 3)];
+  const ranked = points.map((p) => ({ id: p.id, s: maxSim(q, p.vector.m) })).sort((a, b) => b.s - a.s);
+
+  const mq = { query: { nearest: q, mmr: { diversity: 0.5, candidates_limit: 15 } }, using: 'm', limit: 6, params: { exact: true } };
+  checkBody(t, 'QueryRequest', mq);
+  const hits = (await api.ok(t, 'POST', QUERY, { params: { collection_name: M }, body: mq })).points as Hit[];
+  // MMR here: relevance MaxSim(q, c); diversity MaxSim(c, s) with the candidate as the query.
+  const cands = ranked.slice(0, 15);
+  const chosen: number[] = [];
+  while (chosen.length < 6) {
+    let best = -1;
+    let bestScore = -Infinity;
+    for (const c of cands) {
+      if (chosen.includes(c.id)) continue;
+      const s = chosen.length === 0 ? c.s : 0.5 * c.s - 0.5 * Math.max(...chosen.map((id) => maxSim(rows.get(c.id)!, rows.get(id)!)));
+      if (s > bestScore) {
+        bestScore = s;
+        best = c.id;
+      }
+    }
+    chosen.push(best);
+  }
+  t.deepEqual(hits.map((h) => h.id), chosen);
+  for (const h of hits) t.true(close(h.score, ranked.find((r) => r.id === h.id)!.s));
+
+  const off = (await api.ok(t, 'POST', MATRIX_OFFSETS, { params: { collection_name: M }, body: { using: 'm', sample: 12, limit: 2 } })) as Offsets;
+  t.is(off.ids.length, 12);
+  off.scores.forEach((s, k) => {
+    const a = off.ids[off.offsets_row[k]];
+    const b = off.ids[off.offsets_col[k]];
+    t.true(close(s, maxSim(rows.get(a)!, rows.get(b)!)), `${a} → ${b}`);
+    const best = off.ids.filter((id) => id !== a).map((id) => maxSim(rows.get(a)!, rows.get(id)!)).sort((x, y) => y - x);
+    t.true(close(s, best[k % 2]), `row of ${a}, neighbour ${k % 2}`);
+  });
+});

@@ -41,7 +41,7 @@ import { LocalReplica } from './local-replica';
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
 import { bothFilters } from './hybrid';
-import { randomPick } from './query-kinds';
+import { randomPick, vectorOf } from './query-kinds';
 import { nearestInSample, type MatrixEntry } from './mmr';
 import type { SparseVec } from '../shard/operations';
 import { F16_MAX } from '../shard/sparse-store';
@@ -1273,16 +1273,14 @@ export class Collection {
    */
   async searchMatrix(req: MatrixRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<MatrixAnswer> {
     this.strict.read({ limit: req.sample, filter: req.filter }, opts.timeout);
-    if (this.isSparse(req.using) || this.multivectorDim(req.using) !== null) {
-      throw new BadInputError(`The distance matrix over ${this.isSparse(req.using) ? 'sparse vectors' : 'multivectors'} is not supported by Quiver; it works on dense vectors`);
-    }
+    if (this.isSparse(req.using)) throw new BadInputError('The distance matrix over sparse vectors is not supported by Quiver; it works on dense vectors and multivectors');
     const spec = this.vectorSpec(req.using);
     const rings = this.readRings(shards);
     // Drawn first without a has_vector condition (points lack a vector rarely, and the
     // condition costs a check per point); drawn again with it when some did lack it.
     let drawn = await this.sampleWithVectors(req.filter, req.sample, req.using, opts, shards, rings);
     if (drawn.short) drawn = await this.sampleWithVectors(bothFilters(req.filter, { must: [{ has_vector: req.using }] }), req.sample, req.using, opts, shards, rings);
-    return { ids: drawn.ids, entries: nearestInSample(spec.distance, drawn.vectors, req.limit) };
+    return { ids: drawn.ids, entries: nearestInSample(spec.distance, drawn.vectors, req.limit, this.multivectorDim(req.using)) };
   }
 
   /** A random sample of points matching `filter` with their `using` vectors; `short` when some sampled points had none. */
@@ -1300,11 +1298,10 @@ export class Collection {
     const kept: PointId[] = [];
     const vectors: Float32Array[] = [];
     for (const id of ids) {
-      const r = found.get(String(id));
-      const v = r?.vector === undefined ? undefined : Array.isArray(r.vector) ? r.vector : r.vector[using];
-      if (!Array.isArray(v) || v.length === 0 || typeof v[0] !== 'number') continue;
+      const v = vectorOf(found.get(String(id))?.vector, using);
+      if (v === null) continue;
       kept.push(id);
-      vectors.push(Float32Array.from(v as number[]));
+      vectors.push(v);
     }
     return { ids: kept, vectors, short: kept.length < ids.length };
   }

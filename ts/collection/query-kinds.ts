@@ -113,13 +113,15 @@ export async function formulaScores<T extends Scored>(reads: Reads<T>, f: Formul
   return out.sort(byScoreThenId).slice(0, keep);
 }
 
-/** The `using` vector of a record read with that vector, or null when the point has none. */
-function vectorOf(v: VectorsOut | undefined, using: string): Float32Array | null {
+/** The `using` vector of a record read with that vector (a multivector's rows flattened), or null when the point has none. */
+export function vectorOf(v: VectorsOut | undefined, using: string): Float32Array | null {
   if (v === undefined) return null;
   let x: unknown = v;
   if (!Array.isArray(v)) x = (v as Record<string, unknown>)[using];
   else if (using !== '') return null;
-  if (!Array.isArray(x) || x.length === 0 || typeof x[0] !== 'number') return null;
+  if (!Array.isArray(x) || x.length === 0) return null;
+  if (Array.isArray(x[0])) return Float32Array.from((x as number[][]).flat());
+  if (typeof x[0] !== 'number') return null;
   return Float32Array.from(x as number[]);
 }
 
@@ -136,9 +138,7 @@ export async function mmrSearch<T extends Scored, L extends LevelOf>(
   filter: Filter | null,
   exclude: PointKey[],
 ): Promise<T[]> {
-  if (reads.isSparse(level.using) || reads.multivectorDim(level.using) !== null) {
-    throw new BadInputError(`mmr: maximal marginal relevance over ${reads.isSparse(level.using) ? 'sparse vectors' : 'multivectors'} is not supported by Quiver; it works on dense vectors`);
-  }
+  if (reads.isSparse(level.using)) throw new BadInputError('mmr: maximal marginal relevance over sparse vectors is not supported by Quiver; it works on dense vectors and multivectors');
   const distance = reads.distance(level.using);
   const { vector } = await (vectorOfQuery as unknown as (r: Reads<T>, q: { nearest: Example }, l: L) => Promise<{ vector: Float32Array }>)(reads, q, level);
   const limit = q.mmr.candidatesLimit ?? level.keep;
@@ -151,6 +151,6 @@ export async function mmrSearch<T extends Scored, L extends LevelOf>(
     if (v !== null) vectors.set(key(r.id), v);
   }
   const cands = found.filter((p) => vectors.has(key(p.id)));
-  const chosen = mmrSelect(distance, vector, cands.map((p) => vectors.get(key(p.id))!), q.mmr.lambda, level.keep);
+  const chosen = mmrSelect(distance, vector, cands.map((p) => vectors.get(key(p.id))!), q.mmr.lambda, level.keep, reads.multivectorDim(level.using));
   return chosen.map((i) => cands[i]);
 }
