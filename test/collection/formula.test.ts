@@ -53,6 +53,7 @@ test('operations, and where an evaluation ends early', (t) => {
   t.regex(kindOf(() => value({ formula: { mult: ['missing', 'zero'] } }, p)), /no value was found/);
   // A zero numerator is 0 whatever the denominator.
   t.is(value({ formula: { div: { left: 'zero', right: 'missing' } } }, p), 0);
+  t.regex(kindOf(() => value({ formula: { mult: [1e30, 1e30] } }, p)), /^bad_input: .*non-finite.*32-bit/, 'a product beyond the 32-bit range');
   for (const f of [{ div: { left: 1, right: 0 } }, { sqrt: -1 }, { ln: 0 }, { log10: -1 }, { exp: 1000 }, { pow: { base: -8, exponent: 0.5 } }]) {
     t.regex(kindOf(() => value({ formula: f }, p)), /^bad_input: .*non-finite/, JSON.stringify(f));
   }

@@ -162,9 +162,10 @@ function asSeconds(v: unknown): number | string {
   return Number.isNaN(ms) ? `the value ${JSON.stringify(v)} is not a datetime` : Math.floor(ms / 1000);
 }
 
-/** The formula's score of one point (a 32-bit float, as the reference answers it). */
+/** The formula's score of one point (a 32-bit float, as the reference answers it; one beyond the 32-bit range is refused). */
 export function evaluate(f: Formula, p: PointVars): number {
-  return Math.fround(evalExpr(f, f.expr, p));
+  const v = evalExpr(f, f.expr, p);
+  return finite(Math.fround(v), () => `the score ${v} as a 32-bit float`);
 }
 
 function evalExpr(f: Formula, x: Expr, p: PointVars): number {
