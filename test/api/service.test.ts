@@ -107,7 +107,6 @@ test('a Qdrant route that is not implemented yet answers 501 with the error enve
   );
   t.is(typeof body.time, 'number');
   for (const [method, url] of [
-    ['POST', '/collections/books/points/search/matrix/pairs'],
     ['GET', '/quotas'],
   ]) {
     t.is((await fetch(node.url + url, { method })).status, 501, `${method} ${url}`);

@@ -501,8 +501,6 @@ test('the RPCs REST answers 501 for answer UNIMPLEMENTED naming the feature', as
   const cases: Array<[string, RegExp]> = [
     ['Discover', /Discovery search/],
     ['DiscoverBatch', /discovery search/],
-    ['SearchMatrixPairs', /distance matrix/],
-    ['SearchMatrixOffsets', /distance matrix/],
   ];
   for (const [rpc, message] of cases) {
     const details = await expectCode(t, rpc, { ...inC('pts') }, 'UNIMPLEMENTED', message);

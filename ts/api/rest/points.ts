@@ -18,6 +18,7 @@ import { NotFoundError } from '../../common/errors';
 import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
 import { facetResponse, parseFacet } from '../request/facet';
+import { matrixOffsets, matrixPairs, parseMatrix } from '../request/matrix';
 import { groupsResult, parseQueryGroups, parseRecommendGroups, parseSearchGroups } from '../request/groups';
 import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
@@ -91,6 +92,15 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const { req, shards } = parseFacet(body(r));
     return facetResponse(await c.facet(req, opts, shards));
   });
+
+  for (const [route, answer] of [['pairs', matrixPairs], ['offsets', matrixOffsets]] as const) {
+    routes.addDirect('POST', `/collections/{collection_name}/points/search/matrix/${route}`, async (r) => {
+      const opts = readParams(r);
+      const c = collection(r);
+      const { req, shards } = parseMatrix(body(r));
+      return answer(await c.searchMatrix(req, opts, shards));
+    });
+  }
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
     const opts = readParams(r);
