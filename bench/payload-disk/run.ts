@@ -1,11 +1,13 @@
 /**
- * `npm run bench:payload-disk [-- --n 1000000 --payload 1024 --requests 2000 --tag NAME]`
+ * `npm run bench:payload-disk [-- --n 1000000 --payload 1024 --requests 2000 --hnsw --tag NAME]`
  *
  * `on_disk_payload: true` against `false`, one after the other on the same machine
  * (issue 19's must-hold: with 1M points of 1 KiB payloads the server's RSS in on-disk
  * mode stays under 25% of in-memory mode). For each mode: a real server (`node
  * bin/quiver`, bench/rest/server.ts), one collection of 4-d vectors (so the vectors
- * weigh little next to the payloads) with `on_disk_payload` set, N points loaded
+ * weigh little next to the payloads) with `on_disk_payload` set and, unless `--hnsw`,
+ * `indexing_threshold: 0` (no HNSW graph, whose links would weigh more than the
+ * vectors: the comparison is of payload memory), N points loaded
  * through REST in batches of 1000 (`wait=true`, two in flight), each with a payload of
  * about `--payload` bytes of JSON: `{i, group: "g<i % 100>", flag, text}`. Then:
  *  - RSS after the load (the server's VmRSS), and after a restart on the same storage
@@ -108,7 +110,7 @@ async function timed(n: number, f: (i: number) => Promise<void>): Promise<Float6
   return us;
 }
 
-async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: number): Promise<ModeResult> {
+async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: number, hnsw: boolean): Promise<ModeResult> {
   const server = await QuiverServer.start({ nodeArgs: [], keepStorage: true, env: {} });
   let client: RestClient = makeClient('raw', server.url, 2);
   const rnd = rng(42);
@@ -123,7 +125,7 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
   };
   let restarted: QuiverServer | null = null;
   try {
-    await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: onDisk });
+    await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: onDisk, ...(hnsw ? {} : { optimizers_config: { indexing_threshold: 0 } }) });
     const t0 = Date.now();
     let next = 0;
     const lane = async () => {
@@ -202,11 +204,12 @@ async function main(): Promise<void> {
   const P = Number(arg('payload', '1024'));
   const R = Number(arg('requests', '2000'));
   const tag = arg('tag', new Date().toISOString().slice(0, 10));
-  const out: Record<string, unknown> = { n: N, payload_bytes: P, requests: R, date: new Date().toISOString() };
+  const hnsw = process.argv.includes('--hnsw');
+  const out: Record<string, unknown> = { n: N, payload_bytes: P, requests: R, hnsw, date: new Date().toISOString() };
   const modes: ModeResult[] = [];
   for (const onDisk of [true, false]) {
     console.log(`on_disk_payload: ${onDisk}`);
-    modes.push(await runMode(onDisk, N, P, R));
+    modes.push(await runMode(onDisk, N, P, R, hnsw));
     console.log(JSON.stringify(modes[modes.length - 1]));
   }
   const [disk, mem] = modes;
@@ -224,8 +227,9 @@ async function main(): Promise<void> {
   const md = [
     `# On-disk payloads against in-memory payloads (${out.date})`,
     '',
-    `Command: \`npm run bench:payload-disk -- --n ${N} --payload ${P} --requests ${R}\` (bench/payload-disk/run.ts). ` +
-      `For each mode, one after the other: a real server, one collection of 4-d vectors with \`on_disk_payload\` set, ${N} points ` +
+    `Command: \`npm run bench:payload-disk -- --n ${N} --payload ${P} --requests ${R}${hnsw ? ' --hnsw' : ''}\` (bench/payload-disk/run.ts). ` +
+      `For each mode, one after the other: a real server, one collection of 4-d vectors with \`on_disk_payload\` set ` +
+      `(${hnsw ? 'HNSW built as by default' : 'indexing_threshold 0: no HNSW graph, so that payload memory is what differs'}), ${N} points ` +
       `with payloads of ${P} bytes of JSON loaded through REST (batches of ${BATCH}, wait=true, two in flight), then a restart on the same ` +
       'storage and, at concurrency 1, retrieve (10 random ids), scroll (limit 10 from a random id) and scroll filtered on the unindexed ' +
       'field `group` (1% of points match), all with the payload. 2 cores shared with other work.',

@@ -227,7 +227,7 @@ export class LocalReplica implements Replica {
       const p = shard.entryAt(h.label);
       if (!p) continue;
       const rec: ScoredRecord = { id: keyToJson(p.key), version: Number(p.version), score: h.score };
-      out.push(names.length > 0 || this.shard.payloadsOnDisk ? await this.fill(rec, p, req.withPayload, names) : this.addPayload(rec, p, req.withPayload));
+      out.push(names.length > 0 || (req.withPayload && this.shard.payloadsOnDisk) ? await this.fill(rec, p, req.withPayload, names) : this.addPayload(rec, p, req.withPayload));
     }
     return out;
   }

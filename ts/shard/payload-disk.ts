@@ -86,6 +86,8 @@ export class DiskPayloadStore {
   /** Bytes of the data file that are written (the buffer comes after them). */
   private flushed: number;
   private buffer = Buffer.allocUnsafe(APPEND_BUFFER);
+  /** Where synchronous reads land (one at a time: each is parsed before the next). */
+  private readBuffer = Buffer.allocUnsafe(1 << 16);
   private buffered = 0;
   /** Dense table: position and length per offset (length 0: no entry). */
   private pos = new Float64Array(1024);
@@ -228,9 +230,11 @@ export class DiskPayloadStore {
     return this.slot(offset) !== null;
   }
 
+  /** The text at `p` (valid until the next read: sync reads share one buffer). */
   private text(p: number, l: number): Buffer {
     if (p >= this.flushed) return this.buffer.subarray(p - this.flushed, p - this.flushed + l);
-    const out = Buffer.allocUnsafe(l);
+    if (this.readBuffer.length < l) this.readBuffer = Buffer.allocUnsafe(Math.max(l, this.readBuffer.length * 2));
+    const out = this.readBuffer.subarray(0, l);
     let got = 0;
     while (got < l) {
       const n = fs.readSync(this.handle.fd, out, got, l - got, p + got);
