@@ -383,6 +383,7 @@ export class Collection {
       peerId: peer !== undefined && /^[0-9]{1,20}$/.test(peer) && BigInt(peer) < 1n << 64n ? BigInt(peer) : this.nodePeerId,
       flushIntervalMs: config.optimizer_config.flush_interval_sec * 1000,
       payloadIndexes: payload_schema,
+      onDiskPayload: config.params.on_disk_payload,
       logger: this.logger.child({ shard: id }),
       preloaded,
     });
@@ -685,6 +686,8 @@ export class Collection {
       s.setFlushInterval(next.optimizer_config.flush_interval_sec * 1000);
       s.kick();
     }
+    // on_disk_payload: each shard moves its payloads to disk or into memory now.
+    await Promise.all(this.present().map((s) => s.setPayloadOnDisk(next.params.on_disk_payload)));
   }
 
   /** The local replicas this peer holds (collection info, config changes, checkpoints, close). */

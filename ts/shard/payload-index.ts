@@ -284,6 +284,18 @@ export class PayloadIndexes {
     return out;
   }
 
+  /**
+   * The fields whose indexes answer the filter's top-level `must` conditions, in the
+   * order candidates() evaluates them (the first one is materialised, the others are
+   * tested on its points): a tenant match first, then a principal range, then by
+   * estimated size. Empty when no index narrows the search.
+   */
+  planOrder(filter: Filter): string[] {
+    const node = this.filterNode(filter, []);
+    if (node === null) return [];
+    return (node.parts ?? [node]).map((n) => n.field ?? '');
+  }
+
   /** The plan's size estimate of candidates(filter) without materialising it; null when no index narrows the search. */
   estimate(filter: Filter): number | null {
     return this.filterNode(filter, [])?.est ?? null;
@@ -394,10 +406,13 @@ export class PayloadIndexes {
     const ranked = found
       .map((idx) => ({ idx, wide: idx.path.some((s, i) => s.expand > path[i].expand) }))
       .sort((a, b) => Number(a.wide) - Number(b.wide));
-    const pick = (f: (idx: FieldIndex, wide: boolean) => Node | null): Node | null => {
+    // An index's is_tenant (match) or is_principal (range) raises the node's priority in an `and` (index-plan.ts).
+    const pick = (f: (idx: FieldIndex, wide: boolean) => Node | null, flag?: 'is_tenant' | 'is_principal'): Node | null => {
       for (const { idx, wide } of ranked) {
         const n = f(idx, wide);
-        if (n !== null) return n;
+        if (n === null) continue;
+        const rank = flag !== undefined && idx.schema.params?.[flag] === true ? (flag === 'is_tenant' ? 2 : 1) : 0;
+        return { ...n, field: c.key, ...(rank > 0 ? { rank } : {}) };
       }
       return null;
     };
@@ -413,12 +428,12 @@ export class PayloadIndexes {
       // where a text index decides a text condition (filter.ts's hook), only text
       // indexes may narrow it: a keyword index's substring candidates are no superset of token matches
       const tokens = ('text' in m || 'text_any' in m || 'phrase' in m) && this.textMatcher(namesKey(path), m) !== null;
-      const n = pick((idx, wide) => (tokens && !(idx instanceof TextIndex) ? null : idx.matchNode(m, wide)));
+      const n = pick((idx, wide) => (tokens && !(idx instanceof TextIndex) ? null : idx.matchNode(m, wide)), 'is_tenant');
       if (n) parts.push(n);
     }
     if (c.range) {
       const r = c.range;
-      const n = pick((idx, wide) => idx.rangeNode(r, wide));
+      const n = pick((idx, wide) => idx.rangeNode(r, wide), 'is_principal');
       if (n) parts.push(n);
     }
     if (c.geo_radius || c.geo_bounding_box || c.geo_polygon) {
