@@ -19,11 +19,12 @@ import { makePki } from '../support/pki';
 
 test('flags: defaults, the key from the environment, refusals', (t) => {
   const d = parseDrainArgs([], {});
-  t.deepEqual(d, { url: 'http://localhost:6333', peer: null, method: null, apiKey: null, timeoutS: 3600, ifScaledIn: false, help: false });
+  t.deepEqual(d, { url: 'http://localhost:6333', peer: null, method: null, apiKey: null, timeoutS: 3600, ifScaledIn: false, remove: false, help: false });
   t.is(parseDrainArgs([], { SERVICE__SERVICE__API_KEY: 'k' }).apiKey, 'k');
   t.is(parseDrainArgs([], { QUIVER_API_KEY: 'q', SERVICE__SERVICE__API_KEY: 'k' }).apiKey, 'q');
-  const a = parseDrainArgs(['--url=http://h:1/', '--peer', '0042', '--method', 'snapshot', '--api-key', 'x', '--timeout', '5', '--if-scaled-in'], {});
-  t.deepEqual(a, { url: 'http://h:1', peer: '42', method: 'snapshot', apiKey: 'x', timeoutS: 5, ifScaledIn: true, help: false });
+  const a = parseDrainArgs(['--url=http://h:1/', '--peer', '0042', '--method', 'snapshot', '--api-key', 'x', '--timeout', '5', '--if-scaled-in', '--remove'], {});
+  t.deepEqual(a, { url: 'http://h:1', peer: '42', method: 'snapshot', apiKey: 'x', timeoutS: 5, ifScaledIn: true, remove: true, help: false });
+  t.throws(() => parseDrainArgs(['--remove=1'], {}), { instanceOf: DrainUsageError, message: /--remove takes no value/ });
   t.throws(() => parseDrainArgs(['--peer', 'p'], {}), { instanceOf: DrainUsageError, message: /--peer expects a peer id/ });
   t.throws(() => parseDrainArgs(['--method', 'resharding_stream_records'], {}), { instanceOf: DrainUsageError, message: /--method expects/ });
   t.throws(() => parseDrainArgs(['--timeout', '0'], {}), { instanceOf: DrainUsageError, message: /--timeout expects/ });

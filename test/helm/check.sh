@@ -41,10 +41,11 @@ declare -A SETS=(
   [default]=""
   [keys]="--set apiKey=secret --set readOnlyApiKey=reader"
   [nodrain]="--set drain.enabled=false"
+  [keep]="--set drain.removeOnScaleIn=false"
   [always]="--set drain.onlyOnScaleIn=false --set drain.timeoutSeconds=600 --set terminationGracePeriodSeconds=700 --set drain.method=snapshot"
   [five]="--set replicaCount=5 --set existingSecret=mine --set persistence.storageClassName=fast --set-json config={\"log_level\":\"DEBUG\",\"storage\":{\"collection\":{\"replication_factor\":2}}} --set-json resources={\"limits\":{\"memory\":\"4Gi\"}}"
 )
-for name in default keys five nodrain always; do
+for name in default keys five nodrain always keep; do
   # shellcheck disable=SC2086
   if out=$("$HELM" template rel "$CHART" ${SETS[$name]} 2>&1 >"$WORK/$name.yaml"); then
     ok "helm template ($name)"
@@ -82,11 +83,11 @@ if [ "$got2" = "$want2" ]; then ok "start script: pod 2 gets --uri and --bootstr
 # scale-in unless drain.onlyOnScaleIn=false; the grace period must exceed the drain's timeout.
 python3 test/helm/inspect.py "$WORK/default.yaml" prestop.sh >"$WORK/prestop.sh"
 python3 test/helm/inspect.py "$WORK/always.yaml" prestop.sh >"$WORK/prestop-always.sh"
-wantp="drain --url http://localhost:6333 --timeout 1800 --if-scaled-in"
+wantp="drain --url http://localhost:6333 --timeout 1800 --if-scaled-in --remove"
 wanta="drain --url http://localhost:6333 --timeout 600 --method snapshot"
 gotp=$(env -i PATH="$PATH" QUIVER_COMMAND=echo sh "$WORK/prestop.sh")
 gota=$(env -i PATH="$PATH" QUIVER_COMMAND=echo sh "$WORK/prestop-always.sh")
-if [ "$gotp" = "$wantp" ]; then ok "preStop script: drains this peer on a scale-in only"; else notok "preStop script: drains this peer on a scale-in only" "got:  $gotp"$'\n'"want: $wantp"; fi
+if [ "$gotp" = "$wantp" ]; then ok "preStop script: drains this peer on a scale-in only, and removes it"; else notok "preStop script: drains this peer on a scale-in only, and removes it" "got:  $gotp"$'\n'"want: $wantp"; fi
 if [ "$gota" = "$wanta" ]; then ok "preStop script (onlyOnScaleIn=false): drains on every stop"; else notok "preStop script (onlyOnScaleIn=false): drains on every stop" "got:  $gota"$'\n'"want: $wanta"; fi
 if out=$("$HELM" template rel "$CHART" --set drain.timeoutSeconds=600 --set terminationGracePeriodSeconds=600 2>&1); then
   notok "helm template refuses a grace period not larger than drain.timeoutSeconds" "it rendered"

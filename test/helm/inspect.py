@@ -70,6 +70,11 @@ def main():
             timeout = int(cm["prestop.sh"].split("--timeout ")[1].split()[0])
             need(pod.get("terminationGracePeriodSeconds", 30) > timeout, "grace period longer than the drain's timeout")
             need(("--if-scaled-in" in cm["prestop.sh"]) == only_scale_in, "drain only on scale-in unless drain.onlyOnScaleIn=false")
+            remove = only_scale_in and what != "keep"
+            need(("--remove" in cm["prestop.sh"]) == remove, "a scaled-in peer is removed from the cluster unless drain.removeOnScaleIn=false (never without the scale-in check)")
+            policy = spec.get("persistentVolumeClaimRetentionPolicy")
+            want_policy = {"whenScaled": "Delete", "whenDeleted": "Retain"} if remove else None
+            need(policy == want_policy, f"volume claim retention {want_policy} (a removed peer's volume goes with it)")
         else:
             need(hook is None and "prestop.sh" not in cm, "no preStop hook when drain.enabled=false")
         sa_name = sts["metadata"]["name"]

@@ -14,6 +14,10 @@
  * the drain runs (moving replicas needlessly is safe; skipping a needed drain is not);
  * when the StatefulSet is gone (uninstall) or scaled to 0, it does not (every peer goes).
  *
+ * `--remove`: once drained, the peer is removed from the cluster (consensus); with
+ * `--if-scaled-in`, only when the scale-in is certain (a pod that comes back after a
+ * restart must still be a member).
+ *
  * Exit codes: 0 drained (or nothing to do), 1 refused or failed or not finished within
  * `--timeout` (the drain goes on in the node; running the command again follows it),
  * 2 usage.
@@ -37,6 +41,8 @@ Options:
   --method <method>    transfer method: stream_records, snapshot or wal_delta (default:
                        the node's storage.shard_transfer_method, else stream_records)
   --timeout <seconds>  how long to wait for the drain to end (default 3600)
+  --remove             once the peer holds no replica, remove it from the cluster
+                       (consensus), as DELETE /cluster/peer/{id} does
   --if-scaled-in       drain only when this pod is removed by a StatefulSet scale-in
                        (Kubernetes; see the Helm chart's README)
   --help               print this text and exit
@@ -52,6 +58,7 @@ export interface DrainArgs {
   apiKey: string | null;
   timeoutS: number;
   ifScaledIn: boolean;
+  remove: boolean;
   help: boolean;
 }
 
@@ -63,15 +70,17 @@ export function parseDrainArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
     apiKey: env.QUIVER_API_KEY || env.SERVICE__SERVICE__API_KEY || null,
     timeoutS: 3600,
     ifScaledIn: false,
+    remove: false,
     help: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
     const flag = eq === -1 ? arg : arg.slice(0, eq);
-    if (flag === '--help' || flag === '--if-scaled-in') {
+    if (flag === '--help' || flag === '--if-scaled-in' || flag === '--remove') {
       if (eq !== -1) throw new DrainUsageError(`${flag} takes no value`);
       if (flag === '--help') a.help = true;
+      else if (flag === '--remove') a.remove = true;
       else a.ifScaledIn = true;
       continue;
     }
@@ -188,7 +197,8 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
     peer = String(r.body.result.peer_id);
   }
   const route = `/cluster/peer/${peer}/drain`;
-  const start = a.method === null ? route : `${route}?method=${a.method}`;
+  const query = [...(a.method === null ? [] : [`method=${a.method}`]), ...(a.remove ? ['remove=true'] : [])];
+  const start = query.length === 0 ? route : `${route}?${query.join('&')}`;
   const started = await call(a, 'POST', start);
   if (started.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(started)}`);
   const t0 = Date.now();
@@ -205,12 +215,12 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
       printedAt = Date.now();
     }
     last = key;
-    if (status.state === 'done' && status.remaining.length === 0) {
-      say(`peer ${peer} drained: it holds no replica (${status.shards_moved} moved, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    if (status.state === 'done' && status.remaining.length === 0 && (!a.remove || status.removed === true)) {
+      say(`peer ${peer} drained: it holds no replica (${status.shards_moved} moved, ${((Date.now() - t0) / 1000).toFixed(1)} s)${a.remove ? '; removed from the cluster' : ''}`);
       return;
     }
     if (status.state === 'failed') throw new DrainError(`drain of peer ${peer} failed: ${status.error} (run the command again to resume it)`);
-    if (status.state !== 'running' && status.remaining.length > 0) {
+    if (status.state !== 'running' && (status.remaining.length > 0 || (a.remove && status.removed !== true))) {
       // The node that ran it restarted: start it again (resumes from what is left).
       const again = await call(a, 'POST', start);
       if (again.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(again)}`);
@@ -239,7 +249,10 @@ export async function drainMain(argv: readonly string[]): Promise<void> {
   const say: Say = (line) => process.stdout.write(`quiver drain: ${line}\n`);
   if (a.ifScaledIn) {
     const s = await scaledIn(process.env);
-    if (s === null) say('cannot tell from the Kubernetes API whether this is a scale-in: draining');
+    if (s === null) {
+      say(`cannot tell from the Kubernetes API whether this is a scale-in: draining${a.remove ? ', without removing the peer (a pod that comes back must find itself a member)' : ''}`);
+      a.remove = false;
+    }
     else if (!s.scaledIn) {
       say(`not a scale-in (${s.reason}): nothing to drain`);
       process.exit(0);
