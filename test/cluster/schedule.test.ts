@@ -44,6 +44,7 @@ test('claims: the first claim of a slot wins, a take-over only of the holder, a 
   t.false(claim('2', 1000, '3').ok, 'a take-over of a peer that does not hold the claim');
   t.true(claim('2', 1000, '1').ok, 'a take-over of the holder');
   t.like(st.scheduledShard('k', 'c/0'), { slot: 1000, peer: '2', state: 'claimed' });
+  t.true(claim('2', 1000, '2').ok, 'a peer resuming its own claim after a restart');
   // The first claimant finishing late: recorded, not the run's state.
   t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 1000, peer: '1', made: { name: 'late', peer: '1', at: 5 }, drop: [] }, null), { ok: true, value: false });
   t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 1000, peer: '2', made: { name: 'a', peer: '2', at: 6 }, drop: ['late'] }, null), { ok: true, value: true });

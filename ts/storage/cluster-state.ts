@@ -376,7 +376,7 @@ export class ClusterState {
           const granted =
             op.slot > cur.slot ||
             (op.slot === cur.slot && cur.state === 'failed') ||
-            (op.slot === cur.slot && cur.state === 'claimed' && op.takeover_of !== undefined && op.takeover_of === cur.peer && op.peer !== cur.peer);
+            (op.slot === cur.slot && cur.state === 'claimed' && op.takeover_of !== undefined && op.takeover_of === cur.peer);
           if (!granted) throw new BadInputError(`the run of ${op.schedule} for ${op.key} due ${new Date(cur.slot).toISOString()} is ${cur.state} by peer ${cur.peer}`);
         }
         Object.defineProperty(runs, op.key, {
