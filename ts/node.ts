@@ -41,6 +41,7 @@ import { ConsensusDriver, ConsensusStartError } from './consensus/driver';
 import { ClusterBackup } from './snapshots/backup';
 import { ClusterSnapshots } from './snapshots/cluster';
 import { SnapshotJobs } from './snapshots/jobs';
+import { ClusterSnapshotScheduler } from './snapshots/cluster-schedule';
 import { SnapshotScheduler } from './snapshots/schedule';
 import { Snapshots, type StartupRestore } from './snapshots/snapshots';
 import { ClusterStateMachine } from './storage/cluster-machine';
@@ -224,12 +225,21 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   });
   server.on('error', (err) => logger.error({ err }, 'REST server error'));
 
-  // Scheduled snapshots start once the APIs serve (a missed run then runs at once).
-  // Cluster mode has none: the configuration check refuses them there.
+  // Scheduled snapshots start once the APIs serve (a missed run then runs at once). In
+  // cluster mode each shard's run is claimed through consensus (cluster-schedule.ts).
   const scheduler =
-    config.snapshots.schedule.length > 0 && consensus === null
-      ? await SnapshotScheduler.start(config.snapshots.schedule, storagePath, snapshots, snapshotJobs, logger, stats.snapshotScheduleMetrics())
-      : null;
+    config.snapshots.schedule.length === 0
+      ? null
+      : consensus === null
+        ? await SnapshotScheduler.start(config.snapshots.schedule, storagePath, snapshots, snapshotJobs, logger, stats.snapshotScheduleMetrics())
+        : ClusterSnapshotScheduler.start(config.snapshots.schedule, {
+            consensus,
+            snapshots,
+            jobs: snapshotJobs,
+            logger,
+            metrics: stats.snapshotScheduleMetrics(),
+            alive: (p) => cluster?.link.alive(p) ?? true,
+          });
 
   const address = server.address() as AddressInfo;
   const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;

@@ -204,6 +204,45 @@ test.serial('a drain whose driving peer dies is resumed by asking another peer: 
   t.deepEqual(duplicated, []);
 });
 
+test.serial('drain with removal (bin/quiver drain --remove against the drained peer, as the preStop hook on a scale-in): the peer leaves the cluster, every point is there', async (t) => {
+  t.timeout(TEST_DEADLINE_MS);
+  const c = await Cluster.start(3);
+  t.teardown(() => c.destroy());
+  const ids = await peerIds(c);
+  await createCollection(c, 'x', { shard_number: 3, replication_factor: 2 });
+  await load(c.peers[0].url, 'x', range(0, 3000));
+  const drained = 2;
+  const rest = [0, 1];
+  const writer = new Writer(t, () => c.peers[0].url, 'x', 1_000_000, 10);
+  await writer.more('the writer writes', 20);
+  const out = await cli(['--url', c.peers[drained].url, '--timeout', '300', '--remove']);
+  t.is(out.code, 0, out.stdout + out.stderr);
+  t.regex(out.stdout, /drained: it holds no replica \(\d+ moved, [0-9.]+ s\); removed from the cluster/);
+  await writer.more('writes go on after the removal', 20);
+  await writer.stop();
+  // The drained peer shows its drain, removal included.
+  const st = (await call(c.peers[drained].url, 'GET', `/cluster/peer/${ids[drained]}/drain`)).body.result;
+  t.like(st, { state: 'done', remove: true, removed: true, remaining: [] });
+  for (const i of rest) {
+    await waitFor(`peer ${i} no longer lists the removed peer`, async () => !Object.keys((await c.info(i)).peers).includes(ids[drained]));
+    const m = replicasOf(await view(c, i, 'x'));
+    for (const [shard, reps] of m) t.deepEqual([...reps.keys()].sort(), rest.map((k) => ids[k]).sort(), `shard ${shard} seen by peer ${i}`);
+  }
+  const acked = [...range(0, 3000), ...writer.acked];
+  for (const i of rest) {
+    const { lost, duplicated } = await lostAndDuplicated(c.peers[i].url, 'x', acked);
+    t.deepEqual(lost, [], `lost through peer ${i}`);
+    t.deepEqual(duplicated, []);
+  }
+  // Asked again (a retried hook): nothing to do, the answer says it was removed.
+  const again = await call(c.peers[drained].url, 'POST', `/cluster/peer/${ids[drained]}/drain?remove=true&wait=true&timeout=30`);
+  t.is(again.status, 200, JSON.stringify(again.body));
+  t.like(again.body.result, { state: 'done', removed: true });
+  // Through the others it is an unknown peer now.
+  t.is((await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[drained]}/drain?remove=true`)).status, 404);
+  t.is((await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[0]}/drain?remove=maybe`)).status, 400);
+});
+
 async function keyed(url: string, method: string, route: string, key: string | null): Promise<number> {
   const res = await fetch(url + route, { method, headers: key === null ? {} : { 'api-key': key } });
   await res.arrayBuffer();

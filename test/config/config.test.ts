@@ -357,7 +357,7 @@ test('the JWKS settings are checked together with jwt_rbac and the HS256 switch'
   for (const [env, problems] of cases) t.deepEqual(configError(() => load(env)).problems, problems, JSON.stringify(env));
 });
 
-test('snapshot schedules: a list from a file or a variable, each item checked; cluster mode refuses them', (t) => {
+test('snapshot schedules: a list from a file or a variable, each item checked; cluster mode refuses a full-storage one', (t) => {
   const dir = workDir({
     's.yaml': ['snapshots:', '  schedule:', '    - collection: docs', '      interval_sec: 10', '      keep_last: 3', '    - collection: null', '      cron: "0 3 * * *"', '      max_age_sec: 86400'].join('\n'),
   });
@@ -395,15 +395,14 @@ test('snapshot schedules: a list from a file or a variable, each item checked; c
     `${file}: snapshots.schedule.1: give interval_sec or cron (one of the two)`,
     `${file}: snapshots.schedule.2.cron: is not a cron expression (Constraint error, got value 61 expected range 0-59): "61 * * * *"`,
     `${file}: snapshots.schedule.3: collection a already has a schedule (snapshots.schedule.0): their retention would delete each other's snapshots`,
-    `${file}: snapshots.schedule: scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup`,
   ].sort());
-  const error2 = configError(() => loadConfig({ configPath: file, cwd: bad, env: { SERVICE__SNAPSHOTS__SCHEDULE: '[{collection: a}, {collection: b, interval_sec: 5, cron: "* * * * *"}, {collection: c, cron: "61 * * * *"}, {collection: a, interval_sec: 9}]' } }));
+  const error2 = configError(() => loadConfig({ configPath: file, cwd: bad, env: { SERVICE__SNAPSHOTS__SCHEDULE: '[{collection: a}, {collection: b, interval_sec: 5, cron: "* * * * *"}, {collection: c, cron: "61 * * * *"}, {collection: a, interval_sec: 9}, {collection: null, interval_sec: 60}]' } }));
   t.deepEqual(error2.problems, [
     'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.0: give interval_sec or cron (one of the two)',
     'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.1: give interval_sec or cron (one of the two)',
     'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.2.cron: is not a cron expression (Constraint error, got value 61 expected range 0-59): "61 * * * *"',
     "env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.3: collection a already has a schedule (snapshots.schedule.0): their retention would delete each other's snapshots",
-    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule: scheduled snapshots are not available in cluster mode yet (each shard would need one peer chosen through consensus); snapshot each peer through the API, or use POST /cluster/backup',
+    'env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule.4.collection: a schedule of the full storage is not available in cluster mode (each peer holds only some shards): schedule each collection, or use POST /cluster/backup',
   ]);
   t.deepEqual(configError(() => loadConfig({ cwd: workDir(), env: { SERVICE__SNAPSHOTS__SCHEDULE: 'every day' } })).problems, ['env SERVICE__SNAPSHOTS__SCHEDULE: snapshots.schedule: must be a list, got "every day"']);
 });

@@ -70,8 +70,29 @@ def main():
             timeout = int(cm["prestop.sh"].split("--timeout ")[1].split()[0])
             need(pod.get("terminationGracePeriodSeconds", 30) > timeout, "grace period longer than the drain's timeout")
             need(("--if-scaled-in" in cm["prestop.sh"]) == only_scale_in, "drain only on scale-in unless drain.onlyOnScaleIn=false")
+            remove = only_scale_in and what != "keep"
+            need(("--remove" in cm["prestop.sh"]) == remove, "a scaled-in peer is removed from the cluster unless drain.removeOnScaleIn=false (never without the scale-in check)")
+            policy = spec.get("persistentVolumeClaimRetentionPolicy")
+            want_policy = {"whenScaled": "Delete", "whenDeleted": "Retain"} if remove else None
+            need(policy == want_policy, f"volume claim retention {want_policy} (a removed peer's volume goes with it)")
         else:
             need(hook is None and "prestop.sh" not in cm, "no preStop hook when drain.enabled=false")
+        # HTTPS (tls.enabled): the Secret mounted where config.yaml points, probes over
+        # HTTPS, the preStop hook over HTTPS with the mounted CA.
+        tls = what == "tls"
+        cfg_tls = yaml.safe_load(cm["config.yaml"])
+        vols = {v["name"]: v for v in pod["volumes"]}
+        need(cfg_tls["service"].get("enable_tls", False) == tls, f"service.enable_tls is {tls}")
+        for probe in ("readinessProbe", "startupProbe", "livenessProbe"):
+            need(c[probe]["httpGet"].get("scheme", "HTTP") == ("HTTPS" if tls else "HTTP"), f"{probe} over {'HTTPS' if tls else 'HTTP'}")
+        if tls:
+            need(cfg_tls.get("tls") == {"cert": "/quiver/tls/tls.crt", "key": "/quiver/tls/tls.key", "ca_cert": "/quiver/tls/ca.crt"}, "config.yaml's tls paths are in the mounted Secret")
+            need(vols.get("tls", {}).get("secret", {}).get("secretName") == "quiver-tls" and mounts.get("tls") == "/quiver/tls", "the TLS Secret mounted at /quiver/tls")
+            need('--url "https://localhost:6333" --ca-cert /quiver/tls/ca.crt --tls-server-name' in cm.get("prestop.sh", ""), "the preStop hook speaks HTTPS with the mounted CA")
+        else:
+            need("tls" not in vols and "tls" not in mounts and "https:" not in cm.get("prestop.sh", ""), "no TLS volume, the hook over HTTP")
+        # The hook runs in the container: the api key reaches it through the container's environment.
+        need("SERVICE__SERVICE__API_KEY" in env, "the api key is in the environment the preStop hook runs in")
         sa_name = sts["metadata"]["name"]
         if only_scale_in:
             need(pod.get("serviceAccountName") == sa_name, "pods run as the chart's ServiceAccount (scale-in check)")

@@ -219,6 +219,9 @@ test.serial('metrics, logs, 404 for an unknown job, global read needed; bad requ
   t.regex(missing.json.status.error, /Snapshot job 00000000-0000-0000-0000-000000000000 not found/);
   t.is((await call('GET', '/snapshots/jobs', undefined, 'jobs-test-read-only')).status, 200, 'the read-only key reads jobs');
   t.is((await call('GET', '/snapshots/jobs', undefined, 'wrong')).status, 401);
+  // The runs of cluster-mode schedules: 405 on a single node (as the other cluster routes), read access first.
+  t.is((await call('GET', '/snapshots/schedules', undefined, 'jobs-test-read-only')).status, 405);
+  t.is((await call('GET', '/snapshots/schedules', undefined, 'wrong')).status, 401);
   // Refused at once, no job: an unknown collection, a missing location.
   const before = (await ok('GET', '/snapshots/jobs')).jobs.length;
   t.is((await call('POST', '/collections/nope/snapshots?wait=false')).status, 404);

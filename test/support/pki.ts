@@ -1,6 +1,6 @@
 /**
  * A test PKI made with `openssl` in a temporary folder: a CA, server certificates A and
- * B for 127.0.0.1, a client certificate, one from a second CA (`ca2`, `client2`) and an
+ * B for 127.0.0.1, one for a pod's DNS name (`server-dns`), a client certificate, one from a second CA (`ca2`, `client2`) and an
  * expired client certificate. Used by the HTTPS tests (test/api/tls.test.ts) and the
  * gRPC TLS tests (test/grpc/tls.test.ts).
  */
@@ -26,6 +26,10 @@ subjectKeyIdentifier = hash
 [server_ext]
 basicConstraints = CA:FALSE
 subjectAltName = IP:127.0.0.1
+extendedKeyUsage = serverAuth
+[server_dns_ext]
+basicConstraints = CA:FALSE
+subjectAltName = DNS:quiver-0.quiver-headless.ns.svc.cluster.local
 extendedKeyUsage = serverAuth
 [client_ext]
 basicConstraints = CA:FALSE
@@ -75,6 +79,8 @@ export async function makePki(): Promise<Pki> {
   await Promise.all([ca('ca', 'Quiver Test CA'), ca('ca2', 'Other Test CA')]);
   await leaf('server-a', 'quiver-a', 'ca', 'server_ext');
   await leaf('server-b', 'quiver-b', 'ca', 'server_ext');
+  // A pod's DNS name only (the Helm chart's preStop hook checks it while talking to localhost).
+  await leaf('server-dns', 'quiver-0', 'ca', 'server_dns_ext');
   await leaf('client', 'good-client', 'ca', 'client_ext');
   await leaf('client2', 'foreign-client', 'ca2', 'client_ext');
   await leaf('expired', 'expired-client', 'ca', 'client_ext', ['-startdate', '20200101000000Z', '-enddate', '20200102000000Z']);

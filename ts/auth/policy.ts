@@ -110,6 +110,7 @@ const TABLE: Record<string, Requirement> = {
   'POST /snapshots': globalManage,
   'DELETE /snapshots/{snapshot_name}': globalManage,
   // Ours: snapshot jobs (wait=false creates and recoveries), read-only.
+  'GET /snapshots/schedules': globalRead,
   'GET /snapshots/jobs': globalRead,
   'GET /snapshots/jobs/{job_id}': globalRead,
 

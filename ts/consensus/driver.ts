@@ -581,7 +581,25 @@ export class ConsensusDriver {
   async removePeer(peer: PeerId, timeoutMs: number): Promise<boolean> {
     if (!this.isMember(peer)) throw new NotFoundError(`Peer ${peer} doesn't exist`);
     const r = await this.submit(new Uint8Array(0), { type: 'removePeer', peer }, timeoutMs);
-    await this.waitApplied(r.index, r.term, timeoutMs);
+    if (peer !== this.peerId) {
+      await this.waitApplied(r.index, r.term, timeoutMs);
+      return true;
+    }
+    // This peer removes itself (a drain with removal run on the drained peer): once the
+    // others applied the removal they stop sending to it, so it may never learn that the
+    // entry committed (and, hearing no one, reports lost quorum). Another peer having
+    // applied the entry is the answer then, as is this peer applying it.
+    const local = this.waitApplied(r.index, r.term, timeoutMs);
+    local.catch(() => undefined);
+    const others = Object.entries(this.machine.peers()).filter(([id]) => id !== this.peerId);
+    const remote = others.map(([, uri]) =>
+      this.transport.waitApplied(uri, r.index, timeoutMs).then(
+        (applied) => (applied ? true : Promise.reject(new TimeoutError(`peer ${uri} did not apply the removal (consensus entry ${r.index}) within ${timeoutMs / 1000} s`))),
+      ),
+    );
+    await Promise.any([local.then(() => true), ...remote]).catch((err: AggregateError) => {
+      throw err.errors[0] instanceof Error ? err.errors[0] : new TimeoutError(`the removal (consensus entry ${r.index}) was not seen applied within ${timeoutMs / 1000} s`);
+    });
     return true;
   }
 

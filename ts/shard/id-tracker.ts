@@ -38,6 +38,7 @@
 
 import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { OffsetTable } from './offset-table';
+import { countWork } from '../common/work';
 import { crc32cSteps, runAll, type Steps } from './slices';
 
 export const U64_MAX = (1n << 64n) - 1n;
@@ -545,7 +546,10 @@ export class IdTracker {
     let prevOffset = -1;
     const n = Number(count);
     for (let k = 0; k < n; k++) {
-      if ((k & 1023) === 1023) yield;
+      if ((k & 1023) === 1023) {
+        countWork(1024);
+        yield;
+      }
       if (p + 1 > end) fail(`truncated at entry ${k}`);
       const tag = bytes[p];
       let num = -1;

@@ -39,6 +39,7 @@ import type { VectorSpec } from './vector-store';
 import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isReplicatedClock, type ClockEntryJson, type ClockTag } from './clocks';
 import { compileFilter, type Filter, type PointPredicate } from './filter';
 import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
+import { countWork, countingPieces } from '../common/work';
 import { crc32cSteps, runSliced, type Steps } from './slices';
 import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { requiredIds } from './filter-ids';
@@ -768,7 +769,7 @@ export class LocalShard {
     const state = `state-${seq}.bin`;
     // On-disk payloads: the data file is made durable and its index written first; the state file then holds none.
     const payloads = this.payloads instanceof DiskPayloadStore ? await this.payloads.save(seq, () => ++this.payloadFileNo) : null;
-    await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, payloads === null ? (this.payloads as PayloadStore) : new PayloadStore(), this.vectors));
+    await writeFileAtomic(path.join(dir, state), countingPieces(encodeState(this.tracker, payloads === null ? (this.payloads as PayloadStore) : new PayloadStore(), this.vectors)));
     const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
     const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
     if (payloads !== null) cp.payloads = payloads;
@@ -1702,10 +1703,17 @@ export function* keepFilter(state: ShardState, name: string): Steps<(label: bigi
     let n = 0;
     for (const o of tracker.offsetNumbers()) {
       marks[o] = 1;
-      if ((++n & 65535) === 0) yield;
+      if ((++n & 65535) === 0) {
+        countWork(65536);
+        yield;
+      }
     }
+    countWork(n & 65535);
     for (let i = 0; i < listed.length; i++) {
-      if ((i & 65535) === 65535) yield;
+      if ((i & 65535) === 65535) {
+        countWork(65536);
+        yield;
+      }
       const l = listed[i];
       if (l < limit) {
         const o = Number(l);
@@ -1716,7 +1724,10 @@ export function* keepFilter(state: ShardState, name: string): Steps<(label: bigi
   }
   const set = new LabelSet();
   for (let i = 0; i < listed.length; i++) {
-    if ((i & 65535) === 65535) yield;
+    if ((i & 65535) === 65535) {
+      countWork(65536);
+      yield;
+    }
     set.add(listed[i]);
   }
   return (l) => set.has(l) && tracker.at(l) !== undefined;

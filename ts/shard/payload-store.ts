@@ -65,6 +65,7 @@ import { CRC32C_INIT, crc32cFinish, crc32cUpdate } from '../common/crc32c';
 import { OFFSET_LIMIT, concatChunks, type DecodeOptions } from './id-tracker';
 import { MAX_NESTING_DEPTH } from './limits';
 import { OffsetTable } from './offset-table';
+import { countWork } from '../common/work';
 import { crc32cSteps, runAll, type Steps } from './slices';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
@@ -627,6 +628,7 @@ export class PayloadStore {
         }
         store.map.set(offsets[j], values[j] as Payload);
       }
+      countWork(m);
       yield;
     }
     if (p !== end) fail(`${end - p} unexpected bytes after the last entry`);

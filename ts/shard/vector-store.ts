@@ -30,6 +30,7 @@ import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization
 import { LabelSet } from './label-set';
 import { OptimizationLog, segmentUuid, type OptimizationInfo, type PendingInfo, type SegmentInfo } from './optimization-log';
 import { MAX_ENGINE_COUNT } from './limits';
+import { countWork, watchGrowth } from '../common/work';
 import { runSliced, type Steps } from './slices';
 
 /** What an index of one named vector is built with. */
@@ -123,7 +124,10 @@ function takeHeld(t: Tracked, labels: BigUint64Array): BigUint64Array {
 function* keptInto(into: LabelSet, labels: BigUint64Array, keep: (label: bigint) => boolean, newer: LabelSet | null): Steps<bigint[]> {
   const drop: bigint[] = [];
   for (let i = 0; i < labels.length; i++) {
-    if ((i & 4095) === 4095) yield;
+    if ((i & 4095) === 4095) {
+      countWork(4096);
+      yield;
+    }
     const l = labels[i];
     if (!keep(l) || (newer !== null && newer.has(l))) drop.push(l);
     else {
@@ -645,7 +649,13 @@ export class VectorStore {
       // number, and writing a name the current checkpoint holds would replace its data.
       // fileNo is persisted in checkpoint.json, so it also grows across restarts.
       const file = `${prefix}${role}-${seq}-${this.fileNo++}.qvi`;
-      await t.index.save(path.join(dir, file));
+      // The engine writes on its own thread: a counted step (a snapshot's pinning) sees the file grow.
+      const growth = watchGrowth(path.join(dir, file));
+      try {
+        await t.index.save(path.join(dir, file));
+      } finally {
+        await growth.stop();
+      }
       t.savedGen = gen;
       t.savedFile = file;
       return file;

@@ -27,6 +27,7 @@ import type { Logger } from 'pino';
 
 import { NotFoundError, QuiverError } from '../common/errors';
 import { readJson, writeFileAtomic } from '../common/files';
+import { runCounting } from '../common/work';
 
 export type JobKind = 'create_collection_snapshot' | 'create_shard_snapshot' | 'create_full_snapshot' | 'recover_collection_snapshot' | 'recover_shard_snapshot';
 export type JobState = 'running' | 'completed' | 'failed';
@@ -52,6 +53,15 @@ export interface JobView {
   rate_bytes_per_sec: number;
   /** Seconds left in the current phase at that rate, when its total is known. */
   eta_sec: number | null;
+  /**
+   * Steps that move no archive bytes count their own units meanwhile (the bytes keep the
+   * last byte phase's figures): `pinning` counts `checkpoint bytes` (the shards' state and
+   * index files written for the snapshot), `applying` counts `points checked` (points and
+   * vector labels reconciled while the recovered shards load). Null outside such a step.
+   */
+  unit: string | null;
+  units_done: number | null;
+  units_total: number | null;
   /** When the progress last changed. */
   updated_at: string;
   error: string | null;
@@ -65,7 +75,11 @@ export interface JobProgress {
   phase(name: string, total?: number | null): void;
   /** A new step that moves no bytes of its own: the name changes, the bytes stay. */
   step(name: string): void;
+  /** A step that moves no archive bytes but counts its own units (total: null when not known ahead). */
+  work(name: string, unit: string, total?: number | null): void;
   add(bytes: number): void;
+  /** Units of the current `work` step done. */
+  addUnits(units: number): void;
 }
 
 /** Progress is logged and the metrics updated this often while a job runs. */
@@ -102,6 +116,9 @@ class Job implements JobProgress {
   /** The rate of a finished job, fixed when it ended. */
   finalRate: number | null = null;
   origin: JobOrigin = 'api';
+  unit: string | null = null;
+  unitsDone = 0;
+  unitsTotal: number | null = null;
 
   constructor(
     readonly id: string,
@@ -112,6 +129,7 @@ class Job implements JobProgress {
   ) {}
 
   phase(name: string, total: number | null = null): void {
+    this.unit = null;
     this.phaseName = name;
     this.phaseStarted = Date.now();
     this.bytes = 0;
@@ -120,12 +138,28 @@ class Job implements JobProgress {
   }
 
   step(name: string): void {
+    this.unit = null;
     this.phaseName = name;
+    this.updated = Date.now();
+  }
+
+  work(name: string, unit: string, total: number | null = null): void {
+    this.phaseName = name;
+    this.unit = unit;
+    this.unitsDone = 0;
+    this.unitsTotal = total;
     this.updated = Date.now();
   }
 
   add(bytes: number): void {
     this.bytes += bytes;
+    this.updated = Date.now();
+  }
+
+  addUnits(units: number): void {
+    // Timers a job's work created (a recovered shard's flusher) keep its context: their counts go nowhere once it ended.
+    if (this.unit === null || this.state !== 'running') return;
+    this.unitsDone += units;
     this.updated = Date.now();
   }
 
@@ -149,6 +183,9 @@ class Job implements JobProgress {
       bytes_total: this.total,
       rate_bytes_per_sec: Math.round(rate),
       eta_sec: eta === null ? null : +eta.toFixed(1),
+      unit: this.unit,
+      units_done: this.unit === null ? null : this.unitsDone,
+      units_total: this.unit === null ? null : this.unitsTotal,
       updated_at: new Date(this.updated).toISOString(),
       error: this.error,
       result: this.result,
@@ -167,6 +204,9 @@ class Job implements JobProgress {
     j.result = v.result;
     j.finalRate = v.rate_bytes_per_sec;
     j.origin = v.origin ?? 'api';
+    j.unit = v.unit ?? null;
+    j.unitsDone = v.units_done ?? 0;
+    j.unitsTotal = v.units_total ?? null;
     return j;
   }
 }
@@ -240,11 +280,13 @@ export class SnapshotJobs {
     const finished = context.run(job, async () => {
       try {
         if (this.closed) throw new Error('the node is stopping');
-        const result = await work();
+        // Units counted deep in the work (ts/common/work.ts) go to the job; they count only in a `work` step.
+        const result = await runCounting((n) => job.addUnits(n), work);
         if (job.state !== 'running') return; // marked failed by close()
         job.result = result ?? true;
         job.state = 'completed';
         job.phaseName = 'done';
+        job.unit = null;
       } catch (err) {
         if (job.state !== 'running') return; // marked failed by close()
         job.state = 'failed';

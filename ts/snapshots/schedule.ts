@@ -17,8 +17,8 @@
  *   `keep_last`, or younger than `max_age_sec` (either may be unset; with neither,
  *   nothing is deleted). So a failed run never deletes an older good snapshot, and the
  *   snapshot just made is always kept.
- * - Cluster mode is refused by the configuration check (ts/config/index.ts): there each
- *   shard would need one peer chosen through consensus, which is not built.
+ * - Cluster mode has its own scheduler (cluster-schedule.ts): each shard once per run, by
+ *   one peer claimed through consensus.
  *
  * Owns: timing, the state file, retention. Must never: write archives (snapshots.ts) or
  * know HTTP.

@@ -222,6 +222,18 @@ export class Snapshots {
 
   // -- creating --------------------------------------------------------------------------
 
+  /**
+   * `pin` as a snapshot job's step `name`, counting the checkpoint bytes the shards write
+   * for it (their state and index files; the job runs its work under a counter, jobs.ts),
+   * so its progress moves while nothing of the archive does.
+   */
+  private countedPin(name: string, c: Collection, ids: number[]): Promise<Map<number, ShardSnapshotFiles>> {
+    const progress = currentProgress();
+    if (progress === null) return this.pin(c, ids);
+    progress.work(name, 'checkpoint bytes');
+    return this.pin(c, ids);
+  }
+
   private async pin(c: Collection, ids: number[], withContent = false): Promise<Map<number, ShardSnapshotFiles>> {
     const pins = new Map<number, ShardSnapshotFiles>();
     try {
@@ -309,10 +321,9 @@ export class Snapshots {
 
   private async create(kind: SnapshotKind, c: Collection, shardIds: number[], dir: string, naming: (ts: string) => string): Promise<SnapshotDescription> {
     const name = await this.reserveName(dir, naming);
-    currentProgress()?.step('pinning');
     let pins: Map<number, ShardSnapshotFiles>;
     try {
-      pins = await this.pin(c, shardIds);
+      pins = await this.countedPin('pinning', c, shardIds);
     } catch (err) {
       this.reserved.delete(`${dir}/${name}`);
       throw err;
@@ -377,8 +388,7 @@ export class Snapshots {
         // A collection deleted since the listing is simply not in the snapshot.
         if (!this.toc.has(collection)) continue;
         const c = this.toc.get(collection);
-        currentProgress()?.step(`pinning ${collection}`);
-        const pins = await this.pin(c, c.localShardIds());
+        const pins = await this.countedPin(`pinning ${collection}`, c, c.localShardIds());
         let archive;
         try {
           archive = await this.writeArchive(snapshotEntries('collection', c, pins, this.version), { snapshot: name, collection }, `writing ${collection}`);
@@ -652,7 +662,10 @@ export class Snapshots {
       });
       times.validate = Date.now() - validating;
       const applying = Date.now();
-      currentProgress()?.step('applying');
+      // Counted (the job runs its work under a counter, jobs.ts): the points the recovered
+      // shards decode and the points and vector labels they reconcile as they load,
+      // including what the preloading begun while unpacking has still to do.
+      currentProgress()?.work('applying', 'points checked');
       await apply(unpacked, staged.preloaded);
       times.apply = Date.now() - applying;
       const seconds = (Date.now() - started) / 1000;

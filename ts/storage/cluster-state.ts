@@ -81,6 +81,29 @@ export interface ClusterStateData {
   aliases: Record<string, string>;
   /** The cluster metadata keys (`/cluster/metadata/keys`); absent until one is set. */
   metadata?: Record<string, unknown>;
+  /** Scheduled snapshots in cluster mode: schedule key → `collection/shard` → its runs (absent until a run is claimed). */
+  scheduled?: Record<string, Record<string, ScheduledShard>>;
+}
+
+/** A snapshot a schedule made of a shard: its name in the store of `peer`, and when (ms, the proposer's clock). */
+export interface ScheduledSnapshot {
+  name: string;
+  peer: PeerId;
+  at: number;
+}
+
+/**
+ * The runs of one schedule for one shard (ts/snapshots/cluster-schedule.ts): the latest
+ * run's slot (its due time, ms since the epoch: the same on every peer), the peer that
+ * claimed it and how it stands, the snapshots kept, and those retention dropped that
+ * their peer has still to delete from its store.
+ */
+export interface ScheduledShard {
+  slot: number;
+  peer: PeerId;
+  state: 'claimed' | 'done' | 'failed';
+  made: ScheduledSnapshot[];
+  deleting: ScheduledSnapshot[];
 }
 
 export type MetaOp =
@@ -104,6 +127,21 @@ export type MetaOp =
   | { op: 'deleteVectorName'; collection: string; vector: string }
   /** Sets a cluster metadata key to a JSON value; null removes it. */
   | { op: 'setClusterMetadata'; key: string; value: unknown }
+  /**
+   * A peer claims the run of a schedule due at `slot` for a shard (`key`: `collection/shard`).
+   * Granted when no run of the shard is at or after `slot`, or the run at `slot` failed, or
+   * it is claimed by `takeover_of` (a claimant the proposer found down). Refused otherwise:
+   * one peer runs each run.
+   */
+  | { op: 'claimScheduledRun'; schedule: string; key: string; slot: number; peer: PeerId; takeover_of?: PeerId }
+  /**
+   * The claimant's run ended: `made` is the snapshot (ok), null when it failed; `drop`
+   * (names of `made` snapshots retention no longer keeps, chosen by the proposer) move to
+   * `deleting`.
+   */
+  | { op: 'finishScheduledRun'; schedule: string; key: string; slot: number; peer: PeerId; made: ScheduledSnapshot | null; drop: string[] }
+  /** A peer deleted (or found gone) a snapshot retention dropped. */
+  | { op: 'forgetScheduledSnapshot'; schedule: string; key: string; name: string; peer: PeerId }
   | { op: 'deleteCollection'; name: string }
   | { op: 'changeAliases'; actions: AliasAction[] }
   | { op: 'createPayloadIndex'; collection: string; field: string; schema: FieldSchema }
@@ -215,6 +253,17 @@ export class ClusterState {
     return out;
   }
 
+  /** A schedule's runs of a shard (`collection/shard`), if any was claimed. */
+  scheduledShard(schedule: string, key: string): ScheduledShard | undefined {
+    const s = this.data.scheduled?.[schedule];
+    return s !== undefined && Object.prototype.hasOwnProperty.call(s, key) ? s[key] : undefined;
+  }
+
+  /** Every schedule's runs (schedule key → shard key → runs). */
+  scheduledAll(): Readonly<Record<string, Record<string, ScheduledShard>>> {
+    return this.data.scheduled ?? {};
+  }
+
   /** The cluster metadata keys, sorted. */
   metadataKeys(): string[] {
     return Object.keys(this.data.metadata ?? {}).sort();
@@ -317,6 +366,49 @@ export class ClusterState {
         else Object.defineProperty(m, op.key, { value: op.value, writable: true, enumerable: true, configurable: true });
         this.data.metadata = m;
         return done(true, []);
+      }
+      case 'claimScheduledRun': {
+        if (!Object.prototype.hasOwnProperty.call(this.data.peers, op.peer)) throw unknownPeerError(op.peer);
+        const all = (this.data.scheduled ??= {});
+        const runs = (all[op.schedule] ??= {});
+        const cur = Object.prototype.hasOwnProperty.call(runs, op.key) ? runs[op.key] : undefined;
+        if (cur !== undefined) {
+          const granted =
+            op.slot > cur.slot ||
+            (op.slot === cur.slot && cur.state === 'failed') ||
+            (op.slot === cur.slot && cur.state === 'claimed' && op.takeover_of !== undefined && op.takeover_of === cur.peer);
+          if (!granted) throw new BadInputError(`the run of ${op.schedule} for ${op.key} due ${new Date(cur.slot).toISOString()} is ${cur.state} by peer ${cur.peer}`);
+        }
+        Object.defineProperty(runs, op.key, {
+          value: { slot: op.slot, peer: op.peer, state: 'claimed', made: cur?.made ?? [], deleting: cur?.deleting ?? [] },
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        });
+        return done(true, []);
+      }
+      case 'finishScheduledRun': {
+        const cur = this.scheduledShard(op.schedule, op.key);
+        if (cur === undefined || cur.slot !== op.slot || cur.peer !== op.peer || cur.state !== 'claimed') {
+          // Taken over meanwhile (this peer was found down): its snapshot, if any, is still recorded, so retention deletes it in time.
+          if (cur !== undefined && op.made !== null) cur.made = [...cur.made, op.made];
+          return done(false, []);
+        }
+        cur.state = op.made === null ? 'failed' : 'done';
+        if (op.made !== null) cur.made = [...cur.made, op.made];
+        // A failed run deletes nothing.
+        const drop = new Set(op.made === null ? [] : op.drop);
+        if (op.made !== null) drop.delete(op.made.name);
+        cur.deleting = [...cur.deleting, ...cur.made.filter((m) => drop.has(m.name))];
+        cur.made = cur.made.filter((m) => !drop.has(m.name));
+        return done(true, []);
+      }
+      case 'forgetScheduledSnapshot': {
+        const cur = this.scheduledShard(op.schedule, op.key);
+        if (cur === undefined) return done(false, []);
+        const before = cur.deleting.length;
+        cur.deleting = cur.deleting.filter((m) => !(m.name === op.name && m.peer === op.peer));
+        return done(cur.deleting.length !== before, []);
       }
       case 'createCollection': {
         validateCollectionName(op.name);

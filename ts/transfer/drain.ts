@@ -61,6 +61,10 @@ export interface DrainStatus {
   remaining: DrainShardStatus[];
   /** Transfers of shards on the peer, running now. */
   transfers: DrainTransfer[];
+  /** Whether the drain removes the peer from consensus once it holds no replica (`remove=true`). */
+  remove: boolean;
+  /** Whether that removal happened (the peer is no longer a member of the cluster). */
+  removed: boolean;
 }
 
 export interface DrainOptions {
@@ -72,6 +76,8 @@ export interface DrainOptions {
   proposeTimeoutS?: number;
   /** Whether a peer answers health checks (targets that do are preferred; a drain whose only targets are down is refused). */
   alive?: (peer: string) => boolean;
+  /** Removes a peer from consensus (`MetadataConsensus.removePeer` unforced: refused while it holds a replica). */
+  removePeer?: (peer: string, timeoutMs: number) => Promise<boolean>;
 }
 
 const POLL_MS = 100;
@@ -84,6 +90,8 @@ interface Job {
   finishedAt: number | null;
   error: string | null;
   moved: number;
+  remove: boolean;
+  removed: boolean;
   done: Promise<void>;
 }
 
@@ -105,6 +113,7 @@ export class PeerDrainer {
   private readonly attempts: number;
   private readonly proposeTimeoutS: number;
   private readonly alive: (peer: string) => boolean;
+  private readonly removePeer: (peer: string, timeoutMs: number) => Promise<boolean>;
 
   constructor(
     private readonly consensus: MetadataConsensus,
@@ -116,6 +125,7 @@ export class PeerDrainer {
     this.attempts = options.attempts ?? 5;
     this.proposeTimeoutS = options.proposeTimeoutS ?? 30;
     this.alive = options.alive ?? (() => true);
+    this.removePeer = options.removePeer ?? ((peer, timeoutMs) => this.consensus.removePeer(peer, false, timeoutMs));
   }
 
   private get state(): ClusterState {
@@ -125,8 +135,9 @@ export class PeerDrainer {
   /** The drain of `peer` as this peer knows it. */
   status(peer: string): DrainStatus {
     const state = this.state;
-    if (!has(state.peers, peer)) throw new NotFoundError(`Peer ${peer} does not exist`);
     const job = this.jobs.get(peer);
+    // A peer the drain removed is shown with its drain (nothing remains on it).
+    if (!has(state.peers, peer) && job?.removed !== true) throw new NotFoundError(`Peer ${peer} does not exist`);
     const remaining: DrainShardStatus[] = [];
     const transfers: DrainTransfer[] = [];
     for (const { collection, shard } of state.shardsOn(peer)) {
@@ -146,6 +157,8 @@ export class PeerDrainer {
       moved: job?.moved ?? 0,
       remaining,
       transfers,
+      remove: job?.remove ?? false,
+      removed: job?.removed ?? false,
     };
   }
 
@@ -154,17 +167,26 @@ export class PeerDrainer {
    * method it uses), after checking that every shard on it can go somewhere; throws,
    * changing nothing, when one cannot.
    * Resolves with the status once the drain started; `finished` resolves when it ends.
+   * `remove`: once the peer holds no replica, it is removed from consensus (the unforced
+   * removal, which refuses a peer that still holds a replica); joining a running drain
+   * with `remove` adds the removal to it.
    */
-  start(peer: string, method: DrainMethod | null = null): { status: DrainStatus; finished: Promise<void> } {
+  start(peer: string, method: DrainMethod | null = null, remove = false): { status: DrainStatus; finished: Promise<void> } {
     const running = this.jobs.get(peer);
-    if (running !== undefined && running.state === 'running') return { status: this.status(peer), finished: running.done };
+    if (running !== undefined && running.state === 'running') {
+      if (remove) running.remove = true;
+      return { status: this.status(peer), finished: running.done };
+    }
+    const earlier = this.jobs.get(peer);
+    // Removed already (asked again, say by a retrying client): nothing left to do.
+    if (earlier?.removed === true && !has(this.state.peers, peer)) return { status: this.status(peer), finished: earlier.done };
     this.check(peer);
-    const job: Job = { peer, method, state: 'running', startedAt: Date.now(), finishedAt: null, error: null, moved: 0, done: Promise.resolve() };
+    const job: Job = { peer, method, state: 'running', startedAt: Date.now(), finishedAt: null, error: null, moved: 0, remove, removed: false, done: Promise.resolve() };
     job.done = this.run(job).then(
       () => {
         job.state = 'done';
         job.finishedAt = Date.now();
-        this.logger.info({ peer, moved: job.moved, seconds: (job.finishedAt - job.startedAt) / 1000 }, 'drain: done, the peer holds no replica');
+        this.logger.info({ peer, moved: job.moved, removed: job.removed, seconds: (job.finishedAt - job.startedAt) / 1000 }, job.removed ? 'drain: done, the peer held no replica and was removed from the cluster' : 'drain: done, the peer holds no replica');
       },
       (err: unknown) => {
         job.state = 'failed';
@@ -216,13 +238,32 @@ export class PeerDrainer {
     this.logger.info({ peer, shards: total, method: job.method }, 'drain: started');
     for (;;) {
       const left = this.state.shardsOn(peer);
-      if (left.length === 0) return;
+      if (left.length === 0) {
+        if (job.remove) await this.removeDrained(job);
+        return;
+      }
       // Shards not in a transfer first; one whose transfer runs is waited for below.
       const next = left.find((r) => !this.inTransfer(r)) ?? left[0];
       await this.drainShard(peer, next, job.method);
       job.moved += 1;
       this.logger.info({ peer, collection: next.collection, shard: next.shard, moved: job.moved, remaining: this.state.shardsOn(peer).length }, 'drain: shard moved off the peer');
     }
+  }
+
+  /**
+   * Removes the drained peer from consensus. The removal is the unforced one of
+   * `DELETE /cluster/peer/{id}`: it refuses a peer that holds a replica in the state this
+   * peer applied (one placed on it meanwhile: the drain then fails, and asking again
+   * drains that replica too), so a peer holding the last replica of a shard never goes.
+   */
+  private async removeDrained(job: Job): Promise<void> {
+    if (!has(this.state.peers, job.peer)) {
+      job.removed = true;
+      return;
+    }
+    this.logger.info({ peer: job.peer }, 'drain: the peer holds no replica, removing it from the cluster');
+    await this.removePeer(job.peer, this.proposeTimeoutS * 1000);
+    job.removed = true;
   }
 
   private inTransfer(r: ShardRef): boolean {

@@ -14,6 +14,10 @@
  * the drain runs (moving replicas needlessly is safe; skipping a needed drain is not);
  * when the StatefulSet is gone (uninstall) or scaled to 0, it does not (every peer goes).
  *
+ * `--remove`: once drained, the peer is removed from the cluster (consensus); with
+ * `--if-scaled-in`, only when the scale-in is certain (a pod that comes back after a
+ * restart must still be a member).
+ *
  * Exit codes: 0 drained (or nothing to do), 1 refused or failed or not finished within
  * `--timeout` (the drain goes on in the node; running the command again follows it),
  * 2 usage.
@@ -22,7 +26,9 @@
  */
 
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as https from 'node:https';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 
 export const DRAIN_USAGE = `Usage: quiver drain [options]
 
@@ -34,9 +40,19 @@ Options:
   --peer <id>          the peer to drain (default: the peer --url answers for)
   --api-key <key>      sent as the api-key header (default: $QUIVER_API_KEY, else
                        $SERVICE__SERVICE__API_KEY)
+  --ca-cert <file>     HTTPS: the CA certificate(s) the server's certificate is checked
+                       against (default: the system's CAs)
+  --tls-server-name <name>
+                       HTTPS: the name the server's certificate must hold (default: the
+                       --url host), e.g. the pod's DNS name when --url is localhost
+  --client-cert <file> HTTPS: a client certificate to present (with --client-key), for
+                       a node with service.verify_https_client_certificate
+  --client-key <file>  its private key
   --method <method>    transfer method: stream_records, snapshot or wal_delta (default:
                        the node's storage.shard_transfer_method, else stream_records)
   --timeout <seconds>  how long to wait for the drain to end (default 3600)
+  --remove             once the peer holds no replica, remove it from the cluster
+                       (consensus), as DELETE /cluster/peer/{id} does
   --if-scaled-in       drain only when this pod is removed by a StatefulSet scale-in
                        (Kubernetes; see the Helm chart's README)
   --help               print this text and exit
@@ -52,6 +68,12 @@ export interface DrainArgs {
   apiKey: string | null;
   timeoutS: number;
   ifScaledIn: boolean;
+  remove: boolean;
+  /** HTTPS: CA file, the name to check the certificate for, a client certificate and key. */
+  caCert: string | null;
+  serverName: string | null;
+  clientCert: string | null;
+  clientKey: string | null;
   help: boolean;
 }
 
@@ -63,19 +85,25 @@ export function parseDrainArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
     apiKey: env.QUIVER_API_KEY || env.SERVICE__SERVICE__API_KEY || null,
     timeoutS: 3600,
     ifScaledIn: false,
+    remove: false,
+    caCert: null,
+    serverName: null,
+    clientCert: null,
+    clientKey: null,
     help: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
     const flag = eq === -1 ? arg : arg.slice(0, eq);
-    if (flag === '--help' || flag === '--if-scaled-in') {
+    if (flag === '--help' || flag === '--if-scaled-in' || flag === '--remove') {
       if (eq !== -1) throw new DrainUsageError(`${flag} takes no value`);
       if (flag === '--help') a.help = true;
+      else if (flag === '--remove') a.remove = true;
       else a.ifScaledIn = true;
       continue;
     }
-    if (!['--url', '--peer', '--method', '--api-key', '--timeout'].includes(flag)) {
+    if (!['--url', '--peer', '--method', '--api-key', '--timeout', '--ca-cert', '--tls-server-name', '--client-cert', '--client-key'].includes(flag)) {
       throw new DrainUsageError(arg.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(arg)}`);
     }
     const value = eq !== -1 ? arg.slice(eq + 1) : argv[++i];
@@ -96,24 +124,84 @@ export function parseDrainArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
       a.method = value;
     } else if (flag === '--api-key') {
       a.apiKey = value;
+    } else if (flag === '--ca-cert') {
+      a.caCert = value;
+    } else if (flag === '--tls-server-name') {
+      a.serverName = value;
+    } else if (flag === '--client-cert') {
+      a.clientCert = value;
+    } else if (flag === '--client-key') {
+      a.clientKey = value;
     } else {
       if (!/^[0-9]{1,7}$/.test(value) || Number(value) < 1) throw new DrainUsageError(`--timeout expects a number of seconds, got ${JSON.stringify(value)}`);
       a.timeoutS = Number(value);
     }
+  }
+  if ((a.clientCert === null) !== (a.clientKey === null)) throw new DrainUsageError('--client-cert and --client-key go together');
+  if (!a.url.startsWith('https:') && (a.caCert !== null || a.serverName !== null || a.clientCert !== null)) {
+    throw new DrainUsageError('--ca-cert, --tls-server-name and --client-cert need an https:// --url');
   }
   return a;
 }
 
 type Say = (line: string) => void;
 
+/** The TLS files, read once (a missing file is a DrainError naming it). */
+const tlsFiles = new Map<string, Buffer>();
+function tlsFile(file: string | null): Buffer | undefined {
+  if (file === null) return undefined;
+  let b = tlsFiles.get(file);
+  if (b === undefined) {
+    try {
+      b = fs.readFileSync(file);
+    } catch (err) {
+      throw new DrainError(`cannot read ${file}: ${(err as Error).message}`);
+    }
+    tlsFiles.set(file, b);
+  }
+  return b;
+}
+
+/** One request to the node (node:http/https, for the TLS options fetch does not take). */
+function request(a: DrainArgs, method: string, route: string): Promise<{ status: number; text: string }> {
+  const u = new URL(a.url + route);
+  const tls = u.protocol === 'https:';
+  const options: https.RequestOptions = {
+    method,
+    headers: a.apiKey === null ? {} : { 'api-key': a.apiKey },
+    timeout: 30_000,
+    ...(tls
+      ? {
+          ca: tlsFile(a.caCert),
+          cert: tlsFile(a.clientCert),
+          key: tlsFile(a.clientKey),
+          ...(a.serverName === null ? {} : { servername: a.serverName, checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity(a.serverName as string, cert) }),
+        }
+      : {}),
+  };
+  return new Promise((resolve, reject) => {
+    const req = (tls ? https : http).request(u, options, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 async function call(a: DrainArgs, method: string, route: string): Promise<{ status: number; body: any }> {
-  let res: Response;
+  let res: { status: number; text: string };
   try {
-    res = await fetch(a.url + route, { method, headers: a.apiKey === null ? {} : { 'api-key': a.apiKey }, signal: AbortSignal.timeout(30_000) });
+    res = await request(a, method, route);
   } catch (err) {
+    if (err instanceof DrainError) throw err;
     throw new DrainError(`${method} ${a.url}${route}: ${(err as Error).message}`);
   }
-  const text = await res.text();
+  const text = res.text;
   let body: any = null;
   try {
     body = text === '' ? null : JSON.parse(text);
@@ -188,7 +276,8 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
     peer = String(r.body.result.peer_id);
   }
   const route = `/cluster/peer/${peer}/drain`;
-  const start = a.method === null ? route : `${route}?method=${a.method}`;
+  const query = [...(a.method === null ? [] : [`method=${a.method}`]), ...(a.remove ? ['remove=true'] : [])];
+  const start = query.length === 0 ? route : `${route}?${query.join('&')}`;
   const started = await call(a, 'POST', start);
   if (started.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(started)}`);
   const t0 = Date.now();
@@ -205,12 +294,12 @@ export async function drainPeer(a: DrainArgs, say: Say): Promise<void> {
       printedAt = Date.now();
     }
     last = key;
-    if (status.state === 'done' && status.remaining.length === 0) {
-      say(`peer ${peer} drained: it holds no replica (${status.shards_moved} moved, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    if (status.state === 'done' && status.remaining.length === 0 && (!a.remove || status.removed === true)) {
+      say(`peer ${peer} drained: it holds no replica (${status.shards_moved} moved, ${((Date.now() - t0) / 1000).toFixed(1)} s)${a.remove ? '; removed from the cluster' : ''}`);
       return;
     }
     if (status.state === 'failed') throw new DrainError(`drain of peer ${peer} failed: ${status.error} (run the command again to resume it)`);
-    if (status.state !== 'running' && status.remaining.length > 0) {
+    if (status.state !== 'running' && (status.remaining.length > 0 || (a.remove && status.removed !== true))) {
       // The node that ran it restarted: start it again (resumes from what is left).
       const again = await call(a, 'POST', start);
       if (again.status !== 200) throw new DrainError(`drain of peer ${peer} refused: ${errorText(again)}`);
@@ -239,7 +328,10 @@ export async function drainMain(argv: readonly string[]): Promise<void> {
   const say: Say = (line) => process.stdout.write(`quiver drain: ${line}\n`);
   if (a.ifScaledIn) {
     const s = await scaledIn(process.env);
-    if (s === null) say('cannot tell from the Kubernetes API whether this is a scale-in: draining');
+    if (s === null) {
+      say(`cannot tell from the Kubernetes API whether this is a scale-in: draining${a.remove ? ', without removing the peer (a pod that comes back must find itself a member)' : ''}`);
+      a.remove = false;
+    }
     else if (!s.scaledIn) {
       say(`not a scale-in (${s.reason}): nothing to drain`);
       process.exit(0);

@@ -134,7 +134,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
   const backup = deps.backup ?? new ClusterBackup({ snapshots, toc, consensus, fetcher: null, logger, version: info.version });
   const jobs = deps.snapshotJobs ?? null;
   if (jobs !== null) jobs.setMetrics(stats.snapshotJobMetrics());
-  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup, jobs);
+  addSnapshotRoutes(routes, toc, snapshots, logger, clusterSnapshots, backup, jobs, consensus === null ? null : () => consensus.clusterState.scheduledAll());
   addDashboardRoutes(routes);
   addNotImplementedRoutes(routes);
   app.use(router.routes());

@@ -3,7 +3,9 @@
  * `POST /cluster/peer/{peer_id}/drain` moves every replica off the peer through shard
  * transfers (`method`: the transfer method, default `storage.shard_transfer_method`, else
  * stream_records; `wait=true` answers once the drain ended, else at once; `timeout`
- * bounds the wait, after which the drain goes on and the answer says `running`);
+ * bounds the wait, after which the drain goes on and the answer says `running`;
+ * `remove=true` then removes the peer from consensus, as the unforced
+ * `DELETE /cluster/peer/{id}` does, refused while the peer holds a replica);
  * `GET /cluster/peer/{peer_id}/drain` shows it: the shards still on the peer, the
  * transfers of those shards, the drain's state. On a single node both answer 405, as
  * the reference's other cluster changes do.
@@ -48,6 +50,8 @@ function answer(s: DrainStatus, consensus: MetadataConsensus, replication: Repli
     finished_at: iso(s.finishedAt),
     error: s.error,
     shards_moved: s.moved,
+    remove: s.remove,
+    removed: s.removed,
     remaining: s.remaining.map((r) => ({ collection: r.collection, shard_id: r.shard, state: r.state })),
     transfers: s.transfers.map((t) => {
       const info = infoOf(t.collection).find((x) => x.shard_id === t.shard && x.from === Number(t.from) && x.to === Number(t.to));
@@ -65,9 +69,10 @@ export function addDrainRoutes(routes: RouteTable, consensus: MetadataConsensus 
       throw new QueryFormatError(`method: expected one of ${DRAIN_METHODS.map((m) => `\`${m}\``).join(', ')}, got ${JSON.stringify(rawMethod)}`);
     }
     const method = (rawMethod as DrainMethod | undefined) ?? null;
+    const remove = queryBool(ctx, 'remove', false);
     const timeout = readTimeout(ctx);
     if (consensus === null || drainer === null) throw new StandaloneModeError();
-    const { finished } = drainer.start(peer, method);
+    const { finished } = drainer.start(peer, method, remove);
     if (wait) {
       let timer: NodeJS.Timeout | undefined;
       const limit = timeout === null ? null : new Promise<void>((res) => (timer = setTimeout(res, timeout * 1000)));

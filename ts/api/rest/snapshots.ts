@@ -20,7 +20,7 @@ import type { JobKind, SnapshotJobs } from '../../snapshots/jobs';
 import { PRIORITIES, Snapshots, type Priority, type RecoverySource } from '../../snapshots/snapshots';
 import type { TableOfContent } from '../../storage/toc';
 import { accepted, ok } from '../envelope';
-import { BadRequestError, FormatError } from '../../common/errors';
+import { BadRequestError, FormatError, StandaloneModeError } from '../../common/errors';
 import { QueryFormatError } from '../errors';
 import { body, optionalBody, param, queryBool, readTimeout } from '../request/parse';
 import { collectionSnapshotDir, listCollectionSnapshots } from '../request/snapshots';
@@ -138,7 +138,16 @@ async function download(ctx: Context, snapshots: Snapshots, dir: string, name: s
  * `cluster`: in cluster mode, recoveries go through it (consensus registers the
  * recovered shards, the other replicas follow the priority: ts/snapshots/cluster.ts).
  */
-export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snapshots: Snapshots, logger: Logger, cluster: ClusterSnapshots | null = null, backup: ClusterBackup | null = null, jobs: SnapshotJobs | null = null): void {
+export function addSnapshotRoutes(
+  routes: RouteTable,
+  toc: TableOfContent,
+  snapshots: Snapshots,
+  logger: Logger,
+  cluster: ClusterSnapshots | null = null,
+  backup: ClusterBackup | null = null,
+  jobs: SnapshotJobs | null = null,
+  scheduled: (() => unknown) | null = null,
+): void {
   const recoverCollection = (name: string, source: RecoverySource, priority: Priority, checksum: string | null) =>
     cluster === null ? snapshots.recoverCollection(name, source, priority, checksum) : cluster.recoverCollection(name, source, priority, checksum);
   const recoverShard = (name: string, id: number, source: RecoverySource, priority: Priority, checksum: string | null) =>
@@ -287,6 +296,14 @@ export function addSnapshotRoutes(routes: RouteTable, toc: TableOfContent, snaps
       ok(ctx, jobs.get(param(ctx, 'job_id')));
     });
   }
+
+  // Ours: the runs of scheduled snapshots in cluster mode, as consensus holds them
+  // (ts/snapshots/cluster-schedule.ts): per schedule and shard (`collection/shard`), the
+  // latest run's due time, peer and state, the snapshots kept and those being deleted.
+  routes.add('GET', '/snapshots/schedules', async (ctx: Context) => {
+    if (scheduled === null) throw new StandaloneModeError();
+    ok(ctx, { schedules: scheduled() });
+  });
 
   // -- full-storage snapshots --------------------------------------------------------------
   routes.add('GET', '/snapshots', async (ctx: Context) => {
