@@ -56,10 +56,10 @@ impl<'a> Scorer for RawScorer<'a> {
         self.index.cost_to(self.q, i)
     }
 }
-struct SqScorer<'a> {
-    index: &'a Index,
-    sq: &'a ScalarQuantizer,
-    q: ScalarQuery,
+pub(super) struct SqScorer<'a> {
+    pub(super) index: &'a Index,
+    pub(super) sq: &'a ScalarQuantizer,
+    pub(super) q: ScalarQuery,
 }
 impl<'a> Scorer for SqScorer<'a> {
     #[inline(always)]
@@ -67,10 +67,10 @@ impl<'a> Scorer for SqScorer<'a> {
         self.sq.cost(&self.q, self.index.code(i))
     }
 }
-struct BqScorer<'a> {
-    index: &'a Index,
-    bq: &'a BinaryQuantizer,
-    q: BinaryQuery,
+pub(super) struct BqScorer<'a> {
+    pub(super) index: &'a Index,
+    pub(super) bq: &'a BinaryQuantizer,
+    pub(super) q: BinaryQuery,
 }
 impl<'a> Scorer for BqScorer<'a> {
     #[inline(always)]
@@ -153,7 +153,7 @@ impl Index {
         top
     }
 
-    fn graph_search<S: Scorer>(&self, scorer: &S, ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
+    pub(super) fn graph_search<S: Scorer>(&self, scorer: &S, ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
         let entry = self.entry.load(Ordering::Acquire);
         if entry == NONE {
             return Vec::new();
