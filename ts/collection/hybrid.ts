@@ -19,8 +19,9 @@ import type { PointKey } from '../shard/id-tracker';
 import type { WithPayload } from '../shard/payload-store';
 import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest } from './query';
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector } from './query';
+import { examplesOf, rulePlan, scoresNothing, searchRule } from './scorers';
 import type { SparseVec } from '../shard/operations';
-import { keyToJson, type OrderBy, type PointId, type SearchRequest, type WithVector } from './replica';
+import { keyToJson, type OrderBy, type PointId, type SearchRequest, type SearchRule, type WithVector } from './replica';
 
 /** The reference's default `k` of reciprocal rank fusion. */
 export const DEFAULT_RRF_K = 2;
@@ -225,6 +226,8 @@ async function runLevel<T extends Scored>(reads: HybridReads<T>, level: Level, i
   if (ids.length === 0) return [];
   if ('orderBy' in q) return reads.ordered(q.orderBy, onlyIds(ids), level.keep, false, false);
   if ('none' in q) return reads.scroll(onlyIds(ids), level.keep, false, false);
+  const plan = rulePlan(q);
+  if (plan !== null && scoresNothing(plan)) return reads.scroll(onlyIds(ids), level.keep, false, false);
   const vector = await queryVector(reads, q, level);
   return reads.search({ using: level.using, ...vector, filter: onlyIds(ids), limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false });
 }
@@ -235,6 +238,8 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
   if ('none' in q) return reads.scroll(withoutExamples, level.keep, false, false);
   if ('orderBy' in q) return reads.ordered(q.orderBy, withoutExamples, level.keep, false, false);
   if ('fusion' in q) throw new Error('a fusion without prefetches reached the plan'); // the parser refuses it
+  const plan = rulePlan(q);
+  if (plan !== null && scoresNothing(plan)) return reads.scroll(withoutExamples, level.keep, false, false);
   const vector = await queryVector(reads, q, level);
   return reads.search({ using: level.using, ...vector, filter, limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false, exclude });
 }
@@ -242,8 +247,11 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
 /** An empty dense vector: the search of a sparse query carries its vector in `sparse`. */
 const NO_VECTOR = new Float32Array(0);
 
-/** What a level searches with: a dense vector, or a sparse one when `using` names a sparse vector. */
-async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: { positive: Example[]; negative: Example[] } }, level: Level): Promise<{ vector: Float32Array; sparse?: SparseVec }> {
+/** What a level searches with: a dense vector, a sparse one when `using` names a sparse vector, or a rule over examples. */
+async function queryVector<T extends Scored>(reads: HybridReads<T>, q: Exclude<QueryKind, { none: true } | { orderBy: unknown } | { fusion: unknown }>, level: Level): Promise<{ vector: Float32Array; sparse?: SparseVec; rule?: SearchRule }> {
+  const plan = rulePlan(q);
+  if (plan !== null) return { vector: NO_VECTOR, rule: searchRule(plan, await reads.vectors(plan.examples, level.using, level.lookupFrom)) };
+  if ('discover' in q || 'context' in q) throw new Error('a rule query without a plan'); // rulePlan covers both
   if (reads.isSparse(level.using)) {
     if ('nearest' in q) return { vector: NO_VECTOR, sparse: (await reads.sparse([q.nearest], level.using))[0] };
     const { positive, negative } = q.recommend;
@@ -283,8 +291,7 @@ export function referencedIds(req: { query: QueryKind; lookupFrom?: LookupFrom |
   const visit = (query: QueryKind, lookupFrom: LookupFrom | null | undefined, prefetch: readonly Prefetch[] | undefined) => {
     const here = lookupFrom === null || lookupFrom === undefined || lookupFrom.collection === collection;
     if (here) {
-      if ('nearest' in query) out.push(...exampleIds([query.nearest]));
-      else if ('recommend' in query) out.push(...exampleIds([...query.recommend.positive, ...query.recommend.negative]));
+      out.push(...exampleIds(examplesOf(query)));
     }
     for (const p of prefetch ?? []) visit(p.query, p.lookupFrom, p.prefetch);
   };

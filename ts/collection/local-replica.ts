@@ -200,13 +200,14 @@ export class LocalReplica implements Replica {
         oversampling: req.quantization?.oversampling,
         rescore: req.quantization?.rescore,
         ignoreQuantization: req.quantization?.ignore,
+        rule: req.rule,
       },
       req.filter,
     );
     const names = this.names(req.withVector);
     const t = req.scoreThreshold;
     const store = req.sparse !== undefined ? undefined : shard.vectors.get(req.using);
-    const higher = store === undefined || higherIsBetter(store.spec.distance);
+    const higher = store === undefined || req.rule !== undefined || higherIsBetter(store.spec.distance);
     const end = req.offset + req.limit;
     const out: ScoredRecord[] = [];
     // `rank` counts the hits that pass the threshold and the exclusions: the page is

@@ -35,6 +35,7 @@ import {
   type ScoredRecord,
   type ScrollRequest,
   type SearchRequest,
+  type SearchRule,
   type UpdateOptions,
 } from '../../collection/replica';
 import { decodeReplicaOperation, encodeReplicaOperation, type ReplicaOperation } from '../../collection/replica-operation';
@@ -124,6 +125,7 @@ export function encodeRead(kind: ReadKind, req: unknown): Buffer {
       vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'),
       exclude: r.exclude ? idsOut(r.exclude) : undefined,
       sparse: r.sparse ? { indices: Array.from(r.sparse.indices), values: Array.from(r.sparse.values) } : undefined,
+      rule: r.rule ? { ...r.rule, examples: Buffer.from(r.rule.examples.buffer, r.rule.examples.byteOffset, r.rule.examples.byteLength).toString('base64') } : undefined,
     };
   } else if (kind === 'retrieve') {
     const r = req as RetrieveRequest;
@@ -135,6 +137,14 @@ export function encodeRead(kind: ReadKind, req: unknown): Buffer {
   return Buffer.from(JSON.stringify(body ?? null), 'utf8');
 }
 
+/** Little-endian f32 values from base64 (a rule's examples). */
+function f32FromBase64(text: string): Float32Array {
+  const raw = Buffer.from(text, 'base64');
+  const out = new Float32Array(raw.length / 4);
+  Buffer.from(out.buffer).set(raw);
+  return out;
+}
+
 export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
   const body = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
   if (kind === 'search') {
@@ -143,7 +153,9 @@ export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
     Buffer.from(vector.buffer).set(raw);
     const sp = body.sparse as { indices: number[]; values: number[] } | undefined;
     const sparse = sp ? { indices: Uint32Array.from(sp.indices), values: Float32Array.from(sp.values) } : undefined;
-    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse };
+    const ru = body.rule as (Omit<SearchRule, 'examples'> & { examples: string }) | undefined;
+    const rule = ru ? { ...ru, examples: f32FromBase64(ru.examples) } : undefined;
+    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse, rule };
   }
   if (kind === 'retrieve') return { ...body, ids: (body.ids as PointId[]).map((id) => normalizePointId(id)) };
   if (kind === 'scroll') return { ...body, offset: body.offset === null ? null : normalizePointId(body.offset) };

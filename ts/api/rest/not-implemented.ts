@@ -21,8 +21,6 @@ export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]
   ['POST', '/collections/{collection_name}/points/search/matrix/pairs'],
   ['POST', '/collections/{collection_name}/points/search/matrix/offsets'],
   ['POST', '/collections/{collection_name}/points/recommend/groups'],
-  ['POST', '/collections/{collection_name}/points/discover'],
-  ['POST', '/collections/{collection_name}/points/discover/batch'],
   // issues and quotas
   ['GET', '/quotas'],
   ['PUT', '/quotas'],

@@ -18,7 +18,7 @@ import { NotFoundError } from '../../common/errors';
 import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
 import { facetResponse, parseFacet } from '../request/facet';
-import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
+import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseDiscover, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
 function pathId(raw: string): PointKey {
@@ -129,5 +129,18 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseRecommend)), opts, lookupCollections(toc, r.access));
+  });
+
+  routes.addDirect('POST', '/collections/{collection_name}/points/discover', async (r) => {
+    const opts = readParams(r);
+    const c = collection(r);
+    const q = keyed(parseDiscover)(body(r));
+    return c.query(q.req, opts, q.shards, lookupCollections(toc, r.access));
+  });
+
+  routes.addDirect('POST', '/collections/{collection_name}/points/discover/batch', async (r) => {
+    const opts = readParams(r);
+    const c = collection(r);
+    return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseDiscover)), opts, lookupCollections(toc, r.access));
   });
 }
