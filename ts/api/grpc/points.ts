@@ -5,7 +5,7 @@
  * routes of ts/api/rest/collections.ts): it translates the message into the JSON form of
  * the same REST request (./convert), runs the same parser of ts/api/request, makes the
  * same collection or dispatcher call, and translates the result into the response
- * message. The RPCs whose REST routes answer 501 (groups, discover, distance
+ * message. The RPCs whose REST routes answer 501 (groups, distance
  * matrices, named vector changes) answer UNIMPLEMENTED naming the feature, after the
  * same access check.
  *
@@ -29,6 +29,7 @@ import {
   deleteVectorsOp,
   keyed,
   parseCount,
+  parseDiscover,
   parseQuery,
   parseRecommend,
   parseRetrieve,
@@ -65,7 +66,7 @@ import {
   type WithVectorsMsg,
   type WriteOrderingMsg,
 } from './convert/points';
-import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
+import { checkBatchItem, discoverPointsToJson, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, type DiscoverPointsMsg, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
 import { num, seconds, snakeEnum, timeoutSeconds } from './convert/common';
 import { parseVectorNameConfig } from '../../collection/config';
 import { mapToJson, type ValueMap } from './convert/value';
@@ -472,8 +473,31 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     SearchGroups: notServed(`POST ${C}/points/search/groups`, 'Search with grouping (SearchGroups)'),
     RecommendGroups: notServed(`POST ${C}/points/recommend/groups`, 'Recommendation with grouping (RecommendGroups)'),
     QueryGroups: notServed(`POST ${C}/points/query/groups`, 'Query with grouping (QueryGroups)'),
-    Discover: notServed(`POST ${C}/points/discover`, 'Discovery search (Discover)'),
-    DiscoverBatch: notServed(`POST ${C}/points/discover/batch`, 'Batched discovery search (DiscoverBatch)'),
+    Discover: {
+      access: `POST ${C}/points/discover`,
+      params: inCollection,
+      async handle(r: DiscoverPointsMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const q = keyed(parseDiscover)(discoverPointsToJson(r));
+        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
+        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
+      },
+    },
+    DiscoverBatch: {
+      access: `POST ${C}/points/discover/batch`,
+      params: inCollection,
+      async handle(r: ReadMsg & { discover_points?: DiscoverPointsMsg[] }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const items = r.discover_points ?? [];
+        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `discover_points[${i}]`));
+        const results = await c.queryBatch(batchOf({ searches: items.map(discoverPointsToJson) }, 'searches').map(keyed(parseDiscover)), opts, lookupCollections(toc, ctx.access));
+        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
+      },
+    },
     Facet: {
       access: `POST ${C}/facet`,
       params: inCollection,
