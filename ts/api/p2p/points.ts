@@ -119,7 +119,10 @@ function idsOut(keys: ReadonlyArray<{ kind: 'num' | 'uuid'; value: bigint | stri
 export function encodeRead(kind: ReadKind, req: unknown): Buffer {
   let body: unknown = req;
   if (kind === 'search') {
-    const r = req as SearchRequest;
+    // A search made from a query carries the query's own fields too (its kind, with
+    // example ids, prefetches, lookup_from): the replica needs none of them, and example
+    // ids hold bigints JSON cannot write.
+    const { query: _query, prefetch: _prefetch, lookupFrom: _lookupFrom, ...r } = req as SearchRequest & { query?: unknown; prefetch?: unknown; lookupFrom?: unknown };
     body = {
       ...r,
       vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'),
