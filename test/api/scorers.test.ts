@@ -138,6 +138,7 @@ test.before(async (t) => {
     await api.ok(t, 'PUT', POINTS, { params: { collection_name: name }, query: { wait: true }, body: { points } });
   }
   await api.ok(t, 'PUT', COLLECTION, { params: { collection_name: 'sc_sparse' }, body: { vectors: { d: { size: DIM, distance: 'Dot' } }, sparse_vectors: { s: {} } } });
+  await api.ok(t, 'PUT', COLLECTION, { params: { collection_name: 'sc_multi' }, body: { vectors: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' } } } });
   await waitFor('sc_euc indexed', async () => {
     const ci = (await api.send('GET', COLLECTION, { params: { collection_name: 'sc_euc' } })).body?.result;
     return ci?.status === 'green' && ci?.indexed_vectors_count === N;
@@ -240,5 +241,15 @@ test('rules inside prefetches, lookup_from, and what is refused', async (t) => {
   t.deepEqual(none.map((p: { id: number; score: number }) => [p.id, p.score]), [[1, 0], [2, 0], [3, 0]]);
   // Sparse vectors are not scored by rules: a clear 400.
   await api.error(t, 400, 'POST', QUERY, { params: { collection_name: 'sc_sparse' }, body: { query: { context: { positive: { indices: [1], values: [1] }, negative: { indices: [2], values: [1] } } }, using: 's' } }, /Context queries over the sparse vector "s" are not supported by Quiver/);
+  await api.error(t, 400, 'POST', QUERY, { params: { collection_name: 'sc_multi' }, body: { query: { recommend: { positive: [[[1, 0, 0, 0, 0, 0, 0, 0]]], strategy: 'best_score' } } } }, /The `best_score` recommend strategy queries over the multivector \(unnamed\) are not supported by Quiver/);
   await api.error(t, 400, 'POST', QUERY, { params: { collection_name: 'sc_cos' }, body: { query: { discover: { target: 1 } } } }, /missing field `context`/);
+  // A score threshold keeps scores at or above it, larger being better whatever the
+  // distance (Euclid here): the rule's score is not a distance.
+  const rule: Rule = { discover: [7, [[11, 12], [14, 15]]] };
+  const want = brute('Euclid', rule);
+  const threshold = want[12].score;
+  const withThreshold = { query: queryOf(rule), limit: 50, score_threshold: threshold, params: { exact: true } };
+  const kept = (await api.ok(t, 'POST', QUERY, { params: { collection_name: 'sc_euc' }, body: withThreshold })).points;
+  t.is(kept.length, want.filter((w) => w.score >= threshold).length);
+  t.true(kept.length >= 13 && kept.every((p: { score: number }) => p.score >= threshold));
 });
