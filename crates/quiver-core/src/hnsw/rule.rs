@@ -4,7 +4,8 @@
 //!
 //! Owns: the rules (how per-example similarities combine into one score, larger better)
 //! and `search_rule`, which walks the same graph as `search` with a scorer that computes
-//! every example's similarity to a slot and combines them, falls back to the exact scan
+//! every example's similarity to a slot and combines them (starting from near each
+//! example that marks a good region as well as where the rule's own descent ends), falls back to the exact scan
 //! where `search` does (flat index, `exact`, a small filter, a filter the graph cannot
 //! cover), and on a quantized index traverses on codes and rescores on the originals.
 //! Must never: allocate per visited node (the rule folds similarities as it reads them),
@@ -99,6 +100,16 @@ impl Rule {
         }
     }
 
+    /// Whether example `j` marks a region good results lie in (a positive, the target, a
+    /// pair's positive side): the walk starts from near each of them as well.
+    pub fn seeds_from(self, j: usize, positives: usize) -> bool {
+        match self {
+            Rule::BestScore | Rule::SumScores => j < positives,
+            Rule::Discover => j == 0 || j % 2 == 1,
+            Rule::Context => j % 2 == 0,
+        }
+    }
+
     /// The score of a candidate whose similarity to example `j` is `sim(j)`.
     #[inline(always)]
     pub fn score<F: FnMut(usize) -> f32>(self, examples: usize, positives: usize, mut sim: F) -> f32 {
@@ -170,6 +181,28 @@ impl<S: Scorer> Scorer for RuleScorer<S> {
 }
 
 impl Index {
+    /// The graph walk of a rule: a score over several examples can peak in several
+    /// places (near each positive of best_score, say) where one greedy descent finds one,
+    /// so level 0 starts from the descent by the rule and from a descent towards each
+    /// example that marks a good region, together.
+    fn graph_search_rule<S: Scorer>(&self, scorer: &RuleScorer<S>, ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
+        let mut eps = match self.descend(scorer) {
+            None => return Vec::new(),
+            Some(e) => vec![e],
+        };
+        for (j, part) in scorer.parts.iter().enumerate() {
+            if !scorer.rule.seeds_from(j, scorer.positives) {
+                continue;
+            }
+            if let Some(e) = self.descend(part) {
+                if !eps.contains(&e) {
+                    eps.push(e);
+                }
+            }
+        }
+        self.search_level0(scorer, &eps, ef, allow)
+    }
+
     /// Every allowed slot (or every live one) scored by `scorer`, the `k` best first.
     fn exact_scan_by<S: Scorer>(&self, scorer: &S, k: usize, allow: Option<&[u64]>) -> Vec<Cand> {
         let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(k + 1);
@@ -281,11 +314,11 @@ impl Index {
                 let mut cands = match &self.codes {
                     Codes::Scalar(sq) => {
                         let parts = prepared.iter().map(|q| SqScorer { index: self, sq, q: sq.prepare_query(self.config.distance, q) }).collect();
-                        self.graph_search(&RuleScorer { rule, positives, parts }, ef, bits)
+                        self.graph_search_rule(&RuleScorer { rule, positives, parts }, ef, bits)
                     }
                     Codes::Binary(bq) => {
                         let parts = prepared.iter().map(|q| BqScorer { index: self, bq, q: bq.prepare_query(self.config.distance, q) }).collect();
-                        self.graph_search(&RuleScorer { rule, positives, parts }, ef, bits)
+                        self.graph_search_rule(&RuleScorer { rule, positives, parts }, ef, bits)
                     }
                     Codes::F32 => unreachable!(),
                 };
@@ -298,7 +331,7 @@ impl Index {
                 }
                 cands
             } else {
-                self.graph_search(&raw, ef, bits)
+                self.graph_search_rule(&raw, ef, bits)
             };
             // As in `search`: a strict filter can cut the graph; scan what it allows.
             if allow.is_some() && res.len() < k && allowed > res.len() {
