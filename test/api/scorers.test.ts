@@ -10,7 +10,8 @@
  * server's source decides where the page and the document differ: best_score's
  * negative branch is -sigmoid(best negative), not its negated square). Example ids are
  * left out of the results; exact search equals the brute force, graph search finds
- * nearly as good points; bad input gets the reference's 400.
+ * nearly as good points; sparse vectors are scored by exact scan; bad input gets the
+ * reference's 400.
  */
 
 import test, { type ExecutionContext } from 'ava';
@@ -221,6 +222,49 @@ test('/points/discover and its batch: discovery with a target, context without',
   await api.error(t, 400, 'POST', DISCOVER, { params: { collection_name: 'sc_cos' }, body: { target: [1, 2], limit: 3 } }, /dim/);
 });
 
+test('sparse vectors: every rule by exact scan equals the brute force over dot products', async (t) => {
+  const sr = rng(31);
+  const sparse = new Map<number, Map<number, number>>();
+  for (let id = 1; id <= 120; id++) {
+    const m = new Map<number, number>();
+    for (let k = 0; k < 4; k++) m.set(Math.floor(sr() * 30), Math.fround(sr()));
+    sparse.set(id, m);
+  }
+  const wire = (m: Map<number, number>) => ({ indices: [...m.keys()], values: [...m.values()] });
+  await api.ok(t, 'PUT', POINTS, { params: { collection_name: 'sc_sparse' }, query: { wait: true }, body: { points: [...sparse].map(([id, m]) => ({ id, vector: { s: wire(m) } })) } });
+  const dot = (a: Map<number, number>, b: Map<number, number>) => [...a].reduce((s, [d, v]) => s + v * (b.get(d) ?? 0), 0);
+  const raw = new Map([[3, 0.5], [7, 1]]);
+  type SEx = number | Map<number, number>;
+  const of = (e: SEx) => (typeof e === 'number' ? sparse.get(e)! : e);
+  const ex = (e: SEx) => (typeof e === 'number' ? e : wire(e));
+  const cases: Array<{ query: object; examples: SEx[]; score: (s: (e: SEx) => number) => number }> = [
+    { query: { recommend: { positive: [1, raw], negative: [2], strategy: 'best_score' } }, examples: [1, raw, 2], score: (s) => (Math.max(s(1), s(raw)) > s(2) ? sigmoid(Math.max(s(1), s(raw))) : -sigmoid(s(2))) },
+    { query: { recommend: { positive: [1, 4], negative: [2], strategy: 'sum_scores' } }, examples: [1, 4, 2], score: (s) => s(1) + s(4) - s(2) },
+    { query: { discover: { target: 5, context: [{ positive: 6, negative: raw }] } }, examples: [5, 6, raw], score: (s) => Math.sign(s(6) - s(raw)) + sigmoid(s(5)) },
+    { query: { context: [{ positive: 8, negative: 9 }] }, examples: [8, 9], score: (s) => { const x = Math.min(s(8) - s(9) - 2 ** -23, 0); return x / (1 + Math.abs(x)); } },
+  ];
+  for (const k of cases) {
+    const body = { query: JSON.parse(JSON.stringify(k.query, (_key, v) => (v instanceof Map ? ex(v) : v))), using: 's', limit: 6 };
+    t.deepEqual(spec().validateSchema('QueryRequest', body), []);
+    const got = (await api.ok(t, 'POST', QUERY, { params: { collection_name: 'sc_sparse' }, body })).points as Array<{ id: number; score: number }>;
+    const skip = new Set(k.examples.filter((e): e is number => typeof e === 'number'));
+    const want = [...sparse].filter(([id]) => !skip.has(id)).map(([id, m]) => ({ id, score: k.score((e) => dot(of(e), m)) })).sort((a, b) => b.score - a.score || a.id - b.id).slice(0, 6);
+    t.deepEqual(got.map((p) => p.id), want.map((w) => w.id), JSON.stringify(k.query, (_key, v) => (v instanceof Map ? [...v] : v)));
+    got.forEach((p, i) => t.true(close(p.score, want[i].score), `sparse rank ${i}: ${p.score} vs ${want[i].score}`));
+  }
+  // In a prefetch, over the sparse vector, re-scored by a dense-free context query.
+  const pf = { prefetch: { query: { context: [{ positive: 8, negative: 9 }] }, using: 's', limit: 10 }, query: { recommend: { positive: [1], strategy: 'sum_scores' } }, using: 's', limit: 3 };
+  t.deepEqual(spec().validateSchema('QueryRequest', pf), []);
+  const loss = (m: Map<number, number>) => {
+    const x = Math.min(dot(sparse.get(8)!, m) - dot(sparse.get(9)!, m) - 2 ** -23, 0);
+    return x / (1 + Math.abs(x));
+  };
+  const pool = [...sparse].filter(([id]) => ![1, 8, 9].includes(id)).map(([id, m]) => ({ id, m, score: loss(m) })).sort((a, b) => b.score - a.score || a.id - b.id).slice(0, 10);
+  const wantPf = pool.map((p) => ({ id: p.id, score: dot(sparse.get(1)!, p.m) })).sort((a, b) => b.score - a.score || a.id - b.id).slice(0, 3);
+  const gotPf = (await api.ok(t, 'POST', QUERY, { params: { collection_name: 'sc_sparse' }, body: pf })).points as Array<{ id: number; score: number }>;
+  t.deepEqual(gotPf.map((p) => p.id), wantPf.map((w) => w.id), 'sparse prefetch');
+});
+
 test('rules inside prefetches, lookup_from, and what is refused', async (t) => {
   // A discovery prefetch re-scored by a context query over its candidates.
   const disc: Rule = { discover: [7, [[11, 12]]] };
@@ -239,8 +283,6 @@ test('rules inside prefetches, lookup_from, and what is refused', async (t) => {
   // A context query without pairs scores every point 0.
   const none = (await api.ok(t, 'POST', QUERY, { params: { collection_name: 'sc_cos' }, body: { query: { context: [] }, limit: 3 } })).points;
   t.deepEqual(none.map((p: { id: number; score: number }) => [p.id, p.score]), [[1, 0], [2, 0], [3, 0]]);
-  // Sparse vectors are not scored by rules: a clear 400.
-  await api.error(t, 400, 'POST', QUERY, { params: { collection_name: 'sc_sparse' }, body: { query: { context: { positive: { indices: [1], values: [1] }, negative: { indices: [2], values: [1] } } }, using: 's' } }, /Context queries over the sparse vector "s" are not supported by Quiver/);
   await api.error(t, 400, 'POST', QUERY, { params: { collection_name: 'sc_multi' }, body: { query: { recommend: { positive: [[[1, 0, 0, 0, 0, 0, 0, 0]]], strategy: 'best_score' } } } }, /The `best_score` recommend strategy queries over the multivector \(unnamed\) are not supported by Quiver/);
   await api.error(t, 400, 'POST', QUERY, { params: { collection_name: 'sc_cos' }, body: { query: { discover: { target: 1 } } } }, /missing field `context`/);
   // A score threshold keeps scores at or above it, larger being better whatever the

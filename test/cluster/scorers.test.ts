@@ -2,7 +2,7 @@
  * Queries scored by a rule over examples in a cluster of two real peers, with the
  * shards of one collection on both: discovery, context and the best_score / sum_scores
  * recommend strategies through either peer reach the remote shards over the replica
- * wire (the rule and its example vectors travel with the search), and the merged answer
+ * wire (the rule and its example vectors, dense or sparse, travel with the search), and the merged answer
  * equals the rule applied by hand to every point (Dot similarity; formulas as in
  * https://qdrant.tech/documentation/concepts/explore/), example ids left out.
  */
@@ -94,4 +94,24 @@ test('discover, context, best_score and sum_scores across peers equal the brute 
   const d = await call(c.peers[1].url, 'POST', `/collections/${name}/points/discover`, { target: 1, context: [{ positive: 2, negative: 3 }], limit: 3, params: { exact: true } });
   t.is(d.status, 200, JSON.stringify(d.body));
   t.is(d.body.result.length, 3);
+
+  // Sparse examples (an exact scan on each replica) cross the wire too.
+  const sname = 'scorers_sparse';
+  await createCollection(c, sname, { vectors: { size: DIM, distance: 'Dot' }, sparse_vectors: { s: {} }, shard_number: 4, replication_factor: 1 });
+  const sparse = new Map<number, Map<number, number>>();
+  for (let id = 1; id <= 80; id++) sparse.set(id, new Map([[Math.floor(r() * 12), Math.fround(r())], [12 + Math.floor(r() * 12), Math.fround(r())]]));
+  const wire = (m: Map<number, number>) => ({ indices: [...m.keys()], values: [...m.values()] });
+  const sup = await call(c.peers[1].url, 'PUT', `/collections/${sname}/points?wait=true`, { points: [...sparse].map(([id, m]) => ({ id, vector: { '': data.get(id)!, s: wire(m) } })) });
+  t.is(sup.status, 200, JSON.stringify(sup.body));
+  const sdot = (a: Map<number, number>, b: Map<number, number>) => [...a].reduce((acc, [k2, v]) => acc + v * (b.get(k2) ?? 0), 0);
+  const wantS = [...sparse]
+    .filter(([id]) => id !== 1 && id !== 2)
+    .map(([id, m]) => ({ id, score: sdot(sparse.get(1)!, m) - sdot(sparse.get(2)!, m) }))
+    .sort((a, b) => b.score - a.score || a.id - b.id)
+    .slice(0, 5);
+  for (const p of c.peers) {
+    const got = await call(p.url, 'POST', `/collections/${sname}/points/query`, { query: { recommend: { positive: [1], negative: [2], strategy: 'sum_scores' } }, using: 's', limit: 5 });
+    t.is(got.status, 200, JSON.stringify(got.body));
+    t.deepEqual(got.body.result.points.map((x: { id: number }) => x.id), wantS.map((w) => w.id), `sparse sum_scores via peer ${p.index}`);
+  }
 });

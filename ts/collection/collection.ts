@@ -1127,13 +1127,19 @@ export class Collection {
       const page = await this.scrollPage({ offset: null, limit: req.offset + req.limit, filter: req.filter, withPayload: req.withPayload, withVector: req.withVector }, opts, shards);
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
+    if (this.isSparse(req.using)) {
+      // Sparse vectors: an exact scan by the rule on every replica (examples by id read from this collection).
+      if (req.lookupFrom) throw new BadInputError(ruleUnsupported(plan, `the sparse vector ${JSON.stringify(req.using)} with lookup_from`));
+      const examples = await this.sparseExamples(plan.examples, req.using, opts, rings);
+      return this.search({ ...req, vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples }, exclude }, opts, rings);
+    }
     const vs = await this.exampleVectors(plan.examples, req.using, opts, rings, req.lookupFrom ?? null, others);
     return this.search({ ...req, vector: NO_VECTOR, rule: searchRule(plan, vs), exclude }, opts, rings);
   }
 
-  /** A rule query runs over a dense vector of one row per point: sparse and multivector names are refused. */
+  /** A rule query runs over a dense vector of one row per point, or a sparse vector (by exact scan): multivector names are refused. */
   private checkRuleVector(using: string, plan: RulePlan): void {
-    if (this.isSparse(using)) throw new BadInputError(ruleUnsupported(plan, `the sparse vector ${JSON.stringify(using)}`));
+    if (this.isSparse(using)) return;
     this.vectorSpec(using);
     if (this.multivectorDim(using) !== null) throw new BadInputError(ruleUnsupported(plan, `the multivector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`));
   }
@@ -1274,8 +1280,8 @@ export class Collection {
    * `offset + limit`, and the page is cut from their merge.
    */
   private search(req: SearchRequest, opts: ReadOptions, rings: readonly Ring[]): Promise<ScoredOut[]> {
-    const spec = req.sparse !== undefined ? null : this.vectorSpec(req.using);
-    if (req.sparse !== undefined) {
+    const spec = req.sparse !== undefined || req.sparseRule !== undefined ? null : this.vectorSpec(req.using);
+    if (req.sparse !== undefined || req.sparseRule !== undefined) {
       this.checkSparseName(req.using);
     } else if (req.rule !== undefined) {
       const n = req.rule.examples.length;

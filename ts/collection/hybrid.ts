@@ -21,7 +21,7 @@ import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest } f
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector } from './query';
 import { examplesOf, rulePlan, scoresNothing, searchRule } from './scorers';
 import type { SparseVec } from '../shard/operations';
-import { keyToJson, type OrderBy, type PointId, type SearchRequest, type SearchRule, type WithVector } from './replica';
+import { keyToJson, type OrderBy, type PointId, type SearchRequest, type WithVector } from './replica';
 
 /** The reference's default `k` of reciprocal rank fusion. */
 export const DEFAULT_RRF_K = 2;
@@ -248,8 +248,11 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
 const NO_VECTOR = new Float32Array(0);
 
 /** What a level searches with: a dense vector, a sparse one when `using` names a sparse vector, or a rule over examples. */
-async function queryVector<T extends Scored>(reads: HybridReads<T>, q: Exclude<QueryKind, { none: true } | { orderBy: unknown } | { fusion: unknown }>, level: Level): Promise<{ vector: Float32Array; sparse?: SparseVec; rule?: SearchRule }> {
+async function queryVector<T extends Scored>(reads: HybridReads<T>, q: Exclude<QueryKind, { none: true } | { orderBy: unknown } | { fusion: unknown }>, level: Level): Promise<Pick<SearchRequest, 'vector' | 'sparse' | 'rule' | 'sparseRule'>> {
   const plan = rulePlan(q);
+  if (plan !== null && reads.isSparse(level.using)) {
+    return { vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples: await reads.sparse(plan.examples, level.using) } };
+  }
   if (plan !== null) return { vector: NO_VECTOR, rule: searchRule(plan, await reads.vectors(plan.examples, level.using, level.lookupFrom)) };
   if ('discover' in q || 'context' in q) throw new Error('a rule query without a plan'); // rulePlan covers both
   if (reads.isSparse(level.using)) {

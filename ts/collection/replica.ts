@@ -89,6 +89,8 @@ export interface SearchRequest {
   sparse?: SparseVec;
   /** A search by a rule over examples (then `vector` is empty and unused). */
   rule?: SearchRule;
+  /** A search by a rule over sparse examples of the sparse vector `using` (an exact scan; `vector` is empty and unused). */
+  sparseRule?: { rule: SearchRule['rule']; positives: number; examples: SparseVec[] };
 }
 
 /** Points in id order from `offset` (inclusive). */

@@ -128,6 +128,7 @@ export function encodeRead(kind: ReadKind, req: unknown): Buffer {
       vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'),
       exclude: r.exclude ? idsOut(r.exclude) : undefined,
       sparse: r.sparse ? { indices: Array.from(r.sparse.indices), values: Array.from(r.sparse.values) } : undefined,
+      sparseRule: r.sparseRule ? { ...r.sparseRule, examples: r.sparseRule.examples.map((e) => ({ indices: Array.from(e.indices), values: Array.from(e.values) })) } : undefined,
       rule: r.rule ? { ...r.rule, examples: Buffer.from(r.rule.examples.buffer, r.rule.examples.byteOffset, r.rule.examples.byteLength).toString('base64') } : undefined,
     };
   } else if (kind === 'retrieve') {
@@ -158,7 +159,9 @@ export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
     const sparse = sp ? { indices: Uint32Array.from(sp.indices), values: Float32Array.from(sp.values) } : undefined;
     const ru = body.rule as (Omit<SearchRule, 'examples'> & { examples: string }) | undefined;
     const rule = ru ? { ...ru, examples: f32FromBase64(ru.examples) } : undefined;
-    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse, rule };
+    const sr = body.sparseRule as { rule: SearchRule['rule']; positives: number; examples: Array<{ indices: number[]; values: number[] }> } | undefined;
+    const sparseRule = sr ? { ...sr, examples: sr.examples.map((e) => ({ indices: Uint32Array.from(e.indices), values: Float32Array.from(e.values) })) } : undefined;
+    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse, rule, sparseRule };
   }
   if (kind === 'retrieve') return { ...body, ids: (body.ids as PointId[]).map((id) => normalizePointId(id)) };
   if (kind === 'scroll') return { ...body, offset: body.offset === null ? null : normalizePointId(body.offset) };
