@@ -23,6 +23,8 @@ export interface Dataset {
   /** Seconds the original preparation took (from the cache's meta), when known. */
   originalPrepareSeconds?: number;
   cached: boolean;
+  /** The cache file the vectors came from (float32 LE, base rows then query rows), when there is one. */
+  file?: string;
 }
 
 export interface GroundTruth {
@@ -45,6 +47,9 @@ export const ALL_LIBS = [
   'quiver-wasm',
   'hnswlib',
   'usearch',
+  // Anchors, run in a Python child process (bench/engine/anchors.py):
+  'faiss',
+  'hnswlib-native',
 ] as const;
 export type LibKey = (typeof ALL_LIBS)[number];
 
@@ -69,7 +74,7 @@ export interface Options {
   /** Suffix for result file names (default: today's date). */
   tag: string;
   python: string;
-  /** Allow `pip install` of the embeddings package when it is missing. */
+  /** Allow `pip install` of the embeddings package and of the anchors (scripts/install-bench-anchors.sh) when missing. */
   pipInstall: boolean;
   /** Run the event-loop lag probe (100k-point Quiver native build). */
   eventLoop: boolean;
@@ -130,9 +135,10 @@ export function parseArgs(argv: string[]): Options {
           const expanded =
             l === 'quiver' ? ['quiver-native', 'quiver-native-int8', 'quiver-native-binary', 'quiver-wasm']
             : l === 'peers' ? ['hnswlib', 'usearch']
+            : l === 'anchors' ? ['faiss', 'hnswlib-native']
             : [l];
           for (const e of expanded) {
-            if (!(ALL_LIBS as readonly string[]).includes(e)) throw new Error(`unknown lib ${e} (known: ${ALL_LIBS.join(',')}, quiver, peers)`);
+            if (!(ALL_LIBS as readonly string[]).includes(e)) throw new Error(`unknown lib ${e} (known: ${ALL_LIBS.join(',')}, quiver, peers, anchors)`);
             if (!out.includes(e as LibKey)) out.push(e as LibKey);
           }
         }
@@ -200,7 +206,7 @@ export function parseArgs(argv: string[]): Options {
 }
 
 export const USAGE = `usage: npm run bench:engine -- [--quick] [--datasets mnist,embeddings,synthetic]
-         [--libs quiver-native,quiver-native-int8,quiver-native-binary,quiver-wasm,hnswlib,usearch | quiver | peers]
+         [--libs quiver-native,quiver-native-int8,quiver-native-binary,quiver-wasm,hnswlib,usearch,faiss,hnswlib-native | quiver | peers | anchors]
          [--efs 16,32,64,128,256] [--reps 3] [--threads 2] [--[no-]single-thread-builds] [--no-eventloop]
          [--loader path/to/bindings/index] [--tag NAME] [--python python3] [--no-pip]`;
 

@@ -74,6 +74,7 @@ function readCached(bin: string, json: string, key: string): Dataset | null {
     prepareSeconds: 0,
     originalPrepareSeconds: meta.prepareSeconds,
     cached: true,
+    file: bin,
   };
 }
 
@@ -219,5 +220,6 @@ export function loadDataset(key: string, opts: Options): Dataset | DatasetSkip {
     prepareSeconds,
     originalPrepareSeconds: prepareSeconds,
     cached: false,
+    file: bin,
   };
 }

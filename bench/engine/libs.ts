@@ -50,7 +50,8 @@ export interface Series {
   /** Optional: all queries in one call (label says how, e.g. which threads). */
   batch?: {
     label: string;
-    run(q: QuerySet, ef: number): Promise<{ seconds: number; ids: number[][] }>;
+    /** cpuSeconds: CPU time of the call where it ran in another process (else this process's is measured). */
+    run(q: QuerySet, ef: number): Promise<{ seconds: number; ids: number[][]; cpuSeconds?: number }>;
   };
 }
 

@@ -83,6 +83,71 @@ export interface Results {
 
 type Curve = { series: string; points: { ef: number; recall: number; qps: number }[] };
 
+/** The anchor curves (named by bench/engine/anchors.ts). */
+const ANCHORS = [
+  { series: 'faiss-hnsw', name: 'FAISS IndexHNSWFlat', batch: 'search(all queries, 1 thread)' },
+  { series: 'hnswlib-native', name: 'hnswlib -march=native', batch: 'knn_query(all queries, 1 thread)' },
+] as const;
+
+export interface AnchorRatio {
+  anchor: string;
+  /** Quiver native searchBatch vs the anchor's one-call batch, QPS interpolated at recall 0.95. */
+  batch: { quiver: number | null; anchor: number | null; ratio: number | null; note: string };
+  /** One awaited Quiver call per query vs one anchor call per query (from Python). */
+  perCall: { quiver: number | null; anchor: number | null; ratio: number | null; note: string };
+  /** The batch ratio with QPS per CPU second of the call (see batchCpuCurves). */
+  batchCpu: { quiver: number | null; anchor: number | null; ratio: number | null; note: string };
+}
+
+/** Quiver native against each anchor present in the rows, at recall@10 = 0.95. */
+export function anchorRatios(rows: Row[], dataset: string, target = 0.95): AnchorRatio[] {
+  const cs = curves(rows, dataset);
+  const bs = batchCurves(rows, dataset);
+  const out: AnchorRatio[] = [];
+  const r = (a: number | null, b: number | null) => (a !== null && b !== null && b > 0 ? a / b : null);
+  for (const a of ANCHORS) {
+    const ac = cs.find((c) => c.series === a.series);
+    const ab = bs.find((c) => c.series === a.series);
+    if (!ac && !ab) continue;
+    const qb = qpsAtRecall(bs.find((c) => c.series === 'quiver-native'), target);
+    const anb = qpsAtRecall(ab, target);
+    const qc = qpsAtRecall(cs.find((c) => c.series === 'quiver-native'), target);
+    const anc = qpsAtRecall(ac, target);
+    const cpu = batchCpuCurves(rows, dataset);
+    const qcpu = qpsAtRecall(cpu.find((c) => c.series === 'quiver-native'), target);
+    const acpu = qpsAtRecall(cpu.find((c) => c.series === a.series), target);
+    out.push({
+      anchor: a.series,
+      batch: { quiver: qb.qps, anchor: anb.qps, ratio: r(qb.qps, anb.qps), note: `quiver ${qb.note}; anchor ${anb.note}` },
+      perCall: { quiver: qc.qps, anchor: anc.qps, ratio: r(qc.qps, anc.qps), note: `quiver ${qc.note}; anchor ${anc.note}` },
+      batchCpu: { quiver: qcpu.qps, anchor: acpu.qps, ratio: r(qcpu.qps, acpu.qps), note: `quiver ${qcpu.note}; anchor ${acpu.note}` },
+    });
+  }
+  return out;
+}
+
+function anchorSummary(res: Results): string[] {
+  const lines: string[] = [];
+  for (const ds of res.datasets) {
+    if (ds.skipped) continue;
+    for (const a of anchorRatios(res.rows, ds.key)) {
+      const x = (v: number | null) => (v === null ? 'n/a' : `**${v.toFixed(2)}×**`);
+      lines.push(`| ${ds.key} | ${a.anchor} | ${fmtInt(a.batch.quiver)} | ${fmtInt(a.batch.anchor)} | ${x(a.batch.ratio)} | ${a.batchCpu.ratio === null ? 'n/a' : `${a.batchCpu.ratio.toFixed(2)}×`} | ${fmtInt(a.perCall.quiver)} | ${fmtInt(a.perCall.anchor)} | ${x(a.perCall.ratio)} |`);
+    }
+  }
+  if (!lines.length) return [];
+  return [
+    '## Quiver native against the anchors at recall@10 = 0.95',
+    '',
+    'QPS interpolated log-linearly on each QPS/recall curve between the two efs around 0.95 (as for every ratio below). *Batch*: all queries in one call on one thread (Quiver `searchBatch` on its worker thread; FAISS `search`, hnswlib `knn_query` with one thread). *Batch ratio by CPU time*: the same with queries per CPU second of the call (steadier than wall time when other work takes the core part of the time; Quiver\'s CPU is its whole process\'s, the anchors\' their child\'s). *Per call*: one query per call (Quiver: one awaited `search()`; the anchors: one call from a Python loop).',
+    '',
+    '| data set | anchor | quiver-native batch QPS | anchor batch QPS | batch ratio | batch ratio by CPU time | quiver-native per-call QPS | anchor per-call QPS | per-call ratio |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...lines,
+    '',
+  ];
+}
+
 export function curves(rows: Row[], dataset: string): Curve[] {
   const out = new Map<string, Curve>();
   for (const r of rows) {
@@ -104,6 +169,22 @@ export function batchCurves(rows: Row[], dataset: string): Curve[] {
   }
   for (const c of out.values()) c.points.sort((a, b) => a.ef - b.ef);
   return [...out.values()];
+}
+
+/**
+ * The batch curves with QPS per CPU second (queries / CPU seconds of the call) instead of
+ * per wall second: on a machine where other work takes the core away part of the time,
+ * this is the steadier figure of a one-thread call.
+ */
+export function batchCpuCurves(rows: Row[], dataset: string): Curve[] {
+  return batchCurves(rows, dataset).map((c) => {
+    const pts = c.points.flatMap((p) => {
+      const r = rows.find((x) => x.dataset === dataset && x.kind === 'query' && x.series === c.series && x.ef === p.ef);
+      const cpw = r?.batchCpuPerWall;
+      return cpw && cpw > 0 ? [{ ...p, qps: p.qps / cpw }] : [];
+    });
+    return { series: c.series, points: pts };
+  });
 }
 
 /** QPS at a target recall: log-linear interpolation between the two efs around it. */
@@ -160,6 +241,7 @@ export function markdown(res: Results): string {
   L.push('');
   L.push('Columns: *QPS* = queries per second with one query in flight at a time (sequential, one caller; Quiver awaits each `search()` of the async API, the peers are synchronous calls); *p50/p99* = per-query latency; *batch QPS* = all queries in one call (Quiver `searchBatch`, usearch `search(matrix, threads)`), with *batch CPU/wall* showing how many cores that call used; *recall@10* against exact brute force (ties at the 10th distance count as hits); *build s* = wall seconds of the add call(s); *threads asked* = the thread count passed to the build (hnswlib-node: 1, it has no parallel insert); *CPU/wall* = process CPU seconds over wall seconds during the build, i.e. the parallelism actually used (a backend may ignore the thread count, and a busy machine lowers it); *loop lag* = largest delay of a 10 ms `setInterval` during the build; *bytes/vector* by the method named; *RSS Δ/vector* = resident-set growth across the build divided by the vector count (approximate).');
   L.push('');
+  L.push(...anchorSummary(res));
   if (res.eventLoop) {
     const e = res.eventLoop as Record<string, unknown>;
     L.push(`**Event loop during a Quiver native build** (${e.source}): ${fmtInt(e.n as number)} points × ${e.dim}-d, build ${fmt(e.buildSeconds as number, 2)} s, max setInterval(10 ms) lag **${fmt(e.maxLagMs as number, 1)} ms** (p99 ${fmt(e.p99LagMs as number, 1)} ms) over ${e.ticks} ticks.${e.note ? ` ${e.note}.` : ''}`);
@@ -251,8 +333,20 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
   pair('Quiver native searchBatch on one worker thread / usearch QPS', nativeBatch, us);
   pair('Quiver native searchBatch on one worker thread / usearch search(matrix, 1 thread)', nativeBatch, usBatch);
   pair('Quiver WASM searchBatch / Quiver native searchBatch', wasmBatch, nativeBatch);
+  for (const a of ANCHORS) {
+    const ab = bs.find((c) => c.series === a.series);
+    const ac = get(a.series);
+    if (!ab && !ac) continue;
+    pair(`Quiver native searchBatch on one worker thread / ${a.name} ${a.batch} (anchor)`, nativeBatch, ab);
+    pair(`Quiver native QPS (one awaited call per query) / ${a.name} one call per query from Python (anchor)`, native, ac);
+  }
   L.push('');
   for (const [n, c] of [['quiver-native', native], ['quiver-wasm', wasm], ['hnswlib-node', hnsw], ['usearch', us], ['quiver-native int8', int8]] as const) {
+    if (!c) continue;
+    const a = at(c);
+    L.push(`- ${n}: ${a.qps === null ? 'n/a' : fmtInt(a.qps)} QPS at 0.95 (${a.note}); first ef ≥ 0.95 → ${desc(c)}`);
+  }
+  for (const [n, c] of [['quiver-native searchBatch', nativeBatch], ...ANCHORS.map((a) => [`${a.series} batch`, bs.find((x) => x.series === a.series)] as const)] as const) {
     if (!c) continue;
     const a = at(c);
     L.push(`- ${n}: ${a.qps === null ? 'n/a' : fmtInt(a.qps)} QPS at 0.95 (${a.note}); first ef ≥ 0.95 → ${desc(c)}`);
@@ -277,6 +371,12 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
   if (n1 && u1) L.push(`- Build time at 1 thread, Quiver native / usearch: ${fmt(n1.buildSeconds, 2)} s / ${fmt(u1.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, u1.buildSeconds)}`);
   const hRow = firstRow('hnswlib-node');
   if (n1 && hRow) L.push(`- Build time at 1 thread, Quiver native / hnswlib-node: ${fmt(n1.buildSeconds, 2)} s / ${fmt(hRow.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, hRow.buildSeconds)}`);
+  for (const a of ANCHORS) {
+    const aRow = firstRow(a.series);
+    if (!aRow) continue;
+    if (n1) L.push(`- Build time at 1 thread, Quiver native / ${a.series}: ${fmt(n1.buildSeconds, 2)} s / ${fmt(aRow.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, aRow.buildSeconds)}`);
+    else if (nRow) L.push(`- Build time Quiver native (${nRow.buildThreads} threads) / ${a.series} (1 thread): ${fmt(nRow.buildSeconds, 2)} s / ${fmt(aRow.buildSeconds, 2)} s = ${ratio(nRow.buildSeconds, aRow.buildSeconds)} (no 1-thread Quiver build in this run)`);
+  }
   const iRow = firstRow('quiver-native int8');
   if (iRow && nRow && int8 && native) {
     L.push(`- int8 bytes/vector vs f32: ${fmt(iRow.bytesPerVector ?? undefined, 1)} / ${fmt(nRow.bytesPerVector ?? undefined, 1)} = ${ratio(iRow.bytesPerVector, nRow.bytesPerVector)} (scored vectors: ${fmt(iRow.memoryDetail?.vectorBytesPerVector as number, 1)} vs ${fmt(nRow.memoryDetail?.vectorBytesPerVector as number, 1)}; f32 originals in memory: ${fmt(iRow.memoryDetail?.originalBytesPerVector as number, 1)}${iRow.memoryDetail?.originalsOnDisk ? ', moved to a mapped file by moveOriginalsToDisk' : ''})`);
@@ -301,9 +401,13 @@ export function plotFor(res: Results, d: DatasetInfo): string {
       ...curves(res.rows, d.key),
       // Quiver's engine speed on one thread without the per-call hop between threads.
       ...batchCurves(res.rows, d.key)
-        .filter((c) => c.series === 'quiver-native')
-        .map((c) => ({ ...c, series: 'quiver-native batch, 1 thr' })),
+        .filter((c) => c.series === 'quiver-native' || ANCHORS.some((a) => a.series === c.series))
+        .map((c) => ({ ...c, series: `${c.series} batch, 1 thr` })),
     ],
+    anchorRatios(res.rows, d.key).flatMap((a) => [
+      `@0.95 native / ${a.anchor}:`,
+      `  batch ${a.batch.ratio === null ? 'n/a' : `${a.batch.ratio.toFixed(2)}×`}, per call ${a.perCall.ratio === null ? 'n/a' : `${a.perCall.ratio.toFixed(2)}×`}`,
+    ]),
   );
 }
 
@@ -318,14 +422,18 @@ const COLORS: Record<string, string> = {
   'quiver-native binary x4': '#e377c2',
   'hnswlib-node': '#1f77b4',
   usearch: '#2ca02c',
+  'faiss-hnsw': '#393b79',
+  'faiss-hnsw batch, 1 thr': '#393b79',
+  'hnswlib-native': '#bcbd22',
+  'hnswlib-native batch, 1 thr': '#bcbd22',
 };
-const FALLBACK = ['#17becf', '#bcbd22', '#7f7f7f', '#393b79'];
+const FALLBACK = ['#17becf', '#7f7f7f', '#843c39', '#637939'];
 
 function xmlEsc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
-export function svgPlot(title: string, subtitle: string, cs: Curve[]): string {
+export function svgPlot(title: string, subtitle: string, cs: Curve[], notes: string[] = []): string {
   const W = 900;
   const H = 560;
   const ml = 80, mr = 250, mt = 70, mb = 60;
@@ -398,6 +506,10 @@ export function svgPlot(title: string, subtitle: string, cs: Curve[]): string {
     if (off) legend.push(`<text x="${ml + pw + 52}" y="${ly + 15}" font-size="9" fill="#666">${xmlEsc(off.trim())}</text>`);
   });
   out.push(...legend);
+  notes.forEach((n, j) => {
+    const y = mt + 10 + cs.length * 26 + 8 + j * 15;
+    out.push(`<text x="${ml + pw + 15}" y="${y}" font-size="11" fill="#222" xml:space="preserve">${xmlEsc(n)}</text>`);
+  });
   out.push('</svg>');
   return out.join('\n');
 }

@@ -466,6 +466,16 @@ test.serial('lookup_from needs read access to the collection it looks up too', a
   t.is(ro.status, 404, ro.text);
 });
 
+test.serial('with_lookup of a grouped query needs read access to the collection it looks up too', async (t) => {
+  const body = { query: 1, group_by: 'g', limit: 1, group_size: 1, with_lookup: C2 };
+  const only = await hs({ access: [{ collection: C, access: 'r' }] });
+  const r1 = await send(server.url, 'POST', `/collections/${C}/points/query/groups`, bearer(only), body);
+  isForbidden(t, r1, `Forbidden: Access to collection ${C2} is required`, 'with_lookup outside the token');
+  const both = await hs({ access: [{ collection: C, access: 'r' }, { collection: C2, access: 'r' }] });
+  const r2 = await send(server.url, 'POST', `/collections/${C}/points/query/groups`, bearer(both), body);
+  t.is(r2.status, 200, r2.text);
+});
+
 test.serial('tokens signed with the old api key are refused (403) after a restart with a new key', async (t) => {
   const old = await hs({ sub: 'x', access: 'm' });
   const oldScoped = await hs({ sub: 'x', access: [{ collection: C, access: 'rw' }] });

@@ -924,13 +924,14 @@ test.serial('recommend: positive and negative examples, by id and by vector; rec
   t.is(await codeOf(t, () => points.recommend({ collectionName: PLAIN, limit: 1n })), 'InvalidArgument');
 });
 
-test.serial('what the server does not serve answers UNIMPLEMENTED with a message naming it', async (t) => {
-  const err = await t.throwsAsync(() =>
-    api().points.searchGroups({ collectionName: PLAIN, vector: [1, 0, 0, 0], groupBy: 'city', limit: 2, groupSize: 1 }),
-  );
-  t.true(err instanceof ConnectError);
-  t.is((err as ConnectError).code, ConnectErrorCode.Unimplemented);
-  t.regex((err as ConnectError).rawMessage, /group/i);
+test.serial('searchGroups: the best hit of each city, best group first', async (t) => {
+  const res = await call('searchGroups', () => api().points.searchGroups({ collectionName: PLAIN, vector: [1, 0, 0, 0], groupBy: 'city', limit: 2, groupSize: 1 }));
+  const groups = res.result?.groups ?? [];
+  t.is(groups.length, 2);
+  const cities = groups.map((g) => (g.id?.kind.case === 'stringValue' ? g.id.kind.value : null));
+  t.true(cities.every((c) => c !== null) && cities[0] !== cities[1], JSON.stringify(cities));
+  t.true(groups.every((g) => g.hits.length === 1));
+  t.true(groups[0].hits[0].score >= groups[1].hits[0].score);
 });
 
 // -- deletes, aliases ---------------------------------------------------------------------------

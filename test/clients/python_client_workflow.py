@@ -515,6 +515,31 @@ def workflow(client: QdrantClient, url: str, grpc: bool) -> None:
         r = client.query_points(PLAIN, query_filter=models.Filter(must=[city("Rome")]), limit=10)
         eq(sorted(ids(r.points)), [7, 8], "no query: filter only")
 
+    @step("query_points_groups: the best hits per city, as grouping the exact ranking by hand; with_lookup")
+    def _():
+        exact = models.SearchParams(exact=True)
+        full = client.query_points(PLAIN, query=[1, 0, 0, 0], limit=100, with_payload=True, search_params=exact).points
+        order, hits = [], {}
+        for p in full:
+            c = (p.payload or {}).get("city")
+            if not isinstance(c, str):
+                continue
+            if c not in hits:
+                order.append(c)
+                hits[c] = []
+            if len(hits[c]) < 2:
+                hits[c].append(p.id)
+        want = [(c, hits[c]) for c in order[:3]]
+        if len(want) < 2:
+            raise AssertionError(f"the data has too few cities to group: {want}")
+        r = client.query_points_groups(PLAIN, group_by="city", query=[1, 0, 0, 0], limit=3, group_size=2, search_params=exact)
+        eq([(g.id, [h.id for h in g.hits]) for g in r.groups], want, "groups")
+        eq([h.payload["city"] for g in r.groups for h in g.hits], [c for c, ids_ in want for _ in ids_], "payload of the hits (with_payload defaults to true)")
+        r = client.query_points_groups(
+            PLAIN, group_by="city", query=[1, 0, 0, 0], limit=1, group_size=1, with_payload=False, with_lookup=models.WithLookup(collection=NAMED)
+        )
+        eq((r.groups[0].id, r.groups[0].hits[0].payload, r.groups[0].lookup), (want[0][0], None, None), "a city is not a point id: no lookup")
+
     @step("query_points with using: named vectors")
     def _():
         r = client.query_points(NAMED, query=[1, 0, 0, 0], using="image", limit=2)

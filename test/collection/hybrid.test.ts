@@ -57,6 +57,9 @@ test('the plan: leaves get every filter above them and their limits; fusion cuts
     multivectorDim: () => null,
     sparse: async () => [],
     shape: async (page) => page.map((p) => ({ ...p, shaped: true })),
+    sample: async () => [],
+    distance: () => 'Dot',
+    matching: async () => [],
   };
   const f = (k: string): Filter => ({ must: [{ key: k, match: { value: 1 } }] });
   const leaf = (using: string, limit: number, filter: Filter | null = null): Prefetch => ({ prefetch: [], query: { nearest: { vector: new Float32Array([1]) } }, using, filter, limit, scoreThreshold: null, lookupFrom: null });

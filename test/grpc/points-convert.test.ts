@@ -332,14 +332,13 @@ test('Query: each kind of query becomes the REST body; what Quiver does not serv
     [{ query: { recommend: { strategy: 'SumScores' } } }, /^bad_request: .*At least one positive or negative vector ID required with this strategy/],
     [{ query: { discover: { context: { pairs: [] } } } }, /missing field `target`/],
     [{ query: { fusion: 'RRF' } }, /^bad_input: Wrong input: cannot apply Fusion without prefetches/],
-    [{ query: { sample: 'Random' } }, /`sample` queries are not supported/],
-    [{ query: { formula: {} } }, /`formula` queries are not supported/],
     [{ query: { rrf: {} }, using: 'image', prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }] }, /^bad_request: Bad request: Fusion queries cannot be combined with the 'using' field/],
     [{ query: { relevance_feedback: {} } }, /`relevance_feedback` queries are not supported/],
-    [{ query: { nearest_with_mmr: { nearest: { dense: { data: [1] } }, mmr: { diversity: 0.5 } } } }, /maximal marginal relevance is not supported/],
     [{ prefetch: [{ limit: '3' }] }, /^bad_request: Bad request: A query is needed to merge the prefetches/],
     [{ query: { rrf: { weights: [1, 2] } }, prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }] }, /^bad_input: Wrong input: Number of weights in RRF should match number of pre-fetches: got 2, expected 1/],
     [{ query: { fusion: 'RRF' }, prefetch: [{ query: { fusion: 'DBSF' } }] }, /^bad_input: Wrong input: cannot apply Fusion without prefetches/],
+    [{ query: { formula: { expression: { variant: 'variable', variable: '$score' } } } }, /^bad_request: .*formula .*needs at least one prefetch/],
+    [{ query: { nearest_with_mmr: { nearest: { dense: { data: [1] } }, mmr: { diversity: 2 } } } }, /^validation: .*diversity/],
     [{ limit: '0' }, /^validation: .*limit: value 0 invalid/],
   ];
   for (const [m, pattern] of refused) t.regex(kindOf(() => parseQuery(body(m))), pattern, JSON.stringify(m));
@@ -443,4 +442,51 @@ test('answers: records, scored points and update results encode and decode as a 
   t.like(scored.result[0], { score: 0.75, version: '3' });
   t.deepEqual(res('Upsert', { result: updateResultOut({ operation_id: 12, status: 'completed' }), time: 0 }).result, { operation_id: '12', status: 'Completed', _operation_id: 'operation_id' });
   t.deepEqual(res('CreateFieldIndex', { result: updateResultOut({ operation_id: null, status: 'acknowledged' }), time: 0 }).result, { status: 'Acknowledged' });
+});
+
+test('Query: formula (every Expression variant), sample and nearest_with_mmr become the REST body and parse', (t) => {
+  const body = (m: object) => queryPointsToJson(req('Query', { collection_name: 'c', prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }], ...m }));
+  const v = (variable: string) => ({ variable });
+  const k = (constant: number) => ({ constant });
+  const expression = {
+    sum: {
+      sum: [
+        v('$score'),
+        { mult: { mult: [k(0.5), { condition: { field: { key: 'tag', match: { keyword: 'x' } } } }] } },
+        { div: { left: v('price'), right: k(2), by_zero_default: 1 } },
+        { neg: { abs: { sqrt: { pow: { base: v('$score[1]'), exponent: k(2) } } } } },
+        { exp: { log10: { ln: k(3) } } },
+        { geo_distance: { origin: { lat: 1, lon: 2 }, to: 'loc' } },
+        { exp_decay: { x: { datetime_key: 'at' }, target: { datetime: '2026-01-01T00:00:00Z' }, scale: 86400, midpoint: 0.5 } },
+        { gauss_decay: { x: v('n') } },
+        { lin_decay: { x: v('n'), target: k(3), scale: 2 } },
+      ],
+    },
+  };
+  const json = body({ query: { formula: { expression, defaults: { price: { double_value: 3 }, '$score[1]': { integer_value: '0' } } } } });
+  t.deepEqual(json.query, {
+    formula: {
+      sum: [
+        '$score',
+        { mult: [0.5, { key: 'tag', match: { value: 'x' } }] },
+        { div: { left: 'price', right: 2, by_zero_default: 1 } },
+        { neg: { abs: { sqrt: { pow: { base: '$score[1]', exponent: 2 } } } } },
+        { exp: { log10: { ln: 3 } } },
+        { geo_distance: { origin: { lat: 1, lon: 2 }, to: 'loc' } },
+        { exp_decay: { x: { datetime_key: 'at' }, target: { datetime: '2026-01-01T00:00:00Z' }, scale: 86400, midpoint: 0.5 } },
+        { gauss_decay: { x: 'n' } },
+        { lin_decay: { x: 'n', target: 3, scale: 2 } },
+      ],
+    },
+    defaults: { price: 3, '$score[1]': 0 },
+  });
+  const q = parseQuery(json).query;
+  t.true('formula' in q);
+  t.deepEqual(parseQuery(body({ query: { sample: 'Random' } })).query, { sample: 'random' });
+  const m = parseQuery(body({ query: { nearest_with_mmr: { nearest: { dense: { data: [1, 0] } }, mmr: { diversity: 0.25, candidates_limit: 40 } } } })).query;
+  t.deepEqual(m, { nearest: { vector: Float32Array.of(1, 0) }, mmr: { lambda: 0.75, candidatesLimit: 40 } });
+  // A formula nested deeper than the parser's bound is refused while it is translated.
+  let deep: object = v('$score');
+  for (let i = 0; i < 80; i++) deep = { neg: deep };
+  t.regex(kindOf(() => body({ query: { formula: { expression: deep } } })), /^bad_input: .*nested deeper/);
 });

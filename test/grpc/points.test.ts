@@ -4,8 +4,7 @@
  * the REST answer to the same request over the same data (same points, same payloads and
  * vectors, same scores in the same order); writes made through gRPC on one collection
  * and through REST on its twin leave both the same; every error kind answers its status
- * code with the REST text, and a refused request changes nothing; the RPCs REST answers
- * 501 for answer UNIMPLEMENTED naming the feature.
+ * code with the REST text, and a refused request changes nothing.
  *
  * One server for the file. The read-only collections `pts` (unnamed vectors, integer and
  * UUID ids) and `named` (two named vectors) are filled once in `before` through REST;
@@ -541,20 +540,6 @@ test('error kinds answer their status with the REST message, and a refused write
   const bigRest = await fetch(`${q.server.url}/collections/g_err/points?wait=true`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"points":[{"id":18446744073709551615,"vector":[1,2,3,4]}]}' });
   t.is(big, ((await bigRest.json()) as Json).status.error);
   t.deepEqual(await contents(t, 'g_err'), before);
-});
-
-test('the RPCs REST answers 501 for answer UNIMPLEMENTED naming the feature', async (t) => {
-  const cases: Array<[string, RegExp]> = [
-    ['SearchGroups', /grouping .*POST \/collections\/\{collection_name\}\/points\/search\/groups/],
-    ['RecommendGroups', /grouping .*points\/recommend\/groups/],
-    ['QueryGroups', /grouping .*points\/query\/groups/],
-    ['SearchMatrixPairs', /distance matrix/],
-    ['SearchMatrixOffsets', /distance matrix/],
-  ];
-  for (const [rpc, message] of cases) {
-    const details = await expectCode(t, rpc, { ...inC('pts') }, 'UNIMPLEMENTED', message);
-    t.regex(details, /^Not implemented: .* is not available in this version of Quiver yet$/);
-  }
 });
 
 test('CreateVectorName and DeleteVectorName change the collection as REST does; datatype and multivector forms translate both ways', async (t) => {

@@ -41,9 +41,13 @@ import { LocalReplica } from './local-replica';
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
 import { examplesOf, rulePlan, ruleUnsupported, scoresNothing, searchRule, type RulePlan } from './scorers';
+import { bothFilters } from './hybrid';
+import { randomPick, vectorOf } from './query-kinds';
+import { nearestInSample, type MatrixEntry } from './mmr';
 import type { SparseVec } from '../shard/operations';
 import { F16_MAX } from '../shard/sparse-store';
 import { facetHits, type FacetHit, type FacetRequest } from './facet';
+import { runGroups, type GroupReads, type GroupsRequest, type PointGroup, type ScoreOrder } from './groups';
 import {
   compareIds,
   DEFAULT_READ,
@@ -105,6 +109,23 @@ export interface RecordOut {
 
 /** A scored point as the API returns it (the records replicas return are in this shape already, but for the shard key). */
 export type ScoredOut = ScoredRecord & { shard_key?: ShardKey };
+
+/** A distance matrix request: how many points to sample, how many neighbours each, over which vector and filter. */
+export interface MatrixRequest {
+  filter: Filter | null;
+  sample: number;
+  limit: number;
+  using: string;
+}
+
+/** The sampled ids (in the matrix's order) and each one's nearest others, by index into `ids`. */
+export interface MatrixAnswer {
+  ids: PointId[];
+  entries: MatrixEntry[];
+}
+
+/** Ids read per scroll page when sampling at random. */
+const SAMPLE_PAGE = 8192;
 
 /** The local replica's peer id on a single node (no placement: the id is never compared). */
 const STANDALONE_PEER = '';
@@ -183,6 +204,11 @@ function recordOut(r: PointRecord & { shard_key?: ShardKey }): RecordOut {
   if (r.vector !== undefined) out.vector = r.vector;
   if (r.shard_key !== undefined) out.shard_key = r.shard_key;
   return out;
+}
+
+/** Records by id text as the API shows them. */
+function recordsOut(m: Map<string, PointRecord & { shard_key?: ShardKey }>): Map<string, RecordOut> {
+  return new Map([...m].map(([k, r]) => [k, recordOut(r)]));
 }
 
 /** The text of a point id in messages. */
@@ -358,6 +384,7 @@ export class Collection {
       peerId: peer !== undefined && /^[0-9]{1,20}$/.test(peer) && BigInt(peer) < 1n << 64n ? BigInt(peer) : this.nodePeerId,
       flushIntervalMs: config.optimizer_config.flush_interval_sec * 1000,
       payloadIndexes: payload_schema,
+      onDiskPayload: config.params.on_disk_payload,
       logger: this.logger.child({ shard: id }),
       preloaded,
     });
@@ -660,6 +687,8 @@ export class Collection {
       s.setFlushInterval(next.optimizer_config.flush_interval_sec * 1000);
       s.kick();
     }
+    // on_disk_payload: each shard moves its payloads to disk or into memory now.
+    await Promise.all(this.present().map((s) => s.setPayloadOnDisk(next.params.on_disk_payload)));
   }
 
   /** The local replicas this peer holds (collection info, config changes, checkpoints, close). */
@@ -1064,13 +1093,55 @@ export class Collection {
    */
   async query(req: QueryRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, others: CollectionLookup | null = null): Promise<ScoredOut[]> {
     this.strict.read({ limit: req.limit, filter: req.filter, hnswEf: req.hnswEf, exact: req.exact, oversampling: req.quantization?.oversampling }, opts.timeout);
+    return this.queryChecked(req, opts, shards, others);
+  }
+
+  /**
+   * A grouped query (groups.ts runs its rounds through this collection's query, past
+   * strict mode, which checks the request once here as the reference does: its limit
+   * is groups × group size, and the key must have an index that answers `match` when
+   * unindexed filtering is refused).
+   */
+  async queryGroups(req: GroupsRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null, others: CollectionLookup | null = null): Promise<PointGroup[]> {
+    const q = req.query;
+    this.strict.read({ limit: q.limit * req.groupSize, filter: q.filter, hnswEf: q.hnswEf, exact: q.exact, oversampling: q.quantization?.oversampling }, opts.timeout);
+    this.strict.groupBy(req.groupBy);
+    this.checkWithVector(q.withVector);
+    const lookup = req.withLookup;
+    let source: Collection | null = null;
+    if (lookup !== null) {
+      if (others === null) throw new BadInputError('with_lookup: looking up another collection is not available to this caller');
+      source = others(lookup.collection);
+      source.checkWithVector(lookup.withVector);
+    }
+    const rings = this.readRings(shards);
+    const reads: GroupReads = {
+      query: (r, o) => this.queryChecked(r, o, shards, others),
+      records: async (ids, wp, wv, o) => recordsOut(await this.lookup(ids, wp, wv, o, rings)),
+      lookup: async (ids, wp, wv, o) => recordsOut(await source!.lookup(ids, wp, wv, o, source!.readRings(null))),
+    };
+    return runGroups(reads, req, this.scoreOrder(q), opts);
+  }
+
+  /** Which scores of `q` are better (groups.ts orders groups and hits by it): fusions and formulas larger, by-payload order none, else the vector's distance. */
+  private scoreOrder(q: QueryRequest): ScoreOrder {
+    const kind = q.query as Record<string, unknown>;
+    // A rule over examples (discover, context, the best_score / sum_scores strategies) is larger-better whatever the distance.
+    if ('fusion' in kind || 'formula' in kind || rulePlan(q.query) !== null) return 'desc';
+    if ('orderBy' in kind || 'none' in kind || 'sample' in kind) return null;
+    if (this.isSparse(q.using)) return 'desc';
+    return higherIsBetter(this.vectorSpec(q.using).distance) ? 'desc' : 'asc';
+  }
+
+  /** A query that strict mode has let through. */
+  private async queryChecked(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null, others: CollectionLookup | null): Promise<ScoredOut[]> {
     const q = req.query;
     // The common case (a plain vector) goes straight to the search, with no await of its own.
-    if ('nearest' in q && 'vector' in q.nearest && (req.prefetch === undefined || req.prefetch.length === 0)) {
+    if ('nearest' in q && 'vector' in q.nearest && q.mmr === undefined && (req.prefetch === undefined || req.prefetch.length === 0)) {
       this.checkVector(req.using, q.nearest.vector);
       return this.search({ ...req, vector: q.nearest.vector }, opts, this.readRings(shards));
     }
-    if ('nearest' in q && 'sparse' in q.nearest) {
+    if ('nearest' in q && 'sparse' in q.nearest && q.mmr === undefined) {
       return this.search({ ...req, vector: NO_VECTOR, sparse: q.nearest.sparse }, opts, this.readRings(shards));
     }
     return this.queryOther(req, opts, shards, others);
@@ -1078,7 +1149,8 @@ export class Collection {
 
   private async queryOther(req: QueryRequest, opts: ReadOptions, shards: ShardSelector | null, others: CollectionLookup | null): Promise<ScoredOut[]> {
     const q = req.query;
-    if (req.prefetch !== undefined && req.prefetch.length > 0) return this.queryHybrid(req, opts, shards, others);
+    // Formula, sample and MMR work on gathered candidates, which the plan of hybrid.ts runs even without prefetches.
+    if ((req.prefetch !== undefined && req.prefetch.length > 0) || 'formula' in q || 'sample' in q || ('nearest' in q && q.mmr !== undefined)) return this.queryHybrid(req, opts, shards, others);
     if ('fusion' in q) throw new BadInputError('cannot apply Fusion without prefetches');
     const shaping = { filter: req.filter, withPayload: req.withPayload, withVector: req.withVector };
     if ('none' in q) {
@@ -1180,6 +1252,9 @@ export class Collection {
       isSparse: (using) => this.isSparse(using),
       multivectorDim: (using) => this.multivectorDim(using),
       sparse: (examples, using) => this.sparseExamples(examples, using, opts, rings),
+      sample: async (filter, limit) => (await this.sampleIds(filter, limit, opts, shards)).map((id) => ({ id, version: 0, score: 0 })),
+      distance: (using) => this.vectorSpec(using).distance,
+      matching: async (filter, limit) => (await this.scrollPage({ offset: null, limit, filter, withPayload: false, withVector: false }, opts, shards)).points.map((p) => p.id),
       shape: async (page, withPayload, withVector) => {
         const found = await this.lookup(page.map((p) => normalizePointId(p.id)), withPayload, withVector, opts, rings);
         const out: ScoredOut[] = [];
@@ -1198,6 +1273,76 @@ export class Collection {
       },
     };
     return runHybrid(reads, req, referencedIds(req, this.name));
+  }
+
+  /**
+   * Up to `limit` ids of points matching `filter`, chosen uniformly at random without
+   * repeats: the matching ids are read in pages of id order through the ordinary scroll
+   * (every shard, local or remote) and a reservoir keeps the sample, so the cost grows
+   * with the number of matching points, not with `limit`.
+   */
+  private async sampleIds(filter: Filter | null, limit: number, opts: ReadOptions, shards: ShardSelector | null): Promise<PointId[]> {
+    if (limit <= 0) return [];
+    const reservoir: PointId[] = [];
+    let seen = 0;
+    let offset: PointId | null = null;
+    do {
+      const page: { points: RecordOut[]; next_page_offset: PointId | null } = await this.scrollPage(
+        { offset: offset === null ? null : normalizePointId(offset), limit: SAMPLE_PAGE, filter, withPayload: false, withVector: false },
+        opts,
+        shards,
+      );
+      for (const p of page.points) {
+        seen++;
+        if (reservoir.length < limit) reservoir.push(p.id);
+        else {
+          const j = Math.floor(Math.random() * seen);
+          if (j < limit) reservoir[j] = p.id;
+        }
+      }
+      offset = page.next_page_offset;
+    } while (offset !== null);
+    return randomPick(reservoir, reservoir.length);
+  }
+
+  /**
+   * The distance matrix of a sample (`/points/search/matrix/*`): `sample` random points
+   * matching the filter that have the vector `using`, and for each its `limit` nearest
+   * among the others of the sample, with the scores a search reports (matrix.ts).
+   */
+  async searchMatrix(req: MatrixRequest, opts: ReadOptions = DEFAULT_READ, shards: ShardSelector | null = null): Promise<MatrixAnswer> {
+    this.strict.read({ limit: req.sample, filter: req.filter }, opts.timeout);
+    if (this.isSparse(req.using)) throw new BadInputError('The distance matrix over sparse vectors is not supported by Quiver; it works on dense vectors and multivectors');
+    const spec = this.vectorSpec(req.using);
+    const rings = this.readRings(shards);
+    // Drawn first without a has_vector condition (points lack a vector rarely, and the
+    // condition costs a check per point); drawn again with it when some did lack it.
+    let drawn = await this.sampleWithVectors(req.filter, req.sample, req.using, opts, shards, rings);
+    if (drawn.short) drawn = await this.sampleWithVectors(bothFilters(req.filter, { must: [{ has_vector: req.using }] }), req.sample, req.using, opts, shards, rings);
+    return { ids: drawn.ids, entries: nearestInSample(spec.distance, drawn.vectors, req.limit, this.multivectorDim(req.using)) };
+  }
+
+  /** A random sample of points matching `filter` with their `using` vectors; `short` when some sampled points had none. */
+  private async sampleWithVectors(
+    filter: Filter | null,
+    n: number,
+    using: string,
+    opts: ReadOptions,
+    shards: ShardSelector | null,
+    rings: readonly Ring[],
+  ): Promise<{ ids: PointId[]; vectors: Float32Array[]; short: boolean }> {
+    const ids = await this.sampleIds(filter, n, opts, shards);
+    if (ids.length === 0) return { ids: [], vectors: [], short: false };
+    const found = await this.lookup(ids.map((id) => normalizePointId(id)), false, [using], opts, rings);
+    const kept: PointId[] = [];
+    const vectors: Float32Array[] = [];
+    for (const id of ids) {
+      const v = vectorOf(found.get(String(id))?.vector, using);
+      if (v === null) continue;
+      kept.push(id);
+      vectors.push(v);
+    }
+    return { ids: kept, vectors, short: kept.length < ids.length };
   }
 
   /** The collection and vector name that `lookup_from` reads example ids from, checked to fit this collection's `using`. */

@@ -225,7 +225,9 @@ function parseOptimizersDiff(x: unknown, field: string): Partial<OptimizerConfig
   const fi = optional(o, 'flush_interval_sec', (v) => int(v, `${field}.flush_interval_sec`, 1, 86_400));
   if (fi !== undefined) out.flush_interval_sec = fi;
   if ('max_optimization_threads' in o) {
-    out.max_optimization_threads = o.max_optimization_threads === null ? null : int(o.max_optimization_threads, `${field}.max_optimization_threads`, 0, 1024);
+    // `"auto"` (MaxOptimizationThreadsSetting) is what null means: the node picks the count.
+    const t = o.max_optimization_threads;
+    out.max_optimization_threads = t === null || t === 'auto' ? null : int(t, `${field}.max_optimization_threads`, 0, 1024);
   }
   return out;
 }
@@ -244,23 +246,25 @@ function parseWalDiff(x: unknown, field: string): Partial<WalConfig> {
   return out;
 }
 
-/** `null` turns quantization off (in an update); a missing value leaves it alone. */
-export function parseQuantization(x: unknown, field: string): QuantizationConfig | null {
-  if (x === null) return null;
+/**
+ * `null` turns quantization off (in an update, so does the reference's `"Disabled"`,
+ * which only a diff takes: `diff`); a missing value leaves it alone.
+ */
+export function parseQuantization(x: unknown, field: string, diff = false): QuantizationConfig | null {
+  if (x === null || (diff && x === 'Disabled')) return null;
   const o = obj(x, field);
   const keys = Object.keys(o);
   if (keys.length !== 1) throw new FormatError(`${field}: expected exactly one of \`scalar\`, \`product\`, \`binary\``);
   if ('product' in o) throw new BadInputError(`${field}: product quantization is not supported by Quiver; use scalar or binary`);
+  if ('turbo' in o) throw new BadInputError(`${field}: turbo quantization is not supported by Quiver; use scalar or binary`);
   if ('scalar' in o) {
     const s = obj(o.scalar, `${field}.scalar`);
     rejectUnknown(s, ['type', 'quantile', 'always_ram'], `${field}.scalar.`);
     if (s.type !== 'int8') throw new FormatError(`${field}.scalar.type: unknown variant ${JSON.stringify(s.type)}, expected \`int8\``);
     const out: { type: 'int8'; quantile?: number; always_ram?: boolean } = { type: 'int8' };
     const q = optional(s, 'quantile', (v) => num(v, `${field}.scalar.quantile`, 0.5, 1));
-    if (q !== undefined) {
-      if (q <= 0.5) throw new ValidationError(`${field}.scalar.quantile: value ${q} invalid, must be above 0.5`);
-      out.quantile = q;
-    }
+    // [0.5, 1] as the reference validates it (the int8 trainer clamps to the same range).
+    if (q !== undefined) out.quantile = q;
     const ar = optional(s, 'always_ram', (v) => bool(v, `${field}.scalar.always_ram`));
     if (ar !== undefined) out.always_ram = ar;
     return { scalar: out };
@@ -504,7 +508,7 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
     Object.assign(next.hnsw_config, diff);
   }
   if (o.quantization_config !== undefined) {
-    next.quantization_config = parseQuantization(o.quantization_config, 'quantization_config');
+    next.quantization_config = parseQuantization(o.quantization_config, 'quantization_config', true);
     reindex = true;
   }
   if (o.vectors !== undefined && o.vectors !== null) {
@@ -520,7 +524,7 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
         reindex = true;
       }
       if (d.quantization_config !== undefined) {
-        params.quantization_config = parseQuantization(d.quantization_config, `vectors.${name}.quantization_config`);
+        params.quantization_config = parseQuantization(d.quantization_config, `vectors.${name}.quantization_config`, true);
         reindex = true;
       }
       const od = optional(d, 'on_disk', (v) => bool(v, `vectors.${name}.on_disk`));

@@ -17,11 +17,13 @@
 import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { WithPayload } from '../shard/payload-store';
-import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest } from './query';
+import type { ContextPair, Discover, Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest, Recommend } from './query';
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector } from './query';
 import { examplesOf, rulePlan, scoresNothing, searchRule } from './scorers';
 import type { SparseVec } from '../shard/operations';
 import { keyToJson, type OrderBy, type PointId, type SearchRequest, type WithVector } from './replica';
+import type { Distance } from '../../bindings/engine';
+import { formulaScores, mmrSearch, randomPick } from './query-kinds';
 
 /** The reference's default `k` of reciprocal rank fusion. */
 export const DEFAULT_RRF_K = 2;
@@ -52,6 +54,12 @@ export interface HybridReads<T extends Scored> {
   sparse(examples: Example[], using: string): Promise<SparseVec[]>;
   /** The points of a page with their scores, payload and vectors as asked, in the page's order; points gone since are left out. */
   shape(page: T[], withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
+  /** Up to `limit` points matching `filter`, chosen at random without repeats, scored 0. */
+  sample(filter: Filter | null, limit: number): Promise<T[]>;
+  /** The distance of the dense vector `using`. */
+  distance(using: string): Distance;
+  /** The ids of up to `limit` points matching `filter` (an internal read of the query: no limit of strict mode applies). */
+  matching(filter: Filter, limit: number): Promise<PointId[]>;
 }
 
 // -- fusion -------------------------------------------------------------------------------
@@ -127,7 +135,7 @@ export function fuse<T extends Scored>(lists: T[][], fusion: Fusion): T[] {
   return fusion.method === 'rrf' ? rrf(lists, fusion.k, fusion.weights) : dbsf(lists);
 }
 
-function idKey(id: PointId): string {
+export function idKey(id: PointId): string {
   return typeof id === 'number' ? `n${id}` : `u${id}`;
 }
 
@@ -161,7 +169,7 @@ function onlyIds(ids: PointId[]): Filter {
   return { must: [{ has_id: ids }] };
 }
 
-interface Level {
+export interface Level {
   query: QueryKind;
   using: string;
   filter: Filter | null;
@@ -221,9 +229,12 @@ async function runLevel<T extends Scored>(reads: HybridReads<T>, level: Level, i
     const fused = fuse(lists, q.fusion);
     return (t === null ? fused : fused.filter((p) => p.score >= t)).slice(0, level.keep);
   }
+  if ('formula' in q) return formulaScores(reads, q.formula, lists, level.scoreThreshold, level.keep);
   // Re-scoring: the query runs over the prefetched candidates only.
   const ids = candidates(lists);
   if (ids.length === 0) return [];
+  if ('sample' in q) return randomPick(distinctPoints(lists), level.keep).map((p) => ({ ...p, score: 0 }));
+  if ('nearest' in q && q.mmr !== undefined) return mmrSearch(reads, { nearest: q.nearest, mmr: q.mmr }, level, queryVector, onlyIds(ids), []);
   if ('orderBy' in q) return reads.ordered(q.orderBy, onlyIds(ids), level.keep, false, false);
   if ('none' in q) return reads.scroll(onlyIds(ids), level.keep, false, false);
   const plan = rulePlan(q);
@@ -238,6 +249,9 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
   if ('none' in q) return reads.scroll(withoutExamples, level.keep, false, false);
   if ('orderBy' in q) return reads.ordered(q.orderBy, withoutExamples, level.keep, false, false);
   if ('fusion' in q) throw new Error('a fusion without prefetches reached the plan'); // the parser refuses it
+  if ('formula' in q) throw new Error('a formula without prefetches reached the plan'); // the parser refuses it
+  if ('sample' in q) return reads.sample(withoutExamples, level.keep);
+  if ('nearest' in q && q.mmr !== undefined) return mmrSearch(reads, { nearest: q.nearest, mmr: q.mmr }, level, queryVector, filter, exclude);
   const plan = rulePlan(q);
   if (plan !== null && scoresNothing(plan)) return reads.scroll(withoutExamples, level.keep, false, false);
   const vector = await queryVector(reads, q, level);
@@ -248,7 +262,7 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
 const NO_VECTOR = new Float32Array(0);
 
 /** What a level searches with: a dense vector, a sparse one when `using` names a sparse vector, or a rule over examples. */
-async function queryVector<T extends Scored>(reads: HybridReads<T>, q: Exclude<QueryKind, { none: true } | { orderBy: unknown } | { fusion: unknown }>, level: Level): Promise<Pick<SearchRequest, 'vector' | 'sparse' | 'rule' | 'sparseRule'>> {
+export async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: Recommend } | { discover: Discover } | { context: ContextPair[] }, level: Level): Promise<Pick<SearchRequest, 'vector' | 'sparse' | 'rule' | 'sparseRule'>> {
   const plan = rulePlan(q);
   if (plan !== null && reads.isSparse(level.using)) {
     return { vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples: await reads.sparse(plan.examples, level.using) } };
@@ -273,8 +287,15 @@ async function queryVector<T extends Scored>(reads: HybridReads<T>, q: Exclude<Q
   return { vector: recommendVector(vs.slice(0, positive.length), vs.slice(positive.length)) };
 }
 
+/** The distinct points of the lists, each as first seen. */
+function distinctPoints<T extends Scored>(lists: T[][]): T[] {
+  const seen = new Map<string, T>();
+  for (const list of lists) for (const p of list) if (!seen.has(idKey(p.id))) seen.set(idKey(p.id), p);
+  return [...seen.values()];
+}
+
 /** The distinct ids of the lists, in first-seen order. */
-function candidates(lists: Scored[][]): PointId[] {
+export function candidates(lists: Scored[][]): PointId[] {
   const seen = new Set<string>();
   const out: PointId[] = [];
   for (const list of lists) {

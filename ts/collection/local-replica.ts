@@ -146,7 +146,11 @@ export class LocalReplica implements Replica {
 
   /** Adds the asked-for payload and vectors of `p` to `out`. */
   private async fill<T extends PointRecord | ScoredRecord>(out: T, p: StoredPoint, withPayload: WithPayload, names: readonly string[]): Promise<T> {
-    this.addPayload(out, p, withPayload);
+    if (withPayload && this.shard.payloadsOnDisk) {
+      // On-disk payloads (on_disk_payload) are read off the event loop.
+      const payload = select(((await this.shard.payloadOfAsync(p.offset)) ?? {}) as Payload, withPayload);
+      if (payload !== null) out.payload = payload;
+    } else this.addPayload(out, p, withPayload);
     if (names.length > 0) {
       const vs = await this.shard.vectorsOf(p.offset, names as string[]);
       // A multivector is shown as its rows.
@@ -224,7 +228,7 @@ export class LocalReplica implements Replica {
       const p = shard.entryAt(h.label);
       if (!p) continue;
       const rec: ScoredRecord = { id: keyToJson(p.key), version: Number(p.version), score: h.score };
-      out.push(names.length > 0 ? await this.fill(rec, p, req.withPayload, names) : this.addPayload(rec, p, req.withPayload));
+      out.push(names.length > 0 || (req.withPayload && this.shard.payloadsOnDisk) ? await this.fill(rec, p, req.withPayload, names) : this.addPayload(rec, p, req.withPayload));
     }
     return out;
   }

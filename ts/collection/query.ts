@@ -12,6 +12,7 @@ import type { PointKey } from '../shard/id-tracker';
 import type { SparseVec } from '../shard/operations';
 import type { OrderBy, SearchRequest } from './replica';
 import type { ShardSelector } from './shard-keys';
+import type { Formula } from './formula';
 
 /** A vector, a sparse vector, or the id of a stored point whose vector is meant. */
 export type Example = { vector: Float32Array } | { id: PointKey } | { sparse: SparseVec };
@@ -52,13 +53,24 @@ export type Fusion = { method: 'rrf'; k: number; weights: number[] | null } | { 
  * context search (pairs only).
  */
 export type QueryKind =
-  | { nearest: Example }
+  | { nearest: Example; mmr?: Mmr }
   | { recommend: Recommend }
   | { orderBy: OrderBy }
   | { none: true }
   | { fusion: Fusion }
+  | { formula: Formula }
+  | { sample: 'random' }
   | { discover: Discover }
   | { context: ContextPair[] };
+
+/**
+ * Maximal marginal relevance over a nearest query (mmr.ts): `lambda` = 1 - diversity, and
+ * how many nearest candidates it picks from (null: the query's limit).
+ */
+export interface Mmr {
+  lambda: number;
+  candidatesLimit: number | null;
+}
 
 /** `lookup_from`: example ids name points of another collection, and their vector `vector` (default: the query's `using`). */
 export interface LookupFrom {

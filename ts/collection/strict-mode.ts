@@ -414,6 +414,20 @@ export class StrictMode {
     this.limiter('read', c.read_rate_limit)?.consume(r.cost ?? 1 + (r.filter ? conditionsCount(r.filter) : 0), 'Read');
   }
 
+  /**
+   * The key of a grouped query: when unindexed filtering is refused, it needs an index
+   * that answers `match` (keyword, integer with lookup, uuid, bool), as the reference asks.
+   */
+  groupBy(key: string): void {
+    const c = this.active();
+    if (!c || c.unindexed_filtering_retrieve !== false) return;
+    const schema = this.subject.payloadSchema()[key];
+    const help = 'Create an index supporting `match` for this key.';
+    if (schema === undefined) throw refuse(`Index required but not found for "${key}"`, help);
+    const match = schema.type === 'keyword' || schema.type === 'uuid' || schema.type === 'bool' || (schema.type === 'integer' && schema.params?.lookup !== false);
+    if (!match) throw refuse(`Index of type "${schema.type[0].toUpperCase()}${schema.type.slice(1)}" found for "${key}"`, help);
+  }
+
   /** A batch of searches or queries: its size. */
   searchBatch(size: number): void {
     const c = this.active();

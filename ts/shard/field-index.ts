@@ -7,7 +7,7 @@
  * decide how conditions combine (payload-index.ts does).
  */
 
-import { FieldCondition, GeoPoint, Match, canonicalUuid, haversineMeters, parseDatetime, rawValues, EARTH_RADIUS_M } from './filter';
+import { FieldCondition, GeoPoint, Match, canonicalUuid, haversineMeters, inGeoPolygon, parseDatetime, rawValues, EARTH_RADIUS_M } from './filter';
 import { FieldSchema, isPlainObject } from './field-schema';
 import { Bounds, Off, PathSegment, Posting, SortedKeys, boundsOf, dedupe, flatten, postingAdd, postingDelete, postingInto, postingSize, toOff } from './sorted-keys';
 import { Node, andNode, countNode } from './index-plan';
@@ -246,7 +246,7 @@ abstract class SortedIndex<V> extends FieldIndex<V> {
   protected addEntries(off: Off, vals: V[]): void {
     if (!this.loading) this.sorted.add(off, vals.map((v) => this.sortKey(v)));
   }
-  protected removeEntries(off: Off): void {
+  protected removeEntries(off: Off, _vals: V[]): void {
     if (!this.loading) this.sorted.remove(off);
   }
   protected finishLoad(): void {
@@ -314,10 +314,63 @@ export class NumIndex extends SortedIndex<number> {
   }
 }
 
-/** geo: points, with latitudes sorted for band searches. */
+/** Side of a cell of the geo grid, in degrees. */
+const GEO_CELL = 0.5;
+/** A polygon whose bounding box spans more cells than this is answered by the latitude band alone. */
+const GEO_MAX_CELLS = 20_000;
+/** Cell coordinates (floor(degrees / GEO_CELL)) within ±GEO_SPAN have a cell; other values go to `far`. */
+const GEO_SPAN = 1 << 20;
+
+/** The grid cell of one coordinate pair, or null outside the grid (values far beyond ±180°). */
+function geoCellKey(a: number, o: number): number | null {
+  if (Math.abs(a) >= GEO_SPAN || Math.abs(o) >= GEO_SPAN) return null;
+  return (a + GEO_SPAN) * 2 * GEO_SPAN + (o + GEO_SPAN);
+}
+
+function geoCell(p: GeoPoint): number | null {
+  return geoCellKey(Math.floor(p.lat / GEO_CELL), Math.floor(p.lon / GEO_CELL));
+}
+
+/** Whether the segment a-b meets the closed box [lat0, lat1] x [lon0, lon1] (Liang-Barsky clipping). */
+function segmentMeetsBox(a: GeoPoint, b: GeoPoint, lat0: number, lat1: number, lon0: number, lon1: number): boolean {
+  let t0 = 0;
+  let t1 = 1;
+  const ps = [-(b.lat - a.lat), b.lat - a.lat, -(b.lon - a.lon), b.lon - a.lon];
+  const qs = [a.lat - lat0, lat1 - a.lat, a.lon - lon0, lon1 - a.lon];
+  for (let i = 0; i < 4; i++) {
+    const p = ps[i];
+    const q = qs[i];
+    if (p === 0) {
+      if (q < 0) return false;
+      continue;
+    }
+    const r = q / p;
+    if (p < 0) {
+      if (r > t1) return false;
+      if (r > t0) t0 = r;
+    } else {
+      if (r < t0) return false;
+      if (r < t1) t1 = r;
+    }
+  }
+  return true;
+}
+
+/**
+ * geo: points, with latitudes sorted for band searches (radius, bounding box, and the
+ * polygon's box), and a grid of GEO_CELL-degree cells for polygons: the cells under the
+ * polygon's bounding box are classified (no ring edge meets a cell, padded: all of it is
+ * inside or outside, as its centre; else it is on the boundary) and only the points of
+ * boundary cells are tested against the polygon (exterior ring, holes), so the node is
+ * exact. The planner materialises whichever of band and grid is smaller.
+ */
 class GeoIndex extends SortedIndex<GeoPoint> {
   /** Points with a latitude outside [-90, 90] (the radius band does not bound them). */
   readonly oddLat = new Set<Off>();
+  /** Cell (`geoCell`) -> the points with a value in it. */
+  readonly cells = new Map<number, Set<Off>>();
+  /** Points with a value outside the grid (tested by every polygon). */
+  readonly far = new Set<Off>();
 
   protected extract(flat: unknown[]): GeoPoint[] {
     const out: GeoPoint[] = [];
@@ -340,11 +393,95 @@ class GeoIndex extends SortedIndex<GeoPoint> {
   }
   protected addEntries(off: Off, vals: GeoPoint[]): void {
     if (vals.some((p) => p.lat < -90 || p.lat > 90)) this.oddLat.add(off);
+    for (const p of vals) {
+      const k = geoCell(p);
+      if (k === null) {
+        this.far.add(off);
+        continue;
+      }
+      let set = this.cells.get(k);
+      if (set === undefined) this.cells.set(k, (set = new Set()));
+      set.add(off);
+    }
     super.addEntries(off, vals);
   }
-  protected removeEntries(off: Off): void {
+  protected removeEntries(off: Off, vals: GeoPoint[]): void {
     this.oddLat.delete(off);
-    super.removeEntries(off);
+    this.far.delete(off);
+    for (const p of vals) {
+      const k = geoCell(p);
+      const set = k === null ? undefined : this.cells.get(k);
+      if (set === undefined) continue;
+      set.delete(off);
+      if (set.size === 0) this.cells.delete(k!);
+    }
+    super.removeEntries(off, vals);
+  }
+
+  /** The polygon's points through the grid, exact; null when its bounding box spans too many cells. */
+  private polygonNode(poly: NonNullable<FieldCondition['geo_polygon']>, wide: boolean): Node | null {
+    const rings = [poly.exterior.points, ...(poly.interiors ?? []).map((r) => r.points)];
+    let minLat = Infinity;
+    let maxLat = -Infinity;
+    let minLon = Infinity;
+    let maxLon = -Infinity;
+    for (const p of poly.exterior.points) {
+      minLat = Math.min(minLat, p.lat);
+      maxLat = Math.max(maxLat, p.lat);
+      minLon = Math.min(minLon, p.lon);
+      maxLon = Math.max(maxLon, p.lon);
+    }
+    const la0 = Math.floor(minLat / GEO_CELL);
+    const la1 = Math.floor(maxLat / GEO_CELL);
+    const lo0 = Math.floor(minLon / GEO_CELL);
+    const lo1 = Math.floor(maxLon / GEO_CELL);
+    const width = lo1 - lo0 + 1;
+    if ((la1 - la0 + 1) * width > GEO_MAX_CELLS) return null;
+    // Boundary cells: those a ring edge meets (each cell padded, so a point on a cell's border counts).
+    const eps = 1e-9;
+    const boundary = new Uint8Array((la1 - la0 + 1) * width);
+    for (const ring of rings) {
+      for (let i = 0; i + 1 < ring.length; i++) {
+        const a = ring[i];
+        const b = ring[i + 1];
+        const ea0 = Math.max(la0, Math.floor(Math.min(a.lat, b.lat) / GEO_CELL) - 1);
+        const ea1 = Math.min(la1, Math.floor(Math.max(a.lat, b.lat) / GEO_CELL) + 1);
+        const eo0 = Math.max(lo0, Math.floor(Math.min(a.lon, b.lon) / GEO_CELL) - 1);
+        const eo1 = Math.min(lo1, Math.floor(Math.max(a.lon, b.lon) / GEO_CELL) + 1);
+        for (let ca = ea0; ca <= ea1; ca++) {
+          for (let co = eo0; co <= eo1; co++) {
+            const idx = (ca - la0) * width + (co - lo0);
+            if (boundary[idx] === 1) continue;
+            if (segmentMeetsBox(a, b, ca * GEO_CELL - eps, (ca + 1) * GEO_CELL + eps, co * GEO_CELL - eps, (co + 1) * GEO_CELL + eps)) boundary[idx] = 1;
+          }
+        }
+      }
+    }
+    const inside: Set<Off>[] = [];
+    const edge: Set<Off>[] = [];
+    let est = this.far.size;
+    for (let ca = la0; ca <= la1; ca++) {
+      for (let co = lo0; co <= lo1; co++) {
+        const key = geoCellKey(ca, co);
+        const set = key === null ? undefined : this.cells.get(key);
+        if (set === undefined) continue;
+        if (boundary[(ca - la0) * width + (co - lo0)] === 1) {
+          edge.push(set);
+          est += set.size;
+        } else if (inGeoPolygon({ lat: (ca + 0.5) * GEO_CELL, lon: (co + 0.5) * GEO_CELL }, poly)) {
+          inside.push(set);
+          est += set.size;
+        }
+      }
+    }
+    const records = this.records;
+    const far = this.far;
+    const pred = (p: GeoPoint) => inGeoPolygon(p, poly);
+    return this.leaf(wide, pred, est, (out) => {
+      for (const set of inside) for (const o of set) out.add(o);
+      for (const set of edge) for (const o of set) if (!out.has(o) && records.get(o)!.some(pred)) out.add(o);
+      for (const o of far) if (!out.has(o) && records.get(o)!.some(pred)) out.add(o);
+    });
   }
 
   geoNode(c: FieldCondition, wide: boolean): Node | null {
@@ -375,7 +512,11 @@ class GeoIndex extends SortedIndex<GeoPoint> {
       parts.push(band(br.lat, tl.lat, pred, false));
     }
     if (c.geo_polygon) {
-      // superset: the exterior ring's bounding box, padded (the predicate does the ring test)
+      // exact: the grid (when the polygon's box is not too large); and a superset, the
+      // exterior ring's padded bounding box over the latitude band (the predicate does the
+      // ring test): the planner materialises the smaller and tests the other's members
+      const grid = this.polygonNode(c.geo_polygon, wide);
+      if (grid !== null) parts.push(grid);
       const ring = c.geo_polygon.exterior.points;
       const eps = 1e-9;
       const minLat = Math.min(...ring.map((p) => p.lat)) - eps;

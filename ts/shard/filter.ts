@@ -314,6 +314,11 @@ function asGeoPoint(v: unknown): GeoPoint | null {
   return { lat, lon };
 }
 
+/** Whether `p` is inside the polygon's exterior ring and outside each of its holes (planar lat/lon, as the predicate below). */
+export function inGeoPolygon(p: GeoPoint, poly: GeoPolygon): boolean {
+  return inRing(p, poly.exterior.points) && !(poly.interiors ?? []).some((h) => inRing(p, h.points));
+}
+
 function inRing(p: GeoPoint, ring: GeoPoint[]): boolean {
   let inside = false;
   for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) {

@@ -14,17 +14,33 @@ import { Off } from './sorted-keys';
 export interface Node {
   /** Rough upper bound of the materialized size (drives evaluation order). */
   readonly est: number;
+  /**
+   * Evaluation priority in an `and`, above the size estimate: 2 for a match on a
+   * keyword or uuid index created with `is_tenant: true` (the first narrowing step),
+   * 1 for a range on an index created with `is_principal: true`; absent: 0.
+   */
+  readonly rank?: number;
+  /** The field this node reads (the index's key), for `PayloadIndexes.planOrder`. */
+  readonly field?: string;
   materialize(): Set<Off>;
   test(off: Off): boolean;
+  /** An `and`'s parts in evaluation order. */
+  readonly parts?: readonly Node[];
 }
 
 export const EMPTY_NODE: Node = { est: 0, materialize: () => new Set(), test: () => false };
 
+/** Evaluation order of an `and`: by rank (tenant, then principal), then smallest estimate first. */
+export function byPriority(a: Node, b: Node): number {
+  return (b.rank ?? 0) - (a.rank ?? 0) || a.est - b.est;
+}
+
 export function andNode(parts: Node[]): Node {
   if (parts.length === 1) return parts[0];
-  const sorted = [...parts].sort((a, b) => a.est - b.est);
+  const sorted = [...parts].sort(byPriority);
   return {
-    est: sorted[0].est,
+    est: Math.min(...sorted.map((n) => n.est)),
+    parts: sorted,
     materialize() {
       const first = sorted[0].materialize();
       if (sorted.length === 1 || first.size === 0) return first;

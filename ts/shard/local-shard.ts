@@ -47,6 +47,7 @@ import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type Shard
 import { PayloadIndexes, type FacetValue, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
+import { DiskPayloadStore, PAYLOAD_DATA_RE, PAYLOAD_INDEX_RE, type DiskPayloadRef } from './payload-disk';
 import { LabelSet } from './label-set';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { SPARSE_FILE_RE, SparseStore, type SparseSpec } from './sparse-store';
@@ -69,6 +70,8 @@ export interface ShardOptions {
   /** Milliseconds between checkpoints. */
   flushIntervalMs: number;
   payloadIndexes: Record<string, FieldSchema>;
+  /** Payloads in a data file read on demand (`on_disk_payload`, payload-disk.ts) rather than in memory. */
+  onDiskPayload?: boolean;
   logger: Logger;
   /** This shard's files already being read (a snapshot recovery starts that while it unpacks the rest): used as the checkpoint names them. */
   preloaded?: ShardPreload;
@@ -154,6 +157,8 @@ export interface CheckpointFile {
   clocks?: ClockEntryJson[];
   /** Per sparse vector name, its index file (absent: no sparse vectors). */
   sparse?: Record<string, string>;
+  /** Payloads on disk (on_disk_payload): the data file, the bytes of it covered, the index file. Absent: in the state file. */
+  payloads?: DiskPayloadRef;
 }
 
 const STATE_MAGIC_V1 = 0x51535431; // "QST1": tracker + payloads
@@ -172,6 +177,8 @@ export interface ShardSnapshotFiles {
   dir: string;
   checkpoint: Buffer;
   files: string[];
+  /** Files of which only a first part belongs to the snapshot (an on-disk payload data file, appended to after the checkpoint): the bytes to copy. */
+  sizes?: Record<string, number>;
   appliedSeq: bigint;
   /** When asked for: the point count and content digest (as `digest()`) of exactly the checkpoint's state. */
   content?: { points: number; digest: string };
@@ -208,7 +215,7 @@ export class ShardClosedError extends ShardUnavailableError {
 
 export class LocalShard {
   private tracker = new IdTracker();
-  private payloads = new PayloadStore();
+  private payloads: PayloadStore | DiskPayloadStore = new PayloadStore();
   readonly payloadIndex = new PayloadIndexes();
   readonly vectors = new Map<string, VectorStore>();
   /** One inverted index per sparse vector name. */
@@ -241,6 +248,10 @@ export class LocalShard {
   private checkpointing: Promise<void> | null = null;
   /** The checkpoint on disk (loaded or last written). */
   private current: CheckpointFile | null = null;
+  /** The payloads moved between memory and disk since the last checkpoint (the next one must be written). */
+  private payloadsMoved = false;
+  /** The highest number in a payload data or index file name this shard wrote or loaded. */
+  private payloadFileNo = 0;
   /** Files held by snapshots being written: checkpoint clean-up leaves them alone. */
   private readonly pinned = new Map<string, number>();
   private readonly logger: Logger;
@@ -297,12 +308,17 @@ export class LocalShard {
       const { tracker, payloads } = await decoding;
       this.tracker = tracker;
       this.payloads = payloads;
+      if (cp.payloads) {
+        for (const f of [cp.payloads.data, cp.payloads.index]) this.payloadFileNo = Math.max(this.payloadFileNo, Number(/([0-9]+)\.(dat|bin)$/.exec(f)?.[1] ?? 0));
+        this.payloads = await DiskPayloadStore.open(this.opts.dir, cp.payloads);
+      }
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
       this.clockMap = ClockMap.fromJSON(cp.clocks ?? []);
       this.hasCheckpoint = true;
       this.current = cp;
     }
+    await this.placePayloads(this.opts.onDiskPayload ?? false);
     for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) this.payloadIndex.create(field, schema, this.payloadEntries());
     this.wal = await this.opts.engine.openWal(path.join(this.opts.dir, 'wal'), { segmentBytes: this.opts.walSegmentBytes });
     const report = this.wal.report;
@@ -338,6 +354,49 @@ export class LocalShard {
       { dir: this.opts.dir, points: this.tracker.size, checkpoint: cp ? cp.applied_seq : null, replayed, ms: Date.now() - started },
       'shard loaded',
     );
+  }
+
+  /**
+   * Moves the payloads to disk (a DiskPayloadStore) or into memory when they are not
+   * where `onDisk` says (on_disk_payload changed, or a snapshot of the other kind was
+   * recovered); the next checkpoint then records where they are. The caller holds the
+   * update lock (or is loading).
+   */
+  private async placePayloads(onDisk: boolean): Promise<void> {
+    const from = this.payloads;
+    if (onDisk === from instanceof DiskPayloadStore) return;
+    let to: PayloadStore | DiskPayloadStore;
+    if (onDisk) {
+      const disk = await DiskPayloadStore.create(this.opts.dir, ++this.payloadFileNo);
+      try {
+        for (const [offset, p] of from.entries()) disk.overwrite(offset, p as Payload);
+      } catch (err) {
+        disk.close();
+        throw err;
+      }
+      to = disk;
+    } else {
+      const mem = new PayloadStore();
+      for (const [offset, p] of from.entries()) mem.overwrite(offset, p as Payload);
+      to = mem;
+    }
+    this.payloads = to;
+    if (from instanceof DiskPayloadStore) from.close();
+    this.payloadsMoved = true;
+  }
+
+  /** Keeps payloads on disk or in memory from now on (`on_disk_payload` changed): moved under the update lock, recorded by the next checkpoint. */
+  async setPayloadOnDisk(onDisk: boolean): Promise<void> {
+    this.usable();
+    await this.exclusive(async () => {
+      this.usable();
+      await this.placePayloads(onDisk);
+    });
+  }
+
+  /** Whether payloads are kept on disk (on_disk_payload). */
+  get payloadsOnDisk(): boolean {
+    return this.payloads instanceof DiskPayloadStore;
   }
 
   private *payloadEntries(): Iterable<[bigint, Payload | null]> {
@@ -699,17 +758,21 @@ export class LocalShard {
   private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
     const seq = this.appliedSeq;
     const vectorsChanged = this.namesChanged || [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
-    if (seq === this.checkpointSeq && !vectorsChanged && this.hasCheckpoint) return null;
+    if (seq === this.checkpointSeq && !vectorsChanged && !this.payloadsMoved && this.hasCheckpoint) return null;
     this.namesChanged = false;
+    this.payloadsMoved = false;
     const started = Date.now();
     await this.wal.sync();
     const vectors: Record<string, VectorFiles> = {};
     let i = 0;
     for (const [name, store] of this.vectors) vectors[name] = await store.save(dir, `vec-${i++}-`, seq);
     const state = `state-${seq}.bin`;
-    await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, this.payloads, this.vectors));
+    // On-disk payloads: the data file is made durable and its index written first; the state file then holds none.
+    const payloads = this.payloads instanceof DiskPayloadStore ? await this.payloads.save(seq, () => ++this.payloadFileNo) : null;
+    await writeFileAtomic(path.join(dir, state), encodeState(this.tracker, payloads === null ? (this.payloads as PayloadStore) : new PayloadStore(), this.vectors));
     const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
     const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
+    if (payloads !== null) cp.payloads = payloads;
     if (this.sparse.size > 0) {
       const sparse: Record<string, string> = {};
       let j = 0;
@@ -733,9 +796,16 @@ export class LocalShard {
     const names = await fs.readdir(dir);
     // Decided after the listing: a checkpoint that finished meanwhile named its files in `current`.
     const keep = new Set(this.current ? checkpointFiles(this.current) : []);
+    // The data file being appended to (a checkpoint may not name it yet: payloads just moved to disk).
+    if (this.payloads instanceof DiskPayloadStore) keep.add(this.payloads.dataFile);
     await Promise.all(
       names
-        .filter((n) => ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || SPARSE_FILE_RE.test(n)) && !keep.has(n) && !this.pinned.has(n))
+        .filter(
+          (n) =>
+            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n)) &&
+            !keep.has(n) &&
+            !this.pinned.has(n),
+        )
         .map((n) => fs.rm(path.join(dir, n), { force: true })),
     );
   }
@@ -787,6 +857,7 @@ export class LocalShard {
       dir: this.opts.dir,
       checkpoint: Buffer.from(JSON.stringify(taken)),
       files,
+      ...(taken.payloads ? { sizes: { [taken.payloads.data]: taken.payloads.length } } : {}),
       appliedSeq: BigInt(taken.applied_seq),
       ...(content !== undefined ? { content } : {}),
       release: async () => {
@@ -849,6 +920,7 @@ export class LocalShard {
    * closed shard answer ShardClosedError (503), never this empty state.
    */
   private releaseMemory(): void {
+    if (this.payloads instanceof DiskPayloadStore) this.payloads.close();
     this.tracker = new IdTracker();
     this.payloads = new PayloadStore();
   }
@@ -875,6 +947,7 @@ export class LocalShard {
 
   /** Bytes of this shard's payloads as JSON text: strict mode's estimate of payload storage. */
   payloadBytes(): number {
+    if (this.payloads instanceof DiskPayloadStore) return this.payloads.liveBytes;
     let n = 0;
     for (const [, p] of this.payloads.entries()) if (p !== null) n += Buffer.byteLength(JSON.stringify(p));
     return n;
@@ -1037,6 +1110,13 @@ export class LocalShard {
 
   payloadOf(offset: bigint): Readonly<Payload> | null {
     return this.payloads.has(offset) ? this.payloads.get(offset) : null;
+  }
+
+  /** As payloadOf; on-disk payloads are read on the thread pool, off the event loop. */
+  async payloadOfAsync(offset: bigint): Promise<Readonly<Payload> | null> {
+    this.readable();
+    if (this.payloads instanceof DiskPayloadStore) return this.payloads.getAsync(offset);
+    return this.payloadOf(offset);
   }
 
   async vectorsOf(offset: bigint, names: string[]): Promise<NamedVectors> {
@@ -1475,6 +1555,13 @@ export function checkpointProblem(cp: unknown): string | null {
       if (typeof file !== 'string' || !SPARSE_FILE_RE.test(file)) return `${JSON.stringify(file)} is not a sparse index file name`;
     }
   }
+  if (c.payloads !== undefined) {
+    const p = c.payloads as Partial<DiskPayloadRef> | null;
+    if (typeof p !== 'object' || p === null) return 'payloads is not an object';
+    if (typeof p.data !== 'string' || !PAYLOAD_DATA_RE.test(p.data)) return `${JSON.stringify(p.data)} is not a payload data file name`;
+    if (typeof p.index !== 'string' || !PAYLOAD_INDEX_RE.test(p.index)) return `${JSON.stringify(p.index)} is not a payload index file name`;
+    if (!Number.isSafeInteger(p.length) || (p.length as number) < 0) return 'payloads.length is not a byte count';
+  }
   return null;
 }
 
@@ -1483,6 +1570,7 @@ export function checkpointFiles(cp: CheckpointFile): string[] {
   const out = [cp.state];
   for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
   for (const f of Object.values(cp.sparse ?? {})) out.push(f);
+  if (cp.payloads) out.push(cp.payloads.data, cp.payloads.index);
   return out;
 }
 

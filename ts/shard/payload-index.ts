@@ -57,9 +57,11 @@
  *    without tokens match nothing, with or without an index.
  *  - range with number bounds: integer, float (sorted keys + binary search). Range
  *    with datetime bounds: datetime, bounds parsed with parseDatetime as filter.ts does.
- *  - geo_radius / geo_bounding_box / geo_polygon: geo, by a binary search on latitude
- *    (radius: a padded band; polygon: the exterior ring's padded bounding box) and then
- *    the exact radius / box check (the polygon check is left to the predicate).
+ *  - geo_radius / geo_bounding_box: geo, by a binary search on latitude (radius: a
+ *    padded band) and then the exact radius / box check. geo_polygon: geo, exactly,
+ *    through the index's grid of 0.5-degree cells (cells inside the polygon taken whole,
+ *    cells a ring edge meets tested point by point, holes included), or the exterior
+ *    ring's padded bounding box over the latitude band when that is smaller (field-index.ts).
  *  - match text / phrase / text_any on a text index: token matching through its
  *    inverted index (text-index.ts has the tokenizers and the rules); the shard passes
  *    `textMatcher` to filter.ts so the predicate applies the same token rules. On a
@@ -282,6 +284,18 @@ export class PayloadIndexes {
     return out;
   }
 
+  /**
+   * The fields whose indexes answer the filter's top-level `must` conditions, in the
+   * order candidates() evaluates them (the first one is materialised, the others are
+   * tested on its points): a tenant match first, then a principal range, then by
+   * estimated size. Empty when no index narrows the search.
+   */
+  planOrder(filter: Filter): string[] {
+    const node = this.filterNode(filter, []);
+    if (node === null) return [];
+    return (node.parts ?? [node]).map((n) => n.field ?? '');
+  }
+
   /** The plan's size estimate of candidates(filter) without materialising it; null when no index narrows the search. */
   estimate(filter: Filter): number | null {
     return this.filterNode(filter, [])?.est ?? null;
@@ -392,10 +406,13 @@ export class PayloadIndexes {
     const ranked = found
       .map((idx) => ({ idx, wide: idx.path.some((s, i) => s.expand > path[i].expand) }))
       .sort((a, b) => Number(a.wide) - Number(b.wide));
-    const pick = (f: (idx: FieldIndex, wide: boolean) => Node | null): Node | null => {
+    // An index's is_tenant (match) or is_principal (range) raises the node's priority in an `and` (index-plan.ts).
+    const pick = (f: (idx: FieldIndex, wide: boolean) => Node | null, flag?: 'is_tenant' | 'is_principal'): Node | null => {
       for (const { idx, wide } of ranked) {
         const n = f(idx, wide);
-        if (n !== null) return n;
+        if (n === null) continue;
+        const rank = flag !== undefined && idx.schema.params?.[flag] === true ? (flag === 'is_tenant' ? 2 : 1) : 0;
+        return { ...n, field: c.key, ...(rank > 0 ? { rank } : {}) };
       }
       return null;
     };
@@ -411,12 +428,12 @@ export class PayloadIndexes {
       // where a text index decides a text condition (filter.ts's hook), only text
       // indexes may narrow it: a keyword index's substring candidates are no superset of token matches
       const tokens = ('text' in m || 'text_any' in m || 'phrase' in m) && this.textMatcher(namesKey(path), m) !== null;
-      const n = pick((idx, wide) => (tokens && !(idx instanceof TextIndex) ? null : idx.matchNode(m, wide)));
+      const n = pick((idx, wide) => (tokens && !(idx instanceof TextIndex) ? null : idx.matchNode(m, wide)), 'is_tenant');
       if (n) parts.push(n);
     }
     if (c.range) {
       const r = c.range;
-      const n = pick((idx, wide) => idx.rangeNode(r, wide));
+      const n = pick((idx, wide) => idx.rangeNode(r, wide), 'is_principal');
       if (n) parts.push(n);
     }
     if (c.geo_radius || c.geo_bounding_box || c.geo_polygon) {

@@ -69,7 +69,7 @@ export function* snapshotEntries(kind: SnapshotKind, c: Collection, pins: Map<nu
   for (const [id, pin] of pins) {
     yield { name: `${id}`, type: 'directory' };
     yield { name: `${id}/checkpoint.json`, type: 'file', data: pin.checkpoint };
-    for (const f of pin.files) yield { name: `${id}/${f}`, type: 'file', path: path.join(pin.dir, f) };
+    for (const f of pin.files) yield { name: `${id}/${f}`, type: 'file', path: path.join(pin.dir, f), ...(pin.sizes?.[f] !== undefined ? { size: pin.sizes[f] } : {}) };
     yield { name: `${id}/wal`, type: 'directory' };
     yield { name: `${id}/wal/${walSegmentName(pin.appliedSeq + 1n)}`, type: 'file', data: Buffer.alloc(0) };
   }

@@ -53,6 +53,8 @@ export interface TarEntry {
   type: 'file' | 'directory';
   /** File contents streamed from this path (for type 'file'). */
   path?: string;
+  /** With `path`: only the file's first `size` bytes are archived (a file still being appended to). */
+  size?: number;
   /** File contents from memory (for type 'file'); used when `path` is absent. */
   data?: Buffer;
   /** Permission bits; defaults 0o644 for files, 0o755 for directories. */
@@ -173,7 +175,8 @@ async function* tarChunks(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>)
     }
     const stat = await fsp.stat(entry.path);
     if (!stat.isFile()) throw new TarError(`${entry.path} is not a regular file`, entry.name);
-    const size = stat.size;
+    if (entry.size !== undefined && entry.size > stat.size) throw new TarError(`file ${entry.path} has ${stat.size} bytes, ${entry.size} are to be archived`, entry.name);
+    const size = entry.size ?? stat.size;
     yield encodeHeader({ name, type: 'file', size, mode, mtime: entry.mtime ?? stat.mtime });
     let written = 0;
     if (size > 0) {
@@ -203,7 +206,7 @@ export async function tarSize(entries: readonly TarEntry[]): Promise<number> {
       continue;
     }
     const stat = entry.path === undefined ? null : await fsp.stat(entry.path);
-    const size = stat === null ? (entry.data?.length ?? 0) : stat.size;
+    const size = stat === null ? (entry.data?.length ?? 0) : (entry.size ?? stat.size);
     total += encodeHeader({ name, type: 'file', size, mode: entry.mode ?? 0o644, mtime: entry.mtime ?? stat?.mtime ?? new Date() }).length + size + padding(size);
   }
   return total;

@@ -5,22 +5,31 @@
  * routes of ts/api/rest/collections.ts): it translates the message into the JSON form of
  * the same REST request (./convert), runs the same parser of ts/api/request, makes the
  * same collection or dispatcher call, and translates the result into the response
- * message. The RPCs whose REST routes answer 501 (groups, distance
- * matrices, named vector changes) answer UNIMPLEMENTED naming the feature, after the
- * same access check.
+ * message.
  *
  * Owns: that list of handlers. Must never: hold query, write or validation logic (a
  * handler does nothing its REST twin does not do), or import ts/api/rest.
  */
 
-import type { ReplicaOperation } from '../../collection/collection';
-import { NotImplementedError } from '../../common/errors';
+import type { ForKeys, ReplicaOperation } from '../../collection/collection';
+import type { GroupsRequest } from '../../collection/groups';
+import { parseQueryGroups, parseRecommendGroups, parseSearchGroups } from '../request/groups';
+import {
+  groupsResultOut,
+  queryGroupsToJson,
+  recommendGroupsToJson,
+  searchGroupsToJson,
+  type QueryPointGroupsMsg,
+  type RecommendPointGroupsMsg,
+  type SearchPointGroupsMsg,
+} from './convert/groups';
 import type { Dispatcher } from '../../storage/dispatcher';
 import type { TableOfContent } from '../../storage/toc';
 import { lookupCollections } from '../guard';
 import { readParams, readTimeout, shardKeySelector, writeParams, type Obj } from '../request/parse';
 import { createIndexBody } from '../request/payload-index';
 import { parseFacet } from '../request/facet';
+import { matrixOffsets, matrixPairs, parseMatrix } from '../request/matrix';
 import type { FacetHit } from '../../collection/facet';
 import {
   batchOf,
@@ -138,6 +147,24 @@ function facetHitOut(h: FacetHit): { value: Record<string, unknown>; count: stri
   const value =
     typeof h.value === 'string' ? { string_value: h.value } : typeof h.value === 'number' ? { integer_value: String(h.value) } : { bool_value: h.value };
   return { value, count: String(h.count) };
+}
+
+/** SearchMatrixPoints. */
+interface MatrixMsg extends ReadMsg {
+  filter?: FilterMsg;
+  sample?: Long | null;
+  limit?: Long | null;
+  using?: string | null;
+}
+
+/** SearchMatrixPoints to the body of `POST /points/search/matrix/*`. */
+function matrixBody(r: MatrixMsg): Json {
+  const b: Json = keyedBody(r);
+  put(b, 'filter', filterToJson(r.filter));
+  put(b, 'sample', r.sample === undefined || r.sample === null ? undefined : Number(r.sample));
+  put(b, 'limit', r.limit === undefined || r.limit === null ? undefined : Number(r.limit));
+  put(b, 'using', r.using ?? undefined);
+  return b;
 }
 
 function keyedBody(r: { shard_key_selector?: ShardKeySelectorMsg }, field = 'shard_key_selector'): Json {
@@ -274,12 +301,17 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     },
   });
 
-  const notServed = (access: string, feature: string, params: (r: any) => Record<string, string | undefined> = inCollection): GrpcMethod => ({
+  /** A grouped query: `POST /collections/{name}/points/{query,search,recommend}/groups`. */
+  const groups = <R extends ReadMsg>(access: string, toBody: (r: R) => Json, parse: (b: Obj) => ForKeys<GroupsRequest>): GrpcMethod<R> => ({
     access,
-    params,
-    async handle() {
-      const [method, pattern] = access.split(' ');
-      throw new NotImplementedError(`${feature} (REST: ${method} ${pattern}) is not available in this version of Quiver yet`);
+    params: inCollection,
+    async handle(r, ctx) {
+      const started = process.hrtime.bigint();
+      const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+      const c = collection(r);
+      const q = parse(toBody(r));
+      const found = await c.queryGroups(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
+      return { result: groupsResultOut(found), time: seconds(started) };
     },
   });
 
@@ -469,10 +501,10 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
       },
     },
 
-    // -- what REST answers 501 for ----------------------------------------------------------
-    SearchGroups: notServed(`POST ${C}/points/search/groups`, 'Search with grouping (SearchGroups)'),
-    RecommendGroups: notServed(`POST ${C}/points/recommend/groups`, 'Recommendation with grouping (RecommendGroups)'),
-    QueryGroups: notServed(`POST ${C}/points/query/groups`, 'Query with grouping (QueryGroups)'),
+    // -- groups, discovery -------------------------------------------------------------------
+    SearchGroups: groups<SearchPointGroupsMsg>(`POST ${C}/points/search/groups`, searchGroupsToJson, parseSearchGroups),
+    RecommendGroups: groups<RecommendPointGroupsMsg>(`POST ${C}/points/recommend/groups`, recommendGroupsToJson, parseRecommendGroups),
+    QueryGroups: groups<QueryPointGroupsMsg>(`POST ${C}/points/query/groups`, queryGroupsToJson, parseQueryGroups),
     Discover: {
       access: `POST ${C}/points/discover`,
       params: inCollection,
@@ -515,8 +547,33 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
         return { hits: hits.map(facetHitOut), time: seconds(started) };
       },
     },
-    SearchMatrixPairs: notServed(`POST ${C}/points/search/matrix/pairs`, 'The distance matrix (SearchMatrixPairs)'),
-    SearchMatrixOffsets: notServed(`POST ${C}/points/search/matrix/offsets`, 'The distance matrix (SearchMatrixOffsets)'),
+    SearchMatrixPairs: {
+      access: `POST ${C}/points/search/matrix/pairs`,
+      params: inCollection,
+      async handle(r: MatrixMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const { req, shards } = parseMatrix(matrixBody(r));
+        const { pairs } = matrixPairs(await c.searchMatrix(req, opts, shards));
+        return { result: { pairs: pairs.map((p) => ({ a: pointIdOut(p.a), b: pointIdOut(p.b), score: p.score })) }, time: seconds(started) };
+      },
+    },
+    SearchMatrixOffsets: {
+      access: `POST ${C}/points/search/matrix/offsets`,
+      params: inCollection,
+      async handle(r: MatrixMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const { req, shards } = parseMatrix(matrixBody(r));
+        const m = matrixOffsets(await c.searchMatrix(req, opts, shards));
+        return {
+          result: { offsets_row: m.offsets_row.map(String), offsets_col: m.offsets_col.map(String), scores: m.scores, ids: m.ids.map(pointIdOut) },
+          time: seconds(started),
+        };
+      },
+    },
     CreateVectorName: {
       access: `PUT ${C}/vectors/{vector_name}`,
       params: inVector,

@@ -207,6 +207,7 @@ export function engineCount(x: unknown, field: string, dflt: number, min = 0): n
  * of one length, flattened and marked with its row count (ts/common/multivector.ts).
  */
 export function denseVector(x: unknown, field: string): Float32Array {
+  refuseInference(x, field);
   if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of numbers`);
   if (x.length > 0 && Array.isArray(x[0])) return multiVector(x, field);
   const out = new Float32Array(x.length);
@@ -235,6 +236,13 @@ function multiVector(x: unknown[], field: string): Float32Array {
   return markMultivector(out, x.length);
 }
 
+/** A Document, Image or InferenceObject of the reference's API (a `model` and its input) where a vector belongs: refused by name. */
+export function refuseInference(x: unknown, field: string): void {
+  if (isObj(x) && 'model' in x && ('text' in x || 'image' in x || 'object' in x)) {
+    throw new FormatError(`${field}: inference documents are not supported by Quiver; send vectors`);
+  }
+}
+
 function isSparse(x: unknown): boolean {
   return isObj(x) && 'indices' in x && 'values' in x;
 }
@@ -253,9 +261,7 @@ export function pointVectors(x: unknown, field: string): NamedVectors {
   if (isObj(x)) {
     if (isSparse(x)) throw new FormatError(`${field}: a sparse vector must be given under its name ({"name": {"indices": [...], "values": [...]}})`);
     // An inference document names a model; `text` alone may just be a vector name.
-    if ('model' in x && ('text' in x || 'image' in x || 'object' in x)) {
-      throw new FormatError(`${field}: inference documents are not supported by Quiver; send vectors`);
-    }
+    refuseInference(x, field);
     for (const [name, v] of Object.entries(x)) {
       if (isObj(v) && 'indices' in v) continue;
       out.set(name, denseVector(v, `${field}.${name}`));

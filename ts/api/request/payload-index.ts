@@ -27,6 +27,11 @@ export function createIndexBody(b: Obj): { field: string; schema: FieldSchema } 
   try {
     const schema = parseFieldSchema(b.field_schema);
     checkTextSupport(schema);
+    // Payload index values are kept in memory (rebuilt from the payloads at load): a
+    // request for an on-disk index is refused rather than accepted and ignored.
+    if (schema.params?.on_disk === true) {
+      throw new BadInputError('field_schema.on_disk: true is not supported: Quiver keeps payload index values in memory; omit on_disk or set it to false');
+    }
     return { field, schema };
   } catch (err) {
     if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);

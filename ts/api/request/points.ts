@@ -18,6 +18,7 @@ import { DEFAULT_RRF_K, MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH } from '../../col
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite, SparseVec, SparseVectors } from '../../shard/operations';
 import { looksSparse, pointSparse, sparseVector } from './sparse';
+import { formulaQuery, mmrOf, sampleOf } from './formula';
 import type { Payload, WithPayload } from '../../shard/payload-store';
 import { BadInputError, BadRequestError, FormatError, ValidationError } from '../../common/errors';
 import { MAX_ENGINE_COUNT } from '../../shard/limits';
@@ -32,6 +33,7 @@ import {
   pointIds,
   pointVectors,
   refuse,
+  refuseInference,
   shardKeySelector,
   uint,
   withPayload,
@@ -288,6 +290,7 @@ function example(x: unknown, field: string): Example {
   if (Array.isArray(x)) return { vector: denseVector(x, field) };
   if (typeof x === 'number' || typeof x === 'string') return { id: pointId(x, field) };
   if (looksSparse(x)) return { sparse: sparseVector(x, field) };
+  refuseInference(x, field);
   throw new FormatError(`${field}: expected a vector (array of numbers) or a point id`);
 }
 
@@ -340,7 +343,7 @@ function queryKind(x: unknown): QueryKind {
   if (Array.isArray(x) || typeof x === 'number' || typeof x === 'string') return { nearest: example(x, 'query') };
   if (isObj(x)) {
     if ('nearest' in x) {
-      if (x.mmr !== undefined && x.mmr !== null) throw new FormatError('query.mmr: maximal marginal relevance is not supported by Quiver');
+      if (x.mmr !== undefined && x.mmr !== null) return { nearest: example(x.nearest, 'query.nearest'), mmr: mmrOf(x.mmr) };
       return { nearest: example(x.nearest, 'query.nearest') };
     }
     if ('recommend' in x) {
@@ -353,6 +356,8 @@ function queryKind(x: unknown): QueryKind {
     if ('fusion' in x) return { fusion: fusionOf(x.fusion) };
     if ('rrf' in x) return { fusion: rrfOf(x.rrf) };
     if ('indices' in x) return { nearest: { sparse: sparseVector(x, 'query') } };
+    if ('formula' in x) return { formula: formulaQuery(x) };
+    if ('sample' in x) return { sample: sampleOf(x.sample) };
     const kind = Object.keys(x)[0];
     throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\`, \`recommend\`, \`discover\` or \`context\``);
   }
@@ -463,6 +468,7 @@ function checkQueryShape(query: QueryKind, using: string, prefetch: Prefetch[], 
     const w = query.fusion.method === 'rrf' ? query.fusion.weights : null;
     if (w !== null && w.length !== prefetch.length) throw new BadInputError(`Number of weights in RRF should match number of pre-fetches: got ${w.length}, expected ${prefetch.length}`);
   }
+  if ('formula' in query && prefetch.length === 0) throw new BadRequestError('A formula query rescores the results of prefetches: it needs at least one prefetch.');
 }
 
 /** `vector` of the legacy search: an array, or `{name, vector}`. */

@@ -16,11 +16,6 @@ import type { HttpMethod, RouteTable } from './route';
 export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
   // collections
   // points
-  ['POST', '/collections/{collection_name}/points/query/groups'],
-  ['POST', '/collections/{collection_name}/points/search/groups'],
-  ['POST', '/collections/{collection_name}/points/search/matrix/pairs'],
-  ['POST', '/collections/{collection_name}/points/search/matrix/offsets'],
-  ['POST', '/collections/{collection_name}/points/recommend/groups'],
   // issues and quotas
   ['GET', '/quotas'],
   ['PUT', '/quotas'],

@@ -18,6 +18,8 @@ import { NotFoundError } from '../../common/errors';
 import { body, param, pointId, readParams, shardKeySelector, writeParams, type Obj, type RequestInput } from '../request/parse';
 import type { RouteTable } from './route';
 import { facetResponse, parseFacet } from '../request/facet';
+import { matrixOffsets, matrixPairs, parseMatrix } from '../request/matrix';
+import { groupsResult, parseQueryGroups, parseRecommendGroups, parseSearchGroups } from '../request/groups';
 import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseDiscover, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
@@ -91,6 +93,15 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     return facetResponse(await c.facet(req, opts, shards));
   });
 
+  for (const [route, answer] of [['pairs', matrixPairs], ['offsets', matrixOffsets]] as const) {
+    routes.addDirect('POST', `/collections/{collection_name}/points/search/matrix/${route}`, async (r) => {
+      const opts = readParams(r);
+      const c = collection(r);
+      const { req, shards } = parseMatrix(body(r));
+      return answer(await c.searchMatrix(req, opts, shards));
+    });
+  }
+
   routes.addDirect('POST', '/collections/{collection_name}/points/query', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
@@ -124,6 +135,19 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const q = keyed(parseRecommend)(body(r));
     return c.query(q.req, opts, q.shards, lookupCollections(toc, r.access));
   });
+
+  for (const [pattern, parse] of [
+    ['/collections/{collection_name}/points/query/groups', parseQueryGroups],
+    ['/collections/{collection_name}/points/search/groups', parseSearchGroups],
+    ['/collections/{collection_name}/points/recommend/groups', parseRecommendGroups],
+  ] as const) {
+    routes.addDirect('POST', pattern, async (r) => {
+      const opts = readParams(r);
+      const c = collection(r);
+      const q = parse(body(r));
+      return groupsResult(await c.queryGroups(q.req, opts, q.shards, lookupCollections(toc, r.access)));
+    });
+  }
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend/batch', async (r) => {
     const opts = readParams(r);

@@ -215,3 +215,8 @@ export function filterToJson(f: FilterMsg | undefined | null, field = 'filter'):
   if (f === undefined || f === null) return undefined;
   return filterAt(f, field, 0);
 }
+
+/** One Condition to its JSON form (a formula's condition term). */
+export function conditionJson(c: ConditionMsg, field: string): unknown {
+  return conditionToJson(c, field, 0);
+}

@@ -9,6 +9,7 @@
  * Must never: decide what a query means or whether it is valid.
  */
 
+import { formulaToJson, type FormulaMsg } from './formula';
 import { FormatError } from '../../../common/errors';
 import { filterToJson, pointIdToJson, timestampToRfc3339, type FilterMsg, type PointIdMsg, type TimestampMsg } from './filter';
 import { int64, snakeEnum } from './common';
@@ -74,6 +75,7 @@ interface QueryMsg {
   sample?: string | number;
   nearest_with_mmr?: { nearest?: VectorInputMsg; mmr?: { diversity?: number; candidates_limit?: number } };
   rrf?: { k?: number; weights?: number[] };
+  formula?: FormulaMsg;
   [other: string]: unknown;
 }
 
@@ -230,8 +232,8 @@ export function orderByToJson(o: OrderByMsg | undefined, field: string): Json | 
 }
 
 /**
- * A Query to the `query` of the REST body. Kinds Quiver does not serve (sample,
- * formula, relevance feedback) keep their REST key: the
+ * A Query to the `query` of the REST body. Kinds Quiver does not serve (relevance
+ * feedback) keep their REST key: the
  * parser refuses them by that key, with the REST error, before reading their contents.
  */
 function queryToJson(q: QueryMsg | undefined): unknown {
@@ -266,13 +268,14 @@ function queryToJson(q: QueryMsg | undefined): unknown {
       if (present(r.weights) && r.weights.length > 0) out.weights = r.weights;
       return { rrf: out };
     }
+    case 'formula':
+      return formulaToJson(q.formula, 'query');
     case 'discover': {
       const d = q.discover ?? {};
       return { discover: { target: vectorInputToJson(d.target, 'query.discover.target'), context: contextToJson(d.context, 'query.discover.context') } };
     }
     case 'context':
       return { context: contextToJson(q.context, 'query.context') };
-    case 'formula':
     case 'relevance_feedback':
       return { [q.variant]: {} };
     default:

@@ -1,0 +1,259 @@
+/**
+ * `npm run bench:payload-disk [-- --n 1000000 --payload 1024 --requests 2000 --hnsw --tag NAME]`
+ *
+ * `on_disk_payload: true` against `false`, one after the other on the same machine
+ * (issue 19's must-hold: with 1M points of 1 KiB payloads the server's RSS in on-disk
+ * mode stays under 25% of in-memory mode). For each mode: a real server (`node
+ * bin/quiver`, bench/rest/server.ts), one collection of 4-d vectors (so the vectors
+ * weigh little next to the payloads) with `on_disk_payload` set and, unless `--hnsw`,
+ * `indexing_threshold: 0` (no HNSW graph, whose links would weigh more than the
+ * vectors: the comparison is of payload memory), N points loaded
+ * through REST in batches of 1000 (`wait=true`, two in flight), each with a payload of
+ * about `--payload` bytes of JSON: `{i, group: "g<i % 100>", flag, text}`. Then:
+ *  - RSS after the load (the server's VmRSS), and after a restart on the same storage
+ *    (steady state: nothing of the load in flight, payloads as the mode keeps them);
+ *  - load time;
+ *  - at concurrency 1 after the restart: retrieve (`POST /points`, 10 random ids,
+ *    `with_payload`), scroll (`limit 10`, `with_payload`, from a random id) and scroll
+ *    filtered on the unindexed field `group` (1% of the points match; limit 10), each
+ *    p50/p95/p99.
+ * Results go to bench/results/payload-disk-<tag>.{json,md}.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { REPO_ROOT } from '../engine/common';
+import { percentile } from '../engine/measure';
+import { makeClient, type RestClient } from '../rest/client';
+import { QuiverServer } from '../rest/server';
+
+function arg(name: string, def: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : def;
+}
+
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const C = 'payload_bench';
+const BATCH = 1000;
+
+interface ModeResult {
+  on_disk_payload: boolean;
+  load_seconds: number;
+  points_per_second: number;
+  rss_after_load_mb: number;
+  rss_after_restart_mb: number;
+  restart_seconds: number;
+  storage_mb: number;
+  retrieve: Stats;
+  scroll: Stats;
+  scroll_filtered: Stats;
+}
+
+interface Stats {
+  p50_us: number;
+  p95_us: number;
+  p99_us: number;
+  mean_us: number;
+}
+
+function stats(us: Float64Array): Stats {
+  let sum = 0;
+  for (const x of us) sum += x;
+  return {
+    p50_us: Math.round(percentile(us, 50)),
+    p95_us: Math.round(percentile(us, 95)),
+    p99_us: Math.round(percentile(us, 99)),
+    mean_us: Math.round(sum / us.length),
+  };
+}
+
+function dirBytes(dir: string): number {
+  let n = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) n += dirBytes(p);
+    else if (e.isFile()) n += fs.statSync(p).size;
+  }
+  return n;
+}
+
+const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
+
+/** Waits until RSS stops growing for a second (the server settles after the load: GC, checkpoint). */
+async function settledRss(server: QuiverServer): Promise<number | null> {
+  let last = server.rss();
+  for (let i = 0; i < 20; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = server.rss();
+    if (now !== null && last !== null && Math.abs(now - last) < 8 << 20) return now;
+    last = now;
+  }
+  return last;
+}
+
+async function timed(n: number, f: (i: number) => Promise<void>): Promise<Float64Array> {
+  const us = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    await f(i);
+    us[i] = Number(process.hrtime.bigint() - t0) / 1000;
+  }
+  return us;
+}
+
+async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: number, hnsw: boolean): Promise<ModeResult> {
+  const server = await QuiverServer.start({ nodeArgs: [], keepStorage: true, env: {} });
+  let client: RestClient = makeClient('raw', server.url, 2);
+  const rnd = rng(42);
+  const filler = 'abcdefghijklmnopqrstuvwxyz0123456789 ';
+  const base = Array.from({ length: payloadBytes * 2 }, (_, k) => filler[(k * 7 + (k >> 5)) % filler.length]).join('');
+  const payload = (i: number) => {
+    const p = { i, group: `g${i % 100}`, flag: i % 2 === 0, text: '' };
+    const room = payloadBytes - JSON.stringify(p).length;
+    const s = (i * 13) % payloadBytes;
+    p.text = base.slice(s, s + Math.max(0, room));
+    return p;
+  };
+  let restarted: QuiverServer | null = null;
+  try {
+    await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: onDisk, ...(hnsw ? {} : { optimizers_config: { indexing_threshold: 0 } }) });
+    const t0 = Date.now();
+    let next = 0;
+    const lane = async () => {
+      for (;;) {
+        const from = next;
+        if (from >= N) return;
+        next += BATCH;
+        const points = [];
+        for (let j = from; j < Math.min(N, from + BATCH); j++) points.push({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) });
+        await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
+        if (from % 100_000 === 0) console.log(`  ${onDisk ? 'on disk' : 'in memory'}: ${from} points`);
+      }
+    };
+    await Promise.all([lane(), lane()]);
+    const load = (Date.now() - t0) / 1000;
+    const rssLoad = await settledRss(server);
+    console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
+    client.close();
+    const storage = path.join(server.dir, 'storage');
+    await server.stop();
+    const r0 = Date.now();
+    restarted = await QuiverServer.start({ nodeArgs: [], keepStorage: false, env: {}, storageFrom: storage });
+    const restartSec = (Date.now() - r0) / 1000;
+    fs.rmSync(server.dir, { recursive: true, force: true });
+    client = makeClient('raw', restarted.url, 1);
+    const info = await client.json<{ points_count: number }>('GET', `/collections/${C}`);
+    if (info.points_count !== N) throw new Error(`after the restart the collection has ${info.points_count} points, not ${N}`);
+    const rssRestart = await settledRss(restarted);
+    const storageMb = mb(dirBytes(path.join(restarted.dir, 'storage')));
+    // Correctness spot check: a retrieved payload is the one written.
+    const check = await client.json<Array<{ id: number; payload: unknown }>>('POST', `/collections/${C}/points`, { ids: [7, N - 1], with_payload: true });
+    for (const p of check) if (JSON.stringify(p.payload) !== JSON.stringify(payload(p.id))) throw new Error(`point ${p.id}: payload differs after the restart`);
+    const q = rng(7);
+    const ids = () => Array.from({ length: 10 }, () => Math.floor(q() * N));
+    // Warm-up pass of each kind, then the measured ones.
+    for (let i = 0; i < 50; i++) {
+      await client.json('POST', `/collections/${C}/points`, { ids: ids(), with_payload: true });
+      await client.json('POST', `/collections/${C}/points/scroll`, { limit: 10, with_payload: true, offset: Math.floor(q() * N) });
+    }
+    const retrieve = await timed(R, async () => {
+      await client.json('POST', `/collections/${C}/points`, { ids: ids(), with_payload: true });
+    });
+    const scroll = await timed(R, async () => {
+      await client.json('POST', `/collections/${C}/points/scroll`, { limit: 10, with_payload: true, offset: Math.floor(q() * N) });
+    });
+    const filtered = await timed(Math.max(50, Math.floor(R / 4)), async () => {
+      const r = await client.json<{ points: unknown[] }>('POST', `/collections/${C}/points/scroll`, {
+        limit: 10,
+        with_payload: true,
+        offset: Math.floor(q() * (N - 10_000)),
+        filter: { must: [{ key: 'group', match: { value: `g${Math.floor(q() * 100)}` } }] },
+      });
+      if (r.points.length !== 10) throw new Error(`a filtered scroll found ${r.points.length} points, not 10`);
+    });
+    return {
+      on_disk_payload: onDisk,
+      load_seconds: load,
+      points_per_second: Math.round(N / load),
+      rss_after_load_mb: mb(rssLoad),
+      rss_after_restart_mb: mb(rssRestart),
+      restart_seconds: restartSec,
+      storage_mb: storageMb,
+      retrieve: stats(retrieve),
+      scroll: stats(scroll),
+      scroll_filtered: stats(filtered),
+    };
+  } finally {
+    client.close();
+    if (restarted) await restarted.stop();
+    else await server.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const N = Number(arg('n', '1000000'));
+  const P = Number(arg('payload', '1024'));
+  const R = Number(arg('requests', '2000'));
+  const tag = arg('tag', new Date().toISOString().slice(0, 10));
+  const hnsw = process.argv.includes('--hnsw');
+  const out: Record<string, unknown> = { n: N, payload_bytes: P, requests: R, hnsw, date: new Date().toISOString() };
+  const modes: ModeResult[] = [];
+  for (const onDisk of [true, false]) {
+    console.log(`on_disk_payload: ${onDisk}`);
+    modes.push(await runMode(onDisk, N, P, R, hnsw));
+    console.log(JSON.stringify(modes[modes.length - 1]));
+  }
+  const [disk, mem] = modes;
+  out.modes = modes;
+  out.rss_ratio_after_load = Number((disk.rss_after_load_mb / mem.rss_after_load_mb).toFixed(3));
+  out.rss_ratio_after_restart = Number((disk.rss_after_restart_mb / mem.rss_after_restart_mb).toFixed(3));
+  out.holds = (out.rss_ratio_after_load as number) < 0.25 && (out.rss_ratio_after_restart as number) < 0.25;
+  console.log(JSON.stringify(out, null, 2));
+
+  const dir = path.join(REPO_ROOT, 'bench', 'results');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, `payload-disk-${tag}.json`), JSON.stringify(out, null, 2) + '\n');
+  const row = (name: string, f: (m: ModeResult) => string | number) => `| ${name} | ${f(disk)} | ${f(mem)} |`;
+  const lat = (s: Stats) => `${s.p50_us} / ${s.p95_us} / ${s.p99_us}`;
+  const md = [
+    `# On-disk payloads against in-memory payloads (${out.date})`,
+    '',
+    `Command: \`npm run bench:payload-disk -- --n ${N} --payload ${P} --requests ${R}${hnsw ? ' --hnsw' : ''}\` (bench/payload-disk/run.ts). ` +
+      `For each mode, one after the other: a real server, one collection of 4-d vectors with \`on_disk_payload\` set ` +
+      `(${hnsw ? 'HNSW built as by default' : 'indexing_threshold 0: no HNSW graph, so that payload memory is what differs'}), ${N} points ` +
+      `with payloads of ${P} bytes of JSON loaded through REST (batches of ${BATCH}, wait=true, two in flight), then a restart on the same ` +
+      'storage and, at concurrency 1, retrieve (10 random ids), scroll (limit 10 from a random id) and scroll filtered on the unindexed ' +
+      'field `group` (1% of points match), all with the payload. 2 cores shared with other work.',
+    '',
+    '| | on_disk_payload: true | on_disk_payload: false |',
+    '|---|---|---|',
+    row('load time (s)', (m) => m.load_seconds.toFixed(1)),
+    row('points / s', (m) => m.points_per_second),
+    row('RSS after the load (MB)', (m) => m.rss_after_load_mb),
+    row('RSS after a restart (MB)', (m) => m.rss_after_restart_mb),
+    row('restart (s)', (m) => m.restart_seconds.toFixed(1)),
+    row('storage on disk (MB)', (m) => m.storage_mb),
+    row('retrieve 10 ids, p50 / p95 / p99 µs', (m) => lat(m.retrieve)),
+    row('scroll 10, p50 / p95 / p99 µs', (m) => lat(m.scroll)),
+    row('scroll 10 filtered on an unindexed field, p50 / p95 / p99 µs', (m) => lat(m.scroll_filtered)),
+    '',
+    `RSS on disk / in memory: **${out.rss_ratio_after_load}** after the load, **${out.rss_ratio_after_restart}** after a restart ` +
+      `(must be < 0.25: ${out.holds ? 'holds' : 'DOES NOT HOLD'}).`,
+    '',
+  ].join('\n');
+  fs.writeFileSync(path.join(dir, `payload-disk-${tag}.md`), md);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
