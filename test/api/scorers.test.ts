@@ -129,7 +129,7 @@ const RULES: Rule[] = [
 
 test.before(async (t) => {
   api = await ContractClient.start();
-  const points = [...data].map(([id, vector]) => ({ id, vector, payload: { even: id % 2 === 0 } }));
+  const points = [...data].map(([id, vector]) => ({ id, vector, payload: { even: id % 2 === 0, g: id % 3 } }));
   for (const [name, distance, extra] of [
     ['sc_cos', 'Cosine', {}],
     // A graph (indexing from 1 KiB) over int8 codes, rescored on the originals.
@@ -196,6 +196,28 @@ test('/points/recommend and its batch take best_score and sum_scores', async (t)
   checkExact(t, 'Cosine', RULES[1], await api.ok(t, 'POST', RECOMMEND, { params: { collection_name: 'sc_cos' }, body: { negative: [5, 6], strategy: 'best_score', limit: 3, params: { exact: true } } }), 3, 'negatives only');
   await api.error(t, 400, 'POST', RECOMMEND, { params: { collection_name: 'sc_cos' }, body: { positive: [], strategy: 'sum_scores', limit: 3 } }, 'Bad request: At least one positive or negative vector ID required with this strategy');
   await api.error(t, 400, 'POST', RECOMMEND, { params: { collection_name: 'sc_cos' }, body: { positive: [1], strategy: 'worst_score', limit: 3 } }, /unknown variant/);
+});
+
+test('grouped: /points/recommend/groups with best_score and the Query API\'s discover by groups rank larger scores first under Euclid', async (t) => {
+  const best: Rule = { best: [[3, 17], [40]] };
+  const body = { positive: [3, 17], negative: [40], strategy: 'best_score', group_by: 'g', group_size: 3, limit: 3, params: { exact: true } };
+  t.deepEqual(spec().validateSchema('RecommendGroupsRequest', body), []);
+  const res = await api.ok(t, 'POST', '/collections/{collection_name}/points/recommend/groups', { params: { collection_name: 'sc_euc' }, body });
+  const want = brute('Euclid', best);
+  t.is(res.groups.length, 3);
+  for (const g of res.groups as Array<{ id: number; hits: Array<{ id: number; score: number }> }>) {
+    t.deepEqual(g.hits.map((h) => h.id), want.filter((w) => w.id % 3 === g.id).slice(0, 3).map((w) => w.id), `group ${g.id}`);
+  }
+  const firsts = (res.groups as Array<{ hits: Array<{ score: number }> }>).map((g) => g.hits[0].score);
+  t.deepEqual(firsts, [...firsts].sort((a, b) => b - a), 'groups by their best hit, larger first');
+  const disc: Rule = { discover: [7, [[11, 12]]] };
+  const qg = { query: queryOf(disc), group_by: 'g', group_size: 2, limit: 3, params: { exact: true } };
+  const got = await api.ok(t, 'POST', '/collections/{collection_name}/points/query/groups', { params: { collection_name: 'sc_euc' }, body: qg });
+  const wantD = brute('Euclid', disc);
+  t.is(got.groups.length, 3);
+  for (const g of got.groups as Array<{ id: number; hits: Array<{ id: number }> }>) {
+    t.deepEqual(g.hits.map((h) => h.id), wantD.filter((w) => w.id % 3 === g.id).slice(0, 2).map((w) => w.id), `discover group ${g.id}`);
+  }
 });
 
 test('/points/discover and its batch: discovery with a target, context without', async (t) => {
