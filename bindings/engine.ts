@@ -74,6 +74,35 @@ export interface SearchOptions {
   ignoreQuantization?: boolean;
 }
 
+/**
+ * A search scored by a rule over several examples instead of one query (the reference's
+ * `best_score` / `sum_scores` recommend strategies, discovery and context). With s(e)
+ * the similarity of a candidate to example e (the dot product for Dot and Cosine, the
+ * negated squared distance for Euclid, the negated L1 distance for Manhattan), the
+ * score, larger better and not post-processed as a distance is:
+ * - best_score: with p the best positive and n the best negative similarity (-inf when
+ *   there is none), sigmoid(p) when p > n, else -sigmoid(n);
+ * - sum_scores: the positive similarities summed minus the negative ones summed;
+ * - discover: per context pair +1, 0 or -1 as s(positive) is above, equal to or below
+ *   s(negative), summed, plus sigmoid(s(target));
+ * - context: per pair fast_sigmoid(min(s(positive) - s(negative) - 2^-23, 0)), summed;
+ * where fast_sigmoid(x) = x / (1 + |x|) and sigmoid(x) = (fast_sigmoid(x) + 1) / 2.
+ */
+export type ScoreRule = 'best_score' | 'sum_scores' | 'discover' | 'context';
+export const SCORE_RULES: readonly ScoreRule[] = ['best_score', 'sum_scores', 'discover', 'context'];
+
+export interface RuleQuery {
+  rule: ScoreRule;
+  /**
+   * The examples, flat (`n * dim` values): for best_score and sum_scores the
+   * `positives` positive ones first, then the negative ones; for discover the target,
+   * then each pair as (positive, negative); for context each pair.
+   */
+  examples: Float32Array;
+  /** best_score and sum_scores: how many of the examples are positive; else 0. */
+  positives: number;
+}
+
 export interface SearchResult {
   labels: BigUint64Array;
   /** Reference score semantics: Cosine/Dot larger is better, Euclid/Manhattan are distances. */
@@ -130,6 +159,12 @@ export interface VectorIndex {
   /** Marks labels deleted; returns how many existed. */
   delete(labels: BigUint64Array): Promise<number>;
   search(query: Float32Array, options: SearchOptions): Promise<SearchResult>;
+  /**
+   * The best points by a rule over examples (see RuleQuery): the same graph walk,
+   * fallbacks to the exact scan (flat, `exact`, small filters) and quantized rescoring
+   * as `search`. Multivector indexes refuse it (QUIVER_UNSUPPORTED).
+   */
+  searchRule(query: RuleQuery, options: SearchOptions): Promise<SearchResult>;
   /** Several queries (flat, n * dim) in one call; one result per query. */
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]>;
   getVector(label: bigint): Promise<Float32Array | null>;

@@ -8,7 +8,7 @@
  * engine work on the event loop.
  */
 
-import type { Distance, IndexStats, LiveVectors, SearchOptions, SearchResult, VectorIndex } from './engine';
+import type { Distance, IndexStats, LiveVectors, RuleQuery, SearchOptions, SearchResult, VectorIndex } from './engine';
 import { EngineError, normaliseError } from './errors';
 import { checkLabel, checkLabels, checkPath, checkSearchOptions, checkVectors } from './validate';
 
@@ -90,6 +90,11 @@ export class NativeMultiVectorIndex implements VectorIndex {
   /** Not offered: a flat batch cannot say where one query list ends (the shard sends list queries one by one). */
   searchBatch(_queries: Float32Array, _options: SearchOptions): Promise<SearchResult[]> {
     return Promise.reject(new EngineError('QUIVER_UNSUPPORTED', 'a multivector index answers one query list per search call'));
+  }
+
+  /** Not offered: the rules score one vector per example, and MaxSim scores lists. */
+  searchRule(_query: RuleQuery, _options: SearchOptions): Promise<SearchResult> {
+    return Promise.reject(new EngineError('QUIVER_UNSUPPORTED', 'a multivector index cannot search by best_score, sum_scores, discover or context'));
   }
 
   getVector(label: bigint): Promise<Float32Array | null> {

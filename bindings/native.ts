@@ -16,6 +16,7 @@ import type {
   IndexOptions,
   IndexStats,
   LiveVectors,
+  RuleQuery,
   SearchOptions,
   SearchResult,
   SparseIndex,
@@ -35,6 +36,7 @@ import {
   checkLabel,
   checkLabels,
   checkPath,
+  checkRuleQuery,
   checkSearchOptions,
   checkSparseOptions,
   checkThreads,
@@ -61,6 +63,7 @@ interface AddonIndex {
   delete(labels: BigUint64Array): Promise<number>;
   search(query: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
   searchBatch(queries: Float32Array, options: AddonSearchOptions): Promise<SearchResult[]>;
+  searchRule(rule: string, positives: number, examples: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
   getVector(label: bigint): Promise<Float32Array | null>;
   exportLive(): Promise<LiveVectors>;
   liveLabels(): Promise<BigUint64Array>;
@@ -180,6 +183,13 @@ class NativeVectorIndex implements VectorIndex {
     return call(() => {
       checkVectors(queries, 'queries');
       return this.inner.searchBatch(queries, searchOptions(options));
+    });
+  }
+
+  searchRule(query: RuleQuery, options: SearchOptions): Promise<SearchResult> {
+    return call(() => {
+      checkRuleQuery(query);
+      return this.inner.searchRule(query.rule, query.positives, query.examples, searchOptions(options));
     });
   }
 

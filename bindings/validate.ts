@@ -8,8 +8,8 @@
  * fail the same way with the same code.
  */
 
-import type { Datatype, Distance, IndexOptions, SearchOptions, SparseBatch, SparseIndexOptions, SparseSearchOptions } from './engine';
-import { DATATYPES } from './engine';
+import type { Datatype, Distance, IndexOptions, RuleQuery, SearchOptions, SparseBatch, SparseIndexOptions, SparseSearchOptions } from './engine';
+import { DATATYPES, SCORE_RULES } from './engine';
 import { invalidArgument } from './errors';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Dot', 'Euclid', 'Manhattan'];
@@ -153,4 +153,12 @@ export function checkSparseOptions(options: SparseIndexOptions | undefined): Che
     throw invalidArgument(`datatype must be one of ${DATATYPES.join(', ')}, got ${String(options?.datatype)}`);
   }
   return { fullScanThreshold, datatype };
+}
+
+/** Checks a rule query's shape (the engine checks the counts against the rule). */
+export function checkRuleQuery(q: RuleQuery): void {
+  if (typeof q !== 'object' || q === null) throw invalidArgument('a rule query must be an object');
+  if (!SCORE_RULES.includes(q.rule)) throw invalidArgument(`unknown rule ${JSON.stringify(q.rule)}`);
+  checkVectors(q.examples, 'examples');
+  checkCount('positives', q.positives);
 }

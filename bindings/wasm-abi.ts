@@ -50,6 +50,23 @@ interface Exports {
     outScores: number,
     outCap: number,
   ): number;
+  quiver_index_search_rule(
+    handle: number,
+    rule: number,
+    positives: number,
+    examples: number,
+    examplesLen: number,
+    k: number,
+    ef: number,
+    oversampling: number,
+    flags: number,
+    hasAllow: number,
+    allow: number,
+    allowLen: number,
+    outLabels: number,
+    outScores: number,
+    outCap: number,
+  ): number;
   quiver_index_get_vector(handle: number, label: bigint, out: number, cap: number): number;
   quiver_index_stats(handle: number, out: number): number;
   quiver_index_export_live(handle: number, outLabels: number, outVectors: number, cap: number): number;
@@ -259,6 +276,52 @@ export class WasmModule {
             handle,
             qp,
             query.length,
+            args.k,
+            args.ef ?? 0,
+            args.oversampling ?? 0,
+            flags,
+            args.allow ? 1 : 0,
+            ap,
+            args.allow ? args.allow.length : 0,
+            lp,
+            sp,
+            cap,
+          ),
+        );
+        return {
+          labels: new BigUint64Array(this.x.memory.buffer.slice(lp, lp + n * 8)),
+          scores: new Float32Array(this.x.memory.buffer.slice(sp, sp + n * 4)),
+        };
+      } finally {
+        this.x.quiver_free(qp, qs);
+        if (args.allow) this.x.quiver_free(ap, as);
+        this.x.quiver_free(lp, cap * 8);
+        this.x.quiver_free(sp, cap * 4);
+      }
+    });
+  }
+
+  /** A search by rule (`rule` is the index of the rule in SCORE_RULES); `live` as in `search`. */
+  searchRule(handle: number, rule: number, positives: number, examples: Float32Array, args: WasmSearchArgs, live: number): { labels: BigUint64Array; scores: Float32Array } {
+    return this.run(() => {
+      const cap = Math.max(1, Math.min(args.k, live));
+      const [qp, qs] = this.put(examples);
+      const [ap, as] = args.allow ? this.put(args.allow) : [0, 0];
+      const lp = this.alloc(cap * 8);
+      const sp = this.alloc(cap * 4);
+      try {
+        const flags =
+          (args.exact ? 1 : 0) |
+          (args.rescore === false ? 0 : 2) |
+          (args.ignoreQuantization ? 4 : 0) |
+          (args.oversampling !== undefined ? 8 : 0);
+        const n = this.check(
+          this.x.quiver_index_search_rule(
+            handle,
+            rule,
+            positives,
+            qp,
+            examples.length,
             args.k,
             args.ef ?? 0,
             args.oversampling ?? 0,

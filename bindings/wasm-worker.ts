@@ -20,6 +20,7 @@ export type WorkerRequest =
   | { id: number; op: 'add'; args: { handle: number; labels: BigUint64Array; vectors: Float32Array } }
   | { id: number; op: 'delete'; args: { handle: number; labels: BigUint64Array } }
   | { id: number; op: 'search'; args: { handle: number; queries: Float32Array; batch: boolean; options: WasmSearchArgs } }
+  | { id: number; op: 'searchRule'; args: { handle: number; rule: number; positives: number; examples: Float32Array; options: WasmSearchArgs } }
   | { id: number; op: 'getVector'; args: { handle: number; label: bigint } }
   | { id: number; op: 'exportLive'; args: { handle: number } }
   | { id: number; op: 'compact'; args: { handle: number } }
@@ -86,6 +87,13 @@ function main(): void {
         }
         const transfer = results.flatMap((r) => [r.labels.buffer as ArrayBuffer, r.scores.buffer as ArrayBuffer]);
         return { result: batch ? results : results[0], transfer };
+      }
+      case 'searchRule': {
+        const { handle: h, rule, positives, examples, options } = req.args;
+        const started = performance.now();
+        const r = wasm.searchRule(h, rule, positives, examples, options, wasm.stats(h).count);
+        const out: SearchOut = { ...r, computeUs: (performance.now() - started) * 1000 };
+        return { result: out, transfer: [out.labels.buffer as ArrayBuffer, out.scores.buffer as ArrayBuffer] };
       }
       case 'getVector': {
         const dim = wasm.stats(req.args.handle).dim;

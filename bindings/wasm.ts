@@ -22,6 +22,7 @@ import type {
   IndexOptions,
   IndexStats,
   LiveVectors,
+  RuleQuery,
   SearchOptions,
   SearchResult,
   SparseIndex,
@@ -30,6 +31,7 @@ import type {
   Wal,
   WalOptions,
 } from './engine';
+import { SCORE_RULES } from './engine';
 import { WasmSparseIndex } from './sparse-wasm';
 import { EngineError, invalidArgument, isEngineErrorCode } from './errors';
 import { WasmModule, WasmSearchArgs } from './wasm-abi';
@@ -39,6 +41,7 @@ import {
   checkLabel,
   checkLabels,
   checkPath,
+  checkRuleQuery,
   checkSearchOptions,
   checkSparseOptions,
   checkThreads,
@@ -199,6 +202,28 @@ class WasmVectorIndex implements VectorIndex {
 
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {
     return this.query<SearchResult[]>(queries, options, true);
+  }
+
+  searchRule(query: RuleQuery, options: SearchOptions): Promise<SearchResult> {
+    return this.with(async (handle) => {
+      checkRuleQuery(query);
+      checkSearchOptions(options);
+      const examples = copy(query.examples);
+      const allow = options.allow ? copy(options.allow) : undefined;
+      const args: WasmSearchArgs = {
+        k: options.k,
+        ef: options.ef,
+        exact: options.exact,
+        allow,
+        oversampling: options.oversampling,
+        rescore: options.rescore,
+        ignoreQuantization: options.ignoreQuantization,
+      };
+      const transfer = [examples.buffer as ArrayBuffer];
+      if (allow) transfer.push(allow.buffer as ArrayBuffer);
+      const rule = SCORE_RULES.indexOf(query.rule);
+      return this.host.call<SearchResult>({ op: 'searchRule', args: { handle, rule, positives: query.positives, examples, options: args } }, transfer);
+    });
   }
 
   getVector(label: bigint): Promise<Float32Array | null> {

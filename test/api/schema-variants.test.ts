@@ -68,6 +68,7 @@ const UNSUPPORTED: Allowed[] = [
   { where: /"datatype":/, message: /^400 .*changing the datatype of an existing sparse vector is not supported/, reason: 'changing a sparse vector\'s datatype (README: not supported)' },
   { op: /^PUT \/collections\/\{collection_name\}\/points\/payload$/, where: /"key":/, message: /^400 .*overwrite payload does not take a `key`/, reason: 'overwrite payload with a key (README: not supported)' },
   { where: /"relevance_feedback":/, message: /^400 .*`relevance_feedback` queries are not supported/, reason: 'relevance_feedback queries (README: not supported; no helper builds them)' },
+  { where: /"discover":\{|"context":|"strategy":"(best_score|sum_scores)"/, message: /^400 .*queries over the multivector .* are not supported by Quiver/, reason: 'discover / context queries and the best_score / sum_scores strategies over multivectors (README: not supported)' },
   { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported/, reason: 'payload index values on disk (README: not supported)' },
   { op: /^POST \/collections\/\{collection_name\}\/cluster$/, where: /resharding|replicate_points/, message: /^501 .*resharding/, reason: 'resharding operations, replicate_points among them (README: 501)' },
 ];
@@ -78,11 +79,7 @@ const UNSUPPORTED: Allowed[] = [
  * sum_scores strategies). Until each merges its bodies answer 501 (routes) or a 400
  * naming the feature; remove the entry when it lands, and the body must parse.
  */
-const PENDING: Allowed[] = [
-  { op: /\/points\/discover(\/batch)?$/, where: /./, message: /^501 /, reason: 'discover routes (helper "scorers")' },
-  { where: /"discover":\{|"context":/, message: /^400 .*(`discover`|`context`) queries are not supported/, reason: 'discover / context queries (helper "scorers")' },
-  { where: /"strategy":"(best_score|sum_scores)"/, message: /^400 .*strategy `(best_score|sum_scores)` is not supported/, reason: 'best_score / sum_scores (helper "scorers")' },
-];
+const PENDING: Allowed[] = [];
 
 /** Bodies the document allows that no data satisfies, with the refusal and why. */
 const SEMANTIC: Allowed[] = [
@@ -190,9 +187,30 @@ let counter = 0;
 function fixSparse(q: Json): void {
   if (q === null || typeof q !== 'object' || Array.isArray(q)) return;
   const own = JSON.stringify({ query: q.query, positive: q.positive, negative: q.negative, target: q.target, context: q.context });
-  if (own.includes('"indices"') && (q.using === undefined || q.using === null)) q.using = 'sparse';
+  if (own.includes('"indices"') && (q.using === undefined || q.using === null)) {
+    q.using = 'sparse';
+    // Discovery and context take several examples, one of them varied: the others (dense
+    // by default) become sparse too, as a request over a sparse vector holds.
+    const query = q.query as Obj | null | undefined;
+    if (query !== null && typeof query === 'object' && !Array.isArray(query)) for (const k of ['discover', 'context']) if (k in query) query[k] = sparsified(query[k] as Json);
+    for (const k of ['target', 'context']) if (q[k] !== undefined && q[k] !== null) q[k] = sparsified(q[k] as Json);
+  }
   const prefetch = q.prefetch;
   for (const p of Array.isArray(prefetch) ? prefetch : [prefetch]) fixSparse(p as Json);
+}
+
+/** A discover request needs a target or context pairs (the reference refuses neither): a body with neither gets a target. */
+function fixDiscover(q: Json): void {
+  if (q === null || typeof q !== 'object' || Array.isArray(q)) return;
+  const pairs = Array.isArray(q.context) ? q.context.length : 0;
+  if ((q.target === undefined || q.target === null) && pairs === 0) q.target = V;
+}
+
+/** `x` with every dense vector (a list of numbers) replaced by a sparse one. */
+function sparsified(x: Json): Json {
+  if (Array.isArray(x)) return x.length > 0 && x.every((v) => typeof v === 'number') ? { indices: [1, 7], values: [0.5, 0.25] } : x.map((v) => sparsified(v as Json));
+  if (x !== null && typeof x === 'object') return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, k === 'indices' || k === 'values' ? v : sparsified(v as Json)]));
+  return x;
 }
 
 function hasShardKey(body: Json): boolean {
@@ -567,6 +585,8 @@ test('every body variant of the v1.18 document parses', async (t) => {
     const body0 = JSON.parse(JSON.stringify(v.value)) as Json;
     if (/\/points\/query(\/groups)?$/.test(pattern)) fixQuery(body0);
     if (/\/points\/query\/batch$/.test(pattern)) for (const s of ((body0 as Obj).searches as Json[]) ?? []) fixQuery(s);
+    if (/\/points\/discover$/.test(pattern)) fixDiscover(body0);
+    if (/\/points\/discover\/batch$/.test(pattern)) for (const s of ((body0 as Obj).searches as Json[]) ?? []) fixDiscover(s);
     if (/\/points\/(query|recommend|discover)(\/groups)?$/.test(pattern)) fixSparse(body0);
     if (/\/points\/(query|recommend|discover)\/batch$/.test(pattern)) for (const s of ((body0 as Obj).searches as Json[]) ?? []) fixSparse(s);
     if (spec === undefined) {

@@ -329,9 +329,8 @@ test('Query: each kind of query becomes the REST body; what Quiver does not serv
   t.deepEqual(sq.query, { nearest: { sparse: { indices: Uint32Array.of(4, 1), values: Float32Array.of(0.5, 1) } } });
 
   const refused: Array<[object, RegExp]> = [
-    [{ query: { recommend: { positive: [{ id: { num: '1' } }], strategy: 'SumScores' } } }, /^bad_input: .*`sum_scores` is not supported/],
-    [{ query: { discover: { target: { id: { num: '1' } } } } }, /`discover` queries are not supported/],
-    [{ query: { context: { pairs: [] } } }, /`context` queries are not supported/],
+    [{ query: { recommend: { strategy: 'SumScores' } } }, /^bad_request: .*At least one positive or negative vector ID required with this strategy/],
+    [{ query: { discover: { context: { pairs: [] } } } }, /missing field `target`/],
     [{ query: { fusion: 'RRF' } }, /^bad_input: Wrong input: cannot apply Fusion without prefetches/],
     [{ query: { rrf: {} }, using: 'image', prefetch: [{ query: { nearest: { dense: { data: [1, 0] } } } }] }, /^bad_request: Bad request: Fusion queries cannot be combined with the 'using' field/],
     [{ query: { relevance_feedback: {} } }, /`relevance_feedback` queries are not supported/],

@@ -4,8 +4,7 @@
  * the REST answer to the same request over the same data (same points, same payloads and
  * vectors, same scores in the same order); writes made through gRPC on one collection
  * and through REST on its twin leave both the same; every error kind answers its status
- * code with the REST text, and a refused request changes nothing; the RPCs REST answers
- * 501 for answer UNIMPLEMENTED naming the feature.
+ * code with the REST text, and a refused request changes nothing.
  *
  * One server for the file. The read-only collections `pts` (unnamed vectors, integer and
  * UUID ids) and `named` (two named vectors) are filled once in `before` through REST;
@@ -301,6 +300,52 @@ test('QueryBatch, Search, SearchBatch, Recommend, RecommendBatch: the same answe
   rb.result.forEach((b: Json, i: number) => sameRecords(t, b.result, rbr[i], `recommend batch ${i}`));
 });
 
+test('Discover, DiscoverBatch, discover and context queries, best_score and sum_scores: the same answers as REST', async (t) => {
+  const ctx = (p: Id, n: Id) => ({ positive: { id: pid(p) }, negative: { id: pid(n) } });
+  const d = await g.call('Points', 'Discover', {
+    ...inC('pts'),
+    target: { single: { id: pid(1) } },
+    context: [ctx(2, 3), { positive: { vector: dense([0, 0, 1, 0]) }, negative: { id: pid(uuid(4)) } }],
+    limit: '5',
+    with_payload: { enable: true },
+    filter: { must_not: [cityIs('Rome')] },
+  });
+  const dr = await restOk(t, 'POST', '/collections/pts/points/discover', {
+    target: 1,
+    context: [{ positive: 2, negative: 3 }, { positive: [0, 0, 1, 0], negative: uuid(4) }],
+    limit: 5,
+    with_payload: true,
+    filter: { must_not: [{ key: 'city', match: { value: 'Rome' } }] },
+  });
+  t.is(dr.length, 5);
+  sameRecords(t, d.result, dr, 'discover');
+  const db = await g.call('Points', 'DiscoverBatch', { ...inC('pts'), discover_points: [{ context: [ctx(6, 7)], limit: '3' }, { target: { single: { vector: dense([1, 0, 0, 0]) } }, limit: '2', offset: '1' }] });
+  const dbr = await restOk(t, 'POST', '/collections/pts/points/discover/batch', { searches: [{ context: [{ positive: 6, negative: 7 }], limit: 3 }, { target: [1, 0, 0, 0], limit: 2, offset: 1 }] });
+  db.result.forEach((b: Json, i: number) => sameRecords(t, b.result, dbr[i], `discover batch ${i}`));
+
+  const vi = (id: Id) => ({ id: pid(id) });
+  const pair = (p: Id, n: Id) => ({ positive: vi(p), negative: vi(n) });
+  const queries: Array<[Json, Json]> = [
+    [{ discover: { target: vi(7), context: { pairs: [pair(8, 9)] } } }, { discover: { target: 7, context: [{ positive: 8, negative: 9 }] } }],
+    [{ context: { pairs: [pair(8, 9), pair(12, 13)] } }, { context: [{ positive: 8, negative: 9 }, { positive: 12, negative: 13 }] }],
+    [{ recommend: { positive: [vi(1)], negative: [vi(2), { dense: { data: [0, 1, 0, 0] } }], strategy: 'BestScore' } }, { recommend: { positive: [1], negative: [2, [0, 1, 0, 0]], strategy: 'best_score' } }],
+    [{ recommend: { positive: [vi(1), vi(3)], strategy: 'SumScores' } }, { recommend: { positive: [1, 3], strategy: 'sum_scores' } }],
+  ];
+  for (const [viaGrpc, viaRest] of queries) {
+    const got = await g.call('Points', 'Query', { ...inC('pts'), query: viaGrpc, limit: '4' });
+    const want = await restOk(t, 'POST', '/collections/pts/points/query', { query: viaRest, limit: 4 });
+    t.is(want.points.length, 4);
+    sameRecords(t, got.result, want.points, Object.keys(viaRest)[0]);
+  }
+  // In a prefetch too.
+  const pq = await g.call('Points', 'Query', { ...inC('pts'), prefetch: [{ query: queries[0][0], limit: '20' }], query: queries[1][0], limit: '3' });
+  sameRecords(t, pq.result, (await restOk(t, 'POST', '/collections/pts/points/query', { prefetch: { query: queries[0][1], limit: 20 }, query: queries[1][1], limit: 3 })).points, 'prefetch');
+  const rc = await g.call('Points', 'Recommend', { ...inC('pts'), negative: [pid(1)], strategy: 'BestScore', limit: '3' });
+  sameRecords(t, rc.result, await restOk(t, 'POST', '/collections/pts/points/recommend', { negative: [1], strategy: 'best_score', limit: 3 }), 'recommend best_score');
+  await expectCode(t, 'Discover', { ...inC('pts'), limit: '3' }, 'INVALID_ARGUMENT', /target and\/or context_pairs must be specified/);
+  await expectCode(t, 'Query', { ...inC('pts'), query: { discover: { context: { pairs: [pair(1, 2)] } } } }, 'INVALID_ARGUMENT', /missing field `target`/);
+});
+
 // -- writes -------------------------------------------------------------------------------------
 
 /** Every point of a collection through REST: ids, payloads, vectors. */
@@ -478,7 +523,7 @@ test('error kinds answer their status with the REST message, and a refused write
     ['Scroll', { filter: { must: [{ field: { key: 'a[0]', match: { keyword: 'x' } } }] } }, /unsupported key path/],
     ['Search', { vector: [1, 0, 0, 0] }, /limit: value 0 invalid/],
     ['Query', { prefetch: [{ query: { nearest: dense([1, 0, 0, 0]) } }] }, /A query is needed to merge the prefetches/],
-    ['Query', { query: { discover: {} } }, /`discover` queries are not supported/],
+    ['Query', { query: { relevance_feedback: {} } }, /`relevance_feedback` queries are not supported/],
     ['Recommend', { limit: '3' }, /At least one positive/],
     ['QueryBatch', { query_points: [{ ...inC('other'), query: { nearest: dense([1, 0, 0, 0]) } }] }, /differs from the batch's collection/],
     ['UpdateBatch', { operations: [{ upsert: { points: [point(pid(200), [1, 1, 1, 1])] } }, {}] }, /operations\[1\]: expected an object with one operation/],
@@ -495,17 +540,6 @@ test('error kinds answer their status with the REST message, and a refused write
   const bigRest = await fetch(`${q.server.url}/collections/g_err/points?wait=true`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"points":[{"id":18446744073709551615,"vector":[1,2,3,4]}]}' });
   t.is(big, ((await bigRest.json()) as Json).status.error);
   t.deepEqual(await contents(t, 'g_err'), before);
-});
-
-test('the RPCs REST answers 501 for answer UNIMPLEMENTED naming the feature', async (t) => {
-  const cases: Array<[string, RegExp]> = [
-    ['Discover', /Discovery search/],
-    ['DiscoverBatch', /discovery search/],
-  ];
-  for (const [rpc, message] of cases) {
-    const details = await expectCode(t, rpc, { ...inC('pts') }, 'UNIMPLEMENTED', message);
-    t.regex(details, /^Not implemented: .* is not available in this version of Quiver yet$/);
-  }
 });
 
 test('CreateVectorName and DeleteVectorName change the collection as REST does; datatype and multivector forms translate both ways', async (t) => {

@@ -88,6 +88,9 @@ class FakeIndex implements VectorIndex {
     }
     return out;
   }
+  async searchRule(): Promise<never> {
+    throw new Error('not in this fake');
+  }
   async getVector(): Promise<Float32Array | null> {
     return null;
   }

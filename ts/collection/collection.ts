@@ -40,6 +40,7 @@ import { CollectionIssues } from './issues';
 import { LocalReplica } from './local-replica';
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector, type Example, type LookupFrom, type QueryKind, type QueryRequest } from './query';
 import { MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH, prefetchShape, referencedIds, runHybrid, type HybridReads } from './hybrid';
+import { examplesOf, rulePlan, ruleUnsupported, scoresNothing, searchRule, type RulePlan } from './scorers';
 import { bothFilters } from './hybrid';
 import { randomPick, vectorOf } from './query-kinds';
 import { nearestInSample, type MatrixEntry } from './mmr';
@@ -1125,7 +1126,8 @@ export class Collection {
   /** Which scores of `q` are better (groups.ts orders groups and hits by it): fusions and formulas larger, by-payload order none, else the vector's distance. */
   private scoreOrder(q: QueryRequest): ScoreOrder {
     const kind = q.query as Record<string, unknown>;
-    if ('fusion' in kind || 'formula' in kind || 'discover' in kind || 'context' in kind) return 'desc';
+    // A rule over examples (discover, context, the best_score / sum_scores strategies) is larger-better whatever the distance.
+    if ('fusion' in kind || 'formula' in kind || rulePlan(q.query) !== null) return 'desc';
     if ('orderBy' in kind || 'none' in kind || 'sample' in kind) return null;
     if (this.isSparse(q.using)) return 'desc';
     return higherIsBetter(this.vectorSpec(q.using).distance) ? 'desc' : 'asc';
@@ -1162,6 +1164,9 @@ export class Collection {
     const rings = this.readRings(shards);
     const lookupFrom = req.lookupFrom ?? null;
     const exclude = referencedIds(req, this.name);
+    const plan = rulePlan(q);
+    if (plan !== null) return this.queryRule(req, plan, opts, shards, rings, others, exclude);
+    if ('discover' in q || 'context' in q) throw new Error('a rule query without a plan'); // rulePlan covers both
     if (this.isSparse(req.using)) {
       // Nearest to a stored point's sparse vector, or a recommendation over sparse vectors.
       const examples = 'nearest' in q ? [q.nearest] : [...q.recommend.positive, ...q.recommend.negative];
@@ -1183,6 +1188,35 @@ export class Collection {
   }
 
   /**
+   * A query scored by a rule over its examples (scorers.ts): the example ids become
+   * vectors (from `lookup_from` when given), then one search by the rule, which every
+   * replica runs on its own points. A context query without pairs scores every point 0:
+   * points in id order, as a query without a vector.
+   */
+  private async queryRule(req: QueryRequest, plan: RulePlan, opts: ReadOptions, shards: ShardSelector | null, rings: readonly Ring[], others: CollectionLookup | null, exclude: PointKey[]): Promise<ScoredOut[]> {
+    this.checkRuleVector(req.using, plan);
+    if (scoresNothing(plan)) {
+      const page = await this.scrollPage({ offset: null, limit: req.offset + req.limit, filter: req.filter, withPayload: req.withPayload, withVector: req.withVector }, opts, shards);
+      return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
+    }
+    if (this.isSparse(req.using)) {
+      // Sparse vectors: an exact scan by the rule on every replica (examples by id read from this collection).
+      if (req.lookupFrom) throw new BadInputError(ruleUnsupported(plan, `the sparse vector ${JSON.stringify(req.using)} with lookup_from`));
+      const examples = await this.sparseExamples(plan.examples, req.using, opts, rings);
+      return this.search({ ...req, vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples }, exclude }, opts, rings);
+    }
+    const vs = await this.exampleVectors(plan.examples, req.using, opts, rings, req.lookupFrom ?? null, others);
+    return this.search({ ...req, vector: NO_VECTOR, rule: searchRule(plan, vs), exclude }, opts, rings);
+  }
+
+  /** A rule query runs over a dense vector of one row per point, or a sparse vector (by exact scan): multivector names are refused. */
+  private checkRuleVector(using: string, plan: RulePlan): void {
+    if (this.isSparse(using)) return;
+    this.vectorSpec(using);
+    if (this.multivectorDim(using) !== null) throw new BadInputError(ruleUnsupported(plan, `the multivector ${using === '' ? '(unnamed)' : JSON.stringify(using)}`));
+  }
+
+  /**
    * A query over the results of its prefetches (hybrid.ts plans and runs it through this
    * collection's ordinary reads). Its shape, vectors and lookups are checked before any
    * replica is asked.
@@ -1193,9 +1227,11 @@ export class Collection {
     if (count > MAX_PREFETCH_COUNT) throw new BadInputError(`a query holds ${count} prefetches, more than the ${MAX_PREFETCH_COUNT} Quiver allows`);
     this.checkWithVector(req.withVector);
     const check = (query: QueryKind, using: string, lookupFrom: LookupFrom | null | undefined, prefetch: QueryRequest['prefetch']) => {
-      if (('nearest' in query || 'recommend' in query) && !this.isSparse(using)) {
+      const plan = rulePlan(query);
+      if (plan !== null) this.checkRuleVector(using, plan);
+      if (('nearest' in query || 'recommend' in query || plan !== null) && !this.isSparse(using)) {
         this.vectorSpec(using);
-        const examples = 'nearest' in query ? [query.nearest] : [...query.recommend.positive, ...query.recommend.negative];
+        const examples = examplesOf(query);
         for (const e of examples) {
           if ('vector' in e) this.checkVector(using, e.vector);
           else if (lookupFrom) this.lookupSource(lookupFrom, using, others);
@@ -1389,9 +1425,13 @@ export class Collection {
    * `offset + limit`, and the page is cut from their merge.
    */
   private search(req: SearchRequest, opts: ReadOptions, rings: readonly Ring[]): Promise<ScoredOut[]> {
-    const spec = req.sparse !== undefined ? null : this.vectorSpec(req.using);
-    if (req.sparse !== undefined) {
+    const spec = req.sparse !== undefined || req.sparseRule !== undefined ? null : this.vectorSpec(req.using);
+    if (req.sparse !== undefined || req.sparseRule !== undefined) {
       this.checkSparseName(req.using);
+    } else if (req.rule !== undefined) {
+      const n = req.rule.examples.length;
+      if (n === 0 || n % spec!.dim !== 0) throw new BadInputError(`Vector dimension error: the examples hold ${n} values, not a multiple of ${spec!.dim}`);
+      if (!req.rule.examples.every((x) => Number.isFinite(x))) throw new BadInputError('an example vector has a non-finite value');
     } else {
       this.checkVector(req.using, req.vector);
       if (!req.vector.every((x) => Number.isFinite(x))) throw new BadInputError('query vector has a non-finite value');
@@ -1399,7 +1439,8 @@ export class Collection {
     if (req.limit + req.offset === 0 && (req.exclude === undefined || req.exclude.length === 0)) return Promise.resolve([]);
     this.checkWithVector(req.withVector);
     const sets = this.readable(this.setsOf(rings));
-    const higher = spec === null || higherIsBetter(spec.distance);
+    // A rule's score is larger-better whatever the distance.
+    const higher = spec === null || req.rule !== undefined || higherIsBetter(spec.distance);
     if (sets.length === 1) {
       const one = sets[0];
       return this.keyOfShard.has(one.shardId) ? one.search(req, opts, higher).then((rs) => this.keyed(one, rs)) : one.search(req, opts, higher);

@@ -17,8 +17,9 @@
 import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { WithPayload } from '../shard/payload-store';
-import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest } from './query';
+import type { ContextPair, Discover, Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest, Recommend } from './query';
 import { exampleIds, recommendMultivector, recommendSparseVector, recommendVector } from './query';
+import { examplesOf, rulePlan, scoresNothing, searchRule } from './scorers';
 import type { SparseVec } from '../shard/operations';
 import { keyToJson, type OrderBy, type PointId, type SearchRequest, type WithVector } from './replica';
 import type { Distance } from '../../bindings/engine';
@@ -236,6 +237,8 @@ async function runLevel<T extends Scored>(reads: HybridReads<T>, level: Level, i
   if ('nearest' in q && q.mmr !== undefined) return mmrSearch(reads, { nearest: q.nearest, mmr: q.mmr }, level, queryVector, onlyIds(ids), []);
   if ('orderBy' in q) return reads.ordered(q.orderBy, onlyIds(ids), level.keep, false, false);
   if ('none' in q) return reads.scroll(onlyIds(ids), level.keep, false, false);
+  const plan = rulePlan(q);
+  if (plan !== null && scoresNothing(plan)) return reads.scroll(onlyIds(ids), level.keep, false, false);
   const vector = await queryVector(reads, q, level);
   return reads.search({ using: level.using, ...vector, filter: onlyIds(ids), limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false });
 }
@@ -249,6 +252,8 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
   if ('formula' in q) throw new Error('a formula without prefetches reached the plan'); // the parser refuses it
   if ('sample' in q) return reads.sample(withoutExamples, level.keep);
   if ('nearest' in q && q.mmr !== undefined) return mmrSearch(reads, { nearest: q.nearest, mmr: q.mmr }, level, queryVector, filter, exclude);
+  const plan = rulePlan(q);
+  if (plan !== null && scoresNothing(plan)) return reads.scroll(withoutExamples, level.keep, false, false);
   const vector = await queryVector(reads, q, level);
   return reads.search({ using: level.using, ...vector, filter, limit: level.keep, offset: 0, scoreThreshold: level.scoreThreshold, ...level.params, withPayload: false, withVector: false, exclude });
 }
@@ -256,8 +261,14 @@ async function leaf<T extends Scored>(reads: HybridReads<T>, level: Level, filte
 /** An empty dense vector: the search of a sparse query carries its vector in `sparse`. */
 const NO_VECTOR = new Float32Array(0);
 
-/** What a level searches with: a dense vector, or a sparse one when `using` names a sparse vector. */
-export async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: { positive: Example[]; negative: Example[] } }, level: Level): Promise<{ vector: Float32Array; sparse?: SparseVec }> {
+/** What a level searches with: a dense vector, a sparse one when `using` names a sparse vector, or a rule over examples. */
+export async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: Recommend } | { discover: Discover } | { context: ContextPair[] }, level: Level): Promise<Pick<SearchRequest, 'vector' | 'sparse' | 'rule' | 'sparseRule'>> {
+  const plan = rulePlan(q);
+  if (plan !== null && reads.isSparse(level.using)) {
+    return { vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples: await reads.sparse(plan.examples, level.using) } };
+  }
+  if (plan !== null) return { vector: NO_VECTOR, rule: searchRule(plan, await reads.vectors(plan.examples, level.using, level.lookupFrom)) };
+  if ('discover' in q || 'context' in q) throw new Error('a rule query without a plan'); // rulePlan covers both
   if (reads.isSparse(level.using)) {
     if ('nearest' in q) return { vector: NO_VECTOR, sparse: (await reads.sparse([q.nearest], level.using))[0] };
     const { positive, negative } = q.recommend;
@@ -304,8 +315,7 @@ export function referencedIds(req: { query: QueryKind; lookupFrom?: LookupFrom |
   const visit = (query: QueryKind, lookupFrom: LookupFrom | null | undefined, prefetch: readonly Prefetch[] | undefined) => {
     const here = lookupFrom === null || lookupFrom === undefined || lookupFrom.collection === collection;
     if (here) {
-      if ('nearest' in query) out.push(...exampleIds([query.nearest]));
-      else if ('recommend' in query) out.push(...exampleIds([...query.recommend.positive, ...query.recommend.negative]));
+      out.push(...exampleIds(examplesOf(query)));
     }
     for (const p of prefetch ?? []) visit(p.query, p.lookupFrom, p.prefetch);
   };

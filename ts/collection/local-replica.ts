@@ -192,7 +192,7 @@ export class LocalReplica implements Replica {
     const excluded = req.exclude !== undefined && req.exclude.length > 0 ? new Set(req.exclude.map((k) => k.key)) : null;
     const want = req.limit + req.offset + (excluded === null ? 0 : excluded.size);
     if (want === 0) return [];
-    const hits = req.sparse !== undefined ? await shard.searchSparse(req.using, req.sparse, Math.min(want, MAX_ENGINE_COUNT), req.filter) : await shard.search(
+    const hits = req.sparseRule !== undefined ? await shard.searchSparseRule(req.using, req.sparseRule.rule, req.sparseRule.positives, req.sparseRule.examples, Math.min(want, MAX_ENGINE_COUNT), req.filter) : req.sparse !== undefined ? await shard.searchSparse(req.using, req.sparse, Math.min(want, MAX_ENGINE_COUNT), req.filter) : await shard.search(
       req.using,
       {
         vector: req.vector,
@@ -204,13 +204,14 @@ export class LocalReplica implements Replica {
         oversampling: req.quantization?.oversampling,
         rescore: req.quantization?.rescore,
         ignoreQuantization: req.quantization?.ignore,
+        rule: req.rule,
       },
       req.filter,
     );
     const names = this.names(req.withVector);
     const t = req.scoreThreshold;
-    const store = req.sparse !== undefined ? undefined : shard.vectors.get(req.using);
-    const higher = store === undefined || higherIsBetter(store.spec.distance);
+    const store = req.sparse !== undefined || req.sparseRule !== undefined ? undefined : shard.vectors.get(req.using);
+    const higher = store === undefined || req.rule !== undefined || higherIsBetter(store.spec.distance);
     const end = req.offset + req.limit;
     const out: ScoredRecord[] = [];
     // `rank` counts the hits that pass the threshold and the exclusions: the page is

@@ -17,10 +17,27 @@ import type { Formula } from './formula';
 /** A vector, a sparse vector, or the id of a stored point whose vector is meant. */
 export type Example = { vector: Float32Array } | { id: PointKey } | { sparse: SparseVec };
 
-/** A recommendation by the average_vector strategy (the only one served). */
+/**
+ * A recommendation: by the average_vector strategy (`strategy` absent: one search for
+ * the average vector), or by `best_score` / `sum_scores` (a search scored by the rule
+ * over every example, scorers.ts).
+ */
 export interface Recommend {
   positive: Example[];
   negative: Example[];
+  strategy?: 'best_score' | 'sum_scores';
+}
+
+/** A pair of examples: points should be nearer the positive than the negative. */
+export interface ContextPair {
+  positive: Example;
+  negative: Example;
+}
+
+/** Discovery: near the target, within the zones the context pairs mark (scorers.ts). */
+export interface Discover {
+  target: Example;
+  context: ContextPair[];
 }
 
 /**
@@ -32,7 +49,8 @@ export type Fusion = { method: 'rrf'; k: number; weights: number[] | null } | { 
 
 /**
  * Nearest to a vector or point, a recommendation, no vector at all (points by id, or by
- * payload order), or a fusion of prefetches.
+ * payload order), a fusion of prefetches, discovery (a target and context pairs) or a
+ * context search (pairs only).
  */
 export type QueryKind =
   | { nearest: Example; mmr?: Mmr }
@@ -41,7 +59,9 @@ export type QueryKind =
   | { none: true }
   | { fusion: Fusion }
   | { formula: Formula }
-  | { sample: 'random' };
+  | { sample: 'random' }
+  | { discover: Discover }
+  | { context: ContextPair[] };
 
 /**
  * Maximal marginal relevance over a nearest query (mmr.ts): `lambda` = 1 - diversity, and

@@ -59,6 +59,17 @@ export interface OrderedRecord extends PointRecord {
   orderValue: number;
 }
 
+/**
+ * A search scored by a rule over examples instead of nearness to `vector` (which is then
+ * empty): `examples` holds the example vectors one after another, in the order
+ * bindings/engine.ts `RuleQuery` gives; scores are larger-better whatever the distance.
+ */
+export interface SearchRule {
+  rule: 'best_score' | 'sum_scores' | 'discover' | 'context';
+  positives: number;
+  examples: Float32Array;
+}
+
 /** Nearest points to a vector. */
 export interface SearchRequest {
   using: string;
@@ -76,6 +87,10 @@ export interface SearchRequest {
   exclude?: PointKey[];
   /** A sparse query over the sparse vector `using` (then `vector` is empty and unused). */
   sparse?: SparseVec;
+  /** A search by a rule over examples (then `vector` is empty and unused). */
+  rule?: SearchRule;
+  /** A search by a rule over sparse examples of the sparse vector `using` (an exact scan; `vector` is empty and unused). */
+  sparseRule?: { rule: SearchRule['rule']; positives: number; examples: SparseVec[] };
 }
 
 /** Points in id order from `offset` (inclusive). */

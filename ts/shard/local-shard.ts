@@ -33,7 +33,8 @@ import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
-import type { Engine, VectorIndex, Wal } from '../../bindings/engine';
+import type { Engine, ScoreRule, VectorIndex, Wal } from '../../bindings/engine';
+import { ruleScore } from './rule-score';
 import { ShardUnavailableError } from '../common/errors';
 import type { VectorSpec } from './vector-store';
 import { ClockMap, ClockSet, clockKey, clockMapJsonProblem, clockTagProblem, isReplicatedClock, type ClockEntryJson, type ClockTag } from './clocks';
@@ -1346,6 +1347,40 @@ export class LocalShard {
         if (want === hits.length) break;
         hits = await store.search(query, want, allow);
       }
+      return this.byScoreThenId(hits).slice(0, k);
+    } catch (err) {
+      throw this.closed ? new ShardClosedError() : err;
+    }
+  }
+
+  /**
+   * Top points by a rule over sparse examples (over sparse vector `name`, among those
+   * matching `filter`), by exact scan: one exact search per example gives every point's
+   * dot product with it (0 for a point sharing no dimension), and each point carrying
+   * the vector is scored by the rule; ties by point id.
+   */
+  async searchSparseRule(name: string, rule: ScoreRule, positives: number, examples: SparseVec[], k: number, filter: Filter | null): Promise<Hit[]> {
+    if (this.closed) throw new ShardClosedError();
+    try {
+      const store = this.sparse.get(name);
+      if (!store || k === 0) return [];
+      let allow: BigUint64Array | null = null;
+      if (filter !== null) {
+        const offs = this.matching(filter);
+        if (offs.length === 0) return [];
+        allow = BigUint64Array.from(offs);
+      }
+      const labels = allow === null ? [...store.present] : Array.from(allow).filter((l) => store.present.has(l));
+      if (labels.length === 0) return [];
+      const sims = new Map<bigint, Float64Array>();
+      for (const l of labels) sims.set(l, new Float64Array(examples.length));
+      for (let j = 0; j < examples.length; j++) {
+        for (const h of await store.search(examples[j], labels.length, allow)) {
+          const row = sims.get(h.label);
+          if (row) row[j] = h.score;
+        }
+      }
+      const hits: Hit[] = labels.map((label) => ({ label, score: ruleScore(rule, positives, sims.get(label)!) }));
       return this.byScoreThenId(hits).slice(0, k);
     } catch (err) {
       throw this.closed ? new ShardClosedError() : err;

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 
 import * as os from 'node:os';
 
-import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
+import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization, RuleQuery, ScoreRule, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
 
 import { LabelSet } from './label-set';
 import { OptimizationLog, segmentUuid, type OptimizationInfo, type PendingInfo, type SegmentInfo } from './optimization-log';
@@ -74,6 +74,8 @@ export interface VectorSearch {
   oversampling?: number;
   rescore?: boolean;
   ignoreQuantization?: boolean;
+  /** Score by this rule over examples instead of nearness to `vector` (larger is better). */
+  rule?: { rule: ScoreRule; positives: number; examples: Float32Array };
 }
 
 /** File names of the indexes a checkpoint holds, relative to the shard directory. */
@@ -291,12 +293,12 @@ export class VectorStore {
     const parts: Array<Promise<Hit[]>> = [];
     for (const t of [this.appendable, this.frozen, this.indexed]) {
       if (t === null || t.labels.size === 0) continue;
-      parts.push(this.searchOne(t, req.vector, opts, t === this.indexed ? extra : 0));
+      parts.push(this.searchOne(t, req.vector, opts, t === this.indexed ? extra : 0, req.rule));
     }
     // One index (a green collection): no Promise.all on the hot path.
     if (parts.length === 1) return parts[0];
     const lists = await Promise.all(parts);
-    return mergeHits(lists, higherIsBetter(this.spec.distance), req.k);
+    return mergeHits(lists, req.rule !== undefined || higherIsBetter(this.spec.distance), req.k);
   }
 
   /**
@@ -305,14 +307,14 @@ export class VectorStore {
    * purges them); when they crowd the served labels out of the engine's answer, ask
    * again for more, until enough served hits come back or the index has no more.
    */
-  private async searchOne(t: Tracked, vector: Float32Array, opts: SearchOptions, extra: number): Promise<Hit[]> {
+  private async searchOne(t: Tracked, vector: Float32Array, opts: SearchOptions, extra: number, rule?: RuleQuery): Promise<Hit[]> {
     const want = Math.min(opts.k, t.labels.size);
     // The engine's k is a 32-bit count: asking again for more stops there.
     let k = Math.min(opts.k + extra, MAX_ENGINE_COUNT);
     for (;;) {
       const o = k === opts.k ? opts : { ...opts, k };
       // A multivector index answers each query list alone (no flat batches).
-      const r = this.spec.multivector ? await t.index.search(vector, o) : await batcher.search(t.index, vector, o);
+      const r = rule !== undefined ? await t.index.searchRule(rule, o) : this.spec.multivector ? await t.index.search(vector, o) : await batcher.search(t.index, vector, o);
       const hits: Hit[] = [];
       for (let i = 0; i < r.labels.length; i++) {
         const label = r.labels[i];

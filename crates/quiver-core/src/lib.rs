@@ -24,4 +24,4 @@ mod testutil;
 pub use datatype::Datatype;
 pub use distance::Distance;
 pub use error::{Error, ErrorKind, Result};
-pub use hnsw::{Index, IndexConfig, IndexStats, Quantization, SearchParams};
+pub use hnsw::{Index, IndexConfig, IndexStats, Quantization, Rule, SearchParams};

@@ -603,6 +603,41 @@ impl NativeIndex {
         )
     }
 
+    /// Search by a rule over examples (`examples` holds n * dim values; see
+    /// `quiver_core::Rule` for their order): "best_score", "sum_scores", "discover" or
+    /// "context"; the first `positives` examples are the positive ones of the two
+    /// recommend rules.
+    #[napi(ts_return_type = "Promise<NativeSearchResult>")]
+    pub fn search_rule(
+        &self,
+        rule: String,
+        positives: f64,
+        examples: Float32Array,
+        options: NativeSearchOptions,
+    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, f64), NativeSearchResult>> {
+        let prepared = self.shared().and_then(|i| {
+            let r = quiver_core::Rule::parse(&rule).ok_or_else(|| invalid(format!("unknown rule {:?}", rule)))?;
+            Ok((i, params_from(&options)?, r, count_arg("positives", positives)?))
+        });
+        let (index, params, rule, positives) = match prepared {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, search_result),
+        };
+        let examples = examples.to_vec();
+        let allow = options.allow.as_ref().map(|a| a.to_vec());
+        Job::new(
+            move || {
+                let index = read(&index)?;
+                let started = std::time::Instant::now();
+                let hits = index.search_rule(rule, positives, &examples, &params, allow.as_deref())?;
+                let us = started.elapsed().as_secs_f64() * 1e6;
+                let (labels, scores) = split(hits);
+                Ok((labels, scores, us))
+            },
+            search_result,
+        )
+    }
+
     /// `queries` holds n * dim values; resolves with one result per query.
     #[napi(ts_return_type = "Promise<NativeSearchResult[]>")]
     pub fn search_batch(

@@ -338,6 +338,57 @@ pub extern "C" fn quiver_index_search(
     }
 }
 
+/// Searches by a rule over `examples` (`examples_len` values, a multiple of the
+/// dimension; see `quiver_core::Rule` for their order and codes): 0 best_score,
+/// 1 sum_scores, 2 discover, 3 context; the first `positives` examples are positive.
+/// The other arguments and the result are those of `quiver_index_search`.
+#[no_mangle]
+pub extern "C" fn quiver_index_search_rule(
+    handle: i32,
+    rule: u32,
+    positives: usize,
+    examples: *const f32,
+    examples_len: usize,
+    k: usize,
+    ef: usize,
+    oversampling: f32,
+    flags: u32,
+    has_allow: u32,
+    allow: *const u64,
+    allow_len: usize,
+    out_labels: *mut u64,
+    out_scores: *mut f32,
+    out_cap: usize,
+) -> i32 {
+    let rule = match quiver_core::Rule::from_code(rule) {
+        Some(r) => r,
+        None => return fail(quiver_core::Error::invalid(format!("unknown rule code {}", rule))),
+    };
+    let mut p = SearchParams::new(k);
+    p.ef = if ef == 0 { None } else { Some(ef) };
+    p.oversampling = if flags & 8 != 0 { Some(oversampling) } else { None };
+    p.exact = flags & 1 != 0;
+    p.rescore = flags & 2 != 0;
+    p.ignore_quantization = flags & 4 != 0;
+    // SAFETY: the host wrote these arrays and left room for `out_cap` results.
+    let (examples, allow) = unsafe { (slice(examples, examples_len), slice(allow, allow_len)) };
+    let allow = if has_allow != 0 { Some(allow) } else { None };
+    match with_index(handle, |i| i.search_rule(rule, positives, examples, &p, allow)) {
+        Ok(hits) => {
+            let n = hits.len().min(out_cap);
+            for (j, (label, score)) in hits.into_iter().take(n).enumerate() {
+                // SAFETY: j < out_cap, the room the host allocated in each output.
+                unsafe {
+                    *out_labels.add(j) = label;
+                    *out_scores.add(j) = score;
+                }
+            }
+            n as i32
+        }
+        Err(e) => fail(e),
+    }
+}
+
 /// Copies the stored vector of `label` (normalised for Cosine) into `out` (room for
 /// `cap` floats). Returns its length, 0 when the label is absent.
 #[no_mangle]

@@ -5,8 +5,7 @@
  * routes of ts/api/rest/collections.ts): it translates the message into the JSON form of
  * the same REST request (./convert), runs the same parser of ts/api/request, makes the
  * same collection or dispatcher call, and translates the result into the response
- * message. The RPCs whose REST routes answer 501 (discover) answer UNIMPLEMENTED naming the feature, after the
- * same access check.
+ * message.
  *
  * Owns: that list of handlers. Must never: hold query, write or validation logic (a
  * handler does nothing its REST twin does not do), or import ts/api/rest.
@@ -24,7 +23,6 @@ import {
   type RecommendPointGroupsMsg,
   type SearchPointGroupsMsg,
 } from './convert/groups';
-import { NotImplementedError } from '../../common/errors';
 import type { Dispatcher } from '../../storage/dispatcher';
 import type { TableOfContent } from '../../storage/toc';
 import { lookupCollections } from '../guard';
@@ -40,6 +38,7 @@ import {
   deleteVectorsOp,
   keyed,
   parseCount,
+  parseDiscover,
   parseQuery,
   parseRecommend,
   parseRetrieve,
@@ -76,7 +75,7 @@ import {
   type WithVectorsMsg,
   type WriteOrderingMsg,
 } from './convert/points';
-import { checkBatchItem, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
+import { checkBatchItem, discoverPointsToJson, orderByToJson, queryPointsToJson, recommendPointsToJson, searchPointsToJson, type DiscoverPointsMsg, type OrderByMsg, type QueryPointsMsg, type RecommendPointsMsg, type SearchPointsMsg } from './convert/query';
 import { num, seconds, snakeEnum, timeoutSeconds } from './convert/common';
 import { parseVectorNameConfig } from '../../collection/config';
 import { mapToJson, type ValueMap } from './convert/value';
@@ -316,15 +315,6 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     },
   });
 
-  const notServed = (access: string, feature: string, params: (r: any) => Record<string, string | undefined> = inCollection): GrpcMethod => ({
-    access,
-    params,
-    async handle() {
-      const [method, pattern] = access.split(' ');
-      throw new NotImplementedError(`${feature} (REST: ${method} ${pattern}) is not available in this version of Quiver yet`);
-    },
-  });
-
   return {
     // -- writes ---------------------------------------------------------------------------
     Upsert: write<UpsertMsg>(`PUT ${C}/points`, (r) => upsertBody(r, ''), upsertOp),
@@ -511,12 +501,35 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
       },
     },
 
-    // -- what REST answers 501 for ----------------------------------------------------------
+    // -- groups, discovery -------------------------------------------------------------------
     SearchGroups: groups<SearchPointGroupsMsg>(`POST ${C}/points/search/groups`, searchGroupsToJson, parseSearchGroups),
     RecommendGroups: groups<RecommendPointGroupsMsg>(`POST ${C}/points/recommend/groups`, recommendGroupsToJson, parseRecommendGroups),
     QueryGroups: groups<QueryPointGroupsMsg>(`POST ${C}/points/query/groups`, queryGroupsToJson, parseQueryGroups),
-    Discover: notServed(`POST ${C}/points/discover`, 'Discovery search (Discover)'),
-    DiscoverBatch: notServed(`POST ${C}/points/discover/batch`, 'Batched discovery search (DiscoverBatch)'),
+    Discover: {
+      access: `POST ${C}/points/discover`,
+      params: inCollection,
+      async handle(r: DiscoverPointsMsg, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const q = keyed(parseDiscover)(discoverPointsToJson(r));
+        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
+        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
+      },
+    },
+    DiscoverBatch: {
+      access: `POST ${C}/points/discover/batch`,
+      params: inCollection,
+      async handle(r: ReadMsg & { discover_points?: DiscoverPointsMsg[] }, ctx: GrpcCallContext) {
+        const started = process.hrtime.bigint();
+        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+        const c = collection(r);
+        const items = r.discover_points ?? [];
+        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `discover_points[${i}]`));
+        const results = await c.queryBatch(batchOf({ searches: items.map(discoverPointsToJson) }, 'searches').map(keyed(parseDiscover)), opts, lookupCollections(toc, ctx.access));
+        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
+      },
+    },
     Facet: {
       access: `POST ${C}/facet`,
       params: inCollection,

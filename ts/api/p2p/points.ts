@@ -35,6 +35,7 @@ import {
   type ScoredRecord,
   type ScrollRequest,
   type SearchRequest,
+  type SearchRule,
   type UpdateOptions,
 } from '../../collection/replica';
 import { decodeReplicaOperation, encodeReplicaOperation, type ReplicaOperation } from '../../collection/replica-operation';
@@ -118,12 +119,17 @@ function idsOut(keys: ReadonlyArray<{ kind: 'num' | 'uuid'; value: bigint | stri
 export function encodeRead(kind: ReadKind, req: unknown): Buffer {
   let body: unknown = req;
   if (kind === 'search') {
-    const r = req as SearchRequest;
+    // A search made from a query carries the query's own fields too (its kind, with
+    // example ids, prefetches, lookup_from): the replica needs none of them, and example
+    // ids hold bigints JSON cannot write.
+    const { query: _query, prefetch: _prefetch, lookupFrom: _lookupFrom, ...r } = req as SearchRequest & { query?: unknown; prefetch?: unknown; lookupFrom?: unknown };
     body = {
       ...r,
       vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'),
       exclude: r.exclude ? idsOut(r.exclude) : undefined,
       sparse: r.sparse ? { indices: Array.from(r.sparse.indices), values: Array.from(r.sparse.values) } : undefined,
+      sparseRule: r.sparseRule ? { ...r.sparseRule, examples: r.sparseRule.examples.map((e) => ({ indices: Array.from(e.indices), values: Array.from(e.values) })) } : undefined,
+      rule: r.rule ? { ...r.rule, examples: Buffer.from(r.rule.examples.buffer, r.rule.examples.byteOffset, r.rule.examples.byteLength).toString('base64') } : undefined,
     };
   } else if (kind === 'retrieve') {
     const r = req as RetrieveRequest;
@@ -135,6 +141,14 @@ export function encodeRead(kind: ReadKind, req: unknown): Buffer {
   return Buffer.from(JSON.stringify(body ?? null), 'utf8');
 }
 
+/** Little-endian f32 values from base64 (a rule's examples). */
+function f32FromBase64(text: string): Float32Array {
+  const raw = Buffer.from(text, 'base64');
+  const out = new Float32Array(raw.length / 4);
+  Buffer.from(out.buffer).set(raw);
+  return out;
+}
+
 export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
   const body = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
   if (kind === 'search') {
@@ -143,7 +157,11 @@ export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
     Buffer.from(vector.buffer).set(raw);
     const sp = body.sparse as { indices: number[]; values: number[] } | undefined;
     const sparse = sp ? { indices: Uint32Array.from(sp.indices), values: Float32Array.from(sp.values) } : undefined;
-    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse };
+    const ru = body.rule as (Omit<SearchRule, 'examples'> & { examples: string }) | undefined;
+    const rule = ru ? { ...ru, examples: f32FromBase64(ru.examples) } : undefined;
+    const sr = body.sparseRule as { rule: SearchRule['rule']; positives: number; examples: Array<{ indices: number[]; values: number[] }> } | undefined;
+    const sparseRule = sr ? { ...sr, examples: sr.examples.map((e) => ({ indices: Uint32Array.from(e.indices), values: Float32Array.from(e.values) })) } : undefined;
+    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse, rule, sparseRule };
   }
   if (kind === 'retrieve') return { ...body, ids: (body.ids as PointId[]).map((id) => normalizePointId(id)) };
   if (kind === 'scroll') return { ...body, offset: body.offset === null ? null : normalizePointId(body.offset) };

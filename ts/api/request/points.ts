@@ -13,7 +13,7 @@ import type { UpdateMode, WriteCondition } from '../../collection/replica-operat
 import type { ForKeys, OrderBy, ReplicaOperation, ScrollRequest, SearchRequest, Selector, WithVector } from '../../collection/collection';
 import type { OrderedScrollRequest } from '../../collection/replica';
 import type { Filter } from '../../shard/filter';
-import type { Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest, Recommend } from '../../collection/query';
+import type { ContextPair, Discover, Example, Fusion, LookupFrom, Prefetch, QueryKind, QueryRequest, Recommend } from '../../collection/query';
 import { DEFAULT_RRF_K, MAX_PREFETCH_COUNT, MAX_PREFETCH_DEPTH } from '../../collection/hybrid';
 import type { PointKey } from '../../shard/id-tracker';
 import type { NamedVectors, PointWrite, SparseVec, SparseVectors } from '../../shard/operations';
@@ -302,15 +302,40 @@ function examples(x: unknown, field: string): Example[] {
 
 function recommendInput(o: Obj, field: string): Recommend {
   const strategy = o.strategy ?? 'average_vector';
-  if (strategy !== 'average_vector') {
-    if (strategy === 'best_score' || strategy === 'sum_scores') {
-      throw new BadInputError(`${field}strategy \`${String(strategy)}\` is not supported by Quiver; use \`average_vector\``);
-    }
+  if (strategy !== 'average_vector' && strategy !== 'best_score' && strategy !== 'sum_scores') {
     throw new FormatError(`${field}strategy: unknown variant ${JSON.stringify(strategy)}, expected one of \`average_vector\`, \`best_score\`, \`sum_scores\``);
   }
-  const rec = { positive: examples(o.positive, `${field}positive`), negative: examples(o.negative, `${field}negative`) };
-  if (rec.positive.length === 0) throw new BadInputError('At least one positive vector ID required');
-  return rec;
+  const rec: Recommend = { positive: examples(o.positive, `${field}positive`), negative: examples(o.negative, `${field}negative`) };
+  if (strategy === 'average_vector') {
+    if (rec.positive.length === 0) throw new BadInputError('At least one positive vector ID required');
+    return rec;
+  }
+  // best_score and sum_scores score every example: negatives alone are enough.
+  if (rec.positive.length === 0 && rec.negative.length === 0) throw new BadRequestError('At least one positive or negative vector ID required with this strategy');
+  return { ...rec, strategy };
+}
+
+/** A context pair `{positive, negative}`. */
+function contextPair(x: unknown, field: string): ContextPair {
+  if (!isObj(x)) throw new FormatError(`${field}: expected an object with \`positive\` and \`negative\``);
+  if (x.positive === undefined || x.positive === null) throw new FormatError(`${field}: missing field \`positive\``);
+  if (x.negative === undefined || x.negative === null) throw new FormatError(`${field}: missing field \`negative\``);
+  return { positive: example(x.positive, `${field}.positive`), negative: example(x.negative, `${field}.negative`) };
+}
+
+/** The Query API's `ContextInput`: one pair, a list of pairs, or null (no pairs). */
+function contextInput(x: unknown, field: string): ContextPair[] {
+  if (x === undefined || x === null) return [];
+  if (Array.isArray(x)) return x.map((p, i) => contextPair(p, `${field}[${i}]`));
+  return [contextPair(x, field)];
+}
+
+/** The Query API's `DiscoverInput`: `{target, context}`. */
+function discoverInput(x: unknown, field: string): Discover {
+  if (!isObj(x)) throw new FormatError(`${field}: expected an object`);
+  if (x.target === undefined || x.target === null) throw new FormatError(`${field}: missing field \`target\``);
+  if (!('context' in x)) throw new FormatError(`${field}: missing field \`context\``);
+  return { target: example(x.target, `${field}.target`), context: contextInput(x.context, `${field}.context`) };
 }
 
 function queryKind(x: unknown): QueryKind {
@@ -325,6 +350,8 @@ function queryKind(x: unknown): QueryKind {
       if (!isObj(x.recommend)) throw new FormatError('query.recommend: expected an object');
       return { recommend: recommendInput(x.recommend, 'query.recommend.') };
     }
+    if ('discover' in x) return { discover: discoverInput(x.discover, 'query.discover') };
+    if ('context' in x) return { context: contextInput(x.context, 'query.context') };
     if ('order_by' in x) return { orderBy: orderBy(x.order_by, 'query.order_by') };
     if ('fusion' in x) return { fusion: fusionOf(x.fusion) };
     if ('rrf' in x) return { fusion: rrfOf(x.rrf) };
@@ -332,7 +359,7 @@ function queryKind(x: unknown): QueryKind {
     if ('formula' in x) return { formula: formulaQuery(x) };
     if ('sample' in x) return { sample: sampleOf(x.sample) };
     const kind = Object.keys(x)[0];
-    throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\` or \`recommend\``);
+    throw new FormatError(`query: \`${kind}\` queries are not supported by Quiver; use a vector, a point id, \`nearest\`, \`recommend\`, \`discover\` or \`context\``);
   }
   throw new FormatError('query: expected a vector, a point id or a query object');
 }
@@ -470,6 +497,25 @@ export function parseRecommend(b: Obj): QueryRequest {
   const using = usingOf(b);
   const rec = recommendInput(b, '');
   return { ...queryRequest(b, null, using, { recommend: rec }), lookupFrom: lookupFrom(b.lookup_from) };
+}
+
+/**
+ * A body of the legacy discover API (`DiscoverRequest`): a target with context pairs is
+ * discovery, pairs alone a context search; one of them is needed. It has no
+ * `score_threshold` (the reference's has none).
+ */
+export function parseDiscover(b: Obj): QueryRequest {
+  const using = usingOf(b);
+  const target = b.target === undefined || b.target === null ? null : example(b.target, 'target');
+  let context: ContextPair[] = [];
+  if (b.context !== undefined && b.context !== null) {
+    if (!Array.isArray(b.context)) throw new FormatError('context: expected an array of {positive, negative} pairs');
+    context = b.context.map((p, i) => contextPair(p, `context[${i}]`));
+  }
+  if (target === null && context.length === 0) throw new BadRequestError('target and/or context_pairs must be specified');
+  const kind: QueryKind = target === null ? { context } : { discover: { target, context } };
+  const { score_threshold: _ignored, ...rest } = b;
+  return { ...queryRequest(rest, null, using, kind), lookupFrom: lookupFrom(b.lookup_from) };
 }
 
 /** A body of a similarity API parsed by `parse`, with the shard keys it names. */

@@ -16,8 +16,6 @@ import type { HttpMethod, RouteTable } from './route';
 export const NOT_IMPLEMENTED_ROUTES: ReadonlyArray<readonly [HttpMethod, string]> = [
   // collections
   // points
-  ['POST', '/collections/{collection_name}/points/discover'],
-  ['POST', '/collections/{collection_name}/points/discover/batch'],
   // issues and quotas
   ['GET', '/quotas'],
   ['PUT', '/quotas'],

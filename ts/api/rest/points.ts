@@ -20,7 +20,7 @@ import type { RouteTable } from './route';
 import { facetResponse, parseFacet } from '../request/facet';
 import { matrixOffsets, matrixPairs, parseMatrix } from '../request/matrix';
 import { groupsResult, parseQueryGroups, parseRecommendGroups, parseSearchGroups } from '../request/groups';
-import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
+import { batchOf, batchOp, deletePayloadOp, deleteVectorsOp, keyed, parseCount, parseDiscover, parseQuery, parseRecommend, parseRetrieve, parseScroll, parseSearch, selector, setPayloadOp, updateVectorsOp, upsertOp } from '../request/points';
 
 /** GET /points/{id}: digits are an integer id, anything else must be a UUID. */
 function pathId(raw: string): PointKey {
@@ -153,5 +153,18 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const opts = readParams(r);
     const c = collection(r);
     return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseRecommend)), opts, lookupCollections(toc, r.access));
+  });
+
+  routes.addDirect('POST', '/collections/{collection_name}/points/discover', async (r) => {
+    const opts = readParams(r);
+    const c = collection(r);
+    const q = keyed(parseDiscover)(body(r));
+    return c.query(q.req, opts, q.shards, lookupCollections(toc, r.access));
+  });
+
+  routes.addDirect('POST', '/collections/{collection_name}/points/discover/batch', async (r) => {
+    const opts = readParams(r);
+    const c = collection(r);
+    return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseDiscover)), opts, lookupCollections(toc, r.access));
   });
 }

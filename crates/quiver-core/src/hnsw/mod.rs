@@ -41,11 +41,13 @@ use crate::visited::VisitedPool;
 
 mod graph;
 mod persist;
+mod rule;
 mod search;
 
 pub use graph::default_threads;
 use graph::{SpinLock, LOCK_STRIPES};
 pub use persist::{INDEX_FORMAT_VERSION, INDEX_MAGIC};
+pub use rule::{fast_sigmoid, scaled_fast_sigmoid, Rule};
 
 /// Default clipping quantile of scalar (int8) quantization, as in the reference server.
 pub const DEFAULT_SCALAR_QUANTILE: f32 = 0.99;

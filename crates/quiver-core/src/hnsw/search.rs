@@ -56,10 +56,10 @@ impl<'a> Scorer for RawScorer<'a> {
         self.index.cost_to(self.q, i)
     }
 }
-struct SqScorer<'a> {
-    index: &'a Index,
-    sq: &'a ScalarQuantizer,
-    q: ScalarQuery,
+pub(super) struct SqScorer<'a> {
+    pub(super) index: &'a Index,
+    pub(super) sq: &'a ScalarQuantizer,
+    pub(super) q: ScalarQuery,
 }
 impl<'a> Scorer for SqScorer<'a> {
     #[inline(always)]
@@ -67,10 +67,10 @@ impl<'a> Scorer for SqScorer<'a> {
         self.sq.cost(&self.q, self.index.code(i))
     }
 }
-struct BqScorer<'a> {
-    index: &'a Index,
-    bq: &'a BinaryQuantizer,
-    q: BinaryQuery,
+pub(super) struct BqScorer<'a> {
+    pub(super) index: &'a Index,
+    pub(super) bq: &'a BinaryQuantizer,
+    pub(super) q: BinaryQuery,
 }
 impl<'a> Scorer for BqScorer<'a> {
     #[inline(always)]
@@ -109,17 +109,23 @@ impl Index {
     /// `accept` refuses still routes (joins the candidates) but never enters the results.
     /// Monomorphised per scorer and acceptance test. An unfiltered search of an index
     /// without deletions does not come here: it runs `beam`, which has no acceptance test.
-    fn search_base<S: Scorer, A: Accept>(&self, scorer: &S, accept: &A, ep: u32, ef: usize, visited: &mut VisitedSet) -> BinaryHeap<Cand> {
-        let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(ef + 1);
+    /// Several entry points (`eps`, distinct) start the walk together: a rule search seeds
+    /// one per example region (rule.rs); a plain search passes one.
+    fn search_base<S: Scorer, A: Accept>(&self, scorer: &S, accept: &A, eps: &[u32], ef: usize, visited: &mut VisitedSet) -> BinaryHeap<Cand> {
+        let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(ef + eps.len());
         let mut cand: BinaryHeap<Reverse<Cand>> = BinaryHeap::with_capacity(ef * 2);
-        let ep_cost = scorer.cost(ep);
-        visited.check_and_mark(ep);
-        let mut bound = f32::INFINITY;
-        if accept.accept(ep) {
-            top.push(Cand { cost: ep_cost, id: ep });
-            bound = ep_cost;
+        for &ep in eps {
+            let ep_cost = scorer.cost(ep);
+            visited.check_and_mark(ep);
+            if accept.accept(ep) {
+                top.push(Cand { cost: ep_cost, id: ep });
+                if top.len() > ef {
+                    top.pop();
+                }
+            }
+            cand.push(Reverse(Cand { cost: ep_cost, id: ep }));
         }
-        cand.push(Reverse(Cand { cost: ep_cost, id: ep }));
+        let mut bound = top.peek().map(|x| x.cost).unwrap_or(f32::INFINITY);
         let mut fresh = [0u32; MAX_M0];
         while let Some(Reverse(c)) = cand.pop() {
             if c.cost > bound && top.len() >= ef {
@@ -153,10 +159,19 @@ impl Index {
         top
     }
 
-    fn graph_search<S: Scorer>(&self, scorer: &S, ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
+    pub(super) fn graph_search<S: Scorer>(&self, scorer: &S, ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
+        match self.descend(scorer) {
+            None => Vec::new(),
+            Some(cur) => self.search_level0(scorer, &[cur], ef, allow),
+        }
+    }
+
+    /// Greedy descent from the entry point through the upper levels by `scorer`: the
+    /// level-0 slot a walk starts from (None for an empty graph).
+    pub(super) fn descend<S: Scorer>(&self, scorer: &S) -> Option<u32> {
         let entry = self.entry.load(Ordering::Acquire);
         if entry == NONE {
-            return Vec::new();
+            return None;
         }
         let top = self.max_level.load(Ordering::Acquire).min(self.levels[entry as usize] as usize);
         let mut cur = entry;
@@ -168,13 +183,18 @@ impl Index {
             cur_cost = cc;
             l -= 1;
         }
+        Some(cur)
+    }
+
+    /// The beam search on level 0 from the entry points `eps` (distinct, at least one).
+    pub(super) fn search_level0<S: Scorer>(&self, scorer: &S, eps: &[u32], ef: usize, allow: Option<&[u64]>) -> Vec<Cand> {
         let mut visited = self.visited.take(self.n);
         let heap = match allow {
-            Some(bits) => self.search_base(scorer, &AcceptBits(bits), cur, ef, &mut visited),
-            None if self.deleted_count > 0 => self.search_base(scorer, &AcceptLive(&self.deleted), cur, ef, &mut visited),
+            Some(bits) => self.search_base(scorer, &AcceptBits(bits), eps, ef, &mut visited),
+            None if self.deleted_count > 0 => self.search_base(scorer, &AcceptLive(&self.deleted), eps, ef, &mut visited),
             None => {
-                let cur_cost = scorer.cost(cur);
-                let found = self.beam(scorer, cur, cur_cost, ef, 0, &mut visited, |i| self.prefetch_data(i));
+                let seeds: Vec<(f32, u32)> = eps.iter().map(|&e| (scorer.cost(e), e)).collect();
+                let found = self.beam_seeded(scorer, &seeds, ef, 0, &mut visited, |i| self.prefetch_data(i));
                 self.visited.give(visited);
                 return found;
             }
@@ -191,10 +211,19 @@ impl Index {
     /// GloVe-50, same recall). Returns up to `ef` slots, best first. `visited` must be
     /// reset by the caller. Deleted slots are included: they still route.
     pub(super) fn beam<S: Scorer, P: Fn(u32)>(&self, scorer: &S, ep: u32, ep_cost: f32, ef: usize, level: usize, visited: &mut VisitedSet, prefetch_slot: P) -> Vec<Cand> {
+        self.beam_seeded(scorer, &[(ep_cost, ep)], ef, level, visited, prefetch_slot)
+    }
+
+    /// `beam` from several entry points (cost, slot), distinct.
+    pub(super) fn beam_seeded<S: Scorer, P: Fn(u32)>(&self, scorer: &S, seeds: &[(f32, u32)], ef: usize, level: usize, visited: &mut VisitedSet, prefetch_slot: P) -> Vec<Cand> {
         // (cost, id, expanded)
-        let mut pool: Vec<(f32, u32, bool)> = Vec::with_capacity(ef + 1);
-        visited.check_and_mark(ep);
-        pool.push((ep_cost, ep, false));
+        let mut pool: Vec<(f32, u32, bool)> = Vec::with_capacity(ef + seeds.len());
+        for &(c, ep) in seeds {
+            visited.check_and_mark(ep);
+            pool.push((c, ep, false));
+        }
+        pool.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pool.truncate(ef.max(1));
         let mut fresh = [0u32; MAX_M0];
         let mut k = 0;
         while k < pool.len() {

@@ -68,6 +68,8 @@ interface QueryMsg {
   variant?: string;
   nearest?: VectorInputMsg;
   recommend?: { positive?: VectorInputMsg[]; negative?: VectorInputMsg[]; strategy?: string | number };
+  discover?: { target?: VectorInputMsg; context?: ContextInputMsg };
+  context?: ContextInputMsg;
   order_by?: OrderByMsg;
   fusion?: string | number;
   sample?: string | number;
@@ -75,6 +77,25 @@ interface QueryMsg {
   rrf?: { k?: number; weights?: number[] };
   formula?: FormulaMsg;
   [other: string]: unknown;
+}
+
+/** ContextInput: pairs of VectorInputs. */
+interface ContextInputMsg {
+  pairs?: Array<{ positive?: VectorInputMsg; negative?: VectorInputMsg }>;
+}
+
+/** VectorExample (DiscoverPoints): a point id or a vector. */
+interface VectorExampleMsg {
+  example?: string;
+  id?: PointIdMsg;
+  vector?: VectorMsg;
+}
+
+export interface DiscoverPointsMsg extends Similar {
+  target?: { target?: string; single?: VectorExampleMsg };
+  context?: Array<{ positive?: VectorExampleMsg; negative?: VectorExampleMsg }>;
+  using?: string;
+  lookup_from?: LookupLocationMsg;
 }
 
 /** What every similarity request of the contract carries. */
@@ -211,8 +232,8 @@ export function orderByToJson(o: OrderByMsg | undefined, field: string): Json | 
 }
 
 /**
- * A Query to the `query` of the REST body. Kinds Quiver does not serve (discover,
- * context, relevance feedback) keep their REST key: the
+ * A Query to the `query` of the REST body. Kinds Quiver does not serve (relevance
+ * feedback) keep their REST key: the
  * parser refuses them by that key, with the REST error, before reading their contents.
  */
 function queryToJson(q: QueryMsg | undefined): unknown {
@@ -249,13 +270,46 @@ function queryToJson(q: QueryMsg | undefined): unknown {
     }
     case 'formula':
       return formulaToJson(q.formula, 'query');
-    case 'discover':
+    case 'discover': {
+      const d = q.discover ?? {};
+      return { discover: { target: vectorInputToJson(d.target, 'query.discover.target'), context: contextToJson(d.context, 'query.discover.context') } };
+    }
     case 'context':
+      return { context: contextToJson(q.context, 'query.context') };
     case 'relevance_feedback':
       return { [q.variant]: {} };
     default:
       throw new FormatError('query: a Query with none of its variants set');
   }
+}
+
+/** A ContextInput to REST's list of `{positive, negative}` pairs (absent: none). */
+function contextToJson(c: ContextInputMsg | undefined, field: string): Json[] {
+  return (c?.pairs ?? []).map((p, i) => ({
+    positive: vectorInputToJson(p.positive, `${field}.pairs[${i}].positive`),
+    negative: vectorInputToJson(p.negative, `${field}.pairs[${i}].negative`),
+  }));
+}
+
+/** A VectorExample to REST's RecommendExample: a point id or a vector. */
+function vectorExampleToJson(v: VectorExampleMsg | undefined, field: string): unknown {
+  if (!present(v)) return undefined;
+  if (v.example === 'id' || (v.example === undefined && present(v.id))) return pointIdToJson(v.id);
+  if (v.example === 'vector' || (v.example === undefined && present(v.vector))) return vectorToJson(v.vector, `${field}.vector`);
+  throw new FormatError(`${field}: a VectorExample with none of its variants set`);
+}
+
+/** DiscoverPoints to the body of `POST /points/discover`; `limit` is required there, and 0 when not on the wire. */
+export function discoverPointsToJson(r: DiscoverPointsMsg): Json {
+  const out: Json = {};
+  put(out, 'target', vectorExampleToJson(r.target?.single, 'target.single'));
+  if (present(r.context) && r.context.length > 0) {
+    out.context = r.context.map((p, i) => ({ positive: vectorExampleToJson(p.positive, `context[${i}].positive`), negative: vectorExampleToJson(p.negative, `context[${i}].negative`) }));
+  }
+  put(out, 'using', r.using ?? undefined);
+  put(out, 'lookup_from', lookupToJson(r.lookup_from));
+  out.limit = int64(r.limit);
+  return similarToJson({ ...r, limit: undefined }, out);
 }
 
 /** The fields every similarity body shares. */
