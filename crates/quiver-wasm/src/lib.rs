@@ -16,6 +16,7 @@ use std::sync::Mutex;
 
 use quiver_core::{Distance, Error, ErrorKind, Index, IndexConfig, Quantization, SearchParams};
 
+mod files;
 mod sparse;
 
 struct State {
