@@ -16,6 +16,7 @@ import { EngineError } from './errors';
 import type { WasmSearchArgs } from './wasm-abi';
 import { WasmFileModule } from './wasm-files-abi';
 import { isStorageOp, storageOp, type StorageRequest } from './wasm-storage-ops';
+import { isMultiOp, multiOp, type MultiRequest } from './wasm-multi-ops';
 import type { CheckedIndexOptions } from './validate';
 
 export type WorkerRequest =
@@ -38,7 +39,8 @@ export type WorkerRequest =
   | { id: number; op: 'sparseGet'; args: { handle: number; labels: BigUint64Array } }
   | { id: number; op: 'sparseLabels'; args: { handle: number } }
   | { id: number; op: 'sparseStats'; args: { handle: number } }
-  | StorageRequest;
+  | StorageRequest
+  | MultiRequest;
 
 export type WorkerResponse =
   | { id: number; ok: true; result: unknown }
@@ -54,6 +56,7 @@ function main(): void {
   type Out = { result: unknown; transfer: ArrayBuffer[] };
   const handle = (req: WorkerRequest): Out | Promise<Out> => {
     if (isStorageOp(req.op)) return storageOp(wasm, req as StorageRequest, (h) => wasm.stats(h));
+    if (isMultiOp(req.op)) return multiOp(wasm, req as MultiRequest);
     switch (req.op) {
       case 'create': {
         const h = wasm.create(req.args.options);

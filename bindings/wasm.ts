@@ -38,7 +38,10 @@ import { WasmSparseIndex } from './sparse-wasm';
 import { WasmWal } from './wasm-wal';
 import { MULTI_MAGIC } from './native-multi';
 import { EngineError, invalidArgument, isEngineErrorCode } from './errors';
-import { WasmModule, WasmSearchArgs } from './wasm-abi';
+import type { WasmSearchArgs } from './wasm-abi';
+import { WasmFileModule } from './wasm-files-abi';
+import { WasmMultiVectorIndex } from './wasm-multi';
+import type { MultiCreated } from './wasm-multi-ops';
 import type { WorkerRequest, WorkerResponse } from './wasm-worker';
 import {
   checkIndexOptions,
@@ -265,11 +268,11 @@ export class WasmEngine implements Engine {
   readonly durable = true;
   readonly kernels: string;
   /** Main-thread instance, used only for cheap synchronous calls (kernel name, option checks). */
-  private readonly local: WasmModule;
+  private readonly local: WasmFileModule;
   private host: WorkerHost | null = null;
 
   constructor(private readonly module: WebAssembly.Module) {
-    this.local = new WasmModule(module);
+    this.local = new WasmFileModule(module);
     this.kernels = this.local.kernelName();
   }
 
@@ -280,7 +283,7 @@ export class WasmEngine implements Engine {
 
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
-    if (o.multivector) throw unsupported('multivector indexes need the native backend');
+    if (o.multivector) return this.createMulti(o);
     // Let the engine judge the options now, so bad ones throw here as they do natively.
     const probe = this.local.create(o);
     let initial: IndexStats;
@@ -293,10 +296,27 @@ export class WasmEngine implements Engine {
     return new WasmVectorIndex(host, host.call({ op: 'create', args: { options: o } }), initial);
   }
 
+  /** A multivector index: options judged by the engine now (a probe on this thread), built in the worker. */
+  private createMulti(o: CheckedIndexOptions): VectorIndex {
+    if (o.quantization !== 'none') throw new EngineError('QUIVER_UNSUPPORTED', 'multivector indexes are not quantized');
+    const probe = this.local.multiNew(o);
+    let initial: IndexStats;
+    try {
+      initial = this.local.multiStats(probe);
+    } finally {
+      this.local.multiFree(probe);
+    }
+    const host = this.worker();
+    return new WasmMultiVectorIndex(host, host.call<MultiCreated>({ op: 'multiCreate', args: { options: o } }), initial);
+  }
+
   async loadIndex(path: string): Promise<VectorIndex> {
     const file = checkPath('path', path);
-    if (await startsWith(file, MULTI_MAGIC)) throw unsupported(`${file} holds a multivector index`);
     const host = this.worker();
+    if (await startsWith(file, MULTI_MAGIC)) {
+      const m = await host.call<MultiCreated>({ op: 'multiLoad', args: { path: file } });
+      return new WasmMultiVectorIndex(host, Promise.resolve(m), m.stats);
+    }
     const loaded = await host.call<{ handle: number; stats: IndexStats }>({ op: 'fileLoadIndex', args: { path: file } });
     return new WasmVectorIndex(host, Promise.resolve(loaded), loaded.stats);
   }

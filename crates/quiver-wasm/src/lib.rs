@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use quiver_core::{Distance, Error, ErrorKind, Index, IndexConfig, Quantization, SearchParams};
 
 mod files;
+mod multi;
 mod sparse;
 
 struct State {
