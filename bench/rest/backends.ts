@@ -68,6 +68,11 @@ export async function runBackends(argv: string[]): Promise<void> {
     const u = upsert(r.results);
     lines.push(`| ${r.backend} | ${u === null ? 'n/a' : Math.round(u)} | ${ratio(u, upsert(base.results))} | ${cells.join(' | ')} |`);
   }
+  lines.push('');
+  for (const r of runs) {
+    const m = r.results.machine;
+    lines.push(`${r.backend}: load average ${m.loadAverageAtStart.join(' ')} at the start, cores available ≈ ${m.coresAvailableAtStart} (at the end ${m.coresAvailableAtEnd}).`);
+  }
   const md = lines.join('\n') + '\n';
   fs.mkdirSync(resultsDir, { recursive: true });
   const jsonPath = path.join(resultsDir, `rest-backends-${tag}.json`);
