@@ -22,7 +22,7 @@ export type MultiRequest =
   | { id: number; op: 'multiExportLive'; args: { handle: number } }
   | { id: number; op: 'multiCompact'; args: { handle: number } }
   | { id: number; op: 'multiSave'; args: { handle: number; path: string } }
-  | { id: number; op: 'multiLoad'; args: { path: string } };
+  | { id: number; op: 'multiLoad'; args: { path: string; fd?: number } };
 
 export function isMultiOp(op: string): boolean {
   return op.startsWith('multi');
@@ -75,7 +75,7 @@ export function multiOp(wasm: WasmFileModule, req: MultiRequest): Out {
       atomicWrite(req.args.path, wasm.multiToBytes(req.args.handle));
       return { result: null, transfer: [] };
     case 'multiLoad': {
-      const h = wasm.multiFromFile(readFile(req.args.path), req.args.path);
+      const h = wasm.multiFromFile(readFile(req.args.path, req.args.fd), req.args.path);
       return { result: { handle: h, stats: wasm.multiStats(h) }, transfer: [] };
     }
   }

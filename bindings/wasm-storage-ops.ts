@@ -13,7 +13,7 @@ import { atomicWrite, readFile, WorkerWal, type WalRead, type WalReport, type Wa
 
 export type StorageRequest =
   | { id: number; op: 'fileSaveIndex'; args: { handle: number; path: string } }
-  | { id: number; op: 'fileLoadIndex'; args: { path: string } }
+  | { id: number; op: 'fileLoadIndex'; args: { path: string; fd?: number } }
   | { id: number; op: 'fileSaveSparse'; args: { handle: number; path: string } }
   | { id: number; op: 'fileLoadSparse'; args: { path: string } }
   | { id: number; op: 'walOpen'; args: { dir: string; segmentBytes?: number; retentionBytes?: number } }
@@ -55,7 +55,7 @@ export function storageOp(wasm: WasmFileModule, req: StorageRequest, stats: (han
       atomicWrite(req.args.path, wasm.toBytes(req.args.handle));
       return { result: null, transfer: [] };
     case 'fileLoadIndex': {
-      const h = wasm.indexFromFile(readFile(req.args.path), req.args.path);
+      const h = wasm.indexFromFile(readFile(req.args.path, req.args.fd), req.args.path);
       return { result: { handle: h, stats: stats(h) }, transfer: [] };
     }
     case 'fileSaveSparse':

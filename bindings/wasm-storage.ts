@@ -102,10 +102,10 @@ export function atomicWrite(file: string, bytes: Uint8Array): void {
   }
 }
 
-/** A whole file's bytes; a missing file is QUIVER_NOT_FOUND. */
-export function readFile(file: string): Buffer {
+/** A whole file's bytes (through `fd`, open on it, when given); a missing file is QUIVER_NOT_FOUND. */
+export function readFile(file: string, fd?: number): Buffer {
   try {
-    return fs.readFileSync(file);
+    return fs.readFileSync(fd ?? file);
   } catch (err) {
     throw ioError(`read ${file}`, err);
   }

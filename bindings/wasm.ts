@@ -310,15 +310,32 @@ export class WasmEngine implements Engine {
     return new WasmMultiVectorIndex(host, host.call<MultiCreated>({ op: 'multiCreate', args: { options: o } }), initial);
   }
 
+  /**
+   * Opens the file at once and hands the worker its descriptor (threads share them):
+   * the load reads what was there at the call even if the file is renamed or its
+   * directory moved meanwhile (a snapshot recovery preloads files it then moves), as
+   * the native backend's load, which opens at once on the libuv pool, does.
+   */
   async loadIndex(path: string): Promise<VectorIndex> {
     const file = checkPath('path', path);
     const host = this.worker();
-    if (await startsWith(file, MULTI_MAGIC)) {
-      const m = await host.call<MultiCreated>({ op: 'multiLoad', args: { path: file } });
-      return new WasmMultiVectorIndex(host, Promise.resolve(m), m.stats);
+    let fh: fs.promises.FileHandle | null = null;
+    try {
+      fh = await fs.promises.open(file, 'r');
+    } catch {
+      // The worker's read reports why, with the engine's error code (NOT_FOUND, IO).
     }
-    const loaded = await host.call<{ handle: number; stats: IndexStats }>({ op: 'fileLoadIndex', args: { path: file } });
-    return new WasmVectorIndex(host, Promise.resolve(loaded), loaded.stats);
+    try {
+      const fd = fh?.fd;
+      if (fh !== null && (await startsWith(fh, MULTI_MAGIC))) {
+        const m = await host.call<MultiCreated>({ op: 'multiLoad', args: { path: file, fd } });
+        return new WasmMultiVectorIndex(host, Promise.resolve(m), m.stats);
+      }
+      const loaded = await host.call<{ handle: number; stats: IndexStats }>({ op: 'fileLoadIndex', args: { path: file, fd } });
+      return new WasmVectorIndex(host, Promise.resolve(loaded), loaded.stats);
+    } finally {
+      await fh?.close();
+    }
   }
 
   openWal(dir: string, options?: WalOptions): Promise<Wal> {
@@ -344,19 +361,9 @@ export class WasmEngine implements Engine {
   }
 }
 
-/** Whether the file at `file` starts with `magic` (false when it cannot be read: the load then says why). */
-async function startsWith(file: string, magic: string): Promise<boolean> {
-  let fh;
-  try {
-    fh = await fs.promises.open(file, 'r');
-  } catch {
-    return false;
-  }
-  try {
-    const buf = Buffer.alloc(magic.length);
-    const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
-    return bytesRead === magic.length && buf.toString('latin1') === magic;
-  } finally {
-    await fh.close();
-  }
+/** Whether the open file starts with `magic`. */
+async function startsWith(fh: fs.promises.FileHandle, magic: string): Promise<boolean> {
+  const buf = Buffer.alloc(magic.length);
+  const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
+  return bytesRead === magic.length && buf.toString('latin1') === magic;
 }
