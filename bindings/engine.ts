@@ -52,7 +52,7 @@ export interface IndexOptions {
    * A multivector index: each label holds a list of vectors (`add` takes `counts`), and
    * a query (a list too, flat) scores points by MaxSim: the sum over the query's vectors
    * of the best similarity to any of the point's vectors. Cosine or Dot only; linked
-   * into an HNSW graph by MaxSim unless `flat`. No quantization. Native backend only.
+   * into an HNSW graph by MaxSim unless `flat`. No quantization.
    */
   multivector?: boolean;
 }
@@ -185,7 +185,8 @@ export interface VectorIndex {
   /**
    * Quantized indexes only: moves the f32 originals (used for rescoring) to a file that
    * is memory-mapped read-only, so only codes and graph stay in memory. A later add()
-   * or compact() brings them back into memory. Durable backends only.
+   * or compact() brings them back into memory. Native backend only (wasm32 has no
+   * mmap: QUIVER_UNSUPPORTED).
    */
   moveOriginalsToDisk(path: string): Promise<void>;
   /** Frees native memory now; later calls fail with QUIVER_CLOSED. */
@@ -236,7 +237,7 @@ export type Backend = 'native' | 'wasm';
 
 export interface Engine {
   readonly backend: Backend;
-  /** Whether this backend can persist (save/load, WAL). The WASM backend cannot. */
+  /** Whether this backend can persist (save/load, WAL). Both can (WASM through its worker's node:fs). */
   readonly durable: boolean;
   /** Name of the distance kernels in use, e.g. "avx2+fma", "simd128", "scalar". */
   readonly kernels: string;

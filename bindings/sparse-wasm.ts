@@ -1,15 +1,16 @@
 /**
  * The WASM backend's SparseIndex: every call runs in the engine's worker thread
  * (bindings/wasm-worker.ts, ops `sparse*`), inputs copied before they are transferred.
- * Memory only: save and load reject with QUIVER_UNSUPPORTED, as for dense indexes.
+ * `save` writes the index's file from the worker (bindings/wasm-storage-ops.ts), the
+ * bytes the native backend writes.
  */
 
 import type { SearchResult, SparseBatch, SparseIndex, SparseIndexStats, SparseSearchOptions } from './engine';
 import { EngineError } from './errors';
 import type { WorkerRequest } from './wasm-worker';
-import { checkLabels, checkSparseBatch, checkSparseQuery, type CheckedSparseOptions } from './validate';
+import { checkLabels, checkPath, checkSparseBatch, checkSparseQuery, type CheckedSparseOptions } from './validate';
 
-type SparseRequest = Extract<WorkerRequest, { op: `sparse${string}` }>;
+type SparseRequest = Extract<WorkerRequest, { op: `sparse${string}` | 'fileSaveSparse' }>;
 type Req = SparseRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
 /** What this class needs of the worker host in wasm.ts. */
@@ -25,12 +26,13 @@ export class WasmSparseIndex implements SparseIndex {
   private readonly handle: Promise<number>;
   private closed = false;
 
+  /** A new index with `options`, or (options null) the index the worker holds at `loaded`. */
   constructor(
     private readonly host: SparseHost,
-    options: CheckedSparseOptions,
-    private readonly notDurable: (what: string) => EngineError,
+    options: CheckedSparseOptions | null,
+    loaded?: number,
   ) {
-    this.handle = host.call<number>({ op: 'sparseNew', args: options });
+    this.handle = options ? host.call<number>({ op: 'sparseNew', args: options }) : Promise.resolve(loaded ?? -1);
     this.handle.catch(() => undefined);
   }
 
@@ -87,7 +89,9 @@ export class WasmSparseIndex implements SparseIndex {
   }
 
   save(path: string): Promise<void> {
-    return Promise.reject(this.notDurable(`cannot save a sparse index to ${String(path)}`));
+    return this.with(async (handle) => {
+      await this.host.call<null>({ op: 'fileSaveSparse', args: { handle, path: checkPath('path', path) } });
+    });
   }
 
   close(): void {

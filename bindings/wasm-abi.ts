@@ -124,7 +124,7 @@ export interface WasmSearchArgs {
 }
 
 export class WasmModule {
-  private readonly x: Exports;
+  protected readonly x: Exports;
   /** Set once the module has trapped; every later call fails. */
   private dead: string | null = null;
 
@@ -137,14 +137,14 @@ export class WasmModule {
     return new Uint8Array(this.x.memory.buffer);
   }
 
-  private alloc(size: number): number {
+  protected alloc(size: number): number {
     const ptr = this.x.quiver_alloc(size);
     if (ptr === 0) throw new EngineError('QUIVER_INVALID_ARGUMENT', `wasm engine out of memory allocating ${size} bytes`);
     return ptr;
   }
 
   /** Copies a typed array into fresh linear memory; returns [ptr, bytes]. */
-  private put(data: ArrayBufferView): [number, number] {
+  protected put(data: ArrayBufferView): [number, number] {
     const size = data.byteLength;
     const ptr = this.alloc(size);
     this.bytes().set(new Uint8Array(data.buffer, data.byteOffset, size), ptr);
@@ -162,12 +162,12 @@ export class WasmModule {
     }
   }
 
-  private text(ptr: number, len: number): string {
+  protected text(ptr: number, len: number): string {
     return Buffer.from(this.x.memory.buffer, ptr, len).toString('utf8');
   }
 
   /** Runs one export; a trap (engine panic) kills the module for good. */
-  private run<T>(f: () => T): T {
+  protected run<T>(f: () => T): T {
     if (this.dead !== null) throw new EngineError('QUIVER_CLOSED', `wasm engine is unusable after an abort: ${this.dead}`);
     try {
       return f();
@@ -187,7 +187,7 @@ export class WasmModule {
     }
   }
 
-  private check(ret: number): number {
+  protected check(ret: number): number {
     if (ret >= 0) return ret;
     let code: EngineErrorCode = 'QUIVER_INVALID_ARGUMENT';
     let message = 'unknown wasm engine error';

@@ -5,13 +5,18 @@
  * Owns: one instance of the wasm module (compiled once on the main thread and passed
  * in `workerData`), and answering `{id, op, args}` requests strictly in arrival
  * order with `{id, ok, result}` or `{id, ok: false, error: {code, message}}`.
- * Must never: touch files (the wasm backend is memory-only) or hold requests back.
+ * Storage requests (`file*`, `wal*`) go to bindings/wasm-storage-ops.ts, which does
+ * the file I/O with node:fs; a WAL fsync runs on the libuv pool, so requests behind it
+ * keep being answered. Must never: hold requests back.
  */
 
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Datatype, IndexStats, SparseBatch, SparseSearchOptions } from './engine';
 import { EngineError } from './errors';
-import { WasmModule, WasmSearchArgs } from './wasm-abi';
+import type { WasmSearchArgs } from './wasm-abi';
+import { WasmFileModule } from './wasm-files-abi';
+import { isStorageOp, storageOp, type StorageRequest } from './wasm-storage-ops';
+import { isMultiOp, multiOp, type MultiRequest } from './wasm-multi-ops';
 import type { CheckedIndexOptions } from './validate';
 
 export type WorkerRequest =
@@ -34,7 +39,9 @@ export type WorkerRequest =
   | { id: number; op: 'sparseSearch'; args: { handle: number; indices: Uint32Array; values: Float32Array; options: SparseSearchOptions } }
   | { id: number; op: 'sparseGet'; args: { handle: number; labels: BigUint64Array } }
   | { id: number; op: 'sparseLabels'; args: { handle: number } }
-  | { id: number; op: 'sparseStats'; args: { handle: number } };
+  | { id: number; op: 'sparseStats'; args: { handle: number } }
+  | StorageRequest
+  | MultiRequest;
 
 export type WorkerResponse =
   | { id: number; ok: true; result: unknown }
@@ -45,9 +52,12 @@ type SearchOut = { labels: BigUint64Array; scores: Float32Array; computeUs?: num
 function main(): void {
   const port = parentPort;
   if (!port) throw new Error('wasm-worker.js must run in a worker thread');
-  const wasm = new WasmModule((workerData as { module: WebAssembly.Module }).module);
+  const wasm = new WasmFileModule((workerData as { module: WebAssembly.Module }).module);
 
-  const handle = (req: WorkerRequest): { result: unknown; transfer: ArrayBuffer[] } => {
+  type Out = { result: unknown; transfer: ArrayBuffer[] };
+  const handle = (req: WorkerRequest): Out | Promise<Out> => {
+    if (isStorageOp(req.op)) return storageOp(wasm, req as StorageRequest, (h) => wasm.stats(h));
+    if (isMultiOp(req.op)) return multiOp(wasm, req as MultiRequest);
     switch (req.op) {
       case 'create': {
         const h = wasm.create(req.args.options);
@@ -145,25 +155,41 @@ function main(): void {
       }
       case 'sparseStats':
         return { result: wasm.sparseStats(req.args.handle), transfer: [] };
+      default:
+        throw new Error(`unknown wasm worker op ${(req as { op: string }).op}`);
     }
   };
 
-  port.on('message', (req: WorkerRequest) => {
-    let response: WorkerResponse;
-    let transfer: ArrayBuffer[] = [];
-    try {
-      const out = handle(req);
-      response = { id: req.id, ok: true, result: out.result };
-      transfer = out.transfer;
-    } catch (err) {
-      const e = err as { code?: unknown; message?: unknown };
-      response = {
-        id: req.id,
-        ok: false,
-        error: { code: typeof e.code === 'string' ? e.code : undefined, message: String(e.message ?? err) },
-      };
+  const reply = (req: WorkerRequest, out: Out | null, err: unknown): void => {
+    if (out) {
+      port.postMessage({ id: req.id, ok: true, result: out.result } satisfies WorkerResponse, out.transfer);
+      return;
     }
-    port.postMessage(response, transfer);
+    const e = err as { code?: unknown; message?: unknown };
+    const response: WorkerResponse = {
+      id: req.id,
+      ok: false,
+      error: { code: typeof e.code === 'string' ? e.code : undefined, message: String(e.message ?? err) },
+    };
+    port.postMessage(response);
+  };
+
+  port.on('message', (req: WorkerRequest) => {
+    let out: Out | Promise<Out>;
+    try {
+      out = handle(req);
+    } catch (err) {
+      reply(req, null, err);
+      return;
+    }
+    if (out instanceof Promise) {
+      out.then(
+        (o) => reply(req, o, null),
+        (err) => reply(req, null, err),
+      );
+    } else {
+      reply(req, out, null);
+    }
   });
 }
 

@@ -6,8 +6,12 @@
  * `createIndex` validate options synchronously with the engine's own rules), the
  * worker that runs every real call, request ids and the Promises they resolve, and a
  * per-index cache of stats refreshed by every mutating call (so `stats()` can stay
- * synchronous). Must never: run a build or a search on the main thread, or pretend to
- * be durable — save, loadIndex and openWal reject with QUIVER_UNSUPPORTED.
+ * synchronous). Must never: run a build, a search or file I/O on the main thread.
+ * Durable operations (save, loadIndex, openWal, sparse files) run in the worker too:
+ * the engine's Rust code encodes and decodes the bytes, the worker writes and reads
+ * them with node:fs (bindings/wasm-storage.ts), so files are those of the native
+ * backend. Not here: moveOriginalsToDisk (it maps a file; wasm32 has no mmap) and
+ * multivector indexes (QUIVER_UNSUPPORTED).
  *
  * Inputs are copied before they are transferred to the worker, so callers keep their
  * arrays. The worker is unref'd while idle, so it never keeps a process alive.
@@ -33,8 +37,13 @@ import type {
 } from './engine';
 import { SCORE_RULES } from './engine';
 import { WasmSparseIndex } from './sparse-wasm';
+import { WasmWal } from './wasm-wal';
+import { MULTI_MAGIC } from './native-multi';
 import { EngineError, invalidArgument, isEngineErrorCode } from './errors';
-import { WasmModule, WasmSearchArgs } from './wasm-abi';
+import type { WasmSearchArgs } from './wasm-abi';
+import { WasmFileModule } from './wasm-files-abi';
+import { WasmMultiVectorIndex } from './wasm-multi';
+import type { MultiCreated } from './wasm-multi-ops';
 import type { WorkerRequest, WorkerResponse } from './wasm-worker';
 import {
   checkIndexOptions,
@@ -49,11 +58,8 @@ import {
   CheckedIndexOptions,
 } from './validate';
 
-const NOT_DURABLE =
-  'the WASM engine backend is memory-only; durable storage (index files, WAL) needs the native addon (crates/quiver-node)';
-
 function unsupported(what: string): EngineError {
-  return new EngineError('QUIVER_UNSUPPORTED', `${what}: ${NOT_DURABLE}`);
+  return new EngineError('QUIVER_UNSUPPORTED', `${what}: not available on the WASM engine backend; it needs the native addon (crates/quiver-node)`);
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: unknown) => void };
@@ -125,15 +131,16 @@ class WasmVectorIndex implements VectorIndex {
   private cached: IndexStats;
   private closed = false;
 
+  /** `created` is the worker's reply to a create (or load) request. */
   constructor(
     private readonly host: WorkerHost,
-    options: CheckedIndexOptions,
+    created: Promise<{ handle: number; stats: IndexStats }>,
     initial: IndexStats,
   ) {
     this.dim = initial.dim;
     this.distance = initial.distance;
     this.cached = initial;
-    this.handle = host.call<{ handle: number; stats: IndexStats }>({ op: 'create', args: { options } }).then((r) => {
+    this.handle = created.then((r) => {
       this.cached = r.stats;
       return r.handle;
     });
@@ -237,7 +244,7 @@ class WasmVectorIndex implements VectorIndex {
     return this.with((handle) => this.host.call<LiveVectors>({ op: 'exportLive', args: { handle } }));
   }
 
-  /** The WASM backend is memory-only (no storage layer on it): the export's labels serve. */
+  /** The export's labels (the worker holds no cheaper list). */
   async liveLabels(): Promise<BigUint64Array> {
     return (await this.exportLive()).labels;
   }
@@ -257,7 +264,9 @@ class WasmVectorIndex implements VectorIndex {
   }
 
   save(path: string): Promise<void> {
-    return Promise.reject(unsupported(`cannot save an index to ${String(path)}`));
+    return this.with(async (handle) => {
+      await this.host.call<null>({ op: 'fileSaveIndex', args: { handle, path: checkPath('path', path) } });
+    });
   }
 
   moveOriginalsToDisk(path: string): Promise<void> {
@@ -281,14 +290,14 @@ export function compileWasm(file: string): WebAssembly.Module {
 
 export class WasmEngine implements Engine {
   readonly backend = 'wasm' as const;
-  readonly durable = false;
+  readonly durable = true;
   readonly kernels: string;
   /** Main-thread instance, used only for cheap synchronous calls (kernel name, option checks). */
-  private readonly local: WasmModule;
+  private readonly local: WasmFileModule;
   private host: WorkerHost | null = null;
 
   constructor(private readonly module: WebAssembly.Module) {
-    this.local = new WasmModule(module);
+    this.local = new WasmFileModule(module);
     this.kernels = this.local.kernelName();
   }
 
@@ -299,7 +308,7 @@ export class WasmEngine implements Engine {
 
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
-    if (o.multivector) throw unsupported('multivector indexes need the native backend');
+    if (o.multivector) return this.createMulti(o);
     // Let the engine judge the options now, so bad ones throw here as they do natively.
     const probe = this.local.create(o);
     let initial: IndexStats;
@@ -308,28 +317,65 @@ export class WasmEngine implements Engine {
     } finally {
       this.local.free(probe);
     }
-    return new WasmVectorIndex(this.worker(), o, initial);
+    const host = this.worker();
+    return new WasmVectorIndex(host, host.call({ op: 'create', args: { options: o } }), initial);
   }
 
-  loadIndex(path: string): Promise<VectorIndex> {
+  /** A multivector index: options judged by the engine now (a probe on this thread), built in the worker. */
+  private createMulti(o: CheckedIndexOptions): VectorIndex {
+    if (o.quantization !== 'none') throw new EngineError('QUIVER_UNSUPPORTED', 'multivector indexes are not quantized');
+    const probe = this.local.multiNew(o);
+    let initial: IndexStats;
     try {
-      checkPath('path', path);
-    } catch (err) {
-      return Promise.reject(err);
+      initial = this.local.multiStats(probe);
+    } finally {
+      this.local.multiFree(probe);
     }
-    return Promise.reject(unsupported(`cannot load an index from ${path}`));
+    const host = this.worker();
+    return new WasmMultiVectorIndex(host, host.call<MultiCreated>({ op: 'multiCreate', args: { options: o } }), initial);
   }
 
-  openWal(dir: string, _options?: WalOptions): Promise<Wal> {
-    return Promise.reject(unsupported(`cannot open a WAL in ${String(dir)}`));
+  /**
+   * Opens the file at once and hands the worker its descriptor (threads share them):
+   * the load reads what was there at the call even if the file is renamed or its
+   * directory moved meanwhile (a snapshot recovery preloads files it then moves), as
+   * the native backend's load, which opens at once on the libuv pool, does.
+   */
+  async loadIndex(path: string): Promise<VectorIndex> {
+    const file = checkPath('path', path);
+    const host = this.worker();
+    let fh: fs.promises.FileHandle | null = null;
+    try {
+      fh = await fs.promises.open(file, 'r');
+    } catch {
+      // The worker's read reports why, with the engine's error code (NOT_FOUND, IO).
+    }
+    try {
+      const fd = fh?.fd;
+      if (fh !== null && (await startsWith(fh, MULTI_MAGIC))) {
+        const m = await host.call<MultiCreated>({ op: 'multiLoad', args: { path: file, fd } });
+        return new WasmMultiVectorIndex(host, Promise.resolve(m), m.stats);
+      }
+      const loaded = await host.call<{ handle: number; stats: IndexStats }>({ op: 'fileLoadIndex', args: { path: file, fd } });
+      return new WasmVectorIndex(host, Promise.resolve(loaded), loaded.stats);
+    } finally {
+      await fh?.close();
+    }
+  }
+
+  openWal(dir: string, options?: WalOptions): Promise<Wal> {
+    return WasmWal.open(this.worker(), dir, options);
   }
 
   createSparseIndex(options?: SparseIndexOptions): SparseIndex {
-    return new WasmSparseIndex(this.worker(), checkSparseOptions(options), unsupported);
+    return new WasmSparseIndex(this.worker(), checkSparseOptions(options));
   }
 
-  loadSparseIndex(path: string): Promise<SparseIndex> {
-    return Promise.reject(unsupported(`cannot load a sparse index from ${String(path)}`));
+  async loadSparseIndex(path: string): Promise<SparseIndex> {
+    const file = checkPath('path', path);
+    const host = this.worker();
+    const handle = await host.call<number>({ op: 'fileLoadSparse', args: { path: file } });
+    return new WasmSparseIndex(host, null, handle);
   }
 
   /** Stops the worker; indexes created by this engine become unusable. */
@@ -338,4 +384,11 @@ export class WasmEngine implements Engine {
     this.host = null;
     if (host) await host.terminate();
   }
+}
+
+/** Whether the open file starts with `magic`. */
+async function startsWith(fh: fs.promises.FileHandle, magic: string): Promise<boolean> {
+  const buf = Buffer.alloc(magic.length);
+  const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
+  return bytesRead === magic.length && buf.toString('latin1') === magic;
 }

@@ -20,7 +20,7 @@ import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
-import { loadEngine, requireDurable, type Engine } from '../bindings';
+import { loadEngine, type Engine } from '../bindings';
 import { buildRestApp } from './api/rest/app';
 import { QDRANT_API_VERSION, type ServiceInfo } from './api/info';
 import { makeAuthenticator, openKeySource } from './api/guard';
@@ -113,11 +113,12 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   }
 
   const info: ServiceInfo = { ...readServiceInfo(), ...options.info };
-  const engine = options.engine ?? loadEngine({ logger });
+  let engine: Engine;
   try {
-    requireDurable(engine);
+    engine = options.engine ?? loadEngine({ logger });
   } catch (err) {
-    throw new StartupError((err as Error).message);
+    // QUIVER_ENGINE=native with an addon that cannot load (or no engine at all): say why.
+    throw new StartupError(`cannot load the engine: ${(err as Error).message}`);
   }
   const storagePath = path.resolve(config.storage.storage_path);
   // Cluster mode: the link to the other peers exists before the table of collections,

@@ -53,12 +53,15 @@ export interface RestOptions {
   grpcClients: GrpcVariant[];
   /** Also drive REST and gRPC queries with h2load (bench/rest/h2load.ts) when it is installed; passes as long as wrk's. */
   h2load: boolean;
+  /** Engine backend of the server and the in-process engine (QUIVER_ENGINE); null: the loader's default (native). */
+  backend: 'native' | 'wasm' | null;
 }
 
 export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000] [--queries 1000] [--efs 64,128]
          [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
-         [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
+         [--backend native|wasm] [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
+       npm run bench:rest -- --backends native,wasm [...]   (the run once per backend, then both side by side: bench/rest/backends.ts)
        npm run bench:rest -- --auth [...]   (authentication cost per request: bench/rest/auth.ts, --auth --help)`;
 
 export function parseRestArgs(argv: string[]): RestOptions {
@@ -89,6 +92,7 @@ export function parseRestArgs(argv: string[]): RestOptions {
     grpc: true,
     grpcClients: [...GRPC_VARIANTS],
     h2load: true,
+    backend: null,
   };
   const set = new Set<string>();
   const ints = (v: string | undefined, flag: string, min = 1): number[] => {
@@ -197,6 +201,12 @@ export function parseRestArgs(argv: string[]): RestOptions {
       case '--results-dir':
         o.resultsDir = path.resolve(String(val()));
         break;
+      case '--backend': {
+        const v = String(val());
+        if (v !== 'native' && v !== 'wasm') throw new Error(`--backend: native or wasm, got ${v}`);
+        o.backend = v;
+        break;
+      }
       case '--tag':
         o.tag = String(val());
         break;

@@ -114,6 +114,8 @@ export interface RestResults {
   dataset: { key: string; name: string; description: string; distance: string; groundTruthCached: boolean };
   server: {
     command: string;
+    /** Engine backend the server ran on (absent in results from before `--backend`: native). */
+    backend?: 'native' | 'wasm';
     env: string;
     rssAfterUpsertsMiB: number | null;
     rssAtEndMiB: number | null;

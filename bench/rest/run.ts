@@ -31,6 +31,7 @@ import { coresAvailable, forceGc, percentile } from '../engine/measure';
 import { loadQuiver } from '../engine/quiver';
 import { runAuth } from './auth';
 import { runHybridBench } from './hybrid';
+import { runBackends } from './backends';
 import { RestClient, makeClient, runConcurrent } from './client';
 import { ChannelMode, GrpcBenchClient, GrpcVariant, H2Channels, encodeHealth, encodeQuery, encodeUpsert, makeGrpcClient, variantParts } from './grpc';
 import { FloatFormat, RestOptions, parseRestArgs } from './options';
@@ -369,6 +370,7 @@ async function main(): Promise<void> {
   if (argv.includes('--auth')) return runAuth(argv.filter((a) => a !== '--auth'), 'npm run bench:rest -- --auth');
   // `--hybrid`: the hybrid-query cost benchmark (bench/rest/hybrid.ts), with its own flags.
   if (argv.includes('--hybrid')) return runHybridBench(argv.filter((a) => a !== '--hybrid'));
+  if (argv.some((a) => a === '--backends' || a.startsWith('--backends='))) return runBackends(argv);
   const opts = parseRestArgs(argv);
   const started = new Date();
   console.log(`REST benchmark${opts.quick ? ' (quick)' : ''}: ${opts.n.toLocaleString('en-US')} points x 128-d, ${opts.queries} queries, ef ${opts.efs.join(',')}`);
@@ -416,7 +418,10 @@ async function main(): Promise<void> {
   const server = await QuiverServer.start({
     nodeArgs: opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`, `--cpu-prof-interval=${opts.cpuProfIntervalUs}`] : [],
     keepStorage: opts.keepStorage,
-    env: grpcPort === null ? {} : { SERVICE__SERVICE__GRPC_PORT: String(grpcPort) },
+    env: {
+      ...(grpcPort === null ? {} : { SERVICE__SERVICE__GRPC_PORT: String(grpcPort) }),
+      ...(opts.backend === null ? {} : { QUIVER_ENGINE: opts.backend }),
+    },
   });
   const onExit = () => server.killNow();
   process.once('exit', onExit);
@@ -469,7 +474,7 @@ async function main(): Promise<void> {
     if (opts.query) {
       // -- in-process engine on the same data -------------------------------------------------
       forceGc();
-      const engine: Engine | string = await loadQuiver(opts.loader, 'native');
+      const engine: Engine | string = await loadQuiver(opts.loader, opts.backend ?? 'native');
       let index: VectorIndex | null = null;
       if (typeof engine === 'string') {
         engineSkip = engine;
@@ -706,6 +711,7 @@ async function main(): Promise<void> {
       dataset: { key: ds.key, name: ds.name, description: ds.description, distance: ds.distance, groundTruthCached: gt.cached },
       server: {
         command: 'node bin/quiver',
+        backend: opts.backend ?? 'native',
         env: `SERVICE__SERVICE__HTTP_PORT=<free port>${grpcOn ? ' SERVICE__SERVICE__GRPC_PORT=<free port>' : ''} SERVICE__SERVICE__HOST=127.0.0.1 SERVICE__STORAGE__STORAGE_PATH=<temp dir> SERVICE__LOG_LEVEL=WARN`,
         rssAfterUpsertsMiB: serverRssAfterUpserts === null ? null : Math.round(serverRssAfterUpserts / 2 ** 20),
         rssAtEndMiB: rssAtEnd === null ? null : Math.round(rssAtEnd / 2 ** 20),

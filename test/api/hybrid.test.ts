@@ -183,7 +183,9 @@ test('a vector query over prefetches re-scores the candidates only (nested prefe
   const all = data.map((p) => ({ id: p.id, score: score('Cosine', p.vector.a, qa2) })).sort(order);
   t.notDeepEqual(ids(got), ids(all.slice(0, 8)));
   // With an offset and a threshold.
-  const cut = brute[5].score;
+  // A hair below the sixth score: the engine's f32 score of that point may round either
+  // side of this test's double (the WASM kernels sum in another order than AVX2).
+  const cut = brute[5].score - 1e-5;
   const page = await query(t, { prefetch: [A(20), B(20)], query: { nearest: qa2 }, using: 'a', offset: 2, limit: 50, score_threshold: cut, params: EXACT });
   const c2 = new Set([...ids(await query(t, A(20))), ...ids(await query(t, B(20)))]);
   const brute2 = [...c2].map((id) => ({ id, score: score('Cosine', data[id].vector.a, qa2) })).sort(order).filter((h) => h.score >= cut);

@@ -1,9 +1,9 @@
 /**
- * The multivector index through the Engine interface (native backend): lists added
+ * The multivector index through the Engine interface, on both backends: lists added
  * with `counts`, MaxSim scores against a brute force here (with and without a graph),
  * upserts and deletes, exportLive, save and loadIndex (the file's magic picks the
- * loader), and the clear refusals: a missing `counts`, a flat query batch, and the
- * WASM backend, which has no multivector index.
+ * loader, and a file saved by one backend loads in the other), and the clear
+ * refusals: a missing `counts`, a flat query batch.
  */
 
 import test from 'ava';
@@ -25,8 +25,9 @@ function rows(flat: Float32Array, from: number, n: number): number[][] {
   return Array.from({ length: n }, (_, r) => Array.from(flat.subarray((from + r) * DIM, (from + r + 1) * DIM)));
 }
 
-test('native: MaxSim over lists matches a brute force, with and without a graph; upsert, delete, export, save and load', async (t) => {
-  const engine = loadEngine({ backend: 'native', logger: silentLogger });
+for (const backend of ['native', 'wasm'] as const) test(`${backend}: MaxSim over lists matches a brute force, with and without a graph; upsert, delete, export, save and load`, async (t) => {
+  const engine = loadEngine({ backend, logger: silentLogger });
+  const other = loadEngine({ backend: backend === 'native' ? 'wasm' : 'native', logger: silentLogger });
   const n = 300;
   const counts = Uint32Array.from({ length: n }, (_, i) => 1 + (i % 4));
   const total = counts.reduce((a, b) => a + b, 0);
@@ -75,6 +76,13 @@ test('native: MaxSim over lists matches a brute force, with and without a graph;
     const [a, b] = [await loaded.search(q, { k: 5 }), await ix.search(q, { k: 5 })];
     t.deepEqual([Array.from(a.labels), Array.from(a.scores)], [Array.from(b.labels), Array.from(b.scores)]);
     t.is(loaded.stats().multivector?.vectors, ix.stats().multivector?.vectors);
+    // The other backend loads the same file to the same answers, and saves the same bytes.
+    const theirs = await other.loadIndex(file);
+    t.teardown(() => theirs.close());
+    const c = await theirs.search(q, { k: 5 });
+    t.deepEqual([Array.from(c.labels), Array.from(c.scores)], [Array.from(b.labels), Array.from(b.scores)]);
+    await theirs.save(`${file}.again`);
+    t.true(fs.readFileSync(`${file}.again`).equals(fs.readFileSync(file)));
     // Refusals.
     const noCounts = await t.throwsAsync(ix.add(new BigUint64Array([5n]), new Float32Array(DIM)));
     t.is((noCounts as { code?: string }).code, 'QUIVER_INVALID_ARGUMENT');
@@ -88,10 +96,4 @@ test('native: MaxSim over lists matches a brute force, with and without a graph;
   const err = await t.throwsAsync(plain.add(new BigUint64Array([1n]), new Float32Array(DIM), undefined, new Uint32Array([1])));
   t.is((err as { code?: string }).code, 'QUIVER_INVALID_ARGUMENT');
   t.throws(() => engine.createIndex({ dim: DIM, distance: 'Euclid', multivector: true }), { message: /Cosine or Dot/ });
-});
-
-test('wasm: a multivector index is refused with QUIVER_UNSUPPORTED (the native backend has it)', (t) => {
-  const engine = loadEngine({ backend: 'wasm', logger: silentLogger });
-  const err = t.throws(() => engine.createIndex({ dim: DIM, distance: 'Dot', multivector: true }));
-  t.is((err as { code?: string }).code, 'QUIVER_UNSUPPORTED');
 });

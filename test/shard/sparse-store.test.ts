@@ -1,5 +1,5 @@
 /**
- * SparseStore (ts/shard/sparse-store.ts) on the native engine: values stored in the
+ * SparseStore (ts/shard/sparse-store.ts) on either engine backend: values stored in the
  * spec's datatype, and a checkpoint file of another datatype (as files written before
  * sparse indexes recorded one load: float32) converted on load and rewritten by the
  * next save.
@@ -14,7 +14,8 @@ import { loadEngine } from '../../bindings/index';
 import { SparseStore } from '../../ts/shard/sparse-store';
 import { silentLogger } from '../engine/helpers';
 
-const engine = loadEngine({ backend: 'native', logger: silentLogger });
+// The backend QUIVER_ENGINE picks (native by default; test/backends runs this file on WASM too).
+const engine = loadEngine({ logger: silentLogger });
 
 test('a float32 checkpoint file loads into a uint8 store as uint8 values, and the next save rewrites it', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-sparse-store-'));

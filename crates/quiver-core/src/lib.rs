@@ -17,6 +17,7 @@ pub mod rng;
 pub mod sparse;
 pub mod visited;
 pub mod wal;
+pub mod wal_codec;
 
 #[cfg(test)]
 mod testutil;

@@ -68,23 +68,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::crc32c::{crc32c, crc32c_append};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fileio::{io_error, sync_dir};
+pub use crate::wal_codec::{MAX_RECORD_BYTES, RECORD_HEADER_BYTES};
+use crate::wal_codec::{
+    check_record, encode_record, find_valid_record_after, le_u32, le_u64, note_record, parse_header, parse_segment_name,
+    record_crc, segment_name,
+};
 
-/// Bytes of the record header (len, crc, seq).
-pub const RECORD_HEADER_BYTES: usize = 16;
-/// Largest data length of one record. Larger lengths read from disk are treated as
-/// damage rather than trusted for an allocation.
-pub const MAX_RECORD_BYTES: usize = 1 << 30;
-/// Distance between entries of the sparse in-memory index that lets `read_from` seek
-/// near a record instead of scanning its segment from the start.
-const INDEX_STRIDE_BYTES: u64 = 64 * 1024;
 /// A scratch append buffer above this size is released after use, so one huge batch
 /// does not pin its memory for the life of the log.
 const SCRATCH_KEEP_BYTES: usize = 4 << 20;
-const SEGMENT_SUFFIX: &str = ".wal";
-const SEGMENT_NAME_DIGITS: usize = 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalOptions {
@@ -116,40 +110,6 @@ pub struct OpenReport {
     pub truncated_file: Option<String>,
     /// Byte offset in that file where the cut was made, if any.
     pub truncated_offset: Option<u64>,
-}
-
-fn segment_name(first_seq: u64) -> String {
-    format!("{:020}{}", first_seq, SEGMENT_SUFFIX)
-}
-
-fn parse_segment_name(name: &str) -> Option<u64> {
-    if name.len() != SEGMENT_NAME_DIGITS + SEGMENT_SUFFIX.len() || !name.ends_with(SEGMENT_SUFFIX) {
-        return None;
-    }
-    let digits = &name[..SEGMENT_NAME_DIGITS];
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-fn record_crc(seq: u64, data: &[u8]) -> u32 {
-    crc32c_append(crc32c(&seq.to_le_bytes()), data)
-}
-
-fn encode_record(out: &mut Vec<u8>, seq: u64, data: &[u8]) {
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&record_crc(seq, data).to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(data);
-}
-
-fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn le_u64(b: &[u8]) -> u64 {
-    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
 }
 
 /// One segment file as the log knows it.
@@ -185,13 +145,7 @@ impl Segment {
     }
 
     fn note_record(&mut self, seq: u64, offset: u64) {
-        let far_enough = match self.index.last() {
-            Some(&(_, o)) => offset >= o + INDEX_STRIDE_BYTES,
-            None => true,
-        };
-        if far_enough {
-            self.index.push((seq, offset));
-        }
+        note_record(&mut self.index, seq, offset);
     }
 
     /// Byte offset of an indexed record at or before `seq` (which must be in range).
@@ -304,41 +258,18 @@ fn scan_segment(dir: &Path, first_seq: u64) -> Result<ScanResult> {
         if remaining == 0 {
             break ScanEnd::Clean;
         }
-        if remaining < RECORD_HEADER_BYTES as u64 {
-            break ScanEnd::Bad {
-                offset,
-                reason: format!("partial record header ({} bytes before end of file)", remaining),
-            };
+        if remaining >= RECORD_HEADER_BYTES as u64 {
+            r.read_exact(&mut header).map_err(|e| io_error(&ctx("read"), e))?;
         }
-        r.read_exact(&mut header).map_err(|e| io_error(&ctx("read"), e))?;
-        let len = le_u32(&header[0..4]) as u64;
-        let stored_crc = le_u32(&header[4..8]);
-        let seq = le_u64(&header[8..16]);
-        if len > MAX_RECORD_BYTES as u64 {
-            break ScanEnd::Bad {
-                offset,
-                reason: format!("record length {} exceeds the maximum", len),
-            };
-        }
-        if RECORD_HEADER_BYTES as u64 + len > remaining {
-            break ScanEnd::Bad {
-                offset,
-                reason: format!("record length {} runs past the end of the file", len),
-            };
-        }
+        let h = match parse_header(&header, remaining) {
+            Ok(h) => h,
+            Err(reason) => break ScanEnd::Bad { offset, reason },
+        };
+        let (seq, len) = (h.seq, h.len);
         data.resize(len as usize, 0);
         r.read_exact(&mut data).map_err(|e| io_error(&ctx("read"), e))?;
-        if record_crc(seq, &data) != stored_crc {
-            break ScanEnd::Bad {
-                offset,
-                reason: format!("checksum mismatch in record claiming seq {}", seq),
-            };
-        }
-        if seq != expected {
-            break ScanEnd::Bad {
-                offset,
-                reason: format!("sequence number {} where {} was expected", seq, expected),
-            };
+        if let Err(reason) = check_record(&h, &data, expected) {
+            break ScanEnd::Bad { offset, reason };
         }
         seg.note_record(seq, offset);
         seg.last_seq = seq;
@@ -355,36 +286,6 @@ fn scan_segment(dir: &Path, first_seq: u64) -> Result<ScanResult> {
 
 fn seg_path_display(dir: &Path, first_seq: u64) -> String {
     dir.join(segment_name(first_seq)).display().to_string()
-}
-
-/// Searches `rest` (the bytes of a segment from a bad record at its start to the end
-/// of the file) for a valid record at any offset after 0. `expected` is the sequence
-/// number the bad record should have had. Returns (offset in `rest`, seq).
-///
-/// The cheap checks (length fits, sequence number in range) come first so the CRC is
-/// computed only for real candidates; zero-filled tails fail the sequence check at
-/// every offset, so they cost one comparison per byte.
-fn find_valid_record_after(rest: &[u8], expected: u64) -> Option<(usize, u64)> {
-    let n = rest.len();
-    if n < RECORD_HEADER_BYTES + 1 {
-        return None;
-    }
-    let max_seq = expected.saturating_add(1 << 32);
-    for off in 1..=(n - RECORD_HEADER_BYTES) {
-        let seq = le_u64(&rest[off + 8..off + 16]);
-        if seq < expected || seq > max_seq {
-            continue;
-        }
-        let len = le_u32(&rest[off..off + 4]) as usize;
-        if len > MAX_RECORD_BYTES || len > n - off - RECORD_HEADER_BYTES {
-            continue;
-        }
-        let data = &rest[off + RECORD_HEADER_BYTES..off + RECORD_HEADER_BYTES + len];
-        if record_crc(seq, data) == le_u32(&rest[off + 4..off + 8]) {
-            return Some((off, seq));
-        }
-    }
-    None
 }
 
 fn lock_or_closed<'a, T>(m: &'a Mutex<T>, dir: &Path) -> Result<MutexGuard<'a, T>> {

@@ -2,7 +2,8 @@
 //!
 //! Owns: a table of indexes addressed by integer handles, byte buffers the host
 //! allocates in linear memory, and the last error. Must never: touch files or threads
-//! (wasm32-unknown-unknown has neither; this backend is memory-only), or panic across
+//! (wasm32-unknown-unknown has neither: the host does the file I/O around the bytes
+//! `files.rs` encodes and decodes, and runs this module in one worker), or panic across
 //! the boundary on bad input — every export validates pointers and sizes and reports
 //! failures as a negative return plus `quiver_last_error`.
 //!
@@ -16,6 +17,8 @@ use std::sync::Mutex;
 
 use quiver_core::{Distance, Error, ErrorKind, Index, IndexConfig, Quantization, SearchParams};
 
+mod files;
+mod multi;
 mod sparse;
 
 struct State {

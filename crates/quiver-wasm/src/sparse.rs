@@ -26,7 +26,7 @@ fn with_sparse<T>(handle: i32, f: impl FnOnce(&mut SparseIndex) -> Result<T, Err
     }
 }
 
-fn insert(index: SparseIndex) -> i32 {
+pub(crate) fn insert(index: SparseIndex) -> i32 {
     let mut t = table();
     match t.iter().position(|i| i.is_none()) {
         Some(h) => {

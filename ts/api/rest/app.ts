@@ -48,6 +48,7 @@ import { ClusterSnapshots } from '../../snapshots/cluster';
 import type { SnapshotJobs } from '../../snapshots/jobs';
 import type { Snapshots } from '../../snapshots/snapshots';
 import { RequestStats, requestDone } from './stats';
+import { addEngineGauge } from './engine-metrics';
 
 export type { ServiceInfo } from './service';
 
@@ -92,6 +93,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
         optimizing: c.status() === 'yellow',
       })),
   });
+  addEngineGauge(stats.registry, config.service.metrics_prefix, toc.engine);
   const app = new Koa();
   app.proxy = false;
   // Errors reach this only when writing a response fails (a client gone mid-answer).

@@ -54,7 +54,14 @@ export function addServiceRoutes(routes: RouteTable, info: ServiceInfo, stats: R
   routes.add('GET', '/telemetry', (ctx: Context) => {
     ok(ctx, {
       id: info.instanceId,
-      app: { name: 'quiver', version: QDRANT_API_VERSION, quiver_version: info.version, startup: info.startedAt.toISOString() },
+      app: {
+        name: 'quiver',
+        version: QDRANT_API_VERSION,
+        quiver_version: info.version,
+        startup: info.startedAt.toISOString(),
+        // Which engine backend serves: the native addon, or its WASM fallback.
+        engine: { backend: toc.engine.backend, kernels: toc.engine.kernels },
+      },
       // A collection-scoped caller sees its collections only.
       collections: {
         number_of_collections: visible(ctx).length,

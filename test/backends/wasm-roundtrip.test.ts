@@ -1,0 +1,4 @@
+// test/snapshots/roundtrip.test.ts on the WASM engine backend (see test/support/backend.ts).
+import { runOnBackend } from '../support/backend';
+
+runOnBackend('wasm', 'snapshots/roundtrip.test');

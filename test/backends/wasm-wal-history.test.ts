@@ -1,0 +1,4 @@
+// test/shard/wal-history.test.ts on the WASM engine backend (see test/support/backend.ts).
+import { runOnBackend } from '../support/backend';
+
+runOnBackend('wasm', 'shard/wal-history.test');

@@ -1,0 +1,4 @@
+// test/crash/wal-retention.test.ts on the WASM engine backend (see test/support/backend.ts).
+import { runOnBackend } from '../support/backend';
+
+runOnBackend('wasm', 'crash/wal-retention.test');
