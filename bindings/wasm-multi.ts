@@ -5,7 +5,7 @@
  * synchronous. Behaves as bindings/native-multi.ts does, over the same core code.
  */
 
-import type { Distance, IndexStats, LiveVectors, SearchOptions, SearchResult, VectorIndex } from './engine';
+import type { Distance, IndexStats, LiveVectors, RuleQuery, SearchOptions, SearchResult, VectorIndex } from './engine';
 import { EngineError } from './errors';
 import type { MultiCreated, MultiRequest } from './wasm-multi-ops';
 import { checkLabel, checkLabels, checkPath, checkSearchOptions, checkThreads, checkVectors } from './validate';
@@ -86,6 +86,11 @@ export class WasmMultiVectorIndex implements VectorIndex {
   /** Not offered: a flat batch cannot say where one query list ends (the shard sends list queries one by one). */
   searchBatch(_queries: Float32Array, _options: SearchOptions): Promise<SearchResult[]> {
     return Promise.reject(new EngineError('QUIVER_UNSUPPORTED', 'a multivector index answers one query list per search call'));
+  }
+
+  /** Not offered: the rules score one vector per example, and MaxSim scores lists (as on native). */
+  searchRule(_query: RuleQuery, _options: SearchOptions): Promise<SearchResult> {
+    return Promise.reject(new EngineError('QUIVER_UNSUPPORTED', 'a multivector index cannot search by best_score, sum_scores, discover or context'));
   }
 
   getVector(label: bigint): Promise<Float32Array | null> {
