@@ -69,23 +69,23 @@ let slowAuth: LanePair;
  * Extra direct routes for the review, declared with RouteTable.addDirect exactly as
  * points.ts declares its routes, on a router placed before the app's router. They
  * borrow the patterns (and access policy) of three routes the lane does not serve
- * (Koa answers them 501), on a collection named "review".
+ * (Koa serves them; every POST read is on the lane now), on a collection named "review".
  */
-const SLOW = '/collections/review/points/search/groups';
-const THROW_SYNC = '/collections/review/points/query/groups';
-const BIGINT = '/collections/review/points/recommend/groups';
+const SLOW = '/collections/review/points/payload/delete';
+const THROW_SYNC = '/collections/review/points/payload/clear';
+const BIGINT = '/collections/review/points/vectors/delete';
 function addReviewRoutes(rest: RestApp, cfg: Config): void {
   const router = new Router();
   const routes = new RouteTable(router, cfg.service.max_request_size_mb * 1024 * 1024, () => null, rest.lane);
-  routes.addDirect('POST', '/collections/{collection_name}/points/search/groups', async () => {
+  routes.addDirect('POST', '/collections/{collection_name}/points/payload/delete', async () => {
     if (slowHandlerGate !== null) await slowHandlerGate.pass();
     else await sleep(150);
     return { slow: true };
   });
-  routes.addDirect('POST', '/collections/{collection_name}/points/query/groups', ((() => {
+  routes.addDirect('POST', '/collections/{collection_name}/points/payload/clear', ((() => {
     throw new Error('thrown synchronously by a handler');
   }) as unknown) as () => Promise<unknown>);
-  routes.addDirect('POST', '/collections/{collection_name}/points/recommend/groups', async () => ({ n: 1n }));
+  routes.addDirect('POST', '/collections/{collection_name}/points/vectors/delete', async () => ({ n: 1n }));
   // Before the app's router (the last two middleware are the app's router and the 404).
   const mw = (rest.app as unknown as { middleware: unknown[] }).middleware;
   mw.splice(mw.length - 2, 0, router.routes());
