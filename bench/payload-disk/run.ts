@@ -11,7 +11,10 @@
  * through REST in batches of 1000 (`wait=true`, two in flight), each with a payload of
  * about `--payload` bytes of JSON: `{i, group: "g<i % 100>", flag, text}`. Then:
  *  - RSS after the load (the server's VmRSS), and after a restart on the same storage
- *    (steady state: nothing of the load in flight, payloads as the mode keeps them);
+ *    (steady state: nothing of the load in flight, payloads as the mode keeps them),
+ *    each read once the server has been quiet for QUIET_MS and RSS has stopped moving,
+ *    with the server's heapUsed / heapTotal / external beside it (process.memoryUsage()
+ *    written by bench/payload-disk/mem-probe.cjs, loaded with `node --require`);
  *  - load time;
  *  - at concurrency 1 after the restart: retrieve (`POST /points`, 10 random ids,
  *    `with_payload`), scroll (`limit 10`, `with_payload`, from a random id) and scroll
@@ -45,8 +48,18 @@ function rng(seed: number): () => number {
 const C = 'payload_bench';
 const BATCH = 1000;
 
+interface Memory {
+  rss_mb: number;
+  heap_used_mb: number;
+  heap_total_mb: number;
+  external_mb: number;
+  array_buffers_mb: number;
+}
+
 interface ModeResult {
   on_disk_payload: boolean;
+  memory_after_load: Memory;
+  memory_after_restart: Memory;
   load_seconds: number;
   points_per_second: number;
   rss_after_load_mb: number;
@@ -88,8 +101,23 @@ function dirBytes(dir: string): number {
 
 const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
 
-/** Waits until RSS stops growing for a second (the server settles after the load: GC, checkpoint). */
+/** How long the server is left quiet before RSS is read (its idle collection runs after 2 quiet seconds). */
+const QUIET_MS = 6000;
+const PROBE = path.join(REPO_ROOT, 'bench', 'payload-disk', 'mem-probe.cjs');
+
+function probeFile(server: QuiverServer): string {
+  return path.join(server.dir, 'memory.json');
+}
+
+/** The server's process.memoryUsage() as the probe last wrote it. */
+function memory(server: QuiverServer, rss: number | null): Memory {
+  const m = JSON.parse(fs.readFileSync(probeFile(server), 'utf8')) as NodeJS.MemoryUsage;
+  return { rss_mb: mb(rss), heap_used_mb: mb(m.heapUsed), heap_total_mb: mb(m.heapTotal), external_mb: mb(m.external), array_buffers_mb: mb(m.arrayBuffers) };
+}
+
+/** Waits QUIET_MS, then until RSS stops moving for a second (the server settles after the load: GC, checkpoint). */
 async function settledRss(server: QuiverServer): Promise<number | null> {
+  await new Promise((r) => setTimeout(r, QUIET_MS));
   let last = server.rss();
   for (let i = 0; i < 20; i++) {
     await new Promise((r) => setTimeout(r, 1000));
@@ -111,7 +139,7 @@ async function timed(n: number, f: (i: number) => Promise<void>): Promise<Float6
 }
 
 async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: number, hnsw: boolean): Promise<ModeResult> {
-  const server = await QuiverServer.start({ nodeArgs: [], keepStorage: true, env: {} });
+  const server = await QuiverServer.start({ nodeArgs: ['--require', PROBE], keepStorage: true, env: {} });
   let client: RestClient = makeClient('raw', server.url, 2);
   const rnd = rng(42);
   const filler = 'abcdefghijklmnopqrstuvwxyz0123456789 ';
@@ -142,18 +170,20 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
     await Promise.all([lane(), lane()]);
     const load = (Date.now() - t0) / 1000;
     const rssLoad = await settledRss(server);
+    const memLoad = memory(server, rssLoad);
     console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
     client.close();
     const storage = path.join(server.dir, 'storage');
     await server.stop();
     const r0 = Date.now();
-    restarted = await QuiverServer.start({ nodeArgs: [], keepStorage: false, env: {}, storageFrom: storage });
+    restarted = await QuiverServer.start({ nodeArgs: ['--require', PROBE], keepStorage: false, env: {}, storageFrom: storage });
     const restartSec = (Date.now() - r0) / 1000;
     fs.rmSync(server.dir, { recursive: true, force: true });
     client = makeClient('raw', restarted.url, 1);
     const info = await client.json<{ points_count: number }>('GET', `/collections/${C}`);
     if (info.points_count !== N) throw new Error(`after the restart the collection has ${info.points_count} points, not ${N}`);
     const rssRestart = await settledRss(restarted);
+    const memRestart = memory(restarted, rssRestart);
     const storageMb = mb(dirBytes(path.join(restarted.dir, 'storage')));
     // Correctness spot check: a retrieved payload is the one written.
     const check = await client.json<Array<{ id: number; payload: unknown }>>('POST', `/collections/${C}/points`, { ids: [7, N - 1], with_payload: true });
@@ -182,6 +212,8 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
     });
     return {
       on_disk_payload: onDisk,
+      memory_after_load: memLoad,
+      memory_after_restart: memRestart,
       load_seconds: load,
       points_per_second: Math.round(N / load),
       rss_after_load_mb: mb(rssLoad),
@@ -223,6 +255,7 @@ async function main(): Promise<void> {
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, `payload-disk-${tag}.json`), JSON.stringify(out, null, 2) + '\n');
   const row = (name: string, f: (m: ModeResult) => string | number) => `| ${name} | ${f(disk)} | ${f(mem)} |`;
+  const heap = (m: Memory) => `${m.heap_used_mb} / ${m.heap_total_mb} / ${m.external_mb}`;
   const lat = (s: Stats) => `${s.p50_us} / ${s.p95_us} / ${s.p99_us}`;
   const md = [
     `# On-disk payloads against in-memory payloads (${out.date})`,
@@ -232,7 +265,9 @@ async function main(): Promise<void> {
       `(${hnsw ? 'HNSW built as by default' : 'indexing_threshold 0: no HNSW graph, so that payload memory is what differs'}), ${N} points ` +
       `with payloads of ${P} bytes of JSON loaded through REST (batches of ${BATCH}, wait=true, two in flight), then a restart on the same ` +
       'storage and, at concurrency 1, retrieve (10 random ids), scroll (limit 10 from a random id) and scroll filtered on the unindexed ' +
-      'field `group` (1% of points match), all with the payload. 2 cores shared with other work.',
+      'field `group` (1% of points match), all with the payload. RSS is read once the server has been quiet for ' +
+      `${QUIET_MS / 1000} s and RSS has stopped moving; heap figures are the server's process.memoryUsage() at that time. ` +
+      '2 cores shared with other work.',
     '',
     '| | on_disk_payload: true | on_disk_payload: false |',
     '|---|---|---|',
@@ -240,6 +275,8 @@ async function main(): Promise<void> {
     row('points / s', (m) => m.points_per_second),
     row('RSS after the load (MB)', (m) => m.rss_after_load_mb),
     row('RSS after a restart (MB)', (m) => m.rss_after_restart_mb),
+    row('after the load: heapUsed / heapTotal / external (MB)', (m) => heap(m.memory_after_load)),
+    row('after a restart: heapUsed / heapTotal / external (MB)', (m) => heap(m.memory_after_restart)),
     row('restart (s)', (m) => m.restart_seconds.toFixed(1)),
     row('storage on disk (MB)', (m) => m.storage_mb),
     row('retrieve 10 ids, p50 / p95 / p99 µs', (m) => lat(m.retrieve)),

@@ -17,6 +17,7 @@ import type { Config } from '../../config/types';
 import { StartupError, startNode, type RunningNode } from '../../node';
 import { USAGE, UsageError, parseArgs, unavailableFlags, type CliArgs } from './args';
 import { drainMain } from './drain';
+import { IdleGc, fullGc } from './idle-gc';
 
 export const EXIT_USAGE = 2;
 export const EXIT_START_FAILED = 1;
@@ -107,5 +108,18 @@ export async function main(argv: readonly string[]): Promise<void> {
     { host: node.host, port: node.port, address: `${config.service.enable_tls ? 'https' : 'http'}://${node.host}:${node.port}` },
     'REST API listening',
   );
+  // After a burst (a bulk load), give the heap's high-water mark back once the process
+  // is quiet (ts/api/cli/idle-gc.ts, docs/storage.md "Memory after a burst").
+  const gc = fullGc();
+  if (gc) {
+    new IdleGc(gc, (e) =>
+      logger.info(
+        { heapBeforeMb: mb(e.heapBefore), heapAfterMb: mb(e.heapAfter), rssBeforeMb: mb(e.rssBefore), compacted: e.compacted, ms: Math.round(e.ms) },
+        'idle: heap collected after a burst',
+      ),
+    ).start();
+  }
   if (stopSignal !== null) shutDown(node, stopSignal);
 }
+
+const mb = (b: number) => Math.round(b / 1048576);
