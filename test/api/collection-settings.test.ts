@@ -264,6 +264,27 @@ test.serial('search params indexed_only and acorn: off is taken, on is refused t
   }
 });
 
+test.serial('hnsw_config.payload_m: 0 (no payload-aware links, what Quiver builds) is taken; a link count is refused on create, update and per vector over REST and gRPC', async (t) => {
+  await restOk(t, 'PUT', '/collections/pm_ok', { vectors: VECTORS, hnsw_config: { payload_m: 0 } });
+  sameRefusal(
+    t,
+    await rest('PUT', '/collections/pm_bad', { vectors: VECTORS, hnsw_config: { payload_m: 16 } }),
+    await g.fail('Collections', 'Create', { collection_name: 'pm_bad', vectors_config: GRPC_VECTORS, hnsw_config: { payload_m: '16' } }),
+    /^Wrong input: hnsw_config\.payload_m: 16 is not supported: Quiver builds no payload-aware HNSW links/,
+  );
+  const perVector = await rest('PUT', '/collections/pm_bad', { vectors: { v: { ...VECTORS, hnsw_config: { payload_m: 8 } } } });
+  t.is(perVector.status, 400, JSON.stringify(perVector.body));
+  t.regex(perVector.body.status.error, /vectors\.v\.hnsw_config\.payload_m: 8 is not supported/);
+  t.is((await rest('GET', '/collections/pm_bad')).status, 404, 'refused creates change nothing');
+  sameRefusal(
+    t,
+    await rest('PATCH', '/collections/pm_ok', { hnsw_config: { payload_m: 4 } }),
+    await g.fail('Collections', 'Update', { collection_name: 'pm_ok', hnsw_config: { payload_m: '4' } }),
+    /^Wrong input: hnsw_config\.payload_m: 4 is not supported/,
+  );
+  t.is((await rest('GET', '/collections/pm_ok')).body.result.config.hnsw_config.payload_m, 0, 'a refused update changes nothing');
+});
+
 test.serial('hnsw_config.inline_storage, wal_config.wal_retain_closed and params.quantization ignore/rescore: what would change nothing is taken, the rest refused the same over REST and gRPC', async (t) => {
   await restOk(t, 'PUT', '/collections/misc_ok', { vectors: VECTORS, hnsw_config: { inline_storage: false }, wal_config: { wal_retain_closed: null } });
   sameRefusal(

@@ -69,6 +69,9 @@ const UNSUPPORTED: Allowed[] = [
   { op: /^PUT \/collections\/\{collection_name\}\/points\/payload$/, where: /"key":/, message: /^400 .*overwrite payload does not take a `key`/, reason: 'overwrite payload with a key (README: not supported)' },
   { where: /"relevance_feedback":/, message: /^400 .*`relevance_feedback` queries are not supported/, reason: 'relevance_feedback queries (README: not supported; no helper builds them)' },
   { where: /"discover":\{|"context":|"strategy":"(best_score|sum_scores)"/, message: /^400 .*queries over the multivector .* are not supported by Quiver/, reason: 'discover / context queries and the best_score / sum_scores strategies over multivectors (README: not supported)' },
+  { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"enable_hnsw":true/, message: /^400 .*enable_hnsw: true is not supported/, reason: 'payload-aware HNSW links for an indexed field (README: not supported)' },
+  { where: /"payload_m":[1-9]/, message: /^400 .*payload_m: \d+ is not supported/, reason: 'hnsw_config.payload_m above 0: payload-aware HNSW links (README: not supported)' },
+  { op: /^(PUT|PATCH) \/collections\/\{collection_name\}$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported: Quiver keeps (dense vectors|the HNSW graph|sparse indexes) in memory/, reason: 'dense vectors, HNSW graphs and sparse indexes on disk (README: not supported)' },
   { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported/, reason: 'payload index values on disk (README: not supported)' },
   { op: /^POST \/collections\/\{collection_name\}\/cluster$/, where: /resharding|replicate_points/, message: /^501 .*resharding/, reason: 'resharding operations, replicate_points among them (README: 501)' },
 ];

@@ -49,7 +49,7 @@ test('create bodies with sparse_vectors are accepted as the reference accepts th
       text: { index: { on_disk: false, full_scan_threshold: 100, datatype: 'float32' }, modifier: 'none' },
       bm25: { modifier: 'idf' },
       half: { index: { datatype: 'float16' } },
-      small: { index: { datatype: 'uint8', on_disk: true } },
+      small: { index: { datatype: 'uint8', on_disk: false } },
     },
   };
   t.is(await create(t, 'sp-mixed', body), true);
@@ -68,6 +68,10 @@ test('create bodies with sparse_vectors are accepted as the reference accepts th
   await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'sp-bad2' }, body: { sparse_vectors: { a: { index: { datatype: 'int4' } } } } }, /sparse_vectors\.a\.index\.datatype/);
   await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'sp-bad3' }, body: { vectors: { a: { size: 2, distance: 'Dot' } }, sparse_vectors: { a: {} } } }, /sparse_vectors\.a/);
   await api.error(t, 404, 'GET', COLLECTION, { params: { collection_name: 'sp-bad3' } });
+  // Sparse indexes are held in memory: an on-disk one is refused, on create and on update.
+  await api.error(t, 400, 'PUT', COLLECTION, { params: { collection_name: 'sp-bad4' }, body: { sparse_vectors: { a: { index: { on_disk: true } } } } }, /sparse_vectors\.a\.index\.on_disk: true is not supported: Quiver keeps sparse indexes in memory/);
+  await api.error(t, 404, 'GET', COLLECTION, { params: { collection_name: 'sp-bad4' } });
+  await api.error(t, 400, 'PATCH', COLLECTION, { params: { collection_name: 'sp-mixed' }, body: { sparse_vectors: { text: { index: { on_disk: true } } } } }, /on_disk: true is not supported/);
 });
 
 test('sparse queries through query, nearest and search equal brute force, with filters, deletes and vector updates', async (t) => {

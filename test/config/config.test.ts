@@ -357,6 +357,13 @@ test('the JWKS settings are checked together with jwt_rbac and the HS256 switch'
   for (const [env, problems] of cases) t.deepEqual(configError(() => load(env)).problems, problems, JSON.stringify(env));
 });
 
+test('storage.hnsw_index.payload_m: null (no payload-aware links, what Quiver builds) loads; a link count is refused', (t) => {
+  t.is(loadConfig({ cwd: workDir(), env: {} }).storage.hnsw_index.payload_m, null);
+  t.deepEqual(configError(() => loadConfig({ cwd: workDir(), env: { SERVICE__STORAGE__HNSW_INDEX__PAYLOAD_M: '16' } })).problems, [
+    'env SERVICE__STORAGE__HNSW_INDEX__PAYLOAD_M: storage.hnsw_index.payload_m: is not supported: Quiver builds no payload-aware HNSW links; leave it null',
+  ]);
+});
+
 test('snapshot schedules: a list from a file or a variable, each item checked; cluster mode refuses a full-storage one', (t) => {
   const dir = workDir({
     's.yaml': ['snapshots:', '  schedule:', '    - collection: docs', '      interval_sec: 10', '      keep_last: 3', '    - collection: null', '      cron: "0 3 * * *"', '      max_age_sec: 86400'].join('\n'),

@@ -45,7 +45,7 @@ function sameAsRest(t: ExecutionContext, err: CallError, r: { status: number; bo
   t.is(err.details, r.body.status.error);
 }
 
-const NAMED = { params_map: { map: { image: { size: '4', distance: 'Dot' }, text: { size: '2', distance: 'Cosine', hnsw_config: { m: '32' }, on_disk: true } } } };
+const NAMED = { params_map: { map: { image: { size: '4', distance: 'Dot' }, text: { size: '2', distance: 'Cosine', hnsw_config: { m: '32' }, on_disk: false } } } };
 
 test.serial('Create, Get, CollectionExists, List: a named-vector collection as REST shows it', async (t) => {
   const created = await c.call('Collections', 'Create', {
@@ -82,7 +82,7 @@ test.serial('Create, Get, CollectionExists, List: a named-vector collection as R
   t.is(p.write_consistency_factor, r.config.params.write_consistency_factor);
   t.is(p.vectors_config.config, 'params_map');
   t.like(p.vectors_config.params_map.map.image, { size: '4', distance: 'Dot' });
-  t.like(p.vectors_config.params_map.map.text, { size: '2', distance: 'Cosine', on_disk: true });
+  t.like(p.vectors_config.params_map.map.text, { size: '2', distance: 'Cosine', on_disk: false });
   t.is(p.vectors_config.params_map.map.text.hnsw_config.m, '32');
   t.like(info.config.hnsw_config, { m: String(r.config.hnsw_config.m), ef_construct: '64', full_scan_threshold: String(r.config.hnsw_config.full_scan_threshold) });
   t.like(info.config.optimizer_config, { indexing_threshold: '5000', deleted_threshold: r.config.optimizer_config.deleted_threshold });
@@ -157,7 +157,7 @@ test.serial('Update changes what REST changes; a bad update is refused and chang
     optimizers_config: { indexing_threshold: '777', max_optimization_threads: { setting: 'Auto' } },
     params: { on_disk_payload: false },
     hnsw_config: { ef_construct: '55' },
-    vectors_config: { params: { on_disk: true } },
+    vectors_config: { params: { on_disk: false } },
     quantization_config: { binary: { always_ram: true } },
   });
   t.is(u.result, true);
@@ -166,7 +166,7 @@ test.serial('Update changes what REST changes; a bad update is refused and chang
   t.is(r.config.optimizer_config.max_optimization_threads, null);
   t.is(r.config.params.on_disk_payload, false);
   t.is(r.config.hnsw_config.ef_construct, 55);
-  t.is(r.config.params.vectors.on_disk, true);
+  t.is(r.config.params.vectors.on_disk, false);
   t.deepEqual(r.config.quantization_config, { binary: { always_ram: true } });
 
   // Quantization off again (QuantizationConfigDiff.disabled).
@@ -185,6 +185,23 @@ test.serial('Update changes what REST changes; a bad update is refused and chang
     await rest('PATCH', '/collections/upd', { vectors: { nope: { on_disk: true } } }),
     'INVALID_ARGUMENT',
   );
+  // Vectors, graphs and sparse indexes are held in memory: on_disk: true is refused, the same over both APIs.
+  sameAsRest(
+    t,
+    await c.fail('Collections', 'Update', { collection_name: 'upd', vectors_config: { params: { on_disk: true } } }),
+    await rest('PATCH', '/collections/upd', { vectors: { '': { on_disk: true } } }),
+    'INVALID_ARGUMENT',
+  );
+  sameAsRest(
+    t,
+    await c.fail('Collections', 'Update', { collection_name: 'upd', hnsw_config: { on_disk: true } }),
+    await rest('PATCH', '/collections/upd', { hnsw_config: { on_disk: true } }),
+    'INVALID_ARGUMENT',
+  );
+  const onDisk = await c.fail('Collections', 'Create', { collection_name: 'od', vectors_config: { params: { size: '2', distance: 'Dot', on_disk: true } } });
+  t.regex(onDisk.details, /vectors\.on_disk: true is not supported: Quiver keeps dense vectors in memory/);
+  t.false((await c.call('Collections', 'CollectionExists', { collection_name: 'od' })).result.exists);
+  t.is((await rest('GET', '/collections/upd')).body.result.config.params.vectors.on_disk, false, 'a refused update changes nothing');
   t.is((await rest('GET', '/collections/upd')).body.result.config.params.write_consistency_factor, 1);
 
   const d = await c.call('Collections', 'Delete', { collection_name: 'upd' });

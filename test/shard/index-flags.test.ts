@@ -90,6 +90,43 @@ test('is_principal: a range on the principal index is evaluated before other ran
   }
 });
 
+test('payload index enable_hnsw: true and memory cold/cached are refused with 400 (REST) and INVALID_ARGUMENT (gRPC); enable_hnsw: false and memory: pinned are accepted', async (t) => {
+  const q = await startGrpcQuiver();
+  const g = q.client();
+  try {
+    const call = async (method: string, p: string, body?: unknown) => {
+      const res = await fetch(`${q.server.url}${p}`, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    t.is((await call('PUT', '/collections/h', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
+    for (const type of ['keyword', 'integer', 'float', 'geo', 'text', 'bool', 'datetime', 'uuid']) {
+      const r = await call('PUT', '/collections/h/index?wait=true', { field_name: `h_${type}`, field_schema: { type, enable_hnsw: true } });
+      t.is(r.status, 400, type);
+      t.regex(r.body.status.error, /field_schema\.enable_hnsw: true is not supported: Quiver builds no payload-aware HNSW links/);
+      t.deepEqual(spec().validate('PUT', '/collections/{collection_name}/index', 400, r.body), [], 'the error answer follows the contract');
+    }
+    for (const memory of ['cold', 'cached']) {
+      const r = await call('PUT', '/collections/h/index?wait=true', { field_name: 'm', field_schema: { type: 'integer', memory } });
+      t.is(r.status, 400, memory);
+      t.regex(r.body.status.error, new RegExp(`field_schema\\.memory: "${memory}" is not supported`));
+    }
+    t.deepEqual((await call('GET', '/collections/h')).body.result.payload_schema, {}, 'a refused index changes nothing');
+    t.is((await call('PUT', '/collections/h/index?wait=true', { field_name: 'k', field_schema: { type: 'keyword', enable_hnsw: false } })).status, 200);
+    t.is((await call('PUT', '/collections/h/index?wait=true', { field_name: 'n', field_schema: { type: 'integer', memory: 'pinned' } })).status, 200);
+    const err = await g.fail('Points', 'CreateFieldIndex', {
+      collection_name: 'h',
+      field_name: 'g',
+      field_type: 'FieldTypeKeyword',
+      field_index_params: { keyword_index_params: { enable_hnsw: true } },
+    });
+    t.is(codeName(err.code), 'INVALID_ARGUMENT');
+    t.regex(err.details, /enable_hnsw: true is not supported/);
+    t.deepEqual(Object.keys((await call('GET', '/collections/h')).body.result.payload_schema).sort(), ['k', 'n']);
+  } finally {
+    await q.stop();
+  }
+});
+
 test('payload index on_disk: true is refused with 400 (REST) and INVALID_ARGUMENT (gRPC); on_disk: false is accepted', async (t) => {
   const q = await startGrpcQuiver();
   const g = q.client();

@@ -1170,7 +1170,7 @@ export class Collection {
     if (this.isSparse(req.using)) {
       // Nearest to a stored point's sparse vector, or a recommendation over sparse vectors.
       const examples = 'nearest' in q ? [q.nearest] : [...q.recommend.positive, ...q.recommend.negative];
-      const vs = await this.sparseExamples(examples, req.using, opts, rings);
+      const vs = await this.sparseExamples(examples, req.using, opts, rings, lookupFrom, others);
       const sparse = 'nearest' in q ? vs[0] : recommendSparseVector(vs.slice(0, q.recommend.positive.length), vs.slice(q.recommend.positive.length));
       return this.search({ ...req, vector: NO_VECTOR, sparse, exclude }, opts, rings);
     }
@@ -1200,9 +1200,8 @@ export class Collection {
       return page.points.slice(req.offset).map((p) => ({ ...p, version: 0, score: 0 }));
     }
     if (this.isSparse(req.using)) {
-      // Sparse vectors: an exact scan by the rule on every replica (examples by id read from this collection).
-      if (req.lookupFrom) throw new BadInputError(ruleUnsupported(plan, `the sparse vector ${JSON.stringify(req.using)} with lookup_from`));
-      const examples = await this.sparseExamples(plan.examples, req.using, opts, rings);
+      // Sparse vectors: an exact scan by the rule on every replica (examples by id read from this collection or `lookup_from`'s).
+      const examples = await this.sparseExamples(plan.examples, req.using, opts, rings, req.lookupFrom ?? null, others);
       return this.search({ ...req, vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples }, exclude }, opts, rings);
     }
     const vs = await this.exampleVectors(plan.examples, req.using, opts, rings, req.lookupFrom ?? null, others);
@@ -1251,7 +1250,7 @@ export class Collection {
       vectors: (examples, using, lookupFrom) => this.exampleVectors(examples, using, opts, rings, lookupFrom, others),
       isSparse: (using) => this.isSparse(using),
       multivectorDim: (using) => this.multivectorDim(using),
-      sparse: (examples, using) => this.sparseExamples(examples, using, opts, rings),
+      sparse: (examples, using, lookupFrom) => this.sparseExamples(examples, using, opts, rings, lookupFrom, others),
       sample: async (filter, limit) => (await this.sampleIds(filter, limit, opts, shards)).map((id) => ({ id, version: 0, score: 0 })),
       distance: (using) => this.vectorSpec(using).distance,
       matching: async (filter, limit) => (await this.scrollPage({ offset: null, limit, filter, withPayload: false, withVector: false }, opts, shards)).points.map((p) => p.id),
@@ -1362,18 +1361,32 @@ export class Collection {
     return Promise.all(reqs.map((q) => this.query(q.req, opts, q.shards, others)));
   }
 
-  /** The sparse vectors of examples over the sparse vector `using`: as given, or a stored point's (404 when there is no such point). */
-  private async sparseExamples(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[]): Promise<SparseVec[]> {
+  /**
+   * The sparse vectors of examples over the sparse vector `using`: as given, or a stored
+   * point's (404 when there is no such point), read from `lookup_from`'s collection and
+   * vector name when given, as exampleVectors does for dense vectors.
+   */
+  private async sparseExamples(examples: Example[], using: string, opts: ReadOptions, rings: readonly Ring[], lookupFrom: LookupFrom | null = null, others: CollectionLookup | null = null): Promise<SparseVec[]> {
     const ids = exampleIds(examples);
-    const found = ids.length === 0 ? null : await this.lookup(ids, false, [using], opts, rings);
+    let name = using;
+    let found: Map<string, PointRecord> | null = null;
+    if (ids.length > 0) {
+      if (lookupFrom === null) found = await this.lookup(ids, false, [using], opts, rings);
+      else {
+        if (others === null) throw new BadInputError('lookup_from: looking up another collection is not available to this caller');
+        const source = others(lookupFrom.collection);
+        name = lookupFrom.vector ?? using;
+        found = await source.lookupSparseVectors(ids, name, opts, lookupFrom.shards);
+      }
+    }
     return examples.map((e) => {
       if ('sparse' in e) return e.sparse;
       if ('vector' in e) throw new BadInputError(`Conversion between sparse and regular vectors failed: ${JSON.stringify(using)} is a sparse vector`);
       const text = idText(e.id);
       const r = found?.get(text);
       if (!r) throw new NotFoundError(`No point with id ${text} found`);
-      const v = r.vector === undefined || Array.isArray(r.vector) ? undefined : r.vector[using];
-      if (v === undefined || Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${JSON.stringify(using)}`);
+      const v = r.vector === undefined || Array.isArray(r.vector) ? undefined : r.vector[name];
+      if (v === undefined || Array.isArray(v)) throw new BadInputError(`Point ${text} has no vector ${JSON.stringify(name)}`);
       return { indices: Uint32Array.from(v.indices), values: Float32Array.from(v.values) };
     });
   }
@@ -1411,6 +1424,12 @@ export class Collection {
       if (v.length > 0 && Array.isArray(v[0])) return markMultivector(Float32Array.from((v as number[][]).flat()), v.length);
       return Float32Array.from(v as number[]);
     });
+  }
+
+  /** The `name` sparse vectors of points `ids` of this collection (for another collection's `lookup_from` over a sparse vector), by id text. */
+  async lookupSparseVectors(ids: PointKey[], name: string, opts: ReadOptions, shards: ShardSelector | null): Promise<Map<string, PointRecord>> {
+    this.checkSparseName(name);
+    return this.lookup(distinct(ids), false, [name], opts, this.readRings(shards));
   }
 
   /** The `name` vectors of points `ids` of this collection (for another collection's `lookup_from`), by id text. */

@@ -176,6 +176,11 @@ function parseDistance(x: unknown, field: string): Distance {
   return x as Distance;
 }
 
+/** Dense vectors are held in memory (and in checkpoints): serving them from disk is refused rather than ignored. */
+function vectorsOnDisk(field: string): string {
+  return `${field}: true is not supported: Quiver keeps dense vectors in memory; omit on_disk or set it to false`;
+}
+
 function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
   const o = obj(x, field);
   rejectUnknown(o, ['m', 'ef_construct', 'full_scan_threshold', 'max_indexing_threads', 'on_disk', 'payload_m', 'inline_storage'], `${field}.`);
@@ -193,8 +198,12 @@ function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
   const mit = optional(o, 'max_indexing_threads', (v) => int(v, `${field}.max_indexing_threads`, 0, 1024));
   if (mit !== undefined) out.max_indexing_threads = mit;
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
+  // The graph is held in memory (and saved whole at checkpoints): only "in RAM" is what Quiver does.
+  if (od === true) throw new BadInputError(`${field}.on_disk: true is not supported: Quiver keeps the HNSW graph in memory; omit on_disk or set it to false`);
   if (od !== undefined) out.on_disk = od;
   const pm = optional(o, 'payload_m', (v) => int(v, `${field}.payload_m`, 0, 256));
+  // Quiver builds no payload-aware HNSW links: 0 (none) says what it does, a link count would be ignored.
+  if (pm !== undefined && pm > 0) throw new BadInputError(`${field}.payload_m: ${pm} is not supported: Quiver builds no payload-aware HNSW links; omit payload_m or set it to 0`);
   if (pm !== undefined) out.payload_m = pm;
   // Vectors stored inside the graph's links (a layout for on-disk graphs): only "off" is served.
   const inline = optional(o, 'inline_storage', (v) => bool(v, `${field}.inline_storage`));
@@ -298,6 +307,7 @@ function parseVectorParams(x: unknown, field: string): VectorParams {
     out.quantization_config = parseQuantization(o.quantization_config, `${field}.quantization_config`);
   }
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
+  if (od === true) throw new BadInputError(vectorsOnDisk(`${field}.on_disk`));
   if (od !== undefined) out.on_disk = od;
   if (datatype !== undefined) out.datatype = datatype;
   if (o.multivector_config !== undefined && o.multivector_config !== null) {
@@ -528,6 +538,7 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
         reindex = true;
       }
       const od = optional(d, 'on_disk', (v) => bool(v, `vectors.${name}.on_disk`));
+      if (od === true) throw new BadInputError(vectorsOnDisk(`vectors.${name}.on_disk`));
       if (od !== undefined) params.on_disk = od;
     }
     next.params.vectors = entries.has('') && entries.size === 1 ? (entries.get('') as VectorParams) : Object.fromEntries(entries);

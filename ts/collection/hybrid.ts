@@ -51,7 +51,7 @@ export interface HybridReads<T extends Scored> {
   isSparse(using: string): boolean;
   /** The row dimension when `using` names a multivector, else null. */
   multivectorDim(using: string): number | null;
-  sparse(examples: Example[], using: string): Promise<SparseVec[]>;
+  sparse(examples: Example[], using: string, lookupFrom: LookupFrom | null): Promise<SparseVec[]>;
   /** The points of a page with their scores, payload and vectors as asked, in the page's order; points gone since are left out. */
   shape(page: T[], withPayload: WithPayload, withVector: WithVector): Promise<T[]>;
   /** Up to `limit` points matching `filter`, chosen at random without repeats, scored 0. */
@@ -265,14 +265,14 @@ const NO_VECTOR = new Float32Array(0);
 export async function queryVector<T extends Scored>(reads: HybridReads<T>, q: { nearest: Example } | { recommend: Recommend } | { discover: Discover } | { context: ContextPair[] }, level: Level): Promise<Pick<SearchRequest, 'vector' | 'sparse' | 'rule' | 'sparseRule'>> {
   const plan = rulePlan(q);
   if (plan !== null && reads.isSparse(level.using)) {
-    return { vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples: await reads.sparse(plan.examples, level.using) } };
+    return { vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples: await reads.sparse(plan.examples, level.using, level.lookupFrom) } };
   }
   if (plan !== null) return { vector: NO_VECTOR, rule: searchRule(plan, await reads.vectors(plan.examples, level.using, level.lookupFrom)) };
   if ('discover' in q || 'context' in q) throw new Error('a rule query without a plan'); // rulePlan covers both
   if (reads.isSparse(level.using)) {
-    if ('nearest' in q) return { vector: NO_VECTOR, sparse: (await reads.sparse([q.nearest], level.using))[0] };
+    if ('nearest' in q) return { vector: NO_VECTOR, sparse: (await reads.sparse([q.nearest], level.using, level.lookupFrom))[0] };
     const { positive, negative } = q.recommend;
-    const vs = await reads.sparse([...positive, ...negative], level.using);
+    const vs = await reads.sparse([...positive, ...negative], level.using, level.lookupFrom);
     return { vector: NO_VECTOR, sparse: recommendSparseVector(vs.slice(0, positive.length), vs.slice(positive.length)) };
   }
   if ('nearest' in q) {

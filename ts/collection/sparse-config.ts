@@ -55,6 +55,8 @@ function parseIndex(x: unknown, field: string): SparseIndexParams {
   }
   if (o.on_disk !== undefined && o.on_disk !== null) {
     if (typeof o.on_disk !== 'boolean') throw new FormatError(`${field}.on_disk: expected a boolean, got ${JSON.stringify(o.on_disk)}`);
+    // Sparse indexes are held in memory (and in checkpoints): an on-disk index is refused rather than ignored.
+    if (o.on_disk) throw new BadInputError(`${field}.on_disk: true is not supported: Quiver keeps sparse indexes in memory; omit on_disk or set it to false`);
     out.on_disk = o.on_disk;
   }
   if (o.datatype !== undefined && o.datatype !== null) {

@@ -32,6 +32,16 @@ export function createIndexBody(b: Obj): { field: string; schema: FieldSchema } 
     if (schema.params?.on_disk === true) {
       throw new BadInputError('field_schema.on_disk: true is not supported: Quiver keeps payload index values in memory; omit on_disk or set it to false');
     }
+    // Only "in RAM" is what Quiver does with an index's values (the line above): `pinned`.
+    const memory = schema.params?.memory;
+    if (memory === 'cold' || memory === 'cached') {
+      throw new BadInputError(`field_schema.memory: "${memory}" is not supported: Quiver keeps payload index values in memory; omit memory or set it to "pinned"`);
+    }
+    // Quiver builds no payload-aware HNSW links (hnsw_config.payload_m is refused too), so
+    // only the "no links" setting describes what it does.
+    if (schema.params?.enable_hnsw === true) {
+      throw new BadInputError('field_schema.enable_hnsw: true is not supported: Quiver builds no payload-aware HNSW links for a field; omit enable_hnsw or set it to false');
+    }
     return { field, schema };
   } catch (err) {
     if (err instanceof FieldSchemaError) throw new FormatError(`field_schema: ${err.message}`);
