@@ -699,6 +699,34 @@ test.serial("3d'. a corrupt shard state file or vector index into a new collecti
   await assertUnchanged(t, 'after the good archive into a new collection, deleted again');
 });
 
+test.serial('3d2. a snapshot from a build that accepted settings now refused (vector and graph on_disk, payload_m, enable_hnsw) recovers, as it behaved', async (t) => {
+  // Earlier builds accepted these and ignored them; requests are refused now (docs/settings.md).
+  const entries = goodEntries().map((e) => {
+    if (e.name !== 'config.json' || e.data === undefined) return e;
+    const c = JSON.parse(e.data.toString('utf8'));
+    for (const v of Object.values(c.config.params.vectors) as Array<Record<string, unknown>>) {
+      v.on_disk = true;
+      v.hnsw_config = { on_disk: true, payload_m: 16 };
+    }
+    c.config.hnsw_config = { ...c.config.hnsw_config, on_disk: true, payload_m: 16 };
+    const tag = c.payload_schema?.tag;
+    if (tag === undefined) throw new Error(`config.json has no payload index "tag": ${e.data.toString('utf8').slice(0, 400)}`);
+    c.payload_schema.tag = { ...tag, params: { ...(typeof tag.params === 'object' && tag.params !== null ? tag.params : { type: 'keyword' }), enable_hnsw: true } };
+    return { ...e, data: Buffer.from(JSON.stringify(c)) };
+  });
+  const r = await upload(node.url, 'retired', rawTar(entries));
+  t.is(r.status, 200, r.text);
+  const info = await api(node.url, 'GET', '/collections/retired');
+  t.is(info.status, 200, info.text);
+  const cfg = JSON.parse(info.text).result.config;
+  t.not(cfg.params.vectors.a.on_disk, true);
+  t.not(cfg.hnsw_config.on_disk, true);
+  t.is(JSON.parse(info.text).result.payload_schema.tag.data_type, 'keyword');
+  const restored = await fingerprint(node.url, 'retired');
+  t.deepEqual(restored.points, (await fingerprint(node.url, C)).points);
+  t.is((await api(node.url, 'DELETE', '/collections/retired')).status, 200);
+});
+
 test.serial('3e. after all the refused recoveries, a restart opens the same collection and nothing stray', async (t) => {
   await node.server.stop('SIGTERM');
   node = await restartNode(node);

@@ -183,6 +183,41 @@ async function checkShardFolder(shardDir: string, id: number): Promise<void> {
   }
 }
 
+/**
+ * Settings that earlier Quiver builds accepted and ignored, and that a request now refuses
+ * (docs/settings.md): a snapshot made by such a build still recovers, as it behaved (these
+ * values never changed anything), so they are dropped before the stored configuration is
+ * parsed. Changes the object in place.
+ */
+function dropRetiredSettings(body: Record<string, unknown>): void {
+  const hnsw = (h: unknown) => {
+    if (!isObj(h)) return;
+    if (h.on_disk === true) delete h.on_disk;
+    if (typeof h.payload_m === 'number' && h.payload_m > 0) delete h.payload_m;
+  };
+  const vector = (v: unknown) => {
+    if (!isObj(v)) return;
+    if (v.on_disk === true) delete v.on_disk;
+    hnsw(v.hnsw_config);
+  };
+  hnsw(body.hnsw_config);
+  const vectors = body.vectors;
+  if (isObj(vectors)) {
+    if ('size' in vectors) vector(vectors);
+    else for (const v of Object.values(vectors)) vector(v);
+  }
+  if (isObj(body.sparse_vectors)) {
+    for (const v of Object.values(body.sparse_vectors)) if (isObj(v) && isObj(v.index) && v.index.on_disk === true) delete v.index.on_disk;
+  }
+}
+
+/** Payload index parameters of the same kind (see dropRetiredSettings). */
+function dropRetiredIndexParams(params: unknown): void {
+  if (!isObj(params)) return;
+  if (params.enable_hnsw === true) delete params.enable_hnsw;
+  if (params.memory === 'cold' || params.memory === 'cached') delete params.memory;
+}
+
 /** Parses a stored configuration the way a create request is parsed, so a crafted one cannot slip past. */
 function checkConfig(c: Record<string, unknown>, config: Config): CollectionConfig {
   const params = isObj(c.params) ? c.params : {};
@@ -202,6 +237,7 @@ function checkConfig(c: Record<string, unknown>, config: Config): CollectionConf
     strict_mode_config: c.strict_mode_config ?? undefined,
   };
   for (const k of Object.keys(body)) if (body[k] === undefined || body[k] === null) delete body[k];
+  dropRetiredSettings(body);
   try {
     const created = parseCreateCollection(body, config);
     // Settings a create body does not take, only an update.
@@ -219,6 +255,7 @@ function checkSchema(s: unknown): Record<string, FieldSchema> {
   for (const [field, schema] of Object.entries(s)) {
     try {
       // Stored as { type, params? }, where params is the normalised object form.
+      if (isObj(schema)) dropRetiredIndexParams(schema.params);
       out[field] = parseFieldSchema(isObj(schema) ? (schema.params ?? schema.type) : schema);
     } catch (err) {
       if (err instanceof FieldSchemaError) throw bad(`config.json: payload index ${JSON.stringify(field)}: ${err.message}`);
