@@ -158,8 +158,9 @@ function searchOptions(options: SearchOptions): AddonSearchOptions {
 // on this machine (bench/engine/percall.ts prints it), as much as a whole search at
 // recall 0.95 on small sets. So a search whose measured cost is small runs inline on
 // the event loop and its Promise is already resolved. Two bounds keep the loop free:
-// - FAST_PATH_MAX_US: only searches whose running mean cost, per index and per option
-//   set (k, ef, oversampling, rescore), is below it run inline; the first searches of
+// - FAST_PATH_MAX_US: only searches whose estimated cost (the last dearer search, or a
+//   running mean decaying from it), per index and per option set (k, ef, oversampling,
+//   rescore), is below it run inline; the first searches of
 //   an option set take the hop and teach the estimate (computeUs comes back either way);
 // - TURN_BUDGET_US: inline searches of one event-loop turn together stop at this budget;
 //   the next search takes the hop, so timers and I/O run between turns. A loop of awaited
@@ -170,7 +171,7 @@ function searchOptions(options: SearchOptions): AddonSearchOptions {
 /** A search estimated cheaper than this (µs) may run on the event loop. */
 export const FAST_PATH_MAX_US = 200;
 /** Inline search time (µs) allowed per event-loop turn, across all indexes. */
-export const TURN_BUDGET_US = 500;
+export const TURN_BUDGET_US = 300;
 const EWMA_WEIGHT = 0.125;
 const MAX_OPTION_SETS = 64;
 
@@ -200,7 +201,9 @@ class FastPath {
     if (us === undefined || !Number.isFinite(us)) return;
     const prev = this.costUs.get(key);
     if (prev === undefined && this.costUs.size >= MAX_OPTION_SETS) this.costUs.clear();
-    this.costUs.set(key, prev === undefined ? us : prev + EWMA_WEIGHT * (us - prev));
+    // Up at once, down slowly: a search dearer than the estimate (the index grew, the
+    // machine is busy) sends the next ones to the pool until cheaper ones bring it down.
+    this.costUs.set(key, prev === undefined || us > prev ? us : prev + EWMA_WEIGHT * (us - prev));
   }
 
   /** Charges an inline search to this turn's budget. */

@@ -45,7 +45,7 @@ interface Timed {
 }
 
 /** Runs fn n times (awaiting each), with a 1 ms interval probe of the event loop. */
-async function timed(n: number, fn: (i: number) => unknown): Promise<Timed> {
+async function timed(n: number, fn: (i: number) => unknown, cpu?: number[]): Promise<Timed> {
   await new Promise((r) => setTimeout(r, 5));
   let last = performance.now();
   let maxLagMs = 0;
@@ -73,12 +73,18 @@ async function timed(n: number, fn: (i: number) => unknown): Promise<Timed> {
   let stretchStart = 0;
   let maxStretchMs = 0;
   let lastEnd = 0;
+  let lastCpu = -1;
   const holds: number[] = [];
   const t0 = performance.now();
   for (let i = 0; i < n; i++) {
     const start = performance.now();
     if (turn !== seenTurn) {
       if (lastEnd > stretchStart) holds.push(lastEnd - stretchStart);
+      if (cpu) {
+        const c = threadCpuMs();
+        if (lastCpu >= 0) cpu.push(c - lastCpu);
+        lastCpu = c;
+      }
       seenTurn = turn;
       stretchStart = start;
     }
@@ -103,6 +109,11 @@ async function timed(n: number, fn: (i: number) => unknown): Promise<Timed> {
   if (pending > maxLagMs) maxLagMs = pending;
   clearInterval(probe);
   return { seconds, maxLagMs: Math.max(0, maxLagMs), over1, ticks, maxStretchMs, holds };
+}
+
+/** CPU time (ms) the calling thread has run, from /proc/thread-self/schedstat (Linux; ns resolution). */
+function threadCpuMs(): number {
+  return Number(fs.readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')[0]) / 1e6;
 }
 
 function ids(labels: BigUint64Array): number[] {
@@ -177,6 +188,7 @@ async function main(): Promise<void> {
   );
   const sets: Record<string, unknown>[] = [];
   const holdLines: string[] = [];
+  const cpuLines: string[] = [];
   for (const key of opts.datasets) {
     const ds = loadDataset(key, opts);
     if ('skipped' in ds) {
@@ -263,6 +275,14 @@ async function main(): Promise<void> {
       stretch.h = Math.max(stretch.h, c.maxStretchMs);
       over.ht += c.ticks;
     }
+    // One more, untimed pass each: the event-loop thread's CPU time between consecutive
+    // turn starts (an upper bound of the CPU work one turn did, blind to OS descheduling).
+    const cpuQ: number[] = [];
+    const cpuR: number[] = [];
+    if (fs.existsSync('/proc/thread-self/schedstat')) {
+      await timed(n, (i) => qIdx.search(rows[i], qo), cpuQ);
+      await timed(n, (i) => raw.search(rows[i], ro), cpuR);
+    }
     // Search cost per query at the chosen ef (from the engine's own timing).
     const costs = Float64Array.from(rows.slice(0, 200).map((r) => raw.searchNow(r, ro)?.computeUs ?? NaN));
     const best = (a: number[]) => Math.max(...a);
@@ -270,6 +290,8 @@ async function main(): Promise<void> {
       const f = Float64Array.from(h);
       return { turns: h.length, p50: percentile(f, 50), p99: percentile(f, 99), p999: percentile(f, 99.9), over1: h.filter((x) => x > 1).length };
     };
+    const cq = dist(cpuQ);
+    const cr = dist(cpuR);
     const hq = dist(holds.q);
     const hr = dist(holds.r);
     const s = {
@@ -285,11 +307,16 @@ async function main(): Promise<void> {
       ratio: best(qQps) / best(hQps),
       holdsQuiver: hq,
       holdsAsyncOnly: hr,
+      turnCpuQuiver: { ...cq, max: Math.max(0, ...cpuQ) },
+      turnCpuAsyncOnly: { ...cr, max: Math.max(0, ...cpuR) },
       ratioBefore: best(rQps) / best(hQps),
     };
     sets.push(s);
     console.log(
       `${key}: quiver ef ${qPick.ef} (recall ${fmt(qPick.recall)}) ${fmt(s.quiver.qps, 0)} QPS lag ${fmt(qLag, 2)} ms (${over.q}/${over.qt} ticks > 1 ms) held ${fmt(stretch.q, 3)} ms | async-only ef ${rPick.ef} ${fmt(s.asyncOnly.qps, 0)} QPS lag ${fmt(rLag, 2)} ms (${over.r}/${over.rt}) held ${fmt(stretch.r, 3)} ms | hnswlib-node ef ${hPick.ef} (recall ${fmt(hPick.recall)}) ${fmt(s.hnswlib.qps, 0)} QPS lag ${fmt(hLag, 2)} ms held ${fmt(stretch.h, 1)} ms | ratio ${fmt(s.ratio, 2)} (before ${fmt(s.ratioBefore, 2)}); search median ${fmt(s.searchUsMedian, 1)} µs`,
+    );
+    cpuLines.push(
+      `| ${key} | ${cq.turns} | ${fmt(cq.p50, 3)} | ${fmt(cq.p99, 3)} | ${fmt(cq.p999, 3)} | ${fmt(Math.max(0, ...cpuQ), 3)} | ${cq.over1} | ${cr.turns} | ${fmt(cr.p50, 3)} | ${fmt(cr.p99, 3)} | ${fmt(Math.max(0, ...cpuR), 3)} | ${cr.over1} |`,
     );
     holdLines.push(
       `| ${key} | ${hq.turns} | ${fmt(hq.p50, 3)} | ${fmt(hq.p99, 3)} | ${fmt(hq.p999, 3)} | ${fmt(stretch.q, 3)} | ${hq.over1} | ${hr.turns} | ${fmt(hr.p50, 3)} | ${fmt(hr.p99, 3)} | ${fmt(hr.p999, 3)} | ${fmt(stretch.r, 3)} | ${hr.over1} |`,
@@ -310,9 +337,17 @@ async function main(): Promise<void> {
     '| data set | quiver turns | p50 | p99 | p99.9 | max | turns > 1 ms | async-only turns | p50 | p99 | p99.9 | max | turns > 1 ms |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...holdLines,
+    '',
+    '### CPU time of the event-loop thread per turn (ms)',
+    '',
+    'One extra untimed pass per series: the event-loop thread\'s own CPU time (/proc/thread-self/schedstat) between the starts of consecutive turns in which the series made calls. It is blind to the OS descheduling the process, and an upper bound of one turn\'s work: it includes the probe\'s own read of that file (about 0.1 ms on this machine) and whatever else the loop ran in between.',
+    '',
+    '| data set | quiver turns | p50 | p99 | p99.9 | max | turns > 1 ms | async-only turns | p50 | p99 | max | turns > 1 ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...cpuLines,
     `Search cost at the chosen ef (engine computeUs, first 200 queries): ${sets.map((s) => `${s.dataset} median ${fmt(s.searchUsMedian as number, 1)} µs, p99 ${fmt(s.searchUsP99 as number, 1)} µs`).join('; ')}.`,
     '',
-    `Fast path bounds (bindings/native.ts): a search runs inline when its running mean cost is below ${FAST_PATH_MAX_US} µs and this event-loop turn has spent under ${TURN_BUDGET_US} µs inline; otherwise it takes the hop. hnswlib-node's searchKnn is synchronous: its lag column is the whole loop of ${'queries'} without a turn.`,
+    `Fast path bounds (bindings/native.ts): a search runs inline when its estimated cost (up at once to a dearer search, down by a running mean) is below ${FAST_PATH_MAX_US} µs and this event-loop turn has spent under ${TURN_BUDGET_US} µs inline; otherwise it takes the hop. hnswlib-node's searchKnn is synchronous: its lag column is the whole loop of ${'queries'} without a turn.`,
   );
   const stem = path.join(opts.resultsDir, `percall-${opts.tag}`);
   fs.mkdirSync(path.dirname(stem), { recursive: true });
