@@ -3,8 +3,10 @@
  *
  * Owns: loading the addon, checking JavaScript argument types, and adapting the
  * addon's shapes (BigUint64Array of sequence numbers, flat option objects) to the
- * Engine types. Must never: do engine work on the event loop — every addon call that
- * does real work returns a Promise resolved from the libuv thread pool.
+ * Engine types. Must never: hold the event loop for long — every addon call that
+ * does real work returns a Promise resolved from the libuv thread pool, except the
+ * search fast path below (searches measured cheaper than the hop, within a per-turn
+ * budget, run inline; see FastPath).
  *
  * Note: long builds occupy one libuv pool thread (the build itself uses its own
  * threads), as does fs I/O; raise UV_THREADPOOL_SIZE if many run at once.
@@ -62,6 +64,8 @@ interface AddonIndex {
   add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void>;
   delete(labels: BigUint64Array): Promise<number>;
   search(query: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
+  /** Synchronous search; null (nothing searched) while a writer holds the index. */
+  searchNow(query: Float32Array, options: AddonSearchOptions): SearchResult | null;
   searchBatch(queries: Float32Array, options: AddonSearchOptions): Promise<SearchResult[]>;
   searchRule(rule: string, positives: number, examples: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
   getVector(label: bigint): Promise<Float32Array | null>;
@@ -147,9 +151,75 @@ function searchOptions(options: SearchOptions): AddonSearchOptions {
   };
 }
 
+// ---- The search fast path ----
+//
+// An awaited search() costs the search plus the hop to a pool thread and back (napi
+// async work, a thread wake-up on each side, the result copy): measured at tens of µs
+// on this machine (bench/engine/percall.ts prints it), as much as a whole search at
+// recall 0.95 on small sets. So a search whose measured cost is small runs inline on
+// the event loop and its Promise is already resolved. Two bounds keep the loop free:
+// - FAST_PATH_MAX_US: only searches whose estimated cost (the last dearer search, or a
+//   running mean decaying from it), per index and per option set (k, ef, oversampling,
+//   rescore), is below it run inline; the first searches of
+//   an option set take the hop and teach the estimate (computeUs comes back either way);
+// - TURN_BUDGET_US: inline searches of one event-loop turn together stop at this budget;
+//   the next search takes the hop, so timers and I/O run between turns. A loop of awaited
+//   searches resolves in microtasks and would otherwise never yield.
+// Filtered (allow) and exact searches always take the hop: their cost depends on the
+// filter and the index size, not on the option set.
+
+/** A search estimated cheaper than this (µs) may run on the event loop. */
+export const FAST_PATH_MAX_US = 200;
+/** Inline search time (µs) allowed per event-loop turn, across all indexes. */
+export const TURN_BUDGET_US = 300;
+const EWMA_WEIGHT = 0.125;
+const MAX_OPTION_SETS = 64;
+
+let turnSpentUs = 0;
+let turnResetQueued = false;
+function resetTurn(): void {
+  turnSpentUs = 0;
+  turnResetQueued = false;
+}
+
+/** Running cost estimates (µs) of one index's searches, keyed by option set. */
+class FastPath {
+  private readonly costUs = new Map<string, number>();
+
+  static key(o: AddonSearchOptions): string | null {
+    if (o.allow !== undefined || o.exact === true) return null;
+    return `${o.k}|${o.ef}|${o.oversampling}|${o.rescore}|${o.ignoreQuantization}`;
+  }
+
+  /** Whether a search with this key may run inline now. */
+  allows(key: string): boolean {
+    const est = this.costUs.get(key);
+    return est !== undefined && est < FAST_PATH_MAX_US && turnSpentUs + est <= TURN_BUDGET_US;
+  }
+
+  learn(key: string, us: number | undefined): void {
+    if (us === undefined || !Number.isFinite(us)) return;
+    const prev = this.costUs.get(key);
+    if (prev === undefined && this.costUs.size >= MAX_OPTION_SETS) this.costUs.clear();
+    // Up at once, down slowly: a search dearer than the estimate (the index grew, the
+    // machine is busy) sends the next ones to the pool until cheaper ones bring it down.
+    this.costUs.set(key, prev === undefined || us > prev ? us : prev + EWMA_WEIGHT * (us - prev));
+  }
+
+  /** Charges an inline search to this turn's budget. */
+  static spend(us: number): void {
+    turnSpentUs += us;
+    if (!turnResetQueued) {
+      turnResetQueued = true;
+      setImmediate(resetTurn);
+    }
+  }
+}
+
 class NativeVectorIndex implements VectorIndex {
   readonly dim: number;
   readonly distance: Distance;
+  private readonly fast = new FastPath();
 
   constructor(private readonly inner: AddonIndex) {
     this.dim = inner.dim;
@@ -175,7 +245,22 @@ class NativeVectorIndex implements VectorIndex {
   search(query: Float32Array, options: SearchOptions): Promise<SearchResult> {
     return call(() => {
       checkVectors(query, 'query');
-      return this.inner.search(query, searchOptions(options));
+      const o = searchOptions(options);
+      const key = FastPath.key(o);
+      if (key === null) return this.inner.search(query, o);
+      if (this.fast.allows(key)) {
+        const t0 = performance.now();
+        const now = this.inner.searchNow(query, o);
+        FastPath.spend((performance.now() - t0) * 1000);
+        if (now !== null) {
+          this.fast.learn(key, now.computeUs);
+          return Promise.resolve(now);
+        }
+      }
+      return this.inner.search(query, o).then((r) => {
+        this.fast.learn(key, r.computeUs);
+        return r;
+      });
     });
   }
 

@@ -603,6 +603,45 @@ impl NativeIndex {
         )
     }
 
+    /// The synchronous fast path of `search`: runs the search on the calling (JavaScript)
+    /// thread and returns its result, or `null` without searching when a writer holds the
+    /// index (the caller then takes the async path; the event loop never waits for a
+    /// lock). bindings/native.ts calls it only for searches whose measured cost is below
+    /// its bound and within a per-turn budget, so the event loop is never held long; the
+    /// hop to the pool it saves is measured in bench/engine/percall.ts.
+    #[napi(ts_return_type = "NativeSearchResult | null")]
+    pub fn search_now(
+        &self,
+        env: Env,
+        query: Float32Array,
+        options: NativeSearchOptions,
+    ) -> napi::Result<Option<NativeSearchResult>> {
+        let run = || -> CoreResult<Option<(Vec<u64>, Vec<f32>, f64)>> {
+            let index = self.shared()?;
+            let params = params_from(&options)?;
+            let guard = match index.try_read() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err(CoreError::new(
+                        ErrorKind::Closed,
+                        "index is unusable after an internal error",
+                    ))
+                }
+            };
+            let allow = options.allow.as_ref().map(|a| &a[..]);
+            timed_search(&guard, &query, &params, allow).map(Some)
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+            Ok(Ok(v)) => Ok(v.map(search_result)),
+            Ok(Err(e)) => Err(engine_error(&env, e)),
+            Err(_) => Err(napi::Error::new(
+                Status::GenericFailure,
+                "internal engine error: panic in search",
+            )),
+        }
+    }
+
     /// Search by a rule over examples (`examples` holds n * dim values; see
     /// `quiver_core::Rule` for their order): "best_score", "sum_scores", "discover" or
     /// "context"; the first `positives` examples are the positive ones of the two

@@ -1,0 +1,107 @@
+/**
+ * The native backend's per-call search path (bindings/native.ts, FastPath): searches
+ * measured cheaper than the hop run inline, within a per-turn budget. What must hold
+ * whatever the timing: the same answers as the pool path, the event loop still turning
+ * under a loop of awaited searches, and no inline search waiting for a writer's lock.
+ * Speed is measured by bench/engine/percall.ts, not asserted here.
+ */
+
+import test from 'ava';
+
+import type { SearchResult, VectorIndex } from '../../bindings/engine';
+import { loadEngine } from '../../bindings/index';
+import { labelsFrom, randomVectors, row, silentLogger } from './helpers';
+
+const engine = loadEngine({ backend: 'native', logger: silentLogger });
+
+function hits(r: SearchResult): { labels: bigint[]; scores: number[] } {
+  return { labels: Array.from(r.labels), scores: Array.from(r.scores) };
+}
+
+async function filled(n: number, dim: number, seed: number): Promise<{ ix: VectorIndex; data: Float32Array }> {
+  const ix = engine.createIndex({ dim, distance: 'Cosine', m: 16, efConstruct: 64, seed: 7 });
+  const data = randomVectors(n, dim, seed);
+  await ix.add(labelsFrom(0, n), data);
+  return { ix, data };
+}
+
+test.serial('repeated searches (pool first, inline once the cost is known) give the pool path answers', async (t) => {
+  const dim = 24;
+  const { ix, data } = await filled(2000, dim, 3);
+  t.teardown(() => ix.close());
+  const queries = randomVectors(50, dim, 4);
+  const opts = { k: 10, ef: 32 };
+  const pool = await ix.searchBatch(queries, opts);
+  for (let pass = 0; pass < 3; pass++) {
+    for (let i = 0; i < 50; i++) {
+      const r = await ix.search(row(queries, dim, i), opts);
+      t.deepEqual(hits(r), hits(pool[i]), `query ${i}, pass ${pass}`);
+    }
+  }
+  // A vector finds itself first, on both paths.
+  const self = await ix.search(row(data, dim, 17), { k: 1, ef: 32 });
+  t.is(self.labels[0], 17n);
+  // Errors still reject (not throw) on the path that runs inline.
+  await t.throwsAsync(ix.search(new Float32Array(dim + 1), opts));
+});
+
+test.serial('a loop of awaited searches lets the event loop turn', async (t) => {
+  const dim = 32;
+  const { ix } = await filled(3000, dim, 5);
+  t.teardown(() => ix.close());
+  const q = randomVectors(1, dim, 6);
+  const opts = { k: 10, ef: 64 };
+  let turns = 0;
+  let stop = false;
+  const spin = () => {
+    turns++;
+    if (!stop) setImmediate(spin);
+  };
+  // Warm the cost estimate, then count turns only while the loop runs.
+  for (let i = 0; i < 20; i++) await ix.search(q, opts);
+  const n = 4000;
+  const t0 = performance.now();
+  setImmediate(spin);
+  turns = 0;
+  for (let i = 0; i < n; i++) await ix.search(q, opts);
+  stop = true;
+  const ms = performance.now() - t0;
+  t.log(`${n} awaited searches in ${ms.toFixed(1)} ms, ${turns} event-loop turns`);
+  // Inline searches stop at the per-turn budget (0.3 ms): a loop that never yielded
+  // would show no turn at all until it ended.
+  t.true(turns >= 2, `the event loop turned during the loop (${turns} turns)`);
+});
+
+test.serial('a search issued while a build holds the index does not wait on the event loop', async (t) => {
+  const dim = 64;
+  const { ix } = await filled(500, dim, 8);
+  t.teardown(() => ix.close());
+  const q = randomVectors(1, dim, 9);
+  const opts = { k: 10, ef: 32 };
+  for (let i = 0; i < 20; i++) await ix.search(q, opts); // inline from here on
+  const n = 20_000;
+  let building = true;
+  const t0 = performance.now();
+  const build = ix.add(labelsFrom(1000, n), randomVectors(n, dim, 10), 1).then(() => {
+    building = false;
+  });
+  // One search per millisecond while the build runs. A search that waited for the
+  // build's write lock would hold the event loop until the build ended: the longest gap
+  // between two turns would then be most of the build.
+  const searches: Promise<SearchResult>[] = [];
+  let last = performance.now();
+  let maxGapMs = 0;
+  while (building) {
+    searches.push(ix.search(q, opts));
+    await new Promise((r) => setTimeout(r, 1));
+    const now = performance.now();
+    maxGapMs = Math.max(maxGapMs, now - last);
+    last = now;
+  }
+  await build;
+  const buildMs = performance.now() - t0;
+  const results = await Promise.all(searches);
+  t.log(`build ${buildMs.toFixed(0)} ms, ${searches.length} searches issued during it, longest turn gap ${maxGapMs.toFixed(1)} ms`);
+  t.true(maxGapMs < buildMs / 2, `longest turn gap ${maxGapMs.toFixed(1)} ms against a ${buildMs.toFixed(0)} ms build`);
+  for (const r of results) t.is(r.labels.length, 10);
+});
