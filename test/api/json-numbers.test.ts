@@ -76,7 +76,8 @@ test('numbers: the same doubles as JSON.parse, bit for bit', (t) => {
 test('objects, strings and literals: as JSON.parse', (t) => {
   for (const text of [
     '{}', '[]', ' [ ] ', '\t{\n"a" :\r1 }\n', '{"a":1,"a":2}', '{"b":1,"a":2,"1":3}', '{"points":[{"id":1,"vector":[0.5,-1],"payload":{"s":"é ü 𝄞","t":true,"f":false,"n":null}}]}',
-    '[[1,2],[3,[4,[5]]],"x",{"y":[]}]', '[1,"a",2]', '[1 , 2 ,3 ]', '["",""]', '{"":0}', 'true', 'null', '"text"',
+    '[[1,2],[3,[4,[5]]],"x",{"y":[]}]', '[1,"a",2]', '[1 , 2 ,3 ]', '[1,1e5,-2.5E-3,7]', '[1,\n2]', '[1.5,[2]]', '[3,{"a":1},4]', '[-0,0,-0.0,0.0]',
+    '[0.12345678901234567,1]', '[1,null,true,false]', '[1 ]', '[1\t,2]', '["",""]', '{"":0}', 'true', 'null', '"text"',
   ]) {
     t.is(check(text), 'read', text);
   }
@@ -88,7 +89,7 @@ test('objects, strings and literals: as JSON.parse', (t) => {
 test('text JSON.parse refuses is never accepted', (t) => {
   for (const text of [
     '', ' ', '[', ']', '[1,]', '[,1]', '[1 2]', '{"a":1,}', '{"a" 1}', '{a:1}', "{'a':1}", '01', '-', '-a', '1.', '.5', '1e', '1e+', '+1', '0x10', 'NaN', 'Infinity', '-Infinity',
-    '[1]x', '[1] [2]', 'tru', 'nul', 'falsey', '"abc', '"a\u0001b"', '[1,2', '{"a":[1,2}', '\uFEFF[1]', '[1e5.5]', '[00]', '[-01]', '[1,-]',
+    '[1]x', '[1] [2]', 'tru', 'nul', 'falsey', '"abc', '"a\u0001b"', '[1,2', '{"a":[1,2}', '[1,2 3]', '[1,2,]', '[1.e3]', '[1.5.5]', '[--1]', '[1,2}', '\uFEFF[1]', '[1e5.5]', '[00]', '[-01]', '[1,-]',
   ]) {
     t.notThrows(() => check(text), JSON.stringify(text));
   }

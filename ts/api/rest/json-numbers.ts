@@ -70,28 +70,74 @@ class Reader {
     return c0 === 0x2d || (c0 >= 0x30 && c0 <= 0x39) ? this.numbers() : this.values();
   }
 
-  /** The rest of an array that starts with a number (a vector): numbers until something else. */
+  /**
+   * The rest of an array that starts with a number (a vector). The common shape — plain
+   * decimals separated by bare commas — is read in one tight loop here; a number in
+   * another form, whitespace, or a non-number element hands the rest to `number` and
+   * `values`.
+   */
   numbers(): unknown {
     const out: number[] = [];
     const b = this.b;
+    let p = this.pos;
     for (;;) {
-      const v = this.number();
-      if (v !== v) return GIVE_UP;
+      // Inline fast form: -?(0|[1-9][0-9]*)(.[0-9]+)? with at most 15 significant digits.
+      const start = p;
+      let c = b[p];
+      const negative = c === 0x2d;
+      if (negative) c = b[++p];
+      let mantissa = 0;
+      let digits = 0;
+      let ok = true;
+      if (c === 0x30) {
+        c = b[++p];
+      } else if (c >= 0x31 && c <= 0x39) {
+        do {
+          mantissa = mantissa * 10 + (c - 0x30);
+          digits++;
+          c = b[++p];
+        } while (c >= 0x30 && c <= 0x39);
+      } else ok = false;
+      let fraction = 0;
+      if (ok && c === 0x2e) {
+        c = b[++p];
+        if (c >= 0x30 && c <= 0x39) {
+          do {
+            mantissa = mantissa * 10 + (c - 0x30);
+            if (mantissa !== 0) digits++;
+            fraction++;
+            c = b[++p];
+          } while (c >= 0x30 && c <= 0x39);
+        } else ok = false;
+      }
+      let v: number;
+      if (ok && digits <= 15 && fraction <= 22 && (c === 0x2c || c === 0x5d)) {
+        v = fraction === 0 ? mantissa : mantissa / POW10[fraction];
+        if (negative) v = -v;
+      } else {
+        // Anything else (exponents, long mantissas, leading zeros, whitespace): the general reader.
+        this.pos = start;
+        v = this.number();
+        if (v !== v) return GIVE_UP;
+        p = this.pos;
+        c = b[p];
+      }
       out.push(v);
-      let c = b[this.pos];
       if (c === 0x2c) {
-        c = b[++this.pos];
+        c = b[++p];
         if (c === 0x2d || (c >= 0x30 && c <= 0x39)) continue;
         // Something other than a number (or whitespace): the general loop takes over.
+        this.pos = p;
         const rest = this.values();
         if (rest === GIVE_UP) return GIVE_UP;
         for (const x of rest as unknown[]) out.push(x as number);
         return out;
       }
       if (c === 0x5d) {
-        this.pos++;
+        this.pos = p + 1;
         return out;
       }
+      this.pos = p;
       this.skipWs();
       c = b[this.pos++];
       if (c === 0x5d) return out;
