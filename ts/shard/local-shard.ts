@@ -429,13 +429,13 @@ export class LocalShard {
     // are logged in order and without gaps.
     const clock = this.writerClocks.acquire();
     try {
-      const seq = await this.exclusive(async () => {
+      const { seq, synced } = await this.exclusive(async () => {
         this.usable();
         const op = resolve(this);
         checkOperation(op, this.vectors);
-        return this.logAndApply(op, { peer: this.peerId, clock, tick: this.clockMap.tickOf(this.peerId, clock) + 1n });
+        return this.logAndApply(op, { peer: this.peerId, clock, tick: this.clockMap.tickOf(this.peerId, clock) + 1n }, wait);
       });
-      if (wait) await this.syncWal();
+      if (synced) await synced;
       this.optimize();
       return seq;
     } finally {
@@ -455,25 +455,38 @@ export class LocalShard {
     const problem = clockTagProblem(tag);
     if (problem !== null) throw new RangeError(`clock tag (${tag.peer}, ${tag.clock}, ${tag.tick}): ${problem}`);
     this.usable();
+    let synced: Promise<void> | null = null;
     const result = await this.exclusive(async (): Promise<TaggedApplyResult> => {
       this.usable();
       if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
       // A selector is resolved here, under the lock, as a local write's is.
       const op = typeof operation === 'function' ? operation(this) : operation;
       checkOperation(op, this.vectors);
-      return { applied: true, seq: await this.logAndApply(op, { peer: tag.peer, clock: tag.clock, tick: tag.tick }) };
+      const logged = await this.logAndApply(op, { peer: tag.peer, clock: tag.clock, tick: tag.tick }, wait);
+      synced = logged.synced;
+      return { applied: true, seq: logged.seq };
     });
-    if (wait) await this.syncWal();
+    // Skipped: everything logged before must be durable too.
+    if (wait) await (synced ?? this.syncWal());
     if (result.applied) this.optimize();
     return result;
   }
 
-  /** Appends the tagged operation to the WAL and applies it (under the update lock). */
-  private async logAndApply(op: ShardOperation, tag: ClockTag): Promise<bigint> {
+  /**
+   * Appends the tagged operation to the WAL and applies it (under the update lock). With
+   * `sync`, the fsync that makes the record durable starts as soon as it is appended and
+   * runs while memory takes the operation; `synced` settles when it is done (the caller
+   * awaits it outside the lock, so concurrent writers still share fsyncs). Applying
+   * still waits for the append: nothing reaches memory before it is logged.
+   */
+  private async logAndApply(op: ShardOperation, tag: ClockTag, sync: boolean): Promise<{ seq: bigint; synced: Promise<void> | null }> {
     const [s] = await this.wal.append([encodeOperation(op, tag)], false);
     // A logged tag counts as seen even if applying fails below: replay advances the map
     // for every record, applied or skipped, and must end where this run did.
     this.clockMap.advance(tag);
+    const synced = sync ? this.syncWal() : null;
+    // Awaited by the caller; if applying throws first, its outcome is still observed here.
+    synced?.catch(() => undefined);
     try {
       await this.apply(op, s);
     } catch (err) {
@@ -484,7 +497,7 @@ export class LocalShard {
       throw err;
     }
     this.appliedSeq = s;
-    return s;
+    return { seq: s, synced };
   }
 
   /**
