@@ -240,7 +240,7 @@ impl Index {
     /// dimension; see `Rule` for their order), best first, with the rule's score.
     /// `allow` restricts results to those labels. Parameters mean what they mean for
     /// `search`: `ef` sizes the beam, `exact` scans, a quantized index walks on codes,
-    /// keeps `k * oversampling` candidates and rescores them on the originals.
+    /// keeps the candidates `rescore_depth` gives and rescores them on the originals.
     pub fn search_rule(
         &self,
         rule: Rule,
