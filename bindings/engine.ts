@@ -66,7 +66,10 @@ export interface SearchOptions {
   exact?: boolean;
   /** Only these labels may be returned (filtered search). */
   allow?: BigUint64Array;
-  /** Quantized search: keep k * oversampling candidates for rescoring. Default 1, as in the reference server. */
+  /**
+   * Quantized search: keep k * oversampling candidates for rescoring (the beam widens to
+   * that many). Unset: min(2k, ef) candidates, the beam unchanged (docs/engine.md).
+   */
   oversampling?: number;
   /** Rescore quantized candidates on the original vectors. Default true. */
   rescore?: boolean;

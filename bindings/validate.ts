@@ -14,8 +14,11 @@ import { invalidArgument } from './errors';
 
 export const DISTANCES: readonly Distance[] = ['Cosine', 'Dot', 'Euclid', 'Manhattan'];
 
-/** Scalar quantization keeps this quantile of values when the caller gives none. */
-export const DEFAULT_SCALAR_QUANTILE = 0.99;
+/**
+ * Scalar quantization keeps this quantile of values when the caller gives none: 1, the
+ * whole range, as the reference does (the engine's `DEFAULT_SCALAR_QUANTILE`).
+ */
+export const DEFAULT_SCALAR_QUANTILE = 1;
 
 const MAX_U32 = 0xffff_ffff;
 

@@ -91,8 +91,10 @@ async function makeRunners(opts: Options, notes: string[]): Promise<Map<LibKey, 
   );
   quiver('quiver-native-binary', native, (e) =>
     new QuiverRunner('quiver-native-binary', 'quiver-native binary', e, { kind: 'binary' }, [
+      { label: 'quiver-native binary', options: { rescore: true } },
       { label: 'quiver-native binary x2', options: { oversampling: 2, rescore: true }, oversampling: 2 },
       { label: 'quiver-native binary x4', options: { oversampling: 4, rescore: true }, oversampling: 4 },
+      { label: 'quiver-native binary x8', options: { oversampling: 8, rescore: true }, oversampling: 8 },
     ]),
   );
   quiver('quiver-wasm', wasm, (e) => new QuiverRunner('quiver-wasm', 'quiver-wasm', e, { kind: 'none' }, [{ label: 'quiver-wasm', options: {} }]));

@@ -397,7 +397,7 @@ fn config_from(o: &NativeIndexOptions) -> CoreResult<IndexConfig> {
     c.quantization = match o.quantization.as_deref() {
         None | Some("none") => Quantization::None,
         Some("scalar") => {
-            let q = o.quantile.unwrap_or(0.99);
+            let q = o.quantile.unwrap_or(quiver_core::hnsw::DEFAULT_SCALAR_QUANTILE as f64);
             Quantization::Scalar { quantile: q as f32 }
         }
         Some("binary") => Quantization::Binary,

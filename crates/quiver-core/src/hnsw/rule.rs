@@ -240,7 +240,7 @@ impl Index {
     /// dimension; see `Rule` for their order), best first, with the rule's score.
     /// `allow` restricts results to those labels. Parameters mean what they mean for
     /// `search`: `ef` sizes the beam, `exact` scans, a quantized index walks on codes,
-    /// keeps `k * oversampling` candidates and rescores them on the originals.
+    /// keeps the candidates `rescore_depth` gives and rescores them on the originals.
     pub fn search_rule(
         &self,
         rule: Rule,
@@ -308,9 +308,7 @@ impl Index {
         } else {
             let ef = params.ef.unwrap_or(self.config.ef_construct).max(k).min(self.n.max(1));
             let mut res = if self.quantized() && !params.ignore_quantization {
-                let over = params.oversampling.unwrap_or(1.0);
-                let keep = ((k as f32 * over).ceil() as usize).max(k).min(self.n.max(1));
-                let ef = ef.max(keep);
+                let (keep, ef) = super::rescore_depth(k, ef, params.oversampling, self.n);
                 let mut cands = match &self.codes {
                     Codes::Scalar(sq) => {
                         let parts = prepared.iter().map(|q| SqScorer { index: self, sq, q: sq.prepare_query(self.config.distance, q) }).collect();

@@ -354,9 +354,7 @@ impl Index {
         } else {
             let ef = params.ef.unwrap_or(self.config.ef_construct).max(k).min(self.n.max(1));
             let mut res = if self.quantized() && !params.ignore_quantization {
-                let over = params.oversampling.unwrap_or(1.0);
-                let keep = ((k as f32 * over).ceil() as usize).max(k).min(self.n.max(1));
-                let ef = ef.max(keep);
+                let (keep, ef) = super::rescore_depth(k, ef, params.oversampling, self.n);
                 let mut cands = match &self.codes {
                     Codes::Scalar(sq) => {
                         let s = SqScorer { index: self, sq, q: sq.prepare_query(self.config.distance, &q) };
@@ -475,6 +473,71 @@ mod tests {
             let s = idx.stats();
             assert!(s.vector_bytes * 3 <= n * d * 4, "{:?} vector bytes {}", quant, s.vector_bytes);
         }
+    }
+
+    /// 100 Gaussian clusters whose within-cluster spread falls from 1 to 0.15 along
+    /// the dimensions (like the clustered set of `bench:engine`), Cosine.
+    fn clustered(seed: u64, n: usize, dim: usize) -> Vec<f32> {
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let centres: Vec<f32> = (0..100 * dim).map(|_| rng.next_gaussian()).collect();
+        let sd: Vec<f32> = (0..dim).map(|j| 0.15 + 0.85 * (-(j as f32) / 24.0).exp()).collect();
+        let mut out = Vec::with_capacity(n * dim);
+        for _ in 0..n {
+            let c = (rng.next_u64() % 100) as usize;
+            for j in 0..dim {
+                out.push(centres[c * dim + j] + sd[j] * rng.next_gaussian());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn int8_at_the_default_oversampling_stays_within_002_of_f32() {
+        // The graph is built on the originals, so searching the same index with
+        // `ignore_quantization` is the f32 search on the same graph at the same ef.
+        let (d, n, nq) = (128usize, 20000usize, 100usize);
+        let all = clustered(41, n + nq, d);
+        let (data, queries) = all.split_at(n * d);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let mut cfg = IndexConfig::new(d, Distance::Cosine);
+        cfg.quantization = Quantization::Scalar { quantile: crate::hnsw::DEFAULT_SCALAR_QUANTILE };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.add(&labels, data, 2).unwrap();
+        let truth: Vec<Vec<u64>> = queries.chunks(d).map(|q| brute(&idx, q, 10)).collect();
+        let recall_with = |ef: usize, over: Option<f32>, ignore: bool| {
+            let mut hit = 0usize;
+            for (q, t) in queries.chunks(d).zip(&truth) {
+                let mut p = SearchParams::new(10);
+                p.ef = Some(ef);
+                p.oversampling = over;
+                p.ignore_quantization = ignore;
+                hit += idx.search(q, &p, None).unwrap().iter().filter(|g| t.contains(&g.0)).count();
+            }
+            hit as f64 / (nq * 10) as f64
+        };
+        for ef in [32, 64, 128] {
+            let f32_recall = recall_with(ef, None, true);
+            let int8 = recall_with(ef, None, false);
+            let top_k_only = recall_with(ef, Some(1.0), false);
+            println!("ef {}: f32 {:.3}, int8 default {:.3}, int8 oversampling 1 {:.3}", ef, f32_recall, int8, top_k_only);
+            assert!(int8 >= f32_recall - 0.02, "ef {}: int8 {:.3} against f32 {:.3}", ef, int8, f32_recall);
+        }
+    }
+
+    #[test]
+    fn rescore_depth_follows_oversampling_and_the_default() {
+        use crate::hnsw::rescore_depth;
+        // Unset: 2k, capped by ef, and the beam is never widened.
+        assert_eq!(rescore_depth(10, 64, None, 1000), (20, 64));
+        assert_eq!(rescore_depth(10, 16, None, 1000), (16, 16));
+        assert_eq!(rescore_depth(10, 10, None, 1000), (10, 10));
+        // Explicit: k * oversampling, rounded up, widening the beam as the reference does.
+        assert_eq!(rescore_depth(10, 64, Some(1.0), 1000), (10, 64));
+        assert_eq!(rescore_depth(10, 16, Some(2.5), 1000), (25, 25));
+        assert_eq!(rescore_depth(10, 64, Some(3.0), 1000), (30, 64));
+        // The live count caps both.
+        assert_eq!(rescore_depth(10, 12, None, 12), (12, 12));
+        assert_eq!(rescore_depth(10, 12, Some(4.0), 12), (12, 12));
     }
 
     #[test]

@@ -150,14 +150,14 @@ impl ScalarQuantizer {
     /// Learns one clip range per dimension from `vectors` (flat, `n * dim`; a trailing
     /// partial vector is ignored, non-finite values are skipped). Dimension `j`'s range
     /// spans the `(1 - quantile) / 2` and `1 - (1 - quantile) / 2` quantiles of its
-    /// values; `quantile` is clamped to [0.5, 1] (NaN means the default 0.99). No data,
+    /// values; `quantile` is clamped to [0.5, 1] (NaN means the default, `hnsw::DEFAULT_SCALAR_QUANTILE`). No data,
     /// or constant data, gives a range centred on that value (on 0 for no data) with a
     /// half-width of `max(|value|, 1)`, so nothing divides by zero.
     ///
     /// Large sets are sampled: at most 32768 vectors (fewer for long vectors, down to
     /// 4096), every `ceil(n / limit)`-th one, then an O(n) selection per dimension.
     pub fn train(vectors: &[f32], dim: usize, quantile: f32) -> ScalarQuantizer {
-        let q = if quantile.is_nan() { 0.99 } else { quantile.clamp(0.5, 1.0) };
+        let q = if quantile.is_nan() { crate::hnsw::DEFAULT_SCALAR_QUANTILE } else { quantile.clamp(0.5, 1.0) };
         let n = vectors.len().checked_div(dim).unwrap_or(0);
         let limit = (MAX_TRAIN_VALUES / dim.max(1)).clamp(MIN_TRAIN_VECTORS, MAX_TRAIN_VECTORS);
         let stride = if n > limit { (n + limit - 1) / limit } else { 1 };

@@ -10,8 +10,8 @@
 //! Must never: allocate or pick a kernel inside `cost` (it is the graph-traversal hot
 //! path); panic on bytes read back from storage (`from_bytes` returns `Corrupt` or
 //! `UnsupportedFormat`); produce a final score. Costs here are approximate: the index
-//! traverses with them and then rescores the best `k * oversampling` candidates on the
-//! original f32 vectors.
+//! traverses with them and then rescores the best candidates (how many:
+//! `hnsw::rescore_depth`) on the original f32 vectors.
 //!
 //! Codes are little-endian and assume no alignment, so they can sit at any offset of
 //! an arena beside graph links; each quantizer's module gives its code layout.
