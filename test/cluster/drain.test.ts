@@ -238,6 +238,9 @@ test.serial('drain with removal (bin/quiver drain --remove against the drained p
   const again = await call(c.peers[drained].url, 'POST', `/cluster/peer/${ids[drained]}/drain?remove=true&wait=true&timeout=30`);
   t.is(again.status, 200, JSON.stringify(again.body));
   t.like(again.body.result, { state: 'done', removed: true });
+  // The same drain, not a second one (the drained peer's own state may still list it: it need not apply its removal).
+  t.is(again.body.result.started_at, st.started_at);
+  t.like((await call(c.peers[drained].url, 'GET', `/cluster/peer/${ids[drained]}/drain`)).body.result, { state: 'done', removed: true, started_at: st.started_at });
   // Through the others it is an unknown peer now.
   t.is((await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[drained]}/drain?remove=true`)).status, 404);
   t.is((await call(c.peers[0].url, 'POST', `/cluster/peer/${ids[0]}/drain?remove=maybe`)).status, 400);

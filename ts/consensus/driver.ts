@@ -551,8 +551,13 @@ export class ConsensusDriver {
     await Promise.all(others.map(([, uri]) => this.transport.waitApplied(uri, index, timeoutMs)));
   }
 
-  /** The other peers' side of awaitPeers: resolves true once entry `index` is applied here with its local effects. */
-  private async waitLocalApplied(index: number, timeoutMs: number): Promise<boolean> {
+  /**
+   * The other peers' side of awaitPeers: resolves true once entry `index` is applied here
+   * with its local effects; with `term`, false when the entry applied at `index` has
+   * another term (the one waited for was lost in a leader change and another took its
+   * place). An entry too old to be among the recent ones is taken as it is.
+   */
+  private async waitLocalApplied(index: number, timeoutMs: number, term: number | null = null): Promise<boolean> {
     if (this.appliedIndex < index) {
       let timer: NodeJS.Timeout | undefined;
       const reached = await new Promise<boolean>((resolve) => {
@@ -566,6 +571,8 @@ export class ConsensusDriver {
       clearTimeout(timer);
       if (!reached) return false;
     }
+    const applied = this.recent.get(index);
+    if (term !== null && applied !== undefined && applied.term !== term) return false;
     await this.machine.idle();
     return true;
   }
@@ -588,13 +595,14 @@ export class ConsensusDriver {
     // This peer removes itself (a drain with removal run on the drained peer): once the
     // others applied the removal they stop sending to it, so it may never learn that the
     // entry committed (and, hearing no one, reports lost quorum). Another peer having
-    // applied the entry is the answer then, as is this peer applying it.
+    // applied the entry (the same entry: its index and its term, not one that took its
+    // index after a leader change) is the answer then, as is this peer applying it.
     const local = this.waitApplied(r.index, r.term, timeoutMs);
     local.catch(() => undefined);
     const others = Object.entries(this.machine.peers()).filter(([id]) => id !== this.peerId);
     const remote = others.map(([, uri]) =>
-      this.transport.waitApplied(uri, r.index, timeoutMs).then(
-        (applied) => (applied ? true : Promise.reject(new TimeoutError(`peer ${uri} did not apply the removal (consensus entry ${r.index}) within ${timeoutMs / 1000} s`))),
+      this.transport.waitApplied(uri, r.index, timeoutMs, r.term).then(
+        (applied) => (applied ? true : Promise.reject(new TimeoutError(`peer ${uri} did not apply the removal (consensus entry ${r.index}, term ${r.term}) within ${timeoutMs / 1000} s`))),
       ),
     );
     await Promise.any([local.then(() => true), ...remote]).catch((err: AggregateError) => {
@@ -696,7 +704,7 @@ export class ConsensusDriver {
       },
       snapshot: () => this.leaderSnapshot(),
       whoIs: () => ({ peerId: this.peerId, uri: this.ownUri ?? '' }),
-      waitApplied: (index: number, timeoutMs: number) => this.waitLocalApplied(index, timeoutMs),
+      waitApplied: (index: number, timeoutMs: number, term: number | null) => this.waitLocalApplied(index, timeoutMs, term),
     };
   }
 

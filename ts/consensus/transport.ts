@@ -54,7 +54,8 @@ export interface PeerHandlers {
   propose(operation: Uint8Array, confChange: boolean): Promise<{ index: number; term: number }>;
   snapshot(): Promise<{ snapshot: Uint8Array; leaderId: PeerId }>;
   whoIs(): { peerId: PeerId; uri: string };
-  waitApplied(index: number, timeoutMs: number): Promise<boolean>;
+  /** `term`: the entry at `index` must have it (false when it has another: the entry waited for was lost in a leader change); null: any. */
+  waitApplied(index: number, timeoutMs: number, term: number | null): Promise<boolean>;
 }
 
 /**
@@ -70,8 +71,8 @@ export interface PeerTransport {
   propose(uri: string, operation: Uint8Array, confChange: boolean, timeoutMs?: number): Promise<{ index: number; term: number }>;
   snapshot(uri: string): Promise<{ snapshot: Uint8Array; leaderId: PeerId }>;
   whoIs(uri: string, timeoutMs?: number): Promise<{ peerId: PeerId; uri: string }>;
-  /** Whether the peer at `uri` applied entry `index` within `timeoutMs` (false on any failure). */
-  waitApplied(uri: string, index: number, timeoutMs: number): Promise<boolean>;
+  /** Whether the peer at `uri` applied entry `index` (of `term`, when given) within `timeoutMs` (false on any failure). */
+  waitApplied(uri: string, index: number, timeoutMs: number, term?: number): Promise<boolean>;
   /** Lets go of the connection to a peer that left. */
   forget(uri: string): void;
   /** Failed sends by peer URI. */

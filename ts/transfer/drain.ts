@@ -178,8 +178,14 @@ export class PeerDrainer {
       return { status: this.status(peer), finished: running.done };
     }
     const earlier = this.jobs.get(peer);
-    // Removed already (asked again, say by a retrying client): nothing left to do.
-    if (earlier?.removed === true && !has(this.state.peers, peer)) return { status: this.status(peer), finished: earlier.done };
+    // Removed already (asked again, say by a retrying client): nothing left to do. Not
+    // "unless the state still lists it": a peer that removed itself may never apply its
+    // own removal (the others stop sending to it once they applied it), so its state
+    // lists it for good; the removal is committed all the same (removePeer answered only
+    // once a peer applied that very entry), and a removed peer never comes back, so
+    // starting again would only fail (this peer hears from no leader) and hide the
+    // drain that did its work.
+    if (earlier?.removed === true) return { status: this.status(peer), finished: earlier.done };
     this.check(peer);
     const job: Job = { peer, method, state: 'running', startedAt: Date.now(), finishedAt: null, error: null, moved: 0, remove, removed: false, done: Promise.resolve() };
     job.done = this.run(job).then(

@@ -165,8 +165,8 @@ export class P2PServer {
         const r = handlers.whoIs();
         return { peer_id: r.peerId, uri: r.uri };
       }),
-      WaitApplied: unary<{ index: string; timeout_ms: number }, object>(async (req) => ({
-        applied: await handlers.waitApplied(Number(req.index), Math.min(req.timeout_ms, 60_000)),
+      WaitApplied: unary<{ index: string; timeout_ms: number; term?: string }, object>(async (req) => ({
+        applied: await handlers.waitApplied(Number(req.index), Math.min(req.timeout_ms, 60_000), req.term === undefined || Number(req.term) === 0 ? null : Number(req.term)),
       })),
     });
     const bound = await new Promise<number>((resolve, reject) => {
@@ -287,10 +287,11 @@ export class PeerClients {
     return { peerId: res.peer_id, uri: res.uri };
   }
 
-  /** Whether the peer at `uri` applied entry `index` within `timeoutMs` (false on any failure). */
-  async waitApplied(uri: string, index: number, timeoutMs: number): Promise<boolean> {
+  /** Whether the peer at `uri` applied entry `index` (of `term`, when given) within `timeoutMs` (false on any failure). */
+  async waitApplied(uri: string, index: number, timeoutMs: number, term?: number): Promise<boolean> {
     try {
-      const res = await this.call<{ applied: boolean }>(uri, (c, o, cb) => c.WaitApplied({ index: String(index), timeout_ms: timeoutMs }, o, cb), timeoutMs + 500);
+      const req = { index: String(index), timeout_ms: timeoutMs, ...(term === undefined ? {} : { term: String(term) }) };
+      const res = await this.call<{ applied: boolean }>(uri, (c, o, cb) => c.WaitApplied(req, o, cb), timeoutMs + 500);
       return res.applied;
     } catch {
       return false;

@@ -92,8 +92,8 @@ export class GrpcTransport implements PeerTransport {
     return this.clients.whoIs(uri, timeoutMs);
   }
 
-  waitApplied(uri: string, index: number, timeoutMs: number): Promise<boolean> {
-    return this.clients.waitApplied(uri, index, timeoutMs);
+  waitApplied(uri: string, index: number, timeoutMs: number, term?: number): Promise<boolean> {
+    return this.clients.waitApplied(uri, index, timeoutMs, term);
   }
 
   forget(uri: string): void {
