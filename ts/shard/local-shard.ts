@@ -811,7 +811,13 @@ export class LocalShard {
     // Decided after the listing: a checkpoint that finished meanwhile named its files in `current`.
     const keep = new Set(this.current ? checkpointFiles(this.current) : []);
     // The data file being appended to (a checkpoint may not name it yet: payloads just moved to disk).
-    if (this.payloads instanceof DiskPayloadStore) keep.add(this.payloads.dataFile);
+    if (this.payloads instanceof DiskPayloadStore) {
+      keep.add(this.payloads.dataFile);
+      // A checkpoint that failed after saving payloads or vectors names these files when retried (the stores return them unchanged).
+      const idx = this.payloads.savedIndexFile;
+      if (idx !== null) keep.add(idx);
+    }
+    for (const store of this.vectors.values()) for (const f of store.savedFiles()) keep.add(f);
     await Promise.all(
       names
         .filter(

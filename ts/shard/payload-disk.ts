@@ -100,6 +100,8 @@ export class DiskPayloadStore {
   /** Something changed since the last save (a new index file is due). */
   private changed = true;
   private lastRef: DiskPayloadRef | null = null;
+  /** Set when an fsync of the data file failed: no later checkpoint may trust it. */
+  private syncFailed: Error | null = null;
   /** The data file was created or renamed and its directory entry is not yet fsynced. */
   private dirDirty: boolean;
   private readonly scratch = new PayloadStore();
@@ -146,6 +148,11 @@ export class DiskPayloadStore {
   /** The data file being appended to. */
   get dataFile(): string {
     return this.file;
+  }
+
+  /** The index file the last save wrote: a checkpoint that failed after it names it when retried (save returns it unchanged), so it must not be removed meanwhile. */
+  get savedIndexFile(): string | null {
+    return this.lastRef?.index ?? null;
   }
 
   get size(): number {
@@ -356,8 +363,16 @@ export class DiskPayloadStore {
   async save(seq: bigint, nextFileNo: () => number): Promise<DiskPayloadRef> {
     if (!this.changed && this.lastRef !== null && this.buffered === 0 && !this.dirDirty) return this.lastRef;
     if (this.garbageBytes >= this.compactMinGarbage && this.garbageBytes > this.live) await this.compact(nextFileNo());
+    if (this.syncFailed !== null) throw this.syncFailed;
     this.flushBuffer();
-    await fdatasync(this.handle.fd);
+    try {
+      await fdatasync(this.handle.fd);
+    } catch (err) {
+      // After a failed fsync Linux may drop the dirty pages and report success on a retry:
+      // the data file is never trusted again (checkpoints keep failing, the WAL keeps every record).
+      this.syncFailed = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    }
     if (this.dirDirty) {
       await syncDir(this.dir);
       this.dirDirty = false;

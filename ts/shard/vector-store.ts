@@ -643,6 +643,11 @@ export class VectorStore {
    * `dir` (call under the update lock). Returns the file names the checkpoint holds;
    * files not named there any more are removed by the shard after the checkpoint.
    */
+  /** The files the last saves wrote (a retried checkpoint names them again: they must stay on disk). */
+  savedFiles(): string[] {
+    return this.all().flatMap((t) => (t.savedFile === null ? [] : [t.savedFile]));
+  }
+
   async save(dir: string, prefix: string, seq: bigint): Promise<VectorFiles> {
     const saveOne = async (t: Tracked, role: string): Promise<string> => {
       if (t.savedFile !== null && t.savedGen === t.gen) return t.savedFile;
