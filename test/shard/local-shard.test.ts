@@ -488,7 +488,9 @@ test('deleting a named vector while its optimizer job runs: the job stops and th
     await shard.update(() => ({ kind: 'upsert', points }), true);
   }
   const store = shard.vectors.get('drop')!;
-  await waitFor('the index job of the vector to drop runs', () => store.busy());
+  // On the WASM backend every index of the test process shares one engine worker, so this
+  // job can start long after the writes, behind other tests' builds: give it longer to start.
+  await waitFor('the index job of the vector to drop runs', () => store.busy(), 100_000, 5);
   let changed = false;
   const change = shard.changeVectorNames([], ['drop']).then(() => (changed = true));
   await waitFor('the named vector change is done', () => changed);
