@@ -488,9 +488,14 @@ test('deleting a named vector while its optimizer job runs: the job stops and th
     await shard.update(() => ({ kind: 'upsert', points }), true);
   }
   const store = shard.vectors.get('drop')!;
-  // On the WASM backend every index of the test process shares one engine worker, so this
-  // job can start long after the writes, behind other tests' builds: give it longer to start.
-  await waitFor('the index job of the vector to drop runs', () => store.busy(), 100_000, 5);
+  // The name must be dropped while a job runs. A job that ended before this point may have
+  // indexed every point (nothing more is due), so instead of waiting for one, write more
+  // until a write leaves one running: an applied write starts a due job at once.
+  for (let b = 4; !store.busy(); b++) {
+    if (b >= 40) throw new Error('no index job of the vector to drop was running after 40 batches');
+    const points = Array.from({ length: 2000 }, (_, i) => ({ id: normalizePointId(b * 2000 + i), vectors: new Map([['keep', vec()], ['drop', bigVec()]]), payload: null }));
+    await shard.update(() => ({ kind: 'upsert', points }), true);
+  }
   let changed = false;
   const change = shard.changeVectorNames([], ['drop']).then(() => (changed = true));
   await waitFor('the named vector change is done', () => changed);
