@@ -13,6 +13,7 @@
 
 import type { ForKeys, ReplicaOperation } from '../../collection/collection';
 import type { GroupsRequest } from '../../collection/groups';
+import type { QueryRequest } from '../../collection/query';
 import { parseQueryGroups, parseRecommendGroups, parseSearchGroups } from '../request/groups';
 import {
   groupsResultOut,
@@ -302,6 +303,43 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
   });
 
   /** A grouped query: `POST /collections/{name}/points/{query,search,recommend}/groups`. */
+  /** One similarity request (Query, Search, Recommend, Discover); `lookups`: it may name `lookup_from` collections. */
+  const similar = <R extends ReadMsg>(access: string, toBody: (r: R) => Json, parse: (b: Obj) => QueryRequest, lookups: boolean): GrpcMethod<R> => ({
+    access,
+    params: inCollection,
+    async handle(r, ctx) {
+      const started = process.hrtime.bigint();
+      const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+      const c = collection(r);
+      const q = keyed(parse)(toBody(r));
+      const points = await c.query(q.req, opts, q.shards, lookups ? lookupCollections(toc, ctx.access) : null);
+      return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
+    },
+  });
+
+  /** A batch of similarity requests: `items` picks the batch's list, whose members share its collection, consistency and timeout. */
+  const similarBatch = <R extends ReadMsg, I extends Parameters<typeof checkBatchItem>[0]>(
+    access: string,
+    field: string,
+    items: (r: R) => I[] | undefined,
+    toBody: (item: I) => Json,
+    parse: (b: Obj) => QueryRequest,
+    lookups: boolean,
+  ): GrpcMethod<R> => ({
+    access,
+    params: inCollection,
+    async handle(r, ctx) {
+      const started = process.hrtime.bigint();
+      const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
+      const c = collection(r);
+      const list = items(r) ?? [];
+      list.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `${field}[${i}]`));
+      const reqs = batchOf({ searches: list.map(toBody) }, 'searches').map(keyed(parse));
+      const results = await c.queryBatch(reqs, opts, lookups ? lookupCollections(toc, ctx.access) : null);
+      return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
+    },
+  });
+
   const groups = <R extends ReadMsg>(access: string, toBody: (r: R) => Json, parse: (b: Obj) => ForKeys<GroupsRequest>): GrpcMethod<R> => ({
     access,
     params: inCollection,
@@ -424,112 +462,19 @@ export function pointsService(toc: TableOfContent, dispatcher: Dispatcher): Grpc
     },
 
     // -- similarity -----------------------------------------------------------------------
-    Query: {
-      access: `POST ${C}/points/query`,
-      params: inCollection,
-      async handle(r: QueryPointsMsg, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const q = keyed(parseQuery)(queryPointsToJson(r));
-        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
-        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
-      },
-    },
-    QueryBatch: {
-      access: `POST ${C}/points/query/batch`,
-      params: inCollection,
-      async handle(r: ReadMsg & { query_points?: QueryPointsMsg[] }, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const items = r.query_points ?? [];
-        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `query_points[${i}]`));
-        const reqs = batchOf({ searches: items.map(queryPointsToJson) }, 'searches').map(keyed(parseQuery));
-        const results = await c.queryBatch(reqs, opts, lookupCollections(toc, ctx.access));
-        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
-      },
-    },
-    Search: {
-      access: `POST ${C}/points/search`,
-      params: inCollection,
-      async handle(r: SearchPointsMsg, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const q = keyed(parseSearch)(searchPointsToJson(r));
-        const points = await c.query(q.req, opts, q.shards);
-        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
-      },
-    },
-    SearchBatch: {
-      access: `POST ${C}/points/search/batch`,
-      params: inCollection,
-      async handle(r: ReadMsg & { search_points?: SearchPointsMsg[] }, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const items = r.search_points ?? [];
-        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `search_points[${i}]`));
-        const results = await c.queryBatch(batchOf({ searches: items.map(searchPointsToJson) }, 'searches').map(keyed(parseSearch)), opts);
-        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
-      },
-    },
-    Recommend: {
-      access: `POST ${C}/points/recommend`,
-      params: inCollection,
-      async handle(r: RecommendPointsMsg, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const q = keyed(parseRecommend)(recommendPointsToJson(r));
-        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
-        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
-      },
-    },
-    RecommendBatch: {
-      access: `POST ${C}/points/recommend/batch`,
-      params: inCollection,
-      async handle(r: ReadMsg & { recommend_points?: RecommendPointsMsg[] }, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const items = r.recommend_points ?? [];
-        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `recommend_points[${i}]`));
-        const results = await c.queryBatch(batchOf({ searches: items.map(recommendPointsToJson) }, 'searches').map(keyed(parseRecommend)), opts, lookupCollections(toc, ctx.access));
-        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
-      },
-    },
+    Query: similar<QueryPointsMsg>(`POST ${C}/points/query`, queryPointsToJson, parseQuery, true),
+    QueryBatch: similarBatch<ReadMsg & { query_points?: QueryPointsMsg[] }, QueryPointsMsg>(`POST ${C}/points/query/batch`, 'query_points', (r) => r.query_points, queryPointsToJson, parseQuery, true),
+    Search: similar<SearchPointsMsg>(`POST ${C}/points/search`, searchPointsToJson, parseSearch, false),
+    SearchBatch: similarBatch<ReadMsg & { search_points?: SearchPointsMsg[] }, SearchPointsMsg>(`POST ${C}/points/search/batch`, 'search_points', (r) => r.search_points, searchPointsToJson, parseSearch, false),
+    Recommend: similar<RecommendPointsMsg>(`POST ${C}/points/recommend`, recommendPointsToJson, parseRecommend, true),
+    RecommendBatch: similarBatch<ReadMsg & { recommend_points?: RecommendPointsMsg[] }, RecommendPointsMsg>(`POST ${C}/points/recommend/batch`, 'recommend_points', (r) => r.recommend_points, recommendPointsToJson, parseRecommend, true),
 
     // -- groups, discovery -------------------------------------------------------------------
     SearchGroups: groups<SearchPointGroupsMsg>(`POST ${C}/points/search/groups`, searchGroupsToJson, parseSearchGroups),
     RecommendGroups: groups<RecommendPointGroupsMsg>(`POST ${C}/points/recommend/groups`, recommendGroupsToJson, parseRecommendGroups),
     QueryGroups: groups<QueryPointGroupsMsg>(`POST ${C}/points/query/groups`, queryGroupsToJson, parseQueryGroups),
-    Discover: {
-      access: `POST ${C}/points/discover`,
-      params: inCollection,
-      async handle(r: DiscoverPointsMsg, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const q = keyed(parseDiscover)(discoverPointsToJson(r));
-        const points = await c.query(q.req, opts, q.shards, lookupCollections(toc, ctx.access));
-        return { result: points.map((p) => scoredPointOut(p, 1)), time: seconds(started) };
-      },
-    },
-    DiscoverBatch: {
-      access: `POST ${C}/points/discover/batch`,
-      params: inCollection,
-      async handle(r: ReadMsg & { discover_points?: DiscoverPointsMsg[] }, ctx: GrpcCallContext) {
-        const started = process.hrtime.bigint();
-        const opts = readParams({ query: readQuery(r, timeoutSeconds(r.timeout, ctx)) });
-        const c = collection(r);
-        const items = r.discover_points ?? [];
-        items.forEach((item, i) => checkBatchItem(item, r.collection_name ?? '', `discover_points[${i}]`));
-        const results = await c.queryBatch(batchOf({ searches: items.map(discoverPointsToJson) }, 'searches').map(keyed(parseDiscover)), opts, lookupCollections(toc, ctx.access));
-        return { result: results.map((points) => ({ result: points.map((p) => scoredPointOut(p, 2)) })), time: seconds(started) };
-      },
-    },
+    Discover: similar<DiscoverPointsMsg>(`POST ${C}/points/discover`, discoverPointsToJson, parseDiscover, true),
+    DiscoverBatch: similarBatch<ReadMsg & { discover_points?: DiscoverPointsMsg[] }, DiscoverPointsMsg>(`POST ${C}/points/discover/batch`, 'discover_points', (r) => r.discover_points, discoverPointsToJson, parseDiscover, true),
     Facet: {
       access: `POST ${C}/facet`,
       params: inCollection,
