@@ -6,7 +6,11 @@
  *    the points in the test; its errors (no index, bad limit); the gRPC Facet call
  *    gives the same hits;
  *  - a text index through REST: token matching with stopwords and the English stemmer,
- *    phrases, refusal of languages Quiver lacks, and the index in payload_schema.
+ *    phrases, refusal of the stopword languages Quiver has no list for, and the index in
+ *    payload_schema;
+ *  - the other languages through REST: a table of (language settings, texts, query,
+ *    expected points), each citing its source; the settings survive a snapshot and a
+ *    restart of the node.
  */
 
 import * as fs from 'fs/promises';
@@ -164,7 +168,7 @@ test('facet errors: no suitable index is a 400, limit 0 a 422, a missing key a 4
   t.is(err.code, 3, 'INVALID_ARGUMENT');
 });
 
-test('text index through REST: tokens, stopwords and the English stemmer, phrases; unknown languages refused', async (t) => {
+test('text index through REST: tokens, stopwords and the English stemmer, phrases; languages without a stopword list refused', async (t) => {
   const C = 'fulltext';
   await api.ok(t, 'PUT', '/collections/{collection_name}', { params: { collection_name: C }, body: { vectors: { size: 2, distance: 'Dot' } } });
   const docs = ['The quick brown fox jumps', 'Quick thinking, brown FOXES!', 'a slow brown dog', 'jumping foxes are quick', 'brown quick fox'];
@@ -177,14 +181,14 @@ test('text index through REST: tokens, stopwords and the English stemmer, phrase
     (await api.ok(t, 'POST', COUNT, { params: { collection_name: C }, body: { exact: true, filter: { must: [{ key: 'body', match }] } } })).count;
   // without an index: substrings of the whole query
   t.is(await count({ text: 'brown fox' }), 1);
-  await api.error(t, 400, 'PUT', INDEX, { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stopwords: 'german' } } }, /stopwords for language "german" are not implemented/);
+  await api.error(t, 400, 'PUT', INDEX, { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stopwords: 'tajik' } } }, /stopwords for language "tajik" are not implemented by Quiver \(no stopword list/);
   await api.error(
     t,
     400,
     'PUT',
     INDEX,
-    { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stemmer: { type: 'snowball', language: 'french' } } } },
-    /snowball stemmer for "french"/,
+    { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stopwords: { languages: ['german', 'azerbaijani'] }, stemmer: { type: 'snowball', language: 'french' } } } },
+    /stopwords for language "azerbaijani"/,
   );
   const info0 = await api.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
   t.deepEqual(info0.payload_schema, {}, 'a refused index is not created');
@@ -212,4 +216,212 @@ test('text index through REST: tokens, stopwords and the English stemmer, phrase
   t.deepEqual(after.payload_schema.body, info.payload_schema.body);
   t.is(await count({ text: 'brown fox' }), 3);
   t.is(await count({ phrase: 'brown fox' }), 2);
+});
+
+// ---------------------------------------------------------------------------------
+// other languages
+
+const SNOWBALL_DATA = 'https://github.com/snowballstem/snowball-data (voc.txt / output.txt)';
+const NLTK = 'NLTK stopwords corpus, the reference\'s lists (https://www.nltk.org/nltk_data/)';
+const DOC_INDEXING = 'https://qdrant.tech/documentation/concepts/indexing/#full-text-index';
+
+interface LangCase {
+  cite: string;
+  what: string;
+  schema: Record<string, unknown>;
+  texts: string[];
+  match: Record<string, string>;
+  /** Ids (1-based positions in `texts`) that match. */
+  expect: number[];
+}
+
+const LANG_CASES: LangCase[] = [
+  {
+    cite: `${SNOWBALL_DATA}; ${NLTK}`,
+    what: 'french stemmer and stopwords: "les" dropped, impression / impressions share a stem',
+    schema: { type: 'text', stopwords: 'french', stemmer: { type: 'snowball', language: 'french' } },
+    texts: ['les impressions', 'une impression', 'contrariétés', 'les'],
+    match: { text: 'les impression' },
+    expect: [1, 2],
+  },
+  {
+    cite: `${SNOWBALL_DATA}; ${NLTK}`,
+    what: 'german: "und" dropped, steuer / steuern share a stem',
+    schema: { type: 'text', stopwords: 'german', stemmer: { type: 'snowball', language: 'german' } },
+    texts: ['Die Steuern und die Abgaben', 'steuer', 'Abgaben'],
+    match: { text: 'und Steuer' },
+    expect: [1, 2],
+  },
+  {
+    cite: `${SNOWBALL_DATA}; ${NLTK}`,
+    what: 'russian with the multilingual tokenizer: "и" dropped, задатка / задатки share a stem',
+    schema: { type: 'text', tokenizer: 'multilingual', stopwords: 'russian', stemmer: { type: 'snowball', language: 'russian' } },
+    texts: ['Он объявляет', 'и задатки', 'задатка'],
+    match: { text: 'и задатки' },
+    expect: [2, 3],
+  },
+  {
+    cite: `${SNOWBALL_DATA}; ${NLTK}; https://qdrant.tech/documentation/concepts/filtering/#phrase-match`,
+    what: 'spanish phrase: stems in order, stopwords not counted ("el" between them)',
+    schema: { type: 'text', stopwords: 'spanish', stemmer: { type: 'snowball', language: 'spanish' }, phrase_matching: true },
+    texts: ['podremos el gancho', 'gancho podremos', 'podría ver el gancho'],
+    match: { phrase: 'podría ganchos' },
+    expect: [1],
+  },
+  {
+    cite: SNOWBALL_DATA,
+    what: 'greek stemmer: βυθισμένα / βυθισμένες share a stem',
+    schema: { type: 'text', stemmer: { type: 'snowball', language: 'greek' } },
+    texts: ['βυθισμένα', 'καλεσμένο'],
+    match: { text: 'βυθισμένες' },
+    expect: [1],
+  },
+  {
+    cite: 'the Arabic sample of the reference\'s stemmer crate (qdrant-rust-stemmers 1.2.2, test_data/voc_ar.txt, res_ar.txt)',
+    what: 'arabic stemmer: two forms with the stem مساف',
+    schema: { type: 'text', stemmer: { type: 'snowball', language: 'arabic' } },
+    texts: ['بمسافتنا', 'فلمتربيه'],
+    match: { text: 'فمسافتاه' },
+    expect: [1],
+  },
+  {
+    cite: 'Snowball Tamil stemmer; stems as the reference\'s crate (qdrant-rust-stemmers 1.2.2) gives them',
+    what: 'tamil stemmer with the multilingual tokenizer: பள்ளிக்கு / பள்ளியில் share a stem',
+    schema: { type: 'text', tokenizer: 'multilingual', stemmer: { type: 'snowball', language: 'tamil' } },
+    texts: ['பள்ளிக்கு', 'வீட்டில்'],
+    match: { text: 'பள்ளியில்' },
+    expect: [1],
+  },
+  {
+    cite: `${DOC_INDEXING}; stopwords-iso (the reference's source for Japanese)`,
+    what: 'japanese stopwords with the multilingual tokenizer: a query of "の" alone matches nothing',
+    schema: { type: 'text', tokenizer: 'multilingual', stopwords: 'japanese' },
+    texts: ['東京の大学', '大学', 'の'],
+    match: { text: 'の' },
+    expect: [],
+  },
+  {
+    cite: `${DOC_INDEXING}; ${NLTK}`,
+    what: 'chinese stopwords with the multilingual tokenizer: 我们 and 的 dropped',
+    schema: { type: 'text', tokenizer: 'multilingual', stopwords: 'chinese' },
+    texts: ['我们的图书馆', '图书馆', '我们'],
+    match: { text: '我们的图书馆' },
+    expect: [1, 2],
+  },
+  {
+    cite: `${DOC_INDEXING} (stopwords: {languages, custom})`,
+    what: 'several languages and custom words combine',
+    schema: { type: 'text', stopwords: { languages: ['german', 'spanish'], custom: ['Quiver'] } },
+    texts: ['der Hund y el gato', 'Hund', 'gato quiver'],
+    match: { text: 'QUIVER y gato' },
+    expect: [1, 3],
+  },
+  {
+    cite: `${DOC_INDEXING} (lowercase: false)`,
+    what: 'lowercase off: "Und" is not the listed "und"',
+    schema: { type: 'text', lowercase: false, stopwords: 'german' },
+    texts: ['Und so', 'und so'],
+    match: { text: 'Und' },
+    expect: [1],
+  },
+];
+
+async function scrollIds(t: ExecutionContext, c: string, match: unknown): Promise<number[]> {
+  const r = await api.ok(t, 'POST', '/collections/{collection_name}/points/scroll', {
+    params: { collection_name: c },
+    body: { limit: 100, with_payload: false, filter: { must: [{ key: 'body', match }] } },
+  });
+  return (r.points as Array<{ id: number }>).map((p) => p.id).sort((a, b) => a - b);
+}
+
+test('text index in other languages through REST: a table of settings, texts and queries; every case cited', async (t) => {
+  for (const [i, c] of LANG_CASES.entries()) {
+    const C = `lang_${i}`;
+    await api.ok(t, 'PUT', '/collections/{collection_name}', { params: { collection_name: C }, body: { vectors: { size: 2, distance: 'Dot' } } });
+    await api.ok(t, 'PUT', POINTS, {
+      params: { collection_name: C },
+      query: { wait: 'true' },
+      body: { points: c.texts.map((body, j) => ({ id: j + 1, vector: [1, 0], payload: { body } })) },
+    });
+    await index(t, C, 'body', c.schema);
+    t.deepEqual(await scrollIds(t, C, c.match), c.expect, `${c.what} (${c.cite})`);
+    const info = await api.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
+    t.like(info.payload_schema.body.params, c.schema, `${c.what}: the settings as given`);
+    t.true(await api.ok(t, 'DELETE', '/collections/{collection_name}', { params: { collection_name: C } }));
+  }
+});
+
+test('text index in other languages: the settings survive a snapshot recovery and a restart, and answer the same', async (t) => {
+  const storage = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-lang-storage-'));
+  const snaps = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-lang-snaps-'));
+  const env = { SERVICE__STORAGE__STORAGE_PATH: storage, SERVICE__STORAGE__SNAPSHOTS_PATH: snaps };
+  let node = await ContractClient.start(env);
+  const C = 'lang_persist';
+  const schema = { type: 'text', tokenizer: 'multilingual', stopwords: { languages: ['french', 'russian'], custom: ['quiver'] }, stemmer: { type: 'snowball', language: 'russian' }, phrase_matching: true };
+  const texts = ['Он объявляет и объявляется', 'задатки quiver', 'les задатка'];
+  const queries: Array<[unknown, number[]]> = [
+    [{ text: 'и задатки' }, [2, 3]],
+    [{ text: 'quiver объявляет' }, [1]],
+    [{ phrase: 'объявляет объявляется' }, [1]],
+    [{ text: 'и les quiver' }, []],
+  ];
+  try {
+    await node.ok(t, 'PUT', '/collections/{collection_name}', { params: { collection_name: C }, body: { vectors: { size: 2, distance: 'Dot' } } });
+    await node.ok(t, 'PUT', POINTS, {
+      params: { collection_name: C },
+      query: { wait: 'true' },
+      body: { points: texts.map((body, j) => ({ id: j + 1, vector: [1, 0], payload: { body } })) },
+    });
+    await node.ok(t, 'PUT', INDEX, { params: { collection_name: C }, query: { wait: 'true' }, body: { field_name: 'body', field_schema: schema } });
+    const ids = async (match: unknown) =>
+      ((await node.ok(t, 'POST', '/collections/{collection_name}/points/scroll', { params: { collection_name: C }, body: { limit: 10, with_payload: false, filter: { must: [{ key: 'body', match }] } } })).points as Array<{ id: number }>)
+        .map((p) => p.id)
+        .sort((a, b) => a - b);
+    const check = async (when: string) => {
+      const info = await node.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
+      t.like(info.payload_schema.body, { data_type: 'text', points: 3, params: schema }, when);
+      for (const [m, want] of queries) t.deepEqual(await ids(m), want, `${when}: ${JSON.stringify(m)}`);
+    };
+    await check('as created');
+    const snap = await node.ok(t, 'POST', '/collections/{collection_name}/snapshots', { params: { collection_name: C }, query: { wait: 'true' } });
+    t.true(await node.ok(t, 'DELETE', '/collections/{collection_name}', { params: { collection_name: C } }));
+    const location = `file://${path.join(snaps, C, snap.name)}`;
+    t.true(await node.ok(t, 'PUT', '/collections/{collection_name}/snapshots/recover', { params: { collection_name: C }, body: { location, priority: 'snapshot' } }));
+    await check('recovered from a snapshot');
+    await node.stop();
+    node = await ContractClient.start(env);
+    await check('after a restart');
+  } finally {
+    await node.stop();
+    await fs.rm(storage, { recursive: true, force: true });
+    await fs.rm(snaps, { recursive: true, force: true });
+  }
+});
+
+test('text index in other languages through gRPC CreateFieldIndex: the same settings and matches as over REST; a language without a list is INVALID_ARGUMENT', async (t) => {
+  const C = 'lang_grpc';
+  await api.ok(t, 'PUT', '/collections/{collection_name}', { params: { collection_name: C }, body: { vectors: { size: 2, distance: 'Dot' } } });
+  const texts = ['Die Steuern und die Abgaben', 'steuer', 'Abgaben'];
+  await api.ok(t, 'PUT', POINTS, { params: { collection_name: C }, query: { wait: 'true' }, body: { points: texts.map((body, j) => ({ id: j + 1, vector: [1, 0], payload: { body } })) } });
+  const err = await grpcClient.fail('Points', 'CreateFieldIndex', {
+    collection_name: C,
+    field_name: 'body',
+    wait: true,
+    field_type: 'FieldTypeText',
+    field_index_params: { text_index_params: { tokenizer: 'Word', stopwords: { languages: ['hinglish'] } } },
+  });
+  t.is(err.code, 3, 'INVALID_ARGUMENT');
+  t.regex(err.details, /stopwords for language "hinglish" are not implemented by Quiver/);
+  await grpcClient.call('Points', 'CreateFieldIndex', {
+    collection_name: C,
+    field_name: 'body',
+    wait: true,
+    field_type: 'FieldTypeText',
+    field_index_params: { text_index_params: { tokenizer: 'Word', stopwords: { languages: ['german'], custom: ['abgaben'] }, stemmer: { snowball: { language: 'german' } } } },
+  });
+  const info = await api.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
+  t.like(info.payload_schema.body.params, { stopwords: { languages: ['german'], custom: ['abgaben'] }, stemmer: { type: 'snowball', language: 'german' } });
+  // cited as the REST table's german case (snowball-data, NLTK)
+  t.deepEqual(await scrollIds(t, C, { text: 'und Steuer' }), [1, 2]);
+  t.deepEqual(await scrollIds(t, C, { text: 'Abgaben' }), [], 'a custom stopword: the query has no token left');
 });

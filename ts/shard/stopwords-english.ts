@@ -1,8 +1,8 @@
 /**
  * The English stopword list the text index removes for `stopwords: "english"`: the
  * widely used 179-word list (pronouns, auxiliaries, articles, conjunctions,
- * prepositions, common adverbs and contraction parts). Other languages are refused
- * at index creation (text-index.ts, `checkTextSupport`).
+ * prepositions, common adverbs and contraction parts: NLTK's, as the reference's). The
+ * other languages' lists come from packages (text-languages.ts).
  *
  * Owns: the English list. Must never: tokenize.
  */

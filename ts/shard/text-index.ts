@@ -23,12 +23,13 @@
  *    script-specific normalisations are not done here.
  * Each token then goes through, in order: lowercase (`lowercase`, default true), ASCII
  * folding (`ascii_folding`: compatibility decomposition, combining marks dropped),
- * stopwords (dropped; `english` and a custom list are implemented, the custom words
- * lowercased when `lowercase` is on), the length bounds in characters (`min_token_len`,
- * `max_token_len`: tokens outside are dropped; for `prefix` they bound the prefixes
- * instead) and the stemmer (`{type: "snowball", language: "english"}`: Porter2,
- * snowball-english.ts). Other stopword or stemmer languages are refused when the index
- * is created (`checkTextSupport`, a 400 naming the language).
+ * stopwords (dropped; the languages' lists of text-languages.ts and a custom list, the
+ * words lowercased when `lowercase` is on), the length bounds in characters
+ * (`min_token_len`, `max_token_len`: tokens outside are dropped; for `prefix` they bound
+ * the prefixes instead) and the stemmer (`{type: "snowball", language}`: every language
+ * of the contract, text-languages.ts; English is Porter2 of snowball-english.ts). The
+ * stopword languages without a list in this build (azerbaijani, hinglish, tajik) are
+ * refused when the index is created (`checkTextSupport`, a 400 naming the language).
  *
  * Matching (a point's document is the union of the tokens of all its string values):
  *  - `match: {text}`: every token of the query (tokenized the same way) is in the
@@ -56,11 +57,7 @@ import { FieldSchema, FieldSchemaError } from './field-schema';
 import { FieldIndex } from './field-index';
 import { Node } from './index-plan';
 import { Off, PathSegment, Posting, postingAdd, postingDelete, postingInto, postingSize } from './sorted-keys';
-import { stemEnglish } from './snowball-english';
-import { ENGLISH_STOPWORDS } from './stopwords-english';
-
-const STOPWORD_LANGUAGES: ReadonlyMap<string, ReadonlySet<string>> = new Map([['english', ENGLISH_STOPWORDS]]);
-const STEMMERS: ReadonlyMap<string, (w: string) => string> = new Map([['english', stemEnglish]]);
+import { hasStemmer, hasStopwords, missingStopwordsReason, stemmerFor, stopwordList } from './text-languages';
 
 function stopwordLanguages(sw: unknown): string[] {
   if (typeof sw === 'string') return [sw];
@@ -72,23 +69,20 @@ function stopwordLanguages(sw: unknown): string[] {
 
 /**
  * Refuses a text schema whose stopword or stemmer language this build does not
- * implement (FieldSchemaError naming it). Other schemas pass.
+ * implement (FieldSchemaError naming it and why; text-languages.ts). Other schemas pass.
  */
 export function checkTextSupport(schema: FieldSchema): void {
   if (schema.type !== 'text' || !schema.params) return;
   const p = schema.params;
   for (const lang of stopwordLanguages(p.stopwords)) {
-    if (!STOPWORD_LANGUAGES.has(lang)) {
-      throw new FieldSchemaError(
-        `field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (implemented: ${[...STOPWORD_LANGUAGES.keys()].join(', ')}; a custom list works for any language)`,
-      );
+    if (!hasStopwords(lang)) {
+      const why = missingStopwordsReason(lang) ?? 'not a language of the contract';
+      throw new FieldSchemaError(`field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (${why})`);
     }
   }
   const st = p.stemmer as { type?: string; language?: string } | null | undefined;
-  if (st && st.type === 'snowball' && st.language !== undefined && !STEMMERS.has(st.language)) {
-    throw new FieldSchemaError(
-      `field_schema.stemmer.language: the snowball stemmer for "${st.language}" is not implemented by Quiver (implemented: ${[...STEMMERS.keys()].join(', ')})`,
-    );
+  if (st && st.type === 'snowball' && st.language !== undefined && !hasStemmer(st.language)) {
+    throw new FieldSchemaError(`field_schema.stemmer.language: the snowball stemmer for "${st.language}" is not implemented by Quiver`);
   }
 }
 
@@ -125,14 +119,21 @@ export class TextTokenizer {
     this.prefixCap = Math.min(this.maxLen, Math.max(PREFIX_INDEXED_MAX, this.minLen));
     const stop = new Set<string>();
     for (const lang of stopwordLanguages(p.stopwords)) {
-      // a language this build lacks was refused at creation (checkTextSupport)
-      for (const w of STOPWORD_LANGUAGES.get(lang) ?? []) stop.add(w);
+      const list = stopwordList(lang);
+      // a language this build lacks is refused at creation (checkTextSupport); an index
+      // that reaches here with one anyway (a state written elsewhere) must not quietly drop it
+      if (list === null) throw new FieldSchemaError(`field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver`);
+      for (const w of list) stop.add(this.lowercase ? w.toLowerCase() : w);
     }
     const custom = p.stopwords && typeof p.stopwords === 'object' ? (p.stopwords as { custom?: unknown }).custom : undefined;
     if (Array.isArray(custom)) for (const w of custom) if (typeof w === 'string') stop.add(this.lowercase ? w.toLowerCase() : w);
     this.stop = stop.size > 0 ? stop : null;
     const st = p.stemmer as { type?: string; language?: string } | null | undefined;
-    this.stem = st && st.type === 'snowball' && st.language ? (STEMMERS.get(st.language) ?? null) : null;
+    this.stem = null;
+    if (st && st.type === 'snowball' && st.language) {
+      this.stem = stemmerFor(st.language);
+      if (this.stem === null) throw new FieldSchemaError(`field_schema.stemmer.language: the snowball stemmer for "${st.language}" is not implemented by Quiver`);
+    }
   }
 
   private words(text: string): string[] {
