@@ -163,18 +163,22 @@ export class DirectLane {
 
   /**
    * The JSON body, as readJsonBody reads it. A query body nearly always arrives in the
-   * same TCP read as the request head: node:http parses it right after emitting the
-   * request, in the same call, so one microtask later the whole body sits in the
-   * request's buffer (`complete`). It is then taken from there in one read, with the
-   * same limit and parser, instead of through a Promise and four stream listeners.
-   * Anything else (a body still arriving, one over the limit) goes through readJsonBody.
+   * same TCP read as the request head: node:http pushes it into the request right after
+   * emitting the request, in the same call, so one microtask later the whole body (as
+   * many bytes as Content-Length says) sits in the request's buffer. It is then taken
+   * from there in one read, with the same limit and parser, instead of through a Promise
+   * and four stream listeners; the request is then resumed so its end flows as when it
+   * is read by listeners. Anything else (a body still arriving, chunked, over the limit,
+   * a request already read or gone) goes through readJsonBody.
    */
   private async body(req: IncomingMessage): Promise<unknown> {
     await undefined;
-    if (!req.complete || req.destroyed || req.readableFlowing !== null || req.readableLength > this.opts.bodyLimitBytes) return readJsonBody(req, this.opts.bodyLimitBytes);
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > this.opts.bodyLimitBytes) return readJsonBody(req, this.opts.bodyLimitBytes);
-    const raw = req.read() as Buffer | null;
+    if (declared !== req.readableLength || declared > this.opts.bodyLimitBytes || req.readableFlowing !== null || req.destroyed || req.headers['transfer-encoding'] !== undefined) {
+      return readJsonBody(req, this.opts.bodyLimitBytes);
+    }
+    const raw = declared === 0 ? null : (req.read() as Buffer | null);
+    req.resume();
     return raw === null || raw.length === 0 ? undefined : parseJsonBody(raw);
   }
 
