@@ -243,25 +243,33 @@ class NativeVectorIndex implements VectorIndex {
   }
 
   search(query: Float32Array, options: SearchOptions): Promise<SearchResult> {
-    return call(() => {
+    let o: AddonSearchOptions;
+    let key: string | null;
+    try {
       checkVectors(query, 'query');
-      const o = searchOptions(options);
-      const key = FastPath.key(o);
-      if (key === null) return this.inner.search(query, o);
-      if (this.fast.allows(key)) {
+      o = searchOptions(options);
+      key = FastPath.key(o);
+      if (key !== null && this.fast.allows(key)) {
         const t0 = performance.now();
         const now = this.inner.searchNow(query, o);
         FastPath.spend((performance.now() - t0) * 1000);
         if (now !== null) {
           this.fast.learn(key, now.computeUs);
+          // Resolved as it is: not through call()'s rejection handler, one Promise fewer.
           return Promise.resolve(now);
         }
       }
-      return this.inner.search(query, o).then((r) => {
-        this.fast.learn(key, r.computeUs);
+    } catch (err) {
+      return Promise.reject(normaliseError(err));
+    }
+    if (key === null) return call(() => this.inner.search(query, o));
+    const learnKey = key;
+    return call(() =>
+      this.inner.search(query, o).then((r) => {
+        this.fast.learn(learnKey, r.computeUs);
         return r;
-      });
-    });
+      }),
+    );
   }
 
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {

@@ -384,3 +384,26 @@ test('sortedById stays in scroll order across interleaved adds, deletes and re-a
     t.deepEqual(got, want, `round ${round}`);
   }
 });
+
+// ---------------------------------------------------------------------------------
+// numbersAt: the search answer's id and version without PointKeys or bigints
+
+test('numbersAt gives an integer id and version as numbers, and refuses what at() must answer', (t) => {
+  const tr = new IdTracker();
+  const small = tr.upsert(7, 3).offset;
+  const uuid = tr.upsert(UUID_A, 1).offset;
+  const bigId = tr.upsert(2n ** 60n, 1).offset;
+  const bigVersion = tr.upsert(8, 2n ** 60n).offset;
+  const gone = tr.upsert(9, 1).offset;
+  tr.delete(9);
+  const out = { id: -1, version: -1 };
+  t.true(tr.numbersAt(small, out));
+  t.deepEqual(out, { id: 7, version: 3 });
+  // Each refusal leaves `out` as it was.
+  for (const off of [uuid, bigId, bigVersion, gone, 1000n, 2n ** 60n]) t.false(tr.numbersAt(off, out), String(off));
+  t.deepEqual(out, { id: 7, version: 3 });
+  // What it gives is what at() gives, as numbers.
+  tr.upsert(7, 12);
+  t.true(tr.numbersAt(small, out));
+  t.deepEqual(out, { id: Number(tr.at(small)!.id.value), version: Number(tr.at(small)!.version) });
+});

@@ -214,6 +214,8 @@ export class LocalReplica implements Replica {
     const higher = store === undefined || req.rule !== undefined || higherIsBetter(store.spec.distance);
     const end = req.offset + req.limit;
     const out: ScoredRecord[] = [];
+    const plain = names.length === 0 && !req.withPayload;
+    const nums = { id: 0, version: 0 };
     // `rank` counts the hits that pass the threshold and the exclusions: the page is
     // ranks offset .. end. A page hit deleted while the search ran is left out.
     let rank = 0;
@@ -225,6 +227,12 @@ export class LocalReplica implements Replica {
         if (!e || excluded.has(e.key.key)) continue;
       }
       if (rank++ < req.offset) continue;
+      // Neither payload nor vectors asked for, and an integer id (nearly always): the
+      // record from the id tracker's numbers, without a StoredPoint, PointKey or bigints.
+      if (plain && shard.numbersAt(h.label, nums)) {
+        out.push({ id: nums.id, version: nums.version, score: h.score });
+        continue;
+      }
       const p = shard.entryAt(h.label);
       if (!p) continue;
       const rec: ScoredRecord = { id: keyToJson(p.key), version: Number(p.version), score: h.score };

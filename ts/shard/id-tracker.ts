@@ -206,6 +206,11 @@ class Entry implements TrackerEntry {
     return typeof this.ver === 'number' ? BigInt(this.ver) : this.ver;
   }
 
+  /** The version as stored: a number below 2^53, else a bigint. */
+  get versionValue(): number | bigint {
+    return this.ver;
+  }
+
   set version(v: bigint) {
     this.ver = v < OFFSET_LIMIT ? Number(v) : v;
   }
@@ -348,6 +353,22 @@ export class IdTracker {
     this.pendingAdds = [];
     this.pendingRemovals = 0;
     this.removedInCache = 0;
+  }
+
+  /**
+   * The id and version of the live entry at `offset` as numbers, into `out`, when the id
+   * is an integer below 2^53 and the version below 2^53 (nearly always); false otherwise
+   * (no entry, a UUID, larger numbers: use at()). For the search answer's hot path, where
+   * at() would make a PointKey and bigints for every hit.
+   */
+  numbersAt(offset: bigint, out: { id: number; version: number }): boolean {
+    const e = offset < OFFSET_LIMIT ? this.byOffset.get(Number(offset)) : undefined;
+    if (e === undefined || e.num < 0) return false;
+    const v = e.versionValue;
+    if (typeof v !== 'number') return false;
+    out.id = e.num;
+    out.version = v;
+    return true;
   }
 
   /** The live entry at `offset` (read-only view; do not keep it across writes), or undefined. */

@@ -1123,6 +1123,11 @@ export class LocalShard {
     return { key: e.id, offset, version: e.version };
   }
 
+  /** The id and version of the point at `offset` as numbers, into `out`, when both are integers below 2^53; else false (use entryAt). See IdTracker.numbersAt. */
+  numbersAt(offset: bigint, out: { id: number; version: number }): boolean {
+    return this.tracker.numbersAt(offset, out);
+  }
+
   entryAt(offset: bigint): StoredPoint | null {
     const e = this.tracker.at(offset);
     return e ? { key: e.id, offset, version: e.version } : null;

@@ -28,14 +28,32 @@ export interface RouteFigures {
   avg_duration_micros: number;
 }
 
+interface RouteTally {
+  count: number;
+  totalMicros: number;
+}
+
+/** One (method, route, status): its labels, answers not yet added to the counter, its histogram child and its route's figures. */
+interface Series {
+  readonly labels: { method: string; endpoint: string; status: string };
+  uncounted: number;
+  readonly durations: { observe(v: number): void };
+  /** The figures of its "METHOD route" (shared by its statuses); null for unmatched requests. */
+  readonly figures: RouteTally | null;
+}
+
 export class RequestStats {
   readonly registry = new Registry();
   private readonly responses: Counter<'method' | 'endpoint' | 'status'>;
   private readonly durations: Histogram<'method' | 'endpoint' | 'status'>;
   /** Keyed by "METHOD /route/{pattern}": count and total duration. */
-  private readonly perRoute = new Map<string, { count: number; totalMicros: number }>();
-  /** The metric children of each "METHOD route status" seen. */
-  private readonly series = new Map<string, { responses: { inc(): void }; durations: { observe(v: number): void } }>();
+  private readonly perRoute = new Map<string, RouteTally>();
+  /**
+   * Each (method, route, status) seen, by method, then route (null: unmatched), then
+   * status: no key string is built per request. `order` holds them as first seen.
+   */
+  private readonly series = new Map<string, Map<string | null, Map<number, Series>>>();
+  private readonly order: Series[] = [];
 
   private readonly prefix: string;
 
@@ -43,11 +61,21 @@ export class RequestStats {
     const prefix = metricsPrefix ?? '';
     this.prefix = prefix;
     collectDefaultMetrics({ register: this.registry, prefix });
+    const order = this.order;
     this.responses = new Counter({
       name: `${prefix}rest_responses_total`,
       help: 'REST requests answered, by method, route pattern and status code',
       labelNames: ['method', 'endpoint', 'status'],
       registers: [this.registry],
+      // Counted in `record` and added here, when the counter is read (a scrape): an
+      // inc() per request hashes the labels every time.
+      collect() {
+        for (const s of order) {
+          if (s.uncounted === 0) continue;
+          this.inc(s.labels, s.uncounted);
+          s.uncounted = 0;
+        }
+      },
     });
     this.durations = new Histogram({
       name: `${prefix}rest_responses_duration_seconds`,
@@ -260,23 +288,32 @@ export class RequestStats {
 
   /** Counts one answered request; `route` is its pattern, or null when none matched. */
   record(method: string, route: string | null, status: number, seconds: number): void {
-    // prom-client hashes the labels on every inc/observe; the children of one
-    // (method, route, status) are made once and kept (a bounded set: routes are patterns).
-    const key = `${method} ${route ?? UNMATCHED_ROUTE} ${status}`;
-    let series = this.series.get(key);
+    let byRoute = this.series.get(method);
+    if (byRoute === undefined) this.series.set(method, (byRoute = new Map()));
+    let byStatus = byRoute.get(route);
+    if (byStatus === undefined) byRoute.set(route, (byStatus = new Map()));
+    let series = byStatus.get(status);
     if (series === undefined) {
+      // prom-client hashes the labels on every observe of a child made from a labels
+      // object; the histogram child of one (method, route, status) is made once and kept
+      // (a bounded set: routes are patterns).
       const labels = { method, endpoint: route ?? UNMATCHED_ROUTE, status: String(status) };
-      series = { responses: this.responses.labels(labels), durations: this.durations.labels(labels) };
-      this.series.set(key, series);
+      let figures: RouteTally | null = null;
+      if (route !== null) {
+        const routeKey = `${method} ${route}`;
+        figures = this.perRoute.get(routeKey) ?? { count: 0, totalMicros: 0 };
+        this.perRoute.set(routeKey, figures);
+      }
+      series = { labels, uncounted: 0, durations: this.durations.labels(labels), figures };
+      byStatus.set(status, series);
+      this.order.push(series);
     }
-    series.responses.inc();
+    series.uncounted++;
     series.durations.observe(seconds);
-    if (route === null) return;
-    const routeKey = `${method} ${route}`;
-    const figures = this.perRoute.get(routeKey) ?? { count: 0, totalMicros: 0 };
+    const figures = series.figures;
+    if (figures === null) return;
     figures.count += 1;
     figures.totalMicros += seconds * 1e6;
-    this.perRoute.set(routeKey, figures);
   }
 
   /** Per-route request counts and mean durations, for /telemetry. */
