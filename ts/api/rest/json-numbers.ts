@@ -12,7 +12,8 @@
  * Numbers of at most 15 significant digits without an exponent are converted as
  * mantissa / 10^fraction-digits: both are exact doubles and IEEE division rounds
  * correctly, so the quotient is the correctly rounded value of the decimal, as
- * JSON.parse's is. Other numbers go through Number(), which rounds correctly too.
+ * JSON.parse's is. Other numbers go through Number(), which rounds correctly too; past
+ * SLOW_NUMBERS of them the reader gives up.
  * Strings with escapes or control characters, and anything unusual, make it give up.
  *
  * With `f32Vectors` (the bodies of point writes: `{"points": [{"vector": ...}]}` and
@@ -25,6 +26,13 @@
  */
 
 const POW10: number[] = Array.from({ length: 23 }, (_, i) => 10 ** i);
+
+/**
+ * Numbers the reader converts with Number() (more than 15 significant digits, or an
+ * exponent; vectors read as float32 aside) before it leaves the body to JSON.parse:
+ * Number() of a slice costs several times what JSON.parse spends on a number.
+ */
+const SLOW_NUMBERS = 256;
 
 /** No value: the reader gave up and JSON.parse should decide. */
 const GIVE_UP = Symbol('give up');
@@ -55,6 +63,8 @@ class Reader {
   pos = 0;
   /** Arrays and objects open at the position. */
   depth = 0;
+  /** Numbers read through Number() so far. */
+  private slowNumbers = 0;
   /** Where vectors read as float32 go: each gets a view of its values (see vector()). */
   private arena: Float32Array | null = null;
   private used = 0;
@@ -472,6 +482,8 @@ class Reader {
       const v = fraction === 0 ? mantissa : mantissa / POW10[fraction];
       return negative ? -v : v;
     }
+    // A body full of such numbers (17-digit doubles, exponents) is read faster by JSON.parse.
+    if (++this.slowNumbers > SLOW_NUMBERS) return NaN;
     return Number(Buffer.prototype.toString.call(b, 'latin1', start, p));
   }
 }
