@@ -253,6 +253,16 @@ test('float32 vectors: named vectors, the batch form, and the shapes that are re
   for (const odd of ['[1, 2]', '[1e3,2]', '[1,2E-3]', '[1e39]', '[-3.5e38]', '[340282356779733661637539395458142568448]', '[1,"a"]', '[[1,2],[3,4]]', '[]', '[1,null]', '[ 1]', '[1 ]', '[0.5,1.5e-45]', '[3.00000011920928955]', '[0.12345678901234567890]']) {
     t.is(checkF32(`{"points":[{"id":1,"vector":${odd}}]}`), 0, odd);
   }
+  // Characters next to the digits in the byte order (':' to '?', '/') end a run of digits: not JSON, so never accepted.
+  for (const odd of ['0.1234567:9', '0.12345;789', '0.1234567?12345', '0.12/456789', '0.12345678901234>6', '0.1234567@']) {
+    t.is(readJsonNumbers(Buffer.from(`{"points":[{"id":1,"vector":[0.5,${odd}]}]}`), true, 127), undefined, odd);
+  }
+  // Runs of digits of every length around the eight-at-a-time steps.
+  for (let k = 1; k <= 22; k++) {
+    const typed = checkF32(`{"points":[{"id":1,"vector":[0.${'7'.repeat(k)},-0.${'0'.repeat(k % 5)}${'3'.repeat(k)},1${'9'.repeat(k % 12)}.5]}]}`);
+    // Exact below 16 digits; beyond 19 digits (or 22 after the point) declined.
+    t.is(typed, k <= 15 ? 1 : k >= 20 ? 0 : typed, String(k));
+  }
   // Numbers anywhere else stay doubles: payloads, ids, filters, other keys.
   t.is(checkF32('{"points":[{"id":1,"vector":[0.5],"payload":{"v":[0.1,0.2],"x":0.30000000000000004}}],"vector":[0.1],"update_filter":{"must":[{"key":"a","range":{"gt":0.1}}]}}'), 1);
   t.is(checkF32('{"vector":[0.1],"points":[1,2,3]}'), 0);

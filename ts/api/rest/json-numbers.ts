@@ -63,6 +63,8 @@ class Reader {
   pos = 0;
   /** Arrays and objects open at the position. */
   depth = 0;
+  /** The body's bytes as little-endian words (f32Array reads digits eight at a time). */
+  private readonly words: DataView;
   /** Numbers read through Number() so far. */
   private slowNumbers = 0;
   /** Where vectors read as float32 go: each gets a view of its values (see vector()). */
@@ -75,7 +77,9 @@ class Reader {
     readonly f32Vectors: boolean,
     /** More arrays and objects open at once than this: the reader gives up (and the caller's depth check refuses the body). */
     readonly maxDepth: number,
-  ) {}
+  ) {
+    this.words = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
 
   /** The top-level value: a point write's body object gets its vectors read as float32 when asked. */
   top(): unknown {
@@ -335,9 +339,9 @@ class Reader {
    *    the digits as an integer and 10^k are exact doubles and IEEE division rounds
    *    correctly; fround of the quotient is the answer, as long as it is finite;
    *  - 16 to 19 digits (what JSON.stringify writes for a float32 held in a double): the
-   *    integer of the digits rounds a few times once past 2^53 (at most 3 digit steps of
-   *    the integer part and 2 steps of 9 fraction digits, two roundings each) and the
-   *    division once more, so the quotient is within 12 units of its last place of the
+   *    integer of the digits rounds only in steps that take it past 2^53 (16 digits):
+   *    at most 4 steps (of one or eight digits), two roundings each, and the division
+   *    once more, so the quotient is within 12 units of its last place of the
    *    decimal's true value, and so of its correctly rounded double. Float32 keeps the
    *    top 24 of the double's 53 bits; unless the 29 bits it drops are within F32_MARGIN
    *    units of the halfway pattern, every double that close rounds to the same
@@ -373,19 +377,30 @@ class Reader {
         // Zeros right after the point are not significant (when the integer part is 0).
         if (digits === 0) while (c === 0x30) c = b[++p];
         const s0 = p;
-        // Nine digits at a time in small-integer arithmetic.
-        let seg = 0;
-        let segAt = p;
-        while (c >= 0x30 && c <= 0x39) {
-          seg = seg * 10 + (c - 0x30);
-          c = b[++p];
-          if (p - segAt === 9) {
-            m = m * 1e9 + seg;
-            seg = 0;
-            segAt = p;
-          }
+        // Eight digits at a time: two little-endian words, each checked to be four ASCII
+        // digits (high nibble 3, low nibble at most 9: adding 6 carries into the high
+        // nibble otherwise) and turned into its value by pairing neighbours (10a + b,
+        // then 100ab + cd); the rest one at a time.
+        const words = this.words;
+        const last8 = b.length - 8;
+        while (p <= last8) {
+          const x = words.getUint32(p, true);
+          const y = words.getUint32(p + 4, true);
+          if ((x & 0xf0f0_f0f0) !== 0x3030_3030 || (y & 0xf0f0_f0f0) !== 0x3030_3030 || ((x + 0x0606_0606) & 0xf0f0_f0f0) !== 0x3030_3030 || ((y + 0x0606_0606) & 0xf0f0_f0f0) !== 0x3030_3030) break;
+          let hi4 = x & 0x0f0f_0f0f;
+          hi4 = (hi4 * 10 + (hi4 >>> 8)) & 0x00ff_00ff;
+          hi4 = (hi4 * 100 + (hi4 >>> 16)) & 0xffff;
+          let lo4 = y & 0x0f0f_0f0f;
+          lo4 = (lo4 * 10 + (lo4 >>> 8)) & 0x00ff_00ff;
+          lo4 = (lo4 * 100 + (lo4 >>> 16)) & 0xffff;
+          m = m * 1e8 + (hi4 * 1e4 + lo4);
+          p += 8;
         }
-        if (p > segAt) m = m * POW10[p - segAt] + seg;
+        c = b[p];
+        while (c >= 0x30 && c <= 0x39) {
+          m = m * 10 + (c - 0x30);
+          c = b[++p];
+        }
         fraction = p - f0;
         if (fraction === 0) return null;
         digits += p - s0;
