@@ -288,6 +288,14 @@ test('float32 vectors: arenas are shared but every vector is its own view; the d
   got.points[5].vector.fill(9);
   t.is(got.points[4].vector[199], Math.fround(((4 * 7 + 199) % 13) / 8 - 0.75));
   t.is(got.points[6].vector[0], Math.fround((6 * 7) % 13 / 8 - 0.75));
+  // A vector declined where it crosses into a new arena (1 MiB = 262,144 floats: row 1310 spans 262,000..262,200): read as numbers, the rest as float32.
+  const text = `{"points":[${rows.map((r, i) => (i === 1310 ? r.replace(/\]\}$/, ',1e-3]}') : r)).join(',')}]}`;
+  const typed = checkF32(text);
+  t.is(typed, 2999);
+  const again = readJsonNumbers(Buffer.from(text), true, 127) as { points: Array<{ vector: Float32Array | number[] }> };
+  t.true(Array.isArray(again.points[1310].vector));
+  t.is(again.points[1310].vector.length, 201);
+  t.true(again.points[1311].vector instanceof Float32Array);
   // Depth: top object, points array, point object, vector array: 4 levels.
   const body = Buffer.from('{"points":[{"id":1,"vector":[0.5]}]}');
   t.truthy(readJsonNumbers(body, true, 4));

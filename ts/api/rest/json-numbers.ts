@@ -421,6 +421,7 @@ class Reader {
         grown.set(out.subarray(start, n));
         n -= start;
         start = 0;
+        this.used = 0;
         this.arena = out = grown;
       }
       // At most 19 digits: below 10^19, so always within float32's finite range.
