@@ -11,7 +11,7 @@ import * as util from 'node:util';
 
 import { readJsonNumbers } from '../../ts/api/rest/json-numbers';
 import { ContractClient } from '../support/contract';
-import { COLLECTION, POINTS, SCROLL } from '../support/routes';
+import { COLLECTION, COUNT, POINTS, SCROLL, VECTORS } from '../support/routes';
 
 /** Same value as JSON.parse, comparing numbers by Object.is (so -0 and 0 differ). */
 function same(a: unknown, b: unknown): boolean {
@@ -69,8 +69,20 @@ test('numbers: the same doubles as JSON.parse, bit for bit', (t) => {
     const v = (rnd() - 0.5) * 10 ** Math.floor(rnd() * 12 - 6);
     texts.push(v.toString(), v.toFixed(i % 20), v.toPrecision(1 + (i % 21)), Math.fround(v).toString());
   }
-  t.is(check(`[${texts.join(',')}]`), 'read');
+  // In arrays of 200 (past 256 numbers that need Number(), the reader leaves the body to JSON.parse).
+  for (let i = 0; i < texts.length; i += 200) t.is(check(`[${texts.slice(i, i + 200).join(',')}]`), 'read');
   for (const s of texts.slice(0, 4000)) t.is(check(s), 'read', s);
+});
+
+test('numbers: a body with many numbers that need Number() (17 digits, exponents) is left to JSON.parse', (t) => {
+  const long: string[] = [];
+  for (let i = 1; long.length < 300; i++) {
+    const s = String(Math.fround(Math.sin(i)));
+    if (s.replace(/^-?0\./, '').length > 15) long.push(s);
+  }
+  t.is(check(`[${long.slice(0, 256).join(',')}]`), 'read');
+  t.is(check(`[${long.join(',')}]`), 'gave up');
+  t.is(check(`{"a":[${long.slice(0, 200).join(',')}],"b":[${Array.from({ length: 100 }, (_, i) => `${i}e-3`).join(',')}]}`), 'gave up');
 });
 
 test('objects, strings and literals: as JSON.parse', (t) => {
@@ -118,4 +130,211 @@ test('an upsert body past the reader threshold: every vector and payload read ba
     t.deepEqual(p.vector, Array.from(Float32Array.from(sent.vector)));
     t.deepEqual(p.payload, JSON.parse(JSON.stringify(sent.payload)));
   }
+});
+
+// -- float32 vectors of point writes ------------------------------------------------------
+
+/** The bits of a float32 array, so -0 and 0 (and every value) are compared exactly. */
+function bits(v: Float32Array): number[] {
+  return Array.from(new Uint32Array(v.buffer, v.byteOffset, v.length));
+}
+
+/**
+ * Reads `text` in float32 mode and compares with JSON.parse: every Float32Array the
+ * reader gives must be where JSON.parse has an array of numbers, holding Math.fround of
+ * each (bit for bit); everything else must be JSON.parse's value. Returns how many
+ * vectors came as Float32Arrays (-1: gave up).
+ */
+function checkF32(text: string, maxDepth = 127): number {
+  const expected = JSON.parse(text) as unknown;
+  const got = readJsonNumbers(Buffer.from(text, 'utf8'), true, maxDepth);
+  if (got === undefined) return -1;
+  let typed = 0;
+  const walk = (g: unknown, e: unknown, at: string): void => {
+    if (g instanceof Float32Array) {
+      if (!Array.isArray(e) || !e.every((x) => typeof x === 'number')) throw new Error(`${at}: a Float32Array where JSON.parse has ${JSON.stringify(e)}`);
+      const want = bits(Float32Array.from(e as number[]));
+      if (!util.isDeepStrictEqual(bits(g), want)) throw new Error(`${at}: float32 values differ from Math.fround of JSON.parse's: ${JSON.stringify(e)}`);
+      typed++;
+      return;
+    }
+    if (Array.isArray(g)) {
+      if (!Array.isArray(e) || g.length !== e.length) throw new Error(`${at}: differs from JSON.parse`);
+      g.forEach((x, i) => walk(x, e[i], `${at}[${i}]`));
+      return;
+    }
+    if (g !== null && typeof g === 'object') {
+      if (e === null || typeof e !== 'object' || Array.isArray(e) || !util.isDeepStrictEqual(Object.keys(g), Object.keys(e))) throw new Error(`${at}: differs from JSON.parse`);
+      for (const k of Object.keys(g)) walk((g as Record<string, unknown>)[k], (e as Record<string, unknown>)[k], `${at}.${k}`);
+      return;
+    }
+    if (!Object.is(g, e)) throw new Error(`${at}: ${String(g)} differs from JSON.parse's ${String(e)}`);
+  };
+  walk(got, expected, '$');
+  return typed;
+}
+
+function xorshift(seed: number): () => number {
+  let x = seed;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 0x1_0000_0000;
+  };
+}
+
+test('float32 vectors: Math.fround of JSON.parse, bit for bit, for decimals of every width', (t) => {
+  const rnd = xorshift(777);
+  const f = new Float32Array(1);
+  // What clients send: float32 values as JSON.stringify writes them (up to 17 digits), fixed and precision forms, doubles.
+  const forms: Array<(v: number, i: number) => string> = [
+    (v) => {
+      f[0] = v;
+      return JSON.stringify(f[0]);
+    },
+    (v, i) => v.toFixed(i % 21),
+    (v, i) => v.toPrecision(1 + (i % 21)),
+    (v) => String(v),
+  ];
+  // One value per vector (a vector with an exponent form or more than 19 digits falls back to numbers as a whole).
+  const rows: string[] = [];
+  for (const form of forms) {
+    for (let i = 0; i < 15000; i++) rows.push(`{"id":${rows.length},"vector":[${form((rnd() - 0.5) * 10 ** Math.floor(rnd() * 16 - 8), i)}]}`);
+  }
+  // In bodies of 200 vectors (past 256 numbers that need Number(), the reader leaves a body to JSON.parse).
+  let typed = 0;
+  for (let i = 0; i < rows.length; i += 200) typed += Math.max(0, checkF32(`{"points":[${rows.slice(i, i + 200).join(',')}]}`));
+  t.true(typed > rows.length / 2, `${typed} of ${rows.length}`);
+  // Float32 values written by JSON.stringify in the range vectors live in: all read as float32.
+  const plain = Array.from({ length: 200 }, () => `{"id":1,"vector":[${Array.from({ length: 64 }, () => JSON.stringify(Math.fround((rnd() - 0.5) * 2))).join(',')}]}`);
+  t.true(checkF32(`{"points":[${plain.join(',')}]}`) >= 199);
+});
+
+test('float32 vectors: decimals at and next to float32 halfway points round as the double does', (t) => {
+  const rnd = xorshift(4242);
+  const pair = new Float32Array(2);
+  const words = new Uint32Array(pair.buffer);
+  const texts: string[] = [];
+  for (let i = 0; i < 20000; i++) {
+    // A random normal float32 and the next one up; their midpoint is exact as a double.
+    words[0] = (((rnd() * 0xfe) | 0) + 1) * 0x80_0000 + ((rnd() * 0x80_0000) | 0);
+    if (words[0] >= 0x7f7f_ffff) continue;
+    words[1] = words[0] + 1;
+    const mid = (pair[0] + pair[1]) / 2;
+    const ulp = pair[1] - pair[0];
+    for (const d of [0, 1e-9, -1e-9, 1e-7, -1e-7]) {
+      const x = mid + d * ulp;
+      texts.push(String(x), x.toPrecision(17), x.toPrecision(18), x.toPrecision(19), x.toPrecision(16), String(-x));
+    }
+  }
+  let typed = 0;
+  let total = 0;
+  for (let i = 0; i < texts.length; i += 200) {
+    const chunk = texts.slice(i, i + 200).filter((s) => !s.includes('e'));
+    if (chunk.length === 0) continue;
+    total++;
+    // One vector per value, so a declined value leaves the others typed.
+    typed += Math.max(0, checkF32(`{"points":[${chunk.map((s, k) => `{"id":${k},"vector":[${s}]}`).join(',')}]}`));
+  }
+  t.true(total > 10);
+  t.true(typed > 0);
+});
+
+test('float32 vectors: named vectors, the batch form, and the shapes that are read as numbers', (t) => {
+  // 3.0000002384185791: a float32 written with 17 digits; 3.00000011920928955 (halfway between two floats) would be declined.
+  const v = '[0.1,-0.25,3.0000002384185791,0,-0]';
+  t.is(checkF32(`{"points":[{"id":1,"vector":${v}},{"id":2,"vector":{"a":${v},"b":${v},"s":{"indices":[1],"values":[0.5]}}}]}`), 3);
+  t.is(checkF32(`{"batch":{"ids":[1,2],"vectors":[${v},${v}],"payloads":[{"a":[1.5]},null]}}`), 2);
+  t.is(checkF32(`{"batch":{"ids":[1],"vectors":{"a":[${v}],"b":[[1,2]]}}}`), 2);
+  // Declined: whitespace, exponents, out of float32's range, non-numbers, multivectors, empty; JSON.parse's numbers instead.
+  for (const odd of ['[1, 2]', '[1e3,2]', '[1,2E-3]', '[1e39]', '[-3.5e38]', '[340282356779733661637539395458142568448]', '[1,"a"]', '[[1,2],[3,4]]', '[]', '[1,null]', '[ 1]', '[1 ]', '[0.5,1.5e-45]', '[3.00000011920928955]', '[0.12345678901234567890]']) {
+    t.is(checkF32(`{"points":[{"id":1,"vector":${odd}}]}`), 0, odd);
+  }
+  // Characters next to the digits in the byte order (':' to '?', '/') end a run of digits: not JSON, so never accepted.
+  for (const odd of ['0.1234567:9', '0.12345;789', '0.1234567?12345', '0.12/456789', '0.12345678901234>6', '0.1234567@']) {
+    t.is(readJsonNumbers(Buffer.from(`{"points":[{"id":1,"vector":[0.5,${odd}]}]}`), true, 127), undefined, odd);
+  }
+  // Runs of digits of every length around the eight-at-a-time steps.
+  for (let k = 1; k <= 22; k++) {
+    const typed = checkF32(`{"points":[{"id":1,"vector":[0.${'7'.repeat(k)},-0.${'0'.repeat(k % 5)}${'3'.repeat(k)},1${'9'.repeat(k % 12)}.5]}]}`);
+    // Exact below 16 digits; beyond 19 digits (or 22 after the point) declined.
+    t.is(typed, k <= 15 ? 1 : k >= 20 ? 0 : typed, String(k));
+  }
+  // Numbers anywhere else stay doubles: payloads, ids, filters, other keys.
+  t.is(checkF32('{"points":[{"id":1,"vector":[0.5],"payload":{"v":[0.1,0.2],"x":0.30000000000000004}}],"vector":[0.1],"update_filter":{"must":[{"key":"a","range":{"gt":0.1}}]}}'), 1);
+  t.is(checkF32('{"vector":[0.1],"points":[1,2,3]}'), 0);
+  t.is(checkF32('[{"points":[{"vector":[0.1]}]}]'), 0);
+  // Payloads under the vector key are not vectors.
+  t.is(checkF32('{"points":[{"id":1,"payload":{"vector":[0.1]},"vector":[0.5]}]}'), 1);
+  // Without float32 mode, the same body has no Float32Array.
+  const plain = readJsonNumbers(Buffer.from(`{"points":[{"id":1,"vector":${v}}]}`)) as { points: Array<{ vector: unknown }> };
+  t.true(Array.isArray(plain.points[0].vector));
+});
+
+test('float32 vectors: arenas are shared but every vector is its own view; the depth limit makes the reader give up', (t) => {
+  const rows = Array.from({ length: 3000 }, (_, i) => `{"id":${i},"vector":[${Array.from({ length: 200 }, (_, k) => ((i * 7 + k) % 13) / 8 - 0.75).join(',')}]}`);
+  const got = readJsonNumbers(Buffer.from(`{"points":[${rows.join(',')}]}`), true, 127) as { points: Array<{ vector: Float32Array }> };
+  t.is(got.points.length, 3000);
+  for (let i = 0; i < 3000; i += 97) {
+    const v = got.points[i].vector;
+    t.true(v instanceof Float32Array);
+    t.is(v.length, 200);
+    t.is(v[1], Math.fround(((i * 7 + 1) % 13) / 8 - 0.75));
+  }
+  // Writing one vector leaves its neighbours alone.
+  got.points[5].vector.fill(9);
+  t.is(got.points[4].vector[199], Math.fround(((4 * 7 + 199) % 13) / 8 - 0.75));
+  t.is(got.points[6].vector[0], Math.fround((6 * 7) % 13 / 8 - 0.75));
+  // A vector declined where it crosses into a new arena (1 MiB = 262,144 floats: row 1310 spans 262,000..262,200): read as numbers, the rest as float32.
+  const text = `{"points":[${rows.map((r, i) => (i === 1310 ? r.replace(/\]\}$/, ',1e-3]}') : r)).join(',')}]}`;
+  const typed = checkF32(text);
+  t.is(typed, 2999);
+  const again = readJsonNumbers(Buffer.from(text), true, 127) as { points: Array<{ vector: Float32Array | number[] }> };
+  t.true(Array.isArray(again.points[1310].vector));
+  t.is(again.points[1310].vector.length, 201);
+  t.true(again.points[1311].vector instanceof Float32Array);
+  // Depth: top object, points array, point object, vector array: 4 levels.
+  const body = Buffer.from('{"points":[{"id":1,"vector":[0.5]}]}');
+  t.truthy(readJsonNumbers(body, true, 4));
+  t.is(readJsonNumbers(body, true, 3), undefined);
+  t.is(readJsonNumbers(Buffer.from('[[[[1]]]]'), false, 3), undefined);
+  t.truthy(readJsonNumbers(Buffer.from('[[[[1]]]]'), false, 4));
+});
+
+test('an upsert of full-precision float32 values (named, batch form, vector update) past the reader threshold, read back as sent; a value beyond float32 is refused as before', async (t) => {
+  const api = await ContractClient.start();
+  t.teardown(() => api.stop());
+  const params = { collection_name: 'json_numbers_f32' };
+  await api.ok(t, 'PUT', COLLECTION, { params, body: { vectors: { a: { size: 16, distance: 'Euclid' }, b: { size: 16, distance: 'Dot' } } } });
+  const rnd = xorshift(99);
+  const vec = () => Array.from(Float32Array.from({ length: 16 }, () => (rnd() - 0.5) * 4));
+  const points = Array.from({ length: 300 }, (_, i) => ({ id: i, vector: { a: vec(), b: vec() }, payload: { i, w: [rnd(), rnd()] } }));
+  t.true(Buffer.byteLength(JSON.stringify({ points })) > 16 * 1024);
+  await api.ok(t, 'PUT', POINTS, { params, query: { wait: true }, body: { points } });
+  const more = { ids: Array.from({ length: 300 }, (_, i) => 1000 + i), vectors: { a: points.map(vec), b: points.map(vec) } };
+  await api.ok(t, 'PUT', POINTS, { params, query: { wait: true }, body: { batch: more } });
+  const updated = points.slice(0, 200).map((p) => ({ id: p.id, vector: { b: vec() } }));
+  await api.ok(t, 'PUT', VECTORS, { params, query: { wait: true }, body: { points: updated } });
+  const got = (await api.ok(t, 'POST', SCROLL, { params, body: { limit: 1000, with_payload: true, with_vector: true } })) as {
+    points: Array<{ id: number; vector: { a: number[]; b: number[] }; payload: Record<string, unknown> | null }>;
+  };
+  t.is(got.points.length, 600);
+  for (const p of got.points) {
+    if (p.id >= 1000) {
+      t.deepEqual(p.vector.a, more.vectors.a[p.id - 1000]);
+      t.deepEqual(p.vector.b, more.vectors.b[p.id - 1000]);
+      continue;
+    }
+    t.deepEqual(p.vector.a, points[p.id].vector.a);
+    t.deepEqual(p.vector.b, p.id < 200 ? updated[p.id].vector.b : points[p.id].vector.b);
+    t.deepEqual(p.payload, points[p.id].payload);
+  }
+  // A value beyond float32's range: the same 400 as through JSON.parse, and nothing written.
+  const bad = points.map((p, i) => ({ id: 5000 + i, vector: { a: i === 7 ? [...p.vector.a.slice(0, 15), 1e39] : p.vector.a, b: p.vector.b } }));
+  await api.error(t, 400, 'PUT', POINTS, { params, query: { wait: true }, body: { points: bad } }, /points\[7\]\.vector\.a\[15\]: 1e\+39 is not a finite 32-bit float/);
+  const count = (await api.ok(t, 'POST', COUNT, { params, body: { exact: true } })) as { count: number };
+  t.is(count.count, 600);
 });

@@ -44,7 +44,7 @@ import { countWork, countingPieces } from '../common/work';
 import { crc32cSteps, runSliced, type Steps } from './slices';
 import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, type TrackerEntry } from './id-tracker';
 import { requiredIds } from './filter-ids';
-import { decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
+import { byteRuns, decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
 import { PayloadIndexes, type FacetValue, type OrderOptions } from './payload-index';
 import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
@@ -1532,15 +1532,19 @@ class VectorWrites {
   }
 }
 
+/** The vectors one after the other: a view when they already lie so in one buffer (a request body's arena), else a copy. */
 function concat(vs: Float32Array[]): Float32Array {
   if (vs.length === 1) return vs[0];
+  const runs = byteRuns(vs);
+  if (runs.length === 1) return new Float32Array(runs[0].buffer, runs[0].byteOffset, runs[0].byteLength / 4);
   let n = 0;
   for (const v of vs) n += v.length;
   const out = new Float32Array(n);
+  const bytes = new Uint8Array(out.buffer);
   let at = 0;
-  for (const v of vs) {
-    out.set(v, at);
-    at += v.length;
+  for (const r of runs) {
+    bytes.set(r, at);
+    at += r.byteLength;
   }
   return out;
 }

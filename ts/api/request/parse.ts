@@ -207,6 +207,8 @@ export function engineCount(x: unknown, field: string, dflt: number, min = 0): n
  * of one length, flattened and marked with its row count (ts/common/multivector.ts).
  */
 export function denseVector(x: unknown, field: string): Float32Array {
+  // Read as float32 already by the REST body reader (ts/api/rest/json-numbers.ts): finite, not empty, its own copy.
+  if (x instanceof Float32Array && x.length > 0) return x;
   refuseInference(x, field);
   if (!Array.isArray(x)) throw new FormatError(`${field}: expected an array of numbers`);
   if (x.length > 0 && Array.isArray(x[0])) return multiVector(x, field);
@@ -254,7 +256,7 @@ function isSparse(x: unknown): boolean {
  */
 export function pointVectors(x: unknown, field: string): NamedVectors {
   const out: NamedVectors = new Map();
-  if (Array.isArray(x)) {
+  if (Array.isArray(x) || x instanceof Float32Array) {
     out.set('', denseVector(x, field));
     return out;
   }

@@ -55,7 +55,7 @@ export function sparseVector(x: unknown, field: string): SparseVec {
 
 /** The sparse vectors among a point's named vectors (undefined when it has none). */
 export function pointSparse(x: unknown, field: string): SparseVectors | undefined {
-  if (!isObj(x) || looksSparse(x)) return undefined;
+  if (!isObj(x) || x instanceof Float32Array || looksSparse(x)) return undefined;
   let out: SparseVectors | undefined;
   for (const [name, v] of Object.entries(x)) {
     if (!looksSparse(v)) continue;

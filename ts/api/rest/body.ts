@@ -28,18 +28,22 @@ declare module 'koa' {
 
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** Route middleware: parses a JSON body of at most `limitBytes` into `ctx.request.body`. */
-export function jsonBody(limitBytes: number) {
+/**
+ * Route middleware: parses a JSON body of at most `limitBytes` into `ctx.request.body`.
+ * `f32Vectors`: the route writes points, and the dense vectors of its body may come as
+ * Float32Arrays (readJsonNumbers; ts/api/request/parse.ts denseVector takes them).
+ */
+export function jsonBody(limitBytes: number, f32Vectors = false) {
   return async function parseJsonBody(ctx: Context, next: Next): Promise<void> {
-    if (METHODS_WITH_BODY.has(ctx.method)) ctx.request.body = await readJsonBody(ctx.req, limitBytes);
+    if (METHODS_WITH_BODY.has(ctx.method)) ctx.request.body = await readJsonBody(ctx.req, limitBytes, f32Vectors);
     await next();
   };
 }
 
 /** The request's JSON body (undefined when empty), read with the size limit: 413 over it, 400 when it does not parse. */
-export async function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<unknown> {
+export async function readJsonBody(req: IncomingMessage, limitBytes: number, f32Vectors = false): Promise<unknown> {
   const raw = await readLimited(req, limitBytes);
-  return raw.length === 0 ? undefined : parseJson(raw);
+  return raw.length === 0 ? undefined : parseJson(raw, f32Vectors);
 }
 
 /**
@@ -49,20 +53,21 @@ export async function readJsonBody(req: IncomingMessage, limitBytes: number): Pr
  */
 const NUMBERS_READER_BYTES = 16 * 1024;
 
-/** A whole JSON body (non-empty) as readJsonBody parses it: 400 when it does not parse or nests too deep. */
+/** A whole JSON body (non-empty) as readJsonBody parses it (no float32 vectors): 400 when it does not parse or nests too deep. */
 export function parseJsonBody(raw: Buffer): unknown {
-  return parseJson(raw);
+  return parseJson(raw, false);
 }
 
-function parseJson(raw: Buffer): unknown {
+function parseJson(raw: Buffer, f32Vectors: boolean): unknown {
+  // The reader gives up on anything nested deeper than the limit, so what it reads needs no depth check.
+  if (raw.length >= NUMBERS_READER_BYTES) {
+    const v = readJsonNumbers(raw, f32Vectors, MAX_NESTING_DEPTH);
+    if (v !== undefined) return v;
+  }
   const deep = nestedTooDeepAt(raw, MAX_NESTING_DEPTH);
   if (deep >= 0) {
     const { line, column } = lineColumn(raw, deep);
     throw new FormatError(`recursion limit exceeded at line ${line} column ${column}: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
-  }
-  if (raw.length >= NUMBERS_READER_BYTES) {
-    const v = readJsonNumbers(raw);
-    if (v !== undefined) return v;
   }
   try {
     return JSON.parse(raw.toString('utf8'));

@@ -29,8 +29,8 @@ function pathId(raw: string): PointKey {
 
 export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
   const collection = (r: RequestInput) => toc.get(param(r, 'collection_name'));
-  const writeRoute = (method: 'PUT' | 'POST', pattern: string, parse: (b: Obj) => ReplicaOperation) => {
-    routes.add(method, pattern, async (ctx: Context) => {
+  const writeRoute = (method: 'PUT' | 'POST', pattern: string, parse: (b: Obj) => ReplicaOperation, vectors = false) => {
+    (vectors ? routes.addPointWrite : routes.add).call(routes, method, pattern, async (ctx: Context) => {
       const opts = writeParams(ctx);
       const c = collection(ctx);
       const b = body(ctx);
@@ -39,13 +39,14 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     });
   };
 
-  writeRoute('PUT', '/collections/{collection_name}/points', upsertOp);
+  // Upserts and vector updates get their bodies' dense vectors as Float32Arrays (route.ts addPointWrite).
+  writeRoute('PUT', '/collections/{collection_name}/points', upsertOp, true);
   writeRoute('POST', '/collections/{collection_name}/points/delete', (b) => ({ kind: 'delete', select: selector(b) }));
   writeRoute('POST', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, false));
   writeRoute('PUT', '/collections/{collection_name}/points/payload', (b) => setPayloadOp(b, true));
   writeRoute('POST', '/collections/{collection_name}/points/payload/delete', (b) => deletePayloadOp(b));
   writeRoute('POST', '/collections/{collection_name}/points/payload/clear', (b) => ({ kind: 'clear_payload', select: selector(b) }));
-  writeRoute('PUT', '/collections/{collection_name}/points/vectors', updateVectorsOp);
+  writeRoute('PUT', '/collections/{collection_name}/points/vectors', updateVectorsOp, true);
   writeRoute('POST', '/collections/{collection_name}/points/vectors/delete', (b) => deleteVectorsOp(b));
 
   routes.add('POST', '/collections/{collection_name}/points/batch', async (ctx: Context) => {

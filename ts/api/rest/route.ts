@@ -50,6 +50,11 @@ export class RouteTable {
     this.register(method, pattern, method !== 'GET', handlers);
   }
 
+  /** A route that writes points: as `add`, with the dense vectors of its body read as Float32Arrays (body.ts jsonBody). */
+  addPointWrite(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
+    this.register(method, pattern, 'vectors', handlers);
+  }
+
   /**
    * A JSON route whose handler reads only params, query and body and returns the
    * `result` of its 200 envelope: served by the direct lane, and by Koa when the lane
@@ -65,7 +70,7 @@ export class RouteTable {
     this.register(method, pattern, false, handlers);
   }
 
-  private register(method: HttpMethod, pattern: string, json: boolean, handlers: Middleware[]): void {
+  private register(method: HttpMethod, pattern: string, json: boolean | 'vectors', handlers: Middleware[]): void {
     const label = async (ctx: Context, next: Next) => {
       (ctx as unknown as Labelled)[ROUTE_PATTERN] = pattern;
       await next();
@@ -74,7 +79,7 @@ export class RouteTable {
     // Access first: a caller without it never gets a body read.
     const guard = this.guard(method, pattern);
     if (guard) chain.push(guard);
-    if (json) chain.push(jsonBody(this.bodyLimitBytes));
+    if (json) chain.push(jsonBody(this.bodyLimitBytes, json === 'vectors'));
     chain.push(...handlers);
     this.router.register(routerPath(pattern), [method], chain as never);
   }
