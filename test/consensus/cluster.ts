@@ -45,6 +45,9 @@ export class Cluster {
   private readonly cut = new Set<string>();
   private readonly rng: () => number;
 
+  /** The application's refusal of a committed membership change (every peer's alike); null: none refused. */
+  refuseChange: ((e: Entry) => boolean) | null = null;
+
   constructor(private readonly opts: ClusterOptions) {
     this.rng = mulberry32(opts.seed ?? 1);
     const conf: ConfState = { voters: opts.voters, learners: opts.learners ?? [] };
@@ -114,8 +117,16 @@ export class Cluster {
         this.sent.push(m);
         this.queue.push(m);
       }
-      for (const e of rd.committedEntries) peer.applied.push(text(e));
-      node.advance(rd);
+      const refused = new Set<number>();
+      for (const e of rd.committedEntries) {
+        if (this.refuseChange !== null && e.type === 'confChange' && this.refuseChange(e)) {
+          refused.add(e.index);
+          peer.applied.push(`refused:${text(e)}`);
+        } else {
+          peer.applied.push(text(e));
+        }
+      }
+      node.advance(rd, refused);
     }
   }
 

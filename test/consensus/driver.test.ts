@@ -14,7 +14,7 @@ import pino from 'pino';
 
 import { ConsensusDriver } from '../../ts/consensus/driver';
 import type { ReplicatedStateMachine } from '../../ts/consensus/machine';
-import { PeerCallError, type PeerTransport } from '../../ts/consensus/transport';
+import { PeerCallError, type PeerHandlers, type PeerTransport } from '../../ts/consensus/transport';
 import type { ConfChange, PeerId } from '../../ts/consensus/types';
 import { waitFor } from '../support/wait';
 
@@ -110,4 +110,47 @@ test('a founding peer applies proposals of a state machine it knows nothing of, 
   t.true(second.opened!.committed > second.opened!.snapshotIndex, 'entries after the snapshot are to be replayed');
   await waitFor('the replay', () => second.state.items.length === 2, undefined, 10);
   t.deepEqual(second.state.items, ['a', 'b']);
+});
+
+test("another peer's confirmation of an entry by its term (a self-removal's): an entry this peer did not apply itself is not confirmed, whatever term is asked", async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'quiver-driver-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  let handlers: PeerHandlers | null = null;
+  const start = (machine: ListMachine) =>
+    ConsensusDriver.start({
+      settings: { tick_period_ms: 10, compact_wal_entries: 4, bootstrap_timeout_sec: 1, max_message_queue_size: 16 },
+      logger: pino({ level: 'silent' }),
+      dir,
+      peerId: '7',
+      uri: 'http://127.0.0.1:1',
+      bootstrap: null,
+      machine,
+      transport: {
+        ...alone(),
+        serve: async (h) => {
+          handlers = h;
+          return 0;
+        },
+      },
+    });
+
+  const first = await start(new ListMachine());
+  await waitFor('a leader', () => first.status().role === 'leader', undefined, 10);
+  for (const item of ['a', 'b', 'c', 'd', 'e', 'f']) await first.propose(Buffer.from(item), 5000);
+  const before = first.status();
+  t.true(await handlers!.waitApplied(before.applied, 1000, before.term), 'an entry applied here, with its term');
+  t.false(await handlers!.waitApplied(before.applied, 1000, before.term + 1), 'another term: another entry');
+  await first.close();
+
+  // After a restart the entries up to the persisted snapshot are not applied again: their terms are not known here.
+  const again = await start(new ListMachine());
+  t.teardown(() => again.close());
+  await waitFor('a leader again', () => again.status().role === 'leader', undefined, 10);
+  t.false(await handlers!.waitApplied(2, 1000, before.term + 1), 'an entry from before the snapshot, with a term it never had');
+  t.false(await handlers!.waitApplied(2, 1000, before.term), 'nor with the term it had: this peer cannot tell');
+  t.true(await handlers!.waitApplied(2, 1000, null), 'without a term: applied');
+  await again.propose(Buffer.from('z'), 5000);
+  const now = again.status();
+  t.true(await handlers!.waitApplied(now.applied, 1000, now.term));
+  t.false(await handlers!.waitApplied(now.applied, 1000, now.term - 1));
 });

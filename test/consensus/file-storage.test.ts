@@ -315,7 +315,7 @@ test('codec: every message kind round-trips; malformed input is a CodecError', (
     { type: 'voteResponse', from: 'b', to: 'a', term: 4, granted: false },
     {
       type: 'append', from: 'a', to: 'b', term: 4, prevLogIndex: 9, prevLogTerm: 3, commit: 9,
-      entries: [normal(10, 4), { index: 11, term: 4, type: 'noop' }, { index: 12, term: 4, type: 'confChange', change: { type: 'addLearner', peer: 'd', context: 'http://d:6335' } }, { index: 13, term: 4, type: 'confChange', change: { type: 'removePeer', peer: 'c' } }],
+      entries: [normal(10, 4), { index: 11, term: 4, type: 'noop' }, { index: 12, term: 4, type: 'confChange', change: { type: 'addLearner', peer: 'd', context: 'http://d:6335' } }, { index: 13, term: 4, type: 'confChange', change: { type: 'removePeer', peer: 'c' } }, { index: 14, term: 4, type: 'confChange', change: { type: 'removePeer', peer: 'b', conditional: true } }],
     },
     { type: 'appendResponse', from: 'b', to: 'a', term: 4, success: true, matchIndex: 13 },
     { type: 'appendResponse', from: 'b', to: 'a', term: 4, success: false, rejectedIndex: 10, hintIndex: 8, hintTerm: 2 },
@@ -335,6 +335,7 @@ test('codec: every message kind round-trips; malformed input is a CodecError', (
     '{"type":"append","from":"a","to":"b","term":1,"prevLogIndex":0,"prevLogTerm":0,"commit":0,"entries":[{"index":1,"term":1,"type":"normal","data":"!!"}]}',
     '{"type":"append","from":"a","to":"b","term":1,"prevLogIndex":0,"prevLogTerm":0,"commit":0,"entries":[{"index":1,"term":1,"type":"confChange","change":{"type":"grow","peer":"x"}}]}',
     '{"type":"voteResponse","from":"a","to":"b","term":1,"granted":"yes"}',
+    '{"type":"append","from":"a","to":"b","term":1,"prevLogIndex":0,"prevLogTerm":0,"commit":0,"entries":[{"index":1,"term":1,"type":"confChange","change":{"type":"removePeer","peer":"x","conditional":"yes"}}]}',
     '{"type":"installSnapshot","from":"a","to":"b","term":1,"snapshot":{"meta":{"index":1,"term":1,"conf":{"voters":[],"learners":[]}},"data":"QUJDR"}}', // base64 of a wrong length
     '{"type":"heartbeat","from":"a","to":"b","term":1,"commit":1}',
     '{"type":"appendResponse","from":"a","to":"b","term":1,"success":true}',

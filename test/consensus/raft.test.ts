@@ -227,6 +227,46 @@ test('removing a follower: it stops being asked for votes and acknowledgements',
   t.like(c.node('a').proposeConfChange({ type: 'removePeer', peer: 'c' }), { ok: false, reason: 'invalidConfChange' });
 });
 
+test('a conditional removal the application refuses when applying it changes no membership on any peer; a refused removal of the leader lets it take proposals again', (t) => {
+  const c = threePeers();
+  c.tick(2);
+  c.refuseChange = (e) => e.type === 'confChange' && e.change.type === 'removePeer' && e.change.conditional === true;
+  t.true(c.node('a').proposeConfChange({ type: 'removePeer', peer: 'c', conditional: true }).ok);
+  c.drain('a');
+  c.tick(4);
+  for (const id of ['a', 'b', 'c']) {
+    t.deepEqual(c.status(id).conf, { voters: ['a', 'b', 'c'], learners: [] }, id);
+    t.is(c.get(id).applied.at(-1), 'refused:removePeer:c', id);
+  }
+  // The leader removing itself: no proposals meanwhile, and again once the removal was refused.
+  t.true(c.node('a').proposeConfChange({ type: 'removePeer', peer: 'a', conditional: true }).ok);
+  t.like(c.node('a').propose(enc.encode('late')), { ok: false, reason: 'leaderLeaving' });
+  c.drain('a');
+  c.tick(4);
+  t.deepEqual(c.leaders(), ['a']);
+  t.true(c.status('a').isVoter);
+  t.true(c.propose('a', 'after').ok);
+  c.tick(3);
+  for (const id of ['a', 'b', 'c']) t.is(c.get(id).applied.at(-1), 'after', id);
+  // The same removal, not refused, goes.
+  c.refuseChange = null;
+  t.true(c.node('a').proposeConfChange({ type: 'removePeer', peer: 'c', conditional: true }).ok);
+  c.drain('a');
+  c.tick(4);
+  t.deepEqual(c.status('b').conf, { voters: ['a', 'b'], learners: [] });
+});
+
+test('an unconditional membership change cannot be refused: advance() says so', (t) => {
+  const c = threePeers();
+  c.tick(2);
+  c.refuseChange = () => true;
+  t.true(c.node('a').proposeConfChange({ type: 'removePeer', peer: 'c' }).ok);
+  t.throws(() => {
+    c.drain('a');
+    c.tick(4);
+  }, { instanceOf: RaftInvariantError, message: /unconditional membership change/ });
+});
+
 test('removing the leader of two voters: it takes no more proposals, stands down once the removal applies, and the survivor is elected', (t) => {
   const c = new Cluster({ voters: ['a', 'b'] });
   c.elect('a');

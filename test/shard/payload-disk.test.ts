@@ -203,6 +203,32 @@ test('on_disk_payload changed: the payloads move between memory and disk and eve
   await disk.close();
 });
 
+test('a checkpoint that fails after payloads moved to disk: the retry still records the move (the flag is cleared only once a checkpoint is written)', async (t) => {
+  const dir = tmp();
+  const shard = await openShard(dir, false);
+  await shard.update(() => upsert([1, 2, 3], doc), true);
+  await shard.checkpoint();
+  const seq = (JSON.parse(fs.readFileSync(path.join(dir, 'checkpoint.json'), 'utf8')) as { applied_seq: string }).applied_seq;
+  await shard.setPayloadOnDisk(true);
+  // The fault: the payload index file the next checkpoint writes has a directory in its way (the rename fails).
+  const dataNo = Number(/^payload-([0-9]+)\.dat$/.exec(fs.readdirSync(dir).find((f) => /^payload-[0-9]+\.dat$/.test(f))!)![1]);
+  const blocker = path.join(dir, `payidx-${seq}-${dataNo + 1}.bin`);
+  fs.mkdirSync(blocker);
+  await t.throwsAsync(shard.checkpoint());
+  fs.rmdirSync(blocker);
+  // No write since: the same applied seq. The retry must still write the checkpoint that names the payload files.
+  await shard.checkpoint();
+  const cp = JSON.parse(fs.readFileSync(path.join(dir, 'checkpoint.json'), 'utf8')) as { applied_seq: string; payloads?: DiskPayloadRef };
+  t.is(cp.applied_seq, seq);
+  t.truthy(cp.payloads, 'the checkpoint records the payloads on disk');
+  const before = payloads(shard);
+  await shard.close();
+  const again = await openShard(dir, true);
+  t.true(again.payloadsOnDisk);
+  t.deepEqual(payloads(again), before);
+  await again.close();
+});
+
 test('a pinned snapshot of on-disk payloads copies the checkpoint length of a data file that writes keep appending to', async (t) => {
   const dir = tmp();
   const shard = await openShard(dir);

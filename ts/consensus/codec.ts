@@ -77,7 +77,8 @@ export function confChangeFromJson(x: unknown, what = 'change'): ConfChange {
     case 'promoteLearner':
       return { type: 'promoteLearner', peer };
     case 'removePeer':
-      return { type: 'removePeer', peer };
+      if (o.conditional !== undefined && typeof o.conditional !== 'boolean') throw new CodecError(`${what}.conditional: expected a boolean`);
+      return o.conditional === true ? { type: 'removePeer', peer, conditional: true } : { type: 'removePeer', peer };
     default:
       throw new CodecError(`${what}.type: unknown membership change ${JSON.stringify(o.type)}`);
   }

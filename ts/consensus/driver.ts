@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 
 import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ServiceError, TimeoutError } from '../common/errors';
 import type { ClusterConfig } from '../config/types';
-import { decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from './codec';
+import { confChangeFromJson, decodeMessage, decodeSnapshot, encodeMessage, encodeSnapshot } from './codec';
 import { FileRaftStorage } from './file-storage';
 import type { ReplicatedStateMachine } from './machine';
 import { RaftNode, quorum, type Ready, type Role } from './raft';
@@ -103,6 +103,17 @@ export class ConsensusDriver {
   private readonly inbox: Array<() => void | Promise<void>> = [];
   private readonly waiters = new Map<number, Waiter>();
   private readonly recent = new Map<number, Applied>();
+  /**
+   * The terms of the entries this driver applied itself (not through a snapshot), as
+   * runs: each run's first index and term, oldest first (a term's entries are
+   * contiguous in the log, so there is one run per term). Kept whole, unlike `recent`:
+   * an entry's term is what tells it from another that took its index in a leader change.
+   */
+  private appliedTerms: Array<{ from: number; term: number }> = [];
+  /** The first index of appliedTerms' first run (Infinity: none applied since the start or the last snapshot installed). */
+  private termsFrom = Infinity;
+  /** Conditional membership changes the state machine refused, among the entries of appliedTerms. */
+  private readonly refusedChanges = new Set<number>();
   /** URIs known before the state machine names them (a joiner's bootstrap answer). */
   private readonly knownUris = new Map<PeerId, string>();
   private appliedSinceSnapshot = 0;
@@ -262,8 +273,8 @@ export class ConsensusDriver {
         if (this.node.status().role === 'leader') this.promoteLearners();
         if (!this.node.hasReady()) break;
         const rd = this.node.ready();
-        await this.handleReady(rd);
-        this.node.advance(rd);
+        const refused = await this.handleReady(rd);
+        this.node.advance(rd, refused);
         this.lastUpdate = new Date();
         await this.maybeCompact();
       }
@@ -275,11 +286,14 @@ export class ConsensusDriver {
     if (this.pendingTicks > 0 || this.inbox.length > 0) this.kick();
   }
 
-  private async handleReady(rd: Ready): Promise<void> {
+  /** Persists, sends and applies `rd`; answers the conditional membership changes the state machine refused. */
+  private async handleReady(rd: Ready): Promise<Set<number>> {
     await this.storage.persist({ snapshot: rd.snapshot, entries: rd.entries, hardState: rd.hardState });
     if (rd.snapshot) this.installSnapshot(rd.snapshot);
     for (const m of rd.messages) this.sendTo(m.to, encodeMessage(m));
-    for (const e of rd.committedEntries) this.applyEntry(e);
+    const refused = new Set<number>();
+    for (const e of rd.committedEntries) this.applyEntry(e, refused);
+    return refused;
   }
 
   /** Stops for good: a storage error means this peer's votes and acknowledgements can no longer be trusted. */
@@ -332,13 +346,23 @@ export class ConsensusDriver {
       }
     }
     this.log.info({ index: snap.meta.index, term: snap.meta.term }, 'installed a consensus snapshot');
+    // The entries the snapshot covers were not applied here one by one: their terms (and refusals) are unknown.
+    this.appliedTerms = [];
+    this.termsFrom = Infinity;
+    this.refusedChanges.clear();
     this.track(snap.meta.index, snap.meta.term, outcome);
   }
 
-  private applyEntry(e: Entry): void {
+  private applyEntry(e: Entry, refused: Set<number>): void {
     let outcome: Promise<unknown>;
+    const refusal = e.type === 'confChange' && e.change.type === 'removePeer' && e.change.conditional === true ? (this.machine.refuseConfChange?.(e.change) ?? null) : null;
     if (e.type === 'normal') {
       outcome = this.machine.applyNormal(e.index, e.data);
+    } else if (refusal !== null) {
+      // Refused on every peer alike: the entry is a no-op and the membership stays.
+      refused.add(e.index);
+      this.log.warn({ index: e.index, change: e.type === 'confChange' ? e.change : null, reason: refusal.message }, 'membership change refused when applied');
+      outcome = this.machine.applyNoop(e.index).then(() => Promise.reject(refusal));
     } else if (e.type === 'confChange') {
       outcome = this.machine.applyConfChange(e.index, e.change);
       if (e.change.type === 'removePeer') {
@@ -349,12 +373,32 @@ export class ConsensusDriver {
     } else {
       outcome = this.machine.applyNoop(e.index);
     }
-    this.track(e.index, e.term, outcome);
+    this.track(e.index, e.term, outcome, true, refusal !== null);
     this.appliedSinceSnapshot++;
   }
 
-  private track(index: number, term: number, outcome: Promise<unknown>): void {
+  /** The term of entry `index` if this driver applied it itself, else null. */
+  private appliedTermOf(index: number): number | null {
+    if (index < this.termsFrom || index > this.appliedIndex) return null;
+    let lo = 0;
+    let hi = this.appliedTerms.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.appliedTerms[mid].from <= index) lo = mid;
+      else hi = mid - 1;
+    }
+    return this.appliedTerms[lo].term;
+  }
+
+  /** `entry`: an entry applied here (not a snapshot); `refused`: a conditional membership change the machine refused. */
+  private track(index: number, term: number, outcome: Promise<unknown>, entry = false, refused = false): void {
     outcome.catch(() => undefined); // observed by waiters; never an unhandled rejection
+    if (entry && index > this.appliedIndex) {
+      if (this.termsFrom === Infinity) this.termsFrom = index;
+      const last = this.appliedTerms[this.appliedTerms.length - 1];
+      if (last === undefined || last.term !== term) this.appliedTerms.push({ from: index, term });
+      if (refused) this.refusedChanges.add(index);
+    }
     if (index > this.appliedIndex) {
       this.appliedIndex = index;
       if (this.appliedListeners.length > 0) {
@@ -555,7 +599,10 @@ export class ConsensusDriver {
    * The other peers' side of awaitPeers: resolves true once entry `index` is applied here
    * with its local effects; with `term`, false when the entry applied at `index` has
    * another term (the one waited for was lost in a leader change and another took its
-   * place). An entry too old to be among the recent ones is taken as it is.
+   * place), when it was a conditional membership change this peer's state machine
+   * refused, and when this peer cannot tell: it did not apply that entry itself (it came
+   * in a snapshot, or before this peer's start). Not `recent`, which keeps only the last
+   * entries: an entry that left it was once confirmed whatever its term.
    */
   private async waitLocalApplied(index: number, timeoutMs: number, term: number | null = null): Promise<boolean> {
     if (this.appliedIndex < index) {
@@ -571,8 +618,7 @@ export class ConsensusDriver {
       clearTimeout(timer);
       if (!reached) return false;
     }
-    const applied = this.recent.get(index);
-    if (term !== null && applied !== undefined && applied.term !== term) return false;
+    if (term !== null && (this.appliedTermOf(index) !== term || this.refusedChanges.has(index))) return false;
     await this.machine.idle();
     return true;
   }
@@ -584,10 +630,14 @@ export class ConsensusDriver {
     return conf.voters.includes(peer) || conf.learners.includes(peer);
   }
 
-  /** DELETE /cluster/peer/{id}: removes a member (whether it may go is the caller's to check first). */
-  async removePeer(peer: PeerId, timeoutMs: number): Promise<boolean> {
+  /**
+   * DELETE /cluster/peer/{id}: removes a member. `conditional`: the state machine may
+   * refuse the removal when it applies it (refuseConfChange; then this rejects with its
+   * error and the peer stays); otherwise whether it may go is the caller's to check first.
+   */
+  async removePeer(peer: PeerId, timeoutMs: number, conditional = false): Promise<boolean> {
     if (!this.isMember(peer)) throw new NotFoundError(`Peer ${peer} doesn't exist`);
-    const r = await this.submit(new Uint8Array(0), { type: 'removePeer', peer }, timeoutMs);
+    const r = await this.submit(new Uint8Array(0), conditional ? { type: 'removePeer', peer, conditional: true } : { type: 'removePeer', peer }, timeoutMs);
     if (peer !== this.peerId) {
       await this.waitApplied(r.index, r.term, timeoutMs);
       return true;
@@ -596,7 +646,10 @@ export class ConsensusDriver {
     // others applied the removal they stop sending to it, so it may never learn that the
     // entry committed (and, hearing no one, reports lost quorum). Another peer having
     // applied the entry (the same entry: its index and its term, not one that took its
-    // index after a leader change) is the answer then, as is this peer applying it.
+    // index after a leader change) is the answer then, as is this peer applying it. A
+    // conditional removal the state machine refused is not: the others answer false for
+    // it, and this peer, still a member, applies it and rejects with the refusal (first
+    // in the list, so that is the error thrown).
     const local = this.waitApplied(r.index, r.term, timeoutMs);
     local.catch(() => undefined);
     const others = Object.entries(this.machine.peers()).filter(([id]) => id !== this.peerId);
@@ -699,7 +752,7 @@ export class ConsensusDriver {
       join: (req: JoinRequest, host: string | null) => this.onJoin(req, host),
       propose: async (operation: Uint8Array, confChange: boolean) => {
         this.requireRunning();
-        if (confChange) return this.proposeLocal(new Uint8Array(0), JSON.parse(Buffer.from(operation).toString('utf8')) as ConfChange);
+        if (confChange) return this.proposeLocal(new Uint8Array(0), confChangeFromJson(JSON.parse(Buffer.from(operation).toString('utf8'))));
         return this.proposeLocal(operation, null);
       },
       snapshot: () => this.leaderSnapshot(),

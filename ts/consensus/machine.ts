@@ -34,6 +34,14 @@ export interface ReplicatedStateMachine {
   applyNormal(index: number, data: Uint8Array): Promise<unknown>;
   /** A committed membership change. */
   applyConfChange(index: number, change: ConfChange): Promise<unknown>;
+  /**
+   * A committed conditional membership change (`removePeer` with `conditional`), asked
+   * right before it would be applied, with the state as of the entry before it: an
+   * error refuses it (the driver then applies the entry as a no-op, its outcome rejects
+   * with that error, and the membership stays as it is). Must answer from the state
+   * alone, so every peer answers alike. A machine without it accepts every change.
+   */
+  refuseConfChange?(change: ConfChange): Error | null;
   /** A committed entry without data (a new leader's). */
   applyNoop(index: number): Promise<unknown>;
   /** The state, encoded for a snapshot. */

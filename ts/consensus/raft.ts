@@ -76,7 +76,10 @@ export interface RaftNodeOptions {
   maxInflightAppends?: number;
   /**
    * Index the application's state already reflects on start (default: the snapshot's
-   * index, i.e. the application restores the snapshot and re-applies the rest).
+   * index, i.e. the application restores the snapshot and re-applies the rest). The
+   * membership changes up to it are taken as applied: none may be a conditional removal
+   * the application refused (the driver passes nothing, so every entry after the
+   * snapshot goes through advance() again, refusals included).
    */
   applied?: number;
   /** Pre-vote before every campaign. Default true (turned off only to show what it prevents). */
@@ -165,6 +168,8 @@ interface Progress {
 
 /** A message as its sender writes it (send() fills in `from`); distributes over unions. */
 type WithoutFrom<M> = M extends Message ? Omit<M, 'from'> : never;
+
+const NONE_REFUSED: ReadonlySet<number> = new Set();
 
 export function quorum(voters: number): number {
   return Math.floor(voters / 2) + 1;
@@ -352,12 +357,17 @@ export class RaftNode {
     return rd;
   }
 
-  /** The driver persisted, sent and applied everything in `rd` (in the documented order). */
-  advance(rd: Ready): void {
+  /**
+   * The driver persisted, sent and applied everything in `rd` (in the documented order).
+   * `refused`: indexes of committed conditional membership changes the application
+   * refused when it applied them (deterministically: the same on every peer); they
+   * change no membership.
+   */
+  advance(rd: Ready, refused: ReadonlySet<number> = NONE_REFUSED): void {
     if (rd !== this.outstanding) throw new RaftInvariantError('advance() with a Ready that is not the outstanding one');
     this.outstanding = null;
     if (this.fault !== null) return;
-    this.guarded(() => this.advanceInner(rd));
+    this.guarded(() => this.advanceInner(rd, refused));
   }
 
   /** Membership as of the applied index: what the application records in its snapshots. */
@@ -430,7 +440,7 @@ export class RaftNode {
     return { hardState: null, snapshot: null, entries: [], committedEntries: [], messages: [], leader: null, role: this.role, term: this.term };
   }
 
-  private advanceInner(rd: Ready): void {
+  private advanceInner(rd: Ready, refused: ReadonlySet<number>): void {
     // The driver's order, checked: everything in rd must be durable before advance().
     if (rd.snapshot !== null) {
       const held = this.storage.snapshot().meta;
@@ -462,6 +472,12 @@ export class RaftNode {
     if (rd.hardState !== null) this.persistedHardState = rd.hardState;
     for (const e of rd.committedEntries) {
       if (e.type === 'confChange') {
+        if (refused.has(e.index)) {
+          if (!(e.change.type === 'removePeer' && e.change.conditional === true)) throw new RaftInvariantError(`advance(): entry ${e.index} is an unconditional membership change and cannot be refused`);
+          // A refused removal of this leader: it stays, and takes proposals again.
+          if (e.change.type === 'removePeer' && e.change.peer === this.id) this.leaving = false;
+          continue;
+        }
         this.changeMembership(e.change);
         this.afterMembershipChange();
       }

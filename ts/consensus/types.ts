@@ -39,7 +39,12 @@ export interface ConfState {
 export type ConfChange =
   | { readonly type: 'addLearner'; readonly peer: PeerId; readonly context?: string }
   | { readonly type: 'promoteLearner'; readonly peer: PeerId }
-  | { readonly type: 'removePeer'; readonly peer: PeerId };
+  /**
+   * `conditional`: the application may refuse the removal when it applies it (the
+   * driver asks `ReplicatedStateMachine.refuseConfChange`, with the state as of the entry
+   * before): a refused removal changes no membership on any peer. Absent: unconditional.
+   */
+  | { readonly type: 'removePeer'; readonly peer: PeerId; readonly conditional?: boolean };
 
 /**
  * A log entry. `noop` is appended by every new leader (it lets the leader commit

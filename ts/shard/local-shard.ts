@@ -773,8 +773,9 @@ export class LocalShard {
     const seq = this.appliedSeq;
     const vectorsChanged = this.namesChanged || [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
     if (seq === this.checkpointSeq && !vectorsChanged && !this.payloadsMoved && this.hasCheckpoint) return null;
-    this.namesChanged = false;
-    this.payloadsMoved = false;
+    // Both flags are cleared only once the checkpoint is written (below): one that fails
+    // leaves them, so the retry writes a checkpoint even with no write since. Nothing sets
+    // them meanwhile: both are set under the update lock, which the caller holds.
     const started = Date.now();
     await this.wal.sync();
     const vectors: Record<string, VectorFiles> = {};
@@ -797,6 +798,8 @@ export class LocalShard {
       cp.sparse = sparse;
     }
     await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
+    this.namesChanged = false;
+    this.payloadsMoved = false;
     this.checkpointSeq = seq;
     this.hasCheckpoint = true;
     this.current = cp;

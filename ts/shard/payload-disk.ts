@@ -493,6 +493,18 @@ function writeAllSync(fd: number, data: Buffer, at: number): void {
   while (put < data.length) put += fs.writeSync(fd, data, put, data.length - put, at + put);
 }
 
+/**
+ * Checks the files a checkpoint names for on-disk payloads as open() does (the index
+ * file's header, CRC32C and entries within `ref.length`; the data file at least
+ * `ref.length` bytes), without opening a store: a snapshot recovery refuses a damaged
+ * snapshot with it before anything is replaced. Throws PayloadFormatError.
+ */
+export async function checkPayloadFiles(dir: string, ref: DiskPayloadRef): Promise<void> {
+  decodeIndex(await fsp.readFile(path.join(dir, ref.index)), ref.length);
+  const size = (await fsp.stat(path.join(dir, ref.data))).size;
+  if (size < ref.length) throw new PayloadFormatError(`payload data file ${ref.data} has ${size} bytes, the checkpoint names ${ref.length}`);
+}
+
 /** An index file's entries, checked against the data length they may refer to. */
 function decodeIndex(buf: Buffer, dataLength: number): { count: number; offsets: bigint[]; pos: number[]; len: number[] } {
   const fail = (msg: string): never => {

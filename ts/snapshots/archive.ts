@@ -29,6 +29,8 @@ import { applyCollectionUpdate, parseCreateCollection, vectorEntries, type Colle
 import type { Config } from '../config/types';
 import { checkpointFiles, checkpointProblem, walSegmentName, type CheckpointFile, type ShardSnapshotFiles } from '../shard/local-shard';
 import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../shard/field-schema';
+import { checkPayloadFiles } from '../shard/payload-disk';
+import { PayloadFormatError } from '../shard/payload-store';
 import { syncTree } from '../common/files';
 import type { TarEntry } from './tar';
 
@@ -172,6 +174,18 @@ async function checkShardFolder(shardDir: string, id: number): Promise<void> {
   for (const f of named) {
     const st = await fs.lstat(path.join(shardDir, f)).catch(() => null);
     if (!st?.isFile()) throw bad(`shard ${id}: ${f}, named by its checkpoint, is missing`);
+  }
+  // On-disk payloads: the index file's CRC and bounds, and the data file's length, as the
+  // shard's open checks them, but before anything is replaced (else the recovery fails
+  // only once the shard opens, and is rolled back then).
+  const payloads = (raw as CheckpointFile).payloads;
+  if (payloads !== undefined) {
+    try {
+      await checkPayloadFiles(shardDir, payloads);
+    } catch (err) {
+      if (!(err instanceof PayloadFormatError)) throw err;
+      throw bad(`shard ${id}: ${err.message}`);
+    }
   }
   for (const e of await fs.readdir(shardDir)) {
     if (e === 'checkpoint.json' || named.has(e)) continue;

@@ -4,7 +4,10 @@
  * The schedule is cluster-wide: every peer has the same `snapshots.schedule`. Each run
  * snapshots every shard of the collection once, by one peer, into that peer's configured
  * snapshot store (local folder or S3), as a shard snapshot
- * (`<collection>/shards/<id>/...`). Which peer is decided through consensus:
+ * (`<collection>/shards/<id>/<collection>-shard-<id>-<peer>-<time>.snapshot`: the peer id
+ * keeps apart the snapshots two peers sharing one store make in the same second; names
+ * written before it had none stay listed and are deleted by retention all the same).
+ * Which peer is decided through consensus:
  *
  * - **Runs are slots.** A run's identity is its due time, the same on every peer: an
  *   interval schedule is due at every multiple of `interval_sec` since the epoch, a cron
@@ -195,7 +198,7 @@ export class ClusterSnapshotScheduler {
     if (takeoverOf !== undefined) this.logger.warn({ schedule: sk, shard: key, due, from: takeoverOf }, takeoverOf === this.self ? 'scheduled snapshot: resuming a run this peer claimed before it stopped' : 'scheduled snapshot: taking over the run of a peer that is down');
     else if (Date.now() - slot > CLAIM_GRACE_MS + TICK_MS * 4) this.logger.info({ schedule: sk, shard: key, due }, 'scheduled snapshot missed while the cluster was down: running it now');
     const dir = Snapshots.shardDir(collection, shard);
-    const job = await this.deps.jobs.run('create_shard_snapshot', { collection, shardId: shard }, () => this.deps.snapshots.createShard(collection, shard), 'schedule');
+    const job = await this.deps.jobs.run('create_shard_snapshot', { collection, shardId: shard }, () => this.deps.snapshots.createShard(collection, shard, this.self), 'schedule');
     const runKey = `${sk} ${key}`;
     if (job.state !== 'completed') {
       const b = this.backoff.get(runKey) ?? { failures: 0, until: 0 };

@@ -313,10 +313,20 @@ export class Snapshots {
     return this.create('collection', c, c.localShardIds(), Snapshots.collectionDir(c.name), (ts) => `${c.name}-${this.toc.peerId}-${ts}.snapshot`);
   }
 
-  async createShard(nameOrAlias: string, shardId: number): Promise<SnapshotDescription> {
+  /**
+   * A shard snapshot, named as the reference names it (`{collection}-shard-{id}-{ts}.snapshot`),
+   * or with `peer`, `{collection}-shard-{id}-{peer}-{ts}.snapshot`: scheduled snapshots in
+   * a cluster (cluster-schedule.ts), which several peers may make of the same shard in the
+   * same second (a run taken over from a peer still making it) into one shared store (S3):
+   * without the peer in the name one would replace the other, and retention deleting one
+   * would delete both. Names are never parsed: listing, recovery and retention (by the
+   * names consensus recorded) take either form.
+   */
+  async createShard(nameOrAlias: string, shardId: number, peer?: string): Promise<SnapshotDescription> {
     const c = this.toc.get(nameOrAlias);
     c.localShard(shardId);
-    return this.create('shard', c, [shardId], Snapshots.shardDir(c.name, shardId), (ts) => `${c.name}-shard-${shardId}-${ts}.snapshot`);
+    const who = peer === undefined ? '' : `${peer}-`;
+    return this.create('shard', c, [shardId], Snapshots.shardDir(c.name, shardId), (ts) => `${c.name}-shard-${shardId}-${who}${ts}.snapshot`);
   }
 
   private async create(kind: SnapshotKind, c: Collection, shardIds: number[], dir: string, naming: (ts: string) => string): Promise<SnapshotDescription> {

@@ -17,7 +17,7 @@
 
 import type { Logger } from 'pino';
 
-import { ServiceError } from '../common/errors';
+import { BadRequestError, ServiceError } from '../common/errors';
 import type { ReplicatedStateMachine } from '../consensus/machine';
 import type { ConfChange, PeerId } from '../consensus/types';
 import { LocalApplier } from './cluster-apply';
@@ -27,6 +27,11 @@ import type { TableOfContent } from './toc';
 /** A log entry's payload: a metadata operation (JSON). */
 interface EntryData {
   meta: MetaOp;
+}
+
+/** The reference's refusal of an unforced removal of a peer that holds replicas. */
+export function shardsOnPeerError(peer: PeerId): BadRequestError {
+  return new BadRequestError(`Cannot remove peer ${peer} as there are shards on it`);
 }
 
 export function encodeMetaOp(op: MetaOp): Uint8Array {
@@ -88,6 +93,17 @@ export class ClusterStateMachine implements ReplicatedStateMachine {
     // This peer's own admission: collections applied before it (while it was not yet a member) are made now.
     const self = change.type === 'addLearner' && change.peer === this.peerId;
     return this.syncLocal(index, touched, false, self).then(() => true);
+  }
+
+  /**
+   * An unforced removal (`conditional`) of a peer that holds a replica (any state, a
+   * transfer's target included) in the state as applied so far is refused: it would drop
+   * that replica. Every peer applies the same entries before it, so every peer refuses
+   * alike.
+   */
+  refuseConfChange(change: ConfChange): Error | null {
+    if (change.type === 'removePeer' && change.conditional === true && this.current.shardsOn(change.peer).length > 0) return shardsOnPeerError(change.peer);
+    return null;
   }
 
   applyNoop(index: number): Promise<unknown> {

@@ -9,10 +9,9 @@
  * Must never: apply an operation itself, or reach another peer except through the driver.
  */
 
-import { BadRequestError } from '../common/errors';
 import type { ConsensusDriver, ConsensusStatus } from '../consensus/driver';
 import type { PeerId } from '../consensus/types';
-import { encodeMetaOp, type ClusterStateMachine } from './cluster-machine';
+import { encodeMetaOp, shardsOnPeerError, type ClusterStateMachine } from './cluster-machine';
 import type { ClusterState, MetaOp } from './cluster-state';
 
 export class MetadataConsensus {
@@ -44,12 +43,17 @@ export class MetadataConsensus {
    * replicas from the placement and aborts the transfers it takes part in (ClusterState
    * applyConfChange); a shard whose every replica was on it stays, without replicas,
    * until it is recovered from a snapshot.
+   * Unforced, the check is made twice: here, on the state this peer applied (a quick
+   * answer), and again when the removal entry is applied, on every peer alike
+   * (`ClusterStateMachine.refuseConfChange`): a replica placed on the peer by an entry
+   * committed between the two makes the removal a no-op everywhere, and this call
+   * rejects with the same 400, instead of the removal dropping that replica.
    */
   async removePeer(peer: PeerId, force: boolean, timeoutMs: number): Promise<boolean> {
     if (!force && this.driver.isMember(peer) && this.machine.state.shardsOn(peer).length > 0) {
-      throw new BadRequestError(`Cannot remove peer ${peer} as there are shards on it`);
+      throw shardsOnPeerError(peer);
     }
-    return this.driver.removePeer(peer, timeoutMs);
+    return this.driver.removePeer(peer, timeoutMs, !force);
   }
 
   /** POST /cluster/recover: replaces this follower's consensus state with the leader's snapshot. */

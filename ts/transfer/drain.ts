@@ -259,8 +259,10 @@ export class PeerDrainer {
   /**
    * Removes the drained peer from consensus. The removal is the unforced one of
    * `DELETE /cluster/peer/{id}`: it refuses a peer that holds a replica in the state this
-   * peer applied (one placed on it meanwhile: the drain then fails, and asking again
-   * drains that replica too), so a peer holding the last replica of a shard never goes.
+   * peer applied, and again, on every peer, in the state as of the removal entry (a
+   * conditional removal: one placed on it meanwhile makes the removal a no-op and the
+   * drain fails; asking again drains that replica too), so a peer holding a replica, the
+   * last of a shard or not, never goes.
    */
   private async removeDrained(job: Job): Promise<void> {
     if (!has(this.state.peers, job.peer)) {
