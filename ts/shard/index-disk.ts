@@ -252,7 +252,7 @@ export class IndexBase {
   private readonly dict = new Map<BaseValue, [number, number]>();
   private readonly byId: BaseValue[] = [];
   /** Numbers: every SAMPLE-th sorted key. */
-  private sample = new Float64Array(0);
+  private sample: ReturnType<typeof Float64Array.from> = new Float64Array(0);
   private readonly cache = new Map<number, Buffer>();
   private readonly piece = Buffer.allocUnsafe(PIECE);
   private closed = false;
@@ -289,11 +289,31 @@ export class IndexBase {
       const buf = Buffer.allocUnsafe(1 << 20);
       let crc = CRC32C_INIT;
       const header = Buffer.alloc(HEADER);
+      // every SAMPLE-th sorted key (numbers) is taken while the file is read for its checksum
+      let sample: ReturnType<typeof Float64Array.from> | null = null;
+      let keysPos = 0;
+      const straddling: number[] = [];
+      let next = 0;
       for (let at = 0; at < size - 4; ) {
         const want = Math.min(buf.length, size - 4 - at);
         const { bytesRead } = await fh.read(buf, 0, want, at);
         if (bytesRead === 0) throw new IndexFileError(`${full}: ended early`);
-        if (at < HEADER) buf.copy(header, at, 0, Math.min(bytesRead, HEADER - at));
+        if (at === 0) {
+          if (bytesRead < HEADER) throw new IndexFileError(`${full}: short header read`);
+          buf.copy(header, 0, 0, HEADER);
+          if (KINDS[header.readUInt8(6)] === 'num') {
+            sample = new Float64Array(Math.ceil(header.readDoubleLE(8 + 8) / SAMPLE));
+            keysPos = header.readDoubleLE(8 + 8 * 7);
+          }
+        }
+        if (sample !== null) {
+          for (; next < sample.length; next++) {
+            const p = keysPos + next * SAMPLE * 8;
+            if (p >= at + bytesRead) break;
+            if (p + 8 <= at + bytesRead) sample[next] = buf.readDoubleLE(p - at);
+            else straddling.push(next);
+          }
+        }
         crc = crc32cUpdate(crc, buf, 0, bytesRead);
         at += bytesRead;
       }
@@ -323,11 +343,11 @@ export class IndexBase {
         base.dict.set(v, [start, count]);
         base.byId.push(v);
       }
-      if (base.kind === 'num') {
-        const sample = new Float64Array(Math.ceil(base.values / SAMPLE));
+      if (sample !== null) {
+        if (next < sample.length) throw new IndexFileError(`${full}: the sorted keys run past the end of the file`);
         const kb = Buffer.allocUnsafe(8);
-        for (let i = 0; i < sample.length; i++) {
-          await fh.read(kb, 0, 8, base.keysPos + i * SAMPLE * 8);
+        for (const i of straddling) {
+          await fh.read(kb, 0, 8, keysPos + i * SAMPLE * 8);
           sample[i] = kb.readDoubleLE(0);
         }
         base.sample = sample;
