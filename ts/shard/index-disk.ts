@@ -393,17 +393,28 @@ export class IndexBase {
     return out;
   }
 
+  /**
+   * Block `k` (its bytes up to the end of the file), from the cache or read into the
+   * buffer of the least recently used block: the view is valid until the next block read.
+   */
   private block(k: number): Buffer {
-    let b = this.cache.get(k);
-    if (b !== undefined) {
+    const hit = this.cache.get(k);
+    if (hit !== undefined) {
       this.cache.delete(k);
-      this.cache.set(k, b);
-      return b;
+      this.cache.set(k, hit);
+      return hit;
     }
-    b = Buffer.allocUnsafe(BLOCK);
-    const n = readFull(this.fd, b, 0, BLOCK, k * BLOCK);
-    b = b.subarray(0, n);
-    if (this.cache.size >= MAX_BLOCKS) this.cache.delete(this.cache.keys().next().value as number);
+    let buf: Buffer;
+    if (this.cache.size >= MAX_BLOCKS) {
+      const [oldest, old] = this.cache.entries().next().value as [number, Buffer];
+      this.cache.delete(oldest);
+      buf = Buffer.from(old.buffer, old.byteOffset, BLOCK);
+    } else {
+      // one allocation per block for the life of the file: no garbage per read
+      buf = Buffer.alloc(BLOCK);
+    }
+    const n = readFull(this.fd, buf, 0, BLOCK, k * BLOCK);
+    const b = buf.subarray(0, n);
     this.cache.set(k, b);
     return b;
   }
