@@ -254,6 +254,9 @@ export class IndexBase {
   /** Numbers: every SAMPLE-th sorted key. */
   private sample: ReturnType<typeof Float64Array.from> = new Float64Array(0);
   private readonly cache = new Map<number, Buffer>();
+  /** The block read or found last (most point lookups hit it again: candidates come in offset order). */
+  private lastKey = -1;
+  private lastBlock: Buffer | null = null;
   private readonly piece = Buffer.allocUnsafe(PIECE);
   private closed = false;
 
@@ -365,6 +368,8 @@ export class IndexBase {
     if (this.closed) return;
     this.closed = true;
     this.cache.clear();
+    this.lastKey = -1;
+    this.lastBlock = null;
     fs.closeSync(this.fd);
   }
 
@@ -398,10 +403,13 @@ export class IndexBase {
    * buffer of the least recently used block: the view is valid until the next block read.
    */
   private block(k: number): Buffer {
+    if (k === this.lastKey) return this.lastBlock!;
     const hit = this.cache.get(k);
     if (hit !== undefined) {
       this.cache.delete(k);
       this.cache.set(k, hit);
+      this.lastKey = k;
+      this.lastBlock = hit;
       return hit;
     }
     let buf: Buffer;
@@ -416,7 +424,24 @@ export class IndexBase {
     const n = readFull(this.fd, buf, 0, BLOCK, k * BLOCK);
     const b = buf.subarray(0, n);
     this.cache.set(k, b);
+    this.lastKey = k;
+    this.lastBlock = b;
     return b;
+  }
+
+  /** The u32 (or f64) at `pos`, through the block cache without a view when it lies in one block. */
+  private u32At(pos: number): number {
+    const k = Math.floor(pos / BLOCK);
+    const at = pos - k * BLOCK;
+    if (at + 4 <= BLOCK) return this.block(k).readUInt32LE(at);
+    return this.small(pos, 4).readUInt32LE(0);
+  }
+
+  private f64At(pos: number): number {
+    const k = Math.floor(pos / BLOCK);
+    const at = pos - k * BLOCK;
+    if (at + 8 <= BLOCK) return this.block(k).readDoubleLE(at);
+    return this.small(pos, 8).readDoubleLE(0);
   }
 
   /**
@@ -449,14 +474,13 @@ export class IndexBase {
   /** The point's values, or undefined when it has none here. */
   valuesOf(off: Off): BaseValue[] | undefined {
     if (off >= this.nOffs) return undefined;
-    const se = this.small(this.fwdPos + off * 4, 8);
-    const s = se.readUInt32LE(0);
-    const n = se.readUInt32LE(4) - s;
+    this.live();
+    const s = this.u32At(this.fwdPos + off * 4);
+    const n = this.u32At(this.fwdPos + off * 4 + 4) - s;
     if (n === 0) return undefined;
-    const w = this.valW;
-    const vb = this.small(this.valsPos + s * w, n * w);
     const out: BaseValue[] = [];
-    for (let i = 0; i < n; i++) out.push(this.value(vb, i));
+    if (this.kind === 'num') for (let i = 0; i < n; i++) out.push(this.f64At(this.valsPos + (s + i) * 8));
+    else for (let i = 0; i < n; i++) out.push(this.byId[this.u32At(this.valsPos + (s + i) * 4)]);
     return out;
   }
 
