@@ -21,6 +21,17 @@
  *    filtered on the unindexed field `group` (1% of the points match; limit 10), each
  *    p50/p95/p99.
  * Results go to bench/results/payload-disk-<tag>.{json,md}.
+ *
+ * `--index-disk` compares instead payload indexes kept on disk (`on_disk: true`) against
+ * in memory, payloads on disk in both (`npm run bench:payload-disk -- --index-disk --n
+ * 1000000 --payload 128 --requests 1000 --tag NAME`): two servers, each a collection with
+ * a keyword index on `group` (100 values) and an integer index on `i` created before the
+ * load, loaded one after the other; RSS after the load and after a restart; then, with
+ * both servers up, filtered requests sent to one and the other in turn (the order
+ * alternating): scroll 10 on a `group` match (1% of the points), exact count of an `i`
+ * range of 1000 values, and a search with both (a `group` match and an `i` range of 10%),
+ * each p50/p95/p99, and their answers compared between the servers. Results go to
+ * bench/results/payload-index-disk-<tag>.{json,md}.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -231,11 +242,202 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
   }
 }
 
+// ---------------------------------------------------------------------------------
+// --index-disk: payload indexes on disk against in memory
+
+interface IndexSide {
+  index_on_disk: boolean;
+  load_seconds: number;
+  rss_after_load_mb: number;
+  rss_after_restart_mb: number;
+  memory_after_load: Memory;
+  memory_after_restart: Memory;
+  restart_seconds: number;
+  storage_mb: number;
+}
+
+const INDEX_KINDS = ['scroll_keyword', 'count_range', 'search_keyword_and_range'] as const;
+
+async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Promise<{ side: IndexSide; server: QuiverServer }> {
+  const server = await QuiverServer.start({ nodeArgs: ['--require', PROBE], keepStorage: true, env: {} });
+  let client: RestClient = makeClient('raw', server.url, 2);
+  const rnd = rng(42);
+  const filler = 'abcdefghijklmnopqrstuvwxyz0123456789 ';
+  const payload = (i: number) => {
+    const p = { i, group: `g${i % 100}`, text: '' };
+    const room = payloadBytes - JSON.stringify(p).length;
+    p.text = filler.repeat(Math.ceil(payloadBytes / filler.length)).slice((i * 7) % filler.length).slice(0, Math.max(0, room));
+    return p;
+  };
+  let restarted: QuiverServer | null = null;
+  try {
+    await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: true, optimizers_config: { indexing_threshold: 0 } });
+    await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: 'group', field_schema: { type: 'keyword', on_disk: onDisk } });
+    await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: 'i', field_schema: { type: 'integer', on_disk: onDisk } });
+    const t0 = Date.now();
+    let next = 0;
+    const lane = async () => {
+      for (;;) {
+        const from = next;
+        if (from >= N) return;
+        next += BATCH;
+        const points = [];
+        for (let j = from; j < Math.min(N, from + BATCH); j++) points.push({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) });
+        await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
+        if (from % 100_000 === 0) console.log(`  index on_disk ${onDisk}: ${from} points`);
+      }
+    };
+    await Promise.all([lane(), lane()]);
+    const load = (Date.now() - t0) / 1000;
+    const rssLoad = await settledRss(server);
+    const memLoad = memory(server, rssLoad);
+    console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
+    client.close();
+    const storage = path.join(server.dir, 'storage');
+    await server.stop();
+    const r0 = Date.now();
+    restarted = await QuiverServer.start({ nodeArgs: ['--require', PROBE], keepStorage: false, env: {}, storageFrom: storage });
+    const restartSec = (Date.now() - r0) / 1000;
+    fs.rmSync(server.dir, { recursive: true, force: true });
+    client = makeClient('raw', restarted.url, 1);
+    const info = await client.json<{ points_count: number; payload_schema: Record<string, { points: number; params?: { on_disk?: boolean } }> }>('GET', `/collections/${C}`);
+    if (info.points_count !== N) throw new Error(`after the restart the collection has ${info.points_count} points, not ${N}`);
+    for (const f of ['group', 'i']) {
+      if (info.payload_schema[f]?.points !== N || (info.payload_schema[f].params?.on_disk ?? false) !== onDisk) throw new Error(`index ${f} after the restart: ${JSON.stringify(info.payload_schema[f])}`);
+    }
+    const rssRestart = await settledRss(restarted);
+    const side: IndexSide = {
+      index_on_disk: onDisk,
+      load_seconds: load,
+      rss_after_load_mb: mb(rssLoad),
+      rss_after_restart_mb: mb(rssRestart),
+      memory_after_load: memLoad,
+      memory_after_restart: memory(restarted, rssRestart),
+      restart_seconds: restartSec,
+      storage_mb: mb(dirBytes(path.join(restarted.dir, 'storage'))),
+    };
+    console.log(JSON.stringify(side));
+    const out = { side, server: restarted };
+    restarted = null;
+    return out;
+  } finally {
+    client.close();
+    if (restarted) await restarted.stop();
+  }
+}
+
+async function indexMain(N: number, P: number, R: number, tag: string): Promise<void> {
+  const date = new Date().toISOString();
+  const disk = await loadIndexed(true, N, P);
+  let mem: { side: IndexSide; server: QuiverServer } | null = null;
+  try {
+    mem = await loadIndexed(false, N, P);
+    const clients = [makeClient('raw', disk.server.url, 1), makeClient('raw', mem.server.url, 1)];
+    const q = rng(11);
+    const request = (kind: (typeof INDEX_KINDS)[number]): [string, unknown] => {
+      const g = `g${Math.floor(q() * 100)}`;
+      if (kind === 'scroll_keyword') return [`/collections/${C}/points/scroll`, { limit: 10, with_payload: true, filter: { must: [{ key: 'group', match: { value: g } }] } }];
+      if (kind === 'count_range') {
+        const x = Math.floor(q() * (N - 1000));
+        return [`/collections/${C}/points/count`, { exact: true, filter: { must: [{ key: 'i', range: { gte: x, lt: x + 1000 } }] } }];
+      }
+      const x = Math.floor(q() * (N * 0.9));
+      return [
+        `/collections/${C}/points/query`,
+        { query: [q(), q(), q(), q()], limit: 10, filter: { must: [{ key: 'group', match: { value: g } }, { key: 'i', range: { gte: x, lt: x + N / 10 } }] } },
+      ];
+    };
+    // the same request to both servers must give the same answer
+    for (const kind of INDEX_KINDS) {
+      for (let i = 0; i < 5; i++) {
+        const [p, body] = request(kind);
+        const [a, b] = await Promise.all(clients.map((c) => c.json('POST', p, body)));
+        if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`${kind}: the servers answer ${JSON.stringify(body)} differently`);
+      }
+    }
+    const us: Record<string, [number[], number[]]> = {};
+    for (const kind of INDEX_KINDS) us[kind] = [[], []];
+    const WARM = 50;
+    for (let i = 0; i < R + WARM; i++) {
+      for (const kind of INDEX_KINDS) {
+        const [p, body] = request(kind);
+        const order = i % 2 === 0 ? [0, 1] : [1, 0];
+        for (const s of order) {
+          const t0 = process.hrtime.bigint();
+          await clients[s].json('POST', p, body);
+          const dt = Number(process.hrtime.bigint() - t0) / 1000;
+          if (i >= WARM) us[kind][s].push(dt);
+        }
+      }
+    }
+    for (const c of clients) c.close();
+    const lat: Record<string, { on_disk: Stats; in_memory: Stats; p50_ratio: number; p95_ratio: number }> = {};
+    for (const kind of INDEX_KINDS) {
+      const d = stats(Float64Array.from(us[kind][0]));
+      const m = stats(Float64Array.from(us[kind][1]));
+      lat[kind] = { on_disk: d, in_memory: m, p50_ratio: Number((d.p50_us / m.p50_us).toFixed(2)), p95_ratio: Number((d.p95_us / m.p95_us).toFixed(2)) };
+    }
+    const out = {
+      n: N,
+      payload_bytes: P,
+      requests: R,
+      date,
+      sides: [disk.side, mem.side],
+      rss_ratio_after_load: Number((disk.side.rss_after_load_mb / mem.side.rss_after_load_mb).toFixed(3)),
+      rss_ratio_after_restart: Number((disk.side.rss_after_restart_mb / mem.side.rss_after_restart_mb).toFixed(3)),
+      latency: lat,
+    };
+    console.log(JSON.stringify(out, null, 2));
+    const dir = path.join(REPO_ROOT, 'bench', 'results');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, `payload-index-disk-${tag}.json`), JSON.stringify(out, null, 2) + '\n');
+    const row = (name: string, f: (m: IndexSide) => string | number) => `| ${name} | ${f(disk.side)} | ${f(mem!.side)} | |`;
+    const heap = (m: Memory) => `${m.heap_used_mb} / ${m.heap_total_mb} / ${m.external_mb}`;
+    const lrow = (name: string, k: (typeof INDEX_KINDS)[number]) =>
+      `| ${name}, p50 / p95 / p99 µs | ${lat[k].on_disk.p50_us} / ${lat[k].on_disk.p95_us} / ${lat[k].on_disk.p99_us} | ${lat[k].in_memory.p50_us} / ${lat[k].in_memory.p95_us} / ${lat[k].in_memory.p99_us} | p50 ${lat[k].p50_ratio}, p95 ${lat[k].p95_ratio} |`;
+    const md = [
+      `# Payload indexes on disk against in memory (${date})`,
+      '',
+      `Command: \`npm run bench:payload-disk -- --index-disk --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
+        `Two servers, each one collection of 4-d vectors (no HNSW graph), payloads on disk (\`on_disk_payload: true\`) of ${P} bytes of JSON ` +
+        '`{i, group: "g<i % 100>", text}`, a keyword index on `group` and an integer index on `i` created before the load with ' +
+        `\`on_disk: true\` on one server and \`false\` on the other; ${N} points loaded through REST (batches of ${BATCH}, wait=true, two in flight), ` +
+        'one server after the other; RSS read once the server has been quiet and RSS has stopped moving, after the load and after a restart ' +
+        `on the same storage. Then both servers up, and ${R} rounds (after 50 of warm-up), each sending the same request to one server and then ` +
+        'the other (which goes first alternates): a scroll of 10 points with payload filtered on a `group` value (1% of the points), an exact count ' +
+        'over an `i` range of 1000 values, and a search (limit 10) filtered on a `group` value and an `i` range of 10% of the points. ' +
+        'The servers gave the same answers to the same requests (checked before the timed rounds). 2 cores shared with other work.',
+      '',
+      '| | index on_disk: true | index on_disk: false | on disk / in memory |',
+      '|---|---|---|---|',
+      row('load time (s)', (m) => m.load_seconds.toFixed(1)),
+      `| RSS after the load (MB) | ${disk.side.rss_after_load_mb} | ${mem.side.rss_after_load_mb} | ${out.rss_ratio_after_load} |`,
+      `| RSS after a restart (MB) | ${disk.side.rss_after_restart_mb} | ${mem.side.rss_after_restart_mb} | ${out.rss_ratio_after_restart} |`,
+      row('after the load: heapUsed / heapTotal / external (MB)', (m) => heap(m.memory_after_load)),
+      row('after a restart: heapUsed / heapTotal / external (MB)', (m) => heap(m.memory_after_restart)),
+      row('restart (s)', (m) => m.restart_seconds.toFixed(1)),
+      row('storage on disk (MB)', (m) => m.storage_mb),
+      lrow('scroll 10 filtered on `group`', 'scroll_keyword'),
+      lrow('count of an `i` range of 1000', 'count_range'),
+      lrow('search filtered on `group` and an `i` range', 'search_keyword_and_range'),
+      '',
+    ].join('\n');
+    fs.writeFileSync(path.join(dir, `payload-index-disk-${tag}.md`), md);
+  } finally {
+    await disk.server.stop();
+    if (mem) await mem.server.stop();
+  }
+}
+
 async function main(): Promise<void> {
   const N = Number(arg('n', '1000000'));
   const P = Number(arg('payload', '1024'));
   const R = Number(arg('requests', '2000'));
   const tag = arg('tag', new Date().toISOString().slice(0, 10));
+  if (process.argv.includes('--index-disk')) {
+    await indexMain(N, P, R, tag);
+    return;
+  }
   const hnsw = process.argv.includes('--hnsw');
   const out: Record<string, unknown> = { n: N, payload_bytes: P, requests: R, hnsw, date: new Date().toISOString() };
   const modes: ModeResult[] = [];

@@ -72,7 +72,7 @@ const UNSUPPORTED: Allowed[] = [
   { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"enable_hnsw":true/, message: /^400 .*enable_hnsw: true is not supported/, reason: 'payload-aware HNSW links for an indexed field (README: not supported)' },
   { where: /"payload_m":[1-9]/, message: /^400 .*payload_m: \d+ is not supported/, reason: 'hnsw_config.payload_m above 0: payload-aware HNSW links (README: not supported)' },
   { op: /^(PUT|PATCH) \/collections\/\{collection_name\}$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported: Quiver keeps (dense vectors|the HNSW graph|sparse indexes) in memory/, reason: 'dense vectors, HNSW graphs and sparse indexes on disk (README: not supported)' },
-  { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported/, reason: 'payload index values on disk (README: not supported)' },
+  { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported for a (text|geo) index/, reason: 'full-text and geo payload indexes on disk (README: not supported; the other types are kept on disk)' },
   { op: /^POST \/collections\/\{collection_name\}\/cluster$/, where: /resharding|replicate_points/, message: /^501 .*resharding/, reason: 'resharding operations, replicate_points among them (README: 501)' },
 ];
 

@@ -3,9 +3,10 @@
  * `is_tenant: true` answers its match first (the first narrowing step), a range on an
  * integer, float or datetime index created with `is_principal: true` comes next, and
  * without them the smallest estimate goes first; the candidates are the same whatever
- * the order (checked against the filter applied to every point). `on_disk: true` for a
- * payload index is refused with 400 through REST and INVALID_ARGUMENT through gRPC,
- * and changes nothing.
+ * the order (checked against the filter applied to every point). `on_disk: true` is
+ * accepted for keyword, integer, float, bool, datetime and uuid indexes (through REST and
+ * gRPC) and refused for text and geo with 400 through REST and INVALID_ARGUMENT through
+ * gRPC, changing nothing.
  */
 
 import test from 'ava';
@@ -127,7 +128,7 @@ test('payload index enable_hnsw: true and memory cold/cached are refused with 40
   }
 });
 
-test('payload index on_disk: true is refused with 400 (REST) and INVALID_ARGUMENT (gRPC); on_disk: false is accepted', async (t) => {
+test('payload index on_disk: true is accepted for the types kept on disk and refused with 400 (REST) and INVALID_ARGUMENT (gRPC) for text and geo', async (t) => {
   const q = await startGrpcQuiver();
   const g = q.client();
   try {
@@ -136,25 +137,37 @@ test('payload index on_disk: true is refused with 400 (REST) and INVALID_ARGUMEN
       return { status: res.status, body: (await res.json()) as any };
     };
     t.is((await call('PUT', '/collections/f', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
-    for (const type of ['keyword', 'integer', 'float', 'geo', 'text', 'bool', 'datetime', 'uuid']) {
+    for (const type of ['geo', 'text']) {
       const r = await call('PUT', '/collections/f/index?wait=true', { field_name: `f_${type}`, field_schema: { type, on_disk: true } });
       t.is(r.status, 400, type);
-      t.regex(r.body.status.error, /on_disk: true is not supported/);
+      t.regex(r.body.status.error, new RegExp(`on_disk: true is not supported for a ${type} index`));
       t.deepEqual(spec().validate('PUT', '/collections/{collection_name}/index', 400, r.body), [], 'the error answer follows the contract');
     }
     const info = await call('GET', '/collections/f');
     t.deepEqual(info.body.result.payload_schema, {}, 'a refused index changes nothing');
+    for (const type of ['keyword', 'integer', 'float', 'bool', 'datetime', 'uuid']) {
+      const r = await call('PUT', '/collections/f/index?wait=true', { field_name: `f_${type}`, field_schema: { type, on_disk: true } });
+      t.is(r.status, 200, `${type}: ${JSON.stringify(r.body)}`);
+    }
     const ok = await call('PUT', '/collections/f/index?wait=true', { field_name: 'k', field_schema: { type: 'keyword', on_disk: false, is_tenant: true } });
     t.is(ok.status, 200);
     const err = await g.fail('Points', 'CreateFieldIndex', {
       collection_name: 'f',
       field_name: 'g',
+      field_type: 'FieldTypeGeo',
+      field_index_params: { geo_index_params: { on_disk: true } },
+    });
+    t.is(codeName(err.code), 'INVALID_ARGUMENT');
+    t.regex(err.details, /on_disk: true is not supported for a geo index/);
+    await g.call('Points', 'CreateFieldIndex', {
+      collection_name: 'f',
+      field_name: 'kk',
       field_type: 'FieldTypeKeyword',
       field_index_params: { keyword_index_params: { on_disk: true } },
     });
-    t.is(codeName(err.code), 'INVALID_ARGUMENT');
-    t.regex(err.details, /on_disk: true is not supported/);
-    t.deepEqual(Object.keys((await call('GET', '/collections/f')).body.result.payload_schema), ['k']);
+    const schema = (await call('GET', '/collections/f')).body.result.payload_schema;
+    t.deepEqual(Object.keys(schema).sort(), ['f_bool', 'f_datetime', 'f_float', 'f_integer', 'f_keyword', 'f_uuid', 'k', 'kk']);
+    for (const f of ['f_bool', 'f_datetime', 'f_float', 'f_integer', 'f_keyword', 'f_uuid', 'kk']) t.is(schema[f].params.on_disk, true, f);
   } finally {
     await q.stop();
   }

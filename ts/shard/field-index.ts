@@ -11,12 +11,40 @@ import { FieldCondition, GeoPoint, Match, canonicalUuid, haversineMeters, inGeoP
 import { FieldSchema, isPlainObject } from './field-schema';
 import { Bounds, Off, PathSegment, Posting, SortedKeys, boundsOf, dedupe, flatten, postingAdd, postingDelete, postingInto, postingSize, toOff } from './sorted-keys';
 import { Node, andNode, countNode } from './index-plan';
+import { IndexBase, readDelta, writeBase, writeDelta, type BaseKind, type BaseValue, type DeltaState } from './index-disk';
+import { fieldSchemaToJson } from './field-schema';
+
+/** The files of an on-disk index (`on_disk: true`) that a checkpoint names. */
+export interface IndexFiles {
+  /** fieldSchemaToJson of the schema they were written for. */
+  schema: unknown;
+  base: string;
+  delta: string;
+}
+
+/** A base file is rewritten at a checkpoint once this many changed points, plus an eighth of its records, are held in memory. */
+const DELTA_MIN = 4096;
 
 // ---------------------------------------------------------------------------------
 // Field indexes
 
 export abstract class FieldIndex<V = unknown> {
+  /**
+   * The points' indexed values: all of them in memory; with `on_disk` (a base file
+   * open), only those of points changed since the base was written (`masked`).
+   */
   readonly records = new Map<Off, V[]>();
+  /** on_disk: the base file; null while every value is in `records`. */
+  protected base: IndexBase | null = null;
+  /** on_disk: offsets whose base record is outdated (what they have now is in `records`). */
+  readonly masked = new Set<Off>();
+  /** Base records among `masked`. */
+  private maskedBase = 0;
+  /** Values held in `records`. */
+  protected recEntries = 0;
+  /** on_disk: the files the last save wrote, and whether anything changed since. */
+  private saved: { base: string; delta: string } | null = null;
+  private dirty = true;
   /**
    * Points with a non-empty raw value at the path (anything but null and `[]`) but no
    * indexed value (e.g. a number under a keyword index): with the points of `records`,
@@ -70,19 +98,33 @@ export abstract class FieldIndex<V = unknown> {
     else this.nulls.delete(off);
     const flat = raw.length === 0 ? [] : flatten(raw);
     const vals = flat.length === 0 ? [] : this.extract(flat);
-    const old = this.records.get(off);
+    let old = this.records.get(off);
+    let fromBase = false;
+    if (old === undefined && this.base !== null && !this.masked.has(off)) {
+      old = this.base.valuesOf(off) as V[] | undefined;
+      fromBase = old !== undefined;
+    }
+    this.dirty = true;
     let same = false;
     if (old !== undefined) {
       same = old.length === vals.length && old.every((v, i) => this.sameValue(v, vals[i]));
       if (!same) {
-        this.removeEntries(off, old);
-        this.records.delete(off);
+        if (fromBase) {
+          // the base keeps its entries; masking the offset hides them
+          this.masked.add(off);
+          this.maskedBase++;
+        } else {
+          this.removeEntries(off, old);
+          this.records.delete(off);
+          this.recEntries -= old.length;
+        }
         this.entries -= old.length;
         if (this.isCounted(old)) this.counted--;
       }
     }
     if (!same && vals.length > 0) {
       this.records.set(off, vals);
+      this.recEntries += vals.length;
       this.entries += vals.length;
       if (this.isCounted(vals)) this.counted++;
       this.addEntries(off, vals);
@@ -97,6 +139,155 @@ export abstract class FieldIndex<V = unknown> {
     if (!same && !this.loading) this.afterChange();
   }
 
+  /** The point's indexed values, or undefined when it has none. */
+  valuesOf(off: Off): V[] | undefined {
+    const r = this.records.get(off);
+    if (r !== undefined || this.base === null || this.masked.has(off)) return r;
+    return this.base.valuesOf(off) as V[] | undefined;
+  }
+
+  /** Points with at least one indexed value. */
+  get recordCount(): number {
+    return this.records.size + (this.base === null ? 0 : this.base.records - this.maskedBase);
+  }
+
+  /** Calls `fn` with every point's values (on_disk: the base's in offset order, then the changed ones). */
+  forEachRecord(fn: (off: Off, vals: V[]) => void): void {
+    if (this.base !== null) this.base.forEachRecord(this.masked, fn as (off: Off, vals: BaseValue[]) => void);
+    for (const [o, vals] of this.records) fn(o, vals);
+  }
+
+  // -- on_disk ---------------------------------------------------------------------------------
+
+  /** What the base file holds for this type, or null when this index cannot be kept on disk. */
+  baseKind(): BaseKind | null {
+    return null;
+  }
+
+  get onDisk(): boolean {
+    return this.base !== null;
+  }
+
+  /** Forgets `records` after they went into a new base (the type's own structures over them). */
+  protected clearChanges(): void {}
+
+  /** (sort key, offset) pairs of every value, ascending (numbers only). */
+  protected sortedPairs(): Iterable<[number, Off]> | null {
+    return null;
+  }
+
+  /** Every record in offset order (the base's not masked, merged with `records`). */
+  private eachRecordInOrder(fn: (off: Off, vals: readonly BaseValue[]) => void): void {
+    const changed = [...this.records.keys()].sort((a, b) => a - b);
+    let i = 0;
+    if (this.base !== null) {
+      this.base.forEachRecord(this.masked, (off, vals) => {
+        while (i < changed.length && changed[i] < off) {
+          fn(changed[i], this.records.get(changed[i]) as BaseValue[]);
+          i++;
+        }
+        fn(off, vals);
+      });
+    }
+    for (; i < changed.length; i++) fn(changed[i], this.records.get(changed[i]) as BaseValue[]);
+  }
+
+  /**
+   * Writes every value to a new base file `dir/file` and switches to it: `records`
+   * empties (what it held is in the base now). The old base file is closed, not removed
+   * (a checkpoint or snapshot may still name it). The caller holds the shard's update lock.
+   */
+  async writeBaseFile(dir: string, file: string): Promise<void> {
+    const kind = this.baseKind();
+    if (kind === null) throw new Error(`a ${this.schema.type} index cannot be kept on disk`);
+    const full = `${dir}/${file}`;
+    await writeBase(full, kind, (fn) => this.eachRecordInOrder(fn), kind === 'num' ? this.sortedPairs() : null);
+    const next = await IndexBase.open(dir, file);
+    const old = this.base;
+    this.base = next;
+    this.records.clear();
+    this.masked.clear();
+    this.maskedBase = 0;
+    this.recEntries = 0;
+    this.clearChanges();
+    this.dirty = true;
+    old?.close();
+  }
+
+  /**
+   * The files of this on-disk index as of now, for a checkpoint: the delta file (what
+   * changed since the base, and the sets kept in memory) is written when anything
+   * changed, and the base is rewritten first once the changes grew large. Returns the
+   * last ones when nothing changed. The caller holds the shard's update lock.
+   */
+  async saveFiles(dir: string, nextName: () => number): Promise<IndexFiles> {
+    if (this.base === null) throw new Error('saveFiles: the index is not on disk');
+    if (!this.dirty && this.saved !== null) return { schema: fieldSchemaToJson(this.schema), ...this.saved };
+    if (this.masked.size + this.records.size > DELTA_MIN + this.base.records / 8) await this.writeBaseFile(dir, `fidx-${nextName()}.base`);
+    const delta = `fidx-${nextName()}.delta`;
+    const state: DeltaState = {
+      schema: fieldSchemaToJson(this.schema),
+      counted: this.counted,
+      entries: this.entries,
+      masked: [...this.masked],
+      records: [...this.records].map(([o, v]) => [o, v as BaseValue[]]),
+      nulls: [...this.nulls],
+      other: [...this.otherNonEmpty],
+      extra: this.extra === null ? null : [...this.extra],
+    };
+    await writeDelta(`${dir}/${delta}`, state);
+    this.saved = { base: this.base.file, delta };
+    this.dirty = false;
+    return { schema: state.schema, ...this.saved };
+  }
+
+  /** Opens the files a checkpoint names (an empty index, not yet loaded). */
+  async openFiles(dir: string, files: IndexFiles): Promise<void> {
+    const base = await IndexBase.open(dir, files.base);
+    try {
+      if (base.kind !== this.baseKind()) throw new Error(`${files.base} holds ${base.kind} values, not those of a ${this.schema.type} index`);
+      const d = await readDelta(`${dir}/${files.delta}`);
+      this.base = base;
+      this.counted = d.counted;
+      this.entries = d.entries;
+      for (const o of d.masked) this.masked.add(o);
+      this.loading = true;
+      try {
+        for (const [o, vals] of d.records) {
+          this.records.set(o, vals as V[]);
+          this.recEntries += vals.length;
+          this.addEntries(o, vals as V[]);
+        }
+      } finally {
+        this.loading = false;
+      }
+      for (const o of this.masked) if (base.valuesOf(o) !== undefined) this.maskedBase++;
+      for (const o of d.nulls) this.nulls.add(o);
+      for (const o of d.other) this.otherNonEmpty.add(o);
+      if (this.extra !== null) for (const o of d.extra ?? []) this.extra.add(o);
+      this.finishLoad();
+      this.saved = { base: files.base, delta: files.delta };
+      this.dirty = false;
+    } catch (err) {
+      this.base = null;
+      base.close();
+      throw err;
+    }
+  }
+
+  /** The files this index uses or last saved (clean-up keeps them). */
+  files(): string[] {
+    const out = new Set<string>();
+    if (this.base !== null) out.add(this.base.file);
+    if (this.saved !== null) out.add(this.saved.base).add(this.saved.delta);
+    return [...out];
+  }
+
+  /** Closes the base file (the index was dropped, replaced, or its shard closed). */
+  closeFiles(): void {
+    this.base?.close();
+  }
+
   /** A node over this index's values passing `pred`; `wide` adds the extra points. */
   protected leaf(
     wide: boolean,
@@ -105,7 +296,6 @@ export abstract class FieldIndex<V = unknown> {
     materialize: (out: Set<Off>) => void,
   ): Node {
     const extra = wide ? this.extra : null;
-    const records = this.records;
     return {
       est: est + (extra ? extra.size : 0),
       materialize() {
@@ -114,8 +304,8 @@ export abstract class FieldIndex<V = unknown> {
         if (extra) for (const o of extra) out.add(o);
         return out;
       },
-      test(o) {
-        const r = records.get(o);
+      test: (o) => {
+        const r = this.valuesOf(o);
         if (r !== undefined) for (const v of r) if (pred(v)) return true;
         return extra !== null && extra.has(o);
       },
@@ -130,15 +320,16 @@ export abstract class FieldIndex<V = unknown> {
 
   /** The points with a non-empty value at the path, as a node; valid only for a condition on exactly this index's path. */
   nonEmptyNode(): Node {
-    const { records, otherNonEmpty } = this;
+    const { otherNonEmpty } = this;
     return {
-      est: records.size + otherNonEmpty.size,
-      materialize() {
-        const out = new Set<Off>(records.keys());
+      est: this.recordCount + otherNonEmpty.size,
+      materialize: () => {
+        const out = new Set<Off>();
+        this.forEachRecord((o) => out.add(o));
         for (const o of otherNonEmpty) out.add(o);
         return out;
       },
-      test: (o) => records.has(o) || otherNonEmpty.has(o),
+      test: (o) => otherNonEmpty.has(o) || this.valuesOf(o) !== undefined,
     };
   }
 
@@ -184,6 +375,12 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
   protected removeEntries(off: Off, vals: K[]): void {
     for (const k of vals) postingDelete(this.postings, k, off);
   }
+  baseKind(): BaseKind {
+    return this.schema.type === 'bool' ? 'bool' : 'str';
+  }
+  protected clearChanges(): void {
+    this.postings.clear();
+  }
 
   /** Keys to look up for match value/any, or null when this index cannot answer. */
   private lookupKeys(m: Match): K[] | null {
@@ -203,12 +400,17 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
   matchNode(m: Match, wide: boolean): Node | null {
     const keys = this.lookupKeys(m);
     const postings = this.postings;
+    const base = this.base;
+    const masked = this.masked;
     if (keys !== null) {
       const set = new Set<K>(keys);
       let est = 0;
-      for (const k of set) est += postingSize(postings.get(k));
+      for (const k of set) est += postingSize(postings.get(k)) + (base === null ? 0 : base.postingCount(k));
       return this.leaf(wide, (v) => set.has(v), est, (out) => {
-        for (const k of set) postingInto(postings.get(k), out);
+        for (const k of set) {
+          postingInto(postings.get(k), out);
+          base?.postingInto(k, masked, out);
+        }
       });
     }
     const t = this.schema.type;
@@ -226,8 +428,9 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
     }
     if (sub === null) return null;
     const test = sub as (v: K) => boolean;
-    return this.leaf(wide, test, this.records.size, (out) => {
+    return this.leaf(wide, test, this.recordCount, (out) => {
       for (const [k, p] of postings) if (test(k)) postingInto(p, out);
+      if (base !== null) for (const k of base.keys()) if (test(k as K)) base.postingInto(k, masked, out);
     });
   }
 }
@@ -253,13 +456,51 @@ abstract class SortedIndex<V> extends FieldIndex<V> {
     this.rebuild();
   }
   protected afterChange(): void {
-    if (this.sorted.dirty > 256 + this.entries / 16) this.rebuild();
+    if (this.sorted.dirty > 256 + this.recEntries / 16) this.rebuild();
   }
   rebuild(): void {
-    this.sorted.build(this.entries, (push) => {
+    this.sorted.build(this.recEntries, (push) => {
       for (const [off, vals] of this.records) for (const v of vals) push(this.sortKey(v), off);
     });
   }
+  protected clearChanges(): void {
+    this.rebuild();
+  }
+  protected sortedPairs(): Iterable<[number, Off]> {
+    const mem = this.sorted.iterate(false, null, () => undefined);
+    return this.base === null ? mem : mergePairs(this.base.iterate(false, null, this.masked), mem, false);
+  }
+  /** (key, offset) pairs in order (or reversed), from `start` on; `check` runs after each (order_by). */
+  *iterateSorted(desc: boolean, start: number | null, check: () => void): Generator<[number, Off]> {
+    if (this.base === null) {
+      yield* this.sorted.iterate(desc, start, check);
+      return;
+    }
+    for (const p of mergePairs(this.base.iterate(desc, start, this.masked), this.sorted.iterate(desc, start, () => undefined), desc)) {
+      yield p;
+      check();
+    }
+  }
+}
+
+/** Two (key, offset) streams in (key, offset) order (or both reversed) as one. */
+function* mergePairs(a: Iterator<[number, Off]>, b: Iterator<[number, Off]>, desc: boolean): Generator<[number, Off]> {
+  let x = a.next();
+  let y = b.next();
+  while (!x.done && !y.done) {
+    const [ka, oa] = x.value;
+    const [kb, ob] = y.value;
+    const aFirst = desc ? ka > kb || (ka === kb && oa > ob) : ka < kb || (ka === kb && oa < ob);
+    if (aFirst) {
+      yield x.value;
+      x = a.next();
+    } else {
+      yield y.value;
+      y = b.next();
+    }
+  }
+  for (; !x.done; x = a.next()) yield x.value;
+  for (; !y.done; y = b.next()) yield y.value;
 }
 
 export class NumIndex extends SortedIndex<number> {
@@ -284,10 +525,19 @@ export class NumIndex extends SortedIndex<number> {
     return this.schema.type === 'integer' ? vals.some((v) => Number.isInteger(v)) : vals.length > 0;
   }
 
+  baseKind(): BaseKind {
+    return 'num';
+  }
+
   private node(wide: boolean, r: { gt?: number | null; gte?: number | null; lt?: number | null; lte?: number | null }): Node {
     const { b, test } = boundsOf(r);
     const sorted = this.sorted;
-    return this.leaf(wide, test, sorted.estimate(b), (out) => sorted.collect(b, test, out));
+    const base = this.base;
+    const masked = this.masked;
+    return this.leaf(wide, test, sorted.estimate(b) + (base === null ? 0 : base.estimate(b)), (out) => {
+      sorted.collect(b, test, out);
+      base?.collect(b, test, masked, out);
+    });
   }
 
   matchNode(m: Match, wide: boolean): Node | null {

@@ -46,9 +46,11 @@ import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, typ
 import { requiredIds } from './filter-ids';
 import { byteRuns, decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
 import { PayloadIndexes, type FacetValue, type OrderOptions } from './payload-index';
-import { type FieldSchema } from './field-schema';
+import { fieldSchemaToJson, type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { DiskPayloadStore, PAYLOAD_DATA_RE, PAYLOAD_INDEX_RE, type DiskPayloadRef } from './payload-disk';
+import { FIELD_INDEX_FILE_RE } from './index-disk';
+import type { IndexFiles } from './field-index';
 import { LabelSet } from './label-set';
 import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { SPARSE_FILE_RE, SparseStore, type SparseSpec } from './sparse-store';
@@ -160,6 +162,8 @@ export interface CheckpointFile {
   sparse?: Record<string, string>;
   /** Payloads on disk (on_disk_payload): the data file, the bytes of it covered, the index file. Absent: in the state file. */
   payloads?: DiskPayloadRef;
+  /** Per payload index kept on disk (`on_disk: true`): its files as of applied_seq and the schema they were written for. */
+  payload_indexes?: Record<string, IndexFiles>;
 }
 
 const STATE_MAGIC_V1 = 0x51535431; // "QST1": tracker + payloads
@@ -253,6 +257,10 @@ export class LocalShard {
   private payloadsMoved = false;
   /** The highest number in a payload data or index file name this shard wrote or loaded. */
   private payloadFileNo = 0;
+  /** The highest number in an on-disk payload index file name (`fidx-<n>.*`) in the shard folder or written since. */
+  private fieldIndexFileNo = 0;
+  /** A payload index was created or dropped since the last checkpoint (the next one must be written). */
+  private indexesChanged = false;
   /** Files held by snapshots being written: checkpoint clean-up leaves them alone. */
   private readonly pinned = new Map<string, number>();
   private readonly logger: Logger;
@@ -320,7 +328,21 @@ export class LocalShard {
       this.current = cp;
     }
     await this.placePayloads(this.opts.onDiskPayload ?? false);
-    for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) this.payloadIndex.create(field, schema, this.payloadEntries());
+    for (const name of await fs.readdir(this.opts.dir)) {
+      if (FIELD_INDEX_FILE_RE.test(name)) this.fieldIndexFileNo = Math.max(this.fieldIndexFileNo, Number(/([0-9]+)\./.exec(name)![1]));
+    }
+    for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) {
+      const files = cp?.payload_indexes?.[field];
+      if (indexOnDisk(schema) && files !== undefined && JSON.stringify(files.schema) === JSON.stringify(fieldSchemaToJson(schema))) {
+        await this.payloadIndex.open(field, schema, this.opts.dir, files);
+      } else {
+        this.payloadIndex.create(field, schema, this.payloadEntries());
+        if (indexOnDisk(schema)) {
+          await this.payloadIndex.moveToDisk(field, this.opts.dir, () => ++this.fieldIndexFileNo);
+          this.indexesChanged = true;
+        }
+      }
+    }
     this.wal = await this.opts.engine.openWal(path.join(this.opts.dir, 'wal'), { segmentBytes: this.opts.walSegmentBytes });
     const report = this.wal.report;
     if (report.truncatedBytes > 0) {
@@ -772,10 +794,10 @@ export class LocalShard {
   private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
     const seq = this.appliedSeq;
     const vectorsChanged = this.namesChanged || [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
-    if (seq === this.checkpointSeq && !vectorsChanged && !this.payloadsMoved && this.hasCheckpoint) return null;
-    // Both flags are cleared only once the checkpoint is written (below): one that fails
+    if (seq === this.checkpointSeq && !vectorsChanged && !this.payloadsMoved && !this.indexesChanged && this.hasCheckpoint) return null;
+    // The flags are cleared only once the checkpoint is written (below): one that fails
     // leaves them, so the retry writes a checkpoint even with no write since. Nothing sets
-    // them meanwhile: both are set under the update lock, which the caller holds.
+    // them meanwhile: they are set under the update lock, which the caller holds.
     const started = Date.now();
     await this.wal.sync();
     const vectors: Record<string, VectorFiles> = {};
@@ -788,6 +810,8 @@ export class LocalShard {
     const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
     const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
     if (payloads !== null) cp.payloads = payloads;
+    const fieldIndexes = await this.payloadIndex.saveFiles(dir, () => ++this.fieldIndexFileNo);
+    if (Object.keys(fieldIndexes).length > 0) cp.payload_indexes = fieldIndexes;
     if (this.sparse.size > 0) {
       const sparse: Record<string, string> = {};
       let j = 0;
@@ -800,6 +824,7 @@ export class LocalShard {
     await writeFileAtomic(path.join(dir, 'checkpoint.json'), Buffer.from(JSON.stringify(cp)));
     this.namesChanged = false;
     this.payloadsMoved = false;
+    this.indexesChanged = false;
     this.checkpointSeq = seq;
     this.hasCheckpoint = true;
     this.current = cp;
@@ -821,11 +846,13 @@ export class LocalShard {
       if (idx !== null) keep.add(idx);
     }
     for (const store of this.vectors.values()) for (const f of store.savedFiles()) keep.add(f);
+    // On-disk payload indexes: the base file in use (a checkpoint may not name it yet) and the files the last save wrote.
+    for (const f of this.payloadIndex.files()) keep.add(f);
     await Promise.all(
       names
         .filter(
           (n) =>
-            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n)) &&
+            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n) || FIELD_INDEX_FILE_RE.test(n)) &&
             !keep.has(n) &&
             !this.pinned.has(n),
         )
@@ -944,6 +971,7 @@ export class LocalShard {
    */
   private releaseMemory(): void {
     if (this.payloads instanceof DiskPayloadStore) this.payloads.close();
+    this.payloadIndex.closeFiles();
     this.tracker = new IdTracker();
     this.payloads = new PayloadStore();
   }
@@ -979,12 +1007,15 @@ export class LocalShard {
   async createPayloadIndex(field: string, schema: FieldSchema): Promise<void> {
     await this.exclusive(async () => {
       this.payloadIndex.create(field, schema, this.payloadEntries());
+      // on_disk: built in memory, then written to a base file and dropped from memory
+      if (indexOnDisk(schema)) await this.payloadIndex.moveToDisk(field, this.opts.dir, () => ++this.fieldIndexFileNo);
+      this.indexesChanged = true;
     });
   }
 
   async dropPayloadIndex(field: string): Promise<void> {
     await this.exclusive(async () => {
-      this.payloadIndex.drop(field);
+      if (this.payloadIndex.drop(field)) this.indexesChanged = true;
     });
   }
 
@@ -1556,6 +1587,11 @@ function concat(vs: Float32Array[]): Float32Array {
 const MAX_TIE_HITS = 0xffff_ffff;
 
 const STATE_FILE_RE = /^state-[0-9]{1,20}\.bin$/;
+
+/** Whether a payload index is kept on disk (`on_disk: true`). */
+function indexOnDisk(schema: FieldSchema): boolean {
+  return schema.params?.on_disk === true && PayloadIndexes.canBeOnDisk(schema);
+}
 const INDEX_FILE_RE = /^vec-[0-9]{1,9}-(appendable|frozen|indexed)-[0-9]{1,20}-[0-9]{1,15}\.qvi$/;
 
 /**
@@ -1594,6 +1630,15 @@ export function checkpointProblem(cp: unknown): string | null {
     if (typeof p.index !== 'string' || !PAYLOAD_INDEX_RE.test(p.index)) return `${JSON.stringify(p.index)} is not a payload index file name`;
     if (!Number.isSafeInteger(p.length) || (p.length as number) < 0) return 'payloads.length is not a byte count';
   }
+  if (c.payload_indexes !== undefined) {
+    if (typeof c.payload_indexes !== 'object' || c.payload_indexes === null) return 'payload_indexes is not an object';
+    for (const [field, f] of Object.entries(c.payload_indexes)) {
+      if (typeof f !== 'object' || f === null) return `payload_indexes[${JSON.stringify(field)}] is not an object`;
+      for (const name of [f.base, f.delta]) {
+        if (typeof name !== 'string' || !FIELD_INDEX_FILE_RE.test(name)) return `${JSON.stringify(name)} is not a payload index file name`;
+      }
+    }
+  }
   return null;
 }
 
@@ -1603,6 +1648,7 @@ export function checkpointFiles(cp: CheckpointFile): string[] {
   for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
   for (const f of Object.values(cp.sparse ?? {})) out.push(f);
   if (cp.payloads) out.push(cp.payloads.data, cp.payloads.index);
+  for (const f of Object.values(cp.payload_indexes ?? {})) out.push(f.base, f.delta);
   return out;
 }
 

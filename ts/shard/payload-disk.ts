@@ -3,7 +3,8 @@
  * append-only data file (`payload-<n>.dat`), and in memory only where each point's
  * current text lies (position and length, 12 bytes a point in typed arrays). Reads
  * parse the text on demand (`get`: a positional read of one payload; `getAsync` for
- * reads off the event loop). Payload-index values stay in memory: the indexes hold them.
+ * reads off the event loop). Payload-index values stay in memory, in the indexes, unless an
+ * index is created with `on_disk: true` (index-disk.ts).
  *
  * Owns: the data file, its offset table, the index file a checkpoint names
  * (`payidx-<seq>-<n>.bin`), compaction. Must never: rewrite or truncate bytes a

@@ -1,6 +1,10 @@
 /**
  * Payload indexes of one shard: in memory, rebuilt from the payloads at load (only the
- * schema is persisted, by the caller). Pure: no I/O.
+ * schema is persisted, by the caller); or, for an index created with `on_disk: true`
+ * (keyword, uuid, bool, integer, float, datetime), in files a checkpoint names and
+ * that are opened at load (field-index.ts "on_disk", index-disk.ts). The only I/O is
+ * theirs: synchronous positional reads of bounded pieces while a filter is planned, and
+ * the writes of `moveToDisk` / `saveFiles` (under the shard's update lock).
  *
  * This file holds PayloadIndexes (the shard's set of indexes, candidates, order_by);
  * the parts it is made of sit beside it: field-schema.ts (schemas), field-index.ts
@@ -97,7 +101,7 @@ import { Condition, FieldCondition, Filter, FilterError, Match, parseDatetime, p
 import { FieldSchema, FieldSchemaError, PayloadIndexInfo } from './field-schema';
 import { PathSegment, toOff } from './sorted-keys';
 import { EMPTY_NODE, Node, andNode, countNode } from './index-plan';
-import { FieldIndex, NumIndex, makeIndex } from './field-index';
+import { FieldIndex, NumIndex, makeIndex, type IndexFiles } from './field-index';
 import { TextIndex } from './text-index';
 
 export class OrderByError extends Error {
@@ -180,17 +184,69 @@ export class PayloadIndexes {
     }
     const idx = schema.type === 'text' ? new TextIndex(field, path, schema) : makeIndex(field, path, schema);
     idx.load(points);
+    this.register(field, idx);
+  }
+
+  private register(field: string, idx: FieldIndex): void {
     this.drop(field);
     this.byField.set(field, idx);
-    const nk = namesKey(path);
+    const nk = namesKey(idx.path);
     const list = this.byNames.get(nk);
     if (list) list.push(idx);
     else this.byNames.set(nk, [idx]);
   }
 
+  // -- on_disk indexes (field-index.ts, index-disk.ts) ---------------------------------------
+
+  /** Whether an index of this schema can be kept on disk (keyword, uuid, bool, integer, float, datetime). */
+  static canBeOnDisk(schema: FieldSchema): boolean {
+    return !['text', 'geo'].includes(schema.type);
+  }
+
+  /** Opens the on-disk index on `field` from the files a checkpoint names (they were written for `schema`). */
+  async open(field: string, schema: FieldSchema, dir: string, files: IndexFiles): Promise<void> {
+    const idx = makeIndex(field, parseKey(field, 'field_name'), schema);
+    await idx.openFiles(dir, files);
+    this.register(field, idx);
+    this.changes++;
+  }
+
+  /** Moves the index on `field` (built in memory) to a base file named `fidx-<name()>.base` in `dir`. */
+  async moveToDisk(field: string, dir: string, name: () => number): Promise<void> {
+    const idx = this.byField.get(field);
+    if (!idx) throw new Error(`no payload index on ${field}`);
+    await idx.writeBaseFile(dir, `fidx-${name()}.base`);
+    this.changes++;
+  }
+
+  /** The files of every on-disk index as of now (a checkpoint names them; the caller holds the update lock). */
+  async saveFiles(dir: string, name: () => number): Promise<Record<string, IndexFiles>> {
+    const out: Record<string, IndexFiles> = {};
+    for (const [field, idx] of this.byField) {
+      if (!idx.onDisk) continue;
+      const before = idx.files()[0];
+      out[field] = await idx.saveFiles(dir, name);
+      if (idx.files()[0] !== before) this.changes++;
+    }
+    return out;
+  }
+
+  /** Files the on-disk indexes use or last saved. */
+  files(): string[] {
+    const out: string[] = [];
+    for (const idx of this.byField.values()) out.push(...idx.files());
+    return out;
+  }
+
+  /** Closes every on-disk index's file (the shard closed). */
+  closeFiles(): void {
+    for (const idx of this.byField.values()) idx.closeFiles();
+  }
+
   drop(field: string): boolean {
     const idx = this.byField.get(field);
     if (!idx) return false;
+    idx.closeFiles();
     this.byField.delete(field);
     const nk = namesKey(idx.path);
     const list = this.byNames.get(nk)!.filter((i) => i !== idx);
@@ -279,8 +335,8 @@ export class PayloadIndexes {
         out.set(v, (out.get(v) ?? 0) + 1);
       }
     };
-    if (offsets === null) for (const vals of idx.records.values()) add(vals);
-    else for (const o of offsets) add(idx.records.get(toOff(o)));
+    if (offsets === null) idx.forEachRecord((_o, vals) => add(vals));
+    else for (const o of offsets) add(idx.valuesOf(toOff(o)));
     return out;
   }
 
@@ -324,7 +380,7 @@ export class PayloadIndexes {
     const check = () => {
       if (this.changes !== at) throw new Error('payload indexes changed while order_by values were being read');
     };
-    const it = idx.sorted.iterate(desc, start, check);
+    const it = idx.iterateSorted(desc, start, check);
     function* gen(): Generator<OrderEntry> {
       for (const [k, off] of it) {
         if (intsOnly && !Number.isInteger(k)) continue;
