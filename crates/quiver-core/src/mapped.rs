@@ -44,8 +44,9 @@ pub struct MappedF32 {
     /// Values the mapping spans (>= len; past the file's end nothing may be read).
     cap: usize,
     path: PathBuf,
-    /// Open for appends (None when the file could only be opened read-only).
+    /// The mapped file, open for reads (`read_row`) and, when `writable`, appends.
     file: Option<std::fs::File>,
+    writable: bool,
 }
 
 // The mapping is read-only and lives until drop (appends need `&mut self`); sharing it
@@ -100,12 +101,10 @@ impl MappedF32 {
                 len
             )));
         }
-        let mut m = MappedF32 { ptr: std::ptr::NonNull::<f32>::dangling().as_ptr(), len: 0, cap: 0, path: path.to_path_buf(), file: None };
+        let mut m = MappedF32 { ptr: std::ptr::NonNull::<f32>::dangling().as_ptr(), len: 0, cap: 0, path: path.to_path_buf(), file: None, writable };
         m.remap(&file, len, len)?;
         m.len = len;
-        if writable {
-            m.file = Some(file);
-        }
+        m.file = Some(file);
         Ok(m)
     }
 
@@ -153,9 +152,10 @@ impl MappedF32 {
         if values.is_empty() {
             return Ok(());
         }
-        let file = self.file.as_ref().ok_or_else(|| {
-            Error::new(ErrorKind::Io, format!("{} is open read-only: cannot append vectors", self.path.display()))
-        })?;
+        let file = match &self.file {
+            Some(f) if self.writable => f,
+            _ => return Err(Error::new(ErrorKind::Io, format!("{} is open read-only: cannot append vectors", self.path.display()))),
+        };
         let mut at = self.len as u64 * 4;
         for chunk in as_bytes(values).chunks(1 << 20) {
             file.write_all_at(chunk, at).map_err(|e| crate::fileio::io_error(&format!("appending to {}", self.path.display()), e))?;
@@ -177,11 +177,30 @@ impl MappedF32 {
         Err(unsupported(&self.path))
     }
 
+    /// Copies values `at..at + out.len()` into `out` with a positional read of the
+    /// file, not through the mapping: the page cache serves it, and no page is mapped
+    /// into the process (what rescoring reads: a few rows per query, scattered, which
+    /// through the map would each fault in a fault-around window of the file and
+    /// count in the process's resident set). Falls back to the mapping on any error.
+    #[inline]
+    pub fn read_into(&self, at: usize, out: &mut [f32]) {
+        debug_assert!(at + out.len() <= self.len);
+        #[cfg(all(unix, not(target_arch = "wasm32"), target_endian = "little"))]
+        if let Some(f) = &self.file {
+            use std::os::unix::fs::FileExt;
+            let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 4) };
+            if f.read_exact_at(bytes, at as u64 * 4).is_ok() {
+                return;
+            }
+        }
+        out.copy_from_slice(&self.as_slice()[at..at + out.len()]);
+    }
+
     /// Makes the values appended so far durable (fdatasync).
     pub fn sync(&self) -> Result<()> {
         match &self.file {
-            Some(f) => f.sync_data().map_err(|e| crate::fileio::io_error(&format!("syncing {}", self.path.display()), e)),
-            None => Ok(()),
+            Some(f) if self.writable => f.sync_data().map_err(|e| crate::fileio::io_error(&format!("syncing {}", self.path.display()), e)),
+            _ => Ok(()),
         }
     }
 
@@ -259,5 +278,9 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), want.len() as u64 * 4);
         // The old mapping (another index of the same file) still reads its values.
         assert_eq!(m.as_slice()[..10], want[..10]);
+        // Positional reads return what the mapping holds.
+        let mut row = vec![0f32; 5];
+        short.read_into(7, &mut row);
+        assert_eq!(row, short.as_slice()[7..12].to_vec());
     }
 }

@@ -389,6 +389,15 @@ impl Index {
         }
     }
 
+    /// What `cost_to` computes for a quantized index's slot whose original is `v`.
+    #[inline(always)]
+    pub(crate) fn cost_to_original(&self, q: &[f32], v: &[f32]) -> f32 {
+        match self.typed {
+            Some(kind) => typed_cost(kind, q, v),
+            None => (self.cost_fn)(q, v),
+        }
+    }
+
     /// Slot `i`'s vector as f32 (borrowed when the arena or the originals hold f32).
     pub(crate) fn vector_f32(&self, i: u32) -> std::borrow::Cow<'_, [f32]> {
         if !self.stores_typed() {
