@@ -27,7 +27,11 @@ mod sys {
     extern "C" {
         pub fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: c_long) -> *mut c_void;
         pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
+        pub fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
     }
+    /// Linux and the BSDs: drop the pages from this mapping (a shared file mapping's
+    /// pages stay in the page cache; the next read faults them back in).
+    pub const MADV_DONTNEED: c_int = 4;
     pub const PROT_READ: c_int = 1;
     pub const MAP_SHARED: c_int = 1;
 }
@@ -194,6 +198,18 @@ impl MappedF32 {
             }
         }
         out.copy_from_slice(&self.as_slice()[at..at + out.len()]);
+    }
+
+    /// Lets go of the pages this mapping has faulted in (they stay in the page cache,
+    /// and a later read maps them again): after a build pass touched most of the file,
+    /// the process's resident set no longer counts it. Advisory: errors are ignored.
+    pub fn release_pages(&self) {
+        #[cfg(all(unix, not(target_arch = "wasm32")))]
+        if self.cap > 0 {
+            unsafe {
+                sys::madvise(self.ptr as *mut std::os::raw::c_void, self.cap * 4, sys::MADV_DONTNEED);
+            }
+        }
     }
 
     /// Makes the values appended so far durable (fdatasync).

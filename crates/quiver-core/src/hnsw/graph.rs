@@ -349,6 +349,12 @@ impl Index {
             #[cfg(target_arch = "wasm32")]
             run();
         }
+        // Linking read originals all over the mapped file: drop those pages from the
+        // process (the page cache keeps them), so a build leaves the resident set at
+        // the codes and the graph.
+        if let Some(m) = &self.mapped {
+            m.release_pages();
+        }
         Ok(())
     }
 

@@ -294,6 +294,11 @@ impl Index {
                         consider(i);
                     }
                 }
+                // A full scan of mapped originals read the whole file through the map:
+                // drop those pages from the process again (the page cache keeps them).
+                if let Some(m) = &self.mapped {
+                    m.release_pages();
+                }
             }
         }
         top.into_sorted_vec()
