@@ -175,8 +175,13 @@ async function main(): Promise<void> {
   const raw = (N * DIM * 4) / 1048576;
   console.log(`${N} x ${DIM} (raw f32 ${raw.toFixed(0)} MB), ${Q} queries at ef ${EF}`);
   const modes = arg('modes', 'disk,memory').split(',');
-  const disk = modes.includes('disk') ? await runMode(true) : null;
-  const mem = modes.includes('memory') ? await runMode(false) : null;
+  // In the order given (run both orders to see what the machine's load did to each).
+  let disk: Awaited<ReturnType<typeof runMode>> | null = null;
+  let mem: Awaited<ReturnType<typeof runMode>> | null = null;
+  for (const m of modes) {
+    if (m === 'disk') disk = await runMode(true);
+    if (m === 'memory') mem = await runMode(false);
+  }
   if (!disk || !mem) {
     console.log(JSON.stringify({ n: N, dim: DIM, queries: Q, ef: EF, raw_f32_mb: Math.round((N * DIM * 4) / 1048576), result: { ...(disk ?? mem), ids: undefined } }, null, 2));
     return;
