@@ -55,6 +55,15 @@ export interface IndexOptions {
    * into an HNSW graph by MaxSim unless `flat`. No quantization.
    */
   multivector?: boolean;
+  /**
+   * Quantized graph indexes, native backend: keep the f32 originals (rescoring and
+   * linking read them) in this file, created empty and memory-mapped, instead of in
+   * memory. Every `add` appends to it; `compact` writes a new file beside it; `save`
+   * names it (it must sit in the directory the index is saved to) and the count of
+   * vectors it covers, and `loadIndex` maps it again. The file is the caller's to
+   * remove once no saved index names it. WASM refuses it (QUIVER_UNSUPPORTED: no mmap).
+   */
+  originalsPath?: string;
 }
 
 export interface SearchOptions {
@@ -130,6 +139,8 @@ export interface IndexStats {
   vectorBytes: number;
   /** Bytes of f32 originals kept in memory for rescoring (quantized indexes only; 0 after moveOriginalsToDisk). */
   originalBytes: number;
+  /** Bytes of f32 originals read from a mapped file (0 when they are in memory). */
+  originalFileBytes?: number;
   /** Bytes held for graph links. */
   graphBytes: number;
   /** Everything the index holds in memory. */
@@ -187,11 +198,13 @@ export interface VectorIndex {
   save(path: string): Promise<void>;
   /**
    * Quantized indexes only: moves the f32 originals (used for rescoring) to a file that
-   * is memory-mapped read-only, so only codes and graph stay in memory. A later add()
-   * or compact() brings them back into memory. Native backend only (wasm32 has no
-   * mmap: QUIVER_UNSUPPORTED).
+   * is memory-mapped read-only, so only codes and graph stay in memory; from then on
+   * the index behaves as one created with `originalsPath` (adds append to the file).
+   * Native backend only (wasm32 has no mmap: QUIVER_UNSUPPORTED).
    */
   moveOriginalsToDisk(path: string): Promise<void>;
+  /** Copies mapped originals back into memory (the file stays on disk); nothing to do when they are there. */
+  moveOriginalsToMemory(): Promise<void>;
   /** Frees native memory now; later calls fail with QUIVER_CLOSED. */
   close(): void;
 }

@@ -144,6 +144,10 @@ export class NativeMultiVectorIndex implements VectorIndex {
     return call(() => this.inner.save(checkPath('path', path)));
   }
 
+  moveOriginalsToMemory(): Promise<void> {
+    return Promise.resolve();
+  }
+
   moveOriginalsToDisk(_path: string): Promise<void> {
     return Promise.reject(new EngineError('QUIVER_INVALID_ARGUMENT', 'a multivector index keeps no originals apart (it is not quantized)'));
   }

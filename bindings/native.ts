@@ -74,6 +74,7 @@ interface AddonIndex {
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
   moveOriginalsToDisk(path: string): Promise<void>;
+  moveOriginalsToMemory(): Promise<void>;
   stats(): Omit<IndexStats, 'distance' | 'quantization' | 'datatype'> & { distance: string; quantization: string; datatype: string };
   close(): void;
 }
@@ -315,6 +316,7 @@ class NativeVectorIndex implements VectorIndex {
       deleted: s.deleted,
       vectorBytes: s.vectorBytes,
       originalBytes: s.originalBytes,
+      originalFileBytes: s.originalFileBytes,
       graphBytes: s.graphBytes,
       totalBytes: s.totalBytes,
       quantization: s.quantization as IndexStats['quantization'],
@@ -329,6 +331,10 @@ class NativeVectorIndex implements VectorIndex {
 
   moveOriginalsToDisk(path: string): Promise<void> {
     return call(() => this.inner.moveOriginalsToDisk(checkPath('path', path)));
+  }
+
+  moveOriginalsToMemory(): Promise<void> {
+    return call(() => this.inner.moveOriginalsToMemory());
   }
 
   close(): void {

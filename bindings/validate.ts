@@ -68,6 +68,7 @@ export interface CheckedIndexOptions {
   flat: boolean;
   datatype: Datatype;
   multivector: boolean;
+  originalsPath?: string;
 }
 
 export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
@@ -109,6 +110,7 @@ export function checkIndexOptions(options: IndexOptions): CheckedIndexOptions {
     flat: options.flat ?? false,
     datatype,
     multivector: options.multivector ?? false,
+    ...(options.originalsPath !== undefined ? { originalsPath: checkPath('originalsPath', options.originalsPath) } : {}),
   };
 }
 

@@ -51,6 +51,7 @@ interface FileExports {
     outLen: number,
   ): number;
   quiver_index_from_file_bytes(bytes: number, len: number, name: number, nameLen: number): number;
+  quiver_index_from_file_bytes_side(bytes: number, len: number, name: number, nameLen: number, side: number, sideLen: number): number;
   quiver_sparse_from_file_bytes(bytes: number, len: number, name: number, nameLen: number): number;
   quiver_sparse_to_bytes(handle: number, outLen: number): number;
   quiver_last_error(out: number): number;
@@ -195,6 +196,22 @@ export class WasmFileModule extends WasmModule {
   /** A dense index from the bytes of its file; errors name `name`. */
   indexFromFile(bytes: Uint8Array, name: string): number {
     return this.fromFile(bytes, name, (b, l, n, nl) => this.f.quiver_index_from_file_bytes(b, l, n, nl));
+  }
+
+  /**
+   * A dense index from the bytes of its file and those of the side file holding its
+   * originals (see `indexSideFile`), which it keeps in memory; errors name `name`.
+   */
+  indexFromFileWithSide(bytes: Uint8Array, name: string, side: Uint8Array): number {
+    return this.run(() => {
+      // (Linear memory for at least one byte: an empty index's side file is empty.)
+      const [sp, ss] = this.put(side.length > 0 ? side : new Uint8Array(1));
+      try {
+        return this.fromFile(bytes, name, (b, l, n, nl) => this.f.quiver_index_from_file_bytes_side(b, l, n, nl, sp, side.length));
+      } finally {
+        this.f.quiver_free(sp, ss);
+      }
+    });
   }
 
   /** A sparse index from the bytes of its file; errors name `name`. */

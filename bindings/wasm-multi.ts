@@ -127,6 +127,10 @@ export class WasmMultiVectorIndex implements VectorIndex {
     });
   }
 
+  moveOriginalsToMemory(): Promise<void> {
+    return Promise.resolve();
+  }
+
   moveOriginalsToDisk(_path: string): Promise<void> {
     return Promise.reject(new EngineError('QUIVER_INVALID_ARGUMENT', 'a multivector index keeps no originals apart (it is not quantized)'));
   }

@@ -9,7 +9,9 @@
 import type { IndexStats } from './engine';
 import { EngineError } from './errors';
 import type { WasmFileModule } from './wasm-files-abi';
-import { atomicWrite, readFile, WorkerWal, type WalRead, type WalReport, type WalState } from './wasm-storage';
+import * as path from 'node:path';
+
+import { atomicWrite, indexSideFile, readFile, readPrefix, WorkerWal, type WalRead, type WalReport, type WalState } from './wasm-storage';
 
 export type StorageRequest =
   | { id: number; op: 'fileSaveIndex'; args: { handle: number; path: string } }
@@ -55,7 +57,14 @@ export function storageOp(wasm: WasmFileModule, req: StorageRequest, stats: (han
       atomicWrite(req.args.path, wasm.toBytes(req.args.handle));
       return { result: null, transfer: [] };
     case 'fileLoadIndex': {
-      const h = wasm.indexFromFile(readFile(req.args.path, req.args.fd), req.args.path);
+      const bytes = readFile(req.args.path, req.args.fd);
+      // An index whose originals a native node kept in a mapped side file: wasm32 has
+      // no mmap, so the file's bytes are read and the originals held in memory.
+      const side = indexSideFile(bytes);
+      const h =
+        side === null
+          ? wasm.indexFromFile(bytes, req.args.path)
+          : wasm.indexFromFileWithSide(bytes, req.args.path, readPrefix(path.join(path.dirname(req.args.path), side.name), side.bytes));
       return { result: { handle: h, stats: stats(h) }, transfer: [] };
     }
     case 'fileSaveSparse':

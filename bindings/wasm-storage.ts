@@ -111,6 +111,60 @@ export function readFile(file: string, fd?: number): Buffer {
   }
 }
 
+/** Frame header of an engine file (magic, version, reserved, payload length). */
+const FRAME_HEADER_BYTES = 24;
+/** Offset of an index payload's flags word (crates/quiver-core/src/hnsw/persist.rs). */
+const INDEX_FLAGS_OFFSET = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
+/** Index flag: the originals are in a side file the header names (`INDEX_FLAG_SIDE`). */
+const INDEX_FLAG_SIDE = 1 << 16;
+
+/**
+ * The side file an index file names for its f32 originals (written by a native node
+ * that kept them memory-mapped), and how many of its bytes the index reads; null when
+ * the index holds them itself. Only the header is read here: the engine checks the
+ * whole file (checksum, name, counts) when it parses it.
+ */
+export function indexSideFile(bytes: Uint8Array): { name: string; bytes: number } | null {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const at = FRAME_HEADER_BYTES + INDEX_FLAGS_OFFSET;
+  if (b.length < at + 8 || b.toString('latin1', 0, 8) !== 'QVRINDEX' || b.readUInt32LE(8) < 2) return null;
+  if ((b.readUInt32LE(at) & INDEX_FLAG_SIDE) === 0) return null;
+  const len = b.readUInt32LE(at + 4);
+  if (len === 0 || len > 1024 || b.length < at + 16 + len) throw corrupt('index file: side file name out of range');
+  const name = b.toString('utf8', at + 8, at + 8 + len);
+  const covered = b.readBigUInt64LE(at + 8 + len);
+  const dim = BigInt(b.readUInt32LE(FRAME_HEADER_BYTES));
+  const total = covered * dim * 4n;
+  if (total > BigInt(Number.MAX_SAFE_INTEGER)) throw corrupt('index file: side file size out of range');
+  // A name with directory parts is refused by the engine's parse; never read it here.
+  if (name.includes('/') || name.includes('\\') || name === '.' || name === '..') throw corrupt(`index file: side file name ${JSON.stringify(name)} is not a plain file name`);
+  return { name, bytes: Number(total) };
+}
+
+/** The first `bytes` bytes of `file` (a longer file's tail is not read; a shorter one is returned whole, and the engine refuses it). */
+export function readPrefix(file: string, bytes: number): Buffer {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch (err) {
+    throw ioError(`read ${file}`, err);
+  }
+  try {
+    const out = Buffer.alloc(bytes);
+    let at = 0;
+    while (at < bytes) {
+      const n = fs.readSync(fd, out, at, bytes - at, at);
+      if (n === 0) break;
+      at += n;
+    }
+    return at === bytes ? out : out.subarray(0, at);
+  } catch (err) {
+    throw ioError(`read ${file}`, err);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 // ---- The write-ahead log ----
 
 const SEGMENT_RE = /^(\d{20})\.wal$/;

@@ -10,8 +10,9 @@
  * Durable operations (save, loadIndex, openWal, sparse files) run in the worker too:
  * the engine's Rust code encodes and decodes the bytes, the worker writes and reads
  * them with node:fs (bindings/wasm-storage.ts), so files are those of the native
- * backend. Not here: moveOriginalsToDisk (it maps a file; wasm32 has no mmap) and
- * multivector indexes (QUIVER_UNSUPPORTED).
+ * backend. Not here: moveOriginalsToDisk and `originalsPath` (they map a file; wasm32
+ * has no mmap: QUIVER_UNSUPPORTED). An index file whose originals a native node kept
+ * in a mapped side file loads with them read into memory.
  *
  * Inputs are copied before they are transferred to the worker, so callers keep their
  * arrays. The worker is unref'd while idle, so it never keeps a process alive.
@@ -273,6 +274,11 @@ class WasmVectorIndex implements VectorIndex {
     return Promise.reject(unsupported(`cannot map vectors from ${String(path)}`));
   }
 
+  /** The originals of a WASM index are always in memory (an index loaded from a side file read it whole). */
+  moveOriginalsToMemory(): Promise<void> {
+    return Promise.resolve();
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -308,6 +314,7 @@ export class WasmEngine implements Engine {
 
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
+    if (o.originalsPath !== undefined) throw unsupported(`cannot keep vectors in the mapped file ${o.originalsPath}: wasm32 has no memory-mapped files`);
     if (o.multivector) return this.createMulti(o);
     // Let the engine judge the options now, so bad ones throw here as they do natively.
     const probe = this.local.create(o);

@@ -568,9 +568,38 @@ for (const backend of BACKENDS) {
       t.deepEqual(Array.from(after.labels), Array.from(before.labels));
       t.deepEqual(Array.from(after.scores), Array.from(before.scores));
       t.deepEqual(Array.from((await ix.getVector(17n))!), Array.from(q));
-      // Adding brings them back into memory.
+      // Adding appends to the file: nothing comes back into memory.
       await ix.add(new BigUint64Array([9999n]), new Float32Array(dim).fill(0.5));
+      t.is(ix.stats().originalBytes, 0);
+      t.is(ix.stats().originalFileBytes, (n + 1) * dim * 4);
+      t.is(fs.statSync(file).size, (n + 1) * dim * 4);
+      t.deepEqual(Array.from((await ix.getVector(9999n))!), new Array(dim).fill(0.5));
+      // Saved beside it, the index file names the side file; a load maps it again.
+      const saved = path.join(path.dirname(file), 'index.qvi');
+      await ix.save(saved);
+      const back = await engine().loadIndex(saved);
+      t.teardown(() => back.close());
+      t.is(back.stats().originalBytes, 0);
+      t.deepEqual(Array.from((await back.search(q, { k: 10, oversampling: 2 })).labels), Array.from((await ix.search(q, { k: 10, oversampling: 2 })).labels));
+      // The WASM backend opens the same files with the originals read into memory.
+      const wasm = loadEngine({ backend: 'wasm', logger: silentLogger });
+      const w = await wasm.loadIndex(saved);
+      t.teardown(() => w.close());
+      t.is(w.stats().originalBytes, (n + 1) * dim * 4);
+      const ws = await w.search(q, { k: 10, oversampling: 2 });
+      t.deepEqual(Array.from(ws.labels), Array.from((await back.search(q, { k: 10, oversampling: 2 })).labels));
+      // Back into memory on request.
+      await ix.moveOriginalsToMemory();
       t.is(ix.stats().originalBytes, (n + 1) * dim * 4);
+      const whole = path.join(path.dirname(file), 'whole.qvi');
+      await ix.save(whole);
+      const extra = fs.statSync(whole).size - fs.statSync(saved).size;
+      t.true(extra >= (n + 1) * dim * 4 - 64 && extra <= (n + 1) * dim * 4, `the mapped index's file holds no originals (${extra} bytes apart)`);
+      // Created with a file: the originals never sit in memory.
+      const fromStart = index(t, { dim, distance: 'Euclid', quantization: { kind: 'binary' }, originalsPath: path.join(tmpDir(t, 'map3'), 'o.f32') });
+      await fromStart.add(labelsFrom(0, n), data);
+      t.is(fromStart.stats().originalBytes, 0);
+      t.is(fromStart.stats().originalFileBytes, n * dim * 4);
       const plain = index(t, { dim: 2, distance: 'Dot' });
       await plain.add(new BigUint64Array([1n]), new Float32Array([1, 2]));
       await rejectsWith(t, plain.moveOriginalsToDisk(path.join(tmpDir(t, 'map2'), 'x')), 'QUIVER_INVALID_ARGUMENT');
@@ -692,6 +721,7 @@ for (const backend of BACKENDS) {
       const ix = index(t, { dim: 2, distance: 'Dot', quantization: { kind: 'scalar' } });
       await ix.add(new BigUint64Array([1n]), new Float32Array([1, 2]));
       await rejectsWith(t, ix.moveOriginalsToDisk(path.join(tmpDir(t, 'nomap'), 'x.f32')), 'QUIVER_UNSUPPORTED');
+      t.throws(() => e.createIndex({ dim: 2, distance: 'Dot', quantization: { kind: 'scalar' }, originalsPath: path.join(tmpDir(t, 'nomap2'), 'y.f32') }), { message: /no memory-mapped files/ });
       t.is(e.kernels, 'simd128');
     });
   }

@@ -185,7 +185,7 @@ test.serial('Update changes what REST changes; a bad update is refused and chang
     await rest('PATCH', '/collections/upd', { vectors: { nope: { on_disk: true } } }),
     'INVALID_ARGUMENT',
   );
-  // Vectors, graphs and sparse indexes are held in memory: on_disk: true is refused, the same over both APIs.
+  // Graphs are held in memory, and on-disk vectors need quantization: on_disk: true on an unquantized vector is refused, the same over both APIs.
   sameAsRest(
     t,
     await c.fail('Collections', 'Update', { collection_name: 'upd', vectors_config: { params: { on_disk: true } } }),
@@ -199,7 +199,7 @@ test.serial('Update changes what REST changes; a bad update is refused and chang
     'INVALID_ARGUMENT',
   );
   const onDisk = await c.fail('Collections', 'Create', { collection_name: 'od', vectors_config: { params: { size: '2', distance: 'Dot', on_disk: true } } });
-  t.regex(onDisk.details, /vectors\.on_disk: true is not supported: Quiver keeps dense vectors in memory/);
+  t.regex(onDisk.details, /vectors\.on_disk: true needs quantization in Quiver/);
   t.false((await c.call('Collections', 'CollectionExists', { collection_name: 'od' })).result.exists);
   t.is((await rest('GET', '/collections/upd')).body.result.config.params.vectors.on_disk, false, 'a refused update changes nothing');
   t.is((await rest('GET', '/collections/upd')).body.result.config.params.write_consistency_factor, 1);

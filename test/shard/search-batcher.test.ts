@@ -106,6 +106,7 @@ class FakeIndex implements VectorIndex {
   }
   async save(): Promise<void> {}
   async moveOriginalsToDisk(): Promise<void> {}
+  async moveOriginalsToMemory(): Promise<void> {}
   close(): void {
     this.closed = true;
   }

@@ -176,11 +176,6 @@ function parseDistance(x: unknown, field: string): Distance {
   return x as Distance;
 }
 
-/** Dense vectors are held in memory (and in checkpoints): serving them from disk is refused rather than ignored. */
-function vectorsOnDisk(field: string): string {
-  return `${field}: true is not supported: Quiver keeps dense vectors in memory; omit on_disk or set it to false`;
-}
-
 function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
   const o = obj(x, field);
   rejectUnknown(o, ['m', 'ef_construct', 'full_scan_threshold', 'max_indexing_threads', 'on_disk', 'payload_m', 'inline_storage'], `${field}.`);
@@ -306,8 +301,8 @@ function parseVectorParams(x: unknown, field: string): VectorParams {
   if (o.quantization_config !== undefined && o.quantization_config !== null) {
     out.quantization_config = parseQuantization(o.quantization_config, `${field}.quantization_config`);
   }
+  // true: the originals of a quantized vector live in a mapped file (checkOnDisk refuses it without quantization).
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
-  if (od === true) throw new BadInputError(vectorsOnDisk(`${field}.on_disk`));
   if (od !== undefined) out.on_disk = od;
   if (datatype !== undefined) out.datatype = datatype;
   if (o.multivector_config !== undefined && o.multivector_config !== null) {
@@ -439,6 +434,7 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   };
   if (metadata !== undefined) out.metadata = metadata;
   checkMultivectorQuantization(out);
+  checkOnDisk(out);
   if (strict !== undefined) out.strict_mode_config = strict;
   return out;
 }
@@ -449,6 +445,32 @@ function checkMultivectorQuantization(config: CollectionConfig): void {
     if (!p.multivector_config) continue;
     const q = p.quantization_config !== undefined ? p.quantization_config : config.quantization_config;
     if (q) throw new BadInputError(`${name === '' ? 'vectors' : `vectors.${name}`}: quantized multivectors are not supported by Quiver (this vector would be quantized by its own or the collection's quantization_config)`);
+  }
+}
+
+/**
+ * On-disk vectors need quantization in Quiver: the graph walk scores the vectors kept
+ * beside each node's links, so only a quantized vector (codes in memory, walked on)
+ * can keep its f32 originals in a mapped file. `on_disk: true` and a nonzero
+ * `memmap_threshold` that would apply to a vector without quantization (its own or the
+ * collection's; multivectors have none) are refused rather than ignored.
+ */
+function checkOnDisk(config: CollectionConfig): void {
+  const memmap = config.optimizer_config.memmap_threshold;
+  for (const [name, p] of vectorEntries(config.params)) {
+    const q = p.quantization_config !== undefined ? p.quantization_config : config.quantization_config;
+    if (q && !p.multivector_config) continue;
+    const field = name === '' ? 'vectors' : `vectors.${name}`;
+    if (p.on_disk === true) {
+      throw new BadInputError(
+        `${field}.on_disk: true needs quantization in Quiver: the graph walk scores the f32 vectors stored beside its links, so only a quantized vector's originals can live in a memory-mapped file; set quantization_config (scalar or binary) for this vector or the collection, or omit on_disk`,
+      );
+    }
+    if (typeof memmap === 'number' && memmap > 0) {
+      throw new BadInputError(
+        `optimizers_config.memmap_threshold: ${memmap} needs quantization in Quiver: it moves a quantized vector's f32 originals to a memory-mapped file, and ${field} has no quantization; set quantization_config, or set memmap_threshold to 0 or null`,
+      );
+    }
   }
 }
 
@@ -538,12 +560,12 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
         reindex = true;
       }
       const od = optional(d, 'on_disk', (v) => bool(v, `vectors.${name}.on_disk`));
-      if (od === true) throw new BadInputError(vectorsOnDisk(`vectors.${name}.on_disk`));
       if (od !== undefined) params.on_disk = od;
     }
     next.params.vectors = entries.has('') && entries.size === 1 ? (entries.get('') as VectorParams) : Object.fromEntries(entries);
   }
   checkMultivectorQuantization(next);
+  checkOnDisk(next);
   return { config: next, reindex };
 }
 
@@ -575,6 +597,8 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
       vacuumMinVectorNumber: config.optimizer_config.vacuum_min_vector_number,
       datatype: p.datatype ?? 'float32',
       multivector: p.multivector_config ? true : undefined,
+      onDisk: p.on_disk === true,
+      memmapThresholdKb: config.optimizer_config.memmap_threshold ?? 0,
     };
   });
 }
@@ -621,6 +645,7 @@ export function addVectorName(config: CollectionConfig, name: string, v: NewVect
   }
   next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, v.dense]]);
   checkMultivectorQuantization(next);
+  checkOnDisk(next);
   return next;
 }
 

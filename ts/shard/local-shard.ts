@@ -25,6 +25,7 @@
  *   checkpoint.json         { applied_seq, state, vectors: { name: files }, clocks }, written last
  *   state-<seq>.bin         id tracker + payloads
  *   vec-<i>-<role>-<seq>.qvi engine index files
+ *   orig-<n>-<hex>.f32      f32 originals of an indexed index kept in a mapped file (on_disk vectors)
  *   sparse-<i>-<seq>-<n>.qsi sparse (inverted) index files, one per sparse vector name
  */
 
@@ -52,7 +53,7 @@ import { DiskPayloadStore, PAYLOAD_DATA_RE, PAYLOAD_INDEX_RE, type DiskPayloadRe
 import { FIELD_INDEX_FILE_RE } from './index-disk';
 import type { IndexFiles } from './field-index';
 import { LabelSet } from './label-set';
-import { VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
+import { ORIGINALS_FILE_RE, VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { SPARSE_FILE_RE, SparseStore, type SparseSpec } from './sparse-store';
 import { removeTempFiles, syncDir, writeFileAtomic } from '../common/files';
 
@@ -269,7 +270,7 @@ export class LocalShard {
     this.logger = opts.logger;
     this.peerId = opts.peerId ?? 0n;
     this.walRetainBytes = opts.walRetainBytes ?? opts.walSegmentBytes;
-    for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger));
+    for (const spec of opts.vectors) this.vectors.set(spec.name, new VectorStore(opts.engine, spec, opts.logger, opts.dir));
     for (const spec of opts.sparse ?? []) this.sparse.set(spec.name, new SparseStore(opts.engine, spec));
     this.payloadIndex.vectorPresence = (name) => this.vectors.get(name)?.present ?? this.sparse.get(name)?.present ?? null;
     this.payloadIndex.universe = {
@@ -779,7 +780,7 @@ export class LocalShard {
       const fileNo = Math.max(this.current?.file_no ?? 0, ...[...this.vectors.values()].map((v) => v.fileNo));
       for (const spec of added) {
         if (this.vectors.has(spec.name)) continue;
-        const store = new VectorStore(this.opts.engine, spec, this.logger);
+        const store = new VectorStore(this.opts.engine, spec, this.logger, this.opts.dir);
         store.fileNo = fileNo;
         this.vectors.set(spec.name, store);
       }
@@ -845,14 +846,14 @@ export class LocalShard {
       const idx = this.payloads.savedIndexFile;
       if (idx !== null) keep.add(idx);
     }
-    for (const store of this.vectors.values()) for (const f of store.savedFiles()) keep.add(f);
+    for (const store of this.vectors.values()) for (const f of [...store.savedFiles(), ...store.liveFiles()]) keep.add(f);
     // On-disk payload indexes: the base file in use (a checkpoint may not name it yet) and the files the last save wrote.
     for (const f of this.payloadIndex.files()) keep.add(f);
     await Promise.all(
       names
         .filter(
           (n) =>
-            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n) || FIELD_INDEX_FILE_RE.test(n)) &&
+            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || ORIGINALS_FILE_RE.test(n) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n) || FIELD_INDEX_FILE_RE.test(n)) &&
             !keep.has(n) &&
             !this.pinned.has(n),
         )
@@ -903,11 +904,19 @@ export class LocalShard {
     if (taken === null) throw new Error(`shard ${this.opts.dir} has no checkpoint after checkpointing`);
     const files = checkpointFiles(taken);
     let released = false;
+    const sizes: Record<string, number> = {};
+    if (taken.payloads) sizes[taken.payloads.data] = taken.payloads.length;
+    // Side files of mapped originals grow after the checkpoint (the optimizer appends):
+    // the snapshot takes what they hold now, at least what the checkpoint covers (a
+    // longer file's tail is ignored when the index loads).
+    for (const f of Object.values(taken.vectors)) {
+      if (f.originals) sizes[f.originals] = (await fs.stat(path.join(this.opts.dir, f.originals))).size;
+    }
     return {
       dir: this.opts.dir,
       checkpoint: Buffer.from(JSON.stringify(taken)),
       files,
-      ...(taken.payloads ? { sizes: { [taken.payloads.data]: taken.payloads.length } } : {}),
+      ...(Object.keys(sizes).length > 0 ? { sizes } : {}),
       appliedSeq: BigInt(taken.applied_seq),
       ...(content !== undefined ? { content } : {}),
       release: async () => {
@@ -1613,6 +1622,10 @@ export function checkpointProblem(cp: unknown): string | null {
   for (const [name, f] of Object.entries(c.vectors)) {
     if (typeof f !== 'object' || f === null || typeof f.appendable !== 'string') return `vectors[${JSON.stringify(name)}] has no appendable index`;
     for (const [role, file] of Object.entries(f)) {
+      if (role === 'originals') {
+        if (file !== null && (typeof file !== 'string' || !ORIGINALS_FILE_RE.test(file))) return `${JSON.stringify(file)} is not an originals file name`;
+        continue;
+      }
       if (!['appendable', 'frozen', 'indexed'].includes(role)) return `vectors[${JSON.stringify(name)}] has an unknown index role ${JSON.stringify(role)}`;
       if (file !== null && (typeof file !== 'string' || !INDEX_FILE_RE.test(file))) return `${JSON.stringify(file)} is not an index file name`;
     }
@@ -1645,6 +1658,9 @@ export function checkpointProblem(cp: unknown): string | null {
 /** The state and index files a checkpoint names. */
 export function checkpointFiles(cp: CheckpointFile): string[] {
   const out = [cp.state];
+  // Side files of mapped originals before the index files that name them: a snapshot
+  // archive has them in this order, so a recovery's preload finds the side file there.
+  for (const f of Object.values(cp.vectors)) if (f.originals) out.push(f.originals);
   for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
   for (const f of Object.values(cp.sparse ?? {})) out.push(f);
   if (cp.payloads) out.push(cp.payloads.data, cp.payloads.index);

@@ -8,6 +8,16 @@
  *  - `indexed`: the HNSW index (quantized when configured) that the optimizer moves
  *    frozen points into, and rebuilds without deleted slots (vacuum).
  *
+ * On-disk vectors (`on_disk: true`, or `memmap_threshold` exceeded; quantized vectors
+ * on the native backend only): the `indexed` index keeps its f32 originals in a
+ * memory-mapped file of the shard directory (`orig-<n>-<hex>.f32`), which every add
+ * appends to; its codes and graph stay in memory. A rebuild (vacuum) writes a new
+ * file. The flat indexes stay in memory: they are bounded by the indexing threshold.
+ * A checkpoint's index file names the side file and the vectors it covers; the file
+ * stays on disk while a checkpoint, a save or a live index uses it
+ * (`savedFiles`/`liveFiles`), and a later save of a longer file never changes what an
+ * earlier one covers (appends only). On WASM (no mmap) the originals stay in memory.
+ *
  * A point is live in exactly one of them, except while a move copies frozen points
  * into `indexed`. Each index has the set of labels it serves (`labels`); a copy joins
  * the target's set only when the job ends, so searches ignore hits of an index that
@@ -21,6 +31,7 @@
  */
 
 import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 
 import * as os from 'node:os';
@@ -49,6 +60,13 @@ export interface VectorSpec {
   vacuumMinVectorNumber: number;
   /** Element type the engine stores the vectors in (default float32). */
   datatype?: Datatype;
+  /**
+   * Keep the HNSW index's f32 originals in a memory-mapped file (the reference's
+   * `on_disk: true`); quantized vectors only (the collection layer refuses it without).
+   */
+  onDisk?: boolean;
+  /** KiB of vectors above which the HNSW index's originals go to a mapped file as with onDisk (0/undefined: never). */
+  memmapThresholdKb?: number;
   /**
    * Points hold lists of vectors (flat, rows of `dim`), scored by MaxSim. The store then
    * keeps one engine index that links points as they come (no graph when m is 0), and
@@ -83,7 +101,12 @@ export interface VectorFiles {
   appendable: string;
   frozen: string | null;
   indexed: string | null;
+  /** The side file holding the indexed index's f32 originals, when they are mapped (absent: in the index file). */
+  originals?: string | null;
 }
+
+/** Names of the side files of mapped originals this store creates. */
+export const ORIGINALS_FILE_RE = /^orig-[0-9]{1,15}-[0-9a-f]{8}\.f32$/;
 
 /** Points moved into the HNSW index per engine call, so searches interleave with a move. */
 const MOVE_CHUNK = 512;
@@ -106,10 +129,12 @@ interface Tracked {
   gen: number;
   savedGen: number;
   savedFile: string | null;
+  /** The side file (in the shard directory) the index maps its originals from, or null. */
+  originals: string | null;
 }
 
-function track(index: VectorIndex): Tracked {
-  return { index, labels: new LabelSet(), gen: 1, savedGen: 0, savedFile: null };
+function track(index: VectorIndex, originals: string | null = null): Tracked {
+  return { index, labels: new LabelSet(), gen: 1, savedGen: 0, savedFile: null, originals };
 }
 
 /** The labels of `labels` that `t` holds, removed from its set. */
@@ -165,7 +190,7 @@ export class VectorStore {
   private indexed: Tracked | null = null;
   private dirty: Set<bigint> | null = null;
   private job: Promise<void> | null = null;
-  private jobKind: 'index' | 'vacuum' | 'compact' | null = null;
+  private jobKind: 'index' | 'vacuum' | 'compact' | 'place' | null = null;
   /** Set when the graph parameters changed: the next vacuum rebuilds even without deletes. */
   private rebuildDue = false;
   /** Labels that hold a vector of this name (any index). */
@@ -187,8 +212,75 @@ export class VectorStore {
     private readonly engine: Engine,
     readonly spec: VectorSpec,
     private readonly logger: Logger,
+    /** The shard directory mapped originals live in (null: never on disk). */
+    private readonly dir: string | null = null,
   ) {
     this.appendable = track(engine.createIndex(this.flatOptions()));
+  }
+
+  /** Logged once per store: on_disk asked for on a backend that cannot map files. */
+  private warnedNoMap = false;
+
+  /**
+   * Whether an HNSW index of `count` vectors should keep its originals in a mapped
+   * file: `on_disk`, or more KiB than `memmap_threshold`; quantized, native only.
+   */
+  private wantOnDisk(count: number): boolean {
+    const s = this.spec;
+    if (this.dir === null || s.multivector || s.quantization.kind === 'none') return false;
+    const t = s.memmapThresholdKb ?? 0;
+    const want = s.onDisk === true || (t > 0 && (count * s.dim * 4) / 1024 >= t);
+    if (want && this.engine.backend !== 'native') {
+      if (!this.warnedNoMap) {
+        this.warnedNoMap = true;
+        this.logger.warn({ vector: s.name, backend: this.engine.backend }, 'on-disk vectors asked for, but the WASM engine cannot map files: the originals stay in memory');
+      }
+      return false;
+    }
+    return want;
+  }
+
+  /** A fresh side file name for mapped originals (never reused: the number grows, and a random part keeps stores apart). */
+  private newOriginalsFile(): string {
+    return `orig-${this.fileNo++}-${randomBytes(4).toString('hex')}.f32`;
+  }
+
+  /** A new HNSW index for `count` vectors, with its originals mapped when they should be. */
+  private createGraph(count: number): Tracked {
+    if (!this.wantOnDisk(count)) return track(this.engine.createIndex(this.graphOptions()));
+    const file = this.newOriginalsFile();
+    return track(this.engine.createIndex({ ...this.graphOptions(), originalsPath: path.join(this.dir!, file) }), file);
+  }
+
+  /** Whether the indexed index's originals are where the spec wants them (a PATCH of on_disk, memmap_threshold crossed). */
+  private placementDue(): boolean {
+    const t = this.indexed;
+    if (t === null) return false;
+    return this.wantOnDisk(t.labels.size) !== (t.originals !== null);
+  }
+
+  /** Moves the indexed index's originals to a new mapped file or back into memory (under the update lock). */
+  private async place(): Promise<void> {
+    const t = this.indexed;
+    if (t === null) return;
+    if (this.wantOnDisk(t.labels.size)) {
+      if (t.originals !== null) return;
+      const file = this.newOriginalsFile();
+      await t.index.moveOriginalsToDisk(path.join(this.dir!, file));
+      t.originals = file;
+    } else {
+      if (t.originals === null) return;
+      await t.index.moveOriginalsToMemory();
+      t.originals = null;
+    }
+    t.gen++;
+  }
+
+  /** Side files the live indexes map (a running job's target too): they must stay on disk. */
+  liveFiles(): string[] {
+    const out: string[] = [];
+    for (const t of [...this.all(), this.jobTarget]) if (t && t.originals !== null) out.push(t.originals);
+    return out;
   }
 
   /** Labels that hold a vector of this name (any index). */
@@ -365,7 +457,7 @@ export class VectorStore {
   /** Whether an optimization is due (the collection reports yellow until it is done). */
   pending(): boolean {
     const leftover = this.spec.indexingThresholdKb > 0 && this.indexed !== null && this.appendable.labels.size > 0;
-    return this.job !== null || this.frozen !== null || leftover || this.indexDue() || this.vacuumDue();
+    return this.job !== null || this.frozen !== null || leftover || this.indexDue() || this.vacuumDue() || this.placementDue();
   }
 
   private indexDue(): boolean {
@@ -407,15 +499,24 @@ export class VectorStore {
   }
 
   /** The job that is due now, if any. */
-  private dueKind(): 'index' | 'vacuum' | 'compact' | null {
-    return this.frozen !== null || this.indexDue() ? 'index' : this.vacuumDue() ? 'vacuum' : this.appendableVacuumDue() ? 'compact' : null;
+  private dueKind(): 'index' | 'vacuum' | 'compact' | 'place' | null {
+    return this.frozen !== null || this.indexDue()
+      ? 'index'
+      : this.vacuumDue()
+        ? 'vacuum'
+        : this.placementDue()
+          ? 'place'
+          : this.appendableVacuumDue()
+            ? 'compact'
+            : null;
   }
 
   /** The reference's optimizer name of a job, and the engine indexes it reads (its segments). */
-  private jobShape(kind: 'index' | 'vacuum' | 'compact'): { optimizer: string; sources: Tracked[] } {
+  private jobShape(kind: 'index' | 'vacuum' | 'compact' | 'place'): { optimizer: string; sources: Tracked[] } {
     const seg = (ts: Array<Tracked | null>) => ts.filter((t): t is Tracked => t !== null);
     if (kind === 'index') return { optimizer: 'indexing', sources: seg([this.frozen ?? this.appendable, this.indexed]) };
     if (kind === 'vacuum') return { optimizer: this.rebuildDue ? 'config_mismatch' : 'vacuum', sources: seg([this.indexed]) };
+    if (kind === 'place') return { optimizer: 'config_mismatch', sources: seg([this.indexed]) };
     return { optimizer: 'vacuum', sources: [this.appendable] };
   }
 
@@ -451,16 +552,18 @@ export class VectorStore {
     if (!kind) return null;
     this.jobKind = kind;
     const shape = this.jobShape(kind);
-    this.log.start(shape.optimizer, shape.sources.map((t) => this.segmentInfo(t)), kind === 'compact' ? 1 : (shape.sources[0]?.labels.size ?? 0));
+    this.log.start(shape.optimizer, shape.sources.map((t) => this.segmentInfo(t)), kind === 'compact' || kind === 'place' ? 1 : (shape.sources[0]?.labels.size ?? 0));
     const run =
       kind === 'index'
         ? this.indexJob(exclusive)
         : kind === 'vacuum'
           ? this.vacuumJob(exclusive)
-          : exclusive(async () => {
-              await this.appendable.index.compact(1);
-              this.appendable.gen++;
-            });
+          : kind === 'place'
+            ? exclusive(() => this.place())
+            : exclusive(async () => {
+                await this.appendable.index.compact(1);
+                this.appendable.gen++;
+              });
     this.job = run
       .then(() => {
         this.backoffMs = 0;
@@ -599,7 +702,7 @@ export class VectorStore {
     });
     const frozen = this.frozen!;
     const fresh = this.indexed === null;
-    const target = this.indexed ?? track(this.engine.createIndex(this.graphOptions()));
+    const target = this.indexed ?? this.createGraph(frozen.labels.size);
     const copied = await this.copyInto(target, frozen, 'index', exclusive);
     await exclusive(async () => {
       target.gen++;
@@ -621,7 +724,7 @@ export class VectorStore {
       this.rebuildDue = false;
     });
     const source = this.indexed!;
-    const target = track(this.engine.createIndex(this.graphOptions()));
+    const target = this.createGraph(source.labels.size);
     const copied = await this.copyInto(target, source, 'vacuum', exclusive);
     await exclusive(async () => {
       const dirty = this.dirty ?? new Set<bigint>();
@@ -645,7 +748,7 @@ export class VectorStore {
    */
   /** The files the last saves wrote (a retried checkpoint names them again: they must stay on disk). */
   savedFiles(): string[] {
-    return this.all().flatMap((t) => (t.savedFile === null ? [] : [t.savedFile]));
+    return this.all().flatMap((t) => [...(t.savedFile === null ? [] : [t.savedFile]), ...(t.originals === null ? [] : [t.originals])]);
   }
 
   async save(dir: string, prefix: string, seq: bigint): Promise<VectorFiles> {
@@ -667,11 +770,13 @@ export class VectorStore {
       t.savedFile = file;
       return file;
     };
-    return {
+    const out: VectorFiles = {
       appendable: await saveOne(this.appendable, 'appendable'),
       frozen: this.frozen ? await saveOne(this.frozen, 'frozen') : null,
       indexed: this.indexed ? await saveOne(this.indexed, 'indexed') : null,
     };
+    if (this.indexed?.originals) out.originals = this.indexed.originals;
+    return out;
   }
 
   /**
@@ -694,16 +799,26 @@ export class VectorStore {
     // `keepOf` may fail (a corrupt state file) while the indexes still load: it is
     // awaited below, and must not count as unhandled meanwhile (that ends the process).
     keepOf.catch(() => undefined);
-    const opened = await Promise.allSettled(names.map((f) => (f ? (preloaded(f) ?? this.engine.loadIndex(path.join(dir, f))) : Promise.resolve(null))));
+    // A preload that failed (an index file extracted before the side file it names)
+    // is tried again now that every file is there.
+    const open = (f: string) => {
+      const pre = preloaded(f);
+      return pre === null ? this.engine.loadIndex(path.join(dir, f)) : pre.catch(() => this.engine.loadIndex(path.join(dir, f)));
+    };
+    const opened = await Promise.allSettled(names.map((f) => (f ? open(f) : Promise.resolve(null))));
     const loaded = opened.map((r) => (r.status === 'fulfilled' ? r.value : null));
     try {
       for (const r of opened) if (r.status === 'rejected') throw r.reason;
       const keep = await keepOf;
       const tracked = loaded.map((index, i) => {
         if (index === null) return null;
-        const t = track(index);
+        // The side file the checkpoint names for the indexed index's mapped originals
+        // (on WASM they were read into memory: the next save holds them itself).
+        const mapped = i === 2 && files.originals && this.engine.backend === 'native' ? files.originals : null;
+        const t = track(index, mapped);
         t.savedGen = t.gen;
         t.savedFile = names[i];
+        if (i === 2 && files.originals && mapped === null) t.gen++;
         return t;
       });
       const present = await this.reconcile(tracked.filter((t): t is Tracked => t !== null), keep);

@@ -209,9 +209,15 @@ function dropRetiredSettings(body: Record<string, unknown>): void {
     if (h.on_disk === true) delete h.on_disk;
     if (typeof h.payload_m === 'number' && h.payload_m > 0) delete h.payload_m;
   };
+  // on_disk vectors are served for quantized vectors; without quantization (the
+  // vector's own or the collection's) Quiver refuses them, so a snapshot that has them
+  // is recovered with them in memory, as before.
+  let unquantized = false;
   const vector = (v: unknown) => {
     if (!isObj(v)) return;
-    if (v.on_disk === true) delete v.on_disk;
+    const quantized = (v.quantization_config ?? body.quantization_config ?? null) !== null && !isObj(v.multivector_config);
+    if (!quantized) unquantized = true;
+    if (v.on_disk === true && !quantized) delete v.on_disk;
     hnsw(v.hnsw_config);
   };
   hnsw(body.hnsw_config);
@@ -223,6 +229,8 @@ function dropRetiredSettings(body: Record<string, unknown>): void {
   if (isObj(body.sparse_vectors)) {
     for (const v of Object.values(body.sparse_vectors)) if (isObj(v) && isObj(v.index) && v.index.on_disk === true) delete v.index.on_disk;
   }
+  // A memmap_threshold earlier versions accepted and ignored, where it cannot apply.
+  if (unquantized && isObj(body.optimizers_config) && typeof body.optimizers_config.memmap_threshold === 'number') body.optimizers_config.memmap_threshold = null;
 }
 
 /** Payload index parameters of the same kind (see dropRetiredSettings). */

@@ -249,6 +249,9 @@ pub struct NativeIndexOptions {
     pub flat: Option<bool>,
     /// "float32" | "float16" | "uint8": the element type vectors are stored in.
     pub datatype: Option<String>,
+    /// Quantized graph indexes: keep the f32 originals in this file (created empty,
+    /// memory-mapped, appended to by every add) instead of in memory.
+    pub originals_path: Option<String>,
 }
 
 #[napi(object)]
@@ -367,6 +370,7 @@ pub struct NativeIndexStats {
     pub deleted: f64,
     pub vector_bytes: f64,
     pub original_bytes: f64,
+    pub original_file_bytes: f64,
     pub graph_bytes: f64,
     pub total_bytes: f64,
     pub quantization: String,
@@ -481,6 +485,7 @@ fn stats_of(s: quiver_core::IndexStats) -> NativeIndexStats {
         deleted: s.deleted as f64,
         vector_bytes: s.vector_bytes as f64,
         original_bytes: s.original_bytes as f64,
+        original_file_bytes: s.original_file_bytes as f64,
         graph_bytes: s.graph_bytes as f64,
         total_bytes: s.total_bytes as f64,
         quantization: s.quantization.to_string(),
@@ -521,6 +526,12 @@ impl NativeIndex {
     pub fn new(env: Env, options: NativeIndexOptions) -> napi::Result<Self> {
         config_from(&options)
             .and_then(Index::new)
+            .and_then(|mut index| {
+                if let Some(p) = options.originals_path.as_deref() {
+                    index.move_originals_to_file(&PathBuf::from(p))?;
+                }
+                Ok(index)
+            })
             .map(NativeIndex::wrap)
             .map_err(|e| engine_error(&env, e))
     }
@@ -795,6 +806,25 @@ impl NativeIndex {
                 let result = index.move_originals_to_file(&PathBuf::from(path));
                 remember(&cache, &index);
                 result
+            },
+            unit,
+        )
+    }
+
+    /// Copies mapped originals back into memory (the file stays on disk).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn move_originals_to_memory(&self) -> AsyncTask<Job<(), ()>> {
+        let index = match self.shared() {
+            Ok(i) => i,
+            Err(e) => return Job::fail(e, unit),
+        };
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                index.move_originals_to_memory();
+                remember(&cache, &index);
+                Ok(())
             },
             unit,
         )

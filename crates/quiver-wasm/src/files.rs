@@ -178,6 +178,27 @@ pub extern "C" fn quiver_index_from_file_bytes(bytes: *const u8, len: usize, nam
     }
 }
 
+/// Reads an index file's bytes whose originals are in a side file (`quiver_core::hnsw::side_file_of`
+/// names it): `side` is that file's content, at least the bytes the index covers (its
+/// tail is ignored). The originals are held in memory: wasm32 has no mmap.
+#[no_mangle]
+pub extern "C" fn quiver_index_from_file_bytes_side(
+    bytes: *const u8,
+    len: usize,
+    name: *const u8,
+    name_len: usize,
+    side: *const u8,
+    side_len: usize,
+) -> i32 {
+    install_panic_hook();
+    // SAFETY: the host wrote `len` and `side_len` bytes.
+    let (bytes, side) = unsafe { (slice(bytes, len), slice(side, side_len)) };
+    match Index::from_bytes_with_side(bytes, &name_of(name, name_len), Some(side)) {
+        Ok(index) => super::insert(index),
+        Err(e) => fail(e),
+    }
+}
+
 /// Reads a sparse index file's bytes (`SparseIndex::save` wrote them) and returns the
 /// new sparse handle; errors name `name`.
 #[no_mangle]

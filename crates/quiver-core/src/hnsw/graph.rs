@@ -138,7 +138,7 @@ impl Index {
         self.upper_off.reserve(cap - self.upper_off.len());
         self.labels.reserve(cap - self.labels.len());
         self.deleted.resize((cap + 63) / 64, 0);
-        if self.quantized() {
+        if self.quantized() && self.mapped.is_none() {
             self.originals.reserve(cap * self.config.dim - self.originals.len());
         }
     }
@@ -180,8 +180,13 @@ impl Index {
     fn retrain_quantizer(&mut self, new: &[f32]) {
         let d = self.config.dim;
         let n = self.n;
-        let mut sample: Vec<f32> = Vec::with_capacity(self.originals.len().min(n * d) + new.len());
-        sample.extend_from_slice(&self.originals[..n * d]);
+        // In memory or mapped (field borrows: the arena is written below).
+        let originals: &[f32] = match &self.mapped {
+            Some(m) => m.as_slice(),
+            None => &self.originals,
+        };
+        let mut sample: Vec<f32> = Vec::with_capacity(n * d + new.len());
+        sample.extend_from_slice(&originals[..n * d]);
         sample.extend_from_slice(&new[..new.len().min(RETRAIN_BELOW * d)]);
         let codes = match self.config.quantization {
             Quantization::None => return,
@@ -192,7 +197,7 @@ impl Index {
         for i in 0..n {
             let base = i * self.stride + 1 + self.m0;
             let p = self.arena[base..].as_mut_ptr() as *mut u8;
-            let v = &self.originals[i * d..(i + 1) * d];
+            let v = &originals[i * d..(i + 1) * d];
             match &self.codes {
                 Codes::Scalar(q) => q.encode(v, unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) }),
                 Codes::Binary(q) => q.encode(v, unsafe { std::slice::from_raw_parts_mut(p, q.code_len()) }),
@@ -208,7 +213,6 @@ impl Index {
         if labels.is_empty() {
             return Ok(());
         }
-        self.originals_to_memory();
         if self.n + labels.len() >= NONE as usize {
             return Err(Error::invalid("index is full (2^32 - 1 slots)"));
         }
@@ -229,6 +233,13 @@ impl Index {
             prepared.extend_from_slice(&vectors[j * d..(j + 1) * d]);
             self.config.datatype.prepare(self.config.distance, &mut prepared[start..]);
             batch_labels.push(*l);
+        }
+        // Originals in a mapped file: the batch goes to the file first (before anything
+        // changes, so a failed write leaves the index as it was), then the linking
+        // below reads it from the longer mapping like every other original.
+        if let Some(m) = self.mapped.as_mut() {
+            debug_assert_eq!(m.as_slice().len(), self.n * d);
+            m.append(&prepared)?;
         }
         if self.config.quantization != Quantization::None {
             if self.n == 0 && !self.quantized() {
@@ -299,7 +310,7 @@ impl Index {
                     q.encode(v, out);
                 }
             }
-            if self.quantized() {
+            if self.quantized() && self.mapped.is_none() {
                 self.originals.extend_from_slice(v);
             }
             self.n += 1;
@@ -337,6 +348,12 @@ impl Index {
             });
             #[cfg(target_arch = "wasm32")]
             run();
+        }
+        // Linking read originals all over the mapped file: drop those pages from the
+        // process (the page cache keeps them), so a build leaves the resident set at
+        // the codes and the graph.
+        if let Some(m) = &self.mapped {
+            m.release_pages();
         }
         Ok(())
     }
@@ -490,9 +507,15 @@ impl Index {
 
     /// Rebuilds the index from its live vectors, reclaiming deleted slots (and
     /// retraining the quantizer on the live data).
+    /// An index whose originals are mapped writes them to a new file
+    /// (`compacted_path`) and maps that; the old file stays for the caller to remove
+    /// (a checkpoint may still name it).
     pub fn compact(&mut self, threads: usize) -> Result<()> {
         let (labels, vectors) = self.export_live();
         let mut fresh = Index::new(self.config.clone())?;
+        if let Some(m) = &self.mapped {
+            fresh.move_originals_to_file(&compacted_path(m.path()))?;
+        }
         fresh.add(&labels, &vectors, threads)?;
         *self = fresh;
         Ok(())
@@ -528,6 +551,31 @@ impl Index {
             }
         }
         Ok(())
+    }
+}
+
+/// The file `compact` writes a mapped index's originals to: beside `old`, named
+/// `<stem>.c<k>.<ext>` with the first `k` whose file does not exist (a rerun after
+/// `<stem>.c1` becomes `<stem>.c2`, not `<stem>.c1.c1`).
+pub fn compacted_path(old: &std::path::Path) -> std::path::PathBuf {
+    let dir = old.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let name = old.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (stem, ext) = match name.rfind('.') {
+        Some(i) if i > 0 => (name[..i].to_string(), name[i..].to_string()),
+        _ => (name.clone(), String::new()),
+    };
+    // Strip a previous compaction's `.c<k>`.
+    let base = match stem.rfind(".c") {
+        Some(i) if i > 0 && stem[i + 2..].chars().all(|c| c.is_ascii_digit()) && stem.len() > i + 2 => stem[..i].to_string(),
+        _ => stem,
+    };
+    let mut k = 1u64;
+    loop {
+        let p = dir.join(format!("{}.c{}{}", base, k, ext));
+        if !p.exists() {
+            return p;
+        }
+        k += 1;
     }
 }
 

@@ -44,9 +44,9 @@ mod persist;
 mod rule;
 mod search;
 
-pub use graph::default_threads;
+pub use graph::{compacted_path, default_threads};
 use graph::{SpinLock, LOCK_STRIPES};
-pub use persist::{INDEX_FORMAT_VERSION, INDEX_MAGIC};
+pub use persist::{side_file_of, SideOriginals, INDEX_FORMAT_VERSION, INDEX_MAGIC};
 pub use rule::{fast_sigmoid, scaled_fast_sigmoid, Rule};
 
 /// Default clipping quantile of scalar (int8) quantization: 1, the whole range of each
@@ -182,6 +182,8 @@ pub struct IndexStats {
     /// Bytes of f32 originals kept in memory for rescoring (quantized indexes only;
     /// 0 once they are moved to a mapped file).
     pub original_bytes: usize,
+    /// Bytes of f32 originals the index reads from its mapped file (0 in memory).
+    pub original_file_bytes: usize,
     pub graph_bytes: usize,
     pub total_bytes: usize,
     pub quantization: &'static str,
@@ -387,6 +389,15 @@ impl Index {
         }
     }
 
+    /// What `cost_to` computes for a quantized index's slot whose original is `v`.
+    #[inline(always)]
+    pub(crate) fn cost_to_original(&self, q: &[f32], v: &[f32]) -> f32 {
+        match self.typed {
+            Some(kind) => typed_cost(kind, q, v),
+            None => (self.cost_fn)(q, v),
+        }
+    }
+
     /// Slot `i`'s vector as f32 (borrowed when the arena or the originals hold f32).
     pub(crate) fn vector_f32(&self, i: u32) -> std::borrow::Cow<'_, [f32]> {
         if !self.stores_typed() {
@@ -473,13 +484,21 @@ impl Index {
 
     /// Moves the f32 originals of a quantized index to `path` (written atomically, then
     /// memory-mapped read-only), so only the codes and the graph stay in memory and the
-    /// page cache holds what rescoring reads. A later `add` or `compact` brings them
-    /// back into memory; the file is left for the caller to remove or map again.
+    /// page cache holds what rescoring and linking read. An index configured for
+    /// quantization may do this while still empty: its originals then never sit in
+    /// memory. From then on `add` appends its vectors to the file and maps the longer
+    /// file (nothing is copied back into memory), `compact` writes a new file beside
+    /// it (`compacted_path`), and `save` names the file instead of holding the vectors
+    /// (see `persist`). A file the index stops using (after `compact`, or
+    /// `move_originals_to_memory`) is left for the caller to remove.
     pub fn move_originals_to_file(&mut self, path: &std::path::Path) -> Result<()> {
-        if !self.quantized() {
+        if self.config.quantization == Quantization::None || self.config.flat {
             return Err(Error::invalid(
-                "only a quantized index keeps its f32 vectors apart from the graph; this one scores them in place",
+                "only a quantized graph index keeps its f32 vectors apart from the graph; this one scores them in place",
             ));
+        }
+        if path.file_name().is_none() {
+            return Err(Error::invalid(format!("{}: not a file path", path.display())));
         }
         let m = MappedF32::create(path, &self.originals_slice()[..self.n * self.config.dim])?;
         self.mapped = Some(m);
@@ -492,9 +511,16 @@ impl Index {
         self.mapped.is_some()
     }
 
-    fn originals_to_memory(&mut self) {
+    /// The file the originals are mapped from, if they are.
+    pub fn originals_path(&self) -> Option<&std::path::Path> {
+        self.mapped.as_ref().map(|m| m.path())
+    }
+
+    /// Copies the originals from their mapped file back into memory (the file stays
+    /// on disk for the caller to remove). Nothing to do when they are in memory.
+    pub fn move_originals_to_memory(&mut self) {
         if let Some(m) = self.mapped.take() {
-            self.originals = m.as_slice().to_vec();
+            self.originals = m.as_slice()[..self.n * self.config.dim].to_vec();
         }
     }
 
@@ -532,6 +558,7 @@ impl Index {
         let slot_vec = self.data_words * 4;
         let vector_bytes = self.n * slot_vec;
         let original_bytes = self.originals.len() * 4;
+        let original_file_bytes = self.mapped.as_ref().map_or(0, |m| m.file_bytes());
         let graph_bytes = self.n * (1 + self.m0) * 4 + self.upper.len() * 4 + self.upper_off.len() * 4 + self.levels.len();
         let map_bytes = self.label_map.capacity() * 16 + self.labels.len() * 8 + self.deleted.len() * 8;
         IndexStats {
@@ -542,6 +569,7 @@ impl Index {
             deleted: self.deleted_count,
             vector_bytes,
             original_bytes,
+            original_file_bytes,
             graph_bytes,
             total_bytes: vector_bytes + original_bytes + graph_bytes + map_bytes,
             quantization: self.config.quantization.name(),
@@ -603,7 +631,7 @@ mod tests {
     }
 
     #[test]
-    fn originals_move_to_a_mapped_file_and_come_back_on_add() {
+    fn originals_move_to_a_mapped_file_and_adds_append_to_it() {
         let d = 32;
         let n = 2000;
         let data = gaussian(n, d, 12);
@@ -612,7 +640,7 @@ mod tests {
         let dir = tmp.path();
         let mut cfg = IndexConfig::new(d, Distance::Euclid);
         cfg.quantization = Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE };
-        let mut idx = Index::new(cfg).unwrap();
+        let mut idx = Index::new(cfg.clone()).unwrap();
         idx.add(&labels, &data, 2).unwrap();
         let q = gaussian(1, d, 13);
         let mut p = SearchParams::new(10);
@@ -620,22 +648,81 @@ mod tests {
         let before = idx.search(&q, &p, None).unwrap();
         let ram = idx.stats().original_bytes;
         assert_eq!(ram, n * d * 4);
-        idx.move_originals_to_file(&dir.join("originals.f32")).unwrap();
+        let file = dir.join("originals.f32");
+        idx.move_originals_to_file(&file).unwrap();
         assert!(idx.originals_on_disk());
         assert_eq!(idx.stats().original_bytes, 0);
+        assert_eq!(idx.stats().original_file_bytes, n * d * 4);
         assert_eq!(idx.search(&q, &p, None).unwrap(), before);
         assert_eq!(idx.get_vector(5).unwrap(), data[5 * d..6 * d].to_vec());
-        let bytes = idx.to_bytes();
-        assert_eq!(Index::from_bytes(&bytes).unwrap().search(&q, &p, None).unwrap(), before);
+        // An add appends to the file: nothing comes back into memory.
         idx.add(&[n as u64], &vec![0.25; d], 1).unwrap();
-        assert!(!idx.originals_on_disk());
+        assert!(idx.originals_on_disk());
+        assert_eq!(idx.stats().original_bytes, 0);
+        assert_eq!(std::fs::metadata(&file).unwrap().len() as usize, (n + 1) * d * 4);
         assert_eq!(idx.get_vector(n as u64).unwrap(), vec![0.25; d]);
         assert_eq!(idx.get_vector(7).unwrap(), data[7 * d..8 * d].to_vec());
+        // Back to memory: the same answers.
+        let on_disk = idx.search(&q, &p, None).unwrap();
+        idx.move_originals_to_memory();
+        assert!(!idx.originals_on_disk());
+        assert_eq!(idx.stats().original_bytes, (n + 1) * d * 4);
+        assert_eq!(idx.search(&q, &p, None).unwrap(), on_disk);
         let mut plain = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
         plain.add(&labels[..10], &data[..10 * d], 1).unwrap();
         assert_eq!(plain.move_originals_to_file(&dir.join("x")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
     }
 
+    /// An index mapped from the start (empty), built by many appends, equals one built
+    /// in memory with the same seed: the same graph, codes and answers, for int8 and
+    /// binary; deletes and compaction (a new file) keep it equal to the in-memory one.
+    #[test]
+    fn an_index_mapped_from_the_start_builds_what_memory_builds() {
+        let d = 24;
+        let n = 3000;
+        let data = gaussian(n, d, 50);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x * 7).collect();
+        let queries = gaussian(20, d, 51);
+        let tmp = crate::testutil::TempDir::new("hnsw-map-build");
+        for quant in [Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE }, Quantization::Binary] {
+            let mut cfg = IndexConfig::new(d, Distance::Cosine);
+            cfg.quantization = quant;
+            let mut mem = Index::new(cfg.clone()).unwrap();
+            let mut map = Index::new(cfg.clone()).unwrap();
+            let file = tmp.path().join(format!("{}.f32", quant.name()));
+            map.move_originals_to_file(&file).unwrap();
+            for c in 0..(n / 500) {
+                let (s, e) = (c * 500, (c + 1) * 500);
+                mem.add(&labels[s..e], &data[s * d..e * d], 1).unwrap();
+                map.add(&labels[s..e], &data[s * d..e * d], 1).unwrap();
+            }
+            assert_eq!(map.stats().original_bytes, 0);
+            assert_eq!(map.stats().original_file_bytes, n * d * 4);
+            let same = |a: &Index, b: &Index, what: &str| {
+                for qi in 0..20 {
+                    let q = &queries[qi * d..(qi + 1) * d];
+                    let mut p = SearchParams::new(10);
+                    p.ef = Some(64);
+                    assert_eq!(a.search(q, &p, None).unwrap(), b.search(q, &p, None).unwrap(), "{} {:?}", what, quant);
+                }
+            };
+            same(&mem, &map, "build");
+            let gone: Vec<u64> = labels.iter().cloned().filter(|l| l % 3 == 0).collect();
+            mem.delete(&gone);
+            map.delete(&gone);
+            mem.compact(1).unwrap();
+            map.compact(1).unwrap();
+            let moved = map.originals_path().unwrap().to_path_buf();
+            assert_ne!(moved, file);
+            assert!(moved.file_name().unwrap().to_string_lossy().contains(".c1."), "{}", moved.display());
+            assert_eq!(std::fs::metadata(&moved).unwrap().len() as usize, map.len() * d * 4);
+            assert_eq!(map.stats().original_bytes, 0);
+            same(&mem, &map, "compact");
+            // The next compaction takes the next name, not `.c1.c1`.
+            map.compact(1).unwrap();
+            assert!(map.originals_path().unwrap().to_string_lossy().ends_with(&format!("{}.c2.f32", quant.name())));
+        }
+    }
     #[test]
     fn export_live_returns_what_get_vector_returns_and_rebuilds_the_index() {
         let d = 10;

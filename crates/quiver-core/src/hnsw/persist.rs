@@ -1,7 +1,8 @@
 //! The index file: `to_bytes` / `from_bytes`, `save` / `load`.
 //!
 //! Owns: the payload format inside the engine frame (magic `QVRINDEX`, format version 2;
-//! version 1, without the flags word, still loads), writing it to a sink (in memory, or
+//! version 1, without the flags word, still loads; flag bit 16: the f32 originals are
+//! in a side file the index names, see `INDEX_FLAG_SIDE`), writing it to a sink (in memory, or
 //! streamed to a file through bounded buffers) and parsing it from a source (a slice,
 //! or a file read through a bounded buffer straight into the index's own arrays), and
 //! every check that turns an inconsistent file into `Corrupt` or `UnsupportedFormat`.
@@ -27,7 +28,62 @@ pub const INDEX_FORMAT_VERSION: u32 = 2;
 const INDEX_FLAG_FLAT: u32 = 1;
 const INDEX_FLAG_F16: u32 = 1 << 8;
 const INDEX_FLAG_U8: u32 = 1 << 9;
-const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8;
+/// Bit 16: the index's f32 originals are not in the file but in a side file in the same
+/// directory (the index mapped them, `move_originals_to_file`). Right after the flags
+/// word come the side file's name (u32 length, UTF-8 bytes: a plain file name) and the
+/// number of vectors it covers (u64, the slot count); the originals array at the end is
+/// then empty. The side file may be longer than that (vectors appended after the save):
+/// its tail is ignored. Shorter is `Corrupt`. Builds before this flag refuse such files
+/// as `UnsupportedFormat` (an unknown flag), never misread them.
+const INDEX_FLAG_SIDE: u32 = 1 << 16;
+const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8 | INDEX_FLAG_SIDE;
+
+/// Longest side file name an index file may carry.
+const MAX_SIDE_NAME: usize = 1024;
+
+/// Where a loaded index's originals come from: the mapped side file, or its bytes read
+/// into memory (the WASM backend, which has no mmap).
+pub enum SideOriginals {
+    Mapped(MappedF32),
+    Memory(Vec<f32>),
+}
+
+/// The side file an index file's bytes name, and the bytes of it the index reads:
+/// `None` for an index that holds its originals itself. Reads the frame header and
+/// the payload's first fields only (no checksum: the load that follows checks it).
+pub fn side_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
+    use crate::fileio::FRAME_HEADER_BYTES;
+    let bad = || Error::corrupt("index: truncated header");
+    if bytes.len() < FRAME_HEADER_BYTES || bytes[..8] != INDEX_MAGIC {
+        return Err(Error::corrupt("index: not an index file"));
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version < 2 {
+        return Ok(None);
+    }
+    let p = &bytes[FRAME_HEADER_BYTES..];
+    let at = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
+    let word = |o: usize| -> Result<u32> { p.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(bad) };
+    let flags = word(at)?;
+    if flags & INDEX_FLAG_SIDE == 0 {
+        return Ok(None);
+    }
+    let dim = word(0)? as u64;
+    let name_len = word(at + 4)? as usize;
+    if name_len == 0 || name_len > MAX_SIDE_NAME {
+        return Err(Error::corrupt("index: side file name out of range"));
+    }
+    let name = p.get(at + 8..at + 8 + name_len).ok_or_else(bad)?;
+    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::corrupt("index: side file name is not UTF-8"))?;
+    let c = p.get(at + 8 + name_len..at + 16 + name_len).ok_or_else(bad)?;
+    let covered = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    Ok(Some((name, covered.saturating_mul(dim).saturating_mul(4))))
+}
+
+/// A side file name is a plain name: no directory parts, not `.` or `..`.
+fn plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\\') && !name.contains('\0')
+}
 
 fn datatype_flags(d: Datatype) -> u32 {
     match d {
@@ -72,7 +128,14 @@ impl Index {
         w.write_u8(qkind)?;
         w.write_f32(quantile)?;
         w.write_u64(c.seed)?;
-        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype))?;
+        let side = self.mapped.as_ref().map(|m| m.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let side_flag = if side.is_some() { INDEX_FLAG_SIDE } else { 0 };
+        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype) | side_flag)?;
+        if let Some(name) = &side {
+            w.write_u32(name.len() as u32)?;
+            w.write_bytes(name.as_bytes())?;
+            w.write_u64(self.n as u64)?;
+        }
         w.write_u64(self.rng.state())?;
         w.write_u64(self.n as u64)?;
         w.write_u64(self.data_words as u64)?;
@@ -94,21 +157,49 @@ impl Index {
         };
         w.write_u64(qbytes.len() as u64)?;
         w.write_bytes(&qbytes)?;
-        let originals = self.originals_slice();
+        // A mapped index's originals stay in their side file (named above).
+        let originals: &[f32] = if side.is_some() { &[] } else { self.originals_slice() };
         w.write_u64(originals.len() as u64)?;
         w.write_f32_slice(originals)
     }
 
     /// Parses what `to_bytes` wrote. Any inconsistency is a Corrupt error naming `name`.
+    /// An index whose originals are in a side file is refused here (`Unsupported`):
+    /// `load` maps the file, `from_bytes_with_side` takes its bytes.
     pub fn from_bytes_named(bytes: &[u8], name: &str) -> Result<Index> {
+        Index::from_bytes_with_side(bytes, name, None)
+    }
+
+    /// Parses what `to_bytes` wrote; `side` is the content of the side file the bytes
+    /// name (see `side_file_of`), read into memory: at least the bytes the index covers
+    /// (a longer one's tail is ignored; shorter is `Corrupt`).
+    pub fn from_bytes_with_side(bytes: &[u8], name: &str, side: Option<&[u8]>) -> Result<Index> {
         let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
         let mut r = ByteReader::new(payload).with_name(name);
-        Index::read_payload(&mut r, version, name)
+        let mut resolve = |file: &str, len: usize| -> Result<SideOriginals> {
+            let side = side.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{}: the index keeps its vectors in the side file {}, which was not given", name, file),
+                )
+            })?;
+            if (side.len() as u64) < len as u64 * 4 {
+                return Err(Error::corrupt(format!(
+                    "{}: side file {} has {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
+                    name,
+                    file,
+                    side.len(),
+                    len as u64 * 4
+                )));
+            }
+            Ok(SideOriginals::Memory(side[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+        };
+        Index::read_payload(&mut r, version, name, &mut resolve)
     }
 
     /// Parses an index payload of format `version` from a slice or a file stream,
     /// reading the large arrays straight into the index's own storage.
-    fn read_payload<S: Source>(r: &mut S, version: u32, name: &str) -> Result<Index> {
+    fn read_payload<S: Source>(r: &mut S, version: u32, name: &str, side: &mut dyn FnMut(&str, usize) -> Result<SideOriginals>) -> Result<Index> {
         let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
         let dim = r.read_u32()? as usize;
         let distance = Distance::from_code(r.read_u8()?).ok_or_else(|| bad("unknown distance code"))?;
@@ -140,6 +231,23 @@ impl Index {
             (true, false) => Datatype::Float16,
             (false, true) => Datatype::Uint8,
             (true, true) => return Err(bad("index flags name two vector datatypes")),
+        };
+        let side_ref = if flags & INDEX_FLAG_SIDE != 0 {
+            let len = r.read_u32()? as usize;
+            if len == 0 || len > MAX_SIDE_NAME {
+                return Err(bad("side file name out of range"));
+            }
+            let raw = r.read_byte_vec(len, "side file name")?;
+            let file = String::from_utf8(raw).map_err(|_| bad("side file name is not UTF-8"))?;
+            if !plain_file_name(&file) {
+                return Err(bad("side file name is not a plain file name"));
+            }
+            if config.quantization == Quantization::None || config.flat {
+                return Err(bad("a side file of originals for an index that keeps none apart"));
+            }
+            Some((file, r.read_u64()?))
+        } else {
+            None
         };
         config.validate().map_err(|e| bad(&e.message))?;
         let mut index = Index::new(config)?;
@@ -212,7 +320,16 @@ impl Index {
         r.read_f32s(&mut originals, "f32 array")?;
         index.originals = originals;
         r.expect_end()?;
-        if index.quantized() && index.originals.len() != n * dim {
+        if let Some((file, covered)) = side_ref {
+            if covered != n as u64 || olen != 0 {
+                return Err(bad("side file covers another number of vectors than the index holds"));
+            }
+            match side(&file, n * dim)? {
+                SideOriginals::Mapped(m) => index.mapped = Some(m),
+                SideOriginals::Memory(v) => index.originals = v,
+            }
+        }
+        if index.quantized() && index.originals_slice().len() != n * dim {
             return Err(bad("original vectors missing"));
         }
         // Structure checks before anything dereferences a link.
@@ -265,7 +382,22 @@ impl Index {
     /// Writes the index atomically: temp file, fsync, rename, fsync of the directory.
     /// The file is streamed (the bytes `to_bytes` returns, never held in memory whole):
     /// a save costs a few hundred KiB of buffers whatever the index's size.
+    ///
+    /// An index whose originals are mapped names its side file instead of holding
+    /// them: the side file must sit in the same directory as `path` (it is fsynced
+    /// first; the directory fsync after the rename makes its name durable too).
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        if let Some(m) = &self.mapped {
+            let same_dir = |p: &std::path::Path| p.parent().map(|d| if d.as_os_str().is_empty() { std::path::Path::new(".") } else { d }).map(|d| d.to_path_buf());
+            if same_dir(m.path()) != same_dir(path) {
+                return Err(Error::invalid(format!(
+                    "{}: the index's originals are in {}, which is not in the same directory",
+                    path.display(),
+                    m.path().display()
+                )));
+            }
+            m.sync()?;
+        }
         let len = self.payload_len();
         crate::fileio::write_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, len, |w| self.write_payload(w))
     }
@@ -274,10 +406,25 @@ impl Index {
     /// storage: a load costs the index plus a few hundred KiB. Errors are those of
     /// `from_bytes_named` over the file's bytes, naming the file; a missing file is
     /// `NotFound`.
+    ///
+    /// An index whose originals are in a side file maps that file (from the index
+    /// file's directory); on targets without mmap it reads it into memory instead.
     pub fn load(path: &std::path::Path) -> Result<Index> {
         let name = path.display().to_string();
+        let dir = path.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+        let mut resolve = |file: &str, len: usize| -> Result<SideOriginals> {
+            let p = dir.join(file);
+            if cfg!(all(unix, not(target_arch = "wasm32"))) {
+                return MappedF32::open(&p, len).map(SideOriginals::Mapped);
+            }
+            let bytes = std::fs::read(&p).map_err(|e| crate::fileio::io_error(&format!("reading {}", p.display()), e))?;
+            if (bytes.len() as u64) < len as u64 * 4 {
+                return Err(Error::corrupt(format!("{}: {} bytes, but the index needs {}; the file is shorter than the index it belongs to", p.display(), bytes.len(), len as u64 * 4)));
+            }
+            Ok(SideOriginals::Memory(bytes[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+        };
         crate::fileio::read_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, |r, version| {
-            Index::read_payload(r, version, &name)
+            Index::read_payload(r, version, &name, &mut resolve)
         })
     }
 }
@@ -655,16 +802,122 @@ mod tests {
                 assert_eq!(back.search(&q, &p, None).unwrap(), idx.search(&q, &p, None).unwrap(), "{}", name);
             }
         }
-        // Originals in a mapped file are streamed from the mapping.
+        // A mapped index's file names its side file instead of holding the originals.
         let mut cfg = IndexConfig::new(16, Distance::Cosine);
         cfg.quantization = Quantization::Scalar { quantile: 0.99 };
         let mut idx = Index::new(cfg).unwrap();
         idx.add(&(0..2000).collect::<Vec<u64>>(), &gaussian(2000, 16, 44), 2).unwrap();
+        let in_memory = idx.to_bytes();
         idx.move_originals_to_file(&tmp.path().join("originals.f32")).unwrap();
         let path = tmp.path().join("mapped.qvi");
         idx.save(&path).unwrap();
-        assert!(std::fs::read(&path).unwrap() == to_bytes_reference(&idx));
-        assert_eq!(Index::load(&path).unwrap().get_vector(9), idx.get_vector(9));
+        let saved = std::fs::read(&path).unwrap();
+        assert!(saved == idx.to_bytes());
+        assert!(saved.len() < in_memory.len() - 2000 * 16 * 4 + 64);
+        let back = Index::load(&path).unwrap();
+        assert!(back.originals_on_disk());
+        assert_eq!(back.get_vector(9), idx.get_vector(9));
+    }
+
+    /// Save and load of an index whose originals are mapped: the index file names the
+    /// side file and the vectors it covers; a load maps it (a longer file's tail is
+    /// ignored and later appends write over it), a shorter or missing one is refused,
+    /// and bytes given in memory stand in for the map (WASM).
+    #[test]
+    fn mapped_originals_round_trip_through_a_side_file() {
+        let tmp = crate::testutil::TempDir::new("hnsw-side");
+        let dir = tmp.path();
+        let d = 20;
+        let n = 1500;
+        let data = gaussian(n + 400, d, 60);
+        let labels: Vec<u64> = (0..(n + 400) as u64).collect();
+        let q = gaussian(3, d, 61);
+        let answers = |i: &Index| -> Vec<Vec<(u64, f32)>> { (0..3).map(|k| i.search(&q[k * d..(k + 1) * d], &SearchParams::new(10), None).unwrap()).collect() };
+        for quant in [Quantization::Scalar { quantile: 0.99 }, Quantization::Binary] {
+            let mut cfg = IndexConfig::new(d, Distance::Euclid);
+            cfg.quantization = quant;
+            let side = dir.join(format!("side-{}.f32", quant.name()));
+            let mut idx = Index::new(cfg).unwrap();
+            idx.move_originals_to_file(&side).unwrap();
+            idx.add(&labels[..n], &data[..n * d], 2).unwrap();
+            idx.delete(&[3, 4]);
+            let path = dir.join(format!("a-{}.qvi", quant.name()));
+            idx.save(&path).unwrap();
+            assert_eq!(side_file_of(&std::fs::read(&path).unwrap()).unwrap(), Some((format!("side-{}.f32", quant.name()), (n * d * 4) as u64)));
+            let saved = answers(&idx);
+            // Vectors appended after the save: the file is longer than the save covers.
+            idx.add(&labels[n..n + 200], &data[n * d..(n + 200) * d], 2).unwrap();
+            assert_eq!(std::fs::metadata(&side).unwrap().len() as usize, (n + 200) * d * 4);
+            let mut back = Index::load(&path).unwrap();
+            assert!(back.originals_on_disk());
+            assert_eq!(back.len(), n - 2);
+            assert_eq!(back.stats().original_bytes, 0);
+            assert_eq!(answers(&back), saved);
+            // In memory from the side file's bytes (what the WASM backend does).
+            let bytes = std::fs::read(&path).unwrap();
+            let mem = Index::from_bytes_with_side(&bytes, "a", Some(&std::fs::read(&side).unwrap())).unwrap();
+            assert!(!mem.originals_on_disk());
+            assert_eq!(answers(&mem), saved);
+            assert_eq!(Index::from_bytes(&bytes).err().unwrap().code(), "QUIVER_UNSUPPORTED");
+            let short = std::fs::read(&side).unwrap()[..n * d * 4 - 4].to_vec();
+            assert_eq!(Index::from_bytes_with_side(&bytes, "a", Some(&short)).err().unwrap().code(), "QUIVER_CORRUPT");
+            // The loaded index appends at the end of what it covers, over the tail the
+            // first one wrote (the first one is done with the file now).
+            drop(idx);
+            back.add(&labels[n + 200..n + 400], &data[(n + 200) * d..(n + 400) * d], 2).unwrap();
+            assert_eq!(back.get_vector(labels[n + 250]).unwrap(), data[(n + 250) * d..(n + 251) * d].to_vec());
+            assert_eq!(back.get_vector(7).unwrap(), data[7 * d..8 * d].to_vec());
+            assert_eq!(back.get_vector(labels[n + 5]), None);
+            let again = dir.join(format!("b-{}.qvi", quant.name()));
+            back.save(&again).unwrap();
+            let reloaded = Index::load(&again).unwrap();
+            assert_eq!(answers(&reloaded), answers(&back));
+            // A side file shorter than the index needs, or gone: a clear error.
+            let f = std::fs::OpenOptions::new().write(true).open(&side).unwrap();
+            f.set_len((n * d * 4 - 8) as u64).unwrap();
+            drop(f);
+            drop(back);
+            drop(reloaded);
+            let e = Index::load(&path).err().unwrap();
+            assert_eq!(e.code(), "QUIVER_CORRUPT", "{}", e);
+            assert!(e.message.contains("shorter"), "{}", e);
+            std::fs::remove_file(&side).unwrap();
+            assert!(Index::load(&path).is_err());
+            // A side file in another directory cannot be named by a file here.
+            let mut cfg = IndexConfig::new(d, Distance::Euclid);
+            cfg.quantization = quant;
+            let mut other = Index::new(cfg).unwrap();
+            std::fs::create_dir_all(dir.join("sub")).unwrap();
+            other.move_originals_to_file(&dir.join("sub").join("o.f32")).unwrap();
+            other.add(&labels[..10], &data[..10 * d], 1).unwrap();
+            assert_eq!(other.save(&dir.join("o.qvi")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
+        }
+    }
+
+    /// Forged side-file references: a name with a directory part, a covered count that
+    /// is not the slot count, or the flag on an unquantized index are Corrupt.
+    #[test]
+    fn forged_side_file_references_are_refused() {
+        let tmp = crate::testutil::TempDir::new("hnsw-side-forged");
+        let mut cfg = IndexConfig::new(4, Distance::Dot);
+        cfg.quantization = Quantization::Scalar { quantile: 0.99 };
+        let mut idx = Index::new(cfg).unwrap();
+        idx.move_originals_to_file(&tmp.path().join("abcd.f32")).unwrap();
+        idx.add(&[1, 2, 3], &gaussian(3, 4, 62), 1).unwrap();
+        let bytes = idx.to_bytes();
+        let (_, payload) = crate::fileio::unframe(&bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, "t").unwrap();
+        let side = std::fs::read(tmp.path().join("abcd.f32")).unwrap();
+        assert!(Index::from_bytes_with_side(&bytes, "t", Some(&side)).is_ok());
+        let name_at = FLAGS_OFFSET + 8;
+        assert_eq!(&payload[name_at..name_at + 8], b"abcd.f32");
+        let forge = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut p = payload.to_vec();
+            f(&mut p);
+            Index::from_bytes_with_side(&crate::fileio::frame(INDEX_MAGIC, INDEX_FORMAT_VERSION, &p), "t", Some(&side)).err().unwrap()
+        };
+        assert_eq!(forge(&|p| p[name_at..name_at + 4].copy_from_slice(b"../a")).code(), "QUIVER_CORRUPT");
+        assert_eq!(forge(&|p| p[name_at + 8..name_at + 16].copy_from_slice(&2u64.to_le_bytes())).code(), "QUIVER_CORRUPT");
+        assert_eq!(forge(&|p| p[21] = 0).code(), "QUIVER_CORRUPT"); // quantization kind: none
     }
 
     /// `Index::load` of `bytes` written to `path`, next to `from_bytes_named` of the

@@ -294,6 +294,11 @@ impl Index {
                         consider(i);
                     }
                 }
+                // A full scan of mapped originals read the whole file through the map:
+                // drop those pages from the process again (the page cache keeps them).
+                if let Some(m) = &self.mapped {
+                    m.release_pages();
+                }
             }
         }
         top.into_sorted_vec()
@@ -368,8 +373,17 @@ impl Index {
                 };
                 cands.truncate(keep);
                 if params.rescore {
-                    for c in cands.iter_mut() {
-                        c.cost = self.cost_to(&q, c.id);
+                    if let Some(m) = &self.mapped {
+                        // Mapped originals: each row read from the file (see `read_into`).
+                        let mut row = vec![0f32; d];
+                        for c in cands.iter_mut() {
+                            m.read_into(c.id as usize * d, &mut row);
+                            c.cost = self.cost_to_original(&q, &row);
+                        }
+                    } else {
+                        for c in cands.iter_mut() {
+                            c.cost = self.cost_to(&q, c.id);
+                        }
                     }
                     cands.sort_unstable();
                 }
