@@ -30,7 +30,7 @@ import { REPO_ROOT, gaussian, mulberry32 } from '../engine/common';
 import { groundTruth, metricSpace, recallAtK } from '../engine/groundtruth';
 import type { Dataset } from '../engine/common';
 import { makeClient, type RestClient } from '../rest/client';
-import { QuiverServer } from '../rest/server';
+import { QuiverServer, dirBytes, settledRss } from '../rest/server';
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -86,17 +86,6 @@ function rowJson(a: Float32Array, i: number, dim: number): string {
   return `[${parts.join(',')}]`;
 }
 
-async function settledRss(server: QuiverServer): Promise<number | null> {
-  await sleep(QUIET_MS);
-  let last = server.rss();
-  for (let i = 0; i < 30; i++) {
-    await sleep(1000);
-    const now = server.rss();
-    if (now !== null && last !== null && Math.abs(now - last) < 8 << 20) return now;
-    last = now;
-  }
-  return last;
-}
 
 interface EfResult {
   ef: number;
@@ -117,15 +106,6 @@ interface ModeResult {
   efs: EfResult[];
 }
 
-function dirBytes(dir: string): number {
-  let n = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) n += dirBytes(p);
-    else if (e.isFile()) n += fs.statSync(p).size;
-  }
-  return n;
-}
 
 async function waitIndexed(client: RestClient, n: number, log: (s: string) => void): Promise<void> {
   let lastLog = 0;
@@ -193,7 +173,7 @@ async function runMode(mode: 'disk' | 'memory', ds: Dataset, opts: { batch: numb
     log(`loaded ${n} in ${load.toFixed(1)} s; waiting for the index`);
     await waitIndexed(client, n, log);
     const indexed = (Date.now() - t0) / 1000 - load;
-    const rssLoad = await settledRss(server);
+    const rssLoad = await settledRss(server, QUIET_MS, 30);
     log(`indexed after ${indexed.toFixed(1)} more s; RSS ${mb(rssLoad)} MB`);
     client.close();
     const storage = path.join(server.dir, 'storage');
@@ -202,7 +182,7 @@ async function runMode(mode: 'disk' | 'memory', ds: Dataset, opts: { batch: numb
     fs.rmSync(server.dir, { recursive: true, force: true });
     client = makeClient('http', restarted.url, 8);
     await waitIndexed(client, n, log);
-    const rssRestart = await settledRss(restarted);
+    const rssRestart = await settledRss(restarted, QUIET_MS, 30);
     const storageMb = mb(dirBytes(path.join(restarted.dir, 'storage')));
     log(`restarted; RSS ${mb(rssRestart)} MB; storage ${storageMb} MB`);
     const info = await client.json<{ config: unknown }>('GET', `/collections/${C}`);

@@ -38,7 +38,7 @@ import * as path from 'path';
 import { REPO_ROOT } from '../engine/common';
 import { percentile } from '../engine/measure';
 import { makeClient, type RestClient } from '../rest/client';
-import { QuiverServer } from '../rest/server';
+import { QuiverServer, dirBytes, settledRss } from '../rest/server';
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -100,15 +100,6 @@ function stats(us: Float64Array): Stats {
   };
 }
 
-function dirBytes(dir: string): number {
-  let n = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) n += dirBytes(p);
-    else if (e.isFile()) n += fs.statSync(p).size;
-  }
-  return n;
-}
 
 const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
 
@@ -126,18 +117,6 @@ function memory(server: QuiverServer, rss: number | null): Memory {
   return { rss_mb: mb(rss), heap_used_mb: mb(m.heapUsed), heap_total_mb: mb(m.heapTotal), external_mb: mb(m.external), array_buffers_mb: mb(m.arrayBuffers) };
 }
 
-/** Waits QUIET_MS, then until RSS stops moving for a second (the server settles after the load: GC, checkpoint). */
-async function settledRss(server: QuiverServer): Promise<number | null> {
-  await new Promise((r) => setTimeout(r, QUIET_MS));
-  let last = server.rss();
-  for (let i = 0; i < 20; i++) {
-    await new Promise((r) => setTimeout(r, 1000));
-    const now = server.rss();
-    if (now !== null && last !== null && Math.abs(now - last) < 8 << 20) return now;
-    last = now;
-  }
-  return last;
-}
 
 async function timed(n: number, f: (i: number) => Promise<void>): Promise<Float64Array> {
   const us = new Float64Array(n);
@@ -180,7 +159,7 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
     };
     await Promise.all([lane(), lane()]);
     const load = (Date.now() - t0) / 1000;
-    const rssLoad = await settledRss(server);
+    const rssLoad = await settledRss(server, QUIET_MS);
     const memLoad = memory(server, rssLoad);
     console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
     client.close();
@@ -193,7 +172,7 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
     client = makeClient('raw', restarted.url, 1);
     const info = await client.json<{ points_count: number }>('GET', `/collections/${C}`);
     if (info.points_count !== N) throw new Error(`after the restart the collection has ${info.points_count} points, not ${N}`);
-    const rssRestart = await settledRss(restarted);
+    const rssRestart = await settledRss(restarted, QUIET_MS);
     const memRestart = memory(restarted, rssRestart);
     const storageMb = mb(dirBytes(path.join(restarted.dir, 'storage')));
     // Correctness spot check: a retrieved payload is the one written.
@@ -289,7 +268,7 @@ async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Pr
     };
     await Promise.all([lane(), lane()]);
     const load = (Date.now() - t0) / 1000;
-    const rssLoad = await settledRss(server);
+    const rssLoad = await settledRss(server, QUIET_MS);
     const memLoad = memory(server, rssLoad);
     console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
     client.close();
@@ -305,7 +284,7 @@ async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Pr
     for (const f of ['group', 'i']) {
       if (info.payload_schema[f]?.points !== N || (info.payload_schema[f].params?.on_disk ?? false) !== onDisk) throw new Error(`index ${f} after the restart: ${JSON.stringify(info.payload_schema[f])}`);
     }
-    const rssRestart = await settledRss(restarted);
+    const rssRestart = await settledRss(restarted, QUIET_MS);
     const side: IndexSide = {
       index_on_disk: onDisk,
       load_seconds: load,

@@ -210,3 +210,30 @@ export function cpuDelta(a: ServerCpu | null, b: ServerCpu | null): ServerCpu | 
   if (!a || !b) return null;
   return { mainSec: b.mainSec - a.mainSec, otherSec: b.otherSec - a.otherSec };
 }
+
+/** Bytes of the files under `dir` (recursively). */
+export function dirBytes(dir: string): number {
+  let n = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) n += dirBytes(p);
+    else if (e.isFile()) n += fs.statSync(p).size;
+  }
+  return n;
+}
+
+/**
+ * The server's RSS once it has settled: waits `quietMs` (its idle work, GC and
+ * checkpoint run), then until RSS moves less than 8 MiB in a second (at most `tries` seconds).
+ */
+export async function settledRss(server: QuiverServer, quietMs = 6000, tries = 20): Promise<number | null> {
+  await new Promise((r) => setTimeout(r, quietMs));
+  let last = server.rss();
+  for (let i = 0; i < tries; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = server.rss();
+    if (now !== null && last !== null && Math.abs(now - last) < 8 << 20) return now;
+    last = now;
+  }
+  return last;
+}
