@@ -474,6 +474,23 @@ function checkOnDisk(config: CollectionConfig): void {
   }
 }
 
+/**
+ * checkOnDisk for a change of `before` into `next`, at request time only (the
+ * dispatcher before it proposes, a single node before it applies), never when a
+ * committed entry applies: a rule added in a later version must not make a peer that
+ * replays an old entry disagree with one that applied it. A collection that already
+ * breaks the rule (its memmap_threshold was accepted and ignored by older versions) is
+ * not refused every later change for it.
+ */
+function checkOnDiskChange(before: CollectionConfig, next: CollectionConfig): void {
+  try {
+    checkOnDisk(before);
+  } catch {
+    return;
+  }
+  checkOnDisk(next);
+}
+
 const PARAMS_ORDER: ReadonlyArray<keyof CollectionParams> = [
   'vectors',
   'shard_number',
@@ -497,7 +514,7 @@ function inReferenceOrder(p: CollectionParams): CollectionParams {
  * Applies a `PATCH /collections/{name}` body to a copy of `current`. Returns the new
  * configuration and whether index settings changed (the vectors must be re-indexed).
  */
-export function applyCollectionUpdate(current: CollectionConfig, body: unknown): { config: CollectionConfig; reindex: boolean } {
+export function applyCollectionUpdate(current: CollectionConfig, body: unknown, checkRequest = true): { config: CollectionConfig; reindex: boolean } {
   const o = body === undefined ? {} : obj(body, 'body');
   rejectUnknown(o, ['vectors', 'optimizers_config', 'params', 'hnsw_config', 'quantization_config', 'metadata', 'strict_mode_config', 'sparse_vectors'], '', {});
   const next: CollectionConfig = JSON.parse(JSON.stringify(current)) as CollectionConfig;
@@ -565,7 +582,7 @@ export function applyCollectionUpdate(current: CollectionConfig, body: unknown):
     next.params.vectors = entries.has('') && entries.size === 1 ? (entries.get('') as VectorParams) : Object.fromEntries(entries);
   }
   checkMultivectorQuantization(next);
-  checkOnDisk(next);
+  if (checkRequest) checkOnDiskChange(current, next);
   return { config: next, reindex };
 }
 
@@ -626,7 +643,7 @@ export function parseVectorNameConfig(body: unknown): NewVectorName {
 }
 
 /** `config` with the new vector `name` added (a dense one takes the collection's HNSW and quantization settings). */
-export function addVectorName(config: CollectionConfig, name: string, v: NewVectorName): CollectionConfig {
+export function addVectorName(config: CollectionConfig, name: string, v: NewVectorName, checkRequest = true): CollectionConfig {
   if (!VECTOR_NAME_RE.test(name) || name === '.' || name === '..') throw new ValidationError(`vector_name: invalid vector name ${JSON.stringify(name)}`);
   const entries = vectorEntries(config.params);
   const sparse = config.params.sparse_vectors ?? {};
@@ -645,7 +662,7 @@ export function addVectorName(config: CollectionConfig, name: string, v: NewVect
   }
   next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, v.dense]]);
   checkMultivectorQuantization(next);
-  checkOnDisk(next);
+  if (checkRequest) checkOnDiskChange(config, next);
   return next;
 }
 

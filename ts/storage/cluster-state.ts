@@ -431,12 +431,12 @@ export class ClusterState {
       }
       case 'updateCollection': {
         const [name, c] = this.requireCollection(op.name);
-        c.config = applyCollectionUpdate(c.config, op.patch).config;
+        c.config = applyCollectionUpdate(c.config, op.patch, false).config;
         return done(true, [name]);
       }
       case 'createVectorName': {
         const [name, c] = this.requireCollection(op.collection);
-        c.config = addVectorName(c.config, op.vector, op.sparse !== undefined ? { sparse: op.sparse } : { dense: op.params! });
+        c.config = addVectorName(c.config, op.vector, op.sparse !== undefined ? { sparse: op.sparse } : { dense: op.params! }, false);
         return done(true, [name]);
       }
       case 'deleteVectorName': {
