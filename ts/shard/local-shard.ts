@@ -743,7 +743,10 @@ export class LocalShard {
     // Replay starts after applied_seq; older records stay as history while they fit in
     // walRetainBytes (whole segments, oldest first, so what stays is contiguous).
     if (!this.walClosed) await this.track(this.wal.truncateBefore(BigInt(saved.applied_seq) + 1n, this.walRetainBytes));
-    await this.removeUnusedFiles();
+    // Under the update lock: a file a write or job is creating (a payload index's new
+    // base, a side file) is named by its owner only after awaits; the lock keeps this
+    // listing from falling between the two.
+    await this.exclusive(() => this.removeUnusedFiles());
   }
 
   /**

@@ -240,9 +240,19 @@ export class VectorStore {
     return want;
   }
 
+  /**
+   * Side files created for an index that nothing names yet (a job's target before it
+   * becomes `jobTarget`, a move to disk before `originals` is set): `liveFiles` keeps
+   * them, so a clean-up between the file's creation and the index joining the store
+   * cannot delete a file the index maps. Dropped when the job or the move ends.
+   */
+  private readonly pendingFiles = new Set<string>();
+
   /** A fresh side file name for mapped originals (never reused: the number grows, and a random part keeps stores apart). */
   private newOriginalsFile(): string {
-    return `orig-${this.fileNo++}-${randomBytes(4).toString('hex')}.f32`;
+    const file = `orig-${this.fileNo++}-${randomBytes(4).toString('hex')}.f32`;
+    this.pendingFiles.add(file);
+    return file;
   }
 
   /** A new HNSW index for `count` vectors, with its originals mapped when they should be. */
@@ -266,8 +276,12 @@ export class VectorStore {
     if (this.wantOnDisk(t.labels.size)) {
       if (t.originals !== null) return;
       const file = this.newOriginalsFile();
-      await t.index.moveOriginalsToDisk(path.join(this.dir!, file));
-      t.originals = file;
+      try {
+        await t.index.moveOriginalsToDisk(path.join(this.dir!, file));
+        t.originals = file;
+      } finally {
+        this.pendingFiles.delete(file);
+      }
     } else {
       if (t.originals === null) return;
       await t.index.moveOriginalsToMemory();
@@ -280,6 +294,7 @@ export class VectorStore {
   liveFiles(): string[] {
     const out: string[] = [];
     for (const t of [...this.all(), this.jobTarget]) if (t && t.originals !== null) out.push(t.originals);
+    out.push(...this.pendingFiles);
     return out;
   }
 
@@ -600,6 +615,8 @@ export class VectorStore {
         this.jobKind = null;
         this.jobTarget = null;
         this.jobCopied = null;
+        // The job's side file is named by the index that holds it now (or by nothing, if the job failed).
+        this.pendingFiles.clear();
       });
     return this.job;
   }
