@@ -229,6 +229,26 @@ impl MappedF32 {
         &self.path
     }
 
+    /// Whether `p` names the file this mapping reads (same device and inode): after the
+    /// directory holding it was renamed (a recovered snapshot's staging directory moved
+    /// into place), the file is still the same under its new path.
+    #[cfg(all(unix, not(target_arch = "wasm32")))]
+    pub fn is_file_at(&self, p: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (&self.file, std::fs::metadata(p)) {
+            (Some(f), Ok(there)) => match f.metadata() {
+                Ok(mine) => mine.dev() == there.dev() && mine.ino() == there.ino(),
+                Err(_) => false,
+            },
+            _ => false,
+        }
+    }
+
+    #[cfg(not(all(unix, not(target_arch = "wasm32"))))]
+    pub fn is_file_at(&self, _p: &Path) -> bool {
+        false
+    }
+
     /// Bytes of the file the mapping reads (`len * 4`; the file may be longer).
     pub fn file_bytes(&self) -> usize {
         self.len * 4

@@ -389,7 +389,13 @@ impl Index {
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
         if let Some(m) = &self.mapped {
             let same_dir = |p: &std::path::Path| p.parent().map(|d| if d.as_os_str().is_empty() { std::path::Path::new(".") } else { d }).map(|d| d.to_path_buf());
-            if same_dir(m.path()) != same_dir(path) {
+            // The side file is named without its directory: it must be the file of that
+            // name beside `path` (its directory may have been renamed since it was mapped).
+            let beside = match (same_dir(path), m.path().file_name()) {
+                (Some(d), Some(name)) => d.join(name),
+                _ => std::path::PathBuf::new(),
+            };
+            if !m.is_file_at(&beside) {
                 return Err(Error::invalid(format!(
                     "{}: the index's originals are in {}, which is not in the same directory",
                     path.display(),
@@ -891,6 +897,17 @@ mod tests {
             other.move_originals_to_file(&dir.join("sub").join("o.f32")).unwrap();
             other.add(&labels[..10], &data[..10 * d], 1).unwrap();
             assert_eq!(other.save(&dir.join("o.qvi")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
+            // The directory renamed under the mapped file (a recovered snapshot's staging
+            // directory moved into place): the same file beside the new path, so it saves.
+            let moved = dir.join(format!("moved-{}", quant.name()));
+            std::fs::rename(dir.join("sub"), &moved).unwrap();
+            other.save(&moved.join("o.qvi")).unwrap();
+            assert_eq!(answers(&Index::load(&moved.join("o.qvi")).unwrap()), answers(&other));
+            // ...but not a different file of that name.
+            std::fs::create_dir_all(dir.join("sub")).unwrap();
+            std::fs::copy(moved.join("o.f32"), dir.join("sub").join("o.f32")).unwrap();
+            assert_eq!(other.save(&dir.join("sub").join("o.qvi")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
+            std::fs::remove_dir_all(dir.join("sub")).unwrap();
         }
     }
 
