@@ -310,14 +310,14 @@ function scaleSection(res: Results, sc: ScaleInfo): string[] {
   L.push('');
   L.push('Each library ran in a process of its own, one after another; *RSS baseline* = that process with the library loaded and no data, *RSS after build* = with the index built and the input vectors freed (after a forced GC), *RSS Δ/vector* = the difference ÷ vectors, *peak* = VmHWM (includes the input and any copy of it while building). Load average = 1/5/15-minute `/proc/loadavg` before → after the library\'s process.');
   L.push('');
-  L.push('| library | round | build s | threads | CPU/wall | bytes/vector | RSS baseline MiB | RSS after build MiB | RSS Δ/vector | peak RSS MiB | load before → after |');
-  L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  L.push('| library | round | build s | threads | CPU/wall | build CPU s | bytes/vector | RSS baseline MiB | RSS after build MiB | RSS Δ/vector | peak RSS MiB | load before → after |');
+  L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const b of sc.builds) {
     if (b.failed) {
-      L.push(`| ${esc(b.lib)} | ${b.round} | failed: ${esc(b.failed)} | | | | | | | | ${b.loadBefore.join('/')} → ${b.loadAfter.join('/')} |`);
+      L.push(`| ${esc(b.lib)} | ${b.round} | failed: ${esc(b.failed)} | | | | | | | | | ${b.loadBefore.join('/')} → ${b.loadAfter.join('/')} |`);
       continue;
     }
-    L.push(`| ${esc(b.label)} | ${b.round} | ${fmt(b.buildSeconds, 1)} | ${b.threads} | ${fmt(b.cpuPerWall, 2)} | ${fmt(b.bytesPerVector ?? undefined, 1)} | ${mib(b.rssBaselineBytes)} | ${mib(b.rssAfterBuildBytes)} | ${n ? fmt((b.rssAfterBuildBytes - b.rssBaselineBytes) / n, 0) : '–'} | ${mib(b.rssPeakBytes)} | ${b.loadBefore.join('/')} → ${b.loadAfter.join('/')} |`);
+    L.push(`| ${esc(b.label)} | ${b.round} | ${fmt(b.buildSeconds, 1)} | ${b.threads} | ${fmt(b.cpuPerWall, 2)} | ${fmt(b.buildSeconds * b.cpuPerWall, 1)} | ${fmt(b.bytesPerVector ?? undefined, 1)} | ${mib(b.rssBaselineBytes)} | ${mib(b.rssAfterBuildBytes)} | ${n ? fmt((b.rssAfterBuildBytes - b.rssBaselineBytes) / n, 0) : '–'} | ${mib(b.rssPeakBytes)} | ${b.loadBefore.join('/')} → ${b.loadAfter.join('/')} |`);
   }
   L.push('');
   const q = sc.builds.filter((b) => b.lib === 'quiver-native' && !b.failed);
@@ -334,6 +334,8 @@ function scaleSection(res: Results, sc: ScaleInfo): string[] {
       })
       .filter(Boolean);
     L.push(`- Build time quiver-native / ${o[0].label}: best ${fmt(qb, 1)} s / ${fmt(ob, 1)} s = **${ratio(qb, ob)}** (${perRound.join('; ')})`);
+    const cpu = (xs: ScaleBuild[]) => Math.min(...xs.map((x) => x.buildSeconds * x.cpuPerWall));
+    L.push(`- Build CPU seconds quiver-native / ${o[0].label} (least of the rounds; steadier than wall time when other work takes the cores, but it counts the threads' waiting as well as their work): ${fmt(cpu(q), 1)} / ${fmt(cpu(o), 1)} = ${ratio(cpu(q), cpu(o))}`);
   }
   const qr = q[0];
   for (const other of [...new Set(sc.builds.map((b) => b.lib))].filter((l) => l !== 'quiver-native')) {

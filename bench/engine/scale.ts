@@ -202,6 +202,32 @@ export async function runScale(opts: Options, argv: string[]): Promise<void> {
   const rows: Row[] = [];
   const builds: ScaleBuild[] = [];
   const libraries: Record<string, Record<string, string>> = {};
+  const stem = path.join(opts.resultsDir, `engine-${tag}`);
+  fs.mkdirSync(opts.resultsDir, { recursive: true });
+  /** The results so far (rewritten after every library's process, so a stopped run keeps what it measured). */
+  const write = async (final: boolean): Promise<Results> => {
+    const res: Results = {
+      tag,
+      date: new Date().toISOString(),
+      mode: 'full',
+      args: argv,
+      machine,
+      libraries,
+      parameters: { m: M, efConstruct: EF_CONSTRUCT, k: K, efs: opts.efs, buildThreads: opts.buildThreads, buildRounds: opts.buildRounds, warmupQueries: WARMUP, repsBestOf: opts.reps, scale: true },
+      datasets: [dsInfo],
+      rows,
+      eventLoop: null,
+      notes: final ? notes : [...notes, 'PARTIAL: the run had not finished when this was written.'],
+      totalSeconds: nowSec() - tStart,
+      loadAverageAtEnd: loadavg(),
+      coresAvailableAtEnd: final ? Math.round((await coresAvailable()) * 100) / 100 : undefined,
+      scale: { groundTruth: { method: gtMethod, seconds: gt!.seconds, cached: gt!.cached }, builds, uptimeAtStart, uptimeAtEnd: uptime() },
+    };
+    fs.writeFileSync(`${stem}.json`, JSON.stringify(res, null, 2));
+    fs.writeFileSync(`${stem}.md`, markdown(res));
+    fs.writeFileSync(`${stem}.svg`, plotFor(res, dsInfo));
+    return res;
+  };
   const tmpDir = path.join(opts.dataDir, 'tmp');
   fs.mkdirSync(tmpDir, { recursive: true });
   const base = (lib: string, series: string) => ({ dataset: dsInfo.key, series, lib, nBase: dsInfo.nBase, nQuery: dsInfo.nQuery, dim: dsInfo.dim, distance: dsInfo.distance, k: K });
@@ -219,6 +245,7 @@ export async function runScale(opts: Options, argv: string[]): Promise<void> {
         notes.push(`${lib} (round ${round}) failed: ${msg}`);
         if (round === 1) rows.push({ ...base(lib, lib), kind: 'skipped', skipped: `failed: ${msg}` });
         builds.push({ lib, label: lib, round, buildSeconds: NaN, cpuPerWall: NaN, threads: opts.buildThreads, threadsNote: '', bytesPerVector: null, bytesMethod: '', rssProcess: '', rssBaselineBytes: NaN, rssAfterBuildBytes: NaN, rssPeakBytes: NaN, loadBefore, loadAfter: loadavg(), childWallSeconds: NaN, failed: msg });
+        await write(false);
         continue;
       }
       const loadAfter = loadavg();
@@ -262,6 +289,7 @@ export async function runScale(opts: Options, argv: string[]): Promise<void> {
       };
       if (round > 1) {
         rows.push({ ...base(lib, `${r.label} (build, round ${round})`), kind: 'build-only', ...common });
+        await write(false);
         continue;
       }
       for (const s of r.series) {
@@ -290,6 +318,7 @@ export async function runScale(opts: Options, argv: string[]): Promise<void> {
         }
         console.log(`    ${s.label.padEnd(24)} recall ${rows.filter((x) => x.series === s.label && x.kind === 'query').map((x) => `ef ${x.ef}: ${fmt(x.recall, 3)}`).join('  ')}`);
       }
+      await write(false);
     }
   }
 
@@ -298,27 +327,6 @@ export async function runScale(opts: Options, argv: string[]): Promise<void> {
     'QPS are single-caller, one-query-at-a-time numbers; Quiver pays an async hop per query (napi async work) that the synchronous peers do not. Batch columns: one call for all queries on one thread (usearch: the build threads).',
     'usearch (JS binding) fixes expansion_search at construction, so each ef loads the saved graph into a new Index; its bytes/vector is the save() file size.',
   );
-  const results: Results = {
-    tag,
-    date: new Date().toISOString(),
-    mode: 'full',
-    args: argv,
-    machine,
-    libraries,
-    parameters: { m: M, efConstruct: EF_CONSTRUCT, k: K, efs: opts.efs, buildThreads: opts.buildThreads, buildRounds: opts.buildRounds, warmupQueries: WARMUP, repsBestOf: opts.reps, scale: true },
-    datasets: [dsInfo],
-    rows,
-    eventLoop: null,
-    notes,
-    totalSeconds: nowSec() - tStart,
-    loadAverageAtEnd: loadavg(),
-    coresAvailableAtEnd: Math.round((await coresAvailable()) * 100) / 100,
-    scale: { groundTruth: { method: gtMethod, seconds: gt.seconds, cached: gt.cached }, builds, uptimeAtStart, uptimeAtEnd: uptime() },
-  };
-  fs.mkdirSync(opts.resultsDir, { recursive: true });
-  const stem = path.join(opts.resultsDir, `engine-${tag}`);
-  fs.writeFileSync(`${stem}.json`, JSON.stringify(results, null, 2));
-  fs.writeFileSync(`${stem}.md`, markdown(results));
-  fs.writeFileSync(`${stem}.svg`, plotFor(results, dsInfo));
+  const results = await write(true);
   console.log(`\nwrote ${[`${stem}.json`, `${stem}.md`, `${stem}.svg`].map((f) => path.relative(REPO_ROOT, f)).join(', ')} in ${fmt(results.totalSeconds, 1)} s total`);
 }

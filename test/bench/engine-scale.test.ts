@@ -68,8 +68,10 @@ test('the --scale report lists every build round, RSS per vector and the best-bu
   t.regex(md, /\| quiver-native \| 2 \| 30\.0 \| 2 \|/);
   t.regex(md, /\| faiss-hnsw \| 1 \| 50\.0 \| 2 \|/);
   // RSS Δ/vector: 1 MiB over 1000 vectors, 2 MiB over 1000 vectors.
-  t.regex(md, /\| quiver-native \| 1 \| 40\.0 \| 2 \| 1\.50 \| 700\.0 \| 50 \| 51 \| 1049 \|/);
-  t.regex(md, /\| faiss-hnsw \| 1 \| 50\.0 \| 2 \| 1\.50 \| 700\.0 \| 40 \| 42 \| 2097 \|/);
+  t.regex(md, /\| quiver-native \| 1 \| 40\.0 \| 2 \| 1\.50 \| 60\.0 \| 700\.0 \| 50 \| 51 \| 1049 \|/);
+  t.regex(md, /\| faiss-hnsw \| 1 \| 50\.0 \| 2 \| 1\.50 \| 75\.0 \| 700\.0 \| 40 \| 42 \| 2097 \|/);
+  // Build CPU seconds: 30 × 1.5 against 50 × 1.5.
+  t.regex(md, /Build CPU seconds quiver-native \/ faiss-hnsw [^:]*: 45\.0 \/ 75\.0 = 0\.60×/);
   // Best builds: 30 s against 50 s.
   t.regex(md, /Build time quiver-native \/ faiss-hnsw: best 30\.0 s \/ 50\.0 s = \*\*0\.60×\*\* \(round 1: 40\.0 \/ 50\.0 s = 0\.80×; round 2: 30\.0 \/ 60\.0 s = 0\.50×\)/);
   t.true(md.includes('start-load'));
