@@ -383,7 +383,7 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
   pair('Quiver WASM QPS / Quiver native QPS (one awaited call per query)', wasm, native);
   pair('Quiver native searchBatch on one worker thread / hnswlib-node QPS', nativeBatch, hnsw);
   pair('Quiver native searchBatch on one worker thread / usearch QPS', nativeBatch, us);
-  pair('Quiver native searchBatch on one worker thread / usearch search(matrix, 1 thread)', nativeBatch, usBatch);
+  pair('Quiver native searchBatch on one worker thread / usearch search(matrix) with the build threads (its batch CPU/wall column)', nativeBatch, usBatch);
   pair('Quiver WASM searchBatch / Quiver native searchBatch', wasmBatch, nativeBatch);
   for (const a of ANCHORS) {
     const ab = bs.find((c) => c.series === a.series);
