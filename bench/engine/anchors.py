@@ -10,16 +10,18 @@ Usage:
   anchors.py serve                      JSON-lines requests on stdin, one JSON reply line
                                         each on stdout:
     {"cmd":"build","lib":..,"file":..,"nBase":..,"nQuery":..,"dim":..,"distance":"Cosine"|"Euclid",
-     "m":16,"efConstruct":100,"seed":42}
+     "m":16,"efConstruct":100,"seed":42,"threads":1}
     {"cmd":"search","mode":"single"|"batch","ef":64,"count":N,"k":10}
     {"cmd":"quit"}
 
 The data are the bench's dataset cache file (float32 little-endian, nBase base rows then
 nQuery query rows), memory-mapped and copied once into contiguous arrays. Cosine data
 are normalised here and indexed with inner product (what a cosine index does inside);
-Euclid uses squared L2. Everything runs on one thread. Timings are taken here, around
+Euclid uses squared L2. Everything runs on one thread, except the build of a `--scale`
+run, which is given the run's build threads ("threads" in the build request). Timings are taken here, around
 the library calls only; the parent computes recall from the returned ids.
 """
+import gc
 import json
 import os
 import re
@@ -33,6 +35,15 @@ import numpy as np
 def rss_bytes() -> int:
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+
+def peak_rss_bytes() -> int:
+    """VmHWM: the process's peak resident set so far."""
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def widest_register() -> str:
@@ -92,6 +103,14 @@ class Anchor:
     def build(self, req: dict) -> dict:
         self.index = None
         lib, dim, n_base, n_query = req['lib'], req['dim'], req['nBase'], req['nQuery']
+        # Build threads: 1 in the default run; --scale asks for the run's build threads.
+        threads = int(req.get('threads', 1))
+        if lib == 'faiss':
+            import faiss  # noqa: F401 (imported before the baseline RSS)
+        else:
+            import hnswlib  # noqa: F401
+        gc.collect()
+        rss_baseline = rss_bytes()
         mm = np.memmap(req['file'], dtype='<f4', mode='r', shape=(n_base + n_query, dim))
         base = np.array(mm[:n_base], dtype=np.float32, order='C')
         queries = np.array(mm[n_base:], dtype=np.float32, order='C')
@@ -108,30 +127,38 @@ class Anchor:
         rss0 = rss_bytes()
         if lib == 'faiss':
             import faiss
-            faiss.omp_set_num_threads(1)
+            faiss.omp_set_num_threads(threads)
+            omp_threads = faiss.omp_get_max_threads()
             index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT if cosine else faiss.METRIC_L2)
             index.hnsw.efConstruction = efc
             c0, t0 = time.process_time(), time.perf_counter()
             index.add(base)
             seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-            note = f'IndexHNSWFlat.add(all vectors), omp_set_num_threads(1), efConstruction={efc}'
+            # Searches run on one thread whatever the build used.
+            faiss.omp_set_num_threads(1)
+            note = (f'IndexHNSWFlat.add(all vectors), omp_set_num_threads({threads}) '
+                    f'(omp_get_max_threads() = {omp_threads} during the add), efConstruction={efc}')
         elif lib == 'hnswlib-native':
             import hnswlib
             index = hnswlib.Index(space='ip' if cosine else 'l2', dim=dim)
             index.init_index(max_elements=n_base, M=m, ef_construction=efc, random_seed=req.get('seed', 42))
             index.set_num_threads(1)
             c0, t0 = time.process_time(), time.perf_counter()
-            index.add_items(base, np.arange(n_base), num_threads=1)
+            index.add_items(base, np.arange(n_base), num_threads=threads)
             seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-            note = 'add_items(all vectors, num_threads=1)'
+            note = f'add_items(all vectors, num_threads={threads})'
         else:
             raise ValueError(f'unknown lib {lib}')
         rss1 = rss_bytes()
         self.index = index
         self.n = n_base
         del base
+        gc.collect()
+        # Process RSS with the index built and the input freed (the queries stay: dim*4 B each).
+        rss_after = rss_bytes()
         mem = self.memory(dim)
-        return {'seconds': seconds, 'cpuSeconds': cpu, 'rssDeltaBytes': rss1 - rss0, 'threadsNote': note, **mem}
+        mem['detail'].update({'rssBaselineBytes': rss_baseline, 'rssAfterBuildBytes': rss_after, 'rssPeakBytes': peak_rss_bytes()})
+        return {'seconds': seconds, 'cpuSeconds': cpu, 'rssDeltaBytes': rss1 - rss0, 'threadsNote': note, 'threads': threads, **mem}
 
     def memory(self, dim: int) -> dict:
         n = self.n

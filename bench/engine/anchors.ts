@@ -57,13 +57,13 @@ export function anchorsInfo(opts: Options): Record<AnchorKey, Info | { skip: str
     } else if (k === 'faiss') {
       out[k] = {
         version: `faiss-cpu ${i.version}`,
-        index: `IndexHNSWFlat (M=${M}, efConstruction=${EF_CONSTRUCT}), Python child process, omp_set_num_threads(1)`,
+        index: `IndexHNSWFlat (M=${M}, efConstruction=${EF_CONSTRUCT}), Python child process, omp_set_num_threads(${opts.scale ? `${opts.buildThreads}) for the build and (1) for searches` : '1)'}`,
         kernels: `get_compile_options(): "${i.compileOptions}"; SIMD level in use: ${i.simdLevel ?? 'unknown'}${i.dynamicDispatch === 'True' ? ' (dynamic dispatch, chosen at import for this CPU)' : ''}`,
       };
     } else {
       out[k] = {
         version: `hnswlib ${i.version} (PyPI source distribution, compiled on this machine)`,
-        index: `hnswlib.Index (M=${M}, ef_construction=${EF_CONSTRUCT}), Python child process, num_threads=1`,
+        index: `hnswlib.Index (M=${M}, ef_construction=${EF_CONSTRUCT}), Python child process, num_threads=${opts.scale ? `${opts.buildThreads} for the build and 1 for searches` : '1'}`,
         kernels: `-march=native: ${i.buildLog}; objdump of the extension: ${i.objdump} (check ${i.nativeCheck}, a build without -march has none of either); distance kernels in use: ${
           i.cpuWidestRegister === 'zmm'
             ? 'AVX-512 (hnswlib.h defines USE_AVX512 from __AVX512F__ and picks the AVX-512 functions at run time when the CPU has them)'
@@ -147,7 +147,9 @@ export class AnchorRunner implements Runner {
   }
 
   async build(ds: Dataset, threads: number): Promise<BuildOutcome> {
-    void threads; // the anchors build on one thread (the brief of the anchor rows)
+    // The anchors build on one thread in the default run (the brief of the anchor rows);
+    // a --scale run builds every library with the run's build threads.
+    const buildThreads = this.opts.scale ? threads : 1;
     let file = ds.file;
     let tmp: string | null = null;
     if (!file || !fs.existsSync(file) || fs.statSync(file).size !== (ds.nBase + ds.nQuery) * ds.dim * 4) {
@@ -170,7 +172,7 @@ export class AnchorRunner implements Runner {
     let m;
     try {
       m = await measureBuild(() =>
-        child.request({ cmd: 'build', lib: this.key, file, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, m: M, efConstruct: EF_CONSTRUCT, seed: 42 }),
+        child.request({ cmd: 'build', lib: this.key, file, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, m: M, efConstruct: EF_CONSTRUCT, seed: 42, threads: buildThreads }),
       );
       b = m.value;
     } catch (e) {
@@ -219,7 +221,7 @@ export class AnchorRunner implements Runner {
       lagTicks: m.lagTicks,
       p99LagMs: NaN,
       rssDeltaBytes: b.rssDeltaBytes as number,
-      threads: 1,
+      threads: buildThreads,
       threadsNote: `${b.threadsNote as string} (timed in the child)`,
     };
   }

@@ -80,6 +80,16 @@ export interface Options {
   eventLoop: boolean;
   /** Timed passes over the queries per (library, ef); the fastest counts. */
   reps: number;
+  /**
+   * `--scale`: the 1M-point run (bench/engine/scale.ts): the `scale` data set only, each
+   * library in its own child process (so process RSS is its own), builds with
+   * `buildThreads` threads for every library (FAISS too, through OpenMP).
+   */
+  scale: boolean;
+  /** Base vectors of the `scale` set (default 1,000,000). */
+  scaleN: number;
+  /** `--scale`: how many times each library is built, alternating libraries (round 1 also queries). */
+  buildRounds: number;
 }
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -106,8 +116,12 @@ export function parseArgs(argv: string[]): Options {
     pipInstall: true,
     eventLoop: true,
     reps: 3,
+    scale: false,
+    scaleN: 1_000_000,
+    buildRounds: 1,
   };
   let singleSet = false;
+  let libsSet = false;
   let repsSet = false;
   const list = (v: string | undefined, flag: string): string[] => {
     if (v === undefined || v.startsWith('--')) throw new Error(`${flag} needs a value`);
@@ -143,6 +157,7 @@ export function parseArgs(argv: string[]): Options {
           }
         }
         o.libs = out;
+        libsSet = true;
         break;
       }
       case '--ef':
@@ -191,6 +206,17 @@ export function parseArgs(argv: string[]): Options {
       case '--no-eventloop':
         o.eventLoop = false;
         break;
+      case '--scale':
+        o.scale = true;
+        break;
+      case '--scale-n':
+        o.scaleN = Number(val());
+        if (!Number.isInteger(o.scaleN) || o.scaleN < 1000) throw new Error('--scale-n must be an integer >= 1000');
+        break;
+      case '--build-rounds':
+        o.buildRounds = Number(val());
+        if (!Number.isInteger(o.buildRounds) || o.buildRounds < 1) throw new Error('--build-rounds must be a positive integer');
+        break;
       case '-h':
       case '--help':
         console.log(USAGE);
@@ -202,13 +228,23 @@ export function parseArgs(argv: string[]): Options {
   }
   if (o.quick && !singleSet) o.singleThreadBuilds = false;
   if (o.quick && !repsSet) o.reps = 2;
+  if (o.scale) {
+    if (o.quick) throw new Error('--scale and --quick do not go together (use --scale-n for a smaller scale run)');
+    o.datasets = ['scale'];
+    // The issue's comparison: Quiver native against usearch and FAISS, all built with 2 threads.
+    if (!libsSet) o.libs = ['quiver-native', 'usearch', 'faiss'];
+    for (const l of o.libs) if (l === 'hnswlib') throw new Error('--scale: hnswlib-node is left out (it takes number[] vectors and builds on one thread; use hnswlib-native)');
+    o.singleThreadBuilds = false;
+    o.eventLoop = false;
+  }
   return o;
 }
 
 export const USAGE = `usage: npm run bench:engine -- [--quick] [--datasets mnist,embeddings,synthetic]
          [--libs quiver-native,quiver-native-int8,quiver-native-binary,quiver-wasm,hnswlib,usearch,faiss,hnswlib-native | quiver | peers | anchors]
          [--efs 16,32,64,128,256] [--reps 3] [--threads 2] [--[no-]single-thread-builds] [--no-eventloop]
-         [--loader path/to/bindings/index] [--tag NAME] [--python python3] [--no-pip]`;
+         [--loader path/to/bindings/index] [--tag NAME] [--python python3] [--no-pip]
+       npm run bench:engine -- --scale [--scale-n 1000000] [--build-rounds 2] [--libs quiver-native,usearch,faiss] [--threads 2] [--tag NAME]`;
 
 /** mulberry32: small, fast, seeded PRNG with uniform output in [0, 1). */
 export function mulberry32(seed: number): () => number {

@@ -72,6 +72,31 @@ function fingerprint(ds: Dataset): string {
   return h.toString(16).padStart(8, '0');
 }
 
+/** The cache file of a data set's ground truth (keyed by a hash of its vectors). */
+export function groundTruthFile(ds: Dataset, k: number, dataDir: string): string {
+  return path.join(dataDir, `gt-${ds.key}-${ds.nBase}-${ds.nQuery}-k${k}-${fingerprint(ds)}.bin`);
+}
+
+/** The cached ground truth, or null. */
+export function readGroundTruth(file: string, nq: number, k: number): GroundTruth | null {
+  if (!fs.existsSync(file)) return null;
+  const buf = fs.readFileSync(file);
+  if (buf.length !== nq * k * 12) return null;
+  const ab = new ArrayBuffer(buf.length);
+  new Uint8Array(ab).set(buf);
+  return { k, ids: new Int32Array(ab, 0, nq * k), dists: new Float64Array(ab.slice(nq * k * 4)), seconds: 0, cached: true, workers: 0 };
+}
+
+/** Writes a ground truth where readGroundTruth finds it. */
+export function writeGroundTruth(file: string, gt: { ids: Int32Array; dists: Float64Array }): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const out = Buffer.alloc(gt.ids.length * 12);
+  Buffer.from(gt.ids.buffer, gt.ids.byteOffset, gt.ids.byteLength).copy(out, 0);
+  Buffer.from(gt.dists.buffer, gt.dists.byteOffset, gt.dists.byteLength).copy(out, gt.ids.length * 4);
+  fs.writeFileSync(`${file}.tmp`, out);
+  fs.renameSync(`${file}.tmp`, file);
+}
+
 export async function groundTruth(ds: Dataset, space: MetricSpace, k: number, dataDir: string): Promise<GroundTruth> {
   const fp = fingerprint(ds);
   const file = path.join(dataDir, `gt-${ds.key}-${ds.nBase}-${ds.nQuery}-k${k}-${fp}.bin`);

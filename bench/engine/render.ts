@@ -18,7 +18,8 @@ function main(): void {
   const stem = file.slice(0, -'.json'.length);
   fs.writeFileSync(`${stem}.md`, markdown(res));
   for (const d of res.datasets) {
-    if (!d.skipped) fs.writeFileSync(`${stem}-${d.key}.svg`, plotFor(res, d));
+    // A --scale run has one data set and one plot, named like its JSON.
+    if (!d.skipped) fs.writeFileSync(res.scale ? `${stem}.svg` : `${stem}-${d.key}.svg`, plotFor(res, d));
   }
   console.log(`rendered ${stem}.md and its SVGs`);
 }

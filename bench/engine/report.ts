@@ -3,6 +3,7 @@ import { sparseMarkdown, type SparseBenchResult } from './sparse';
  * Result rows, the Markdown report (tables + ratios) and the SVG QPS-vs-recall plots.
  */
 import { fmt, fmtInt } from './common';
+import type { ScaleBuild, ScaleInfo } from './scale';
 
 export interface Row {
   dataset: string;
@@ -79,6 +80,8 @@ export interface Results {
   coresAvailableAtEnd?: number;
   /** The sparse-vector rows (absent when not run). */
   sparse?: SparseBenchResult | { skipped: string };
+  /** `--scale` runs (bench/engine/scale.ts): builds per round, process RSS, load. */
+  scale?: ScaleInfo;
 }
 
 type Curve = { series: string; points: { ef: number; recall: number; qps: number }[] };
@@ -242,6 +245,7 @@ export function markdown(res: Results): string {
   L.push('Columns: *QPS* = queries per second with one query in flight at a time (sequential, one caller; Quiver awaits each `search()` of the async API, the peers are synchronous calls); *p50/p99* = per-query latency; *batch QPS* = all queries in one call (Quiver `searchBatch`, usearch `search(matrix, threads)`), with *batch CPU/wall* showing how many cores that call used; *recall@10* against exact brute force (ties at the 10th distance count as hits); *build s* = wall seconds of the add call(s); *threads asked* = the thread count passed to the build (hnswlib-node: 1, it has no parallel insert); *CPU/wall* = process CPU seconds over wall seconds during the build, i.e. the parallelism actually used (a backend may ignore the thread count, and a busy machine lowers it); *loop lag* = largest delay of a 10 ms `setInterval` during the build; *bytes/vector* by the method named; *RSS Δ/vector* = resident-set growth across the build divided by the vector count (approximate).');
   L.push('');
   L.push(...anchorSummary(res));
+  if (res.scale) L.push(...scaleSection(res, res.scale));
   if (res.eventLoop) {
     const e = res.eventLoop as Record<string, unknown>;
     L.push(`**Event loop during a Quiver native build** (${e.source}): ${fmtInt(e.n as number)} points × ${e.dim}-d, build ${fmt(e.buildSeconds as number, 2)} s, max setInterval(10 ms) lag **${fmt(e.maxLagMs as number, 1)} ms** (p99 ${fmt(e.p99LagMs as number, 1)} ms) over ${e.ticks} ticks.${e.note ? ` ${e.note}.` : ''}`);
@@ -283,7 +287,7 @@ export function markdown(res: Results): string {
     L.push('');
     L.push(...ratiosSection(rows, ds.key));
     L.push('');
-    L.push(`![QPS vs recall](engine-${res.tag}-${ds.key}.svg)`);
+    L.push(`![QPS vs recall](engine-${res.tag}${res.scale ? '' : `-${ds.key}`}.svg)`);
     L.push('');
   }
   if (res.notes.length) {
@@ -293,6 +297,54 @@ export function markdown(res: Results): string {
     L.push('');
   }
   return L.join('\n');
+}
+
+/** The `--scale` run's build rounds, memory and machine load. */
+function scaleSection(res: Results, sc: ScaleInfo): string[] {
+  const L: string[] = [];
+  const mib = (b: number | undefined) => (b === undefined || !Number.isFinite(b) ? '–' : fmtInt(b / 2 ** 20));
+  const n = res.datasets[0]?.nBase ?? 0;
+  L.push('## Build with 2 threads, memory and machine load (`--scale`)');
+  L.push('');
+  L.push(`Machine load: at start \`${sc.uptimeAtStart}\`, at end \`${sc.uptimeAtEnd}\` (2 cores shared with other work: compare the rows of this run with each other only). Ground truth: ${sc.groundTruth.method}.`);
+  L.push('');
+  L.push('Each library ran in a process of its own, one after another; *RSS baseline* = that process with the library loaded and no data, *RSS after build* = with the index built and the input vectors freed (after a forced GC), *RSS Δ/vector* = the difference ÷ vectors, *peak* = VmHWM (includes the input and any copy of it while building). Load average = 1/5/15-minute `/proc/loadavg` before → after the library\'s process.');
+  L.push('');
+  L.push('| library | round | build s | threads | CPU/wall | build CPU s | bytes/vector | RSS baseline MiB | RSS after build MiB | RSS Δ/vector | peak RSS MiB | load before → after |');
+  L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  for (const b of sc.builds) {
+    if (b.failed) {
+      L.push(`| ${esc(b.lib)} | ${b.round} | failed: ${esc(b.failed)} | | | | | | | | | ${b.loadBefore.join('/')} → ${b.loadAfter.join('/')} |`);
+      continue;
+    }
+    L.push(`| ${esc(b.label)} | ${b.round} | ${fmt(b.buildSeconds, 1)} | ${b.threads} | ${fmt(b.cpuPerWall, 2)} | ${fmt(b.buildSeconds * b.cpuPerWall, 1)} | ${fmt(b.bytesPerVector ?? undefined, 1)} | ${mib(b.rssBaselineBytes)} | ${mib(b.rssAfterBuildBytes)} | ${n ? fmt((b.rssAfterBuildBytes - b.rssBaselineBytes) / n, 0) : '–'} | ${mib(b.rssPeakBytes)} | ${b.loadBefore.join('/')} → ${b.loadAfter.join('/')} |`);
+  }
+  L.push('');
+  const q = sc.builds.filter((b) => b.lib === 'quiver-native' && !b.failed);
+  const best = (xs: ScaleBuild[]) => (xs.length ? Math.min(...xs.map((x) => x.buildSeconds)) : null);
+  const qb = best(q);
+  for (const other of [...new Set(sc.builds.map((b) => b.lib))].filter((l) => l !== 'quiver-native')) {
+    const o = sc.builds.filter((b) => b.lib === other && !b.failed);
+    const ob = best(o);
+    if (qb === null || ob === null) continue;
+    const perRound = q
+      .map((x) => {
+        const y = o.find((z) => z.round === x.round);
+        return y ? `round ${x.round}: ${fmt(x.buildSeconds, 1)} / ${fmt(y.buildSeconds, 1)} s = ${ratio(x.buildSeconds, y.buildSeconds)}` : null;
+      })
+      .filter(Boolean);
+    L.push(`- Build time quiver-native / ${o[0].label}: best ${fmt(qb, 1)} s / ${fmt(ob, 1)} s = **${ratio(qb, ob)}** (${perRound.join('; ')})`);
+    const cpu = (xs: ScaleBuild[]) => Math.min(...xs.map((x) => x.buildSeconds * x.cpuPerWall));
+    L.push(`- Build CPU seconds quiver-native / ${o[0].label} (least of the rounds; steadier than wall time when other work takes the cores, but it counts the threads' waiting as well as their work): ${fmt(cpu(q), 1)} / ${fmt(cpu(o), 1)} = ${ratio(cpu(q), cpu(o))}`);
+  }
+  const qr = q[0];
+  for (const other of [...new Set(sc.builds.map((b) => b.lib))].filter((l) => l !== 'quiver-native')) {
+    const o = sc.builds.find((b) => b.lib === other && !b.failed);
+    if (!qr || !o) continue;
+    L.push(`- RSS after build, quiver-native / ${o.label}: ${mib(qr.rssAfterBuildBytes - qr.rssBaselineBytes)} / ${mib(o.rssAfterBuildBytes - o.rssBaselineBytes)} MiB over baseline = ${ratio(qr.rssAfterBuildBytes - qr.rssBaselineBytes, o.rssAfterBuildBytes - o.rssBaselineBytes)}; bytes/vector ${fmt(qr.bytesPerVector ?? undefined, 1)} / ${fmt(o.bytesPerVector ?? undefined, 1)}`);
+  }
+  L.push('');
+  return L;
 }
 
 function ratiosSection(rows: Row[], dataset: string): string[] {
@@ -331,7 +383,7 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
   pair('Quiver WASM QPS / Quiver native QPS (one awaited call per query)', wasm, native);
   pair('Quiver native searchBatch on one worker thread / hnswlib-node QPS', nativeBatch, hnsw);
   pair('Quiver native searchBatch on one worker thread / usearch QPS', nativeBatch, us);
-  pair('Quiver native searchBatch on one worker thread / usearch search(matrix, 1 thread)', nativeBatch, usBatch);
+  pair('Quiver native searchBatch on one worker thread / usearch search(matrix) with the build threads (its batch CPU/wall column)', nativeBatch, usBatch);
   pair('Quiver WASM searchBatch / Quiver native searchBatch', wasmBatch, nativeBatch);
   for (const a of ANCHORS) {
     const ab = bs.find((c) => c.series === a.series);
@@ -375,7 +427,7 @@ function ratiosSection(rows: Row[], dataset: string): string[] {
     const aRow = firstRow(a.series);
     if (!aRow) continue;
     if (n1) L.push(`- Build time at 1 thread, Quiver native / ${a.series}: ${fmt(n1.buildSeconds, 2)} s / ${fmt(aRow.buildSeconds, 2)} s = ${ratio(n1.buildSeconds, aRow.buildSeconds)}`);
-    else if (nRow) L.push(`- Build time Quiver native (${nRow.buildThreads} threads) / ${a.series} (1 thread): ${fmt(nRow.buildSeconds, 2)} s / ${fmt(aRow.buildSeconds, 2)} s = ${ratio(nRow.buildSeconds, aRow.buildSeconds)} (no 1-thread Quiver build in this run)`);
+    else if (nRow) L.push(`- Build time Quiver native (${nRow.buildThreads} threads) / ${a.series} (${aRow.buildThreads ?? 1} thread${aRow.buildThreads === 1 ? '' : 's'}): ${fmt(nRow.buildSeconds, 2)} s / ${fmt(aRow.buildSeconds, 2)} s = ${ratio(nRow.buildSeconds, aRow.buildSeconds)}${aRow.buildThreads === 1 || aRow.buildThreads === undefined ? ' (no 1-thread Quiver build in this run)' : ''}`);
   }
   const iRow = firstRow('quiver-native int8');
   if (iRow && nRow && int8 && native) {

@@ -35,36 +35,11 @@ import { coresAvailable, forceGc, percentile } from './measure';
 import { loadQuiver } from './quiver';
 import { DatasetInfo, Results, Row, markdown, plotFor, sparseSection } from './report';
 import { sparseBench } from './sparse';
+import { machineInfo } from './machine';
+import { runScale } from './scale';
 
 const WARMUP = 300;
 const WARMUP_QUICK = 100;
-
-function cpuFlags(): string {
-  try {
-    const txt = fs.readFileSync('/proc/cpuinfo', 'utf8');
-    const line = txt.split('\n').find((l) => l.startsWith('flags'));
-    if (!line) return 'unknown';
-    const flags = new Set(line.split(':')[1].trim().split(/\s+/));
-    return ['sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni', 'avx512_fp16'].filter((f) => flags.has(f)).join(' ');
-  } catch {
-    return 'unknown';
-  }
-}
-
-function machineInfo(): Record<string, unknown> {
-  const cpus = os.cpus();
-  return {
-    cpuModel: cpus[0]?.model ?? 'unknown',
-    cores: cpus.length,
-    cpuFlags: cpuFlags(),
-    memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
-    os: `${os.type()} ${os.arch()}`,
-    kernel: os.release(),
-    node: process.version,
-    v8: process.versions.v8,
-    loadAverageAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100),
-  };
-}
 
 type RunnerOrSkip = Runner | { skip: string };
 
@@ -237,6 +212,10 @@ async function main(): Promise<void> {
   } catch (e) {
     console.error(errMsg(e));
     process.exit(2);
+  }
+  if (opts.scale) {
+    await runScale(opts, argv);
+    return;
   }
   const tag = opts.quick && !argv.some((a) => a.startsWith('--tag')) ? `${opts.tag}-quick` : opts.tag;
   const tStart = nowSec();

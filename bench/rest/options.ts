@@ -9,8 +9,15 @@ export type FloatFormat = 'full' | 'short';
 
 export interface RestOptions {
   quick: boolean;
-  /** Points upserted (a prefix of the 100k synthetic base set). */
+  /** Points upserted (a prefix of the 100k synthetic base set, or with `--points` of the 1M `scale` set). */
   n: number;
+  /**
+   * `--points N`: N points (≤ 1,000,000) from the engine benchmark's `scale` set (1M × 128-d,
+   * 1000 clusters; generated and cached on first use), bodies built batch by batch; the
+   * run is the batch-1000 one-client upsert and the REST/engine/wrk query rows (no upsert
+   * variants, gRPC or h2load rows). null: the default run on the 100k synthetic set.
+   */
+  points: number | null;
   /** Queries (a prefix of the set's 1000 queries). */
   queries: number;
   efs: number[];
@@ -57,7 +64,7 @@ export interface RestOptions {
   backend: 'native' | 'wasm' | null;
 }
 
-export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000] [--queries 1000] [--efs 64,128]
+export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000 | --points 1000000] [--queries 1000] [--efs 64,128]
          [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
          [--backend native|wasm] [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
@@ -68,6 +75,7 @@ export function parseRestArgs(argv: string[]): RestOptions {
   const o: RestOptions = {
     quick: false,
     n: 100_000,
+    points: null,
     queries: 1000,
     efs: [64, 128],
     concurrency: [1, 8],
@@ -118,6 +126,10 @@ export function parseRestArgs(argv: string[]): RestOptions {
         break;
       case '--n':
         o.n = ints(val(), flag)[0];
+        break;
+      case '--points':
+        o.points = ints(val(), flag)[0];
+        if (o.points > 1_000_000) throw new Error('--points: at most 1000000 (the points are a prefix of the 1M scale set)');
         break;
       case '--queries':
         o.queries = ints(val(), flag)[0];
@@ -225,7 +237,17 @@ export function parseRestArgs(argv: string[]): RestOptions {
     if (!set.has('--reps')) o.reps = 2;
     if (!set.has('--tag')) o.tag = `${o.tag}-quick`;
   }
-  if (o.n > 100_000) throw new Error('--n: at most 100000 (the points are a prefix of the 100k synthetic set)');
+  if (o.points !== null) {
+    if (set.has('--n') || o.quick) throw new Error('--points replaces --n and --quick');
+    for (const f of ['--upsert-clients', '--grpc-clients']) if (set.has(f)) throw new Error(`--points runs no upsert variants and no gRPC rows: ${f} does not apply`);
+    o.n = o.points;
+    // One copy of the upsert bodies (~2.5 KB a point) is all the client holds: the
+    // variants and the gRPC twins would each need another.
+    o.upsertVariants = false;
+    o.grpc = false;
+    o.h2load = false;
+  }
+  if (o.points === null && o.n > 100_000) throw new Error('--n: at most 100000 (the points are a prefix of the 100k synthetic set; --points N takes up to 1M of the scale set)');
   if (o.queries > 1000) throw new Error('--queries: at most 1000 (the synthetic set has 1000 queries)');
   return o;
 }

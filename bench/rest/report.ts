@@ -117,7 +117,13 @@ export interface RestResults {
     /** Engine backend the server ran on (absent in results from before `--backend`: native). */
     backend?: 'native' | 'wasm';
     env: string;
+    /** Server RSS right after it answered /readyz (absent in older results). */
+    rssAtStartMiB?: number | null;
+    /** Server RSS once the queried collection is green (all upserts done, indexed). */
     rssAfterUpsertsMiB: number | null;
+    /** VmHWM at that moment and at the end (absent in older results). */
+    rssPeakAfterUpsertsMiB?: number | null;
+    rssPeakMiB?: number | null;
     rssAtEndMiB: number | null;
     shutdownSeconds: number | null;
     exitCode: number | null;
@@ -315,6 +321,16 @@ export function markdown(r: RestResults): string {
   if (r.engineBuild) {
     L.push('');
     L.push(`For comparison, the in-process engine (${r.engineBuild.backend}) built the whole HNSW index in ${num(r.engineBuild.seconds)} s with ${r.engineBuild.threads} threads (CPU/wall ${num(r.engineBuild.cpuPerWall)}).`);
+  }
+  const sv = r.server;
+  if (sv.rssAfterUpsertsMiB !== null && sv.rssAfterUpsertsMiB !== undefined) {
+    const perPoint = (mib: number | null | undefined) => (mib === null || mib === undefined ? '–' : `${int(((mib - (sv.rssAtStartMiB ?? 0)) * 2 ** 20) / p.n)} B`);
+    L.push('');
+    L.push(
+      `Server memory (\`/proc/<pid>/status\`): RSS ${sv.rssAtStartMiB ?? '–'} MiB at start, **${sv.rssAfterUpsertsMiB} MiB after the load** (the queried collection green; ${perPoint(sv.rssAfterUpsertsMiB)} per point over the start)` +
+        `${sv.rssPeakAfterUpsertsMiB ? `, peak (VmHWM) ${sv.rssPeakAfterUpsertsMiB} MiB by then` : ''}; ${sv.rssAtEndMiB ?? '–'} MiB at the end of the run${sv.rssPeakMiB ? ` (peak ${sv.rssPeakMiB} MiB)` : ''}. ` +
+        `Raw f32 vectors: ${int((p.n * p.dim * 4) / 2 ** 20)} MiB.`,
+    );
   }
   L.push('');
 

@@ -107,6 +107,17 @@ function upsertBodies(texts: string[], batch: number): Buffer[] {
   return out;
 }
 
+/** The same bodies as upsertBodies(vectorTexts(...), batch), one batch's texts at a time. */
+function upsertBodiesByBatch(base: Float32Array, dim: number, n: number, batch: number, format: FloatFormat): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at < n; at += batch) {
+    const end = Math.min(n, at + batch);
+    const texts = vectorTexts(base.subarray(at * dim, end * dim), dim, end - at, format);
+    out.push(Buffer.from(`{"points":[${texts.map((t, j) => `{"id":${at + j},"vector":${t}}`).join(',')}]}`));
+  }
+  return out;
+}
+
 // -- collection helpers ------------------------------------------------------------------
 
 interface CollectionInfo {
@@ -391,10 +402,12 @@ async function main(): Promise<void> {
   // Data: the engine benchmark's full synthetic set (100k base, 1000 queries), of which
   // the first n base vectors and the first `queries` queries are used. The generator
   // writes base rows first, so a prefix is the same data whatever n is.
+  // With --points: the 1M `scale` set of `bench:engine --scale` (the same cache file).
   const eopts = parseArgs([]);
   eopts.dataDir = opts.dataDir;
-  const full = loadDataset('synthetic', eopts);
-  if ('skipped' in full) throw new Error(`synthetic data set: ${full.skipped}`);
+  const setKey = opts.points === null ? 'synthetic' : 'scale';
+  const full = loadDataset(setKey, eopts);
+  if ('skipped' in full) throw new Error(`${setKey} data set: ${full.skipped}`);
   const dim = full.dim;
   const ds: Dataset = {
     ...full,
@@ -408,8 +421,9 @@ async function main(): Promise<void> {
   console.log(`  data: ${ds.name} (${ds.distance}); ground truth ${gt.cached ? 'cached' : `computed in ${round(gt.seconds, 1)} s`}`);
 
   const t0 = performance.now();
-  const texts = vectorTexts(ds.base, dim, opts.n, opts.floatFormat);
-  let bodies1000: Buffer[] | null = upsertBodies(texts, 1000);
+  // --points: bodies built batch by batch, so the texts of all points never sit in the heap at once.
+  const texts = opts.points === null ? vectorTexts(ds.base, dim, opts.n, opts.floatFormat) : [];
+  let bodies1000: Buffer[] | null = opts.points === null ? upsertBodies(texts, 1000) : upsertBodiesByBatch(ds.base, dim, opts.n, 1000, opts.floatFormat);
   const prepSeconds = (performance.now() - t0) / 1000;
   console.log(`  upsert bodies (${opts.floatFormat} floats): ${round(bodies1000.reduce((s, b) => s + b.length, 0) / 2 ** 20, 1)} MiB for batches of 1000, built in ${round(prepSeconds, 1)} s`);
 
@@ -425,6 +439,7 @@ async function main(): Promise<void> {
   });
   const onExit = () => server.killNow();
   process.once('exit', onExit);
+  const serverRssAtStart = server.rss();
   console.log(`  server: pid ${server.pid}, ${server.url}, storage ${server.dir}`);
   const maxConc = Math.max(...opts.concurrency, opts.upsertClients, 2);
   const client = makeClient(opts.client, server.url, maxConc);
@@ -470,6 +485,7 @@ async function main(): Promise<void> {
     const mainState = await info(client, main);
     if (mainState.status !== 'green') await waitGreen(client, main, 3600);
     const serverRssAfterUpserts = server.rss();
+    const serverPeakAfterUpserts = server.peakRss();
 
     if (opts.query) {
       // -- in-process engine on the same data -------------------------------------------------
@@ -668,6 +684,7 @@ async function main(): Promise<void> {
     machine.coresAvailableAtEnd = round(await coresAvailable(), 2);
     closeClients();
     const rssAtEnd = server.rss();
+    const rssPeakAtEnd = server.peakRss();
     stopInfo = await server.stop();
     process.off('exit', onExit);
     if (opts.cpuProfDir) {
@@ -713,7 +730,10 @@ async function main(): Promise<void> {
         command: 'node bin/quiver',
         backend: opts.backend ?? 'native',
         env: `SERVICE__SERVICE__HTTP_PORT=<free port>${grpcOn ? ' SERVICE__SERVICE__GRPC_PORT=<free port>' : ''} SERVICE__SERVICE__HOST=127.0.0.1 SERVICE__STORAGE__STORAGE_PATH=<temp dir> SERVICE__LOG_LEVEL=WARN`,
+        rssAtStartMiB: serverRssAtStart === null ? null : Math.round(serverRssAtStart / 2 ** 20),
         rssAfterUpsertsMiB: serverRssAfterUpserts === null ? null : Math.round(serverRssAfterUpserts / 2 ** 20),
+        rssPeakAfterUpsertsMiB: serverPeakAfterUpserts === null ? null : Math.round(serverPeakAfterUpserts / 2 ** 20),
+        rssPeakMiB: rssPeakAtEnd === null ? null : Math.round(rssPeakAtEnd / 2 ** 20),
         rssAtEndMiB: rssAtEnd === null ? null : Math.round(rssAtEnd / 2 ** 20),
         shutdownSeconds: stopInfo ? round(stopInfo.seconds, 2) : null,
         exitCode: stopInfo ? stopInfo.code : null,

@@ -182,6 +182,16 @@ export class QuiverServer {
     }
   }
 
+  /** Peak resident set of the server so far (VmHWM) in bytes (Linux /proc; null elsewhere). */
+  peakRss(): number | null {
+    try {
+      const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${this.pid}/status`, 'utf8'));
+      return m ? Number(m[1]) * 1024 : null;
+    } catch {
+      return null;
+    }
+  }
+
   /** SIGTERM (graceful: drain, checkpoint, close), SIGKILL after `graceMs`; removes the storage unless kept. */
   async stop(graceMs = 60_000): Promise<{ code: number | null; seconds: number }> {
     const t0 = Date.now();
