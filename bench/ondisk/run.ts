@@ -7,7 +7,8 @@
  * is warm). For each mode, one after the other on the same machine and the same data:
  *  - a real server (`node bin/quiver` of this checkout, or of `--root DIR`), one
  *    collection `{size: dim, distance: Cosine, on_disk: <mode>}` with
- *    `quantization_config.scalar {type: int8, always_ram: true}`;
+ *    `quantization_config.scalar {type: int8, always_ram: true}` (mode `f32`: no
+ *    quantization, in memory: the recall the graph alone reaches on this data);
  *  - N points loaded through REST (batches of `--batch`, wait=true, two in flight), then
  *    a wait until the optimizer has indexed every vector (`indexed_vectors_count`);
  *  - RSS once the server is quiet and RSS has stopped moving ("after the load"), then
@@ -38,6 +39,8 @@ function arg(name: string, def: string): string {
 }
 
 const C = 'ondisk_bench';
+/** disk: on_disk + int8; memory: int8, originals in memory; f32: no quantization, in memory (the graph's own recall). */
+type Mode = 'disk' | 'memory' | 'f32';
 const K = 10;
 const QUIET_MS = 5000;
 const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
@@ -95,7 +98,7 @@ interface EfResult {
 }
 
 interface ModeResult {
-  mode: 'disk' | 'memory';
+  mode: Mode;
   load_seconds: number;
   index_seconds: number;
   rss_after_load_mb: number;
@@ -142,7 +145,7 @@ async function queryPass(client: RestClient, ds: Dataset, ef: number, concurrenc
   return nQuery / sec;
 }
 
-async function runMode(mode: 'disk' | 'memory', ds: Dataset, opts: { batch: number; efs: number[]; reps: number; root?: string }, space: ReturnType<typeof metricSpace>, gt: Awaited<ReturnType<typeof groundTruth>>): Promise<ModeResult> {
+async function runMode(mode: Mode, ds: Dataset, opts: { batch: number; efs: number[]; reps: number; root?: string }, space: ReturnType<typeof metricSpace>, gt: Awaited<ReturnType<typeof groundTruth>>): Promise<ModeResult> {
   const log = (s: string) => console.log(`[${mode}] ${s}`);
   const server = await QuiverServer.start({ nodeArgs: [], keepStorage: true, env: {}, root: opts.root });
   let client: RestClient = makeClient('http', server.url, 8);
@@ -151,7 +154,8 @@ async function runMode(mode: 'disk' | 'memory', ds: Dataset, opts: { batch: numb
   try {
     const config = {
       vectors: { size: dim, distance: 'Cosine', on_disk: mode === 'disk' },
-      quantization_config: { scalar: { type: 'int8', always_ram: true } },
+      // f32: the reference point without quantization (what the graph alone reaches).
+      ...(mode === 'f32' ? {} : { quantization_config: { scalar: { type: 'int8', always_ram: true } } }),
     };
     await client.json('PUT', `/collections/${C}`, config);
     const t0 = Date.now();
@@ -241,7 +245,8 @@ async function main(): Promise<void> {
   const batch = Number(arg('batch', '256'));
   const reps = Number(arg('reps', '2'));
   const efs = arg('efs', '64,128').split(',').map(Number);
-  const modes = arg('modes', 'disk,memory').split(',') as Array<'disk' | 'memory'>;
+  const modes = arg('modes', 'disk,memory').split(',') as Mode[];
+  for (const m of modes) if (!['disk', 'memory', 'f32'].includes(m)) throw new Error(`--modes: ${m} is not one of disk, memory, f32`);
   const rootArg = arg('root', '');
   const root = rootArg ? path.resolve(rootArg) : undefined;
   const tag = arg('tag', new Date().toISOString().slice(0, 10));
@@ -287,7 +292,7 @@ async function main(): Promise<void> {
       `indexed, restarted on the same storage; recall@10 of ${nq} queries against exact brute force; QPS best of ${reps} passes at concurrency 1 and 8 ` +
       `after a warm-up pass. 2 cores shared with other work (load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}).`,
     '',
-    `| | ${cols.map((c) => (c === 'disk' ? 'on_disk: true' : 'on_disk: false')).join(' | ')} |`,
+    `| | ${cols.map((c) => (c === 'disk' ? 'on_disk: true, int8' : c === 'memory' ? 'on_disk: false, int8' : 'on_disk: false, no quantization')).join(' | ')} |`,
     `|---|${cols.map(() => '---').join('|')}|`,
     row('load (s)', (r) => r.load_seconds.toFixed(1)),
     row('indexing after the load (s)', (r) => r.index_seconds.toFixed(1)),
