@@ -166,6 +166,11 @@ function searchOptions(options: SearchOptions): AddonSearchOptions {
 // - TURN_BUDGET_US: inline searches of one event-loop turn together stop at this budget;
 //   the next search takes the hop, so timers and I/O run between turns. A loop of awaited
 //   searches resolves in microtasks and would otherwise never yield.
+// - Searches already on the pool: while any search of this process waits on the pool,
+//   the next one takes the hop too. Concurrent callers (a server with several requests
+//   in flight) then get the pool's threads searching while the event loop serves the
+//   others, instead of every search serialised on the event loop; one caller awaiting
+//   one search at a time never has one outstanding and keeps the inline path.
 // Filtered (allow) and exact searches always take the hop: their cost depends on the
 // filter and the index size, not on the option set.
 
@@ -177,6 +182,8 @@ const EWMA_WEIGHT = 0.125;
 const MAX_OPTION_SETS = 64;
 
 let turnSpentUs = 0;
+/** Searches of this process on the pool now (plain searches that took the hop). */
+let onPool = 0;
 let turnResetQueued = false;
 function resetTurn(): void {
   turnSpentUs = 0;
@@ -195,7 +202,7 @@ class FastPath {
   /** Whether a search with this key may run inline now. */
   allows(key: string): boolean {
     const est = this.costUs.get(key);
-    return est !== undefined && est < FAST_PATH_MAX_US && turnSpentUs + est <= TURN_BUDGET_US;
+    return onPool === 0 && est !== undefined && est < FAST_PATH_MAX_US && turnSpentUs + est <= TURN_BUDGET_US;
   }
 
   learn(key: string, us: number | undefined): void {
@@ -265,12 +272,21 @@ class NativeVectorIndex implements VectorIndex {
     }
     if (key === null) return call(() => this.inner.search(query, o));
     const learnKey = key;
-    return call(() =>
-      this.inner.search(query, o).then((r) => {
-        this.fast.learn(learnKey, r.computeUs);
-        return r;
-      }),
-    );
+    return call(() => {
+      const pending = this.inner.search(query, o);
+      onPool++; // after the call: one that throws at once never reached the pool
+      return pending.then(
+        (r) => {
+          onPool--;
+          this.fast.learn(learnKey, r.computeUs);
+          return r;
+        },
+        (err: unknown) => {
+          onPool--;
+          throw err;
+        },
+      );
+    });
   }
 
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {
