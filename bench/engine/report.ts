@@ -2,7 +2,7 @@ import { sparseMarkdown, type SparseBenchResult } from './sparse';
 /**
  * Result rows, the Markdown report (tables + ratios) and the SVG QPS-vs-recall plots.
  */
-import { fmt, fmtInt } from './common';
+import { fmt, fmtInt, type Dataset, type GroundTruth } from './common';
 import type { ScaleBuild, ScaleInfo } from './scale';
 
 export interface Row {
@@ -61,6 +61,26 @@ export interface DatasetInfo {
   groundTruthCached: boolean;
   groundTruthWorkers: number;
   skipped?: string;
+}
+
+/** What the report shows of a data set and its ground truth. */
+export function datasetInfo(ds: Dataset, gt: GroundTruth): DatasetInfo {
+  return {
+    key: ds.key,
+    name: ds.name,
+    description: ds.description,
+    source: ds.source,
+    dim: ds.dim,
+    distance: ds.distance,
+    nBase: ds.nBase,
+    nQuery: ds.nQuery,
+    prepareSeconds: ds.prepareSeconds,
+    originalPrepareSeconds: ds.originalPrepareSeconds,
+    cached: ds.cached,
+    groundTruthSeconds: gt.seconds,
+    groundTruthCached: gt.cached,
+    groundTruthWorkers: gt.workers,
+  };
 }
 
 export interface Results {

@@ -33,7 +33,7 @@ import { ANCHOR_KEYS, ANCHOR_SERIES, AnchorRunner, anchorsInfo } from './anchors
 import { eventLoopProbe } from './eventloop';
 import { coresAvailable, forceGc, percentile } from './measure';
 import { loadQuiver } from './quiver';
-import { DatasetInfo, Results, Row, markdown, plotFor, sparseSection } from './report';
+import { DatasetInfo, Results, Row, datasetInfo, markdown, plotFor, sparseSection } from './report';
 import { sparseBench } from './sparse';
 import { machineInfo } from './machine';
 import { runScale } from './scale';
@@ -266,22 +266,7 @@ async function main(): Promise<void> {
     console.log(
       `  ${ds.name}: ${fmtInt(ds.nBase)} × ${ds.dim}-d ${ds.distance}, ${ds.nQuery} queries; data ${ds.cached ? 'cached' : `prepared in ${fmt(ds.prepareSeconds, 1)} s`}; ground truth ${gt.cached ? 'cached' : `${fmt(gt.seconds, 1)} s (${gt.workers} workers)`} [${fmt(nowSec() - t0, 1)} s]`,
     );
-    datasets.push({
-      key: ds.key,
-      name: ds.name,
-      description: ds.description,
-      source: ds.source,
-      dim: ds.dim,
-      distance: ds.distance,
-      nBase: ds.nBase,
-      nQuery: ds.nQuery,
-      prepareSeconds: ds.prepareSeconds,
-      originalPrepareSeconds: ds.originalPrepareSeconds,
-      cached: ds.cached,
-      groundTruthSeconds: gt.seconds,
-      groundTruthCached: gt.cached,
-      groundTruthWorkers: gt.workers,
-    });
+    datasets.push(datasetInfo(ds, gt));
 
     for (const lib of ALL_LIBS) {
       if (!opts.libs.includes(lib)) continue;

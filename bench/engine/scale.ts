@@ -26,7 +26,7 @@ import { MetricSpace, distance, groundTruth, groundTruthFile, metricSpace, readG
 import { machineInfo } from './machine';
 import { coresAvailable, forceGc } from './measure';
 import { loadQuiver } from './quiver';
-import { DatasetInfo, Results, Row, markdown, plotFor } from './report';
+import { DatasetInfo, Results, Row, datasetInfo, markdown, plotFor } from './report';
 import type { ScaleChildResult, ScaleJob } from './scale-child';
 
 const WARMUP = 300;
@@ -165,22 +165,7 @@ export async function runScale(opts: Options, argv: string[]): Promise<void> {
     }
     gtMethod = `${gtMethod}, ${fmt(gt.seconds, 1)} s`;
   }
-  const dsInfo: DatasetInfo = {
-    key: ds.key,
-    name: ds.name,
-    description: ds.description,
-    source: ds.source,
-    dim: ds.dim,
-    distance: ds.distance,
-    nBase: ds.nBase,
-    nQuery: ds.nQuery,
-    prepareSeconds: ds.prepareSeconds,
-    originalPrepareSeconds: ds.originalPrepareSeconds,
-    cached: ds.cached,
-    groundTruthSeconds: gt.seconds,
-    groundTruthCached: gt.cached,
-    groundTruthWorkers: gt.workers,
-  };
+  const dsInfo: DatasetInfo = datasetInfo(ds, gt);
   const dsJob: ScaleJob['ds'] = {
     key: ds.key,
     name: ds.name,

@@ -118,6 +118,25 @@ function memory(server: QuiverServer, rss: number | null): Memory {
 }
 
 
+/** Loads points 0..n-1 (`point(j)`) through REST in batches of BATCH, wait=true, two in flight; returns the seconds it took. */
+async function loadPoints(client: RestClient, n: number, point: (j: number) => unknown, label: string): Promise<number> {
+  const t0 = Date.now();
+  let next = 0;
+  const lane = async () => {
+    for (;;) {
+      const from = next;
+      if (from >= n) return;
+      next += BATCH;
+      const points = [];
+      for (let j = from; j < Math.min(n, from + BATCH); j++) points.push(point(j));
+      await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
+      if (from % 100_000 === 0) console.log(`  ${label}: ${from} points`);
+    }
+  };
+  await Promise.all([lane(), lane()]);
+  return (Date.now() - t0) / 1000;
+}
+
 async function timed(n: number, f: (i: number) => Promise<void>): Promise<Float64Array> {
   const us = new Float64Array(n);
   for (let i = 0; i < n; i++) {
@@ -144,21 +163,7 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
   let restarted: QuiverServer | null = null;
   try {
     await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: onDisk, ...(hnsw ? {} : { optimizers_config: { indexing_threshold: 0 } }) });
-    const t0 = Date.now();
-    let next = 0;
-    const lane = async () => {
-      for (;;) {
-        const from = next;
-        if (from >= N) return;
-        next += BATCH;
-        const points = [];
-        for (let j = from; j < Math.min(N, from + BATCH); j++) points.push({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) });
-        await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
-        if (from % 100_000 === 0) console.log(`  ${onDisk ? 'on disk' : 'in memory'}: ${from} points`);
-      }
-    };
-    await Promise.all([lane(), lane()]);
-    const load = (Date.now() - t0) / 1000;
+    const load = await loadPoints(client, N, (j) => ({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) }), onDisk ? 'on disk' : 'in memory');
     const rssLoad = await settledRss(server, QUIET_MS);
     const memLoad = memory(server, rssLoad);
     console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
@@ -253,21 +258,7 @@ async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Pr
     await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: true, optimizers_config: { indexing_threshold: 0 } });
     await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: 'group', field_schema: { type: 'keyword', on_disk: onDisk } });
     await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: 'i', field_schema: { type: 'integer', on_disk: onDisk } });
-    const t0 = Date.now();
-    let next = 0;
-    const lane = async () => {
-      for (;;) {
-        const from = next;
-        if (from >= N) return;
-        next += BATCH;
-        const points = [];
-        for (let j = from; j < Math.min(N, from + BATCH); j++) points.push({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) });
-        await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
-        if (from % 100_000 === 0) console.log(`  index on_disk ${onDisk}: ${from} points`);
-      }
-    };
-    await Promise.all([lane(), lane()]);
-    const load = (Date.now() - t0) / 1000;
+    const load = await loadPoints(client, N, (j) => ({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) }), `index on_disk ${onDisk}`);
     const rssLoad = await settledRss(server, QUIET_MS);
     const memLoad = memory(server, rssLoad);
     console.log(`  loaded ${N} in ${load.toFixed(1)} s; RSS ${mb(rssLoad)} MB`);
