@@ -207,7 +207,16 @@ test.serial('recovery jobs: from a file location (bytes = the archive), and a fa
 });
 
 test.serial('metrics, logs, 404 for an unknown job, global read needed; bad requests are still refused before any job', async (t) => {
-  const metrics = (await call('GET', '/metrics')).text;
+  // The running-jobs gauge is set on each progress tick, so it may still count the job the
+  // previous test just saw end: wait for the tick.
+  const metrics = await waitFor(
+    'the snapshot_jobs_running gauge back at 0',
+    async () => {
+      const text = (await call('GET', '/metrics')).text;
+      return /snapshot_jobs_running 0/.test(text) ? text : null;
+    },
+    30_000,
+  );
   t.regex(metrics, /snapshot_jobs_finished_total\{kind="create_collection_snapshot",state="completed"\} [1-9]/);
   t.regex(metrics, /snapshot_jobs_finished_total\{kind="recover_collection_snapshot",state="failed"\} [1-9]/);
   t.regex(metrics, /snapshot_job_bytes_total\{kind="create_collection_snapshot"\} [1-9]/);
