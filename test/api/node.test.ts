@@ -1,6 +1,9 @@
 /** startNode in process: the port it reports, its shutdown, and what it refuses to start with. */
 
+import * as fs from 'node:fs';
 import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 
 import test from 'ava';
 import pino from 'pino';
@@ -11,8 +14,25 @@ import { freePort } from './helpers';
 
 const silent = pino({ level: 'silent' });
 
+// Every node gets its own storage: nodes of this file start concurrently, and one node's
+// start-up removes the temp files it finds in its storage directory (another's peer_id write).
+const dirs: string[] = [];
+test.after.always(() => {
+  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 function config(overrides: Record<string, string> = {}) {
-  return loadConfig({ env: { SERVICE__SERVICE__HOST: '127.0.0.1', SERVICE__SERVICE__GRPC_PORT: 'null', ...overrides } });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-node-test-'));
+  dirs.push(dir);
+  return loadConfig({
+    env: {
+      SERVICE__SERVICE__HOST: '127.0.0.1',
+      SERVICE__SERVICE__GRPC_PORT: 'null',
+      SERVICE__STORAGE__STORAGE_PATH: path.join(dir, 'storage'),
+      SERVICE__STORAGE__SNAPSHOTS_PATH: path.join(dir, 'snapshots'),
+      ...overrides,
+    },
+  });
 }
 
 test('port 0 binds a free port and reports it; close() stops it and is idempotent', async (t) => {
