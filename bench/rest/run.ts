@@ -324,9 +324,11 @@ async function timedPass(ctx: Ctx, n: number, concurrency: number, windowName: s
 }
 
 /** A query pass driven by wrk: `seconds` of POSTs of `bodies` in turn over `concurrency` connections. */
-async function wrkPass(ctx: Ctx, name: string, files: { script: string; bodiesFile: string }, concurrency: number): Promise<{ qps: number; p50Us: number; p99Us: number; requests: number; clientCpuSec: number; serverCpu: ServerCpu | null }> {
+async function wrkPass(ctx: Ctx, name: string, files: { script: string; bodiesFile: string }, concurrency: number, windowName: string | null): Promise<{ qps: number; p50Us: number; p99Us: number; requests: number; clientCpuSec: number; serverCpu: ServerCpu | null }> {
   const c0 = ctx.server.cpu();
+  const startUs = nowUs();
   const w = await runWrk({ url: ctx.server.url, path: `/collections/${name}/points/query`, script: files.script, bodiesFile: files.bodiesFile, connections: concurrency, seconds: ctx.opts.wrkSeconds });
+  if (windowName) ctx.windows.push({ name: windowName, startUs, endUs: nowUs() });
   return { ...w, serverCpu: cpuDelta(c0, ctx.server.cpu()) };
 }
 
@@ -588,7 +590,7 @@ async function main(): Promise<void> {
             }
             const files = wrkFiles.get(ef);
             if (files) {
-              const w = await wrkPass(ctx, main, files, c);
+              const w = await wrkPass(ctx, main, files, c, rep === 0 ? `query wrk c=${c} ef=${ef}` : null);
               const cur = bestWrk.get(`${c}-${ef}`);
               const passes = cur ? [...cur.passes, Math.round(w.qps)] : [Math.round(w.qps)];
               if (!cur || w.qps > cur.qps) {
