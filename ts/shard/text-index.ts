@@ -27,9 +27,8 @@
  * words lowercased when `lowercase` is on), the length bounds in characters
  * (`min_token_len`, `max_token_len`: tokens outside are dropped; for `prefix` they bound
  * the prefixes instead) and the stemmer (`{type: "snowball", language}`: every language
- * of the contract, text-languages.ts; English is Porter2 of snowball-english.ts). The
- * stopword languages without a list in this build (azerbaijani, hinglish, tajik) are
- * refused when the index is created (`checkTextSupport`, a 400 naming the language).
+ * of the contract, text-languages.ts; English is Porter2 of snowball-english.ts). Every
+ * stopword language of the contract has a list (text-languages.ts).
  *
  * Matching (a point's document is the union of the tokens of all its string values):
  *  - `match: {text}`: every token of the query (tokenized the same way) is in the
@@ -57,7 +56,7 @@ import { FieldSchema, FieldSchemaError } from './field-schema';
 import { FieldIndex } from './field-index';
 import { Node } from './index-plan';
 import { Off, PathSegment, Posting, postingAdd, postingDelete, postingInto, postingSize } from './sorted-keys';
-import { hasStemmer, hasStopwords, missingStopwordsReason, stemmerFor, stopwordList } from './text-languages';
+import { hasStemmer, hasStopwords, stemmerFor, stopwordList } from './text-languages';
 
 function stopwordLanguages(sw: unknown): string[] {
   if (typeof sw === 'string') return [sw];
@@ -76,8 +75,7 @@ export function checkTextSupport(schema: FieldSchema): void {
   const p = schema.params;
   for (const lang of stopwordLanguages(p.stopwords)) {
     if (!hasStopwords(lang)) {
-      const why = missingStopwordsReason(lang) ?? 'not a language of the contract';
-      throw new FieldSchemaError(`field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (${why})`);
+      throw new FieldSchemaError(`field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (not a language of the contract)`);
     }
   }
   const st = p.stemmer as { type?: string; language?: string } | null | undefined;
