@@ -482,6 +482,36 @@ test(`stemmer with stopwords and the multilingual tokenizer: stopwords are remov
   t.deepEqual(run([{ s: 'Он объявляет' }, { s: 'задатки' }], ru, { match: { text: 'задатка' } }).viaIndex, [1]);
 });
 
+/**
+ * The reference checks `min_token_len` / `max_token_len` on the stemmed token: its tokens
+ * processor lowercases, drops stopwords, stems, then drops tokens outside the bounds
+ * (qdrant/qdrant lib/segment/src/index/field_index/full_text_index/tokenizers/tokens_processor.rs,
+ * `process_token_cow`). Porter2: running -> run, jumping -> jump, generously -> generous.
+ */
+const REF_TOKENS_PROCESSOR = 'https://github.com/qdrant/qdrant/blob/master/lib/segment/src/index/field_index/full_text_index/tokenizers/tokens_processor.rs';
+
+test(`token length bounds count the characters of the stem, not of the word (${REF_TOKENS_PROCESSOR})`, (t) => {
+  t.is(stemEnglish('running'), 'run');
+  t.is(stemEnglish('jumping'), 'jump');
+  t.is(stemEnglish('generously'), 'generous');
+  const stemmer = { type: 'snowball', language: 'english' };
+  const short = [{ s: 'running fast' }, { s: 'runner' }, { s: 'jumping' }];
+  const min4 = { type: 'text', min_token_len: 4, stemmer };
+  t.deepEqual(run(short, min4, { match: { text: 'running' } }).scan, [], '"run" is shorter than 4: dropped from the document and the query');
+  t.deepEqual(run(short, min4, { match: { text: 'jumping' } }).viaIndex, [2], '"jump" has 4 characters');
+  t.deepEqual(run(short, min4, { match: { text: 'running fast' } }).viaIndex, [0], 'only "fast" is required');
+  t.deepEqual(run(short, { type: 'text', min_token_len: 4 }, { match: { text: 'running' } }).viaIndex, [0], 'without a stemmer "running" has 7');
+  const long = [{ s: 'generously given' }, { s: 'generous' }, { s: 'given' }];
+  const max8 = { type: 'text', max_token_len: 8, stemmer };
+  const g = run(long, max8, { match: { text: 'generously' } });
+  t.deepEqual(g.viaIndex, [0, 1], '"generously" stems to "generous", 8 characters: kept in the document and the query');
+  t.deepEqual(g.scan, [0, 1]);
+  t.deepEqual(run(long, { type: 'text', max_token_len: 8 }, { match: { text: 'generously' } }).scan, [], 'without a stemmer it has 10: dropped');
+  const prefix = run(short, { type: 'text', tokenizer: 'prefix', min_token_len: 4, stemmer }, { match: { text: 'jump' } });
+  t.deepEqual(prefix.viaIndex, [2], 'prefix: the stem "jump" is indexed with its prefixes from 4 characters');
+  t.deepEqual(run(short, { type: 'text', tokenizer: 'prefix', min_token_len: 4, stemmer }, { match: { text: 'running' } }).scan, [], 'prefix: the stem "run" is shorter than 4');
+});
+
 // ---------------------------------------------------------------------------------
 // randomized against a naive scan
 

@@ -24,11 +24,12 @@
  * Each token then goes through, in order: lowercase (`lowercase`, default true), ASCII
  * folding (`ascii_folding`: compatibility decomposition, combining marks dropped),
  * stopwords (dropped; the languages' lists of text-languages.ts and a custom list, the
- * words lowercased when `lowercase` is on), the length bounds in characters
- * (`min_token_len`, `max_token_len`: tokens outside are dropped; for `prefix` they bound
- * the prefixes instead) and the stemmer (`{type: "snowball", language}`: every language
- * of the contract, text-languages.ts; English is Porter2 of snowball-english.ts). Every
- * stopword language of the contract has a list (text-languages.ts).
+ * words lowercased when `lowercase` is on), the stemmer (`{type: "snowball", language}`:
+ * every language of the contract, text-languages.ts; English is Porter2 of
+ * snowball-english.ts) and the length bounds in characters, on the stem as the reference
+ * counts them (`min_token_len`, `max_token_len`: tokens outside are dropped; for `prefix`
+ * they bound the prefixes instead). Every stopword language of the contract has a list
+ * (text-languages.ts).
  *
  * Matching (a point's document is the union of the tokens of all its string values):
  *  - `match: {text}`: every token of the query (tokenized the same way) is in the
@@ -149,17 +150,18 @@ export class TextTokenizer {
     }
   }
 
-  /** Lowercase, fold, stopwords, length (unless `prefix`), stem; null when dropped. */
+  /** Lowercase, fold, stopwords, stem, length of the stem (unless `prefix`: bounded()); null when dropped. */
   private process(raw: string): string | null {
     let t = this.lowercase ? raw.toLowerCase() : raw;
     if (this.fold) t = t.normalize('NFKD').replace(MARKS_RE, '');
     if (t.length === 0) return null;
     if (this.stop !== null && this.stop.has(t)) return null;
+    if (this.stem !== null) t = this.stem(t);
     if (this.kind !== 'prefix') {
       const n = charLen(t);
       if (n < this.minLen || n > this.maxLen) return null;
     }
-    return this.stem !== null ? this.stem(t) : t;
+    return t;
   }
 
   /** For `prefix`: a processed word cut to max_token_len, null when shorter than min. */
