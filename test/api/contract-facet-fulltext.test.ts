@@ -168,7 +168,7 @@ test('facet errors: no suitable index is a 400, limit 0 a 422, a missing key a 4
   t.is(err.code, 3, 'INVALID_ARGUMENT');
 });
 
-test('text index through REST: tokens, stopwords and the English stemmer, phrases; languages without a stopword list refused', async (t) => {
+test('text index through REST: tokens, stopwords and the English stemmer, phrases; a language outside the contract refused', async (t) => {
   const C = 'fulltext';
   await api.ok(t, 'PUT', '/collections/{collection_name}', { params: { collection_name: C }, body: { vectors: { size: 2, distance: 'Dot' } } });
   const docs = ['The quick brown fox jumps', 'Quick thinking, brown FOXES!', 'a slow brown dog', 'jumping foxes are quick', 'brown quick fox'];
@@ -181,14 +181,13 @@ test('text index through REST: tokens, stopwords and the English stemmer, phrase
     (await api.ok(t, 'POST', COUNT, { params: { collection_name: C }, body: { exact: true, filter: { must: [{ key: 'body', match }] } } })).count;
   // without an index: substrings of the whole query
   t.is(await count({ text: 'brown fox' }), 1);
-  await api.error(t, 400, 'PUT', INDEX, { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stopwords: 'tajik' } } }, /stopwords for language "tajik" are not implemented by Quiver \(no stopword list/);
   await api.error(
     t,
     400,
     'PUT',
     INDEX,
-    { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stopwords: { languages: ['german', 'azerbaijani'] }, stemmer: { type: 'snowball', language: 'french' } } } },
-    /stopwords for language "azerbaijani"/,
+    { params: { collection_name: C }, body: { field_name: 'body', field_schema: { type: 'text', stopwords: { languages: ['german', 'klingon'] }, stemmer: { type: 'snowball', language: 'french' } } } },
+    /unknown language "klingon"/,
   );
   const info0 = await api.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
   t.deepEqual(info0.payload_schema, {}, 'a refused index is not created');
@@ -224,6 +223,7 @@ test('text index through REST: tokens, stopwords and the English stemmer, phrase
 const SNOWBALL_DATA = 'https://github.com/snowballstem/snowball-data (voc.txt / output.txt)';
 const NLTK = 'NLTK stopwords corpus, the reference\'s lists (https://www.nltk.org/nltk_data/)';
 const DOC_INDEXING = 'https://qdrant.tech/documentation/concepts/indexing/#full-text-index';
+const AUTHORED = 'the list Quiver wrote for the language (ts/shard/stopwords-authored.ts; not the reference\'s)';
 
 interface LangCase {
   cite: string;
@@ -306,6 +306,30 @@ const LANG_CASES: LangCase[] = [
     schema: { type: 'text', tokenizer: 'multilingual', stopwords: 'chinese' },
     texts: ['我们的图书馆', '图书馆', '我们'],
     match: { text: '我们的图书馆' },
+    expect: [1, 2],
+  },
+  {
+    cite: `${DOC_INDEXING}; ${AUTHORED}`,
+    what: 'azerbaijani stopwords: "bu" and "üçün" dropped, a query of them alone matches nothing',
+    schema: { type: 'text', stopwords: 'azerbaijani' },
+    texts: ['Mən bu kitabı sənin üçün aldım', 'kitabı', 'bu üçün'],
+    match: { text: 'bu kitabı üçün' },
+    expect: [1, 2],
+  },
+  {
+    cite: `${DOC_INDEXING}; ${AUTHORED}`,
+    what: 'tajik stopwords with phrase matching: "барои" and "ту" not counted between the words',
+    schema: { type: 'text', stopwords: 'tajik', phrase_matching: true },
+    texts: ['Ман китобро барои ту харидам', 'китобро харидам', 'харидам китобро'],
+    match: { phrase: 'китобро харидам' },
+    expect: [1, 2],
+  },
+  {
+    cite: `${DOC_INDEXING}; ${AUTHORED}`,
+    what: 'hinglish stopwords: romanized Hindi ("yeh", "nahi", "hai") and English ("the") words dropped',
+    schema: { type: 'text', stopwords: { languages: ['hinglish'] } },
+    texts: ['yeh movie nahi dekhi', 'the movie hai', 'dekhi'],
+    match: { text: 'the movie hai nahi' },
     expect: [1, 2],
   },
   {
@@ -398,7 +422,7 @@ test('text index in other languages: the settings survive a snapshot recovery an
   }
 });
 
-test('text index in other languages through gRPC CreateFieldIndex: the same settings and matches as over REST; a language without a list is INVALID_ARGUMENT', async (t) => {
+test('text index in other languages through gRPC CreateFieldIndex: the same settings and matches as over REST; a language outside the contract is INVALID_ARGUMENT', async (t) => {
   const C = 'lang_grpc';
   await api.ok(t, 'PUT', '/collections/{collection_name}', { params: { collection_name: C }, body: { vectors: { size: 2, distance: 'Dot' } } });
   const texts = ['Die Steuern und die Abgaben', 'steuer', 'Abgaben'];
@@ -408,20 +432,22 @@ test('text index in other languages through gRPC CreateFieldIndex: the same sett
     field_name: 'body',
     wait: true,
     field_type: 'FieldTypeText',
-    field_index_params: { text_index_params: { tokenizer: 'Word', stopwords: { languages: ['hinglish'] } } },
+    field_index_params: { text_index_params: { tokenizer: 'Word', stopwords: { languages: ['klingon'] } } },
   });
   t.is(err.code, 3, 'INVALID_ARGUMENT');
-  t.regex(err.details, /stopwords for language "hinglish" are not implemented by Quiver/);
+  t.regex(err.details, /unknown language "klingon"/);
   await grpcClient.call('Points', 'CreateFieldIndex', {
     collection_name: C,
     field_name: 'body',
     wait: true,
     field_type: 'FieldTypeText',
-    field_index_params: { text_index_params: { tokenizer: 'Word', stopwords: { languages: ['german'], custom: ['abgaben'] }, stemmer: { snowball: { language: 'german' } } } },
+    field_index_params: { text_index_params: { tokenizer: 'Word', stopwords: { languages: ['tg', 'german', 'azerbaijani', 'hi-en'], custom: ['abgaben'] }, stemmer: { snowball: { language: 'german' } } } },
   });
   const info = await api.ok(t, 'GET', '/collections/{collection_name}', { params: { collection_name: C } });
-  t.like(info.payload_schema.body.params, { stopwords: { languages: ['german'], custom: ['abgaben'] }, stemmer: { type: 'snowball', language: 'german' } });
+  t.like(info.payload_schema.body.params, { stopwords: { languages: ['azerbaijani', 'german', 'hinglish', 'tajik'], custom: ['abgaben'] }, stemmer: { type: 'snowball', language: 'german' } });
   // cited as the REST table's german case (snowball-data, NLTK)
   t.deepEqual(await scrollIds(t, C, { text: 'und Steuer' }), [1, 2]);
+  // the lists Quiver wrote (ts/shard/stopwords-authored.ts), by code and by name
+  t.deepEqual(await scrollIds(t, C, { text: 'Steuer və ва hai' }), [1, 2], 'azerbaijani "və", tajik "ва", hinglish "hai" dropped');
   t.deepEqual(await scrollIds(t, C, { text: 'Abgaben' }), [], 'a custom stopword: the query has no token left');
 });

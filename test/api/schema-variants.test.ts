@@ -64,7 +64,6 @@ const UNSUPPORTED: Allowed[] = [
   { where: /"initial_state":"Partial"/, message: /^400 .*Partial/, reason: 'initial_state: Partial of a new shard key (README: not supported)' },
   { where: /"turbo":\{/, message: /^400 .*turbo quantization is not supported/, reason: 'turbo quantization (README: not supported)' },
   { where: /"(query_)?encoding":/, message: /^400 .*only the default (one-bit|query) encoding is supported/, reason: 'binary quantization encodings other than the default (README: not supported)' },
-  { where: /"stopwords":[^}]*"(azerbaijani|hinglish|tajik)"/, message: /^400 .*stopwords for language "(azerbaijani|hinglish|tajik)" are not implemented by Quiver \(no stopword list/, reason: 'full-text stopwords of the three languages no package has a list for (README)' },
   { where: /"datatype":/, message: /^400 .*changing the datatype of an existing sparse vector is not supported/, reason: 'changing a sparse vector\'s datatype (README: not supported)' },
   { op: /^PUT \/collections\/\{collection_name\}\/points\/payload$/, where: /"key":/, message: /^400 .*overwrite payload does not take a `key`/, reason: 'overwrite payload with a key (README: not supported)' },
   { where: /"relevance_feedback":/, message: /^400 .*`relevance_feedback` queries are not supported/, reason: 'relevance_feedback queries (README: not supported; no helper builds them)' },

