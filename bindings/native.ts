@@ -166,35 +166,24 @@ function searchOptions(options: SearchOptions): AddonSearchOptions {
 // - TURN_BUDGET_US: inline searches of one event-loop turn together stop at this budget;
 //   the next search takes the hop, so timers and I/O run between turns. A loop of awaited
 //   searches resolves in microtasks and would otherwise never yield.
-// - Searches already on the pool: while any search of this process waits on the pool
-//   (or waits to be sent there, below), the next one takes the hop too. Concurrent callers (a server with several requests
+// - Searches already on the pool: while any search of this process waits on the pool,
+//   the next one takes the hop too. Concurrent callers (a server with several requests
 //   in flight) then get the pool's threads searching while the event loop serves the
 //   others, instead of every search serialised on the event loop; one caller awaiting
 //   one search at a time never has one outstanding and keeps the inline path.
-// - Coalescing: a search that takes the hop while others of the same index and option
-//   set are waiting to go (callers with more requests in flight than there are cores)
-//   joins them, and they go to the pool together as one batch job at the end of this
-//   event-loop turn's I/O (setImmediate). One hop then serves the batch instead of one
-//   per search: on two cores the hop (a thread wake-up each way) costs about half a
-//   search at ef 64. At most MAX_BATCH searches go in one job, so two jobs can use two
-//   pool threads; a lone search waits only for the end of the turn that issued it.
-// Filtered (allow) and exact searches always take the hop on their own: their cost
-// depends on the filter and the index size, not on the option set.
+// Filtered (allow) and exact searches always take the hop: their cost depends on the
+// filter and the index size, not on the option set.
 
 /** A search estimated cheaper than this (µs) may run on the event loop. */
 export const FAST_PATH_MAX_US = 200;
 /** Inline search time (µs) allowed per event-loop turn, across all indexes. */
 export const TURN_BUDGET_US = 300;
-/** Searches of one coalesced batch job at most. */
-export const MAX_BATCH = 8;
 const EWMA_WEIGHT = 0.125;
 const MAX_OPTION_SETS = 64;
 
 let turnSpentUs = 0;
-/** Pool jobs of this process's plain searches now (one search, or a coalesced batch). */
+/** Searches of this process on the pool now (plain searches that took the hop). */
 let onPool = 0;
-/** Searches waiting for the end of this turn to go to the pool together (coalesced). */
-let waitingTotal = 0;
 let turnResetQueued = false;
 function resetTurn(): void {
   turnSpentUs = 0;
@@ -213,7 +202,7 @@ class FastPath {
   /** Whether a search with this key may run inline now. */
   allows(key: string): boolean {
     const est = this.costUs.get(key);
-    return onPool === 0 && waitingTotal === 0 && est !== undefined && est < FAST_PATH_MAX_US && turnSpentUs + est <= TURN_BUDGET_US;
+    return onPool === 0 && est !== undefined && est < FAST_PATH_MAX_US && turnSpentUs + est <= TURN_BUDGET_US;
   }
 
   learn(key: string, us: number | undefined): void {
@@ -233,17 +222,6 @@ class FastPath {
       setImmediate(resetTurn);
     }
   }
-}
-
-interface Settle {
-  resolve(r: SearchResult): void;
-  reject(err: unknown): void;
-}
-
-interface Waiting {
-  options: AddonSearchOptions;
-  queries: Float32Array[];
-  settle: Settle[];
 }
 
 class NativeVectorIndex implements VectorIndex {
@@ -292,76 +270,23 @@ class NativeVectorIndex implements VectorIndex {
     } catch (err) {
       return Promise.reject(normaliseError(err));
     }
-    // A query of the wrong length goes alone: the engine's refusal is its own, not the batch's.
-    if (key === null || query.length !== this.dim) return call(() => this.inner.search(query, o));
-    return this.coalesce(key, query, o);
-  }
-
-  /** Searches waiting for the end of this turn, by option set (see "Coalescing" above). */
-  private readonly waiting = new Map<string, Waiting>();
-  private flushQueued = false;
-
-  private coalesce(key: string, query: Float32Array, o: AddonSearchOptions): Promise<SearchResult> {
-    let w = this.waiting.get(key);
-    if (w === undefined) {
-      w = { options: o, queries: [], settle: [] };
-      this.waiting.set(key, w);
-      if (!this.flushQueued) {
-        this.flushQueued = true;
-        setImmediate(this.flush);
-      }
-    }
-    // Copied now: the caller's array may be a view of a buffer it reuses once this returns.
-    w.queries.push(query.slice());
-    waitingTotal++;
-    return new Promise<SearchResult>((resolve, reject) => w.settle.push({ resolve, reject }));
-  }
-
-  private readonly flush = (): void => {
-    this.flushQueued = false;
-    const all = [...this.waiting];
-    for (const [, w] of all) waitingTotal -= w.queries.length;
-    this.waiting.clear();
-    for (const [key, w] of all) {
-      for (let at = 0; at < w.queries.length; at += MAX_BATCH) {
-        const queries = w.queries.slice(at, at + MAX_BATCH);
-        const settle = w.settle.slice(at, at + MAX_BATCH);
-        this.sendToPool(key, w.options, queries, settle);
-      }
-    }
-  };
-
-  /** One pool job for `queries` (one search, or a batch of them); settles each caller. */
-  private sendToPool(key: string, o: AddonSearchOptions, queries: Float32Array[], settle: Settle[]): void {
-    let pending: Promise<SearchResult[]>;
-    try {
-      if (queries.length === 1) {
-        pending = this.inner.search(queries[0], o).then((r) => [r]);
-      } else {
-        const flat = new Float32Array(queries.length * this.dim);
-        queries.forEach((q, i) => flat.set(q, i * this.dim));
-        pending = this.inner.searchBatch(flat, o);
-      }
-    } catch (err) {
-      const e = normaliseError(err);
-      for (const s of settle) s.reject(e);
-      return;
-    }
-    onPool++; // after the call: one that throws at once never reached the pool
-    pending.then(
-      (results) => {
-        onPool--;
-        results.forEach((r, i) => {
-          this.fast.learn(key, r.computeUs);
-          settle[i].resolve(r);
-        });
-      },
-      (err: unknown) => {
-        onPool--;
-        const e = normaliseError(err);
-        for (const s of settle) s.reject(e);
-      },
-    );
+    if (key === null) return call(() => this.inner.search(query, o));
+    const learnKey = key;
+    return call(() => {
+      const pending = this.inner.search(query, o);
+      onPool++; // after the call: one that throws at once never reached the pool
+      return pending.then(
+        (r) => {
+          onPool--;
+          this.fast.learn(learnKey, r.computeUs);
+          return r;
+        },
+        (err: unknown) => {
+          onPool--;
+          throw err;
+        },
+      );
+    });
   }
 
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {

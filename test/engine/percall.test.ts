@@ -105,32 +105,3 @@ test.serial('a search issued while a build holds the index does not wait on the 
   t.true(maxGapMs < buildMs / 2, `longest turn gap ${maxGapMs.toFixed(1)} ms against a ${buildMs.toFixed(0)} ms build`);
   for (const r of results) t.is(r.labels.length, 10);
 });
-
-test.serial('concurrent searches (coalesced into batch jobs) give the answers of one search at a time; a bad one fails alone', async (t) => {
-  const dim = 20;
-  const { ix } = await filled(3000, dim, 11);
-  t.teardown(() => ix.close());
-  const n = 40;
-  const queries = randomVectors(n, dim, 12);
-  const opts = { k: 10, ef: 48 };
-  const one: SearchResult[] = [];
-  for (let i = 0; i < n; i++) one.push(await ix.searchBatch(row(queries, dim, i), opts).then((r) => r[0]));
-  for (let pass = 0; pass < 3; pass++) {
-    // Issued in one turn: past the first few (inline, while the turn budget lasts) they
-    // wait for the end of the turn and go to the pool in batches.
-    const bad = ix.search(new Float32Array(dim + 3), opts);
-    const all = await Promise.all(Array.from({ length: n }, (_, i) => ix.search(row(queries, dim, i), opts)));
-    for (let i = 0; i < n; i++) t.deepEqual(hits(all[i]), hits(one[i]), `query ${i}, pass ${pass}`);
-    await t.throwsAsync(bad);
-  }
-  // Two option sets in one turn are batched apart and each answered with its own k.
-  const [a, b] = await Promise.all([ix.search(row(queries, dim, 0), { k: 3, ef: 48 }), ix.search(row(queries, dim, 0), { k: 7, ef: 48 })]);
-  t.is(a.labels.length, 3);
-  t.is(b.labels.length, 7);
-  // Searches still waiting for the end of the turn when the index closes are refused. So
-  // many are issued that the turn's inline budget (300 µs) cannot cover them all.
-  const pending = Array.from({ length: 2000 }, (_, i) => ix.search(row(queries, dim, i % n), opts));
-  ix.close();
-  const settled = await Promise.allSettled(pending);
-  t.true(settled.some((s) => s.status === 'rejected'), 'searches sent after close are refused');
-});
