@@ -15,15 +15,28 @@ import { IDLE_CONNECTION_SEC, START_DEADLINE_MS } from '../support/wait';
 export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
+/** Ports freePort has handed out in this process: the kernel may offer a just-closed one again. */
+const handedOut = new Set<number>();
+
+/**
+ * A port nothing listens on now, never one this process was given before: a test that
+ * takes two in a row (HTTP and gRPC) must not get the same one twice (CI saw that).
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const server = net.createServer();
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        const { port: p } = server.address() as net.AddressInfo;
+        server.close(() => resolve(p));
+      });
     });
-  });
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
 }
 
 function baseEnv(dir: string, port: number, extra: Record<string, string>): NodeJS.ProcessEnv {

@@ -7,11 +7,11 @@
  */
 
 import test from 'ava';
-import * as net from 'node:net';
 import pino from 'pino';
 
 import { P2PServer, PeerClients } from '../../ts/api/p2p/grpc';
 import { PeerCallError, type PeerCallReason, type PeerHandlers } from '../../ts/consensus/transport';
+import { freePort } from '../api/helpers';
 
 const handlers: PeerHandlers = {
   onMessage: () => undefined,
@@ -38,15 +38,6 @@ async function reasonOf(call: Promise<unknown>): Promise<[PeerCallReason, string
     throw err;
   }
   throw new Error('the call succeeded');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 test('a refusal keeps its reason from one peer to the other; a timeout and an unreachable peer have theirs', async (t) => {
