@@ -162,6 +162,12 @@ export interface LiveVectors {
   counts?: Uint32Array;
 }
 
+/** One page of exportLive (see VectorIndex.exportLiveFrom). */
+export interface LivePage extends LiveVectors {
+  /** The slot the next page starts at. */
+  next: number;
+}
+
 export interface VectorIndex {
   readonly dim: number;
   readonly distance: Distance;
@@ -189,6 +195,17 @@ export interface VectorIndex {
    * Searches keep running meanwhile (it only reads); writes wait for it.
    */
   exportLive(): Promise<LiveVectors>;
+  /**
+   * One page of exportLive: up to `maxCount` live labels (points, for a multivector
+   * index) from slot `from` on, in slot order, and `next`, the slot the next page
+   * starts at (the slot count once every slot is read; a page shorter than
+   * `maxCount` is the last). Start at 0 and pass each page's `next`. Slots never move
+   * or get reused while an index only sees deletes (a compact or an add can), so the
+   * pages then return each label live throughout exactly once; one deleted before its
+   * page is read is skipped. Holds the read lock for one page only. Refuses a
+   * `maxCount` of 0 and a `from` past the slot count (QUIVER_INVALID_ARGUMENT).
+   */
+  exportLiveFrom(from: number, maxCount: number): Promise<LivePage>;
   /** The labels exportLive would return, without copying the vectors. */
   liveLabels(): Promise<BigUint64Array>;
   /** Rebuilds the graph without deleted slots. */

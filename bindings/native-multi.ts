@@ -8,9 +8,9 @@
  * engine work on the event loop.
  */
 
-import type { Distance, IndexStats, LiveVectors, RuleQuery, SearchOptions, SearchResult, VectorIndex } from './engine';
+import type { Distance, IndexStats, LivePage, LiveVectors, RuleQuery, SearchOptions, SearchResult, VectorIndex } from './engine';
 import { EngineError, normaliseError } from './errors';
-import { checkLabel, checkLabels, checkPath, checkSearchOptions, checkVectors } from './validate';
+import { checkLabel, checkLabels, checkPage, checkPath, checkSearchOptions, checkVectors } from './validate';
 
 export interface AddonMultiIndex {
   readonly dim: number;
@@ -20,6 +20,7 @@ export interface AddonMultiIndex {
   search(query: Float32Array, options: { k: number; ef?: number; exact?: boolean; allow?: BigUint64Array }): Promise<SearchResult>;
   getVector(label: bigint): Promise<Float32Array | null>;
   exportLive(): Promise<{ labels: BigUint64Array; vectors: Float32Array; counts: Uint32Array }>;
+  exportLiveFrom(from: number, maxCount: number): Promise<{ labels: BigUint64Array; vectors: Float32Array; counts: Uint32Array; next: number }>;
   liveLabels(): Promise<BigUint64Array>;
   compact(): Promise<void>;
   save(path: string): Promise<void>;
@@ -106,6 +107,13 @@ export class NativeMultiVectorIndex implements VectorIndex {
 
   exportLive(): Promise<LiveVectors> {
     return call(() => this.inner.exportLive());
+  }
+
+  exportLiveFrom(from: number, maxCount: number): Promise<LivePage> {
+    return call(() => {
+      checkPage(from, maxCount);
+      return this.inner.exportLiveFrom(from, maxCount);
+    });
   }
 
   liveLabels(): Promise<BigUint64Array> {

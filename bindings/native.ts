@@ -18,6 +18,7 @@ import type {
   IndexOptions,
   IndexStats,
   LiveVectors,
+  LivePage,
   RuleQuery,
   SearchOptions,
   SearchResult,
@@ -37,6 +38,7 @@ import {
   checkIndexOptions,
   checkLabel,
   checkLabels,
+  checkPage,
   checkPath,
   checkRuleQuery,
   checkSearchOptions,
@@ -70,6 +72,7 @@ interface AddonIndex {
   searchRule(rule: string, positives: number, examples: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
   getVector(label: bigint): Promise<Float32Array | null>;
   exportLive(): Promise<LiveVectors>;
+  exportLiveFrom(from: number, maxCount: number): Promise<LivePage>;
   liveLabels(): Promise<BigUint64Array>;
   compact(threads?: number): Promise<void>;
   save(path: string): Promise<void>;
@@ -312,6 +315,13 @@ class NativeVectorIndex implements VectorIndex {
 
   exportLive(): Promise<LiveVectors> {
     return call(() => this.inner.exportLive());
+  }
+
+  exportLiveFrom(from: number, maxCount: number): Promise<LivePage> {
+    return call(() => {
+      checkPage(from, maxCount);
+      return this.inner.exportLiveFrom(from, maxCount);
+    });
   }
 
   liveLabels(): Promise<BigUint64Array> {

@@ -127,6 +127,12 @@ export function checkSearchOptions(options: SearchOptions): void {
   }
 }
 
+/** The arguments of exportLiveFrom (the engine refuses 0 and a `from` past its slots). */
+export function checkPage(from: unknown, maxCount: unknown): void {
+  checkCount('from', from);
+  checkCount('maxCount', maxCount);
+}
+
 export function checkThreads(threads: unknown): number | undefined {
   return threads === undefined ? undefined : checkCount('threads', threads, 1024);
 }

@@ -70,6 +70,7 @@ interface Exports {
   quiver_index_get_vector(handle: number, label: bigint, out: number, cap: number): number;
   quiver_index_stats(handle: number, out: number): number;
   quiver_index_export_live(handle: number, outLabels: number, outVectors: number, cap: number): number;
+  quiver_index_export_live_from(handle: number, from: number, maxCount: number, outLabels: number, outVectors: number, cap: number, outNext: number): number;
   quiver_index_compact(handle: number): number;
   quiver_index_to_bytes(handle: number, outLen: number): number;
   quiver_index_from_bytes(bytes: number, len: number): number;
@@ -399,6 +400,27 @@ export class WasmModule {
       } finally {
         this.x.quiver_free(lp, live * 8);
         this.x.quiver_free(vp, live * dim * 4);
+      }
+    });
+  }
+
+  /** One page of exportLive; `cap` (at most `maxCount` and the live count) and `dim` size the output buffers. */
+  exportLiveFrom(handle: number, from: number, maxCount: number, cap: number, dim: number): { labels: BigUint64Array; vectors: Float32Array; next: number } {
+    return this.run(() => {
+      const lp = this.alloc(cap * 8);
+      const vp = this.alloc(cap * dim * 4);
+      const np = this.alloc(4);
+      try {
+        const n = this.check(this.x.quiver_index_export_live_from(handle, from, maxCount, lp, vp, cap, np));
+        return {
+          labels: new BigUint64Array(this.x.memory.buffer.slice(lp, lp + n * 8)),
+          vectors: new Float32Array(this.x.memory.buffer.slice(vp, vp + n * dim * 4)),
+          next: new Uint32Array(this.x.memory.buffer, np, 1)[0],
+        };
+      } finally {
+        this.x.quiver_free(lp, cap * 8);
+        this.x.quiver_free(vp, cap * dim * 4);
+        this.x.quiver_free(np, 4);
       }
     });
   }

@@ -32,6 +32,7 @@ interface FileExports {
   ): number;
   quiver_multi_get_vector(handle: number, label: bigint, outLen: number): number;
   quiver_multi_export_live(handle: number, outLen: number): number;
+  quiver_multi_export_live_from(handle: number, from: number, maxCount: number, outLen: number): number;
   quiver_multi_compact(handle: number): number;
   quiver_multi_stats(handle: number, out: number): number;
   quiver_multi_to_bytes(handle: number, outLen: number): number;
@@ -296,6 +297,21 @@ export class WasmFileModule extends WasmModule {
         labels: new BigUint64Array(b.buffer.slice(8, 8 + n * 8)),
         counts: new Uint32Array(b.buffer.slice(8 + n * 8, 8 + n * 12)),
         vectors: new Float32Array(b.buffer.slice(8 + n * 12)),
+      };
+    });
+  }
+
+  /** One page of multiExportLive: the same layout after the next slot (u64). */
+  multiExportLiveFrom(handle: number, from: number, maxCount: number): { labels: BigUint64Array; vectors: Float32Array; counts: Uint32Array; next: number } {
+    return this.run(() => {
+      const b = this.buffer((outLen) => this.f.quiver_multi_export_live_from(handle, from, maxCount, outLen));
+      const [next, count] = new BigUint64Array(b.buffer, 0, 2);
+      const n = Number(count);
+      return {
+        labels: new BigUint64Array(b.buffer.slice(16, 16 + n * 8)),
+        counts: new Uint32Array(b.buffer.slice(16 + n * 8, 16 + n * 12)),
+        vectors: new Float32Array(b.buffer.slice(16 + n * 12)),
+        next: Number(next),
       };
     });
   }

@@ -20,6 +20,7 @@ export type MultiRequest =
   | { id: number; op: 'multiSearch'; args: { handle: number; query: Float32Array; k: number; ef?: number; exact?: boolean; allow?: BigUint64Array } }
   | { id: number; op: 'multiGetVector'; args: { handle: number; label: bigint } }
   | { id: number; op: 'multiExportLive'; args: { handle: number } }
+  | { id: number; op: 'multiExportLiveFrom'; args: { handle: number; from: number; maxCount: number } }
   | { id: number; op: 'multiCompact'; args: { handle: number } }
   | { id: number; op: 'multiSave'; args: { handle: number; path: string } }
   | { id: number; op: 'multiLoad'; args: { path: string; fd?: number } };
@@ -66,6 +67,10 @@ export function multiOp(wasm: WasmFileModule, req: MultiRequest): Out {
     }
     case 'multiExportLive': {
       const l = wasm.multiExportLive(req.args.handle);
+      return { result: l, transfer: [l.labels.buffer, l.vectors.buffer, l.counts.buffer] as ArrayBuffer[] };
+    }
+    case 'multiExportLiveFrom': {
+      const l = wasm.multiExportLiveFrom(req.args.handle, req.args.from, req.args.maxCount);
       return { result: l, transfer: [l.labels.buffer, l.vectors.buffer, l.counts.buffer] as ArrayBuffer[] };
     }
     case 'multiCompact':

@@ -5,10 +5,10 @@
  * synchronous. Behaves as bindings/native-multi.ts does, over the same core code.
  */
 
-import type { Distance, IndexStats, LiveVectors, RuleQuery, SearchOptions, SearchResult, VectorIndex } from './engine';
+import type { Distance, IndexStats, LivePage, LiveVectors, RuleQuery, SearchOptions, SearchResult, VectorIndex } from './engine';
 import { EngineError } from './errors';
 import type { MultiCreated, MultiRequest } from './wasm-multi-ops';
-import { checkLabel, checkLabels, checkPath, checkSearchOptions, checkThreads, checkVectors } from './validate';
+import { checkLabel, checkLabels, checkPage, checkPath, checkSearchOptions, checkThreads, checkVectors } from './validate';
 
 type Req = MultiRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
@@ -102,6 +102,13 @@ export class WasmMultiVectorIndex implements VectorIndex {
 
   exportLive(): Promise<LiveVectors> {
     return this.with((handle) => this.host.call<LiveVectors>({ op: 'multiExportLive', args: { handle } }));
+  }
+
+  exportLiveFrom(from: number, maxCount: number): Promise<LivePage> {
+    return this.with((handle) => {
+      checkPage(from, maxCount);
+      return this.host.call<LivePage>({ op: 'multiExportLiveFrom', args: { handle, from, maxCount } });
+    });
   }
 
   async liveLabels(): Promise<BigUint64Array> {

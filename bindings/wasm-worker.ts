@@ -28,6 +28,7 @@ export type WorkerRequest =
   | { id: number; op: 'searchRule'; args: { handle: number; rule: number; positives: number; examples: Float32Array; options: WasmSearchArgs } }
   | { id: number; op: 'getVector'; args: { handle: number; label: bigint } }
   | { id: number; op: 'exportLive'; args: { handle: number } }
+  | { id: number; op: 'exportLiveFrom'; args: { handle: number; from: number; maxCount: number } }
   | { id: number; op: 'compact'; args: { handle: number } }
   | { id: number; op: 'stats'; args: { handle: number } }
   | { id: number; op: 'toBytes'; args: { handle: number } }
@@ -113,6 +114,12 @@ function main(): void {
       case 'exportLive': {
         const stats = wasm.stats(req.args.handle);
         const out = wasm.exportLive(req.args.handle, stats.count, stats.dim);
+        return { result: out, transfer: [out.labels.buffer as ArrayBuffer, out.vectors.buffer as ArrayBuffer] };
+      }
+      case 'exportLiveFrom': {
+        const { handle, from, maxCount } = req.args;
+        const stats = wasm.stats(handle);
+        const out = wasm.exportLiveFrom(handle, from, maxCount, Math.min(maxCount, stats.count), stats.dim);
         return { result: out, transfer: [out.labels.buffer as ArrayBuffer, out.vectors.buffer as ArrayBuffer] };
       }
       case 'compact':

@@ -27,6 +27,7 @@ import type {
   IndexOptions,
   IndexStats,
   LiveVectors,
+  LivePage,
   RuleQuery,
   SearchOptions,
   SearchResult,
@@ -50,6 +51,7 @@ import {
   checkIndexOptions,
   checkLabel,
   checkLabels,
+  checkPage,
   checkPath,
   checkRuleQuery,
   checkSearchOptions,
@@ -243,6 +245,13 @@ class WasmVectorIndex implements VectorIndex {
 
   exportLive(): Promise<LiveVectors> {
     return this.with((handle) => this.host.call<LiveVectors>({ op: 'exportLive', args: { handle } }));
+  }
+
+  exportLiveFrom(from: number, maxCount: number): Promise<LivePage> {
+    return this.with((handle) => {
+      checkPage(from, maxCount);
+      return this.host.call<LivePage>({ op: 'exportLiveFrom', args: { handle, from, maxCount } });
+    });
   }
 
   /** The export's labels (the worker holds no cheaper list). */

@@ -97,6 +97,9 @@ class FakeIndex implements VectorIndex {
   async exportLive(): Promise<never> {
     throw new Error('not in this fake');
   }
+  async exportLiveFrom(): Promise<never> {
+    throw new Error('not in this fake');
+  }
   async liveLabels(): Promise<BigUint64Array> {
     return new BigUint64Array();
   }

@@ -111,6 +111,17 @@ export const ORIGINALS_FILE_RE = /^orig-[0-9]{1,15}-[0-9a-f]{8}\.f32$/;
 /** Points moved into the HNSW index per engine call, so searches interleave with a move. */
 const MOVE_CHUNK = 512;
 
+/** At most this many bytes of vectors read from a job's source per engine call (see copyInto). */
+const EXPORT_PAGE_BYTES = 8 << 20;
+
+/**
+ * Vectors read from a job's source per engine call: what fits EXPORT_PAGE_BYTES, at
+ * most 8 chunks (2,730 of 768 dimensions, 4,096 of 128 or fewer), at least one.
+ */
+export function exportPageSize(dim: number): number {
+  return Math.max(1, Math.min(MOVE_CHUNK * 8, Math.floor(EXPORT_PAGE_BYTES / (4 * Math.max(1, dim)))));
+}
+
 /** Larger-is-better for Cosine and Dot; Euclid and Manhattan scores are distances. */
 export function higherIsBetter(distance: string): boolean {
   return distance === 'Cosine' || distance === 'Dot';
@@ -653,59 +664,89 @@ export class VectorStore {
     }
   }
 
-  /** Copies every live vector of `source` into `target`; returns the labels copied. */
   /**
    * Copies the live vectors of `source` that `source.labels` serves into `target`;
    * returns the labels copied. When the target is the serving graph, copies that a
    * write made stale meanwhile are deleted after every chunk, so at most one chunk's
    * worth of writes can crowd live points out of a search's candidates.
+   *
+   * The source is read a page at a time (`exportPageSize`: a few thousand vectors, at
+   * most EXPORT_PAGE_BYTES), never whole: a vacuum of an on-disk index would otherwise
+   * copy every original into the heap at once. Paging by slot is sound because the
+   * only writes the source can see while a job runs are deletes:
+   *  - the source is the frozen index (index job) or the serving graph (vacuum); writes
+   *    add only to the appendable index (`upsert`), which is neither (the index job
+   *    swaps in a new appendable index under `exclusive` before it copies), and the
+   *    job adds only to its target, which is never its source;
+   *  - writes take points out of the source with `takeOut` (upsert, delete), an engine
+   *    delete, which marks a slot deleted and moves none;
+   *  - what moves or reuses slots (`compact`) or rewrites the originals (`place`) runs
+   *    only as a job of its own, and one job runs at a time (`maybeOptimize`); `load`
+   *    runs before the store is used, a failed job's clean-up after it ended.
+   * So slots keep their place between pages, and each label the source still serves
+   * when its page is read is copied once; one taken out before is skipped (it is not
+   * in `source.labels` any more, nor live in the engine), one taken out after its page
+   * is in `dirty` and purged as before. Were a compact to run anyway, the next page's
+   * `from` past the slot count is refused by the engine and the job fails (retried),
+   * rather than skipping or repeating points.
    */
-  private async copyInto(target: Tracked, source: Tracked, what: string, exclusive: Exclusive): Promise<BigUint64Array> {
-    const exported = await source.index.exportLive();
+  private async copyInto(target: Tracked, source: Tracked, what: string, exclusive: Exclusive): Promise<Set<bigint>> {
     const d = this.spec.dim;
-    // Only what the source serves: entries outside its label set (copies a failed job
-    // left behind) must not spread.
-    let labels = exported.labels;
-    let vectors = exported.vectors;
-    if (labels.some((l) => !source.labels.has(l))) {
-      const keep: number[] = [];
-      labels.forEach((l, i) => source.labels.has(l) && keep.push(i));
-      const ls = new BigUint64Array(keep.length);
-      const vs = new Float32Array(keep.length * d);
-      keep.forEach((i, j) => {
-        ls[j] = labels[i];
-        vs.set(vectors.subarray(i * d, (i + 1) * d), j * d);
-      });
-      labels = ls;
-      vectors = vs;
-    }
+    const page = exportPageSize(d);
+    // Only labels leave the source's set while the job runs (see above): its size now bounds what is copied.
+    const total = source.labels.size;
     this.jobTarget = target;
     const copied = (this.jobCopied = new Set<bigint>());
     const purged = new Set<bigint>();
     const serving = target === this.indexed;
     const started = Date.now();
-    for (let at = 0; at < labels.length; at += MOVE_CHUNK) {
+    let chunks = 0;
+    for (let from = 0; ; ) {
       if (this.cancelled) throw new JobCancelled();
-      const end = Math.min(labels.length, at + MOVE_CHUNK);
-      const chunk = labels.subarray(at, end);
-      // Counted before the add: an add that fails part-way may have placed some.
-      for (const l of chunk) copied.add(l);
-      await target.index.add(chunk, vectors.subarray(at * d, end * d), this.threads());
-      this.log.progress(end, labels.length);
-      if (serving) {
-        await exclusive(async () => {
-          const stale: bigint[] = [];
-          for (const l of this.dirty ?? []) if (copied.has(l) && !purged.has(l)) stale.push(l);
-          if (stale.length === 0) return;
-          for (const l of stale) purged.add(l);
-          await target.index.delete(BigUint64Array.from(stale));
+      const exported = await source.index.exportLiveFrom(from, page);
+      from = exported.next;
+      // Only what the source serves: entries outside its label set (copies a failed job
+      // left behind, points taken out since) must not spread.
+      let labels = exported.labels;
+      let vectors = exported.vectors;
+      if (labels.some((l) => !source.labels.has(l))) {
+        const keep: number[] = [];
+        labels.forEach((l, i) => source.labels.has(l) && keep.push(i));
+        const ls = new BigUint64Array(keep.length);
+        const vs = new Float32Array(keep.length * d);
+        keep.forEach((i, j) => {
+          ls[j] = labels[i];
+          vs.set(vectors.subarray(i * d, (i + 1) * d), j * d);
         });
+        labels = ls;
+        vectors = vs;
       }
-      if (end === labels.length || (at / MOVE_CHUNK) % 10 === 9) {
-        this.logger.info({ vector: this.spec.name, job: what, done: end, total: labels.length, ms: Date.now() - started }, 'optimizer progress');
+      for (let at = 0; at < labels.length; at += MOVE_CHUNK) {
+        if (this.cancelled) throw new JobCancelled();
+        const end = Math.min(labels.length, at + MOVE_CHUNK);
+        const chunk = labels.subarray(at, end);
+        // Counted before the add: an add that fails part-way may have placed some.
+        for (const l of chunk) copied.add(l);
+        await target.index.add(chunk, vectors.subarray(at * d, end * d), this.threads());
+        this.log.progress(copied.size, Math.max(total, copied.size));
+        if (serving) {
+          await exclusive(async () => {
+            const stale: bigint[] = [];
+            for (const l of this.dirty ?? []) if (copied.has(l) && !purged.has(l)) stale.push(l);
+            if (stale.length === 0) return;
+            for (const l of stale) purged.add(l);
+            await target.index.delete(BigUint64Array.from(stale));
+          });
+        }
+        if (++chunks % 10 === 0) {
+          this.logger.info({ vector: this.spec.name, job: what, done: copied.size, total, ms: Date.now() - started }, 'optimizer progress');
+        }
       }
+      // A short page is the last (the engine read every slot).
+      if (exported.labels.length < page) break;
     }
-    return labels;
+    this.logger.info({ vector: this.spec.name, job: what, done: copied.size, total, ms: Date.now() - started }, 'optimizer progress');
+    return copied;
   }
 
   /** Moves the appendable points into the HNSW index (building it the first time). */

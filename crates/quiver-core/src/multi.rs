@@ -439,15 +439,39 @@ impl MultiIndex {
 
     /// Live labels, their lists (flat) and the number of vectors of each, in slot order.
     pub fn export_live(&self) -> (Vec<u64>, Vec<f32>, Vec<u32>) {
+        let (ls, vs, cs, _) = self.export_page(0, usize::MAX);
+        (ls, vs, cs)
+    }
+
+    /// One page of `export_live`: up to `max_count` live labels (points, whatever the
+    /// length of their lists) from slot `from` on, in slot order, and the slot the next
+    /// page starts at (`slots()` once every slot is read). Deleted slots are skipped
+    /// without counting; slots never move or get reused before a `compact`, so pages
+    /// read while the index only sees deletes return each label live throughout once.
+    /// Refuses `max_count == 0` and `from > slots()`.
+    pub fn export_live_from(&self, from: usize, max_count: usize) -> Result<(Vec<u64>, Vec<f32>, Vec<u32>, usize)> {
+        if max_count == 0 {
+            return Err(Error::invalid("max_count must be at least 1"));
+        }
+        if from > self.labels.len() {
+            return Err(Error::invalid(format!("from slot {} is past the index's {} slots", from, self.labels.len())));
+        }
+        Ok(self.export_page(from, max_count))
+    }
+
+    fn export_page(&self, from: usize, max_count: usize) -> (Vec<u64>, Vec<f32>, Vec<u32>, usize) {
         let (mut ls, mut vs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..self.labels.len() as u32 {
+        let mut at = from;
+        while at < self.labels.len() && ls.len() < max_count {
+            let i = at as u32;
+            at += 1;
             if !self.deleted[i as usize] {
                 ls.push(self.labels[i as usize]);
                 vs.extend_from_slice(self.list(i));
                 cs.push(self.counts[i as usize]);
             }
         }
-        (ls, vs, cs)
+        (ls, vs, cs, at)
     }
 
     pub fn live_labels(&self) -> Vec<u64> {
@@ -698,6 +722,41 @@ mod tests {
                 assert!(hits >= 45, "{:?} graph={} recall {}/50", dist, graph, hits);
             }
         }
+    }
+
+    #[test]
+    fn export_live_from_pages_concatenate_to_export_live() {
+        let d = 3;
+        let mut idx = MultiIndex::new(MultiConfig::new(d, Distance::Dot)).unwrap();
+        assert_eq!(idx.export_live_from(0, 4).unwrap(), (vec![], vec![], vec![], 0));
+        let n = 60u64;
+        let labels: Vec<u64> = (0..n).map(|x| x + 100).collect();
+        let counts: Vec<u32> = (0..n).map(|x| (x % 4 + 1) as u32).collect();
+        let total: u32 = counts.iter().sum();
+        idx.add(&labels, &gaussian(total as usize * d, 8), &counts).unwrap();
+        idx.delete(&[100, 101, 102, 110, 140, 141, 142, 143, 144, 145, 146]);
+        idx.add(&[103], &[1.0, 2.0, 3.0], &[1]).unwrap();
+        let whole = idx.export_live();
+        for page in [1usize, 5, 100] {
+            let (mut ls, mut vs, mut cs, mut from) = (Vec::new(), Vec::new(), Vec::new(), 0);
+            loop {
+                let (l, v, c, next) = idx.export_live_from(from, page).unwrap();
+                assert!(l.len() <= page);
+                assert_eq!(c.len(), l.len());
+                assert_eq!(v.len(), c.iter().sum::<u32>() as usize * d);
+                ls.extend(l.iter().cloned());
+                vs.extend(v);
+                cs.extend(c);
+                from = next;
+                if l.len() < page {
+                    assert_eq!(next, idx.slots());
+                    break;
+                }
+            }
+            assert_eq!((ls, vs, cs), whole.clone(), "page {}", page);
+        }
+        assert_eq!(idx.export_live_from(0, 0).unwrap_err().code(), "QUIVER_INVALID_ARGUMENT");
+        assert_eq!(idx.export_live_from(idx.slots() + 1, 1).unwrap_err().code(), "QUIVER_INVALID_ARGUMENT");
     }
 
     #[test]

@@ -362,6 +362,13 @@ pub struct NativeLiveVectors {
 }
 
 #[napi(object)]
+pub struct NativeLivePage {
+    pub labels: BigUint64Array,
+    pub vectors: Float32Array,
+    pub next: f64,
+}
+
+#[napi(object)]
 pub struct NativeIndexStats {
     pub dim: f64,
     pub distance: String,
@@ -445,6 +452,14 @@ fn live_vectors((labels, vectors): (Vec<u64>, Vec<f32>)) -> NativeLiveVectors {
     NativeLiveVectors {
         labels: BigUint64Array::new(labels),
         vectors: Float32Array::new(vectors),
+    }
+}
+
+fn live_page((labels, vectors, next): (Vec<u64>, Vec<f32>, usize)) -> NativeLivePage {
+    NativeLivePage {
+        labels: BigUint64Array::new(labels),
+        vectors: Float32Array::new(vectors),
+        next: next as f64,
     }
 }
 
@@ -753,6 +768,21 @@ impl NativeIndex {
             Ok(index) => Job::new(move || Ok(read(&index)?.export_live()), live_vectors),
             Err(e) => Job::fail(e, live_vectors),
         }
+    }
+
+    /// One page of exportLive: up to `maxCount` live labels and their vectors from
+    /// slot `from` on, and the slot the next page starts at (the slot count once every
+    /// slot is read). Holds the read lock for this page only.
+    #[napi(ts_return_type = "Promise<NativeLivePage>")]
+    pub fn export_live_from(&self, from: f64, max_count: f64) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, usize), NativeLivePage>> {
+        let prepared = self
+            .shared()
+            .and_then(|i| Ok((i, count_arg("from", from)?, count_arg("maxCount", max_count)?)));
+        let (index, from, max_count) = match prepared {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, live_page),
+        };
+        Job::new(move || read(&index)?.export_live_from(from, max_count), live_page)
     }
 
     /// Every live label, in slot order, without the vectors (the storage layer's

@@ -62,6 +62,18 @@ fn live_multi((labels, vectors, counts): (Vec<u64>, Vec<f32>, Vec<u32>)) -> Nati
     NativeLiveMulti { labels: BigUint64Array::new(labels), vectors: Float32Array::new(vectors), counts: Uint32Array::new(counts) }
 }
 
+#[napi(object)]
+pub struct NativeLiveMultiPage {
+    pub labels: BigUint64Array,
+    pub vectors: Float32Array,
+    pub counts: Uint32Array,
+    pub next: f64,
+}
+
+fn live_multi_page((labels, vectors, counts, next): (Vec<u64>, Vec<f32>, Vec<u32>, usize)) -> NativeLiveMultiPage {
+    NativeLiveMultiPage { labels: BigUint64Array::new(labels), vectors: Float32Array::new(vectors), counts: Uint32Array::new(counts), next: next as f64 }
+}
+
 fn multi_config(o: &NativeIndexOptions) -> CoreResult<MultiConfig> {
     let distance = Distance::parse(&o.distance).ok_or_else(|| invalid(format!("unknown distance {:?}", o.distance)))?;
     let mut c = MultiConfig::new(count_arg("dim", o.dim)?, distance);
@@ -247,6 +259,17 @@ impl NativeMultiIndex {
             Ok(index) => Job::new(move || Ok(read(&index)?.export_live()), live_multi),
             Err(e) => Job::fail(e, live_multi),
         }
+    }
+
+    /// One page of exportLive (see the plain index's exportLiveFrom): up to `maxCount` points.
+    #[napi(ts_return_type = "Promise<NativeLiveMultiPage>")]
+    pub fn export_live_from(&self, from: f64, max_count: f64) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, Vec<u32>, usize), NativeLiveMultiPage>> {
+        let prepared = self.shared().and_then(|i| Ok((i, count_arg("from", from)?, count_arg("maxCount", max_count)?)));
+        let (index, from, max_count) = match prepared {
+            Ok(v) => v,
+            Err(e) => return Job::fail(e, live_multi_page),
+        };
+        Job::new(move || read(&index)?.export_live_from(from, max_count), live_multi_page)
     }
 
     #[napi(ts_return_type = "Promise<BigUint64Array>")]

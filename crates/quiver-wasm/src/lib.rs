@@ -480,6 +480,38 @@ pub extern "C" fn quiver_index_export_live(
     }
 }
 
+/// One page of `quiver_index_export_live`: up to `max_count` live labels from slot
+/// `from` on into `out_labels` / `out_vectors` (room for `cap` labels; the host passes
+/// the smaller of `max_count` and the live count), the slot the next page starts at
+/// into `out_next`. Returns how many were written.
+#[no_mangle]
+pub extern "C" fn quiver_index_export_live_from(
+    handle: i32,
+    from: u32,
+    max_count: u32,
+    out_labels: *mut u64,
+    out_vectors: *mut f32,
+    cap: usize,
+    out_next: *mut u32,
+) -> i32 {
+    match with_index(handle, |i| i.export_live_from(from as usize, max_count as usize)) {
+        Ok((labels, vectors, next)) => {
+            if labels.len() > cap {
+                return fail(invalid("output buffers too small for the page"));
+            }
+            // SAFETY: as in quiver_index_export_live; out_next has room for one u32
+            // (slot numbers fit u32: labels are placed in u32 slots).
+            unsafe {
+                std::ptr::copy_nonoverlapping(labels.as_ptr(), out_labels, labels.len());
+                std::ptr::copy_nonoverlapping(vectors.as_ptr(), out_vectors, vectors.len());
+                *out_next = next as u32;
+            }
+            labels.len() as i32
+        }
+        Err(e) => fail(e),
+    }
+}
+
 /// Rebuilds the graph without deleted slots. Single-threaded.
 #[no_mangle]
 pub extern "C" fn quiver_index_compact(handle: i32) -> i32 {

@@ -181,21 +181,36 @@ pub extern "C" fn quiver_multi_get_vector(handle: i32, label: u64, out_len: *mut
 /// A buffer: u64 n, n labels (u64), n counts (u32), then the vectors (f32), slot order.
 #[no_mangle]
 pub extern "C" fn quiver_multi_export_live(handle: i32, out_len: *mut u32) -> *mut u8 {
-    let r = with_multi(handle, |i| Ok(i.export_live())).map(|(labels, vectors, counts)| {
-        let mut b = Vec::with_capacity(8 + labels.len() * 12 + vectors.len() * 4);
-        b.extend_from_slice(&(labels.len() as u64).to_le_bytes());
-        for l in &labels {
-            b.extend_from_slice(&l.to_le_bytes());
-        }
-        for c in &counts {
-            b.extend_from_slice(&c.to_le_bytes());
-        }
-        for v in &vectors {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        b
-    });
+    let r = with_multi(handle, |i| Ok(i.export_live())).map(|(labels, vectors, counts)| live_buffer(None, &labels, &vectors, &counts));
     result_buffer(r, out_len)
+}
+
+/// One page of `quiver_multi_export_live` (up to `max_count` points from slot `from`
+/// on): a buffer of u64 next slot, then the same layout as the whole export.
+#[no_mangle]
+pub extern "C" fn quiver_multi_export_live_from(handle: i32, from: u32, max_count: u32, out_len: *mut u32) -> *mut u8 {
+    let r = with_multi(handle, |i| i.export_live_from(from as usize, max_count as usize))
+        .map(|(labels, vectors, counts, next)| live_buffer(Some(next), &labels, &vectors, &counts));
+    result_buffer(r, out_len)
+}
+
+/// [u64 next, when given] u64 n, n labels (u64), n counts (u32), then the vectors (f32).
+fn live_buffer(next: Option<usize>, labels: &[u64], vectors: &[f32], counts: &[u32]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(16 + labels.len() * 12 + vectors.len() * 4);
+    if let Some(next) = next {
+        b.extend_from_slice(&(next as u64).to_le_bytes());
+    }
+    b.extend_from_slice(&(labels.len() as u64).to_le_bytes());
+    for l in labels {
+        b.extend_from_slice(&l.to_le_bytes());
+    }
+    for c in counts {
+        b.extend_from_slice(&c.to_le_bytes());
+    }
+    for v in vectors {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
 }
 
 #[no_mangle]

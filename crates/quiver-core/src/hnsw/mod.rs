@@ -544,14 +544,43 @@ impl Index {
     /// in one array of `labels.len() * dim` values. Adding them to a fresh index with
     /// the same config rebuilds this one's contents.
     pub fn export_live(&self) -> (Vec<u64>, Vec<f32>) {
+        let (labels, vectors, _) = self.export_page(0, usize::MAX);
+        (labels, vectors)
+    }
+
+    /// One page of `export_live`: up to `max_count` live labels and their stored
+    /// vectors from slot `from` on, in slot order, and the slot the next page starts at
+    /// (the slot count, `stats().slots`, once every slot is read: the page is then
+    /// shorter than `max_count`, possibly empty). Deleted slots are skipped without counting. Pages read one
+    /// after another while the index only sees deletes (slots never move or get reused
+    /// before a `compact`) return each label live throughout exactly once.
+    /// Refuses `max_count == 0` (no progress) and `from` past the slot count.
+    pub fn export_live_from(&self, from: usize, max_count: usize) -> Result<(Vec<u64>, Vec<f32>, usize)> {
+        if max_count == 0 {
+            return Err(Error::invalid("max_count must be at least 1"));
+        }
+        if from > self.n {
+            return Err(Error::invalid(format!("from slot {} is past the index's {} slots", from, self.n)));
+        }
+        Ok(self.export_page(from, max_count))
+    }
+
+    fn export_page(&self, from: usize, max_count: usize) -> (Vec<u64>, Vec<f32>, usize) {
         let d = self.config.dim;
-        let mut labels = Vec::with_capacity(self.len());
-        let mut vectors = Vec::with_capacity(self.len() * d);
-        for i in self.live_slots() {
+        let room = max_count.min(self.len());
+        let mut labels = Vec::with_capacity(room);
+        let mut vectors = Vec::with_capacity(room * d);
+        let mut at = from;
+        while at < self.n && labels.len() < max_count {
+            let i = at as u32;
+            at += 1;
+            if self.is_deleted(i) {
+                continue;
+            }
             labels.push(self.labels[i as usize]);
             vectors.extend_from_slice(&self.vector_f32(i));
         }
-        (labels, vectors)
+        (labels, vectors, at)
     }
 
     pub fn stats(&self) -> IndexStats {
@@ -723,6 +752,64 @@ mod tests {
             assert!(map.originals_path().unwrap().to_string_lossy().ends_with(&format!("{}.c2.f32", quant.name())));
         }
     }
+    #[test]
+    fn export_live_from_pages_concatenate_to_export_live_and_refuse_bad_arguments() {
+        let d = 6;
+        let n = 700;
+        let labels: Vec<u64> = (0..n as u64).map(|x| x * 3 + 1).collect();
+        for (flat, quant) in [(true, Quantization::None), (false, Quantization::Scalar { quantile: 0.99 })] {
+            let mut cfg = IndexConfig::new(d, Distance::Euclid);
+            cfg.flat = flat;
+            cfg.quantization = quant;
+            let mut idx = Index::new(cfg).unwrap();
+            // An empty index: one empty page that ends at slot 0.
+            assert_eq!(idx.export_live_from(0, 5).unwrap(), (vec![], vec![], 0));
+            idx.add(&labels, &gaussian(n, d, 51), 2).unwrap();
+            // A run of deleted slots longer than a page, and scattered ones.
+            let gone: Vec<u64> = labels.iter().cloned().enumerate().filter(|(i, _)| (100..180).contains(i) || i % 7 == 0).map(|(_, l)| l).collect();
+            idx.delete(&gone);
+            idx.add(&[4, 9_999], &gaussian(2, d, 52), 1).unwrap();
+            let whole = idx.export_live();
+            let slots = idx.stats().slots;
+            for page in [1usize, 13, 64, 10_000] {
+                let (mut ls, mut vs, mut from, mut calls) = (Vec::new(), Vec::new(), 0usize, 0);
+                loop {
+                    let (l, v, next) = idx.export_live_from(from, page).unwrap();
+                    calls += 1;
+                    assert!(l.len() <= page);
+                    assert_eq!(v.len(), l.len() * d);
+                    assert!(next > from || (next == slots && l.is_empty()));
+                    assert!(l.iter().all(|x| !gone.contains(x) || *x == 4));
+                    ls.extend(l.iter().cloned());
+                    vs.extend(v);
+                    from = next;
+                    if l.len() < page {
+                        assert_eq!(next, slots, "a short page is the last");
+                        break;
+                    }
+                }
+                assert_eq!((ls, vs), whole.clone(), "page {}", page);
+                assert!(calls <= whole.0.len() / page + 2);
+            }
+            // Deletes between pages: a label deleted before its page is read is skipped,
+            // the others come once each.
+            let (first, _, next) = idx.export_live_from(0, 50).unwrap();
+            let later: Vec<u64> = whole.0[60..70].to_vec();
+            idx.delete(&later);
+            let (rest, _, end) = idx.export_live_from(next, usize::MAX).unwrap();
+            assert_eq!(end, slots);
+            let mut all = first.clone();
+            all.extend(rest);
+            let expect: Vec<u64> = whole.0.iter().cloned().filter(|l| !later.contains(l)).collect();
+            assert_eq!(all, expect);
+            for (from, max) in [(0, 0), (slots + 1, 10)] {
+                let e = idx.export_live_from(from, max).unwrap_err();
+                assert_eq!(e.code(), "QUIVER_INVALID_ARGUMENT", "from {} max {}", from, max);
+            }
+            assert_eq!(idx.export_live_from(slots, 3).unwrap(), (vec![], vec![], slots));
+        }
+    }
+
     #[test]
     fn export_live_returns_what_get_vector_returns_and_rebuilds_the_index() {
         let d = 10;
