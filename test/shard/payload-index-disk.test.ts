@@ -51,7 +51,13 @@ const INDEXES: Record<string, Record<string, unknown>> = {
   'arr[].x': { type: 'integer', lookup: false },
   'arr.y': { type: 'keyword' },
   mix: { type: 'keyword' },
+  txt: { type: 'text', phrase_matching: true, stopwords: { custom: ['the'] } },
+  pre: { type: 'text', tokenizer: 'prefix', min_token_len: 2, max_token_len: 6 },
+  loc: { type: 'geo' },
+  'spots[].at': { type: 'geo' },
 };
+
+const VOCAB = ['the', 'quick', 'brown', 'fox', 'jumps', 'over', 'lazy', 'dog', 'Fox', 'quickly', 'brownish', 'ünïcödé', 'x'.repeat(40)];
 
 function schemaOf(field: string, onDisk: boolean): FieldSchema {
   return parseFieldSchema({ ...INDEXES[field], on_disk: onDisk });
@@ -63,6 +69,12 @@ function gen(rnd: () => number) {
   const chance = (p: number) => rnd() < p;
   const scalar = (): unknown => pick([() => int(-3, 8), () => int(-20, 60) / 4, () => pick(WORDS), () => chance(0.5), () => null, () => pick(DATES), () => pick(UUIDS), () => 2 ** 40 + int(0, 3)])();
   const some = <T>(f: () => T): T | T[] => (chance(0.7) ? f() : Array.from({ length: int(0, 3) }, f));
+  const sentence = () => Array.from({ length: int(0, 6) }, () => pick(VOCAB)).join(pick([' ', ', ', ' - ']));
+  // points around a few places, a few beyond the grid or the poles, some malformed
+  const geo = (): unknown =>
+    chance(0.9)
+      ? { lat: pick([52.5, 48.85, -33.9, 0, 89.9]) + (rnd() - 0.5) * 4, lon: pick([13.4, 2.35, 151.2, 179.9, -179.9]) + (rnd() - 0.5) * 4 }
+      : pick([{ lat: 95, lon: 10 }, { lat: 1e7, lon: 1e7 }, { lat: 'x', lon: 1 }, { lat: 10 }]);
   const typed: Record<string, () => unknown> = {
     kw: () => (chance(0.9) ? pick(WORDS) : scalar()),
     n: () => (chance(0.8) ? int(-3, 8) : chance(0.5) ? int(-12, 32) / 4 : scalar()),
@@ -71,6 +83,9 @@ function gen(rnd: () => number) {
     u: () => (chance(0.85) ? pick(UUIDS) : scalar()),
     when: () => (chance(0.9) ? pick(DATES) : scalar()),
     mix: scalar,
+    txt: () => (chance(0.9) ? sentence() : scalar()),
+    pre: () => (chance(0.9) ? sentence() : scalar()),
+    loc: () => (chance(0.9) ? geo() : scalar()),
   };
   const elem = (): unknown => (chance(0.1) ? scalar() : { x: some(() => (chance(0.8) ? int(-3, 8) : scalar())), y: some(() => pick(WORDS)) });
   const payload = (): P => {
@@ -78,6 +93,7 @@ function gen(rnd: () => number) {
     const p: Record<string, unknown> = {};
     for (const k of Object.keys(typed)) if (chance(0.75)) p[k] = some(typed[k]);
     if (chance(0.6)) p.arr = chance(0.8) ? Array.from({ length: int(0, 3) }, elem) : elem();
+    if (chance(0.3)) p.spots = Array.from({ length: int(0, 3) }, () => (chance(0.9) ? { at: some(geo) } : scalar()));
     return p;
   };
   const bounds = (f: () => unknown): Record<string, unknown> => {
@@ -85,9 +101,35 @@ function gen(rnd: () => number) {
     for (const b of ['gt', 'gte', 'lt', 'lte']) if (chance(0.4)) r[b] = f();
     return r;
   };
-  const KEYS = ['kw', 'n', 'f', 'b', 'u', 'when', 'mix', 'arr.x', 'arr[].x', 'arr.y', 'arr[].y'];
+  const KEYS = ['kw', 'n', 'f', 'b', 'u', 'when', 'mix', 'arr.x', 'arr[].x', 'arr.y', 'arr[].y', 'txt', 'pre', 'loc', 'spots.at', 'spots[].at'];
+  const centre = () => ({ lat: pick([52.5, 48.85, -33.9, 0, 89.9]) + (rnd() - 0.5) * 2, lon: pick([13.4, 2.35, 151.2, 179.9, -179.9]) + (rnd() - 0.5) * 2 });
+  const textCond = (key: string): Record<string, unknown> => {
+    const q = () => Array.from({ length: int(1, 3) }, () => pick([...VOCAB, 'qu', 'brownis', 'quickl', 'nothing'])).join(' ');
+    return { key, match: pick([{ text: q() }, { text_any: q() }, { phrase: q() }]) };
+  };
+  // a query point within the valid ranges (a box or ring past ±180° wraps or is cut there)
+  const at = (lat: number, lon: number) => ({ lat: Math.max(-90, Math.min(90, lat)), lon: Math.max(-180, Math.min(180, lon)) });
+  const geoCond = (key: string): Record<string, unknown> => {
+    const c = at(centre().lat, centre().lon);
+    switch (int(0, 2)) {
+      case 0:
+        return { key, geo_radius: { center: c, radius: pick([1000, 50_000, 300_000, 3_000_000]) } };
+      case 1: {
+        const d = pick([0.3, 1, 3]);
+        return { key, geo_bounding_box: { top_left: at(c.lat + d, c.lon - d), bottom_right: at(c.lat - d, c.lon + d) } };
+      }
+      default: {
+        const d = pick([0.4, 1.5, 4]);
+        const ring = [at(c.lat - d, c.lon - d), at(c.lat - d, c.lon + d), at(c.lat + d, c.lon + d * 0.2), at(c.lat - d, c.lon - d)];
+        const hole = [at(c.lat - d / 4, c.lon - d / 4), at(c.lat - d / 4, c.lon + d / 4), at(c.lat, c.lon), at(c.lat - d / 4, c.lon - d / 4)];
+        return { key, geo_polygon: { exterior: { points: ring }, ...(chance(0.5) ? { interiors: [{ points: hole }] } : {}) } };
+      }
+    }
+  };
   const cond = (keys: readonly string[]): Record<string, unknown> => {
     const key = pick(keys);
+    if (key === 'txt' || key === 'pre') return chance(0.85) ? textCond(key) : { key, is_empty: chance(0.5) };
+    if (key === 'loc' || key.startsWith('spots')) return chance(0.85) ? geoCond(key) : chance(0.5) ? { is_null: { key } } : { key, is_empty: chance(0.5) };
     switch (int(0, 11)) {
       case 0:
       case 1:
@@ -138,7 +180,7 @@ function compare(t: import('ava').ExecutionContext, seed: number, what: string, 
     }
     if (cb !== null) {
       // and the on-disk candidates are a superset of the brute-force matches
-      const pred = compileFilter(f, () => null);
+      const pred = compileFilter(f, (names, m) => a.textMatcher(names, m));
       const set = new Set(cb);
       for (const [o, p] of payloads) {
         if (pred(o as PointId, p) && !set.has(o)) {
