@@ -271,7 +271,7 @@ export async function writeBase(
   }
   if (auxFwd !== null) {
     auxPos = pos;
-    sections.push(bytes(auxFwd), ...auxParts);
+    sections.push(bytes(auxFwd), Buffer.concat(auxParts, auxBytes));
     pos += auxFwd.byteLength + auxBytes;
   }
   const dictPos = pos;
