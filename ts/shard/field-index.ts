@@ -3,8 +3,9 @@
  * sorted ones (integer, float, datetime) and geo, each answering the conditions its
  * type can (payload-index.ts's header lists which) with plan nodes.
  *
- * Owns: what each index stores per point and how it answers a condition. Must never:
- * decide how conditions combine (payload-index.ts does).
+ * Owns: what each index stores per point and how it answers a condition, in memory or
+ * (`on_disk: true`, every type) over a base file of index-disk.ts plus the changes since.
+ * Must never: decide how conditions combine (payload-index.ts does).
  */
 
 import { FieldCondition, GeoPoint, Match, canonicalUuid, haversineMeters, inGeoPolygon, parseDatetime, rawValues, EARTH_RADIUS_M } from './filter';

@@ -15,23 +15,33 @@
  * filter on an unindexed field (one payload per read): the filter predicate and the plan
  * of payload-index.ts are synchronous, and each piece costs microseconds from the page
  * cache. In memory: the header, the dictionary of distinct values (keyword, uuid, bool:
- * value -> where its posting lies) or every 256th sorted key (integer, float, datetime),
- * and the cache (at most 64 blocks).
+ * value -> where its posting lies; text: tokens; geo: grid cells) and/or every 256th
+ * sorted key (integer, float, datetime; geo: latitudes), and the cache (at most 64 blocks).
+ *
+ * Kinds: `str` (keyword, uuid), `bool`, `num` (integer, float, datetime), `text` (values:
+ * the point's tokens, postings by token, plus the point's text), `geo` (values: lat, lon
+ * pairs as f64; sorted keys: one latitude per pair; postings by grid cell, the keys given
+ * by field-index.ts: cells >= 0, -1 for points beyond the grid, -2 for a latitude past ±90°).
  *
  * Base file (little endian; typed arrays are written in the machine's order, which is
  * little endian on every platform Node supports): header of 96 bytes
- *   "QPIX", u16 version (1), u8 kind (0 strings, 1 booleans, 2 numbers), u8 offset width
- *   (4 or 8), then f64 fields: offsets in the forward table (largest offset + 1), values,
- *   records (points with a value), distinct values (dictionary entries), and the byte
- *   positions of the forward table, the values, the postings (strings, booleans) or the
- *   sorted keys and their offsets (numbers), and the dictionary;
+ *   "QPIX", u16 version (1), u8 kind (0 strings, 1 booleans, 2 numbers, 3 text, 4 geo),
+ *   u8 offset width (4 or 8), then f64 fields: offsets in the forward table (largest
+ *   offset + 1), values, records (points with a value; text: with a text), distinct
+ *   values (dictionary entries), and the byte positions of the forward table, the values,
+ *   the postings (strings, booleans, text, geo), the sorted keys and their offsets
+ *   (numbers, geo), the dictionary, and the texts (text; 0 for the other kinds);
  * forward table: u32 per offset 0..n (n + 1 entries), where the point's values start in
  * the values array (its values: [start[o], start[o + 1]));
- * values: per point in offset order, u32 dictionary ids (strings, booleans) or f64;
- * postings (strings, booleans): offsets grouped by dictionary id, each group ascending;
- * sorted (numbers): f64 keys ascending (ties by offset), then their offsets;
- * dictionary: per id, u32 posting start, u32 count, then (strings) u32 byte length and
- * the UTF-8 bytes, or (booleans) one byte;
+ * values: per point in offset order, u32 dictionary ids (strings, booleans, text) or f64
+ * (numbers; geo: lat, lon per value);
+ * sorted (numbers, geo): f64 keys ascending (ties by offset), then their offsets;
+ * postings (strings, booleans, text, geo): offsets grouped by dictionary id, each group
+ * ascending;
+ * texts (text): f64 byte start per offset 0..n (n + 1 entries; an offset without a
+ * record has an empty text), then the UTF-8 texts one after the other;
+ * dictionary: per id, u32 posting start, u32 count, then (strings, text) u32 byte length
+ * and the UTF-8 bytes, (booleans) one byte, or (geo) the f64 cell key;
  * then u32 CRC32C of everything before it (checked when the file is opened).
  *
  * Delta file: the JSON text of `DeltaState`, then u32 CRC32C of it.

@@ -45,9 +45,13 @@
  * The same rules serve the filter predicate (`matcher`, used by filter.ts through the
  * shard) so candidates and checks agree, including inside `nested` conditions.
  *
- * Persistence: like every payload index the index is rebuilt from the payloads at
- * load; its schema (with every parameter) is persisted with the collection and in
- * snapshots.
+ * Persistence: in memory (the default) the index is rebuilt from the payloads at load;
+ * its schema (with every parameter) is persisted with the collection and in snapshots.
+ * With `on_disk: true` (field-index.ts "on_disk", index-disk.ts kind `text`) the base
+ * file holds each point's tokens (postings by token, the dictionary of tokens kept in
+ * memory) and its text; a point's document is tokenized again from that text when a
+ * phrase or a query token longer than the indexed prefixes checks it, or when the
+ * point's values are compared on an update.
  *
  * Owns: tokenization and the inverted index. Must never: combine conditions.
  */
