@@ -185,8 +185,8 @@ export abstract class FieldIndex<V = unknown> {
   /** Forgets `records` after they went into a new base (the type's own structures over them). */
   protected clearChanges(): void {}
 
-  /** (sort key, offset) pairs of every value, ascending (num and geo bases). */
-  protected sortedPairs(): Iterable<[number, Off]> | null {
+  /** (sort key, offset) pairs of every value, ascending (num bases; geo: with each latitude's longitude). */
+  protected sortedPairs(): Iterable<readonly [number, Off] | readonly [number, Off, number]> | null {
     return null;
   }
 
@@ -505,7 +505,7 @@ abstract class SortedIndex<V> extends FieldIndex<V> {
   protected clearChanges(): void {
     this.rebuild();
   }
-  protected sortedPairs(): Iterable<[number, Off]> {
+  protected sortedPairs(): Iterable<readonly [number, Off] | readonly [number, Off, number]> {
     const mem = this.sorted.iterate(false, null, () => undefined);
     return this.base === null ? mem : mergePairs(this.base.iterate(false, null, this.masked), mem, false);
   }
@@ -714,6 +714,23 @@ class GeoIndex extends SortedIndex<GeoPoint> {
   protected storedKeys(): (vals: readonly BaseValue[]) => readonly BaseValue[] {
     return geoStoredKeys;
   }
+  /** (latitude, offset, longitude) of every value, by latitude then offset (what a geo base's sorted section holds). */
+  protected sortedPairs(): Iterable<readonly [number, Off, number]> {
+    const lat: number[] = [];
+    const lon: number[] = [];
+    const off: Off[] = [];
+    this.forEachRecord((o, vals) => {
+      for (const p of vals) {
+        lat.push(p.lat);
+        lon.push(p.lon);
+        off.push(o);
+      }
+    });
+    const order = Uint32Array.from({ length: lat.length }, (_, i) => i).sort((a, b) => lat[a] - lat[b] || off[a] - off[b]);
+    return (function* () {
+      for (const i of order) yield [lat[i], off[i], lon[i]] as const;
+    })();
+  }
   protected clearChanges(): void {
     this.cells.clear();
     this.far.clear();
@@ -830,11 +847,14 @@ class GeoIndex extends SortedIndex<GeoPoint> {
       const base = this.base;
       const est = this.sorted.estimate(b) + (base === null ? 0 : base.estimate(b)) + (odd ? this.cellCount(this.oddLat, GEO_ODD_KEY) : 0);
       return this.leaf(wide, pred, est, (out) => {
-        const inBand = new Set<Off>();
-        this.sorted.collect(b, () => true, inBand);
-        base?.collect(b, () => true, this.masked, inBand);
-        if (odd) this.cellInto(this.oddLat, GEO_ODD_KEY, inBand);
-        for (const o of inBand) if (this.valuesOf(o)!.some(pred)) out.add(o);
+        // the base's values in the band are tested on the (latitude, longitude) its sorted
+        // section holds: a value passing `pred` lies in the band (unless its latitude is past
+        // ±90°: those points, and the changed ones, are tested on all their values)
+        base?.collect(b, (lat, lon) => pred({ lat, lon }), this.masked, out);
+        const check = new Set<Off>();
+        this.sorted.collect(b, () => true, check);
+        if (odd) this.cellInto(this.oddLat, GEO_ODD_KEY, check);
+        for (const o of check) if (!out.has(o) && this.valuesOf(o)!.some(pred)) out.add(o);
       });
     };
     if (c.geo_radius) {

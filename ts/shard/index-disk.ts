@@ -30,12 +30,14 @@
  *   offset + 1), values, records (points with a value; text: with a text), distinct
  *   values (dictionary entries), and the byte positions of the forward table, the values,
  *   the postings (strings, booleans, text, geo), the sorted keys and their offsets
- *   (numbers, geo), the dictionary, and the texts (text; 0 for the other kinds);
+ *   (numbers, geo), the dictionary, and the texts (text) or the sorted keys' longitudes
+ *   (geo; 0 for the other kinds);
  * forward table: u32 per offset 0..n (n + 1 entries), where the point's values start in
  * the values array (its values: [start[o], start[o + 1]));
  * values: per point in offset order, u32 dictionary ids (strings, booleans, text) or f64
  * (numbers; geo: lat, lon per value);
- * sorted (numbers, geo): f64 keys ascending (ties by offset), then their offsets;
+ * sorted (numbers, geo): f64 keys ascending (ties by offset), then their offsets, then
+ * (geo) the f64 longitude of each latitude key;
  * postings (strings, booleans, text, geo): offsets grouped by dictionary id, each group
  * ascending;
  * texts (text): f64 byte start per offset 0..n (n + 1 entries; an offset without a
@@ -143,7 +145,7 @@ export async function writeBase(
   file: string,
   kind: BaseKind,
   eachRecord: (fn: (off: Off, vals: readonly BaseValue[], aux?: string) => void) => void,
-  sorted: Iterable<[number, Off]> | null,
+  sorted: Iterable<readonly [number, Off] | readonly [number, Off, number]> | null,
   keysOf: ((vals: readonly BaseValue[]) => readonly BaseValue[]) | null = null,
 ): Promise<void> {
   const offs = f64();
@@ -226,11 +228,17 @@ export async function writeBase(
     const nKeys = kind === 'geo' ? nVals / 2 : nVals;
     const keys = new Float64Array(nKeys);
     const sOff = offArray(nKeys);
+    // geo: each latitude's longitude, in the same order (a band is tested without reading the values)
+    const lons = kind === 'geo' ? new Float64Array(nKeys) : null;
     let n = 0;
-    for (const [k, o] of sorted ?? []) {
+    for (const pair of sorted ?? []) {
       if (n >= nKeys) throw new Error('index base: more sorted keys than values');
-      keys[n] = k;
-      sOff[n] = o;
+      keys[n] = pair[0];
+      sOff[n] = pair[1];
+      if (lons !== null) {
+        if (pair.length < 3) throw new Error('index base: a geo latitude without its longitude');
+        lons[n] = pair[2]!;
+      }
       n++;
     }
     if (n !== nKeys) throw new Error(`index base: ${n} sorted keys for ${nKeys} values`);
@@ -240,6 +248,11 @@ export async function writeBase(
     idsPos = pos;
     sections.push(bytes(sOff));
     pos += sOff.byteLength;
+    if (lons !== null) {
+      auxPos = pos;
+      sections.push(bytes(lons));
+      pos += lons.byteLength;
+    }
   }
   let dictBuf = Buffer.alloc(0);
   if (posted(kind)) {
@@ -690,23 +703,28 @@ export class IndexBase {
     return Math.max(0, this.upper(b.hi, b.hiIncl) - this.lower(b.lo, b.loIncl));
   }
 
-  /** Adds to `out` the offsets (not in `skip`) with a key in the bounds that passes `test`. */
-  collect(b: Bounds, test: (k: number) => boolean, skip: ReadonlySet<Off>, out: Set<Off>): void {
+  /**
+   * Adds to `out` the offsets (not in `skip`) with a key in the bounds that passes `test`
+   * (geo: with the key's longitude as the second argument; other kinds: NaN).
+   */
+  collect(b: Bounds, test: (k: number, lon: number) => boolean, skip: ReadonlySet<Off>, out: Set<Off>): void {
     const i = this.lower(b.lo, b.loIncl);
     const j = this.upper(b.hi, b.hiIncl);
     if (j <= i) return;
     const checkSkip = skip.size > 0;
     const per = Math.floor(PIECE / 8);
     const kb = Buffer.allocUnsafe(per * 8);
+    const lb = this.kind === 'geo' ? Buffer.allocUnsafe(per * 8) : null;
     for (let a = i; a < j; a += per) {
       const n = Math.min(per, j - a);
       this.live();
       if (readFull(this.fd, kb, 0, n * 8, this.keysPos + a * 8) < n * 8) throw new IndexFileError(`${this.file}: ended early`);
+      if (lb !== null && readFull(this.fd, lb, 0, n * 8, this.auxPos + a * 8) < n * 8) throw new IndexFileError(`${this.file}: ended early`);
       this.scan(this.idsPos, this.offW, a, a + n, (ib, _first, m) => {
         for (let t = 0; t < m; t++) {
           const o = this.off(ib, t);
           if (checkSkip && skip.has(o)) continue;
-          if (test(kb.readDoubleLE(t * 8))) out.add(o);
+          if (test(kb.readDoubleLE(t * 8), lb === null ? NaN : lb.readDoubleLE(t * 8))) out.add(o);
         }
       });
     }
