@@ -382,14 +382,21 @@ export class TextIndex extends FieldIndex<TextDoc> {
     const est = missing ? 0 : lists[0].n;
     return this.leaf(wide, test, est, (out) => {
       if (missing) return;
-      const first = new Set<Off>();
-      this.tokenInto(lists[0].t, first);
-      const rest = lists.slice(1).map((l) => l.t);
-      for (const o of first) {
-        if (!rest.every((t) => this.tokenHas(t, o))) continue;
-        if (check && !test(docOf(o))) continue;
-        out.add(o);
+      // in memory the rarest posting is walked as it is; on disk it is read first
+      let first: Posting | undefined = this.postings.get(lists[0].t);
+      if (this.base !== null) {
+        const all = new Set<Off>();
+        this.tokenInto(lists[0].t, all);
+        first = all;
       }
+      const rest = lists.slice(1).map((l) => l.t);
+      const each = (o: Off) => {
+        if (!rest.every((t) => this.tokenHas(t, o))) return;
+        if (check && !test(docOf(o))) return;
+        out.add(o);
+      };
+      if (typeof first === 'number') each(first);
+      else if (first !== undefined) for (const o of first) each(o);
     });
   }
 }
