@@ -324,6 +324,7 @@ export class IndexBase {
   private readonly postPos: number;
   private readonly keysPos: number;
   private readonly idsPos: number;
+  /** Text: where the texts' starts lie (the texts follow them); geo: the sorted keys' longitudes. */
   private readonly auxPos: number;
   /** Strings, booleans, text tokens, geo cells: key -> [posting start, count]. */
   private readonly dict = new Map<BaseValue, [number, number]>();
