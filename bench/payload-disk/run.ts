@@ -32,6 +32,12 @@
  * range of 1000 values, and a search with both (a `group` match and an `i` range of 10%),
  * each p50/p95/p99, and their answers compared between the servers. Results go to
  * bench/results/payload-index-disk-<tag>.{json,md}.
+ *
+ * `--index-disk --text-geo` does the same with a full-text index on `body` (8 words of a
+ * vocabulary of 1000, skewed: word k is drawn with probability ~ 1/sqrt(k)) and a geo
+ * index on `loc` (uniform over latitudes -60..60, all longitudes) instead: requests are
+ * a scroll of 10 filtered on `match: {text}` of one word among w100..w999 (about 0.2 to
+ * 0.8% of the points) and a search (limit 10) filtered on a geo_radius of 500 km.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -240,15 +246,38 @@ interface IndexSide {
   storage_mb: number;
 }
 
-const INDEX_KINDS = ['scroll_keyword', 'count_range', 'search_keyword_and_range'] as const;
+const KEYWORD_RANGE_KINDS = ['scroll_keyword', 'count_range', 'search_keyword_and_range'] as const;
+const TEXT_GEO_KINDS = ['scroll_text', 'search_geo_radius'] as const;
+type IndexKind = (typeof KEYWORD_RANGE_KINDS)[number] | (typeof TEXT_GEO_KINDS)[number];
 
-async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Promise<{ side: IndexSide; server: QuiverServer }> {
+/** The indexed fields of each --index-disk mode. */
+function indexFields(textGeo: boolean): Array<[string, string]> {
+  return textGeo
+    ? [
+        ['body', 'text'],
+        ['loc', 'geo'],
+      ]
+    : [
+        ['group', 'keyword'],
+        ['i', 'integer'],
+      ];
+}
+
+/** `body` of point i (--text-geo): 8 words w<k>, k skewed towards small numbers. */
+function bodyOf(i: number): string {
+  const r = rng(1000 + i);
+  return Array.from({ length: 8 }, () => `w${Math.floor(1000 * r() ** 2)}`).join(' ');
+}
+
+async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number, textGeo: boolean): Promise<{ side: IndexSide; server: QuiverServer }> {
   const server = await QuiverServer.start({ nodeArgs: ['--require', PROBE], keepStorage: true, env: {} });
   let client: RestClient = makeClient('raw', server.url, 2);
   const rnd = rng(42);
   const filler = 'abcdefghijklmnopqrstuvwxyz0123456789 ';
   const payload = (i: number) => {
-    const p = { i, group: `g${i % 100}`, text: '' };
+    const p: Record<string, unknown> = textGeo
+      ? { i, group: `g${i % 100}`, body: bodyOf(i), loc: { lat: rnd() * 120 - 60, lon: rnd() * 360 - 180 }, text: '' }
+      : { i, group: `g${i % 100}`, text: '' };
     const room = payloadBytes - JSON.stringify(p).length;
     p.text = filler.repeat(Math.ceil(payloadBytes / filler.length)).slice((i * 7) % filler.length).slice(0, Math.max(0, room));
     return p;
@@ -256,8 +285,9 @@ async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Pr
   let restarted: QuiverServer | null = null;
   try {
     await client.json('PUT', `/collections/${C}`, { vectors: { size: 4, distance: 'Dot' }, on_disk_payload: true, optimizers_config: { indexing_threshold: 0 } });
-    await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: 'group', field_schema: { type: 'keyword', on_disk: onDisk } });
-    await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: 'i', field_schema: { type: 'integer', on_disk: onDisk } });
+    for (const [field, type] of indexFields(textGeo)) {
+      await client.json('PUT', `/collections/${C}/index?wait=true`, { field_name: field, field_schema: { type, on_disk: onDisk } });
+    }
     const load = await loadPoints(client, N, (j) => ({ id: j, vector: [rnd(), rnd(), rnd(), rnd()], payload: payload(j) }), `index on_disk ${onDisk}`);
     const rssLoad = await settledRss(server, QUIET_MS);
     const memLoad = memory(server, rssLoad);
@@ -272,7 +302,7 @@ async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Pr
     client = makeClient('raw', restarted.url, 1);
     const info = await client.json<{ points_count: number; payload_schema: Record<string, { points: number; params?: { on_disk?: boolean } }> }>('GET', `/collections/${C}`);
     if (info.points_count !== N) throw new Error(`after the restart the collection has ${info.points_count} points, not ${N}`);
-    for (const f of ['group', 'i']) {
+    for (const [f] of indexFields(textGeo)) {
       if (info.payload_schema[f]?.points !== N || (info.payload_schema[f].params?.on_disk ?? false) !== onDisk) throw new Error(`index ${f} after the restart: ${JSON.stringify(info.payload_schema[f])}`);
     }
     const rssRestart = await settledRss(restarted, QUIET_MS);
@@ -296,15 +326,24 @@ async function loadIndexed(onDisk: boolean, N: number, payloadBytes: number): Pr
   }
 }
 
-async function indexMain(N: number, P: number, R: number, tag: string): Promise<void> {
+async function indexMain(N: number, P: number, R: number, tag: string, textGeo: boolean): Promise<void> {
   const date = new Date().toISOString();
-  const disk = await loadIndexed(true, N, P);
+  const INDEX_KINDS: readonly IndexKind[] = textGeo ? TEXT_GEO_KINDS : KEYWORD_RANGE_KINDS;
+  const disk = await loadIndexed(true, N, P, textGeo);
   let mem: { side: IndexSide; server: QuiverServer } | null = null;
   try {
-    mem = await loadIndexed(false, N, P);
+    mem = await loadIndexed(false, N, P, textGeo);
     const clients = [makeClient('raw', disk.server.url, 1), makeClient('raw', mem.server.url, 1)];
     const q = rng(11);
-    const request = (kind: (typeof INDEX_KINDS)[number]): [string, unknown] => {
+    const request = (kind: IndexKind): [string, unknown] => {
+      if (kind === 'scroll_text') {
+        const w = `w${100 + Math.floor(q() * 900)}`;
+        return [`/collections/${C}/points/scroll`, { limit: 10, with_payload: true, filter: { must: [{ key: 'body', match: { text: w } }] } }];
+      }
+      if (kind === 'search_geo_radius') {
+        const center = { lat: q() * 100 - 50, lon: q() * 360 - 180 };
+        return [`/collections/${C}/points/query`, { query: [q(), q(), q(), q()], limit: 10, filter: { must: [{ key: 'loc', geo_radius: { center, radius: 500_000 } }] } }];
+      }
       const g = `g${Math.floor(q() * 100)}`;
       if (kind === 'scroll_keyword') return [`/collections/${C}/points/scroll`, { limit: 10, with_payload: true, filter: { must: [{ key: 'group', match: { value: g } }] } }];
       if (kind === 'count_range') {
@@ -351,6 +390,7 @@ async function indexMain(N: number, P: number, R: number, tag: string): Promise<
       n: N,
       payload_bytes: P,
       requests: R,
+      indexes: Object.fromEntries(indexFields(textGeo)),
       date,
       sides: [disk.side, mem.side],
       rss_ratio_after_load: Number((disk.side.rss_after_load_mb / mem.side.rss_after_load_mb).toFixed(3)),
@@ -363,12 +403,25 @@ async function indexMain(N: number, P: number, R: number, tag: string): Promise<
     fs.writeFileSync(path.join(dir, `payload-index-disk-${tag}.json`), JSON.stringify(out, null, 2) + '\n');
     const row = (name: string, f: (m: IndexSide) => string | number) => `| ${name} | ${f(disk.side)} | ${f(mem!.side)} | |`;
     const heap = (m: Memory) => `${m.heap_used_mb} / ${m.heap_total_mb} / ${m.external_mb}`;
-    const lrow = (name: string, k: (typeof INDEX_KINDS)[number]) =>
+    const lrow = (name: string, k: IndexKind) =>
       `| ${name}, p50 / p95 / p99 µs | ${lat[k].on_disk.p50_us} / ${lat[k].on_disk.p95_us} / ${lat[k].on_disk.p99_us} | ${lat[k].in_memory.p50_us} / ${lat[k].in_memory.p95_us} / ${lat[k].in_memory.p99_us} | p50 ${lat[k].p50_ratio}, p95 ${lat[k].p95_ratio} |`;
+    const textGeoText =
+      `Command: \`npm run bench:payload-disk -- --index-disk --text-geo --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
+      `Two servers, each one collection of 4-d vectors (no HNSW graph), payloads on disk (\`on_disk_payload: true\`) of ${P} bytes of JSON ` +
+      '`{i, group, body, loc, text}`: `body` 8 words of a vocabulary of 1000 (`w<k>`, skewed towards small k), `loc` uniform over latitudes -60..60 and all ' +
+      'longitudes; a full-text index on `body` and a geo index on `loc` created before the load with ' +
+      `\`on_disk: true\` on one server and \`false\` on the other; ${N} points loaded through REST (batches of ${BATCH}, wait=true, two in flight), ` +
+      'one server after the other; RSS read once the server has been quiet and RSS has stopped moving, after the load and after a restart ' +
+      `on the same storage. Then both servers up, and ${R} rounds (after 50 of warm-up), each sending the same request to one server and then ` +
+      'the other (which goes first alternates): a scroll of 10 points with payload filtered on `match: {text: "w<k>"}` (k among 100..999: 0.2 to 0.8% ' +
+      'of the points), and a search (limit 10) filtered on a geo_radius of 500 km around a random centre (latitude -50..50). ' +
+      'The servers gave the same answers to the same requests (checked before the timed rounds). 2 cores shared with other work.';
     const md = [
-      `# Payload indexes on disk against in memory (${date})`,
+      `# Payload indexes on disk against in memory${textGeo ? ': full-text and geo' : ''} (${date})`,
       '',
-      `Command: \`npm run bench:payload-disk -- --index-disk --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
+      textGeo
+        ? textGeoText
+        : `Command: \`npm run bench:payload-disk -- --index-disk --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
         `Two servers, each one collection of 4-d vectors (no HNSW graph), payloads on disk (\`on_disk_payload: true\`) of ${P} bytes of JSON ` +
         '`{i, group: "g<i % 100>", text}`, a keyword index on `group` and an integer index on `i` created before the load with ' +
         `\`on_disk: true\` on one server and \`false\` on the other; ${N} points loaded through REST (batches of ${BATCH}, wait=true, two in flight), ` +
@@ -387,9 +440,13 @@ async function indexMain(N: number, P: number, R: number, tag: string): Promise<
       row('after a restart: heapUsed / heapTotal / external (MB)', (m) => heap(m.memory_after_restart)),
       row('restart (s)', (m) => m.restart_seconds.toFixed(1)),
       row('storage on disk (MB)', (m) => m.storage_mb),
-      lrow('scroll 10 filtered on `group`', 'scroll_keyword'),
-      lrow('count of an `i` range of 1000', 'count_range'),
-      lrow('search filtered on `group` and an `i` range', 'search_keyword_and_range'),
+      ...(textGeo
+        ? [lrow('scroll 10 filtered on a word of `body` (match text)', 'scroll_text'), lrow('search filtered on a geo_radius of 500 km on `loc`', 'search_geo_radius')]
+        : [
+            lrow('scroll 10 filtered on `group`', 'scroll_keyword'),
+            lrow('count of an `i` range of 1000', 'count_range'),
+            lrow('search filtered on `group` and an `i` range', 'search_keyword_and_range'),
+          ]),
       '',
     ].join('\n');
     fs.writeFileSync(path.join(dir, `payload-index-disk-${tag}.md`), md);
@@ -405,7 +462,7 @@ async function main(): Promise<void> {
   const R = Number(arg('requests', '2000'));
   const tag = arg('tag', new Date().toISOString().slice(0, 10));
   if (process.argv.includes('--index-disk')) {
-    await indexMain(N, P, R, tag);
+    await indexMain(N, P, R, tag, process.argv.includes('--text-geo'));
     return;
   }
   const hnsw = process.argv.includes('--hnsw');

@@ -72,7 +72,6 @@ const UNSUPPORTED: Allowed[] = [
   { where: /"payload_m":[1-9]/, message: /^400 .*payload_m: \d+ is not supported/, reason: 'hnsw_config.payload_m above 0: payload-aware HNSW links (README: not supported)' },
   { op: /^(PUT|PATCH) \/collections\/\{collection_name\}$/, where: /"on_disk":true/, message: /^400 .*on_disk: true (is not supported: Quiver keeps (the HNSW graph|sparse indexes) in memory|needs quantization in Quiver)/, reason: 'HNSW graphs and sparse indexes on disk, and dense vectors on disk without quantization (README: not supported)' },
   { op: /^(PUT|PATCH) \/collections\/\{collection_name\}$/, where: /"memmap_threshold":[1-9]/, message: /^400 .*memmap_threshold: [0-9]+ needs quantization in Quiver/, reason: 'memmap_threshold on a vector without quantization (docs/settings.md)' },
-  { op: /^PUT \/collections\/\{collection_name\}\/index$/, where: /"on_disk":true/, message: /^400 .*on_disk: true is not supported for a (text|geo) index/, reason: 'full-text and geo payload indexes on disk (README: not supported; the other types are kept on disk)' },
   { op: /^POST \/collections\/\{collection_name\}\/cluster$/, where: /resharding|replicate_points/, message: /^501 .*resharding/, reason: 'resharding operations, replicate_points among them (README: 501)' },
 ];
 

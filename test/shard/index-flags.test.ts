@@ -128,7 +128,7 @@ test('payload index enable_hnsw: true and memory cold/cached are refused with 40
   }
 });
 
-test('payload index on_disk: true is accepted for the types kept on disk and refused with 400 (REST) and INVALID_ARGUMENT (gRPC) for text and geo', async (t) => {
+test('payload index on_disk: true is accepted for every type through REST and gRPC (CreateFieldIndex) and shown in payload_schema', async (t) => {
   const q = await startGrpcQuiver();
   const g = q.client();
   try {
@@ -137,28 +137,25 @@ test('payload index on_disk: true is accepted for the types kept on disk and ref
       return { status: res.status, body: (await res.json()) as any };
     };
     t.is((await call('PUT', '/collections/f', { vectors: { size: 2, distance: 'Dot' } })).status, 200);
-    for (const type of ['geo', 'text']) {
-      const r = await call('PUT', '/collections/f/index?wait=true', { field_name: `f_${type}`, field_schema: { type, on_disk: true } });
-      t.is(r.status, 400, type);
-      t.regex(r.body.status.error, new RegExp(`on_disk: true is not supported for a ${type} index`));
-      t.deepEqual(spec().validate('PUT', '/collections/{collection_name}/index', 400, r.body), [], 'the error answer follows the contract');
-    }
-    const info = await call('GET', '/collections/f');
-    t.deepEqual(info.body.result.payload_schema, {}, 'a refused index changes nothing');
-    for (const type of ['keyword', 'integer', 'float', 'bool', 'datetime', 'uuid']) {
+    const types = ['keyword', 'integer', 'float', 'bool', 'datetime', 'uuid', 'geo', 'text'];
+    for (const type of types) {
       const r = await call('PUT', '/collections/f/index?wait=true', { field_name: `f_${type}`, field_schema: { type, on_disk: true } });
       t.is(r.status, 200, `${type}: ${JSON.stringify(r.body)}`);
     }
     const ok = await call('PUT', '/collections/f/index?wait=true', { field_name: 'k', field_schema: { type: 'keyword', on_disk: false, is_tenant: true } });
     t.is(ok.status, 200);
-    const err = await g.fail('Points', 'CreateFieldIndex', {
+    await g.call('Points', 'CreateFieldIndex', {
       collection_name: 'f',
-      field_name: 'g',
+      field_name: 'gg',
       field_type: 'FieldTypeGeo',
       field_index_params: { geo_index_params: { on_disk: true } },
     });
-    t.is(codeName(err.code), 'INVALID_ARGUMENT');
-    t.regex(err.details, /on_disk: true is not supported for a geo index/);
+    await g.call('Points', 'CreateFieldIndex', {
+      collection_name: 'f',
+      field_name: 'tt',
+      field_type: 'FieldTypeText',
+      field_index_params: { text_index_params: { tokenizer: 'Word', on_disk: true } },
+    });
     await g.call('Points', 'CreateFieldIndex', {
       collection_name: 'f',
       field_name: 'kk',
@@ -166,8 +163,9 @@ test('payload index on_disk: true is accepted for the types kept on disk and ref
       field_index_params: { keyword_index_params: { on_disk: true } },
     });
     const schema = (await call('GET', '/collections/f')).body.result.payload_schema;
-    t.deepEqual(Object.keys(schema).sort(), ['f_bool', 'f_datetime', 'f_float', 'f_integer', 'f_keyword', 'f_uuid', 'k', 'kk']);
-    for (const f of ['f_bool', 'f_datetime', 'f_float', 'f_integer', 'f_keyword', 'f_uuid', 'kk']) t.is(schema[f].params.on_disk, true, f);
+    const onDisk = [...types.map((x) => `f_${x}`), 'gg', 'kk', 'tt'].sort();
+    t.deepEqual(Object.keys(schema).sort(), [...onDisk, 'k'].sort());
+    for (const f of onDisk) t.is(schema[f].params.on_disk, true, f);
   } finally {
     await q.stop();
   }

@@ -51,7 +51,21 @@ const INDEXES: Record<string, Record<string, unknown>> = {
   'arr[].x': { type: 'integer', lookup: false },
   'arr.y': { type: 'keyword' },
   mix: { type: 'keyword' },
+  txt: { type: 'text', phrase_matching: true, stopwords: { custom: ['the'] } },
+  pre: { type: 'text', tokenizer: 'prefix', min_token_len: 2, max_token_len: 6 },
+  loc: { type: 'geo' },
+  'spots[].at': { type: 'geo' },
 };
+
+const PLACES = [
+  [52.5, 13.4],
+  [48.85, 2.35],
+  [-33.9, 151.2],
+  [0, 179.9],
+  [89.9, -179.9],
+  [0, 0],
+];
+const VOCAB = ['the', 'quick', 'brown', 'fox', 'jumps', 'over', 'lazy', 'dog', 'Fox', 'quickly', 'brownish', 'ünïcödé', 'x'.repeat(40)];
 
 function schemaOf(field: string, onDisk: boolean): FieldSchema {
   return parseFieldSchema({ ...INDEXES[field], on_disk: onDisk });
@@ -63,6 +77,14 @@ function gen(rnd: () => number) {
   const chance = (p: number) => rnd() < p;
   const scalar = (): unknown => pick([() => int(-3, 8), () => int(-20, 60) / 4, () => pick(WORDS), () => chance(0.5), () => null, () => pick(DATES), () => pick(UUIDS), () => 2 ** 40 + int(0, 3)])();
   const some = <T>(f: () => T): T | T[] => (chance(0.7) ? f() : Array.from({ length: int(0, 3) }, f));
+  const sentence = () => Array.from({ length: int(0, 6) }, () => pick(VOCAB)).join(pick([' ', ', ', ' - ']));
+  // points around a few places, a few beyond the grid or the poles, some malformed
+  // (a latitude past 90 lies over the pole: 95, 10 is where 85, -170 is)
+  const geo = (): unknown => {
+    if (chance(0.1)) return pick([{ lat: 95 + rnd() * 0.2, lon: 10 + rnd() * 0.2 }, { lat: 1e7, lon: 1e7 }, { lat: 'x', lon: 1 }, { lat: 10 }]);
+    const [lat, lon] = pick(PLACES);
+    return { lat: lat + (rnd() - 0.5) * 4, lon: lon + (rnd() - 0.5) * 4 };
+  };
   const typed: Record<string, () => unknown> = {
     kw: () => (chance(0.9) ? pick(WORDS) : scalar()),
     n: () => (chance(0.8) ? int(-3, 8) : chance(0.5) ? int(-12, 32) / 4 : scalar()),
@@ -71,6 +93,9 @@ function gen(rnd: () => number) {
     u: () => (chance(0.85) ? pick(UUIDS) : scalar()),
     when: () => (chance(0.9) ? pick(DATES) : scalar()),
     mix: scalar,
+    txt: () => (chance(0.9) ? sentence() : scalar()),
+    pre: () => (chance(0.9) ? sentence() : scalar()),
+    loc: () => (chance(0.9) ? geo() : scalar()),
   };
   const elem = (): unknown => (chance(0.1) ? scalar() : { x: some(() => (chance(0.8) ? int(-3, 8) : scalar())), y: some(() => pick(WORDS)) });
   const payload = (): P => {
@@ -78,6 +103,7 @@ function gen(rnd: () => number) {
     const p: Record<string, unknown> = {};
     for (const k of Object.keys(typed)) if (chance(0.75)) p[k] = some(typed[k]);
     if (chance(0.6)) p.arr = chance(0.8) ? Array.from({ length: int(0, 3) }, elem) : elem();
+    if (chance(0.3)) p.spots = Array.from({ length: int(0, 3) }, () => (chance(0.9) ? { at: some(geo) } : scalar()));
     return p;
   };
   const bounds = (f: () => unknown): Record<string, unknown> => {
@@ -85,9 +111,39 @@ function gen(rnd: () => number) {
     for (const b of ['gt', 'gte', 'lt', 'lte']) if (chance(0.4)) r[b] = f();
     return r;
   };
-  const KEYS = ['kw', 'n', 'f', 'b', 'u', 'when', 'mix', 'arr.x', 'arr[].x', 'arr.y', 'arr[].y'];
+  const KEYS = ['kw', 'n', 'f', 'b', 'u', 'when', 'mix', 'arr.x', 'arr[].x', 'arr.y', 'arr[].y', 'txt', 'pre', 'loc', 'spots.at', 'spots[].at'];
+  const centre = () => {
+    const [lat, lon] = pick([...PLACES, [85, -170]]);
+    return { lat: lat + (rnd() - 0.5) * 2, lon: lon + (rnd() - 0.5) * 2 };
+  };
+  const textCond = (key: string): Record<string, unknown> => {
+    const q = () => Array.from({ length: int(1, 3) }, () => pick([...VOCAB, 'qu', 'brownis', 'quickl', 'nothing'])).join(' ');
+    return { key, match: pick([{ text: q() }, { text_any: q() }, { phrase: q() }]) };
+  };
+  // a query point within the valid ranges (a box or ring past ±180° wraps or is cut there)
+  const at = (lat: number, lon: number) => ({ lat: Math.max(-90, Math.min(90, lat)), lon: Math.max(-180, Math.min(180, lon)) });
+  const geoCond = (key: string): Record<string, unknown> => {
+    const c0 = centre();
+    const c = at(c0.lat, c0.lon);
+    switch (int(0, 2)) {
+      case 0:
+        return { key, geo_radius: { center: c, radius: pick([1000, 50_000, 300_000, 3_000_000]) } };
+      case 1: {
+        const d = pick([0.3, 1, 3]);
+        return { key, geo_bounding_box: { top_left: at(c.lat + d, c.lon - d), bottom_right: at(c.lat - d, c.lon + d) } };
+      }
+      default: {
+        const d = pick([0.4, 1.5, 4]);
+        const ring = [at(c.lat - d, c.lon - d), at(c.lat - d, c.lon + d), at(c.lat + d, c.lon + d * 0.2), at(c.lat - d, c.lon - d)];
+        const hole = [at(c.lat - d / 4, c.lon - d / 4), at(c.lat - d / 4, c.lon + d / 4), at(c.lat, c.lon), at(c.lat - d / 4, c.lon - d / 4)];
+        return { key, geo_polygon: { exterior: { points: ring }, ...(chance(0.5) ? { interiors: [{ points: hole }] } : {}) } };
+      }
+    }
+  };
   const cond = (keys: readonly string[]): Record<string, unknown> => {
     const key = pick(keys);
+    if (key === 'txt' || key === 'pre') return chance(0.85) ? textCond(key) : { key, is_empty: chance(0.5) };
+    if (key === 'loc' || key.startsWith('spots')) return chance(0.85) ? geoCond(key) : chance(0.5) ? { is_null: { key } } : { key, is_empty: chance(0.5) };
     switch (int(0, 11)) {
       case 0:
       case 1:
@@ -138,7 +194,7 @@ function compare(t: import('ava').ExecutionContext, seed: number, what: string, 
     }
     if (cb !== null) {
       // and the on-disk candidates are a superset of the brute-force matches
-      const pred = compileFilter(f, () => null);
+      const pred = compileFilter(f, (names, m) => a.textMatcher(names, m));
       const set = new Set(cb);
       for (const [o, p] of payloads) {
         if (pred(o as PointId, p) && !set.has(o)) {
@@ -228,21 +284,36 @@ test('randomized: an on-disk index answers every filter, facet and order_by as t
   t.pass();
 });
 
-test('a damaged base file is refused when opened', async (t) => {
-  const dir = tmp();
-  const pi = new PayloadIndexes();
-  pi.create('kw', parseFieldSchema({ type: 'keyword', on_disk: true }), [[0n, { kw: 'a' }], [5n, { kw: ['b', 'a'] }]]);
-  await pi.moveToDisk('kw', dir, () => 1);
-  const file = path.join(dir, 'fidx-1.base');
-  const bytes = fs.readFileSync(file);
-  bytes[bytes.length - 10] ^= 0xff;
-  fs.writeFileSync(file, bytes);
-  await t.throwsAsync(IndexBase.open(dir, 'fidx-1.base'), { message: /checksum/ });
+test('a damaged base file is refused when opened (keyword, text, geo)', async (t) => {
+  const points: Array<[bigint, P]> = [
+    [0n, { kw: 'a', txt: 'a quick fox', loc: { lat: 1, lon: 2 } }],
+    [5n, { kw: ['b', 'a'], txt: ['lazy dog', 'fox'], loc: [{ lat: -3, lon: 4 }] }],
+  ];
+  for (const [field, type] of [['kw', 'keyword'], ['txt', 'text'], ['loc', 'geo']]) {
+    const dir = tmp();
+    const pi = new PayloadIndexes();
+    pi.create(field, parseFieldSchema({ type, on_disk: true }), points);
+    await pi.moveToDisk(field, dir, () => 1);
+    const file = path.join(dir, 'fidx-1.base');
+    await t.notThrowsAsync(async () => (await IndexBase.open(dir, 'fidx-1.base')).close(), `${type}: intact`);
+    for (const at of [20, Math.floor(fs.statSync(file).size / 2), fs.statSync(file).size - 10]) {
+      const bytes = fs.readFileSync(file);
+      bytes[at] ^= 0xff;
+      fs.writeFileSync(path.join(dir, 'fidx-2.base'), bytes);
+      await t.throwsAsync(IndexBase.open(dir, 'fidx-2.base'), { message: /checksum/ }, `${type}: byte ${at} flipped`);
+    }
+  }
 });
 
 // -- a shard with on-disk payload indexes ------------------------------------------------------
 
-const SHARD_INDEXES = { colour: parseFieldSchema({ type: 'keyword', on_disk: true }), i: parseFieldSchema({ type: 'integer', on_disk: true }), t: parseFieldSchema({ type: 'float', on_disk: true }) };
+const SHARD_INDEXES = {
+  colour: parseFieldSchema({ type: 'keyword', on_disk: true }),
+  i: parseFieldSchema({ type: 'integer', on_disk: true }),
+  t: parseFieldSchema({ type: 'float', on_disk: true }),
+  words: parseFieldSchema({ type: 'text', on_disk: true, phrase_matching: true }),
+  loc: parseFieldSchema({ type: 'geo', on_disk: true }),
+};
 
 async function openShard(dir: string, payloadIndexes: Record<string, FieldSchema> = SHARD_INDEXES): Promise<LocalShard> {
   return LocalShard.open({ dir, engine, vectors: [testSpec(4)], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes, onDiskPayload: true, logger });
@@ -253,13 +324,23 @@ function upsert(ids: number[], payload: (i: number) => Payload): ShardOperation 
 }
 
 const COLOURS = ['red', 'green', 'blue'];
-const doc = (i: number): Payload => ({ i, colour: COLOURS[i % 3], t: i / 8 });
+const doc = (i: number): Payload => ({ i, colour: COLOURS[i % 3], t: i / 8, words: `w${i % 7} and w${i % 11}`, loc: { lat: (i % 100) / 10, lon: (i % 37) / 10 } });
+const words = (p: Payload): string[] => (typeof p.words === 'string' ? p.words.split(' ') : []);
+const loc = (p: Payload) => p.loc as { lat: number; lon: number } | undefined;
 
 const FILTERS: Array<[unknown, (p: Payload) => boolean]> = [
   [{ must: [{ key: 'colour', match: { value: 'red' } }] }, (p) => p.colour === 'red'],
   [{ must: [{ key: 'i', range: { gte: 100, lt: 700 } }, { key: 'colour', match: { any: ['green', 'violet'] } }] }, (p) => (p.i as number) >= 100 && (p.i as number) < 700 && ['green', 'violet'].includes(p.colour as string)],
   [{ must: [{ key: 't', range: { gt: 10 } }], must_not: [{ key: 'colour', match: { value: 'blue' } }] }, (p) => (p.t as number) > 10 && p.colour !== 'blue'],
   [{ should: [{ key: 'i', match: { value: 7 } }, { key: 'colour', match: { value: 'violet' } }] }, (p) => p.i === 7 || p.colour === 'violet'],
+  [{ must: [{ key: 'words', match: { text: 'w3 w5' } }] }, (p) => words(p).includes('w3') && words(p).includes('w5')],
+  [{ must: [{ key: 'words', match: { phrase: 'w2 and w9' } }] }, (p) => p.words === 'w2 and w9'],
+  [{ must: [{ key: 'words', match: { text_any: 'w10 w6' } }, { key: 'colour', match: { value: 'violet' } }] }, (p) => p.colour === 'violet' && (words(p).includes('w10') || words(p).includes('w6'))],
+  [
+    { must: [{ key: 'loc', geo_bounding_box: { top_left: { lat: 5, lon: 0 }, bottom_right: { lat: 2, lon: 1.5 } } }] },
+    (p) => loc(p) !== undefined && loc(p)!.lat >= 2 && loc(p)!.lat <= 5 && loc(p)!.lon <= 1.5,
+  ],
+  [{ must: [{ key: 'loc', geo_radius: { center: { lat: 0, lon: 0 }, radius: 100 } }] }, (p) => loc(p) !== undefined && loc(p)!.lat === 0 && loc(p)!.lon === 0],
 ];
 
 function ids(shard: LocalShard, filter: unknown): number[] {
@@ -287,7 +368,7 @@ test('a shard with on-disk payload indexes: checkpoint names the files, a crash 
   check(t, shard, model, 'loaded');
   await shard.checkpoint();
   const cp = JSON.parse(fs.readFileSync(path.join(dir, 'checkpoint.json'), 'utf8')) as { payload_indexes: Record<string, { base: string; delta: string }> };
-  t.deepEqual(Object.keys(cp.payload_indexes).sort(), ['colour', 'i', 't']);
+  t.deepEqual(Object.keys(cp.payload_indexes).sort(), ['colour', 'i', 'loc', 't', 'words']);
   for (const f of Object.values(cp.payload_indexes)) {
     t.true(fs.existsSync(path.join(dir, f.base)));
     t.true(fs.existsSync(path.join(dir, f.delta)));
@@ -296,9 +377,11 @@ test('a shard with on-disk payload indexes: checkpoint names the files, a crash 
   t.true(snap.files.some((f) => /^fidx-\d+\.base$/.test(f)), 'a snapshot carries the index files');
   // changes after the checkpoint, acknowledged, then a crash
   await shard.update(() => ({ kind: 'set_payload', ids: [1, 2, 3].map(normalizePointId), payload: { colour: 'violet' }, key: null }), true);
+  await shard.update(() => ({ kind: 'set_payload', ids: [10, 11].map(normalizePointId), payload: { words: 'w2 and w9', loc: { lat: 0, lon: 0 } }, key: null }), true);
   await shard.update(() => ({ kind: 'delete', ids: [4, 5].map(normalizePointId) }), true);
   await shard.update(() => upsert([2000, 2001], (i) => ({ i, colour: 'red', t: 99 })), true);
   for (const i of [1, 2, 3]) model.set(i, { ...model.get(i)!, colour: 'violet' });
+  for (const i of [10, 11]) model.set(i, { ...model.get(i)!, words: 'w2 and w9', loc: { lat: 0, lon: 0 } });
   model.delete(4);
   model.delete(5);
   model.set(2000, { i: 2000, colour: 'red', t: 99 });
@@ -324,6 +407,13 @@ test('a shard with on-disk payload indexes: checkpoint names the files, a crash 
   check(t, third, model, 'colour in memory');
   await third.createPayloadIndex('colour', parseFieldSchema({ type: 'keyword', on_disk: true }));
   check(t, third, model, 'colour on disk again');
+  for (const [field, schema] of [['words', { type: 'text', phrase_matching: true }], ['loc', { type: 'geo' }]] as const) {
+    await third.createPayloadIndex(field, parseFieldSchema(schema));
+    t.false(third.payloadIndex.files().some((f) => f === cp2.payload_indexes[field].base), `${field} in memory: its base file is no longer used`);
+    check(t, third, model, `${field} in memory`);
+    await third.createPayloadIndex(field, parseFieldSchema({ ...schema, on_disk: true }));
+    check(t, third, model, `${field} on disk again`);
+  }
   await third.close();
   const fourth = await openShard(dir, { ...SHARD_INDEXES, colour: parseFieldSchema({ type: 'keyword' }) });
   check(t, fourth, model, 'opened with colour in memory (a config older than the checkpoint)');
@@ -333,12 +423,24 @@ test('a shard with on-disk payload indexes: checkpoint names the files, a crash 
 test('an index larger than the block cache: point lookups that evict blocks and scans give the in-memory answers', async (t) => {
   const dir = tmp();
   const N = 150_000;
-  const payload = (i: number): P => ({ i: (i * 7919) % N, g: `g${i % 97}`, many: i % 5 === 0 ? [i % 3, 100 + (i % 11)] : i % 13 });
+  const payload = (i: number): P => ({
+    i: (i * 7919) % N,
+    g: `g${i % 97}`,
+    many: i % 5 === 0 ? [i % 3, 100 + (i % 11)] : i % 13,
+    txt: `t${i % 89} t${i % 31} common`,
+    loc: { lat: ((i * 37) % 1700) / 10 - 85, lon: ((i * 101) % 3590) / 10 - 179.5 },
+  });
   const entries = () => Array.from({ length: N }, (_, i) => [BigInt(i), payload(i)] as [bigint, P]);
   const mem = new PayloadIndexes();
   const disk = new PayloadIndexes();
   let n = 0;
-  for (const [field, schema] of [['i', { type: 'integer' }], ['g', { type: 'keyword' }], ['many', { type: 'float' }]] as const) {
+  for (const [field, schema] of [
+    ['i', { type: 'integer' }],
+    ['g', { type: 'keyword' }],
+    ['many', { type: 'float' }],
+    ['txt', { type: 'text', phrase_matching: true }],
+    ['loc', { type: 'geo' }],
+  ] as const) {
     mem.create(field, parseFieldSchema(schema), entries());
     disk.create(field, parseFieldSchema({ ...schema, on_disk: true }), entries());
     await disk.moveToDisk(field, dir, () => ++n);
@@ -348,10 +450,18 @@ test('an index larger than the block cache: point lookups that evict blocks and 
     { must: [{ key: 'g', match: { any: ['g1', 'g2'] } }, { key: 'many', range: { gt: 105 } }] },
     { must: [{ key: 'many', match: { value: 2 } }, { key: 'i', range: { lt: 50_000 } }] },
     { should: [{ key: 'i', range: { gte: 149_000 } }, { key: 'many', range: { lte: 0 } }] },
+    { must: [{ key: 'txt', match: { text: 't5 t7' } }] },
+    { must: [{ key: 'txt', match: { phrase: 't30 common' } }, { key: 'g', match: { any: ['g1', 'g2', 'g3'] } }] },
+    { must: [{ key: 'txt', match: { text_any: 't1 t2' } }, { key: 'i', range: { lt: 40_000 } }] },
+    { must: [{ key: 'loc', geo_radius: { center: { lat: 10, lon: 20 }, radius: 800_000 } }] },
+    { must: [{ key: 'loc', geo_bounding_box: { top_left: { lat: 50, lon: 170 }, bottom_right: { lat: 30, lon: -170 } } }] },
+    { must: [{ key: 'loc', geo_polygon: { exterior: { points: [{ lat: 0, lon: 0 }, { lat: 0, lon: 30 }, { lat: 25, lon: 10 }, { lat: 0, lon: 0 }] } } }] },
   ];
   for (const f of filters) {
     const vf = validateFilter(f) as Filter;
-    t.deepEqual(sorted(disk.candidates(vf)), sorted(mem.candidates(vf)), JSON.stringify(f));
+    const want = sorted(mem.candidates(vf));
+    t.true(want !== null && want.length > 0, `${JSON.stringify(f)} matches something`);
+    t.deepEqual(sorted(disk.candidates(vf)), want, JSON.stringify(f));
   }
   const big = [...Array(N).keys()].filter((o) => o % 7 === 3).map((o) => BigInt(o));
   t.deepEqual([...disk.facet('g', big)].sort(), [...mem.facet('g', big)].sort());

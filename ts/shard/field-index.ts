@@ -3,8 +3,9 @@
  * sorted ones (integer, float, datetime) and geo, each answering the conditions its
  * type can (payload-index.ts's header lists which) with plan nodes.
  *
- * Owns: what each index stores per point and how it answers a condition. Must never:
- * decide how conditions combine (payload-index.ts does).
+ * Owns: what each index stores per point and how it answers a condition, in memory or
+ * (`on_disk: true`, every type) over a base file of index-disk.ts plus the changes since.
+ * Must never: decide how conditions combine (payload-index.ts does).
  */
 
 import { FieldCondition, GeoPoint, Match, canonicalUuid, haversineMeters, inGeoPolygon, parseDatetime, rawValues, EARTH_RADIUS_M } from './filter';
@@ -101,7 +102,7 @@ export abstract class FieldIndex<V = unknown> {
     let old = this.records.get(off);
     let fromBase = false;
     if (old === undefined && this.base !== null && !this.masked.has(off)) {
-      old = this.base.valuesOf(off) as V[] | undefined;
+      old = this.baseValues(off);
       fromBase = old !== undefined;
     }
     this.dirty = true;
@@ -143,7 +144,13 @@ export abstract class FieldIndex<V = unknown> {
   valuesOf(off: Off): V[] | undefined {
     const r = this.records.get(off);
     if (r !== undefined || this.base === null || this.masked.has(off)) return r;
-    return this.base.valuesOf(off) as V[] | undefined;
+    return this.baseValues(off);
+  }
+
+  /** The point's values in the base file (masked or not), or undefined when it has none there. */
+  private baseValues(off: Off): V[] | undefined {
+    const vals = this.base!.valuesOf(off);
+    return vals === undefined ? undefined : this.fromStored(vals, this.base!.auxOf(off));
   }
 
   /** Points with at least one indexed value. */
@@ -153,8 +160,15 @@ export abstract class FieldIndex<V = unknown> {
 
   /** Calls `fn` with every point's values (on_disk: the base's in offset order, then the changed ones). */
   forEachRecord(fn: (off: Off, vals: V[]) => void): void {
-    if (this.base !== null) this.base.forEachRecord(this.masked, fn as (off: Off, vals: BaseValue[]) => void);
+    const base = this.base;
+    if (base !== null) base.forEachRecord(this.masked, (o, vals, aux) => fn(o, this.fromStored(vals, aux)), base.kind === 'text');
     for (const [o, vals] of this.records) fn(o, vals);
+  }
+
+  /** Calls `fn` with every point that has values (without decoding them). */
+  forEachOffset(fn: (off: Off) => void): void {
+    if (this.base !== null) this.base.forEachRecord(this.masked, (o) => fn(o));
+    for (const o of this.records.keys()) fn(o);
   }
 
   // -- on_disk ---------------------------------------------------------------------------------
@@ -171,25 +185,46 @@ export abstract class FieldIndex<V = unknown> {
   /** Forgets `records` after they went into a new base (the type's own structures over them). */
   protected clearChanges(): void {}
 
-  /** (sort key, offset) pairs of every value, ascending (numbers only). */
-  protected sortedPairs(): Iterable<[number, Off]> | null {
+  /** (sort key, offset) pairs of every value, ascending (num bases; geo: with each latitude's longitude). */
+  protected sortedPairs(): Iterable<readonly [number, Off] | readonly [number, Off, number]> | null {
     return null;
   }
 
-  /** Every record in offset order (the base's not masked, merged with `records`). */
-  private eachRecordInOrder(fn: (off: Off, vals: readonly BaseValue[]) => void): void {
+  /**
+   * A point's values as the base and delta files hold them (`vals`; `aux`: its text,
+   * text indexes only), and back. The default: the values themselves.
+   */
+  protected toStored(vals: V[]): { vals: BaseValue[]; aux?: string } {
+    return { vals: vals as BaseValue[] };
+  }
+  protected fromStored(vals: BaseValue[], _aux: string | undefined): V[] {
+    return vals as V[];
+  }
+  /** The posting keys of stored values when they are not the values themselves (geo: grid cells), else null. */
+  protected storedKeys(): ((vals: readonly BaseValue[]) => readonly BaseValue[]) | null {
+    return null;
+  }
+
+  /** Every record in offset order, stored form (the base's not masked, merged with `records`). */
+  private eachRecordInOrder(fn: (off: Off, vals: readonly BaseValue[], aux?: string) => void): void {
     const changed = [...this.records.keys()].sort((a, b) => a - b);
+    const mem = (o: Off) => {
+      const st = this.toStored(this.records.get(o)!);
+      fn(o, st.vals, st.aux);
+    };
     let i = 0;
-    if (this.base !== null) {
-      this.base.forEachRecord(this.masked, (off, vals) => {
-        while (i < changed.length && changed[i] < off) {
-          fn(changed[i], this.records.get(changed[i]) as BaseValue[]);
-          i++;
-        }
-        fn(off, vals);
-      });
+    const base = this.base;
+    if (base !== null) {
+      base.forEachRecord(
+        this.masked,
+        (off, vals, aux) => {
+          while (i < changed.length && changed[i] < off) mem(changed[i++]);
+          fn(off, vals, aux);
+        },
+        base.kind === 'text',
+      );
     }
-    for (; i < changed.length; i++) fn(changed[i], this.records.get(changed[i]) as BaseValue[]);
+    for (; i < changed.length; i++) mem(changed[i]);
   }
 
   /**
@@ -201,7 +236,7 @@ export abstract class FieldIndex<V = unknown> {
     const kind = this.baseKind();
     if (kind === null) throw new Error(`a ${this.schema.type} index cannot be kept on disk`);
     const full = `${dir}/${file}`;
-    await writeBase(full, kind, (fn) => this.eachRecordInOrder(fn), kind === 'num' ? this.sortedPairs() : null);
+    await writeBase(full, kind, (fn) => this.eachRecordInOrder(fn), this.sortedPairs(), this.storedKeys());
     const next = await IndexBase.open(dir, file);
     const old = this.base;
     this.base = next;
@@ -230,7 +265,10 @@ export abstract class FieldIndex<V = unknown> {
       counted: this.counted,
       entries: this.entries,
       masked: [...this.masked],
-      records: [...this.records].map(([o, v]) => [o, v as BaseValue[]]),
+      records: [...this.records].map(([o, v]) => {
+        const st = this.toStored(v);
+        return st.aux === undefined ? [o, st.vals] : [o, st.vals, st.aux];
+      }),
       nulls: [...this.nulls],
       other: [...this.otherNonEmpty],
       extra: this.extra === null ? null : [...this.extra],
@@ -253,10 +291,11 @@ export abstract class FieldIndex<V = unknown> {
       for (const o of d.masked) this.masked.add(o);
       this.loading = true;
       try {
-        for (const [o, vals] of d.records) {
-          this.records.set(o, vals as V[]);
+        for (const [o, stored, aux] of d.records) {
+          const vals = this.fromStored(stored, aux);
+          this.records.set(o, vals);
           this.recEntries += vals.length;
-          this.addEntries(o, vals as V[]);
+          this.addEntries(o, vals);
         }
       } finally {
         this.loading = false;
@@ -325,7 +364,7 @@ export abstract class FieldIndex<V = unknown> {
       est: this.recordCount + otherNonEmpty.size,
       materialize: () => {
         const out = new Set<Off>();
-        this.forEachRecord((o) => out.add(o));
+        this.forEachOffset((o) => out.add(o));
         for (const o of otherNonEmpty) out.add(o);
         return out;
       },
@@ -466,7 +505,7 @@ abstract class SortedIndex<V> extends FieldIndex<V> {
   protected clearChanges(): void {
     this.rebuild();
   }
-  protected sortedPairs(): Iterable<[number, Off]> {
+  protected sortedPairs(): Iterable<readonly [number, Off] | readonly [number, Off, number]> {
     const mem = this.sorted.iterate(false, null, () => undefined);
     return this.base === null ? mem : mergePairs(this.base.iterate(false, null, this.masked), mem, false);
   }
@@ -581,6 +620,24 @@ function geoCell(p: GeoPoint): number | null {
   return geoCellKey(Math.floor(p.lat / GEO_CELL), Math.floor(p.lon / GEO_CELL));
 }
 
+/** Posting keys of an on-disk geo base besides the cells (which are >= 0): the points outside the grid, those with a latitude outside [-90, 90]. */
+const GEO_FAR_KEY = -1;
+const GEO_ODD_KEY = -2;
+
+/** The posting keys of a geo base record (flat lat, lon pairs): its cells, GEO_FAR_KEY, GEO_ODD_KEY. */
+function geoStoredKeys(flat: readonly BaseValue[]): number[] {
+  const out: number[] = [];
+  let odd = false;
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const p = { lat: flat[i] as number, lon: flat[i + 1] as number };
+    if (p.lat < -90 || p.lat > 90) odd = true;
+    const k = geoCell(p) ?? GEO_FAR_KEY;
+    if (!out.includes(k)) out.push(k);
+  }
+  if (odd) out.push(GEO_ODD_KEY);
+  return out;
+}
+
 /** Whether the segment a-b meets the closed box [lat0, lat1] x [lon0, lon1] (Liang-Barsky clipping). */
 function segmentMeetsBox(a: GeoPoint, b: GeoPoint, lat0: number, lat1: number, lon0: number, lon1: number): boolean {
   let t0 = 0;
@@ -640,6 +697,53 @@ class GeoIndex extends SortedIndex<GeoPoint> {
   }
   protected sortKey(p: GeoPoint): number {
     return p.lat;
+  }
+  baseKind(): BaseKind {
+    return 'geo';
+  }
+  protected toStored(vals: GeoPoint[]): { vals: BaseValue[] } {
+    const out: number[] = [];
+    for (const p of vals) out.push(p.lat, p.lon);
+    return { vals: out };
+  }
+  protected fromStored(vals: BaseValue[]): GeoPoint[] {
+    const out: GeoPoint[] = [];
+    for (let i = 0; i + 1 < vals.length; i += 2) out.push({ lat: vals[i] as number, lon: vals[i + 1] as number });
+    return out;
+  }
+  protected storedKeys(): (vals: readonly BaseValue[]) => readonly BaseValue[] {
+    return geoStoredKeys;
+  }
+  /** (latitude, offset, longitude) of every value, by latitude then offset (what a geo base's sorted section holds). */
+  protected sortedPairs(): Iterable<readonly [number, Off, number]> {
+    const lat: number[] = [];
+    const lon: number[] = [];
+    const off: Off[] = [];
+    this.forEachRecord((o, vals) => {
+      for (const p of vals) {
+        lat.push(p.lat);
+        lon.push(p.lon);
+        off.push(o);
+      }
+    });
+    const order = Uint32Array.from({ length: lat.length }, (_, i) => i).sort((a, b) => lat[a] - lat[b] || off[a] - off[b]);
+    return (function* () {
+      for (const i of order) yield [lat[i], off[i], lon[i]] as const;
+    })();
+  }
+  protected clearChanges(): void {
+    this.cells.clear();
+    this.far.clear();
+    this.oddLat.clear();
+    super.clearChanges();
+  }
+  /** Points (of the base, not masked, and of the changes) under posting `key` of the base / set `mem`: count, and into `out`. */
+  private cellCount(mem: Set<Off> | undefined, key: number): number {
+    return (mem?.size ?? 0) + (this.base === null ? 0 : this.base.postingCount(key));
+  }
+  private cellInto(mem: Set<Off> | undefined, key: number, out: Set<Off>): void {
+    if (mem !== undefined) for (const o of mem) out.add(o);
+    this.base?.postingInto(key, this.masked, out);
   }
   protected addEntries(off: Off, vals: GeoPoint[]): void {
     if (vals.some((p) => p.lat < -90 || p.lat > 90)) this.oddLat.add(off);
@@ -707,30 +811,32 @@ class GeoIndex extends SortedIndex<GeoPoint> {
         }
       }
     }
-    const inside: Set<Off>[] = [];
-    const edge: Set<Off>[] = [];
-    let est = this.far.size;
+    // cells by key: those in memory (changed points) and, on disk, the base's
+    const inside: number[] = [];
+    const edge: number[] = [];
+    let est = this.cellCount(this.far, GEO_FAR_KEY);
     for (let ca = la0; ca <= la1; ca++) {
       for (let co = lo0; co <= lo1; co++) {
         const key = geoCellKey(ca, co);
-        const set = key === null ? undefined : this.cells.get(key);
-        if (set === undefined) continue;
+        if (key === null) continue;
+        const n = this.cellCount(this.cells.get(key), key);
+        if (n === 0) continue;
         if (boundary[(ca - la0) * width + (co - lo0)] === 1) {
-          edge.push(set);
-          est += set.size;
+          edge.push(key);
+          est += n;
         } else if (inGeoPolygon({ lat: (ca + 0.5) * GEO_CELL, lon: (co + 0.5) * GEO_CELL }, poly)) {
-          inside.push(set);
-          est += set.size;
+          inside.push(key);
+          est += n;
         }
       }
     }
-    const records = this.records;
-    const far = this.far;
     const pred = (p: GeoPoint) => inGeoPolygon(p, poly);
     return this.leaf(wide, pred, est, (out) => {
-      for (const set of inside) for (const o of set) out.add(o);
-      for (const set of edge) for (const o of set) if (!out.has(o) && records.get(o)!.some(pred)) out.add(o);
-      for (const o of far) if (!out.has(o) && records.get(o)!.some(pred)) out.add(o);
+      for (const key of inside) this.cellInto(this.cells.get(key), key, out);
+      const check = new Set<Off>();
+      for (const key of edge) this.cellInto(this.cells.get(key), key, check);
+      this.cellInto(this.far, GEO_FAR_KEY, check);
+      for (const o of check) if (!out.has(o) && this.valuesOf(o)!.some(pred)) out.add(o);
     });
   }
 
@@ -738,13 +844,17 @@ class GeoIndex extends SortedIndex<GeoPoint> {
     const parts: Node[] = [];
     const band = (lo: number, hi: number, pred: (p: GeoPoint) => boolean, odd: boolean): Node => {
       const b: Bounds = { lo, loIncl: true, hi, hiIncl: true };
-      const records = this.records;
-      const oddLat = this.oddLat;
-      return this.leaf(wide, pred, this.sorted.estimate(b) + (odd ? oddLat.size : 0), (out) => {
-        const inBand = new Set<Off>();
-        this.sorted.collect(b, () => true, inBand);
-        if (odd) for (const o of oddLat) inBand.add(o);
-        for (const o of inBand) if (records.get(o)!.some(pred)) out.add(o);
+      const base = this.base;
+      const est = this.sorted.estimate(b) + (base === null ? 0 : base.estimate(b)) + (odd ? this.cellCount(this.oddLat, GEO_ODD_KEY) : 0);
+      return this.leaf(wide, pred, est, (out) => {
+        // the base's values in the band are tested on the (latitude, longitude) its sorted
+        // section holds: a value passing `pred` lies in the band (unless its latitude is past
+        // ±90°: those points, and the changed ones, are tested on all their values)
+        base?.collect(b, (lat, lon) => pred({ lat, lon }), this.masked, out);
+        const check = new Set<Off>();
+        this.sorted.collect(b, () => true, check);
+        if (odd) this.cellInto(this.oddLat, GEO_ODD_KEY, check);
+        for (const o of check) if (!out.has(o) && this.valuesOf(o)!.some(pred)) out.add(o);
       });
     };
     if (c.geo_radius) {

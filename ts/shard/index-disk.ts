@@ -15,23 +15,35 @@
  * filter on an unindexed field (one payload per read): the filter predicate and the plan
  * of payload-index.ts are synchronous, and each piece costs microseconds from the page
  * cache. In memory: the header, the dictionary of distinct values (keyword, uuid, bool:
- * value -> where its posting lies) or every 256th sorted key (integer, float, datetime),
- * and the cache (at most 64 blocks).
+ * value -> where its posting lies; text: tokens; geo: grid cells) and/or every 256th
+ * sorted key (integer, float, datetime; geo: latitudes), and the cache (at most 64 blocks).
+ *
+ * Kinds: `str` (keyword, uuid), `bool`, `num` (integer, float, datetime), `text` (values:
+ * the point's tokens, postings by token, plus the point's text), `geo` (values: lat, lon
+ * pairs as f64; sorted keys: one latitude per pair; postings by grid cell, the keys given
+ * by field-index.ts: cells >= 0, -1 for points beyond the grid, -2 for a latitude past ±90°).
  *
  * Base file (little endian; typed arrays are written in the machine's order, which is
  * little endian on every platform Node supports): header of 96 bytes
- *   "QPIX", u16 version (1), u8 kind (0 strings, 1 booleans, 2 numbers), u8 offset width
- *   (4 or 8), then f64 fields: offsets in the forward table (largest offset + 1), values,
- *   records (points with a value), distinct values (dictionary entries), and the byte
- *   positions of the forward table, the values, the postings (strings, booleans) or the
- *   sorted keys and their offsets (numbers), and the dictionary;
+ *   "QPIX", u16 version (1), u8 kind (0 strings, 1 booleans, 2 numbers, 3 text, 4 geo),
+ *   u8 offset width (4 or 8), then f64 fields: offsets in the forward table (largest
+ *   offset + 1), values, records (points with a value; text: with a text), distinct
+ *   values (dictionary entries), and the byte positions of the forward table, the values,
+ *   the postings (strings, booleans, text, geo), the sorted keys and their offsets
+ *   (numbers, geo), the dictionary, and the texts (text) or the sorted keys' longitudes
+ *   (geo; 0 for the other kinds);
  * forward table: u32 per offset 0..n (n + 1 entries), where the point's values start in
  * the values array (its values: [start[o], start[o + 1]));
- * values: per point in offset order, u32 dictionary ids (strings, booleans) or f64;
- * postings (strings, booleans): offsets grouped by dictionary id, each group ascending;
- * sorted (numbers): f64 keys ascending (ties by offset), then their offsets;
- * dictionary: per id, u32 posting start, u32 count, then (strings) u32 byte length and
- * the UTF-8 bytes, or (booleans) one byte;
+ * values: per point in offset order, u32 dictionary ids (strings, booleans, text) or f64
+ * (numbers; geo: lat, lon per value);
+ * sorted (numbers, geo): f64 keys ascending (ties by offset), then their offsets, then
+ * (geo) the f64 longitude of each latitude key;
+ * postings (strings, booleans, text, geo): offsets grouped by dictionary id, each group
+ * ascending;
+ * texts (text): f64 byte start per offset 0..n (n + 1 entries; an offset without a
+ * record has an empty text), then the UTF-8 texts one after the other;
+ * dictionary: per id, u32 posting start, u32 count, then (strings, text) u32 byte length
+ * and the UTF-8 bytes, (booleans) one byte, or (geo) the f64 cell key;
  * then u32 CRC32C of everything before it (checked when the file is opened).
  *
  * Delta file: the JSON text of `DeltaState`, then u32 CRC32C of it.
@@ -47,7 +59,7 @@ import type { Bounds, Off } from './sorted-keys';
 
 export const FIELD_INDEX_FILE_RE = /^fidx-[0-9]{1,15}\.(base|delta)$/;
 
-export type BaseKind = 'str' | 'bool' | 'num';
+export type BaseKind = 'str' | 'bool' | 'num' | 'text' | 'geo';
 export type BaseValue = string | boolean | number;
 
 /** What an on-disk index keeps beside its base file, written at each checkpoint. */
@@ -58,8 +70,8 @@ export interface DeltaState {
   entries: number;
   /** Offsets whose base record is outdated. */
   masked: number[];
-  /** Current values of changed points (those with any). */
-  records: Array<[number, BaseValue[]]>;
+  /** Current values of changed points (those with any), as the base stores them, and (text) the point's text. */
+  records: Array<[number, BaseValue[]] | [number, BaseValue[], string]>;
   nulls: number[];
   other: number[];
   extra: number[] | null;
@@ -79,7 +91,7 @@ const MAX_BLOCKS = 64;
 const PIECE = 65536;
 /** One sorted key in this many is kept in memory. */
 const SAMPLE = 256;
-const KINDS: BaseKind[] = ['str', 'bool', 'num'];
+const KINDS: BaseKind[] = ['str', 'bool', 'num', 'text', 'geo'];
 
 /** A growable typed array. */
 class Grow<T extends Float64Array | Uint32Array> {
@@ -108,38 +120,73 @@ function bytes(a: Float64Array | Uint32Array | Uint8Array): Buffer {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 }
 
+/** Kinds whose values are dictionary ids (strings, booleans, text tokens) rather than f64. */
+function idValued(kind: BaseKind): boolean {
+  return kind === 'str' || kind === 'bool' || kind === 'text';
+}
+
+/** Kinds with postings and a dictionary. */
+function posted(kind: BaseKind): boolean {
+  return kind !== 'num';
+}
+
+/** Kinds with sorted keys. */
+function keyed(kind: BaseKind): boolean {
+  return kind === 'num' || kind === 'geo';
+}
+
 /**
- * Writes a base file. `eachRecord`: calls its argument with every point having values, in ascending offset order.
- * `sorted` (numbers only): every (key, offset) pair, ascending by key then offset.
+ * Writes a base file. `eachRecord`: calls its argument with every point having values,
+ * in ascending offset order (`aux`: the point's text, kind text only). `sorted` (num,
+ * geo): every (key, offset) pair, ascending by key then offset. `keysOf` (geo): the
+ * posting keys of a record's values (other kinds: the values themselves).
  */
 export async function writeBase(
   file: string,
   kind: BaseKind,
-  eachRecord: (fn: (off: Off, vals: readonly BaseValue[]) => void) => void,
-  sorted: Iterable<[number, Off]> | null,
+  eachRecord: (fn: (off: Off, vals: readonly BaseValue[], aux?: string) => void) => void,
+  sorted: Iterable<readonly [number, Off] | readonly [number, Off, number]> | null,
+  keysOf: ((vals: readonly BaseValue[]) => readonly BaseValue[]) | null = null,
 ): Promise<void> {
   const offs = f64();
   const starts = u32();
   const ids = u32();
   const nums = f64();
+  // posting keys per record (as dictionary ids), when they are not the values
+  const pks = u32();
+  const pkStarts = u32();
+  const auxParts: Buffer[] = [];
+  const auxEnds = f64();
+  let auxBytes = 0;
   const dict = new Map<BaseValue, number>();
   const dictKeys: BaseValue[] = [];
+  const idOf = (v: BaseValue): number => {
+    let id = dict.get(v);
+    if (id === undefined) {
+      id = dictKeys.length;
+      dict.set(v, id);
+      dictKeys.push(v);
+    }
+    return id;
+  };
   let nVals = 0;
-  eachRecord((off, vals) => {
+  eachRecord((off, vals, aux) => {
     offs.push(off);
     starts.push(nVals);
     for (const v of vals) {
-      if (kind === 'num') nums.push(v as number);
-      else {
-        let id = dict.get(v);
-        if (id === undefined) {
-          id = dictKeys.length;
-          dict.set(v, id);
-          dictKeys.push(v);
-        }
-        ids.push(id);
-      }
+      if (idValued(kind)) ids.push(idOf(v));
+      else nums.push(v as number);
       nVals++;
+    }
+    if (keysOf !== null) {
+      pkStarts.push(pks.n);
+      for (const k of keysOf(vals)) pks.push(idOf(k));
+    }
+    if (kind === 'text') {
+      const b = Buffer.from(aux ?? '', 'utf8');
+      auxParts.push(b);
+      auxBytes += b.length;
+      auxEnds.push(auxBytes);
     }
   });
   const nRec = offs.n;
@@ -148,12 +195,15 @@ export async function writeBase(
   const offW = maxOff < 2 ** 32 ? 4 : 8;
   // forward table over 0..nOffs
   const fwd = new Uint32Array(nOffs + 1);
+  // text: byte start of each offset's text in the text section (f64, nOffs + 1 entries)
+  const auxFwd = kind === 'text' ? new Float64Array(nOffs + 1) : null;
   {
     let r = 0;
     for (let o = 0; o <= nOffs; o++) {
       while (r < nRec && offs.a[r] < o) r++;
       // values of the records before offset o (an offset without a record gets a count of 0)
       fwd[o] = r < nRec ? starts.a[r] : nVals;
+      if (auxFwd !== null) auxFwd[o] = r === 0 ? 0 : auxEnds.a[r - 1];
     }
   }
   const offArray = (n: number) => (offW === 4 ? new Uint32Array(n) : new Float64Array(n));
@@ -167,42 +217,57 @@ export async function writeBase(
   const fwdPos = pos;
   pos += fwd.byteLength;
   const valsPos = pos;
-  const valsBuf = kind === 'num' ? bytes(nums.view) : bytes(ids.view);
+  const valsBuf = idValued(kind) ? bytes(ids.view) : bytes(nums.view);
   pos += valsBuf.length;
   let postPos = 0;
   let keysPos = 0;
   let idsPos = 0;
+  let auxPos = 0;
   const sections: Buffer[] = [];
-  let dictBuf: Buffer;
-  if (kind === 'num') {
-    const keys = new Float64Array(nVals);
-    const sOff = offArray(nVals);
+  if (keyed(kind)) {
+    const nKeys = kind === 'geo' ? nVals / 2 : nVals;
+    const keys = new Float64Array(nKeys);
+    const sOff = offArray(nKeys);
+    // geo: each latitude's longitude, in the same order (a band is tested without reading the values)
+    const lons = kind === 'geo' ? new Float64Array(nKeys) : null;
     let n = 0;
-    for (const [k, o] of sorted ?? []) {
-      if (n >= nVals) throw new Error('index base: more sorted keys than values');
-      keys[n] = k;
-      sOff[n] = o;
+    for (const pair of sorted ?? []) {
+      if (n >= nKeys) throw new Error('index base: more sorted keys than values');
+      keys[n] = pair[0];
+      sOff[n] = pair[1];
+      if (lons !== null) {
+        if (pair.length < 3) throw new Error('index base: a geo latitude without its longitude');
+        lons[n] = pair[2]!;
+      }
       n++;
     }
-    if (n !== nVals) throw new Error(`index base: ${n} sorted keys for ${nVals} values`);
+    if (n !== nKeys) throw new Error(`index base: ${n} sorted keys for ${nKeys} values`);
     keysPos = pos;
     sections.push(bytes(keys));
     pos += keys.byteLength;
     idsPos = pos;
     sections.push(bytes(sOff));
     pos += sOff.byteLength;
-    dictBuf = Buffer.alloc(0);
-  } else {
+    if (lons !== null) {
+      auxPos = pos;
+      sections.push(bytes(lons));
+      pos += lons.byteLength;
+    }
+  }
+  let dictBuf = Buffer.alloc(0);
+  if (posted(kind)) {
+    // the posting keys of record r: ids[starts[r]..] (values) or pks[pkStarts[r]..] (keysOf)
+    const pk = keysOf !== null ? pks.view : ids.view;
+    const pkStart = keysOf !== null ? pkStarts.a : starts.a;
+    const pkEnd = (r: number) => (r + 1 < nRec ? pkStart[r + 1] : pk.length);
     const count = new Uint32Array(dictKeys.length);
-    const idv = ids.view;
-    for (let i = 0; i < idv.length; i++) count[idv[i]]++;
+    for (let i = 0; i < pk.length; i++) count[pk[i]]++;
     const at = new Uint32Array(dictKeys.length);
     for (let k = 1; k < dictKeys.length; k++) at[k] = at[k - 1] + count[k - 1];
     const postStart = at.slice();
-    const post = offArray(nVals);
+    const post = offArray(pk.length);
     for (let r = 0; r < nRec; r++) {
-      const end = r + 1 < nRec ? starts.a[r + 1] : nVals;
-      for (let i = starts.a[r]; i < end; i++) post[at[idv[i]]++] = offs.a[r];
+      for (let i = pkStart[r]; i < pkEnd(r); i++) post[at[pk[i]]++] = offs.a[r];
     }
     postPos = pos;
     sections.push(bytes(post));
@@ -214,7 +279,11 @@ export async function writeBase(
       head.writeUInt32LE(count[k], 4);
       parts.push(head);
       if (kind === 'bool') parts.push(Buffer.from([dictKeys[k] === true ? 1 : 0]));
-      else {
+      else if (kind === 'geo') {
+        const f = Buffer.alloc(8);
+        f.writeDoubleLE(dictKeys[k] as number, 0);
+        parts.push(f);
+      } else {
         const s = Buffer.from(dictKeys[k] as string, 'utf8');
         const l = Buffer.alloc(4);
         l.writeUInt32LE(s.length, 0);
@@ -223,8 +292,13 @@ export async function writeBase(
     }
     dictBuf = Buffer.concat(parts);
   }
+  if (auxFwd !== null) {
+    auxPos = pos;
+    sections.push(bytes(auxFwd), Buffer.concat(auxParts, auxBytes));
+    pos += auxFwd.byteLength + auxBytes;
+  }
   const dictPos = pos;
-  const fields = [nOffs, nVals, nRec, dictKeys.length, fwdPos, valsPos, postPos, keysPos, idsPos, dictPos];
+  const fields = [nOffs, nVals, nRec, dictKeys.length, fwdPos, valsPos, postPos, keysPos, idsPos, dictPos, auxPos];
   fields.forEach((x, i) => header.writeDoubleLE(x, 8 + 8 * i));
   pieces.push(header, bytes(fwd), valsBuf, ...sections, dictBuf);
   let crc = CRC32C_INIT;
@@ -241,6 +315,8 @@ export class IndexBase {
   /** Points with at least one value. */
   readonly records: number;
   readonly values: number;
+  /** Sorted keys (num: one per value; geo: one per point value, its latitude). */
+  private readonly nSorted: number;
   private readonly offW: number;
   private readonly nOffs: number;
   private readonly fwdPos: number;
@@ -248,7 +324,9 @@ export class IndexBase {
   private readonly postPos: number;
   private readonly keysPos: number;
   private readonly idsPos: number;
-  /** Strings, booleans: value -> [posting start, count]. */
+  /** Text: where the texts' starts lie (the texts follow them); geo: the sorted keys' longitudes. */
+  private readonly auxPos: number;
+  /** Strings, booleans, text tokens, geo cells: key -> [posting start, count]. */
   private readonly dict = new Map<BaseValue, [number, number]>();
   private readonly byId: BaseValue[] = [];
   /** Numbers: every SAMPLE-th sorted key. */
@@ -279,6 +357,8 @@ export class IndexBase {
     this.postPos = f(6);
     this.keysPos = f(7);
     this.idsPos = f(8);
+    this.auxPos = f(10);
+    this.nSorted = kind === 'geo' ? this.values / 2 : kind === 'num' ? this.values : 0;
   }
 
   /** Opens `dir/file`, checking its CRC (read in pieces, off the event loop). */
@@ -304,8 +384,9 @@ export class IndexBase {
         if (at === 0) {
           if (bytesRead < HEADER) throw new IndexFileError(`${full}: short header read`);
           buf.copy(header, 0, 0, HEADER);
-          if (KINDS[header.readUInt8(6)] === 'num') {
-            sample = new Float64Array(Math.ceil(header.readDoubleLE(8 + 8) / SAMPLE));
+          const k = KINDS[header.readUInt8(6)];
+          if (k === 'num' || k === 'geo') {
+            sample = new Float64Array(Math.ceil(header.readDoubleLE(8 + 8) / (k === 'geo' ? 2 : 1) / SAMPLE));
             keysPos = header.readDoubleLE(8 + 8 * 7);
           }
         }
@@ -338,6 +419,9 @@ export class IndexBase {
         if (base.kind === 'bool') {
           v = dictBuf[p] === 1;
           p += 1;
+        } else if (base.kind === 'geo') {
+          v = dictBuf.readDoubleLE(p);
+          p += 8;
         } else {
           const l = dictBuf.readUInt32LE(p);
           v = dictBuf.toString('utf8', p + 4, p + 4 + l);
@@ -464,11 +548,11 @@ export class IndexBase {
   }
 
   private value(buf: Buffer, i: number): BaseValue {
-    return this.kind === 'num' ? buf.readDoubleLE(i * 8) : this.byId[buf.readUInt32LE(i * 4)];
+    return idValued(this.kind) ? this.byId[buf.readUInt32LE(i * 4)] : buf.readDoubleLE(i * 8);
   }
 
   private get valW(): number {
-    return this.kind === 'num' ? 8 : 4;
+    return idValued(this.kind) ? 4 : 8;
   }
 
   /** The point's values, or undefined when it has none here. */
@@ -477,15 +561,30 @@ export class IndexBase {
     this.live();
     const s = this.u32At(this.fwdPos + off * 4);
     const n = this.u32At(this.fwdPos + off * 4 + 4) - s;
-    if (n === 0) return undefined;
+    // a text record may have no tokens (its text is what makes it a record)
+    if (n === 0) return this.kind === 'text' && this.f64At(this.auxPos + off * 8 + 8) > this.f64At(this.auxPos + off * 8) ? [] : undefined;
     const out: BaseValue[] = [];
-    if (this.kind === 'num') for (let i = 0; i < n; i++) out.push(this.f64At(this.valsPos + (s + i) * 8));
+    if (!idValued(this.kind)) for (let i = 0; i < n; i++) out.push(this.f64At(this.valsPos + (s + i) * 8));
     else for (let i = 0; i < n; i++) out.push(this.byId[this.u32At(this.valsPos + (s + i) * 4)]);
     return out;
   }
 
-  /** Every record not in `skip`, in offset order. */
-  forEachRecord(skip: ReadonlySet<Off>, fn: (off: Off, vals: BaseValue[]) => void): void {
+  /** Text: the point's text (written with its record), or undefined when it has no record. */
+  auxOf(off: Off): string | undefined {
+    if (this.kind !== 'text' || off >= this.nOffs) return undefined;
+    this.live();
+    const a = this.f64At(this.auxPos + off * 8);
+    const b = this.f64At(this.auxPos + off * 8 + 8);
+    if (b === a) return undefined;
+    const base = this.auxPos + (this.nOffs + 1) * 8;
+    if (b - a <= PIECE) return this.small(base + a, b - a).toString('utf8');
+    const buf = Buffer.allocUnsafe(b - a);
+    if (readFull(this.fd, buf, 0, b - a, base + a) < b - a) throw new IndexFileError(`${this.file}: ended early`);
+    return buf.toString('utf8');
+  }
+
+  /** Every record not in `skip`, in offset order (`withAux`, text: with its text). */
+  forEachRecord(skip: ReadonlySet<Off>, fn: (off: Off, vals: BaseValue[], aux?: string) => void, withAux = false): void {
     const w = this.valW;
     const per = Math.floor(PIECE / 4) - 1;
     const starts = new Uint32Array(per + 1);
@@ -497,23 +596,37 @@ export class IndexBase {
       for (let i = 0; i <= b - a; i++) starts[i] = sb.readUInt32LE(i * 4);
       const v0 = starts[0];
       const v1 = starts[b - a];
-      if (v1 === v0) continue;
+      let ab: Buffer | null = null;
+      let ax: Float64Array | null = null;
+      if (this.kind === 'text') {
+        // the texts of offsets a..b: their starts (a record is an offset with a text), then their bytes
+        const fb = Buffer.allocUnsafe((b - a + 1) * 8);
+        if (readFull(this.fd, fb, 0, fb.length, this.auxPos + a * 8) < fb.length) throw new IndexFileError(`${this.file}: ended early`);
+        ax = new Float64Array(b - a + 1);
+        for (let i = 0; i <= b - a; i++) ax[i] = fb.readDoubleLE(i * 8);
+        if (ax[b - a] === ax[0]) continue;
+        if (withAux) {
+          ab = Buffer.allocUnsafe(ax[b - a] - ax[0]);
+          const at = this.auxPos + (this.nOffs + 1) * 8 + ax[0];
+          if (readFull(this.fd, ab, 0, ab.length, at) < ab.length) throw new IndexFileError(`${this.file}: ended early`);
+        }
+      } else if (v1 === v0) continue;
       const vb = Buffer.allocUnsafe((v1 - v0) * w);
       if (readFull(this.fd, vb, 0, vb.length, this.valsPos + v0 * w) < vb.length) throw new IndexFileError(`${this.file}: ended early`);
       for (let i = 0; i < b - a; i++) {
         const s = starts[i];
         const e = starts[i + 1];
-        if (e === s || skip.has(a + i)) continue;
+        if ((ax === null ? e === s : ax[i + 1] === ax[i]) || skip.has(a + i)) continue;
         const vals: BaseValue[] = [];
         for (let j = s; j < e; j++) vals.push(this.value(vb, j - v0));
-        fn(a + i, vals);
+        fn(a + i, vals, ab === null ? undefined : ab.toString('utf8', ax![i] - ax![0], ax![i + 1] - ax![0]));
       }
     }
   }
 
-  // -- strings, booleans ---------------------------------------------------------------------
+  // -- strings, booleans, text tokens, geo cells ---------------------------------------------
 
-  /** Distinct values (strings, booleans). */
+  /** Distinct posting keys. */
   keys(): IterableIterator<BaseValue> {
     return this.dict.keys();
   }
@@ -535,7 +648,25 @@ export class IndexBase {
     });
   }
 
-  // -- numbers --------------------------------------------------------------------------------
+  /** Whether `off` is in the posting of `key` (a binary search: postings are ascending). */
+  postingHas(key: BaseValue, off: Off): boolean {
+    const e = this.dict.get(key);
+    if (e === undefined) return false;
+    let lo = e[0];
+    let hi = e[0] + e[1];
+    const w = this.offW;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const pos = this.postPos + mid * w;
+      const o = w === 4 ? this.u32At(pos) : this.f64At(pos);
+      if (o === off) return true;
+      if (o < off) lo = mid + 1;
+      else hi = mid;
+    }
+    return false;
+  }
+
+  // -- numbers, geo latitudes -----------------------------------------------------------------
 
   private key(i: number): number {
     return this.small(this.keysPos + i * 8, 8).readDoubleLE(0);
@@ -554,7 +685,7 @@ export class IndexBase {
     // sample[lo - 1] is before (or lo = 0), sample[lo] is not: the boundary is in block lo - 1
     if (lo === 0) return 0;
     const from = (lo - 1) * SAMPLE + 1;
-    const to = Math.min(lo * SAMPLE, this.values);
+    const to = Math.min(lo * SAMPLE, this.nSorted);
     if (to <= from) return to;
     const kb = this.small(this.keysPos + from * 8, (to - from) * 8);
     for (let i = 0; i < to - from; i++) if (!before(kb.readDoubleLE(i * 8))) return from + i;
@@ -573,23 +704,28 @@ export class IndexBase {
     return Math.max(0, this.upper(b.hi, b.hiIncl) - this.lower(b.lo, b.loIncl));
   }
 
-  /** Adds to `out` the offsets (not in `skip`) with a key in the bounds that passes `test`. */
-  collect(b: Bounds, test: (k: number) => boolean, skip: ReadonlySet<Off>, out: Set<Off>): void {
+  /**
+   * Adds to `out` the offsets (not in `skip`) with a key in the bounds that passes `test`
+   * (geo: with the key's longitude as the second argument; other kinds: NaN).
+   */
+  collect(b: Bounds, test: (k: number, lon: number) => boolean, skip: ReadonlySet<Off>, out: Set<Off>): void {
     const i = this.lower(b.lo, b.loIncl);
     const j = this.upper(b.hi, b.hiIncl);
     if (j <= i) return;
     const checkSkip = skip.size > 0;
     const per = Math.floor(PIECE / 8);
     const kb = Buffer.allocUnsafe(per * 8);
+    const lb = this.kind === 'geo' ? Buffer.allocUnsafe(per * 8) : null;
     for (let a = i; a < j; a += per) {
       const n = Math.min(per, j - a);
       this.live();
       if (readFull(this.fd, kb, 0, n * 8, this.keysPos + a * 8) < n * 8) throw new IndexFileError(`${this.file}: ended early`);
+      if (lb !== null && readFull(this.fd, lb, 0, n * 8, this.auxPos + a * 8) < n * 8) throw new IndexFileError(`${this.file}: ended early`);
       this.scan(this.idsPos, this.offW, a, a + n, (ib, _first, m) => {
         for (let t = 0; t < m; t++) {
           const o = this.off(ib, t);
           if (checkSkip && skip.has(o)) continue;
-          if (test(kb.readDoubleLE(t * 8))) out.add(o);
+          if (test(kb.readDoubleLE(t * 8), lb === null ? NaN : lb.readDoubleLE(t * 8))) out.add(o);
         }
       });
     }
@@ -606,8 +742,8 @@ export class IndexBase {
       if (readFull(this.fd, ib, 0, n * this.offW, this.idsPos + a * this.offW) < n * this.offW) throw new IndexFileError(`${this.file}: ended early`);
     };
     if (!desc) {
-      for (let a = start === null ? 0 : this.lower(start, true); a < this.values; a += per) {
-        const n = Math.min(per, this.values - a);
+      for (let a = start === null ? 0 : this.lower(start, true); a < this.nSorted; a += per) {
+        const n = Math.min(per, this.nSorted - a);
         read(a, n);
         for (let t = 0; t < n; t++) {
           const o = this.off(ib, t);
@@ -615,7 +751,7 @@ export class IndexBase {
         }
       }
     } else {
-      for (let e = start === null ? this.values : this.upper(start, true); e > 0; e -= per) {
+      for (let e = start === null ? this.nSorted : this.upper(start, true); e > 0; e -= per) {
         const a = Math.max(0, e - per);
         const n = e - a;
         read(a, n);

@@ -1602,7 +1602,7 @@ const STATE_FILE_RE = /^state-[0-9]{1,20}\.bin$/;
 
 /** Whether a payload index is kept on disk (`on_disk: true`). */
 function indexOnDisk(schema: FieldSchema): boolean {
-  return schema.params?.on_disk === true && PayloadIndexes.canBeOnDisk(schema);
+  return schema.params?.on_disk === true;
 }
 const INDEX_FILE_RE = /^vec-[0-9]{1,9}-(appendable|frozen|indexed)-[0-9]{1,20}-[0-9]{1,15}\.qvi$/;
 

@@ -1,7 +1,7 @@
 /**
  * Payload indexes of one shard: in memory, rebuilt from the payloads at load (only the
  * schema is persisted, by the caller); or, for an index created with `on_disk: true`
- * (keyword, uuid, bool, integer, float, datetime), in files a checkpoint names and
+ * (any type), in files a checkpoint names and
  * that are opened at load (field-index.ts "on_disk", index-disk.ts). The only I/O is
  * theirs: synchronous positional reads of bounded pieces while a filter is planned, and
  * the writes of `moveToDisk` / `saveFiles` (under the shard's update lock).
@@ -157,6 +157,11 @@ export interface VectorPresence {
   [Symbol.iterator](): Iterator<bigint>;
 }
 
+/** An empty index of the schema's type. */
+function newIndex(field: string, path: PathSegment[], schema: FieldSchema): FieldIndex {
+  return schema.type === 'text' ? new TextIndex(field, path, schema) : makeIndex(field, path, schema);
+}
+
 export class PayloadIndexes {
   /**
    * Set by the shard: the points having vector `name` (null for a name the collection
@@ -182,7 +187,7 @@ export class PayloadIndexes {
       if (e instanceof FilterError) throw new FieldSchemaError(e.message);
       throw e;
     }
-    const idx = schema.type === 'text' ? new TextIndex(field, path, schema) : makeIndex(field, path, schema);
+    const idx = newIndex(field, path, schema);
     idx.load(points);
     this.register(field, idx);
   }
@@ -198,14 +203,9 @@ export class PayloadIndexes {
 
   // -- on_disk indexes (field-index.ts, index-disk.ts) ---------------------------------------
 
-  /** Whether an index of this schema can be kept on disk (keyword, uuid, bool, integer, float, datetime). */
-  static canBeOnDisk(schema: FieldSchema): boolean {
-    return !['text', 'geo'].includes(schema.type);
-  }
-
   /** Opens the on-disk index on `field` from the files a checkpoint names (they were written for `schema`). */
   async open(field: string, schema: FieldSchema, dir: string, files: IndexFiles): Promise<void> {
-    const idx = makeIndex(field, parseKey(field, 'field_name'), schema);
+    const idx = newIndex(field, parseKey(field, 'field_name'), schema);
     await idx.openFiles(dir, files);
     this.register(field, idx);
     this.changes++;

@@ -45,9 +45,13 @@
  * The same rules serve the filter predicate (`matcher`, used by filter.ts through the
  * shard) so candidates and checks agree, including inside `nested` conditions.
  *
- * Persistence: like every payload index the index is rebuilt from the payloads at
- * load; its schema (with every parameter) is persisted with the collection and in
- * snapshots.
+ * Persistence: in memory (the default) the index is rebuilt from the payloads at load;
+ * its schema (with every parameter) is persisted with the collection and in snapshots.
+ * With `on_disk: true` (field-index.ts "on_disk", index-disk.ts kind `text`) the base
+ * file holds each point's tokens (postings by token, the dictionary of tokens kept in
+ * memory) and its text; a point's document is tokenized again from that text when a
+ * phrase or a query token longer than the indexed prefixes checks it, or when the
+ * point's values are compared on an update.
  *
  * Owns: tokenization and the inverted index. Must never: combine conditions.
  */
@@ -57,6 +61,7 @@ import { FieldSchema, FieldSchemaError } from './field-schema';
 import { FieldIndex } from './field-index';
 import { Node } from './index-plan';
 import { Off, PathSegment, Posting, postingAdd, postingDelete, postingInto, postingSize } from './sorted-keys';
+import type { BaseKind, BaseValue } from './index-disk';
 import { hasStemmer, hasStopwords, stemmerFor, stopwordList } from './text-languages';
 
 function stopwordLanguages(sw: unknown): string[] {
@@ -218,7 +223,9 @@ function charLen(s: string): number {
 
 /** One point's document: its indexed tokens and, with phrase matching, each value's sequence. */
 export interface TextDoc {
+  /** The point's string when it has one, else the JSON array of its strings (`many`). */
   readonly src: string;
+  readonly many: boolean;
   readonly tokens: Set<string>;
   readonly seqs: string[][] | null;
   /** For `prefix`: the token sequences, which a query token longer than the indexed prefixes is checked against. */
@@ -257,7 +264,8 @@ export class TextIndex extends FieldIndex<TextDoc> {
       if (seqs !== null) seqs.push(seq);
       words?.push(seq);
     }
-    return { src: strings.length === 1 ? strings[0] : JSON.stringify(strings), tokens, seqs, ...(words ? { words } : {}) };
+    const many = strings.length > 1;
+    return { src: many ? JSON.stringify(strings) : strings[0], many, tokens, seqs, ...(words ? { words } : {}) };
   }
 
   /** Whether document `d` holds query token `t` (a token beyond the indexed prefixes: a word it begins). */
@@ -281,6 +289,39 @@ export class TextIndex extends FieldIndex<TextDoc> {
   }
   protected removeEntries(off: Off, vals: TextDoc[]): void {
     for (const d of vals) for (const t of d.tokens) postingDelete(this.postings, t, off);
+  }
+
+  // on_disk (field-index.ts): the base holds each point's tokens (postings by token) and its
+  // text, "s" + the string or "m" + the JSON array of its strings; a document read back is
+  // tokenized again from the text.
+  baseKind(): BaseKind {
+    return 'text';
+  }
+  protected toStored(vals: TextDoc[]): { vals: BaseValue[]; aux?: string } {
+    const d = vals[0];
+    return d === undefined ? { vals: [] } : { vals: [...d.tokens], aux: (d.many ? 'm' : 's') + d.src };
+  }
+  protected fromStored(_vals: BaseValue[], aux: string | undefined): TextDoc[] {
+    if (aux === undefined) return [];
+    const d = this.doc(aux[0] === 'm' ? (JSON.parse(aux.slice(1)) as string[]) : [aux.slice(1)]);
+    return d === null ? [] : [d];
+  }
+  protected clearChanges(): void {
+    this.postings.clear();
+  }
+
+  /** Points with token `t` (the changes', and the base's not masked). */
+  private tokenCount(t: string): number {
+    return postingSize(this.postings.get(t)) + (this.base === null ? 0 : this.base.postingCount(t));
+  }
+  private tokenInto(t: string, out: Set<Off>): void {
+    postingInto(this.postings.get(t), out);
+    this.base?.postingInto(t, this.masked, out);
+  }
+  private tokenHas(t: string, o: Off): boolean {
+    const p = this.postings.get(t);
+    if (p !== undefined && (typeof p === 'number' ? p === o : p.has(o))) return true;
+    return this.base !== null && !this.masked.has(o) && this.base.postingHas(t, o);
   }
 
   /**
@@ -316,42 +357,46 @@ export class TextIndex extends FieldIndex<TextDoc> {
   matchNode(m: Match, wide: boolean): Node | null {
     const qr = this.query(m);
     if (qr === null) return null;
-    const postings = this.postings;
     const { kind, q, test } = qr;
     const key = (t: string) => this.tokenizer.lookupKey(t);
     // A token beyond the indexed prefixes finds candidates by its indexed prefix: each is checked.
     const check = kind === 'phrase' || q.some((t) => this.tokenizer.beyondIndexed(t));
+    const docOf = (o: Off) => this.valuesOf(o)![0];
     if (kind === 'any') {
       let est = 0;
-      for (const t of q) est += postingSize(postings.get(key(t)));
-      const records = this.records;
+      for (const t of q) est += this.tokenCount(key(t));
       return this.leaf(wide, test, est, (out) => {
         if (!check) {
-          for (const t of q) postingInto(postings.get(t), out);
+          for (const t of q) this.tokenInto(t, out);
           return;
         }
         const cands = new Set<Off>();
-        for (const t of q) postingInto(postings.get(key(t)), cands);
-        for (const o of cands) if (test(records.get(o)![0])) out.add(o);
+        for (const t of q) this.tokenInto(key(t), cands);
+        for (const o of cands) if (test(docOf(o))) out.add(o);
       });
     }
     // all tokens (text, and the candidates of a phrase): walk the rarest posting
-    const lists = [...new Set(q.map(key))].map((t) => postings.get(t));
-    const missing = q.length === 0 || lists.some((p) => p === undefined);
-    lists.sort((a, b) => postingSize(a) - postingSize(b));
-    const est = missing ? 0 : postingSize(lists[0]);
-    const records = this.records;
+    const lists = [...new Set(q.map(key))].map((t) => ({ t, n: this.tokenCount(t) }));
+    const missing = q.length === 0 || lists.some((l) => l.n === 0);
+    lists.sort((a, b) => a.n - b.n);
+    const est = missing ? 0 : lists[0].n;
     return this.leaf(wide, test, est, (out) => {
       if (missing) return;
-      const first = lists[0]!;
-      const rest = lists.slice(1) as Posting[];
+      // in memory the rarest posting is walked as it is; on disk it is read first
+      let first: Posting | undefined = this.postings.get(lists[0].t);
+      if (this.base !== null) {
+        const all = new Set<Off>();
+        this.tokenInto(lists[0].t, all);
+        first = all;
+      }
+      const rest = lists.slice(1).map((l) => l.t);
       const each = (o: Off) => {
-        for (const p of rest) if (typeof p === 'number' ? p !== o : !p.has(o)) return;
-        if (check && !test(records.get(o)![0])) return;
+        if (!rest.every((t) => this.tokenHas(t, o))) return;
+        if (check && !test(docOf(o))) return;
         out.add(o);
       };
       if (typeof first === 'number') each(first);
-      else for (const o of first) each(o);
+      else if (first !== undefined) for (const o of first) each(o);
     });
   }
 }

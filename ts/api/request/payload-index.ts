@@ -8,7 +8,6 @@
 
 import { FieldSchemaError, parseFieldSchema, type FieldSchema } from '../../shard/field-schema';
 import { parseKey } from '../../shard/filter';
-import { PayloadIndexes } from '../../shard/payload-index';
 import { checkTextSupport } from '../../shard/text-index';
 import { BadInputError, FormatError } from '../../common/errors';
 import type { Obj } from './parse';
@@ -28,15 +27,8 @@ export function createIndexBody(b: Obj): { field: string; schema: FieldSchema } 
   try {
     const schema = parseFieldSchema(b.field_schema);
     checkTextSupport(schema);
-    // on_disk: true keeps the index's values in files read on demand (ts/shard/field-index.ts);
-    // full-text and geo indexes are kept in memory only, so the request is refused for them
-    // rather than accepted and ignored.
-    if (schema.params?.on_disk === true && !PayloadIndexes.canBeOnDisk(schema)) {
-      throw new BadInputError(
-        `field_schema.on_disk: true is not supported for a ${schema.type} index: Quiver keeps ${schema.type} index values in memory; omit on_disk or set it to false`,
-      );
-    }
-    // Only "in RAM" is what Quiver does with an index's values (the line above): `pinned`.
+    // on_disk: true (every type) keeps the index's values in files read on demand
+    // (ts/shard/field-index.ts); `memory` other than "pinned" is refused.
     const memory = schema.params?.memory;
     if (memory === 'cold' || memory === 'cached') {
       throw new BadInputError(`field_schema.memory: "${memory}" is not supported: Quiver keeps payload index values in memory; omit memory or set it to "pinned"`);
