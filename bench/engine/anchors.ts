@@ -172,7 +172,7 @@ export class AnchorRunner implements Runner {
     let m;
     try {
       m = await measureBuild(() =>
-        child.request({ cmd: 'build', lib: this.key, file, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, m: this.opts.hnsw.m, efConstruct: this.opts.hnsw.efConstruct, seed: 42, threads: buildThreads }),
+        child.request({ cmd: 'build', lib: this.key, file, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, m: this.opts.hnsw.m, efConstruct: this.opts.hnsw.efConstruct, seed: this.opts.hnsw.seed, threads: buildThreads }),
       );
       b = m.value;
     } catch (e) {

@@ -125,7 +125,7 @@ export class QuiverRunner implements Runner {
       m: this.hnsw.m,
       efConstruct: this.hnsw.efConstruct,
       quantization: this.quantization,
-      seed: 42,
+      seed: this.hnsw.seed,
     });
     let m;
     try {
@@ -237,7 +237,7 @@ export class HnswlibRunner implements Runner {
     for (let i = 0; i < ds.nBase; i++) rows.push(Array.from(ds.base.subarray(i * ds.dim, (i + 1) * ds.dim)));
     const rss0 = await rss();
     const idx = new this.mod.HierarchicalNSW(space, ds.dim);
-    idx.initIndex(ds.nBase, this.hnsw.m, this.hnsw.efConstruct, 42);
+    idx.initIndex(ds.nBase, this.hnsw.m, this.hnsw.efConstruct, this.hnsw.seed);
     const r = rows;
     const m = await measureBuild(() => {
       for (let i = 0; i < r.length; i++) idx.addPoint(r[i], i);

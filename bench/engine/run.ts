@@ -222,7 +222,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   machine.coresAvailableAtStart = Math.round((await coresAvailable()) * 100) / 100;
   console.log(`Quiver engine benchmark (${opts.quick ? 'quick' : 'full'}): ${machine.cpuModel} × ${machine.cores} (${machine.coresAvailableAtStart} free now), Node ${machine.node}`);
-  console.log(`  datasets: ${opts.datasets.join(', ')}; libs: ${opts.libs.join(', ')}; ef: ${opts.efs.join(', ')}; M=${opts.hnsw.m}, ef_construct=${opts.hnsw.efConstruct}`);
+  console.log(`  datasets: ${opts.datasets.join(', ')}; libs: ${opts.libs.join(', ')}; ef: ${opts.efs.join(', ')}; M=${opts.hnsw.m}, ef_construct=${opts.hnsw.efConstruct}, seed=${opts.hnsw.seed}`);
 
   const runners = await makeRunners(opts, notes);
   const libraries: Record<string, Record<string, string>> = {};
@@ -347,7 +347,7 @@ async function main(): Promise<void> {
     args: argv,
     machine,
     libraries,
-    parameters: { m: opts.hnsw.m, efConstruct: opts.hnsw.efConstruct, k: K, efs: opts.efs, buildThreads: opts.buildThreads, singleThreadBuilds: opts.singleThreadBuilds, warmupQueries: opts.quick ? WARMUP_QUICK : WARMUP, repsBestOf: opts.reps },
+    parameters: { m: opts.hnsw.m, efConstruct: opts.hnsw.efConstruct, seed: opts.hnsw.seed, k: K, efs: opts.efs, buildThreads: opts.buildThreads, singleThreadBuilds: opts.singleThreadBuilds, warmupQueries: opts.quick ? WARMUP_QUICK : WARMUP, repsBestOf: opts.reps },
     datasets,
     rows,
     eventLoop,
