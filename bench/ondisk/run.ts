@@ -24,7 +24,8 @@
  * registry here): 1000 centres ~ N(0,1), within-cluster sd decaying over the dimensions
  * (0.1 + 0.9 * exp(-j / 64)), values rounded to 4 decimals so the JSON the server parses
  * gives exactly the f32 values the ground truth uses.
- * Results: bench/results/ondisk-<tag>.{json,md}.
+ * Results: bench/results/ondisk-<tag>.{json,md}, rewritten after each mode (a run stopped
+ * part-way keeps the modes that finished, marked partial).
  */
 import * as fs from 'fs';
 import * as os from 'os';
@@ -143,7 +144,8 @@ async function runMode(mode: Mode, ds: Dataset, opts: { batch: number; efs: numb
         for (let i = from; i < Math.min(n, from + opts.batch); i++) parts.push(`{"id":${i},"vector":${rowJson(ds.base, i, dim)}}`);
         const r = await client.request('PUT', `/collections/${C}/points?wait=true`, Buffer.from(`{"points":[${parts.join(',')}]}`), { 'content-type': 'application/json' });
         if (r.status !== 200) throw new Error(`upsert answered ${r.status}: ${r.body.toString('utf8').slice(0, 300)}`);
-        if (from % 100_000 === 0) log(`  ${from} points sent (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+        // Every 100,000 points (a batch that crosses the mark; batch sizes need not divide it).
+        if (Math.floor(from / 100_000) !== Math.floor((from + opts.batch) / 100_000)) log(`  ${Math.min(n, from + opts.batch)} points sent (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
       }
     };
     await Promise.all([lane(), lane()]);
@@ -239,61 +241,71 @@ async function main(): Promise<void> {
   const gt = await groundTruth(ds, space, K, path.join(REPO_ROOT, 'bench', 'data'));
   console.log(`ground truth: ${gt.cached ? 'cached' : `${gt.seconds.toFixed(1)} s on ${gt.workers} workers`}`);
   const results: ModeResult[] = [];
-  for (const mode of modes) results.push(await runMode(mode, ds, { batch, efs, reps, root, hnsw }, space, gt));
-  const rawMb = (n * dim * 4) / 1048576;
-  const disk = results.find((r) => r.mode === 'disk');
-  const memory = results.find((r) => r.mode === 'memory');
-  const checks: string[] = [];
-  if (disk) {
-    const ratio = disk.rss_after_restart_mb / rawMb;
-    const ratioQ = disk.rss_max_during_queries_mb / rawMb;
-    checks.push(`RSS on disk / raw f32 bytes: ${ratio.toFixed(3)} after a restart, ${ratioQ.toFixed(3)} at most during queries (must be <= 0.4: ${Math.max(ratio, ratioQ) <= 0.4 ? 'holds' : 'DOES NOT HOLD'})`);
-    const e128 = disk.efs.find((e) => e.ef === 128);
-    if (e128) checks.push(`recall@10 at ef 128 on disk: ${e128.recall} (must be >= 0.95: ${e128.recall >= 0.95 ? 'holds' : 'DOES NOT HOLD'})`);
-  }
-  if (disk && memory) {
-    for (const e of disk.efs) {
-      const m = memory.efs.find((x) => x.ef === e.ef);
-      if (!m) continue;
-      const r1 = e.qps_c1 / m.qps_c1;
-      const r8 = e.qps_c8 / m.qps_c8;
-      checks.push(`QPS on disk / in memory at ef ${e.ef}: c=1 ${r1.toFixed(2)}, c=8 ${r8.toFixed(2)} (must be >= 0.5: ${Math.min(r1, r8) >= 0.5 ? 'holds' : 'DOES NOT HOLD'})`);
+  // Written after every mode, so a run stopped part-way keeps the modes that finished.
+  const report = (): string => {
+    const rawMb = (n * dim * 4) / 1048576;
+    const disk = results.find((r) => r.mode === 'disk');
+    const memory = results.find((r) => r.mode === 'memory');
+    const checks: string[] = [];
+    if (disk) {
+      const ratio = disk.rss_after_restart_mb / rawMb;
+      const ratioQ = disk.rss_max_during_queries_mb / rawMb;
+      checks.push(`RSS on disk / raw f32 bytes: ${ratio.toFixed(3)} after a restart, ${ratioQ.toFixed(3)} at most during queries (must be <= 0.4: ${Math.max(ratio, ratioQ) <= 0.4 ? 'holds' : 'DOES NOT HOLD'})`);
+      const e128 = disk.efs.find((e) => e.ef === 128);
+      if (e128) checks.push(`recall@10 at ef 128 on disk: ${e128.recall} (must be >= 0.95: ${e128.recall >= 0.95 ? 'holds' : 'DOES NOT HOLD'})`);
     }
+    if (disk && memory) {
+      for (const e of disk.efs) {
+        const m = memory.efs.find((x) => x.ef === e.ef);
+        if (!m) continue;
+        const r1 = e.qps_c1 / m.qps_c1;
+        const r8 = e.qps_c8 / m.qps_c8;
+        checks.push(`QPS on disk / in memory at ef ${e.ef}: c=1 ${r1.toFixed(2)}, c=8 ${r8.toFixed(2)} (must be >= 0.5: ${Math.min(r1, r8) >= 0.5 ? 'holds' : 'DOES NOT HOLD'})`);
+      }
+    }
+    const pending = modes.slice(results.length);
+    const out = { n, dim, queries: nq, batch, reps, efs, hnsw_config: hnsw, modes_not_run_yet: pending, date: new Date().toISOString(), loadavg_end: os.loadavg(), raw_f32_mb: Math.round(rawMb), data: ds.description, results, checks };
+    const dir = path.join(REPO_ROOT, 'bench', 'results');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, `ondisk-${tag}.json`), JSON.stringify(out, null, 2) + '\n');
+    const cols = results.map((r) => r.mode);
+    const row = (name: string, f: (r: ModeResult) => string | number) => `| ${name} | ${results.map(f).join(' | ')} |`;
+    const md = [
+      `# On-disk vectors against in-memory vectors, int8 in RAM (${out.date})`,
+      '',
+      ...(pending.length > 0 ? [`Partial: written after mode ${results[results.length - 1].mode}; modes ${pending.join(', ')} had not run yet.`, ''] : []),
+      `Command: \`npm run bench:ondisk -- ${process.argv.slice(2).join(' ')}\` (bench/ondisk/run.ts). ${n.toLocaleString('en-US')} x ${dim}-d Cosine (${ds.description}); ` +
+        `raw f32 bytes ${Math.round(rawMb)} MB; hnsw_config ${Object.keys(hnsw).length > 0 ? JSON.stringify(hnsw) : 'the defaults (m 16, ef_construct 100)'}. Each mode in turn: a real server, loaded through REST (batches of ${batch}, wait=true, two in flight), ` +
+        `indexed, restarted on the same storage; recall@10 of ${nq} queries against exact brute force; QPS best of ${reps} passes at concurrency 1 and 8 ` +
+        `after a warm-up pass. 2 cores shared with other work (load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}).`,
+      '',
+      `| | ${cols.map((c) => (c === 'disk' ? 'on_disk: true, int8' : c === 'memory' ? 'on_disk: false, int8' : 'on_disk: false, no quantization')).join(' | ')} |`,
+      `|---|${cols.map(() => '---').join('|')}|`,
+      row('load (s)', (r) => r.load_seconds.toFixed(1)),
+      row('indexing after the load (s)', (r) => r.index_seconds.toFixed(1)),
+      row('RSS after the load (MB)', (r) => r.rss_after_load_mb),
+      row('RSS after a restart (MB)', (r) => r.rss_after_restart_mb),
+      row('largest RSS during queries (MB)', (r) => r.rss_max_during_queries_mb),
+      row('storage on disk (MB)', (r) => r.storage_mb),
+      ...efs.flatMap((ef) => [
+        row(`ef ${ef}: recall@10`, (r) => r.efs.find((e) => e.ef === ef)?.recall ?? '–'),
+        row(`ef ${ef}: QPS c=1 / c=8`, (r) => {
+          const e = r.efs.find((x) => x.ef === ef);
+          return e ? `${e.qps_c1} / ${e.qps_c8}` : '–';
+        }),
+      ]),
+      '',
+      ...checks.map((c) => `- ${c}`),
+      '',
+    ].join('\n');
+    fs.writeFileSync(path.join(dir, `ondisk-${tag}.md`), md);
+    return md;
+  };
+  let md = '';
+  for (const mode of modes) {
+    results.push(await runMode(mode, ds, { batch, efs, reps, root, hnsw }, space, gt));
+    md = report();
   }
-  const out = { n, dim, queries: nq, batch, reps, efs, hnsw_config: hnsw, date: new Date().toISOString(), loadavg_end: os.loadavg(), raw_f32_mb: Math.round(rawMb), data: ds.description, results, checks };
-  const dir = path.join(REPO_ROOT, 'bench', 'results');
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, `ondisk-${tag}.json`), JSON.stringify(out, null, 2) + '\n');
-  const cols = results.map((r) => r.mode);
-  const row = (name: string, f: (r: ModeResult) => string | number) => `| ${name} | ${results.map(f).join(' | ')} |`;
-  const md = [
-    `# On-disk vectors against in-memory vectors, int8 in RAM (${out.date})`,
-    '',
-    `Command: \`npm run bench:ondisk -- ${process.argv.slice(2).join(' ')}\` (bench/ondisk/run.ts). ${n.toLocaleString('en-US')} x ${dim}-d Cosine (${ds.description}); ` +
-      `raw f32 bytes ${Math.round(rawMb)} MB; hnsw_config ${Object.keys(hnsw).length > 0 ? JSON.stringify(hnsw) : 'the defaults (m 16, ef_construct 100)'}. Each mode in turn: a real server, loaded through REST (batches of ${batch}, wait=true, two in flight), ` +
-      `indexed, restarted on the same storage; recall@10 of ${nq} queries against exact brute force; QPS best of ${reps} passes at concurrency 1 and 8 ` +
-      `after a warm-up pass. 2 cores shared with other work (load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}).`,
-    '',
-    `| | ${cols.map((c) => (c === 'disk' ? 'on_disk: true, int8' : c === 'memory' ? 'on_disk: false, int8' : 'on_disk: false, no quantization')).join(' | ')} |`,
-    `|---|${cols.map(() => '---').join('|')}|`,
-    row('load (s)', (r) => r.load_seconds.toFixed(1)),
-    row('indexing after the load (s)', (r) => r.index_seconds.toFixed(1)),
-    row('RSS after the load (MB)', (r) => r.rss_after_load_mb),
-    row('RSS after a restart (MB)', (r) => r.rss_after_restart_mb),
-    row('largest RSS during queries (MB)', (r) => r.rss_max_during_queries_mb),
-    row('storage on disk (MB)', (r) => r.storage_mb),
-    ...efs.flatMap((ef) => [
-      row(`ef ${ef}: recall@10`, (r) => r.efs.find((e) => e.ef === ef)?.recall ?? '–'),
-      row(`ef ${ef}: QPS c=1 / c=8`, (r) => {
-        const e = r.efs.find((x) => x.ef === ef);
-        return e ? `${e.qps_c1} / ${e.qps_c8}` : '–';
-      }),
-    ]),
-    '',
-    ...checks.map((c) => `- ${c}`),
-    '',
-  ].join('\n');
-  fs.writeFileSync(path.join(dir, `ondisk-${tag}.md`), md);
   console.log(md);
 }
 
