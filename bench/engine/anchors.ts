@@ -10,7 +10,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import * as readline from 'readline';
 import { ChildProcessWithoutNullStreams, spawn, spawnSync } from 'child_process';
-import { Dataset, EF_CONSTRUCT, K, LibKey, M, Options, REPO_ROOT, errMsg } from './common';
+import { Dataset, K, LibKey, Options, REPO_ROOT, errMsg } from './common';
 import type { BuildOutcome, QuerySet, Runner, Series } from './libs';
 import { measureBuild } from './measure';
 
@@ -57,13 +57,13 @@ export function anchorsInfo(opts: Options): Record<AnchorKey, Info | { skip: str
     } else if (k === 'faiss') {
       out[k] = {
         version: `faiss-cpu ${i.version}`,
-        index: `IndexHNSWFlat (M=${M}, efConstruction=${EF_CONSTRUCT}), Python child process, omp_set_num_threads(${opts.scale ? `${opts.buildThreads}) for the build and (1) for searches` : '1)'}`,
+        index: `IndexHNSWFlat (M=${opts.hnsw.m}, efConstruction=${opts.hnsw.efConstruct}), Python child process, omp_set_num_threads(${opts.scale ? `${opts.buildThreads}) for the build and (1) for searches` : '1)'}`,
         kernels: `get_compile_options(): "${i.compileOptions}"; SIMD level in use: ${i.simdLevel ?? 'unknown'}${i.dynamicDispatch === 'True' ? ' (dynamic dispatch, chosen at import for this CPU)' : ''}`,
       };
     } else {
       out[k] = {
         version: `hnswlib ${i.version} (PyPI source distribution, compiled on this machine)`,
-        index: `hnswlib.Index (M=${M}, ef_construction=${EF_CONSTRUCT}), Python child process, num_threads=${opts.scale ? `${opts.buildThreads} for the build and 1 for searches` : '1'}`,
+        index: `hnswlib.Index (M=${opts.hnsw.m}, ef_construction=${opts.hnsw.efConstruct}), Python child process, num_threads=${opts.scale ? `${opts.buildThreads} for the build and 1 for searches` : '1'}`,
         kernels: `-march=native: ${i.buildLog}; objdump of the extension: ${i.objdump} (check ${i.nativeCheck}, a build without -march has none of either); distance kernels in use: ${
           i.cpuWidestRegister === 'zmm'
             ? 'AVX-512 (hnswlib.h defines USE_AVX512 from __AVX512F__ and picks the AVX-512 functions at run time when the CPU has them)'
@@ -172,7 +172,7 @@ export class AnchorRunner implements Runner {
     let m;
     try {
       m = await measureBuild(() =>
-        child.request({ cmd: 'build', lib: this.key, file, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, m: M, efConstruct: EF_CONSTRUCT, seed: 42, threads: buildThreads }),
+        child.request({ cmd: 'build', lib: this.key, file, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, m: this.opts.hnsw.m, efConstruct: this.opts.hnsw.efConstruct, seed: this.opts.hnsw.seed, threads: buildThreads }),
       );
       b = m.value;
     } catch (e) {

@@ -40,6 +40,11 @@ export interface GroundTruth {
 
 /** `sparse`: the sparse-vector rows (bench/engine/sparse.ts), run on the native engine. */
 export const ALL_DATASETS = ['mnist', 'embeddings', 'synthetic', 'sparse'] as const;
+/**
+ * Data sets run only when named in --datasets: `ondisk768`, the clustered 768-d set of
+ * `npm run bench:ondisk` (bench/ondisk/data.ts), 100,000 base vectors and 1000 queries.
+ */
+export const EXTRA_DATASETS = ['ondisk768'] as const;
 export const ALL_LIBS = [
   'quiver-native',
   'quiver-native-int8',
@@ -55,6 +60,17 @@ export type LibKey = (typeof ALL_LIBS)[number];
 
 export const M = 16;
 export const EF_CONSTRUCT = 100;
+/**
+ * The graph parameters every library of a run is built with. `seed` sets the level
+ * draws of Quiver and hnswlib (node and native); FAISS and usearch take no seed (their
+ * levels come from their own fixed generators), so it does not change their graphs.
+ */
+export interface HnswParams {
+  m: number;
+  efConstruct: number;
+  seed: number;
+}
+export const DEFAULT_HNSW: HnswParams = { m: M, efConstruct: EF_CONSTRUCT, seed: 42 };
 export const K = 10;
 export const EFS = [16, 32, 64, 128, 256];
 
@@ -80,6 +96,8 @@ export interface Options {
   eventLoop: boolean;
   /** Timed passes over the queries per (library, ef); the fastest counts. */
   reps: number;
+  /** `--m` / `--ef-construct` / `--seed` (default M, EF_CONSTRUCT, 42), the same for every library. */
+  hnsw: HnswParams;
   /**
    * `--scale`: the 1M-point run (bench/engine/scale.ts): the `scale` data set only, each
    * library in its own child process (so process RSS is its own), builds with
@@ -116,6 +134,7 @@ export function parseArgs(argv: string[]): Options {
     pipInstall: true,
     eventLoop: true,
     reps: 3,
+    hnsw: { ...DEFAULT_HNSW },
     scale: false,
     scaleN: 1_000_000,
     buildRounds: 1,
@@ -137,7 +156,8 @@ export function parseArgs(argv: string[]): Options {
         break;
       case '--datasets': {
         const ds = list(val(), flag);
-        for (const d of ds) if (!(ALL_DATASETS as readonly string[]).includes(d)) throw new Error(`unknown dataset ${d} (known: ${ALL_DATASETS.join(',')})`);
+        const known: readonly string[] = [...ALL_DATASETS, ...EXTRA_DATASETS];
+        for (const d of ds) if (!known.includes(d)) throw new Error(`unknown dataset ${d} (known: ${known.join(',')})`);
         o.datasets = ds;
         break;
       }
@@ -203,6 +223,17 @@ export function parseArgs(argv: string[]): Options {
         repsSet = true;
         if (!Number.isInteger(o.reps) || o.reps < 1) throw new Error('--reps must be a positive integer');
         break;
+      case '--m':
+      case '--ef-construct':
+      case '--seed': {
+        const v = Number(val());
+        const min = flag === '--m' ? 2 : flag === '--ef-construct' ? 4 : 0;
+        if (!Number.isSafeInteger(v) || v < min) throw new Error(`${flag} must be an integer >= ${min}`);
+        if (flag === '--m') o.hnsw.m = v;
+        else if (flag === '--ef-construct') o.hnsw.efConstruct = v;
+        else o.hnsw.seed = v;
+        break;
+      }
       case '--no-eventloop':
         o.eventLoop = false;
         break;
@@ -229,6 +260,7 @@ export function parseArgs(argv: string[]): Options {
   if (o.quick && !singleSet) o.singleThreadBuilds = false;
   if (o.quick && !repsSet) o.reps = 2;
   if (o.scale) {
+    if (o.hnsw.m !== M || o.hnsw.efConstruct !== EF_CONSTRUCT || o.hnsw.seed !== DEFAULT_HNSW.seed) throw new Error('--scale builds with M, ef_construct and seed fixed (bench/engine/scale.ts); --m / --ef-construct / --seed are for the default run');
     if (o.quick) throw new Error('--scale and --quick do not go together (use --scale-n for a smaller scale run)');
     o.datasets = ['scale'];
     // The issue's comparison: Quiver native against usearch and FAISS, all built with 2 threads.
@@ -240,9 +272,9 @@ export function parseArgs(argv: string[]): Options {
   return o;
 }
 
-export const USAGE = `usage: npm run bench:engine -- [--quick] [--datasets mnist,embeddings,synthetic]
+export const USAGE = `usage: npm run bench:engine -- [--quick] [--datasets mnist,embeddings,synthetic,sparse,ondisk768]
          [--libs quiver-native,quiver-native-int8,quiver-native-binary,quiver-wasm,hnswlib,usearch,faiss,hnswlib-native | quiver | peers | anchors]
-         [--efs 16,32,64,128,256] [--reps 3] [--threads 2] [--[no-]single-thread-builds] [--no-eventloop]
+         [--efs 16,32,64,128,256] [--reps 3] [--m 16] [--ef-construct 100] [--seed 42] [--threads 2] [--[no-]single-thread-builds] [--no-eventloop]
          [--loader path/to/bindings/index] [--tag NAME] [--python python3] [--no-pip]
        npm run bench:engine -- --scale [--scale-n 1000000] [--build-rounds 2] [--libs quiver-native,usearch,faiss] [--threads 2] [--tag NAME]`;
 

@@ -11,11 +11,15 @@
  *  - synthetic:  seeded Gaussian mixture, 100 clusters, 128-d (Cosine).
  *  - scale:      the same generator with 1000 clusters and 1,000,000 base vectors
  *                (`--scale`; `--scale-n` another size), 1000 queries (Cosine).
+ *  - ondisk768:  the clustered 768-d set of `npm run bench:ondisk` (bench/ondisk/data.ts,
+ *                1000 clusters, 4-decimal values, Cosine), 100,000 base vectors and
+ *                1000 queries (--quick: 20,000 and 200); only when named in --datasets.
  */
 import * as fs from 'fs';
 import * as path from 'path';
 import { spawnSync } from 'child_process';
 import { Dataset, Options, REPO_ROOT, mulberry32, gaussian, shuffleInPlace, nowSec } from './common';
+import { makeData as makeOndiskData } from '../ondisk/data';
 
 export interface DatasetSkip {
   key: string;
@@ -45,6 +49,8 @@ export function datasetSizes(key: string, quick: boolean, scaleN = 1_000_000): {
       return quick ? { nBase: 10_000, nQuery: 200 } : { nBase: 100_000, nQuery: 1000 };
     case 'synthetic':
       return quick ? { nBase: 10_000, nQuery: 200 } : { nBase: 100_000, nQuery: 1000 };
+    case 'ondisk768':
+      return quick ? { nBase: 20_000, nQuery: 200 } : { nBase: 100_000, nQuery: 1000 };
     default:
       throw new Error(`unknown dataset ${key}`);
   }
@@ -204,6 +210,12 @@ export function loadDataset(key: string, opts: Options): Dataset | DatasetSkip {
     ds.cached = false;
     ds.prepareSeconds = nowSec() - t0;
     return ds;
+  }
+  if (key === 'ondisk768') {
+    const ds = makeOndiskData(nBase, nQuery, 768);
+    const { name, description, source, dim, distance } = ds;
+    writeCache(bin, json, ds.base, ds.queries, { name, description, source, dim, nBase, nQuery, distance, clusters: 1000, prepareSeconds: ds.prepareSeconds });
+    return { ...ds, originalPrepareSeconds: ds.prepareSeconds, file: bin };
   }
   // scale: ~1000 points per cluster at 1M, as the 100k set has with 100 clusters.
   const prep = key === 'mnist' ? prepareMnist(nBase, nQuery) : key === 'scale' ? prepareSynthetic(nBase, nQuery, 1000) : prepareSynthetic(nBase, nQuery);

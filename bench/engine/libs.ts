@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Engine, Quantization, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
-import { Dataset, EF_CONSTRUCT, K, LibKey, M, REPO_ROOT, errMsg } from './common';
+import { DEFAULT_HNSW, Dataset, HnswParams, K, LibKey, REPO_ROOT, errMsg } from './common';
 import { LoopTiming, measureBuild, rss, timeAsyncLoop, timeSyncLoop } from './measure';
 
 export interface QuerySet {
@@ -109,6 +109,7 @@ export class QuiverRunner implements Runner {
     private engine: Engine,
     private quantization: Quantization,
     private variants: QuiverVariant[],
+    private hnsw: HnswParams = DEFAULT_HNSW,
   ) {
     this.info = { backend: engine.backend, kernels: engine.kernels, quantization: quantization.kind };
   }
@@ -121,10 +122,10 @@ export class QuiverRunner implements Runner {
     const idx: VectorIndex = this.engine.createIndex({
       dim: ds.dim,
       distance: ds.distance,
-      m: M,
-      efConstruct: EF_CONSTRUCT,
+      m: this.hnsw.m,
+      efConstruct: this.hnsw.efConstruct,
       quantization: this.quantization,
-      seed: 42,
+      seed: this.hnsw.seed,
     });
     let m;
     try {
@@ -217,7 +218,7 @@ export class HnswlibRunner implements Runner {
   label = 'hnswlib-node';
   info: Record<string, string>;
   private mod: HnswlibModule;
-  constructor() {
+  constructor(private hnsw: HnswParams = DEFAULT_HNSW) {
     // eslint-disable-next-line @typescript-eslint/no-var-requires
     this.mod = require('hnswlib-node') as HnswlibModule;
     // eslint-disable-next-line @typescript-eslint/no-var-requires
@@ -236,7 +237,7 @@ export class HnswlibRunner implements Runner {
     for (let i = 0; i < ds.nBase; i++) rows.push(Array.from(ds.base.subarray(i * ds.dim, (i + 1) * ds.dim)));
     const rss0 = await rss();
     const idx = new this.mod.HierarchicalNSW(space, ds.dim);
-    idx.initIndex(ds.nBase, M, EF_CONSTRUCT, 42);
+    idx.initIndex(ds.nBase, this.hnsw.m, this.hnsw.efConstruct, this.hnsw.seed);
     const r = rows;
     const m = await measureBuild(() => {
       for (let i = 0; i < r.length; i++) idx.addPoint(r[i], i);
@@ -266,6 +267,7 @@ export class HnswlibRunner implements Runner {
           // level, and an element has 1/(M-1) upper levels on average (mult = 1/ln M);
           // plus an 8-byte linkLists_ pointer, a 4-byte level, a std::mutex (40 B) and
           // a label-map entry (~32 B) per element.
+          const M = this.hnsw.m;
           const level0 = 4 + 2 * M * 4 + ds.dim * 4 + 8;
           const upper = (4 + M * 4) / (M - 1);
           const bookkeeping = 8 + 4 + 40 + 32;
@@ -298,7 +300,10 @@ export class UsearchRunner implements Runner {
   label = 'usearch';
   info: Record<string, string>;
   private mod: UsearchModule;
-  constructor(private tmpDir: string) {
+  constructor(
+    private tmpDir: string,
+    private hnsw: HnswParams = DEFAULT_HNSW,
+  ) {
     // eslint-disable-next-line @typescript-eslint/no-var-requires
     this.mod = require('usearch') as UsearchModule;
     this.info = { version: usearchVersion(), kernels: usearchKernels() };
@@ -310,8 +315,8 @@ export class UsearchRunner implements Runner {
       dimensions: ds.dim,
       metric: ds.distance === 'Cosine' ? MetricKind.Cos : MetricKind.L2sq,
       quantization: ScalarKind.F32,
-      connectivity: M,
-      expansion_add: EF_CONSTRUCT,
+      connectivity: this.hnsw.m,
+      expansion_add: this.hnsw.efConstruct,
       expansion_search: ef,
       multi: false,
     });

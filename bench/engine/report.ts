@@ -255,7 +255,7 @@ export function markdown(res: Results): string {
   L.push('');
   L.push(`Machine: ${m.cpuModel} × ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os} ${m.kernel}, Node ${m.node}. Load average at start ${(m.loadAverageAtStart as number[]).join('/')} and end ${res.loadAverageAtEnd.join('/')}; cores this process could get (busy-thread probe) at start ${m.coresAvailableAtStart ?? '?'} and end ${res.coresAvailableAtEnd ?? '?'} of ${m.cores} — other work on the machine skews the numbers. Total run ${fmt(res.totalSeconds, 1)} s.`);
   L.push('');
-  L.push(`Parameters: M=${res.parameters.m}, ef_construct=${res.parameters.efConstruct}, k=${res.parameters.k}, ef ∈ {${(res.parameters.efs as number[]).join(', ')}}, build threads=${res.parameters.buildThreads}.`);
+  L.push(`Parameters: M=${res.parameters.m}, ef_construct=${res.parameters.efConstruct}${res.parameters.seed !== undefined ? `, seed=${res.parameters.seed} (level draws of Quiver and hnswlib; FAISS and usearch take none)` : ''}, k=${res.parameters.k}, ef ∈ {${(res.parameters.efs as number[]).join(', ')}}, build threads=${res.parameters.buildThreads}.`);
   L.push('');
   L.push('Libraries:');
   for (const [name, info] of Object.entries(res.libraries)) {

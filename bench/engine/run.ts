@@ -4,7 +4,7 @@
  * Builds and queries Quiver (native, WASM, int8, binary) and the peers (hnswlib-node,
  * usearch) side by side in this one process, and the anchors (FAISS HNSW, hnswlib built
  * with -march=native) in a Python child process (anchors.ts / anchors.py), all with M=16
- * and ef_construct=100, and writes
+ * and ef_construct=100 (or `--m` / `--ef-construct`), and writes
  * bench/results/engine-<tag>.{json,md} plus one QPS-vs-recall SVG per data set.
  */
 import * as fs from 'fs';
@@ -14,10 +14,8 @@ import type { Engine } from '../../bindings/engine';
 import {
   ALL_LIBS,
   Dataset,
-  EF_CONSTRUCT,
   K,
   LibKey,
-  M,
   Options,
   REPO_ROOT,
   errMsg,
@@ -56,13 +54,14 @@ async function makeRunners(opts: Options, notes: string[]): Promise<Map<LibKey, 
     if (engine === null) return;
     runners.set(key, typeof engine === 'string' ? { skip: engine } : make(engine));
   };
-  quiver('quiver-native', native, (e) => new QuiverRunner('quiver-native', 'quiver-native', e, { kind: 'none' }, [{ label: 'quiver-native', options: {} }]));
+  const hnsw = opts.hnsw;
+  quiver('quiver-native', native, (e) => new QuiverRunner('quiver-native', 'quiver-native', e, { kind: 'none' }, [{ label: 'quiver-native', options: {} }], hnsw));
   quiver('quiver-native-int8', native, (e) =>
     new QuiverRunner('quiver-native-int8', 'quiver-native int8', e, { kind: 'scalar' }, [
       { label: 'quiver-native int8', options: { rescore: true } },
       { label: 'quiver-native int8 x2', options: { oversampling: 2, rescore: true }, oversampling: 2 },
       { label: 'quiver-native int8 x3', options: { oversampling: 3, rescore: true }, oversampling: 3 },
-    ]),
+    ], hnsw),
   );
   quiver('quiver-native-binary', native, (e) =>
     new QuiverRunner('quiver-native-binary', 'quiver-native binary', e, { kind: 'binary' }, [
@@ -70,19 +69,19 @@ async function makeRunners(opts: Options, notes: string[]): Promise<Map<LibKey, 
       { label: 'quiver-native binary x2', options: { oversampling: 2, rescore: true }, oversampling: 2 },
       { label: 'quiver-native binary x4', options: { oversampling: 4, rescore: true }, oversampling: 4 },
       { label: 'quiver-native binary x8', options: { oversampling: 8, rescore: true }, oversampling: 8 },
-    ]),
+    ], hnsw),
   );
-  quiver('quiver-wasm', wasm, (e) => new QuiverRunner('quiver-wasm', 'quiver-wasm', e, { kind: 'none' }, [{ label: 'quiver-wasm', options: {} }]));
+  quiver('quiver-wasm', wasm, (e) => new QuiverRunner('quiver-wasm', 'quiver-wasm', e, { kind: 'none' }, [{ label: 'quiver-wasm', options: {} }], hnsw));
   if (opts.libs.includes('hnswlib')) {
     try {
-      runners.set('hnswlib', new HnswlibRunner());
+      runners.set('hnswlib', new HnswlibRunner(hnsw));
     } catch (e) {
       runners.set('hnswlib', { skip: `hnswlib-node not usable (npm install; it compiles with node-gyp): ${errMsg(e).split('\n')[0]}` });
     }
   }
   if (opts.libs.includes('usearch')) {
     try {
-      runners.set('usearch', new UsearchRunner(path.join(opts.dataDir, 'tmp')));
+      runners.set('usearch', new UsearchRunner(path.join(opts.dataDir, 'tmp'), hnsw));
     } catch (e) {
       runners.set('usearch', { skip: `usearch not usable: ${errMsg(e).split('\n')[0]}` });
     }
@@ -223,7 +222,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   machine.coresAvailableAtStart = Math.round((await coresAvailable()) * 100) / 100;
   console.log(`Quiver engine benchmark (${opts.quick ? 'quick' : 'full'}): ${machine.cpuModel} × ${machine.cores} (${machine.coresAvailableAtStart} free now), Node ${machine.node}`);
-  console.log(`  datasets: ${opts.datasets.join(', ')}; libs: ${opts.libs.join(', ')}; ef: ${opts.efs.join(', ')}; M=${M}, ef_construct=${EF_CONSTRUCT}`);
+  console.log(`  datasets: ${opts.datasets.join(', ')}; libs: ${opts.libs.join(', ')}; ef: ${opts.efs.join(', ')}; M=${opts.hnsw.m}, ef_construct=${opts.hnsw.efConstruct}, seed=${opts.hnsw.seed}`);
 
   const runners = await makeRunners(opts, notes);
   const libraries: Record<string, Record<string, string>> = {};
@@ -348,7 +347,7 @@ async function main(): Promise<void> {
     args: argv,
     machine,
     libraries,
-    parameters: { m: M, efConstruct: EF_CONSTRUCT, k: K, efs: opts.efs, buildThreads: opts.buildThreads, singleThreadBuilds: opts.singleThreadBuilds, warmupQueries: opts.quick ? WARMUP_QUICK : WARMUP, repsBestOf: opts.reps },
+    parameters: { m: opts.hnsw.m, efConstruct: opts.hnsw.efConstruct, seed: opts.hnsw.seed, k: K, efs: opts.efs, buildThreads: opts.buildThreads, singleThreadBuilds: opts.singleThreadBuilds, warmupQueries: opts.quick ? WARMUP_QUICK : WARMUP, repsBestOf: opts.reps },
     datasets,
     rows,
     eventLoop,
