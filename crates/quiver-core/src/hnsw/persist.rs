@@ -36,7 +36,17 @@ const INDEX_FLAG_U8: u32 = 1 << 9;
 /// its tail is ignored. Shorter is `Corrupt`. Builds before this flag refuse such files
 /// as `UnsupportedFormat` (an unknown flag), never misread them.
 const INDEX_FLAG_SIDE: u32 = 1 << 16;
-const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8 | INDEX_FLAG_SIDE;
+/// Bit 17: the level-0 link lists are not in the file but in a graph file in the same
+/// directory (`move_graph_to_file`): after the flags word (and after the originals side
+/// file's fields when bit 16 is set too) come the graph file's name (u32 length, UTF-8
+/// bytes, a plain file name) and the number of slots it covers (u64, the slot count);
+/// the arena array then holds each slot's data words only (`n * data_words`). The
+/// graph file holds `n * (1 + 2m)` u32 words, little-endian; a longer file's tail is
+/// ignored, a shorter one is `Corrupt`, and every link in it is range-checked on load
+/// (`check_invariants`). Builds before this flag refuse such files as
+/// `UnsupportedFormat`.
+const INDEX_FLAG_GRAPH: u32 = 1 << 17;
+const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8 | INDEX_FLAG_SIDE | INDEX_FLAG_GRAPH;
 
 /// Longest side file name an index file may carry.
 const MAX_SIDE_NAME: usize = 1024;
@@ -130,8 +140,10 @@ impl Index {
         w.write_u64(c.seed)?;
         let side = self.mapped.as_ref().map(|m| m.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         let side_flag = if side.is_some() { INDEX_FLAG_SIDE } else { 0 };
-        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype) | side_flag)?;
-        if let Some(name) = &side {
+        let graph = self.graph_map.as_ref().map(|m| m.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let graph_flag = if graph.is_some() { INDEX_FLAG_GRAPH } else { 0 };
+        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype) | side_flag | graph_flag)?;
+        for name in side.iter().chain(graph.iter()) {
             w.write_u32(name.len() as u32)?;
             w.write_bytes(name.as_bytes())?;
             w.write_u64(self.n as u64)?;
@@ -173,6 +185,8 @@ impl Index {
     /// Parses what `to_bytes` wrote; `side` is the content of the side file the bytes
     /// name (see `side_file_of`), read into memory: at least the bytes the index covers
     /// (a longer one's tail is ignored; shorter is `Corrupt`).
+    /// An index whose level-0 links are in a graph file is refused (`Unsupported`):
+    /// only `load` maps one.
     pub fn from_bytes_with_side(bytes: &[u8], name: &str, side: Option<&[u8]>) -> Result<Index> {
         let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
         let mut r = ByteReader::new(payload).with_name(name);
@@ -194,12 +208,24 @@ impl Index {
             }
             Ok(SideOriginals::Memory(side[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
-        Index::read_payload(&mut r, version, name, &mut resolve)
+        let mut graph = |file: &str, _words: usize| -> Result<MappedF32> {
+            Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{}: the index keeps its graph in the mapped file {}, which only a native load can map", name, file),
+            ))
+        };
+        Index::read_payload(&mut r, version, name, &mut resolve, &mut graph)
     }
 
     /// Parses an index payload of format `version` from a slice or a file stream,
     /// reading the large arrays straight into the index's own storage.
-    fn read_payload<S: Source>(r: &mut S, version: u32, name: &str, side: &mut dyn FnMut(&str, usize) -> Result<SideOriginals>) -> Result<Index> {
+    fn read_payload<S: Source>(
+        r: &mut S,
+        version: u32,
+        name: &str,
+        side: &mut dyn FnMut(&str, usize) -> Result<SideOriginals>,
+        graph: &mut dyn FnMut(&str, usize) -> Result<MappedF32>,
+    ) -> Result<Index> {
         let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
         let dim = r.read_u32()? as usize;
         let distance = Distance::from_code(r.read_u8()?).ok_or_else(|| bad("unknown distance code"))?;
@@ -249,6 +275,23 @@ impl Index {
         } else {
             None
         };
+        let graph_ref = if flags & INDEX_FLAG_GRAPH != 0 {
+            let len = r.read_u32()? as usize;
+            if len == 0 || len > MAX_SIDE_NAME {
+                return Err(bad("graph file name out of range"));
+            }
+            let raw = r.read_byte_vec(len, "graph file name")?;
+            let file = String::from_utf8(raw).map_err(|_| bad("graph file name is not UTF-8"))?;
+            if !plain_file_name(&file) {
+                return Err(bad("graph file name is not a plain file name"));
+            }
+            if config.flat {
+                return Err(bad("a graph file for a flat index"));
+            }
+            Some((file, r.read_u64()?))
+        } else {
+            None
+        };
         config.validate().map_err(|e| bad(&e.message))?;
         let mut index = Index::new(config)?;
         index.rng = SplitMix64::new(r.read_u64()?);
@@ -274,7 +317,9 @@ impl Index {
         let mut deleted = vec![0u64; deleted_words];
         r.read_u64s(&mut deleted, "deleted bits")?;
         index.data_words = data_words;
-        index.stride = 1 + index.m0 + data_words;
+        // With the links in a graph file, the arena holds the data words only.
+        index.lofs = if graph_ref.is_some() { 0 } else { 1 + index.m0 };
+        index.stride = index.lofs + data_words;
         let arena_words = n.checked_mul(index.stride).ok_or_else(|| bad("slot count or slot size out of range"))?;
         r.check_array(arena_words, 4, "u32 array")?;
         let mut arena = zeroed_atomics(arena_words);
@@ -332,6 +377,12 @@ impl Index {
         if index.quantized() && index.originals_slice().len() != n * dim {
             return Err(bad("original vectors missing"));
         }
+        if let Some((file, covered)) = graph_ref {
+            if covered != n as u64 {
+                return Err(bad("graph file covers another number of slots than the index holds"));
+            }
+            index.graph_map = Some(graph(&file, n * (1 + index.m0))?);
+        }
         // Structure checks before anything dereferences a link.
         let w = 1 + index.config.m;
         for i in 0..n {
@@ -372,6 +423,11 @@ impl Index {
         index.entry.store(if n == 0 { NONE } else { entry }, Ordering::Release);
         index.max_level.store(max_level, Ordering::Release);
         index.check_invariants().map_err(|e| bad(&e.message))?;
+        // The check read every link through the map: drop those pages from the process
+        // again (the page cache keeps them), so a loaded index starts at its memory part.
+        if let Some(g) = &index.graph_map {
+            g.release_pages();
+        }
         Ok(index)
     }
 
@@ -404,6 +460,20 @@ impl Index {
             }
             m.sync()?;
         }
+        if let Some(g) = &self.graph_map {
+            let beside = match (path.parent(), g.path().file_name()) {
+                (Some(d), Some(name)) => (if d.as_os_str().is_empty() { std::path::Path::new(".") } else { d }).join(name),
+                _ => std::path::PathBuf::new(),
+            };
+            // Written and fsynced once when it was created; never changed since.
+            if !g.is_file_at(&beside) {
+                return Err(Error::invalid(format!(
+                    "{}: the index's graph is in {}, which is not in the same directory",
+                    path.display(),
+                    g.path().display()
+                )));
+            }
+        }
         let len = self.payload_len();
         crate::fileio::write_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, len, |w| self.write_payload(w))
     }
@@ -429,8 +499,15 @@ impl Index {
             }
             Ok(SideOriginals::Memory(bytes[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
+        let mut graph = |file: &str, words: usize| -> Result<MappedF32> {
+            let p = dir.join(file);
+            if cfg!(all(unix, not(target_arch = "wasm32"))) {
+                return MappedF32::open(&p, words);
+            }
+            Err(Error::new(ErrorKind::Unsupported, format!("{}: cannot map the graph file {} on this target", name, p.display())))
+        };
         crate::fileio::read_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, |r, version| {
-            Index::read_payload(r, version, &name, &mut resolve)
+            Index::read_payload(r, version, &name, &mut resolve, &mut graph)
         })
     }
 }
