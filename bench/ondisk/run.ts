@@ -1,5 +1,5 @@
 /**
- * `npm run bench:ondisk [-- --n 1000000 --dim 768 --queries 500 --efs 64,128 --modes disk,memory --root DIR --tag NAME]`
+ * `npm run bench:ondisk [-- --n 1000000 --dim 768 --queries 500 --efs 64,128 --modes disk,memory,f32,graph --root DIR --tag NAME]`
  *
  * On-disk dense vectors against in-memory vectors, both with int8 (scalar) quantization
  * kept in RAM (issue 20's must-hold: with 1M x 768 on disk, RSS <= 0.4x the raw f32
@@ -8,7 +8,9 @@
  *  - a real server (`node bin/quiver` of this checkout, or of `--root DIR`), one
  *    collection `{size: dim, distance: Cosine, on_disk: <mode>}` with
  *    `quantization_config.scalar {type: int8, always_ram: true}` (mode `f32`: no
- *    quantization, in memory: the recall the graph alone reaches on this data);
+ *    quantization, in memory: the recall the graph alone reaches on this data; mode
+ *    `graph`: as `disk`, plus `hnsw_config.on_disk: true`, the graph's level-0 links in
+ *    a memory-mapped file too);
  *  - N points loaded through REST (batches of `--batch`, wait=true, two in flight), then
  *    a wait until the optimizer has indexed every vector (`indexed_vectors_count`);
  *  - RSS once the server is quiet and RSS has stopped moving ("after the load"), then
@@ -39,8 +41,18 @@ function arg(name: string, def: string): string {
 }
 
 const C = 'ondisk_bench';
-/** disk: on_disk + int8; memory: int8, originals in memory; f32: no quantization, in memory (the graph's own recall). */
-type Mode = 'disk' | 'memory' | 'f32';
+/**
+ * disk: on_disk + int8; memory: int8, originals in memory; f32: no quantization, in memory (the graph's own recall);
+ * graph: on_disk + int8 + hnsw_config.on_disk (originals and level-0 links in mapped files).
+ */
+type Mode = 'disk' | 'memory' | 'f32' | 'graph';
+const MODES: readonly Mode[] = ['disk', 'memory', 'f32', 'graph'];
+const MODE_LABEL: Record<Mode, string> = {
+  disk: 'on_disk: true, int8',
+  memory: 'on_disk: false, int8',
+  f32: 'on_disk: false, no quantization',
+  graph: 'on_disk: true, int8, hnsw_config.on_disk: true',
+};
 const K = 10;
 const QUIET_MS = 5000;
 const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
@@ -153,9 +165,10 @@ async function runMode(mode: Mode, ds: Dataset, opts: { batch: number; efs: numb
   const { dim, nBase: n } = ds;
   try {
     const config = {
-      vectors: { size: dim, distance: 'Cosine', on_disk: mode === 'disk' },
+      vectors: { size: dim, distance: 'Cosine', on_disk: mode === 'disk' || mode === 'graph' },
       // f32: the reference point without quantization (what the graph alone reaches).
       ...(mode === 'f32' ? {} : { quantization_config: { scalar: { type: 'int8', always_ram: true } } }),
+      ...(mode === 'graph' ? { hnsw_config: { on_disk: true } } : {}),
     };
     await client.json('PUT', `/collections/${C}`, config);
     const t0 = Date.now();
@@ -246,7 +259,7 @@ async function main(): Promise<void> {
   const reps = Number(arg('reps', '2'));
   const efs = arg('efs', '64,128').split(',').map(Number);
   const modes = arg('modes', 'disk,memory').split(',') as Mode[];
-  for (const m of modes) if (!['disk', 'memory', 'f32'].includes(m)) throw new Error(`--modes: ${m} is not one of disk, memory, f32`);
+  for (const m of modes) if (!MODES.includes(m)) throw new Error(`--modes: ${m} is not one of ${MODES.join(', ')}`);
   const rootArg = arg('root', '');
   const root = rootArg ? path.resolve(rootArg) : undefined;
   const tag = arg('tag', new Date().toISOString().slice(0, 10));
@@ -268,6 +281,14 @@ async function main(): Promise<void> {
     checks.push(`RSS on disk / raw f32 bytes: ${ratio.toFixed(3)} after a restart, ${ratioQ.toFixed(3)} at most during queries (must be <= 0.4: ${Math.max(ratio, ratioQ) <= 0.4 ? 'holds' : 'DOES NOT HOLD'})`);
     const e128 = disk.efs.find((e) => e.ef === 128);
     if (e128) checks.push(`recall@10 at ef 128 on disk: ${e128.recall} (must be >= 0.95: ${e128.recall >= 0.95 ? 'holds' : 'DOES NOT HOLD'})`);
+  }
+  const graph = results.find((r) => r.mode === 'graph');
+  if (graph && disk) {
+    checks.push(`RSS after a restart with the graph on disk too / vectors on disk only: ${(graph.rss_after_restart_mb / disk.rss_after_restart_mb).toFixed(3)} (${graph.rss_after_restart_mb} / ${disk.rss_after_restart_mb} MB)`);
+    for (const e of graph.efs) {
+      const d = disk.efs.find((x) => x.ef === e.ef);
+      if (d) checks.push(`graph on disk / vectors on disk only at ef ${e.ef}: QPS c=1 ${(e.qps_c1 / d.qps_c1).toFixed(2)}, c=8 ${(e.qps_c8 / d.qps_c8).toFixed(2)}; recall ${e.recall} vs ${d.recall}`);
+    }
   }
   if (disk && memory) {
     for (const e of disk.efs) {
@@ -292,7 +313,7 @@ async function main(): Promise<void> {
       `indexed, restarted on the same storage; recall@10 of ${nq} queries against exact brute force; QPS best of ${reps} passes at concurrency 1 and 8 ` +
       `after a warm-up pass. 2 cores shared with other work (load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}).`,
     '',
-    `| | ${cols.map((c) => (c === 'disk' ? 'on_disk: true, int8' : c === 'memory' ? 'on_disk: false, int8' : 'on_disk: false, no quantization')).join(' | ')} |`,
+    `| | ${cols.map((c) => MODE_LABEL[c]).join(' | ')} |`,
     `|---|${cols.map(() => '---').join('|')}|`,
     row('load (s)', (r) => r.load_seconds.toFixed(1)),
     row('indexing after the load (s)', (r) => r.index_seconds.toFixed(1)),
