@@ -4,7 +4,8 @@
  * in memory, links from the map) and for an int8 vector whose originals are on disk
  * too (set per vector), each next to an in-memory twin with the same data and settings.
  * `GET /collections/{c}` shows on_disk true; searches answer exactly as the twin does;
- * acknowledged writes survive kill -9; a snapshot recovers with the graph file; PATCH
+ * acknowledged writes survive kill -9; a snapshot recovers with the graph file, on this
+ * node and on a node running the WASM engine (which reads the file into memory); PATCH
  * flips on_disk both ways (and a restart after); a multivector refuses it with a 400.
  */
 
@@ -92,10 +93,14 @@ function graphFiles(root: string, collection?: string): string[] {
 
 test('hnsw_config.on_disk: shown, same answers as in memory (f32 and int8 with vectors on disk), kill -9, restart, snapshot, PATCH both ways', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-graph-'));
+  const wasmDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-graph-wasm-'));
   let server = await startServer(dir);
+  let wasm: Server | null = null;
   t.teardown(async () => {
     await server.stop('SIGTERM');
+    if (wasm) await wasm.stop('SIGTERM');
     fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(wasmDir, { recursive: true, force: true });
   });
 
   // A multivector keeps its graph in memory: refused, naming the fix; nothing is created.
@@ -160,6 +165,29 @@ test('hnsw_config.on_disk: shown, same answers as in memory (f32 and int8 with v
   t.is(graphFiles(dir, 'grestored').length, 1, 'the snapshot carried the graph file');
   t.deepEqual(await scroll(server, 'grestored'), acknowledged);
   t.deepEqual(await answers(t, server, 'grestored'), want, 'the recovered collection answers as before');
+  // A WASM node recovers the same snapshot, reading the graph file into memory.
+  wasm = await startServer(wasmDir, { QUIVER_ENGINE: 'wasm' });
+  const copy = path.join(wasmDir, 'snapshots', 'gwasm', snap.name);
+  fs.mkdirSync(path.dirname(copy), { recursive: true });
+  fs.copyFileSync(file, copy);
+  await ok(t, wasm, 'PUT', '/collections/gwasm/snapshots/recover?wait=true', { location: `file://${copy}`, priority: 'snapshot' });
+  t.is((await ok(t, wasm, 'GET', '/collections/gwasm')).config.hnsw_config.on_disk, true);
+  t.deepEqual(await scroll(wasm, 'gwasm'), acknowledged);
+  const got = (await answers(t, wasm, 'gwasm')) as Array<Array<[number, number]>>;
+  const base = want as Array<Array<[number, number]>>;
+  t.deepEqual(
+    got.map((r) => r.map(([id]) => id)),
+    base.map((r) => r.map(([id]) => id)),
+    'the WASM engine serves the snapshot with the links read into memory',
+  );
+  got.forEach((r, i) => r.forEach(([, score], j) => t.true(Math.abs(score - base[i][j][1]) < 1e-5, `${score} vs ${base[i][j][1]}`)));
+  // Its next checkpoint holds the links itself: a restart of the WASM node needs no graph file.
+  await waitFor('the WASM node drops the graph file', async () => graphFiles(wasmDir, 'gwasm').length === 0, 60_000);
+  await wasm.stop('SIGTERM');
+  wasm = await startServer(wasmDir, { QUIVER_ENGINE: 'wasm' });
+  t.deepEqual(await scroll(wasm, 'gwasm'), acknowledged, 'the WASM node after a restart');
+  await wasm.stop('SIGTERM');
+  wasm = null;
 
   // PATCH: on_disk off moves the links into memory, on again into a new graph file.
   await ok(t, server, 'PATCH', '/collections/gdisk', { hnsw_config: { on_disk: false } });

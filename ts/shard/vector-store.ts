@@ -926,6 +926,8 @@ export class VectorStore {
         t.savedFile = names[i];
         t.savedGraph = i === 2 && files.graph ? files.graph : null;
         if (i === 2 && files.originals && mapped === null) t.gen++;
+        // Links a WASM node read into memory: the next save holds them itself.
+        if (i === 2 && files.graph && graph === null) t.gen++;
         return t;
       });
       const present = await this.reconcile(tracked.filter((t): t is Tracked => t !== null), keep);

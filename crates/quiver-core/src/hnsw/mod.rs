@@ -56,7 +56,7 @@ mod search;
 
 pub use graph::{compacted_path, default_threads};
 use graph::{SpinLock, LOCK_STRIPES};
-pub use persist::{side_file_of, SideOriginals, INDEX_FORMAT_VERSION, INDEX_MAGIC};
+pub use persist::{graph_file_of, side_file_of, SideGraph, SideOriginals, INDEX_FORMAT_VERSION, INDEX_MAGIC};
 pub use rule::{fast_sigmoid, scaled_fast_sigmoid, Rule};
 
 /// Default clipping quantile of scalar (int8) quantization: 1, the whole range of each
@@ -898,6 +898,18 @@ mod tests {
             assert_eq!(answers(&back), want, "{} reopened", name);
             // The bytes alone cannot be read without mapping the file.
             assert_eq!(Index::from_bytes(&map.to_bytes()).err().unwrap().code(), "QUIVER_UNSUPPORTED");
+            // Given the files' bytes (what the WASM worker does), the links go back into memory.
+            let bytes = map.to_bytes();
+            let (gname, gbytes) = graph_file_of(&bytes).unwrap().unwrap();
+            assert_eq!(gname, "graph.links");
+            assert_eq!(gbytes as usize, s.graph_file_bytes);
+            let side = side_file_of(&bytes).unwrap().map(|(f, len)| std::fs::read(dir.join(f)).unwrap()[..len as usize].to_vec());
+            let graph_file = std::fs::read(&file).unwrap();
+            let inmem = Index::from_bytes_with_files(&bytes, "x", side.as_deref(), Some(&graph_file)).unwrap();
+            assert!(!inmem.graph_on_disk());
+            assert_eq!(inmem.stats().graph_bytes, in_ram);
+            assert_eq!(answers(&inmem), want, "{} read into memory", name);
+            assert_eq!(Index::from_bytes_with_files(&bytes, "x", side.as_deref(), Some(&graph_file[..graph_file.len() - 4])).err().unwrap().code(), "QUIVER_CORRUPT");
 
             // Deletes only mark slots: the links stay mapped.
             let gone: Vec<u64> = labels.iter().cloned().filter(|l| l % 7 == 0).collect();

@@ -58,6 +58,50 @@ pub enum SideOriginals {
     Memory(Vec<f32>),
 }
 
+/// Where a loaded index's level-0 links come from: the mapped graph file, or its
+/// words read into memory (the WASM backend, which has no mmap: the links go back
+/// into the arena).
+pub enum SideGraph {
+    Mapped(MappedF32),
+    Memory(Vec<u32>),
+}
+
+/// The graph file an index file's bytes name (`INDEX_FLAG_GRAPH`), and the bytes of it
+/// the index reads: `None` for an index that holds its links itself. Reads the frame
+/// header and the payload's first fields only (the load that follows checks the rest).
+pub fn graph_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
+    use crate::fileio::FRAME_HEADER_BYTES;
+    let bad = || Error::corrupt("index: truncated header");
+    if bytes.len() < FRAME_HEADER_BYTES || bytes[..8] != INDEX_MAGIC {
+        return Err(Error::corrupt("index: not an index file"));
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version < 2 {
+        return Ok(None);
+    }
+    let p = &bytes[FRAME_HEADER_BYTES..];
+    let word = |o: usize| -> Result<u32> { p.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(bad) };
+    let mut at = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
+    let flags = word(at)?;
+    if flags & INDEX_FLAG_GRAPH == 0 {
+        return Ok(None);
+    }
+    at += 4;
+    if flags & INDEX_FLAG_SIDE != 0 {
+        at += 4 + word(at)? as usize + 8;
+    }
+    let m = word(5)? as u64;
+    let name_len = word(at)? as usize;
+    if name_len == 0 || name_len > MAX_SIDE_NAME {
+        return Err(Error::corrupt("index: graph file name out of range"));
+    }
+    let name = p.get(at + 4..at + 4 + name_len).ok_or_else(bad)?;
+    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::corrupt("index: graph file name is not UTF-8"))?;
+    let c = p.get(at + 4 + name_len..at + 12 + name_len).ok_or_else(bad)?;
+    let covered = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    Ok(Some((name, covered.saturating_mul(1 + 2 * m).saturating_mul(4))))
+}
+
 /// The side file an index file's bytes name, and the bytes of it the index reads:
 /// `None` for an index that holds its originals itself. Reads the frame header and
 /// the payload's first fields only (no checksum: the load that follows checks it).
@@ -186,8 +230,14 @@ impl Index {
     /// name (see `side_file_of`), read into memory: at least the bytes the index covers
     /// (a longer one's tail is ignored; shorter is `Corrupt`).
     /// An index whose level-0 links are in a graph file is refused (`Unsupported`):
-    /// only `load` maps one.
+    /// `load` maps it, `from_bytes_with_files` takes its bytes.
     pub fn from_bytes_with_side(bytes: &[u8], name: &str, side: Option<&[u8]>) -> Result<Index> {
+        Index::from_bytes_with_files(bytes, name, side, None)
+    }
+
+    /// `from_bytes_with_side`, and `graph`, the content of the graph file the bytes
+    /// name (see `graph_file_of`), read into memory: the links go back into the arena.
+    pub fn from_bytes_with_files(bytes: &[u8], name: &str, side: Option<&[u8]>, graph_bytes: Option<&[u8]>) -> Result<Index> {
         let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
         let mut r = ByteReader::new(payload).with_name(name);
         let mut resolve = |file: &str, len: usize| -> Result<SideOriginals> {
@@ -208,11 +258,23 @@ impl Index {
             }
             Ok(SideOriginals::Memory(side[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
-        let mut graph = |file: &str, _words: usize| -> Result<MappedF32> {
-            Err(Error::new(
-                ErrorKind::Unsupported,
-                format!("{}: the index keeps its graph in the mapped file {}, which only a native load can map", name, file),
-            ))
+        let mut graph = |file: &str, words: usize| -> Result<SideGraph> {
+            let g = graph_bytes.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{}: the index keeps its graph in the file {}, which was not given", name, file),
+                )
+            })?;
+            if (g.len() as u64) < words as u64 * 4 {
+                return Err(Error::corrupt(format!(
+                    "{}: graph file {} has {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
+                    name,
+                    file,
+                    g.len(),
+                    words as u64 * 4
+                )));
+            }
+            Ok(SideGraph::Memory(g[..words * 4].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
         Index::read_payload(&mut r, version, name, &mut resolve, &mut graph)
     }
@@ -224,7 +286,7 @@ impl Index {
         version: u32,
         name: &str,
         side: &mut dyn FnMut(&str, usize) -> Result<SideOriginals>,
-        graph: &mut dyn FnMut(&str, usize) -> Result<MappedF32>,
+        graph: &mut dyn FnMut(&str, usize) -> Result<SideGraph>,
     ) -> Result<Index> {
         let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
         let dim = r.read_u32()? as usize;
@@ -324,6 +386,7 @@ impl Index {
         r.check_array(arena_words, 4, "u32 array")?;
         let mut arena = zeroed_atomics(arena_words);
         r.read_u32s(atomics_as_u32_mut(&mut arena), "u32 array")?;
+        // (Replaced below when a graph file's links are read into memory.)
         r.check_array(n, 4, "u32 array")?;
         let mut upper_off = vec![0u32; n];
         r.read_u32s(&mut upper_off, "u32 array")?;
@@ -381,7 +444,26 @@ impl Index {
             if covered != n as u64 {
                 return Err(bad("graph file covers another number of slots than the index holds"));
             }
-            index.graph_map = Some(graph(&file, n * (1 + index.m0))?);
+            match graph(&file, n * (1 + index.m0))? {
+                SideGraph::Mapped(m) => index.graph_map = Some(m),
+                SideGraph::Memory(words) => {
+                    // Links back into the arena, in front of each slot's data words.
+                    let (w0, dw) = (1 + index.m0, data_words);
+                    let mut merged = zeroed_atomics(n * (w0 + dw));
+                    {
+                        let out = atomics_as_u32_mut(&mut merged);
+                        let data = atomics_as_u32(&arena);
+                        for i in 0..n {
+                            let at = i * (w0 + dw);
+                            out[at..at + w0].copy_from_slice(&words[i * w0..(i + 1) * w0]);
+                            out[at + w0..at + w0 + dw].copy_from_slice(&data[i * dw..(i + 1) * dw]);
+                        }
+                    }
+                    arena = merged;
+                    index.lofs = w0;
+                    index.stride = w0 + dw;
+                }
+            }
         }
         // Structure checks before anything dereferences a link.
         let w = 1 + index.config.m;
@@ -499,12 +581,16 @@ impl Index {
             }
             Ok(SideOriginals::Memory(bytes[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
-        let mut graph = |file: &str, words: usize| -> Result<MappedF32> {
+        let mut graph = |file: &str, words: usize| -> Result<SideGraph> {
             let p = dir.join(file);
             if cfg!(all(unix, not(target_arch = "wasm32"))) {
-                return MappedF32::open(&p, words);
+                return MappedF32::open(&p, words).map(SideGraph::Mapped);
             }
-            Err(Error::new(ErrorKind::Unsupported, format!("{}: cannot map the graph file {} on this target", name, p.display())))
+            let bytes = std::fs::read(&p).map_err(|e| crate::fileio::io_error(&format!("reading {}", p.display()), e))?;
+            if (bytes.len() as u64) < words as u64 * 4 {
+                return Err(Error::corrupt(format!("{}: {} bytes, but the index needs {}; the file is shorter than the index it belongs to", p.display(), bytes.len(), words as u64 * 4)));
+            }
+            Ok(SideGraph::Memory(bytes[..words * 4].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
         crate::fileio::read_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, |r, version| {
             Index::read_payload(r, version, &name, &mut resolve, &mut graph)
