@@ -141,8 +141,10 @@ export interface IndexStats {
   originalBytes: number;
   /** Bytes of f32 originals read from a mapped file (0 when they are in memory). */
   originalFileBytes?: number;
-  /** Bytes held for graph links. */
+  /** Bytes held in memory for graph links (upper levels only once the level-0 links are mapped). */
   graphBytes: number;
+  /** Bytes of level-0 links read from a mapped graph file (0 or absent: the graph is in memory). */
+  graphFileBytes?: number;
   /** Everything the index holds in memory. */
   totalBytes: number;
   quantization: Quantization['kind'];
@@ -222,6 +224,19 @@ export interface VectorIndex {
   moveOriginalsToDisk(path: string): Promise<void>;
   /** Copies mapped originals back into memory (the file stays on disk); nothing to do when they are there. */
   moveOriginalsToMemory(): Promise<void>;
+  /**
+   * Graph indexes: moves the level-0 link lists (nearly all of the graph) to a file
+   * written once and memory-mapped read-only (the reference's `hnsw_config.on_disk`);
+   * searches read the links in place. The file is never written again: the next `add`
+   * copies the links back into memory (the file stays for the caller to remove), a
+   * delete keeps them mapped, `compact` writes a new file beside it, `save` names it
+   * (it must sit in the directory the index is saved to) and `loadIndex` maps it.
+   * Native backend only (wasm32 has no mmap: QUIVER_UNSUPPORTED); flat and multivector
+   * indexes have no graph to move (QUIVER_INVALID_ARGUMENT).
+   */
+  moveGraphToDisk(path: string): Promise<void>;
+  /** Copies mapped level-0 links back into memory (the file stays on disk); nothing to do when they are there. */
+  moveGraphToMemory(): Promise<void>;
   /** Frees native memory now; later calls fail with QUIVER_CLOSED. */
   close(): void;
 }

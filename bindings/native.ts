@@ -78,6 +78,8 @@ interface AddonIndex {
   save(path: string): Promise<void>;
   moveOriginalsToDisk(path: string): Promise<void>;
   moveOriginalsToMemory(): Promise<void>;
+  moveGraphToDisk(path: string): Promise<void>;
+  moveGraphToMemory(): Promise<void>;
   stats(): Omit<IndexStats, 'distance' | 'quantization' | 'datatype'> & { distance: string; quantization: string; datatype: string };
   close(): void;
 }
@@ -344,6 +346,7 @@ class NativeVectorIndex implements VectorIndex {
       originalBytes: s.originalBytes,
       originalFileBytes: s.originalFileBytes,
       graphBytes: s.graphBytes,
+      graphFileBytes: s.graphFileBytes,
       totalBytes: s.totalBytes,
       quantization: s.quantization as IndexStats['quantization'],
       flat: s.flat,
@@ -361,6 +364,14 @@ class NativeVectorIndex implements VectorIndex {
 
   moveOriginalsToMemory(): Promise<void> {
     return call(() => this.inner.moveOriginalsToMemory());
+  }
+
+  moveGraphToDisk(path: string): Promise<void> {
+    return call(() => this.inner.moveGraphToDisk(checkPath('path', path)));
+  }
+
+  moveGraphToMemory(): Promise<void> {
+    return call(() => this.inner.moveGraphToMemory());
   }
 
   close(): void {

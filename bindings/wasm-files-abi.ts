@@ -53,6 +53,7 @@ interface FileExports {
   ): number;
   quiver_index_from_file_bytes(bytes: number, len: number, name: number, nameLen: number): number;
   quiver_index_from_file_bytes_side(bytes: number, len: number, name: number, nameLen: number, side: number, sideLen: number): number;
+  quiver_index_from_file_bytes_graph(bytes: number, len: number, name: number, nameLen: number, side: number, sideLen: number, hasSide: number, graph: number, graphLen: number): number;
   quiver_sparse_from_file_bytes(bytes: number, len: number, name: number, nameLen: number): number;
   quiver_sparse_to_bytes(handle: number, outLen: number): number;
   quiver_last_error(out: number): number;
@@ -209,6 +210,27 @@ export class WasmFileModule extends WasmModule {
       const [sp, ss] = this.put(side.length > 0 ? side : new Uint8Array(1));
       try {
         return this.fromFile(bytes, name, (b, l, n, nl) => this.f.quiver_index_from_file_bytes_side(b, l, n, nl, sp, side.length));
+      } finally {
+        this.f.quiver_free(sp, ss);
+      }
+    });
+  }
+
+  /**
+   * A dense index from the bytes of its file and those of the graph file holding its
+   * level-0 links (see `indexGraphFile`), and of the originals' side file when it names
+   * one; all kept in memory. Errors name `name`.
+   */
+  indexFromFileWithGraph(bytes: Uint8Array, name: string, side: Uint8Array | null, graph: Uint8Array): number {
+    return this.run(() => {
+      const [sp, ss] = this.put(side !== null && side.length > 0 ? side : new Uint8Array(1));
+      try {
+        const [gp, gs] = this.put(graph.length > 0 ? graph : new Uint8Array(1));
+        try {
+          return this.fromFile(bytes, name, (b, l, n, nl) => this.f.quiver_index_from_file_bytes_graph(b, l, n, nl, sp, side?.length ?? 0, side !== null ? 1 : 0, gp, graph.length));
+        } finally {
+          this.f.quiver_free(gp, gs);
+        }
       } finally {
         this.f.quiver_free(sp, ss);
       }

@@ -142,6 +142,14 @@ export class WasmMultiVectorIndex implements VectorIndex {
     return Promise.reject(new EngineError('QUIVER_INVALID_ARGUMENT', 'a multivector index keeps no originals apart (it is not quantized)'));
   }
 
+  moveGraphToMemory(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  moveGraphToDisk(_path: string): Promise<void> {
+    return Promise.reject(new EngineError('QUIVER_INVALID_ARGUMENT', 'a multivector index keeps its graph in memory'));
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;

@@ -11,7 +11,7 @@ import { EngineError } from './errors';
 import type { WasmFileModule } from './wasm-files-abi';
 import * as path from 'node:path';
 
-import { atomicWrite, indexSideFile, readFile, readPrefix, WorkerWal, type WalRead, type WalReport, type WalState } from './wasm-storage';
+import { atomicWrite, indexGraphFile, indexSideFile, readFile, readPrefix, WorkerWal, type WalRead, type WalReport, type WalState } from './wasm-storage';
 
 export type StorageRequest =
   | { id: number; op: 'fileSaveIndex'; args: { handle: number; path: string } }
@@ -61,10 +61,15 @@ export function storageOp(wasm: WasmFileModule, req: StorageRequest, stats: (han
       // An index whose originals a native node kept in a mapped side file: wasm32 has
       // no mmap, so the file's bytes are read and the originals held in memory.
       const side = indexSideFile(bytes);
+      // Likewise an index whose level-0 links a native node kept in a mapped graph file.
+      const graph = indexGraphFile(bytes);
+      const beside = (name: string, n: number) => readPrefix(path.join(path.dirname(req.args.path), name), n);
       const h =
-        side === null
-          ? wasm.indexFromFile(bytes, req.args.path)
-          : wasm.indexFromFileWithSide(bytes, req.args.path, readPrefix(path.join(path.dirname(req.args.path), side.name), side.bytes));
+        graph !== null
+          ? wasm.indexFromFileWithGraph(bytes, req.args.path, side === null ? null : beside(side.name, side.bytes), beside(graph.name, graph.bytes))
+          : side === null
+            ? wasm.indexFromFile(bytes, req.args.path)
+            : wasm.indexFromFileWithSide(bytes, req.args.path, beside(side.name, side.bytes));
       return { result: { handle: h, stats: stats(h) }, transfer: [] };
     }
     case 'fileSaveSparse':

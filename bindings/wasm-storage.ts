@@ -141,6 +141,37 @@ export function indexSideFile(bytes: Uint8Array): { name: string; bytes: number 
   return { name, bytes: Number(total) };
 }
 
+/** Index flag: the level-0 links are in a graph file the header names (`INDEX_FLAG_GRAPH`). */
+const INDEX_FLAG_GRAPH = 1 << 17;
+
+/**
+ * The graph file an index file names for its level-0 links (written by a native node
+ * with `hnsw_config.on_disk`), and how many of its bytes the index reads; null when the
+ * index holds them itself. Only the header is read here, as in `indexSideFile`.
+ */
+export function indexGraphFile(bytes: Uint8Array): { name: string; bytes: number } | null {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let at = FRAME_HEADER_BYTES + INDEX_FLAGS_OFFSET;
+  if (b.length < at + 8 || b.toString('latin1', 0, 8) !== 'QVRINDEX' || b.readUInt32LE(8) < 2) return null;
+  const flags = b.readUInt32LE(at);
+  if ((flags & INDEX_FLAG_GRAPH) === 0) return null;
+  at += 4;
+  if ((flags & INDEX_FLAG_SIDE) !== 0) {
+    if (b.length < at + 4) throw corrupt('index file: truncated header');
+    at += 4 + b.readUInt32LE(at) + 8;
+  }
+  if (b.length < at + 4) throw corrupt('index file: truncated header');
+  const len = b.readUInt32LE(at);
+  if (len === 0 || len > 1024 || b.length < at + 12 + len) throw corrupt('index file: graph file name out of range');
+  const name = b.toString('utf8', at + 4, at + 4 + len);
+  const covered = b.readBigUInt64LE(at + 4 + len);
+  const m = BigInt(b.readUInt32LE(FRAME_HEADER_BYTES + 5));
+  const total = covered * (1n + 2n * m) * 4n;
+  if (total > BigInt(Number.MAX_SAFE_INTEGER)) throw corrupt('index file: graph file size out of range');
+  if (name.includes('/') || name.includes('\\') || name === '.' || name === '..') throw corrupt(`index file: graph file name ${JSON.stringify(name)} is not a plain file name`);
+  return { name, bytes: Number(total) };
+}
+
 /** The first `bytes` bytes of `file` (a longer file's tail is not read; a shorter one is returned whole, and the engine refuses it). */
 export function readPrefix(file: string, bytes: number): Buffer {
   let fd: number;

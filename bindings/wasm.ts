@@ -288,6 +288,15 @@ class WasmVectorIndex implements VectorIndex {
     return Promise.resolve();
   }
 
+  moveGraphToDisk(path: string): Promise<void> {
+    return Promise.reject(unsupported(`cannot map the graph to ${String(path)}`));
+  }
+
+  /** The graph of a WASM index is always in memory. */
+  moveGraphToMemory(): Promise<void> {
+    return Promise.resolve();
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;

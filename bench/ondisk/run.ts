@@ -1,5 +1,5 @@
 /**
- * `npm run bench:ondisk [-- --n 1000000 --dim 768 --queries 500 --efs 64,128 --modes disk,memory --m 16 --ef-construct 100 --root DIR --tag NAME]`
+ * `npm run bench:ondisk [-- --n 1000000 --dim 768 --queries 500 --efs 64,128 --modes disk,memory,f32,graph --m 16 --ef-construct 100 --root DIR --tag NAME]`
  *
  * On-disk dense vectors against in-memory vectors, both with int8 (scalar) quantization
  * kept in RAM (issue 20's must-hold: with 1M x 768 on disk, RSS <= 0.4x the raw f32
@@ -8,7 +8,9 @@
  *  - a real server (`node bin/quiver` of this checkout, or of `--root DIR`), one
  *    collection `{size: dim, distance: Cosine, on_disk: <mode>}` with
  *    `quantization_config.scalar {type: int8, always_ram: true}` (mode `f32`: no
- *    quantization, in memory: the recall the graph alone reaches on this data) and
+ *    quantization, in memory: the recall the graph alone reaches on this data; mode
+ *    `graph`: as `disk`, plus `hnsw_config.on_disk: true`, the graph's level-0 links in
+ *    a memory-mapped file too) and
  *    `hnsw_config {m, ef_construct}` when `--m` / `--ef-construct` are given (else the
  *    collection defaults, m 16 / ef_construct 100);
  *  - N points loaded through REST (batches of `--batch`, wait=true, two in flight), then
@@ -43,8 +45,18 @@ function arg(name: string, def: string): string {
 }
 
 const C = 'ondisk_bench';
-/** disk: on_disk + int8; memory: int8, originals in memory; f32: no quantization, in memory (the graph's own recall). */
-type Mode = 'disk' | 'memory' | 'f32';
+/**
+ * disk: on_disk + int8; memory: int8, originals in memory; f32: no quantization, in memory (the graph's own recall);
+ * graph: on_disk + int8 + hnsw_config.on_disk (originals and level-0 links in mapped files).
+ */
+type Mode = 'disk' | 'memory' | 'f32' | 'graph';
+const MODES: readonly Mode[] = ['disk', 'memory', 'f32', 'graph'];
+const MODE_LABEL: Record<Mode, string> = {
+  disk: 'on_disk: true, int8',
+  memory: 'on_disk: false, int8',
+  f32: 'on_disk: false, no quantization',
+  graph: 'on_disk: true, int8, hnsw_config.on_disk: true',
+};
 const K = 10;
 const QUIET_MS = 5000;
 const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
@@ -127,8 +139,8 @@ async function runMode(mode: Mode, ds: Dataset, opts: { batch: number; efs: numb
   const { dim, nBase: n } = ds;
   try {
     const config = {
-      vectors: { size: dim, distance: 'Cosine', on_disk: mode === 'disk' },
-      ...(Object.keys(opts.hnsw).length > 0 ? { hnsw_config: opts.hnsw } : {}),
+      vectors: { size: dim, distance: 'Cosine', on_disk: mode === 'disk' || mode === 'graph' },
+      ...(Object.keys(opts.hnsw).length > 0 || mode === 'graph' ? { hnsw_config: { ...opts.hnsw, ...(mode === 'graph' ? { on_disk: true } : {}) } } : {}),
       // f32: the reference point without quantization (what the graph alone reaches).
       ...(mode === 'f32' ? {} : { quantization_config: { scalar: { type: 'int8', always_ram: true } } }),
     };
@@ -222,7 +234,7 @@ async function main(): Promise<void> {
   const reps = Number(arg('reps', '2'));
   const efs = arg('efs', '64,128').split(',').map(Number);
   const modes = arg('modes', 'disk,memory').split(',') as Mode[];
-  for (const m of modes) if (!['disk', 'memory', 'f32'].includes(m)) throw new Error(`--modes: ${m} is not one of disk, memory, f32`);
+  for (const m of modes) if (!MODES.includes(m)) throw new Error(`--modes: ${m} is not one of ${MODES.join(', ')}`);
   const hnsw: HnswArgs = {};
   for (const [flag, key] of [['m', 'm'], ['ef-construct', 'ef_construct']] as const) {
     const v = arg(flag, '');
@@ -254,6 +266,30 @@ async function main(): Promise<void> {
       const e128 = disk.efs.find((e) => e.ef === 128);
       if (e128) checks.push(`recall@10 at ef 128 on disk: ${e128.recall} (must be >= 0.95: ${e128.recall >= 0.95 ? 'holds' : 'DOES NOT HOLD'})`);
     }
+    const graph = results.find((r) => r.mode === 'graph');
+    if (graph) {
+      const ratio = graph.rss_after_restart_mb / rawMb;
+      const ratioQ = graph.rss_max_during_queries_mb / rawMb;
+      checks.push(`RSS with the graph on disk too / raw f32 bytes: ${ratio.toFixed(3)} after a restart, ${ratioQ.toFixed(3)} at most during queries (must be <= 0.4: ${Math.max(ratio, ratioQ) <= 0.4 ? 'holds' : 'DOES NOT HOLD'})`);
+      const g128 = graph.efs.find((e) => e.ef === 128);
+      if (g128) checks.push(`recall@10 at ef 128 with the graph on disk: ${g128.recall} (must be >= 0.95: ${g128.recall >= 0.95 ? 'holds' : 'DOES NOT HOLD'})`);
+    }
+    if (graph && disk) {
+      checks.push(`RSS after a restart with the graph on disk too / vectors on disk only: ${(graph.rss_after_restart_mb / disk.rss_after_restart_mb).toFixed(3)} (${graph.rss_after_restart_mb} / ${disk.rss_after_restart_mb} MB)`);
+      for (const e of graph.efs) {
+        const d = disk.efs.find((x) => x.ef === e.ef);
+        if (d) checks.push(`graph on disk / vectors on disk only at ef ${e.ef}: QPS c=1 ${(e.qps_c1 / d.qps_c1).toFixed(2)}, c=8 ${(e.qps_c8 / d.qps_c8).toFixed(2)}; recall ${e.recall} vs ${d.recall}`);
+      }
+    }
+    if (graph && memory) {
+      for (const e of graph.efs) {
+        const m = memory.efs.find((x) => x.ef === e.ef);
+        if (!m) continue;
+        const r1 = e.qps_c1 / m.qps_c1;
+        const r8 = e.qps_c8 / m.qps_c8;
+        checks.push(`QPS with the graph on disk / in memory at ef ${e.ef}: c=1 ${r1.toFixed(2)}, c=8 ${r8.toFixed(2)} (must be >= 0.5: ${Math.min(r1, r8) >= 0.5 ? 'holds' : 'DOES NOT HOLD'})`);
+      }
+    }
     if (disk && memory) {
       for (const e of disk.efs) {
         const m = memory.efs.find((x) => x.ef === e.ef);
@@ -279,7 +315,7 @@ async function main(): Promise<void> {
         `indexed, restarted on the same storage; recall@10 of ${nq} queries against exact brute force; QPS best of ${reps} passes at concurrency 1 and 8 ` +
         `after a warm-up pass. 2 cores shared with other work (load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}).`,
       '',
-      `| | ${cols.map((c) => (c === 'disk' ? 'on_disk: true, int8' : c === 'memory' ? 'on_disk: false, int8' : 'on_disk: false, no quantization')).join(' | ')} |`,
+      `| | ${cols.map((c) => MODE_LABEL[c]).join(' | ')} |`,
       `|---|${cols.map(() => '---').join('|')}|`,
       row('load (s)', (r) => r.load_seconds.toFixed(1)),
       row('indexing after the load (s)', (r) => r.index_seconds.toFixed(1)),

@@ -13,6 +13,7 @@ import * as path from 'node:path';
 
 import { ConfigError, defaultConfigPath, loadConfig, loadConfigWithSources, redactConfig } from '../../ts/config/index';
 import type { Config } from '../../ts/config/types';
+import { defaultHnsw } from '../../ts/collection/config';
 
 const createdDirs: string[] = [];
 test.after.always(() => {
@@ -362,6 +363,13 @@ test('storage.hnsw_index.payload_m: null (no payload-aware links, what Quiver bu
   t.deepEqual(configError(() => loadConfig({ cwd: workDir(), env: { SERVICE__STORAGE__HNSW_INDEX__PAYLOAD_M: '16' } })).problems, [
     'env SERVICE__STORAGE__HNSW_INDEX__PAYLOAD_M: storage.hnsw_index.payload_m: is not supported: Quiver builds no payload-aware HNSW links; leave it null',
   ]);
+});
+
+test('storage.hnsw_index.on_disk: true loads and is the default hnsw_config.on_disk of new collections', (t) => {
+  t.is(loadConfig({ cwd: workDir(), env: {} }).storage.hnsw_index.on_disk, false);
+  const config = loadConfig({ cwd: workDir(), env: { SERVICE__STORAGE__HNSW_INDEX__ON_DISK: 'true' } });
+  t.is(config.storage.hnsw_index.on_disk, true);
+  t.is(defaultHnsw(config).on_disk, true);
 });
 
 test('snapshot schedules: a list from a file or a variable, each item checked; cluster mode refuses a full-storage one', (t) => {

@@ -110,6 +110,8 @@ class FakeIndex implements VectorIndex {
   async save(): Promise<void> {}
   async moveOriginalsToDisk(): Promise<void> {}
   async moveOriginalsToMemory(): Promise<void> {}
+  async moveGraphToDisk(_path: string): Promise<void> {}
+  async moveGraphToMemory(): Promise<void> {}
   close(): void {
     this.closed = true;
   }

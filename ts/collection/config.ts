@@ -192,9 +192,8 @@ function parseHnswDiff(x: unknown, field: string): Partial<HnswConfig> {
   if (fst !== undefined) out.full_scan_threshold = fst;
   const mit = optional(o, 'max_indexing_threads', (v) => int(v, `${field}.max_indexing_threads`, 0, 1024));
   if (mit !== undefined) out.max_indexing_threads = mit;
+  // true: the optimizer moves the level-0 links of each built HNSW index to a memory-mapped file (vector-store.ts).
   const od = optional(o, 'on_disk', (v) => bool(v, `${field}.on_disk`));
-  // The graph is held in memory (and saved whole at checkpoints): only "in RAM" is what Quiver does.
-  if (od === true) throw new BadInputError(`${field}.on_disk: true is not supported: Quiver keeps the HNSW graph in memory; omit on_disk or set it to false`);
   if (od !== undefined) out.on_disk = od;
   const pm = optional(o, 'payload_m', (v) => int(v, `${field}.payload_m`, 0, 256));
   // Quiver builds no payload-aware HNSW links: 0 (none) says what it does, a link count would be ignored.
@@ -439,12 +438,22 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   return out;
 }
 
-/** Multivectors are stored unquantized: a quantization that would apply to one is refused. */
+/**
+ * Multivectors are stored unquantized, with their graph in memory: a quantization or an
+ * `hnsw_config.on_disk: true` that would apply to one is refused.
+ */
 function checkMultivectorQuantization(config: CollectionConfig): void {
   for (const [name, p] of vectorEntries(config.params)) {
     if (!p.multivector_config) continue;
+    const field = name === '' ? 'vectors' : `vectors.${name}`;
     const q = p.quantization_config !== undefined ? p.quantization_config : config.quantization_config;
-    if (q) throw new BadInputError(`${name === '' ? 'vectors' : `vectors.${name}`}: quantized multivectors are not supported by Quiver (this vector would be quantized by its own or the collection's quantization_config)`);
+    if (q) throw new BadInputError(`${field}: quantized multivectors are not supported by Quiver (this vector would be quantized by its own or the collection's quantization_config)`);
+    const onDisk = p.hnsw_config?.on_disk ?? config.hnsw_config.on_disk;
+    if (onDisk === true) {
+      throw new BadInputError(
+        `${field}: hnsw_config.on_disk: true is not supported for multivectors by Quiver (their graph stays in memory; this vector would get it from its own or the collection's hnsw_config); set ${field}.hnsw_config.on_disk to false`,
+      );
+    }
   }
 }
 
@@ -615,6 +624,7 @@ export function vectorSpecs(config: CollectionConfig): VectorSpec[] {
       datatype: p.datatype ?? 'float32',
       multivector: p.multivector_config ? true : undefined,
       onDisk: p.on_disk === true,
+      graphOnDisk: h.on_disk === true,
       memmapThresholdKb: config.optimizer_config.memmap_threshold ?? 0,
     };
   });

@@ -418,7 +418,6 @@ function crossChecks(config: Checked<Config>, provenance: Provenance, problems: 
   if (hnswIndex?.payload_m !== null && hnswIndex?.payload_m !== undefined) {
     report(['storage', 'hnsw_index', 'payload_m'], 'is not supported: Quiver builds no payload-aware HNSW links; leave it null');
   }
-  if (hnswIndex?.on_disk === true) report(['storage', 'hnsw_index', 'on_disk'], 'true is not supported: Quiver keeps the HNSW graph in memory; set it to false');
 
   const jwks = typeof service.jwt_jwks_path === 'string' || typeof service.jwt_jwks_url === 'string';
   if (service.jwt_rbac === true && service.api_key === null && !jwks) {

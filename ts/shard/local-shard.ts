@@ -26,6 +26,7 @@
  *   state-<seq>.bin         id tracker + payloads
  *   vec-<i>-<role>-<seq>.qvi engine index files
  *   orig-<n>-<hex>.f32      f32 originals of an indexed index kept in a mapped file (on_disk vectors)
+ *   graph-<n>-<hex>.links   level-0 links of an indexed index kept in a mapped file (hnsw_config.on_disk)
  *   sparse-<i>-<seq>-<n>.qsi sparse (inverted) index files, one per sparse vector name
  */
 
@@ -53,7 +54,7 @@ import { DiskPayloadStore, PAYLOAD_DATA_RE, PAYLOAD_INDEX_RE, type DiskPayloadRe
 import { FIELD_INDEX_FILE_RE } from './index-disk';
 import type { IndexFiles } from './field-index';
 import { LabelSet } from './label-set';
-import { ORIGINALS_FILE_RE, VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
+import { GRAPH_FILE_RE, ORIGINALS_FILE_RE, VectorStore, type Exclusive, type Hit, type VectorFiles, type VectorSearch } from './vector-store';
 import { SPARSE_FILE_RE, SparseStore, type SparseSpec } from './sparse-store';
 import { removeTempFiles, syncDir, writeFileAtomic } from '../common/files';
 
@@ -856,7 +857,7 @@ export class LocalShard {
       names
         .filter(
           (n) =>
-            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || ORIGINALS_FILE_RE.test(n) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n) || FIELD_INDEX_FILE_RE.test(n)) &&
+            ((n.startsWith('state-') && n.endsWith('.bin')) || (n.startsWith('vec-') && n.endsWith('.qvi')) || ORIGINALS_FILE_RE.test(n) || GRAPH_FILE_RE.test(n) || SPARSE_FILE_RE.test(n) || PAYLOAD_DATA_RE.test(n) || PAYLOAD_INDEX_RE.test(n) || FIELD_INDEX_FILE_RE.test(n)) &&
             !keep.has(n) &&
             !this.pinned.has(n),
         )
@@ -1629,6 +1630,10 @@ export function checkpointProblem(cp: unknown): string | null {
         if (file !== null && (typeof file !== 'string' || !ORIGINALS_FILE_RE.test(file))) return `${JSON.stringify(file)} is not an originals file name`;
         continue;
       }
+      if (role === 'graph') {
+        if (file !== null && (typeof file !== 'string' || !GRAPH_FILE_RE.test(file))) return `${JSON.stringify(file)} is not a graph file name`;
+        continue;
+      }
       if (!['appendable', 'frozen', 'indexed'].includes(role)) return `vectors[${JSON.stringify(name)}] has an unknown index role ${JSON.stringify(role)}`;
       if (file !== null && (typeof file !== 'string' || !INDEX_FILE_RE.test(file))) return `${JSON.stringify(file)} is not an index file name`;
     }
@@ -1664,6 +1669,7 @@ export function checkpointFiles(cp: CheckpointFile): string[] {
   // Side files of mapped originals before the index files that name them: a snapshot
   // archive has them in this order, so a recovery's preload finds the side file there.
   for (const f of Object.values(cp.vectors)) if (f.originals) out.push(f.originals);
+  for (const f of Object.values(cp.vectors)) if (f.graph) out.push(f.graph);
   for (const f of Object.values(cp.vectors)) for (const n of [f.appendable, f.frozen, f.indexed]) if (n) out.push(n);
   for (const f of Object.values(cp.sparse ?? {})) out.push(f);
   if (cp.payloads) out.push(cp.payloads.data, cp.payloads.index);

@@ -18,6 +18,14 @@
  * (`savedFiles`/`liveFiles`), and a later save of a longer file never changes what an
  * earlier one covers (appends only). On WASM (no mmap) the originals stay in memory.
  *
+ * On-disk graph (`hnsw_config.on_disk: true`, native only): once the optimizer has
+ * built or grown the `indexed` index, a `place` job moves its level-0 links to a file
+ * written once and memory-mapped read-only (`graph-<n>-<hex>.links`). The engine never
+ * writes that file again: an add (the optimizer merging more points in) copies the
+ * links back into memory, and the next `place` maps them to a new file; deletes keep
+ * them mapped. A checkpoint names the graph file its saved index file names
+ * (`savedGraph`), and keeps it until no checkpoint or live index uses it.
+ *
  * A point is live in exactly one of them, except while a move copies frozen points
  * into `indexed`. Each index has the set of labels it serves (`labels`); a copy joins
  * the target's set only when the job ends, so searches ignore hits of an index that
@@ -68,6 +76,11 @@ export interface VectorSpec {
   /** KiB of vectors above which the HNSW index's originals go to a mapped file as with onDisk (0/undefined: never). */
   memmapThresholdKb?: number;
   /**
+   * Keep the HNSW index's level-0 links in a memory-mapped file (the reference's
+   * `hnsw_config.on_disk: true`); graph indexes of single vectors, native backend.
+   */
+  graphOnDisk?: boolean;
+  /**
    * Points hold lists of vectors (flat, rows of `dim`), scored by MaxSim. The store then
    * keeps one engine index that links points as they come (no graph when m is 0), and
    * the optimizer never moves them (indexingThresholdKb is 0).
@@ -103,10 +116,15 @@ export interface VectorFiles {
   indexed: string | null;
   /** The side file holding the indexed index's f32 originals, when they are mapped (absent: in the index file). */
   originals?: string | null;
+  /** The file holding the indexed index's level-0 links, when they are mapped (absent: in the index file). */
+  graph?: string | null;
 }
 
 /** Names of the side files of mapped originals this store creates. */
 export const ORIGINALS_FILE_RE = /^orig-[0-9]{1,15}-[0-9a-f]{8}\.f32$/;
+
+/** Names of the mapped graph files (level-0 links) this store creates, and those `compact` derives from them. */
+export const GRAPH_FILE_RE = /^graph-[0-9]{1,15}-[0-9a-f]{8}(\.c[0-9]{1,15})?\.links$/;
 
 /** Points moved into the HNSW index per engine call, so searches interleave with a move. */
 const MOVE_CHUNK = 512;
@@ -142,10 +160,14 @@ interface Tracked {
   savedFile: string | null;
   /** The side file (in the shard directory) the index maps its originals from, or null. */
   originals: string | null;
+  /** The file (in the shard directory) the index maps its level-0 links from, or null (in memory). */
+  graph: string | null;
+  /** The graph file `savedFile` names (null: that save holds its links itself). */
+  savedGraph: string | null;
 }
 
-function track(index: VectorIndex, originals: string | null = null): Tracked {
-  return { index, labels: new LabelSet(), gen: 1, savedGen: 0, savedFile: null, originals };
+function track(index: VectorIndex, originals: string | null = null, graph: string | null = null): Tracked {
+  return { index, labels: new LabelSet(), gen: 1, savedGen: 0, savedFile: null, originals, graph, savedGraph: null };
 }
 
 /** The labels of `labels` that `t` holds, removed from its set. */
@@ -231,6 +253,32 @@ export class VectorStore {
 
   /** Logged once per store: on_disk asked for on a backend that cannot map files. */
   private warnedNoMap = false;
+  private warnedNoGraphMap = false;
+
+  /**
+   * Whether the HNSW index should keep its level-0 links in a mapped file
+   * (`hnsw_config.on_disk`): graph indexes of single vectors, native backend only (on
+   * WASM the graph stays in memory, and that is logged once).
+   */
+  private wantGraphOnDisk(): boolean {
+    const s = this.spec;
+    if (this.dir === null || s.multivector || s.m === 0 || s.graphOnDisk !== true) return false;
+    if (this.engine.backend !== 'native') {
+      if (!this.warnedNoGraphMap) {
+        this.warnedNoGraphMap = true;
+        this.logger.warn({ vector: s.name, backend: this.engine.backend }, 'hnsw_config.on_disk asked for, but the WASM engine cannot map files: the graph stays in memory');
+      }
+      return false;
+    }
+    return true;
+  }
+
+  /** A fresh graph file name (never reused, like newOriginalsFile). */
+  private newGraphFile(): string {
+    const file = `graph-${this.fileNo++}-${randomBytes(4).toString('hex')}.links`;
+    this.pendingFiles.add(file);
+    return file;
+  }
 
   /**
    * Whether an HNSW index of `count` vectors should keep its originals in a mapped
@@ -277,34 +325,57 @@ export class VectorStore {
   private placementDue(): boolean {
     const t = this.indexed;
     if (t === null) return false;
-    return this.wantOnDisk(t.labels.size) !== (t.originals !== null);
+    return this.wantOnDisk(t.labels.size) !== (t.originals !== null) || this.wantGraphOnDisk() !== (t.graph !== null);
   }
 
-  /** Moves the indexed index's originals to a new mapped file or back into memory (under the update lock). */
+  /**
+   * Moves the indexed index's originals and its level-0 links to new mapped files or
+   * back into memory, as the spec wants them (under the update lock).
+   */
   private async place(): Promise<void> {
     const t = this.indexed;
     if (t === null) return;
     if (this.wantOnDisk(t.labels.size)) {
-      if (t.originals !== null) return;
-      const file = this.newOriginalsFile();
-      try {
-        await t.index.moveOriginalsToDisk(path.join(this.dir!, file));
-        t.originals = file;
-      } finally {
-        this.pendingFiles.delete(file);
+      if (t.originals === null) {
+        const file = this.newOriginalsFile();
+        try {
+          await t.index.moveOriginalsToDisk(path.join(this.dir!, file));
+          t.originals = file;
+          t.gen++;
+        } finally {
+          this.pendingFiles.delete(file);
+        }
       }
-    } else {
-      if (t.originals === null) return;
+    } else if (t.originals !== null) {
       await t.index.moveOriginalsToMemory();
       t.originals = null;
+      t.gen++;
     }
-    t.gen++;
+    if (this.wantGraphOnDisk()) {
+      if (t.graph === null) {
+        const file = this.newGraphFile();
+        try {
+          await t.index.moveGraphToDisk(path.join(this.dir!, file));
+          t.graph = file;
+          t.gen++;
+        } finally {
+          this.pendingFiles.delete(file);
+        }
+      }
+    } else if (t.graph !== null) {
+      await t.index.moveGraphToMemory();
+      t.graph = null;
+      t.gen++;
+    }
   }
 
   /** Side files the live indexes map (a running job's target too): they must stay on disk. */
   liveFiles(): string[] {
     const out: string[] = [];
-    for (const t of [...this.all(), this.jobTarget]) if (t && t.originals !== null) out.push(t.originals);
+    for (const t of [...this.all(), this.jobTarget]) {
+      if (t && t.originals !== null) out.push(t.originals);
+      if (t && t.graph !== null) out.push(t.graph);
+    }
     out.push(...this.pendingFiles);
     return out;
   }
@@ -728,6 +799,11 @@ export class VectorStore {
         // Counted before the add: an add that fails part-way may have placed some.
         for (const l of chunk) copied.add(l);
         await target.index.add(chunk, vectors.subarray(at * d, end * d), this.threads());
+        // The add copied mapped links back into memory (the engine never writes a mapped
+        // graph file); the file stays while a save names it (savedGraph), and the next
+        // `place` maps the grown graph to a new file. Cleared after the add resolves, so
+        // a save that ran before it still finds its file kept.
+        if (target.graph !== null) target.graph = null;
         this.log.progress(copied.size, Math.max(total, copied.size));
         if (serving) {
           await exclusive(async () => {
@@ -806,13 +882,21 @@ export class VectorStore {
    */
   /** The files the last saves wrote (a retried checkpoint names them again: they must stay on disk). */
   savedFiles(): string[] {
-    return this.all().flatMap((t) => [...(t.savedFile === null ? [] : [t.savedFile]), ...(t.originals === null ? [] : [t.originals])]);
+    return this.all().flatMap((t) => [
+      ...(t.savedFile === null ? [] : [t.savedFile]),
+      ...(t.originals === null ? [] : [t.originals]),
+      ...(t.savedGraph === null ? [] : [t.savedGraph]),
+    ]);
   }
 
   async save(dir: string, prefix: string, seq: bigint): Promise<VectorFiles> {
     const saveOne = async (t: Tracked, role: string): Promise<string> => {
       if (t.savedFile !== null && t.savedGen === t.gen) return t.savedFile;
       const gen = t.gen;
+      // The graph file the engine's save names: the index's mapping at the time of the
+      // save, which is `t.graph` (an add that copies the links back into memory clears
+      // it only after the engine has done so, and the save runs under the update lock).
+      const graph = t.graph;
       // A name is never reused: optimizer jobs change indexes without a new sequence
       // number, and writing a name the current checkpoint holds would replace its data.
       // fileNo is persisted in checkpoint.json, so it also grows across restarts.
@@ -826,6 +910,7 @@ export class VectorStore {
       }
       t.savedGen = gen;
       t.savedFile = file;
+      t.savedGraph = graph;
       return file;
     };
     const out: VectorFiles = {
@@ -834,6 +919,7 @@ export class VectorStore {
       indexed: this.indexed ? await saveOne(this.indexed, 'indexed') : null,
     };
     if (this.indexed?.originals) out.originals = this.indexed.originals;
+    if (this.indexed?.savedGraph) out.graph = this.indexed.savedGraph;
     return out;
   }
 
@@ -873,10 +959,16 @@ export class VectorStore {
         // The side file the checkpoint names for the indexed index's mapped originals
         // (on WASM they were read into memory: the next save holds them itself).
         const mapped = i === 2 && files.originals && this.engine.backend === 'native' ? files.originals : null;
-        const t = track(index, mapped);
+        // The graph file the checkpoint names, if the saved index maps it (a save that
+        // raced an add may name one its index file no longer uses; it is kept anyway).
+        const graph = i === 2 && files.graph && (index.stats().graphFileBytes ?? 0) > 0 ? files.graph : null;
+        const t = track(index, mapped, graph);
         t.savedGen = t.gen;
         t.savedFile = names[i];
+        t.savedGraph = i === 2 && files.graph ? files.graph : null;
         if (i === 2 && files.originals && mapped === null) t.gen++;
+        // Links a WASM node read into memory: the next save holds them itself.
+        if (i === 2 && files.graph && graph === null) t.gen++;
         return t;
       });
       const present = await this.reconcile(tracked.filter((t): t is Tracked => t !== null), keep);

@@ -206,9 +206,11 @@ async function checkShardFolder(shardDir: string, id: number): Promise<void> {
 function dropRetiredSettings(body: Record<string, unknown>): void {
   const hnsw = (h: unknown) => {
     if (!isObj(h)) return;
-    if (h.on_disk === true) delete h.on_disk;
     if (typeof h.payload_m === 'number' && h.payload_m > 0) delete h.payload_m;
   };
+  // hnsw_config.on_disk is served (the graph in a mapped file), except for multivectors,
+  // whose graph stays in memory: there it is turned off, as those builds behaved.
+  const collectionGraphOnDisk = isObj(body.hnsw_config) && body.hnsw_config.on_disk === true;
   // on_disk vectors are served for quantized vectors; without quantization (the
   // vector's own or the collection's) Quiver refuses them, so a snapshot that has them
   // is recovered with them in memory, as before.
@@ -219,6 +221,10 @@ function dropRetiredSettings(body: Record<string, unknown>): void {
     if (!quantized) unquantized = true;
     if (v.on_disk === true && !quantized) delete v.on_disk;
     hnsw(v.hnsw_config);
+    if (isObj(v.multivector_config)) {
+      const own = isObj(v.hnsw_config) ? v.hnsw_config.on_disk : undefined;
+      if (own === true || (own === undefined && collectionGraphOnDisk)) v.hnsw_config = { ...(isObj(v.hnsw_config) ? v.hnsw_config : {}), on_disk: false };
+    }
   };
   hnsw(body.hnsw_config);
   const vectors = body.vectors;

@@ -1,6 +1,8 @@
-//! Memory maps of little-endian f32 files that only grow: how a quantized index keeps
-//! its f32 originals on disk while the codes and the graph stay in memory (the page
-//! cache holds what rescoring and linking read).
+//! Memory maps of little-endian files of 4-byte words that only grow: how a quantized
+//! index keeps its f32 originals on disk while the codes stay in memory (the page
+//! cache holds what rescoring and linking read), and how an index keeps its level-0
+//! link lists on disk (`hnsw_config.on_disk`: a graph file of u32 words, written once
+//! and never appended to, see `Index::move_graph_to_file`).
 //!
 //! Owns: mapping, appending and unmapping. Must never: write through a mapping (it is
 //! read-only; appends go through the file), truncate a file it maps or rewrite bytes a
@@ -83,6 +85,39 @@ impl MappedF32 {
             Ok(())
         })?;
         MappedF32::open(path, values.len())
+    }
+
+    /// Writes the u32 `words` to `path` atomically, through `fill` in bounded chunks
+    /// (each call of `fill` appends words to the buffer it is given), then maps the
+    /// file: for files whose words are gathered from elsewhere (a graph's link lists
+    /// out of the arena) and never built whole in memory. `total` is the number of
+    /// words `fill` writes in all (a different count is an error).
+    pub fn create_words<F: FnMut(&mut Vec<u32>) -> bool>(path: &Path, total: usize, mut fill: F) -> Result<MappedF32> {
+        if cfg!(target_endian = "big") {
+            return Err(Error::new(ErrorKind::Unsupported, "mapped files need a little-endian machine"));
+        }
+        if cfg!(not(all(unix, not(target_arch = "wasm32")))) {
+            return Err(unsupported(path));
+        }
+        crate::fileio::atomic_write_with(path, |w| {
+            let mut buf: Vec<u32> = Vec::with_capacity(1 << 18);
+            let mut written = 0usize;
+            loop {
+                buf.clear();
+                let more = fill(&mut buf);
+                written += buf.len();
+                let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * 4) };
+                w.write_all(bytes).map_err(|e| crate::fileio::io_error("writing words", e))?;
+                if !more {
+                    break;
+                }
+            }
+            if written != total {
+                return Err(Error::new(ErrorKind::Io, format!("{}: wrote {} words, expected {}", path.display(), written, total)));
+            }
+            Ok(())
+        })?;
+        MappedF32::open(path, total)
     }
 
     /// Maps the first `len` values of `path`. A longer file is fine (its tail is never
@@ -223,6 +258,12 @@ impl MappedF32 {
     #[inline(always)]
     pub fn as_slice(&self) -> &[f32] {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The mapped values as u32 words (files of link lists).
+    #[inline(always)]
+    pub fn as_words(&self) -> &[u32] {
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u32, self.len) }
     }
 
     pub fn path(&self) -> &Path {

@@ -379,6 +379,8 @@ pub struct NativeIndexStats {
     pub original_bytes: f64,
     pub original_file_bytes: f64,
     pub graph_bytes: f64,
+    /// Bytes of level-0 links read from the mapped graph file (0: graph in memory).
+    pub graph_file_bytes: f64,
     pub total_bytes: f64,
     pub quantization: String,
     pub flat: bool,
@@ -502,6 +504,7 @@ fn stats_of(s: quiver_core::IndexStats) -> NativeIndexStats {
         original_bytes: s.original_bytes as f64,
         original_file_bytes: s.original_file_bytes as f64,
         graph_bytes: s.graph_bytes as f64,
+        graph_file_bytes: s.graph_file_bytes as f64,
         total_bytes: s.total_bytes as f64,
         quantization: s.quantization.to_string(),
         flat: s.flat,
@@ -853,6 +856,45 @@ impl NativeIndex {
             move || {
                 let mut index = write(&index)?;
                 index.move_originals_to_memory();
+                remember(&cache, &index);
+                Ok(())
+            },
+            unit,
+        )
+    }
+
+    /// Moves the level-0 links of a graph index to a memory-mapped file (written once;
+    /// the next add copies them back into memory, the file stays for the caller).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn move_graph_to_disk(&self, path: String) -> AsyncTask<Job<(), ()>> {
+        let index = match self.shared() {
+            Ok(i) => i,
+            Err(e) => return Job::fail(e, unit),
+        };
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                let result = index.move_graph_to_file(&PathBuf::from(path));
+                remember(&cache, &index);
+                result
+            },
+            unit,
+        )
+    }
+
+    /// Copies mapped level-0 links back into memory (the file stays on disk).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn move_graph_to_memory(&self) -> AsyncTask<Job<(), ()>> {
+        let index = match self.shared() {
+            Ok(i) => i,
+            Err(e) => return Job::fail(e, unit),
+        };
+        let cache = self.cache.clone();
+        Job::new(
+            move || {
+                let mut index = write(&index)?;
+                index.move_graph_to_memory();
                 remember(&cache, &index);
                 Ok(())
             },

@@ -199,6 +199,33 @@ pub extern "C" fn quiver_index_from_file_bytes_side(
     }
 }
 
+/// Reads an index file's bytes whose level-0 links are in a graph file
+/// (`quiver_core::hnsw::graph_file_of` names it; a native node mapped it): `graph` is
+/// that file's content, and `side` the originals' side file when `has_side` is 1. Both
+/// are held in memory: wasm32 has no mmap.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn quiver_index_from_file_bytes_graph(
+    bytes: *const u8,
+    len: usize,
+    name: *const u8,
+    name_len: usize,
+    side: *const u8,
+    side_len: usize,
+    has_side: i32,
+    graph: *const u8,
+    graph_len: usize,
+) -> i32 {
+    install_panic_hook();
+    // SAFETY: the host wrote `len`, `side_len` and `graph_len` bytes.
+    let (bytes, side, graph) = unsafe { (slice(bytes, len), slice(side, side_len), slice(graph, graph_len)) };
+    let side = if has_side == 1 { Some(side) } else { None };
+    match Index::from_bytes_with_files(bytes, &name_of(name, name_len), side, Some(graph)) {
+        Ok(index) => super::insert(index),
+        Err(e) => fail(e),
+    }
+}
+
 /// Reads a sparse index file's bytes (`SparseIndex::save` wrote them) and returns the
 /// new sparse handle; errors name `name`.
 #[no_mangle]

@@ -169,7 +169,7 @@ impl Index {
         };
         self.codes = codes;
         self.data_words = (code_len + 3) / 4;
-        self.stride = 1 + self.m0 + self.data_words;
+        self.stride = self.lofs + self.data_words;
         self.arena = Vec::new();
         self.cap = 0;
     }
@@ -195,7 +195,7 @@ impl Index {
         };
         self.codes = codes;
         for i in 0..n {
-            let base = i * self.stride + 1 + self.m0;
+            let base = i * self.stride + self.lofs;
             let p = self.arena[base..].as_mut_ptr() as *mut u8;
             let v = &originals[i * d..(i + 1) * d];
             match &self.codes {
@@ -216,6 +216,9 @@ impl Index {
         if self.n + labels.len() >= NONE as usize {
             return Err(Error::invalid("index is full (2^32 - 1 slots)"));
         }
+        // Links on disk are never written in place: copy them back into memory first
+        // (the file stays for the caller; the caller maps the grown graph again).
+        self.move_graph_to_memory();
         let d = self.config.dim;
         // A label repeated within the batch: the last occurrence wins.
         let mut last: LabelMap = LabelMap::default();
@@ -273,7 +276,7 @@ impl Index {
                 self.upper_off.push(NONE);
             }
             let v = &prepared[j * d..(j + 1) * d];
-            let base = i as usize * self.stride + 1 + self.m0;
+            let base = i as usize * self.stride + self.lofs;
             match &self.codes {
                 Codes::F32 => match self.config.datatype {
                     Datatype::Float32 => {
@@ -517,6 +520,9 @@ impl Index {
             fresh.move_originals_to_file(&compacted_path(m.path()))?;
         }
         fresh.add(&labels, &vectors, threads)?;
+        if let Some(g) = &self.graph_map {
+            fresh.move_graph_to_file(&compacted_path(g.path()))?;
+        }
         *self = fresh;
         Ok(())
     }

@@ -25,6 +25,16 @@
 //! them. Links are atomics: during a parallel build, writers take the node's lock (one
 //! of `LOCK_STRIPES` striped spin locks) and publish the count with Release; readers
 //! never take those locks.
+//!
+//! Graph on disk (`move_graph_to_file`, the reference's `hnsw_config.on_disk`): the
+//! level-0 link lists (`[count | 2*m links]` per slot, nearly all of the graph) move
+//! to a read-only mapped file, and the arena keeps only the vector data (`lofs`, the
+//! link words in front of a slot's data, is then 0). The upper levels (about 1/m of
+//! the nodes) and the per-node `levels` / `upper_off` stay in memory. A walk reads
+//! level-0 links from the map and vectors or codes from wherever they are. The file
+//! is never written again: `add` first copies the links back into memory (the file
+//! stays for the caller to remove, as with mapped originals), `delete` only marks
+//! the in-memory bitset, and `compact` writes a new file (`compacted_path`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -46,7 +56,7 @@ mod search;
 
 pub use graph::{compacted_path, default_threads};
 use graph::{SpinLock, LOCK_STRIPES};
-pub use persist::{side_file_of, SideOriginals, INDEX_FORMAT_VERSION, INDEX_MAGIC};
+pub use persist::{graph_file_of, side_file_of, SideGraph, SideOriginals, INDEX_FORMAT_VERSION, INDEX_MAGIC};
 pub use rule::{fast_sigmoid, scaled_fast_sigmoid, Rule};
 
 /// Default clipping quantile of scalar (int8) quantization: 1, the whole range of each
@@ -184,7 +194,11 @@ pub struct IndexStats {
     pub original_bytes: usize,
     /// Bytes of f32 originals the index reads from its mapped file (0 in memory).
     pub original_file_bytes: usize,
+    /// Bytes of the graph kept in memory (upper levels and per-node data, plus the
+    /// level-0 links unless they are mapped).
     pub graph_bytes: usize,
+    /// Bytes of level-0 links the index reads from its mapped graph file (0 in memory).
+    pub graph_file_bytes: usize,
     pub total_bytes: usize,
     pub quantization: &'static str,
     pub flat: bool,
@@ -250,6 +264,9 @@ pub struct Index {
     pub(crate) m0: usize,
     /// u32 words per level-0 slot: count + m0 links + data words.
     pub(crate) stride: usize,
+    /// Link words in front of the data in each arena slot: `1 + m0`, or 0 when the
+    /// level-0 links are in `graph_map` (then `stride == data_words`).
+    pub(crate) lofs: usize,
     pub(crate) data_words: usize,
     pub(crate) arena: Vec<AtomicU32>,
     pub(crate) cap: usize,
@@ -274,6 +291,9 @@ pub struct Index {
     pub(crate) originals: Vec<f32>,
     /// The originals moved to a memory-mapped file (then `originals` is empty).
     pub(crate) mapped: Option<MappedF32>,
+    /// The level-0 link lists in a read-only mapped file: `n * (1 + m0)` words, slot
+    /// `i`'s list at `i * (1 + m0)` (then the arena holds the vector data only).
+    pub(crate) graph_map: Option<MappedF32>,
     pub(crate) rng: SplitMix64,
     cost_fn: fn(&[f32], &[f32]) -> f32,
     /// The arena holds float16 or uint8 elements (not quantized, not float32): costs
@@ -312,6 +332,7 @@ impl Index {
             typed: if config.datatype == Datatype::Float32 { None } else { Some(CostKind::of(config.distance, config.datatype)) },
             m0,
             stride: 1 + m0 + data_words,
+            lofs: 1 + m0,
             data_words,
             arena: Vec::new(),
             cap: 0,
@@ -330,6 +351,7 @@ impl Index {
             codes: Codes::F32,
             originals: Vec::new(),
             mapped: None,
+            graph_map: None,
             rng: SplitMix64::new(config.seed),
             visited: VisitedPool::new(),
             config,
@@ -377,7 +399,7 @@ impl Index {
     pub(crate) fn cost_to(&self, q: &[f32], i: u32) -> f32 {
         match self.typed {
             Some(kind) if !self.quantized() => {
-                let p = unsafe { self.slot(i).add(1 + self.m0) } as *const u8;
+                let p = unsafe { self.slot(i).add(self.lofs) } as *const u8;
                 let d = self.config.dim;
                 match self.config.datatype {
                     Datatype::Uint8 => typed_cost(kind, q, unsafe { std::slice::from_raw_parts(p, d) }),
@@ -403,7 +425,7 @@ impl Index {
         if !self.stores_typed() {
             return std::borrow::Cow::Borrowed(self.raw(i));
         }
-        let p = unsafe { self.slot(i).add(1 + self.m0) } as *const u8;
+        let p = unsafe { self.slot(i).add(self.lofs) } as *const u8;
         let d = self.config.dim;
         std::borrow::Cow::Owned(match self.config.datatype {
             Datatype::Uint8 => unsafe { std::slice::from_raw_parts(p, d) }.iter().map(|&x| x as f32).collect(),
@@ -420,19 +442,19 @@ impl Index {
         if self.quantized() {
             &self.originals_slice()[i as usize * d..(i as usize + 1) * d]
         } else {
-            unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const f32, d) }
+            unsafe { std::slice::from_raw_parts(self.slot(i).add(self.lofs) as *const f32, d) }
         }
     }
 
     #[inline(always)]
     pub(crate) fn code(&self, i: u32) -> &[u8] {
-        unsafe { std::slice::from_raw_parts(self.slot(i).add(1 + self.m0) as *const u8, self.data_words * 4) }
+        unsafe { std::slice::from_raw_parts(self.slot(i).add(self.lofs) as *const u8, self.data_words * 4) }
     }
 
     /// Prefetches the first cache lines of what scoring slot `i` reads.
     #[inline(always)]
     fn prefetch_data(&self, i: u32) {
-        let p = unsafe { self.slot(i).add(1 + self.m0) };
+        let p = unsafe { self.slot(i).add(self.lofs) };
         prefetch(p);
         prefetch((p as *const u8).wrapping_add(64) as *const AtomicU32);
     }
@@ -443,7 +465,7 @@ impl Index {
         let p: *const u8 = if self.quantized() {
             unsafe { self.originals_slice().as_ptr().add(i as usize * self.config.dim) as *const u8 }
         } else {
-            unsafe { self.slot(i).add(1 + self.m0) as *const u8 }
+            unsafe { self.slot(i).add(self.lofs) as *const u8 }
         };
         prefetch(p as *const AtomicU32);
         prefetch(p.wrapping_add(64) as *const AtomicU32);
@@ -458,7 +480,11 @@ impl Index {
     #[inline(always)]
     fn links(&self, i: u32, level: usize) -> &[AtomicU32] {
         if level == 0 {
-            unsafe { std::slice::from_raw_parts(self.slot(i), 1 + self.m0) }
+            match &self.graph_map {
+                // AtomicU32 has the layout of u32; the mapping is only ever loaded from.
+                Some(g) => unsafe { std::slice::from_raw_parts(g.as_words().as_ptr().add(i as usize * (1 + self.m0)) as *const AtomicU32, 1 + self.m0) },
+                None => unsafe { std::slice::from_raw_parts(self.slot(i), 1 + self.m0) },
+            }
         } else {
             let w = 1 + self.config.m;
             let off = self.upper_off[i as usize] as usize + (level - 1) * w;
@@ -522,6 +548,82 @@ impl Index {
         if let Some(m) = self.mapped.take() {
             self.originals = m.as_slice()[..self.n * self.config.dim].to_vec();
         }
+    }
+
+    /// Moves the level-0 link lists to `path` (written atomically once, then mapped
+    /// read-only; the reference's `hnsw_config.on_disk`), so the arena keeps only the
+    /// vectors or codes and the page cache holds the links a walk reads. Searches read
+    /// the links in place. The file is never written again: the next `add` copies the
+    /// links back into memory first (`move_graph_to_memory`), `compact` writes a new
+    /// file, `save` names the file instead of holding the links. A file the index stops
+    /// using is left for the caller to remove. Flat indexes have no graph (refused);
+    /// targets without mmap answer `Unsupported` and keep the graph in memory.
+    pub fn move_graph_to_file(&mut self, path: &std::path::Path) -> Result<()> {
+        if self.config.flat {
+            return Err(Error::invalid("a flat index has no graph to keep on disk"));
+        }
+        if path.file_name().is_none() {
+            return Err(Error::invalid(format!("{}: not a file path", path.display())));
+        }
+        let w0 = 1 + self.m0;
+        let n = self.n;
+        let mut next = 0usize;
+        let this: &Index = self;
+        let map = MappedF32::create_words(path, n * w0, |buf| {
+            while next < n && buf.len() + w0 <= buf.capacity() {
+                let list = this.links(next as u32, 0);
+                buf.extend(list.iter().map(|a| a.load(std::sync::atomic::Ordering::Relaxed)));
+                next += 1;
+            }
+            next < n
+        })?;
+        // The arena keeps the data words only.
+        let dw = self.data_words;
+        let mut arena = zeroed_atomics(n * dw);
+        for i in 0..n {
+            let from = unsafe { self.slot(i as u32).add(self.lofs) } as *const u32;
+            unsafe { std::ptr::copy_nonoverlapping(from, arena.as_mut_ptr().add(i * dw) as *mut u32, dw) };
+        }
+        self.arena = arena;
+        self.cap = n;
+        self.stride = dw;
+        self.lofs = 0;
+        self.graph_map = Some(map);
+        Ok(())
+    }
+
+    /// Copies the mapped level-0 links back into the arena (the file stays on disk for
+    /// the caller to remove). Nothing to do when they are in memory.
+    pub fn move_graph_to_memory(&mut self) {
+        let map = match self.graph_map.take() {
+            Some(m) => m,
+            None => return,
+        };
+        let (n, dw, w0) = (self.n, self.data_words, 1 + self.m0);
+        let stride = w0 + dw;
+        let mut arena = zeroed_atomics(n * stride);
+        let words = map.as_words();
+        for i in 0..n {
+            unsafe {
+                let to = arena.as_mut_ptr().add(i * stride) as *mut u32;
+                std::ptr::copy_nonoverlapping(words.as_ptr().add(i * w0), to, w0);
+                std::ptr::copy_nonoverlapping(self.arena.as_ptr().add(i * dw) as *const u32, to.add(w0), dw);
+            }
+        }
+        self.arena = arena;
+        self.cap = n;
+        self.stride = stride;
+        self.lofs = w0;
+    }
+
+    /// Whether the level-0 links live in a mapped file.
+    pub fn graph_on_disk(&self) -> bool {
+        self.graph_map.is_some()
+    }
+
+    /// The file the level-0 links are mapped from, if they are.
+    pub fn graph_path(&self) -> Option<&std::path::Path> {
+        self.graph_map.as_ref().map(|m| m.path())
     }
 
     /// The stored vector of `label` (normalised for Cosine).
@@ -588,7 +690,9 @@ impl Index {
         let vector_bytes = self.n * slot_vec;
         let original_bytes = self.originals.len() * 4;
         let original_file_bytes = self.mapped.as_ref().map_or(0, |m| m.file_bytes());
-        let graph_bytes = self.n * (1 + self.m0) * 4 + self.upper.len() * 4 + self.upper_off.len() * 4 + self.levels.len();
+        let graph_file_bytes = self.graph_map.as_ref().map_or(0, |m| m.file_bytes());
+        let level0 = if self.graph_map.is_some() { 0 } else { self.n * (1 + self.m0) * 4 };
+        let graph_bytes = level0 + self.upper.len() * 4 + self.upper_off.len() * 4 + self.levels.len();
         let map_bytes = self.label_map.capacity() * 16 + self.labels.len() * 8 + self.deleted.len() * 8;
         IndexStats {
             dim: self.config.dim,
@@ -600,6 +704,7 @@ impl Index {
             original_bytes,
             original_file_bytes,
             graph_bytes,
+            graph_file_bytes,
             total_bytes: vector_bytes + original_bytes + graph_bytes + map_bytes,
             quantization: self.config.quantization.name(),
             flat: self.config.flat,
@@ -752,6 +857,166 @@ mod tests {
             assert!(map.originals_path().unwrap().to_string_lossy().ends_with(&format!("{}.c2.f32", quant.name())));
         }
     }
+    /// The same build with its level-0 links in a mapped file answers exactly what the
+    /// in-memory graph answers (f32, float16, int8, binary; originals in memory or
+    /// mapped too), filtered or not; reopening it maps the file again; deletes keep the
+    /// links mapped, an add brings them back into memory, compaction writes a new file.
+    #[test]
+    fn a_mapped_graph_answers_what_the_in_memory_graph_answers() {
+        let d = 20;
+        let n = 2500;
+        let data = gaussian(n, d, 60);
+        let labels: Vec<u64> = (0..n as u64).map(|x| x * 3 + 1).collect();
+        let queries = gaussian(15, d, 61);
+        let tmp = crate::testutil::TempDir::new("hnsw-graph-map");
+        let cases = [
+            ("f32", Quantization::None, Datatype::Float32, false),
+            ("f16", Quantization::None, Datatype::Float16, false),
+            ("int8", Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE }, Datatype::Float32, false),
+            ("int8-orig", Quantization::Scalar { quantile: DEFAULT_SCALAR_QUANTILE }, Datatype::Float32, true),
+            ("binary", Quantization::Binary, Datatype::Float32, false),
+        ];
+        let allow: Vec<u64> = labels.iter().cloned().filter(|l| l % 5 != 0).collect();
+        let answers = |idx: &Index| -> Vec<Vec<(u64, f32)>> {
+            let mut out = Vec::new();
+            for qi in 0..15 {
+                let q = &queries[qi * d..(qi + 1) * d];
+                let mut p = SearchParams::new(10);
+                p.ef = Some(48);
+                out.push(idx.search(q, &p, None).unwrap());
+                out.push(idx.search(q, &p, Some(&allow)).unwrap());
+            }
+            out
+        };
+        for (name, quant, dt, orig) in cases {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut cfg = IndexConfig::new(d, Distance::Cosine);
+            cfg.quantization = quant;
+            cfg.datatype = dt;
+            cfg.full_scan_threshold_kb = 0;
+            let mut mem = Index::new(cfg.clone()).unwrap();
+            mem.add(&labels, &data, 1).unwrap();
+            let mut map = Index::new(cfg.clone()).unwrap();
+            if orig {
+                map.move_originals_to_file(&dir.join("orig.f32")).unwrap();
+            }
+            map.add(&labels, &data, 1).unwrap();
+            let want = answers(&mem);
+            let in_ram = map.stats().graph_bytes;
+            let file = dir.join("graph.links");
+            map.move_graph_to_file(&file).unwrap();
+            assert!(map.graph_on_disk());
+            assert_eq!(map.graph_path().unwrap(), file.as_path());
+            let s = map.stats();
+            assert_eq!(s.graph_file_bytes, n * (1 + 2 * cfg.m) * 4, "{}", name);
+            assert_eq!(s.graph_bytes, in_ram - n * (1 + 2 * cfg.m) * 4);
+            assert_eq!(std::fs::metadata(&file).unwrap().len() as usize, s.graph_file_bytes);
+            assert_eq!(s.vector_bytes, mem.stats().vector_bytes);
+            assert_eq!(answers(&map), want, "{}", name);
+            map.check_invariants().unwrap();
+            assert_eq!(map.get_vector(4).unwrap(), mem.get_vector(4).unwrap());
+            assert_eq!(map.export_live(), mem.export_live());
+
+            // Reopen: the index file names the graph file; the load maps it.
+            let saved = dir.join("index.qvi");
+            map.save(&saved).unwrap();
+            let back = Index::load(&saved).unwrap();
+            assert!(back.graph_on_disk());
+            assert_eq!(back.stats(), map.stats());
+            assert_eq!(answers(&back), want, "{} reopened", name);
+            // The bytes alone cannot be read without mapping the file.
+            assert_eq!(Index::from_bytes(&map.to_bytes()).err().unwrap().code(), "QUIVER_UNSUPPORTED");
+            // Given the files' bytes (what the WASM worker does), the links go back into memory.
+            let bytes = map.to_bytes();
+            let (gname, gbytes) = graph_file_of(&bytes).unwrap().unwrap();
+            assert_eq!(gname, "graph.links");
+            assert_eq!(gbytes as usize, s.graph_file_bytes);
+            let side = side_file_of(&bytes).unwrap().map(|(f, len)| std::fs::read(dir.join(f)).unwrap()[..len as usize].to_vec());
+            let graph_file = std::fs::read(&file).unwrap();
+            let inmem = Index::from_bytes_with_files(&bytes, "x", side.as_deref(), Some(&graph_file)).unwrap();
+            assert!(!inmem.graph_on_disk());
+            assert_eq!(inmem.stats().graph_bytes, in_ram);
+            assert_eq!(answers(&inmem), want, "{} read into memory", name);
+            assert_eq!(Index::from_bytes_with_files(&bytes, "x", side.as_deref(), Some(&graph_file[..graph_file.len() - 4])).err().unwrap().code(), "QUIVER_CORRUPT");
+
+            // Deletes only mark slots: the links stay mapped.
+            let gone: Vec<u64> = labels.iter().cloned().filter(|l| l % 7 == 0).collect();
+            mem.delete(&gone);
+            map.delete(&gone);
+            assert!(map.graph_on_disk());
+            assert_eq!(answers(&map), answers(&mem), "{} after deletes", name);
+
+            // An add copies the links back into memory (the file stays) and links as
+            // the in-memory graph does.
+            let more = gaussian(300, d, 62);
+            let more_labels: Vec<u64> = (0..300u64).map(|x| 1_000_000 + x).collect();
+            mem.add(&more_labels, &more, 1).unwrap();
+            map.add(&more_labels, &more, 1).unwrap();
+            assert!(!map.graph_on_disk());
+            assert_eq!(map.stats().graph_file_bytes, 0);
+            assert_eq!(map.stats().graph_bytes, mem.stats().graph_bytes);
+            assert!(file.exists());
+            assert_eq!(answers(&map), answers(&mem), "{} after add", name);
+            // The reopened index still reads the old file unchanged.
+            assert_eq!(answers(&back), want, "{} old mapping", name);
+
+            // Mapped again (a new file), then compacted: the compacted links go to a
+            // new file beside it, and the answers match the in-memory compaction.
+            let file2 = dir.join("graph2.links");
+            map.move_graph_to_file(&file2).unwrap();
+            assert_eq!(answers(&map), answers(&mem), "{} remapped", name);
+            mem.compact(1).unwrap();
+            map.compact(1).unwrap();
+            assert!(map.graph_on_disk());
+            assert!(map.graph_path().unwrap().to_string_lossy().ends_with("graph2.c1.links"), "{}", map.graph_path().unwrap().display());
+            assert_eq!(answers(&map), answers(&mem), "{} compacted", name);
+            map.move_graph_to_memory();
+            assert_eq!(answers(&map), answers(&mem), "{} back in memory", name);
+        }
+    }
+
+    /// A graph file that is shorter than the index needs, or holds a link out of range,
+    /// makes the load fail as Corrupt (never a read out of bounds); flat indexes have
+    /// no graph to move.
+    #[test]
+    fn a_damaged_graph_file_is_refused_on_load() {
+        let d = 8;
+        let n = 400;
+        let data = gaussian(n, d, 70);
+        let labels: Vec<u64> = (0..n as u64).collect();
+        let tmp = crate::testutil::TempDir::new("hnsw-graph-bad");
+        let mut idx = Index::new(IndexConfig::new(d, Distance::Euclid)).unwrap();
+        idx.add(&labels, &data, 1).unwrap();
+        let file = tmp.path().join("g.links");
+        idx.move_graph_to_file(&file).unwrap();
+        let saved = tmp.path().join("i.qvi");
+        idx.save(&saved).unwrap();
+        drop(idx);
+        let good = std::fs::read(&file).unwrap();
+        // A link past the last slot (a new file: the old one is never rewritten in place).
+        let mut bad = good.clone();
+        bad[4..8].copy_from_slice(&(n as u32 + 5).to_le_bytes());
+        bad[0..4].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, &bad).unwrap();
+        let e = Index::load(&saved).err().unwrap();
+        assert_eq!(e.code(), "QUIVER_CORRUPT", "{}", e);
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, &good[..good.len() - 4]).unwrap();
+        let e = Index::load(&saved).err().unwrap();
+        assert_eq!(e.code(), "QUIVER_CORRUPT", "{}", e);
+        assert!(e.message.contains("shorter"), "{}", e);
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, &good).unwrap();
+        assert!(Index::load(&saved).unwrap().graph_on_disk());
+        let mut cfg = IndexConfig::new(d, Distance::Euclid);
+        cfg.flat = true;
+        let mut flat = Index::new(cfg).unwrap();
+        flat.add(&labels[..10], &data[..10 * d], 1).unwrap();
+        assert_eq!(flat.move_graph_to_file(&tmp.path().join("f.links")).err().unwrap().code(), "QUIVER_INVALID_ARGUMENT");
+    }
+
     #[test]
     fn export_live_from_pages_concatenate_to_export_live_and_refuse_bad_arguments() {
         let d = 6;

@@ -36,7 +36,17 @@ const INDEX_FLAG_U8: u32 = 1 << 9;
 /// its tail is ignored. Shorter is `Corrupt`. Builds before this flag refuse such files
 /// as `UnsupportedFormat` (an unknown flag), never misread them.
 const INDEX_FLAG_SIDE: u32 = 1 << 16;
-const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8 | INDEX_FLAG_SIDE;
+/// Bit 17: the level-0 link lists are not in the file but in a graph file in the same
+/// directory (`move_graph_to_file`): after the flags word (and after the originals side
+/// file's fields when bit 16 is set too) come the graph file's name (u32 length, UTF-8
+/// bytes, a plain file name) and the number of slots it covers (u64, the slot count);
+/// the arena array then holds each slot's data words only (`n * data_words`). The
+/// graph file holds `n * (1 + 2m)` u32 words, little-endian; a longer file's tail is
+/// ignored, a shorter one is `Corrupt`, and every link in it is range-checked on load
+/// (`check_invariants`). Builds before this flag refuse such files as
+/// `UnsupportedFormat`.
+const INDEX_FLAG_GRAPH: u32 = 1 << 17;
+const INDEX_KNOWN_FLAGS: u32 = INDEX_FLAG_FLAT | INDEX_FLAG_F16 | INDEX_FLAG_U8 | INDEX_FLAG_SIDE | INDEX_FLAG_GRAPH;
 
 /// Longest side file name an index file may carry.
 const MAX_SIDE_NAME: usize = 1024;
@@ -46,6 +56,50 @@ const MAX_SIDE_NAME: usize = 1024;
 pub enum SideOriginals {
     Mapped(MappedF32),
     Memory(Vec<f32>),
+}
+
+/// Where a loaded index's level-0 links come from: the mapped graph file, or its
+/// words read into memory (the WASM backend, which has no mmap: the links go back
+/// into the arena).
+pub enum SideGraph {
+    Mapped(MappedF32),
+    Memory(Vec<u32>),
+}
+
+/// The graph file an index file's bytes name (`INDEX_FLAG_GRAPH`), and the bytes of it
+/// the index reads: `None` for an index that holds its links itself. Reads the frame
+/// header and the payload's first fields only (the load that follows checks the rest).
+pub fn graph_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
+    use crate::fileio::FRAME_HEADER_BYTES;
+    let bad = || Error::corrupt("index: truncated header");
+    if bytes.len() < FRAME_HEADER_BYTES || bytes[..8] != INDEX_MAGIC {
+        return Err(Error::corrupt("index: not an index file"));
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version < 2 {
+        return Ok(None);
+    }
+    let p = &bytes[FRAME_HEADER_BYTES..];
+    let word = |o: usize| -> Result<u32> { p.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(bad) };
+    let mut at = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
+    let flags = word(at)?;
+    if flags & INDEX_FLAG_GRAPH == 0 {
+        return Ok(None);
+    }
+    at += 4;
+    if flags & INDEX_FLAG_SIDE != 0 {
+        at += 4 + word(at)? as usize + 8;
+    }
+    let m = word(5)? as u64;
+    let name_len = word(at)? as usize;
+    if name_len == 0 || name_len > MAX_SIDE_NAME {
+        return Err(Error::corrupt("index: graph file name out of range"));
+    }
+    let name = p.get(at + 4..at + 4 + name_len).ok_or_else(bad)?;
+    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::corrupt("index: graph file name is not UTF-8"))?;
+    let c = p.get(at + 4 + name_len..at + 12 + name_len).ok_or_else(bad)?;
+    let covered = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    Ok(Some((name, covered.saturating_mul(1 + 2 * m).saturating_mul(4))))
 }
 
 /// The side file an index file's bytes name, and the bytes of it the index reads:
@@ -130,8 +184,10 @@ impl Index {
         w.write_u64(c.seed)?;
         let side = self.mapped.as_ref().map(|m| m.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         let side_flag = if side.is_some() { INDEX_FLAG_SIDE } else { 0 };
-        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype) | side_flag)?;
-        if let Some(name) = &side {
+        let graph = self.graph_map.as_ref().map(|m| m.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let graph_flag = if graph.is_some() { INDEX_FLAG_GRAPH } else { 0 };
+        w.write_u32(if c.flat { INDEX_FLAG_FLAT } else { 0 } | datatype_flags(c.datatype) | side_flag | graph_flag)?;
+        for name in side.iter().chain(graph.iter()) {
             w.write_u32(name.len() as u32)?;
             w.write_bytes(name.as_bytes())?;
             w.write_u64(self.n as u64)?;
@@ -173,7 +229,15 @@ impl Index {
     /// Parses what `to_bytes` wrote; `side` is the content of the side file the bytes
     /// name (see `side_file_of`), read into memory: at least the bytes the index covers
     /// (a longer one's tail is ignored; shorter is `Corrupt`).
+    /// An index whose level-0 links are in a graph file is refused (`Unsupported`):
+    /// `load` maps it, `from_bytes_with_files` takes its bytes.
     pub fn from_bytes_with_side(bytes: &[u8], name: &str, side: Option<&[u8]>) -> Result<Index> {
+        Index::from_bytes_with_files(bytes, name, side, None)
+    }
+
+    /// `from_bytes_with_side`, and `graph`, the content of the graph file the bytes
+    /// name (see `graph_file_of`), read into memory: the links go back into the arena.
+    pub fn from_bytes_with_files(bytes: &[u8], name: &str, side: Option<&[u8]>, graph_bytes: Option<&[u8]>) -> Result<Index> {
         let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
         let mut r = ByteReader::new(payload).with_name(name);
         let mut resolve = |file: &str, len: usize| -> Result<SideOriginals> {
@@ -194,12 +258,36 @@ impl Index {
             }
             Ok(SideOriginals::Memory(side[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
-        Index::read_payload(&mut r, version, name, &mut resolve)
+        let mut graph = |file: &str, words: usize| -> Result<SideGraph> {
+            let g = graph_bytes.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{}: the index keeps its graph in the file {}, which was not given", name, file),
+                )
+            })?;
+            if (g.len() as u64) < words as u64 * 4 {
+                return Err(Error::corrupt(format!(
+                    "{}: graph file {} has {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
+                    name,
+                    file,
+                    g.len(),
+                    words as u64 * 4
+                )));
+            }
+            Ok(SideGraph::Memory(g[..words * 4].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+        };
+        Index::read_payload(&mut r, version, name, &mut resolve, &mut graph)
     }
 
     /// Parses an index payload of format `version` from a slice or a file stream,
     /// reading the large arrays straight into the index's own storage.
-    fn read_payload<S: Source>(r: &mut S, version: u32, name: &str, side: &mut dyn FnMut(&str, usize) -> Result<SideOriginals>) -> Result<Index> {
+    fn read_payload<S: Source>(
+        r: &mut S,
+        version: u32,
+        name: &str,
+        side: &mut dyn FnMut(&str, usize) -> Result<SideOriginals>,
+        graph: &mut dyn FnMut(&str, usize) -> Result<SideGraph>,
+    ) -> Result<Index> {
         let bad = |what: &str| Error::corrupt(format!("{}: {}", name, what));
         let dim = r.read_u32()? as usize;
         let distance = Distance::from_code(r.read_u8()?).ok_or_else(|| bad("unknown distance code"))?;
@@ -249,6 +337,23 @@ impl Index {
         } else {
             None
         };
+        let graph_ref = if flags & INDEX_FLAG_GRAPH != 0 {
+            let len = r.read_u32()? as usize;
+            if len == 0 || len > MAX_SIDE_NAME {
+                return Err(bad("graph file name out of range"));
+            }
+            let raw = r.read_byte_vec(len, "graph file name")?;
+            let file = String::from_utf8(raw).map_err(|_| bad("graph file name is not UTF-8"))?;
+            if !plain_file_name(&file) {
+                return Err(bad("graph file name is not a plain file name"));
+            }
+            if config.flat {
+                return Err(bad("a graph file for a flat index"));
+            }
+            Some((file, r.read_u64()?))
+        } else {
+            None
+        };
         config.validate().map_err(|e| bad(&e.message))?;
         let mut index = Index::new(config)?;
         index.rng = SplitMix64::new(r.read_u64()?);
@@ -274,11 +379,14 @@ impl Index {
         let mut deleted = vec![0u64; deleted_words];
         r.read_u64s(&mut deleted, "deleted bits")?;
         index.data_words = data_words;
-        index.stride = 1 + index.m0 + data_words;
+        // With the links in a graph file, the arena holds the data words only.
+        index.lofs = if graph_ref.is_some() { 0 } else { 1 + index.m0 };
+        index.stride = index.lofs + data_words;
         let arena_words = n.checked_mul(index.stride).ok_or_else(|| bad("slot count or slot size out of range"))?;
         r.check_array(arena_words, 4, "u32 array")?;
         let mut arena = zeroed_atomics(arena_words);
         r.read_u32s(atomics_as_u32_mut(&mut arena), "u32 array")?;
+        // (Replaced below when a graph file's links are read into memory.)
         r.check_array(n, 4, "u32 array")?;
         let mut upper_off = vec![0u32; n];
         r.read_u32s(&mut upper_off, "u32 array")?;
@@ -332,6 +440,31 @@ impl Index {
         if index.quantized() && index.originals_slice().len() != n * dim {
             return Err(bad("original vectors missing"));
         }
+        if let Some((file, covered)) = graph_ref {
+            if covered != n as u64 {
+                return Err(bad("graph file covers another number of slots than the index holds"));
+            }
+            match graph(&file, n * (1 + index.m0))? {
+                SideGraph::Mapped(m) => index.graph_map = Some(m),
+                SideGraph::Memory(words) => {
+                    // Links back into the arena, in front of each slot's data words.
+                    let (w0, dw) = (1 + index.m0, data_words);
+                    let mut merged = zeroed_atomics(n * (w0 + dw));
+                    {
+                        let out = atomics_as_u32_mut(&mut merged);
+                        let data = atomics_as_u32(&arena);
+                        for i in 0..n {
+                            let at = i * (w0 + dw);
+                            out[at..at + w0].copy_from_slice(&words[i * w0..(i + 1) * w0]);
+                            out[at + w0..at + w0 + dw].copy_from_slice(&data[i * dw..(i + 1) * dw]);
+                        }
+                    }
+                    arena = merged;
+                    index.lofs = w0;
+                    index.stride = w0 + dw;
+                }
+            }
+        }
         // Structure checks before anything dereferences a link.
         let w = 1 + index.config.m;
         for i in 0..n {
@@ -372,6 +505,11 @@ impl Index {
         index.entry.store(if n == 0 { NONE } else { entry }, Ordering::Release);
         index.max_level.store(max_level, Ordering::Release);
         index.check_invariants().map_err(|e| bad(&e.message))?;
+        // The check read every link through the map: drop those pages from the process
+        // again (the page cache keeps them), so a loaded index starts at its memory part.
+        if let Some(g) = &index.graph_map {
+            g.release_pages();
+        }
         Ok(index)
     }
 
@@ -404,6 +542,20 @@ impl Index {
             }
             m.sync()?;
         }
+        if let Some(g) = &self.graph_map {
+            let beside = match (path.parent(), g.path().file_name()) {
+                (Some(d), Some(name)) => (if d.as_os_str().is_empty() { std::path::Path::new(".") } else { d }).join(name),
+                _ => std::path::PathBuf::new(),
+            };
+            // Written and fsynced once when it was created; never changed since.
+            if !g.is_file_at(&beside) {
+                return Err(Error::invalid(format!(
+                    "{}: the index's graph is in {}, which is not in the same directory",
+                    path.display(),
+                    g.path().display()
+                )));
+            }
+        }
         let len = self.payload_len();
         crate::fileio::write_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, len, |w| self.write_payload(w))
     }
@@ -429,8 +581,19 @@ impl Index {
             }
             Ok(SideOriginals::Memory(bytes[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
         };
+        let mut graph = |file: &str, words: usize| -> Result<SideGraph> {
+            let p = dir.join(file);
+            if cfg!(all(unix, not(target_arch = "wasm32"))) {
+                return MappedF32::open(&p, words).map(SideGraph::Mapped);
+            }
+            let bytes = std::fs::read(&p).map_err(|e| crate::fileio::io_error(&format!("reading {}", p.display()), e))?;
+            if (bytes.len() as u64) < words as u64 * 4 {
+                return Err(Error::corrupt(format!("{}: {} bytes, but the index needs {}; the file is shorter than the index it belongs to", p.display(), bytes.len(), words as u64 * 4)));
+            }
+            Ok(SideGraph::Memory(bytes[..words * 4].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+        };
         crate::fileio::read_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, |r, version| {
-            Index::read_payload(r, version, &name, &mut resolve)
+            Index::read_payload(r, version, &name, &mut resolve, &mut graph)
         })
     }
 }

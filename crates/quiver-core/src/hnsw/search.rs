@@ -131,7 +131,7 @@ impl Index {
             if c.cost > bound && top.len() >= ef {
                 break;
             }
-            let slot = self.slot(c.id);
+            let slot = self.links(c.id, 0).as_ptr();
             let cnt = unsafe { (*slot).load(Ordering::Acquire) } as usize;
             let mut nf = 0;
             for t in 0..cnt {
