@@ -11,7 +11,7 @@
 
 import test, { type ExecutionContext } from 'ava';
 
-import { nestedTooDeepAt } from '../../ts/api/rest/body';
+import { hasSurrogateEscape, nestedTooDeepAt } from '../../ts/api/rest/body';
 import { FilterError, validateFilter } from '../../ts/shard/filter';
 import { MAX_ENGINE_COUNT, MAX_NESTING_DEPTH } from '../../ts/shard/limits';
 import { PayloadError, validatePayload } from '../../ts/shard/payload-store';
@@ -100,6 +100,34 @@ test('the depth scan: strings (with escaped quotes) are skipped, malformed input
   t.is(at('"[[[[[[[['), -1, 'an unterminated string is JSON.parse\'s to report');
   t.is(at(']]]][[[['), -1, 'unbalanced closers are JSON.parse\'s to report');
   t.is(at('[[[1]]] [[[[2]]]]'), 11);
+});
+
+// -- lone surrogates -------------------------------------------------------------------------------
+
+const LONE = /^Format error in JSON body: lone surrogate in a \\u escape of string /;
+
+test('a string or key with a lone surrogate escape is 400 on the direct lane and through Koa, and writes nothing; pairs are served', async (t) => {
+  const before = await contents(t);
+  const upsert = (payload: string) => `{"points":[{"id":8,"vector":[8,0,0,0],"payload":${payload}}]}`;
+  for (const payload of ['{"s":"a\\ud800b"}', '{"s":"\\uDBFF"}', '{"s":"x\\udc00"}', '{"s":["ok","\\ude00\\ud83d"]}', '{"k\\uD800":1}', '{"n":{"\\udfff":[1]}}']) {
+    await api.error(t, 400, 'PUT', POINTS, { params: P, query: { wait: true }, raw: upsert(payload) }, LONE);
+  }
+  await api.error(t, 400, 'POST', PAYLOAD, { params: P, query: { wait: true }, raw: '{"points":[1],"payload":{"s":"\\ud800"}}' }, LONE);
+  const filter = '{"filter":{"must":[{"key":"s","match":{"value":"\\ud800"}}]}}';
+  await api.error(t, 400, 'POST', SCROLL, { params: P, raw: filter }, LONE);
+  await api.error(t, 400, 'POST', COUNT, { params: P, raw: filter }, LONE);
+  t.deepEqual(await contents(t), before);
+  // a pair (either case), and text that only looks like an escape (an escaped backslash), are served
+  await api.ok(t, 'PUT', POINTS, { params: W, query: { wait: true }, raw: upsert('{"s":"\\ud83d\\uDE00","t":"\\\\ud800"}') });
+  const stored = await api.ok(t, 'GET', '/collections/{collection_name}/points/{id}', { params: { ...W, id: 8 } });
+  t.deepEqual(stored?.payload, { s: '\u{1F600}', t: '\\ud800' });
+  await api.ok(t, 'POST', DELETE, { params: W, query: { wait: true }, body: { points: [8] } });
+});
+
+test('the surrogate escape scan: \\uD800 to \\uDFFF in either case, not an escaped backslash or other escapes', (t) => {
+  const has = (s: string) => hasSurrogateEscape(Buffer.from(s));
+  for (const s of ['"\\ud800"', '"\\uD83D\\uDE00"', '"\\udfff"', '"\\uDc00"', '"\\\\\\ud900"', '{"\\udb00":1}']) t.true(has(s), s);
+  for (const s of ['"\\u00e9"', '"\\ud7ff"', '"\\ue000"', '"\\\\ud800"', '"\\\\\\\\ud800"', '"ud800"', '"\\n\\ud"', '"\\u0d80"', '"\u{1F600}"']) t.false(has(s), s);
 });
 
 /** The plain byte-by-byte depth scan the fast one must agree with. */

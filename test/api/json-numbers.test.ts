@@ -9,7 +9,9 @@
 import test from 'ava';
 import * as util from 'node:util';
 
+import { parseJsonBody } from '../../ts/api/rest/body';
 import { readJsonNumbers } from '../../ts/api/rest/json-numbers';
+import { FormatError } from '../../ts/common/errors';
 import { ContractClient } from '../support/contract';
 import { COLLECTION, COUNT, POINTS, SCROLL, VECTORS } from '../support/routes';
 
@@ -96,6 +98,18 @@ test('objects, strings and literals: as JSON.parse', (t) => {
   // Escapes, __proto__ keys and lone invalid UTF-8 are left to JSON.parse.
   t.is(check('{"a\\n":1}'), 'gave up');
   t.is(check('{"__proto__":{"x":1}}'), 'gave up');
+  // so does every \u escape: a lone surrogate (body.ts refuses it after JSON.parse) never passes through the reader
+  for (const text of ['["a\\ud800b"]', '{"k\\uDC00":1}', '["\\ud83d\\ude00"]', '["\\u00e9"]']) t.is(check(text), 'gave up', text);
+});
+
+test('a body past the reader threshold with a lone surrogate escape is refused (400 Format error), its pair is read', (t) => {
+  const vectors = Array.from({ length: 600 }, (_, i) => `{"id":${i},"vector":[0.5,0.25,0.125,1]}`).join(',');
+  const body = (s: string) => Buffer.from(`{"points":[${vectors},{"id":999,"vector":[1,0,0,0],"payload":{"s":"${s}"}}]}`, 'utf8');
+  t.true(body('x').length >= 16 * 1024, 'past the threshold');
+  const err = t.throws(() => parseJsonBody(body('a\\ud800b')), { instanceOf: FormatError });
+  t.regex(err!.message, /lone surrogate/);
+  const ok = parseJsonBody(body('\\ud83d\\ude00')) as { points: Array<{ payload?: { s: string } }> };
+  t.is(ok.points[600].payload!.s, '\u{1F600}');
 });
 
 test('text JSON.parse refuses is never accepted', (t) => {

@@ -6,7 +6,8 @@
  * document); the on-disk one keeps its answers across payload edits, a restart, a kill -9
  * after acknowledged writes, a snapshot round trip, and the index re-created with on_disk
  * flipped both ways; for every type, full-text and geo included. A malformed on_disk
- * is a 400 that changes nothing.
+ * is a 400 that changes nothing. A string with a lone UTF-16 surrogate (which UTF-8 index
+ * files cannot hold) is refused at the body; a surrogate pair is indexed and found.
  */
 
 import test, { type ExecutionContext } from 'ava';
@@ -265,4 +266,44 @@ test.serial('full-text and geo indexes take on_disk: true (an empty collection: 
   t.is(info.payload_schema.g.params.on_disk, true);
   await ok(t, 'PUT', '/collections/fresh/points?wait=true', { points: [{ id: 1, vector: [1, 0, 0, 0], payload: { x: 'Prefixes', g: { lat: 1, lon: 1 } } }] });
   t.deepEqual(await ids(t, 'fresh', { must: [{ key: 'x', match: { text: 'pre' } }, { key: 'g', geo_radius: { center: { lat: 1, lon: 1 }, radius: 10 } }] }), [1]);
+});
+
+test.serial('a lone surrogate escape in an upsert is 400 and changes nothing; a surrogate pair is found through on-disk keyword and text indexes', async (t) => {
+  const raw = async (method: string, p: string, text: string) => {
+    const res = await fetch(`${server.url}${p}`, { method, headers: { 'content-type': 'application/json' }, body: text });
+    return { status: res.status, body: JSON.parse(await res.text()) };
+  };
+  await ok(t, 'PUT', '/collections/utf16', { vectors: { size: 4, distance: 'Dot' } });
+  // the points first: the indexes are then built into base files from them
+  const smile = '\\ud83d\\ude00';
+  const r = await raw('PUT', '/collections/utf16/points?wait=true', `{"points":[
+    {"id":1,"vector":[1,0,0,0],"payload":{"kw":"a${smile}b","txt":"smile ${smile} now"}},
+    {"id":2,"vector":[0,1,0,0],"payload":{"kw":"a\\uFFFDb","txt":"smile \\uFFFD now"}},
+    {"id":3,"vector":[0,0,1,0],"payload":{"kw":"plain","txt":"plain words"}}]}`);
+  t.is(r.status, 200, JSON.stringify(r.body));
+  await ok(t, 'PUT', '/collections/utf16/index?wait=true', { field_name: 'kw', field_schema: { type: 'keyword', on_disk: true } });
+  await ok(t, 'PUT', '/collections/utf16/index?wait=true', { field_name: 'txt', field_schema: { type: 'text', tokenizer: 'whitespace', on_disk: true } });
+  const all = async () => (await ok(t, 'POST', '/collections/utf16/points/scroll', { limit: 10, with_payload: true, with_vector: true })).points;
+  const before = await all();
+  for (const [method, p, text] of [
+    ['PUT', '/collections/utf16/points?wait=true', '{"points":[{"id":4,"vector":[1,1,0,0],"payload":{"kw":"a\\ud83db"}}]}'],
+    ['PUT', '/collections/utf16/points?wait=true', '{"points":[{"id":1,"vector":[1,0,0,0],"payload":{"kw":"\\ude00"}}]}'],
+    ['POST', '/collections/utf16/points/payload?wait=true', '{"points":[3],"payload":{"txt":"lone \\ud800"}}'],
+    ['PUT', '/collections/utf16/points/payload?wait=true', '{"points":[3],"payload":{"k\\udc00":"x"}}'],
+  ] as const) {
+    const res = await raw(method, p, text);
+    t.is(res.status, 400, `${method} ${p} ${text}: ${JSON.stringify(res.body)}`);
+    t.regex(res.body.status.error, /^Format error in JSON body: lone surrogate/);
+  }
+  t.deepEqual(await all(), before, 'nothing changed');
+  t.is(before.find((p: Json) => p.id === 1).payload.kw, 'a\u{1F600}b');
+  // the pair, sent as an escape pair and as UTF-8, finds point 1 only (not the U+FFFD one)
+  for (const send of [(s: string) => s, (s: string) => s.replace('\u{1F600}', smile)]) {
+    const filter = (cond: string) => raw('POST', '/collections/utf16/points/scroll', send(`{"limit":10,"with_payload":false,"filter":{"must":[${cond}]}}`));
+    for (const cond of ['{"key":"kw","match":{"value":"a\u{1F600}b"}}', '{"key":"txt","match":{"text":"\u{1F600}"}}', '{"key":"kw","match":{"any":["a\u{1F600}b","zzz"]}}']) {
+      const res = await filter(cond);
+      t.is(res.status, 200, JSON.stringify(res.body));
+      t.deepEqual(res.body.result.points.map((p: Json) => p.id), [1], send(cond));
+    }
+  }
 });

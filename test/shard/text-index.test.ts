@@ -13,6 +13,7 @@
  */
 
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import test from 'ava';
 
@@ -269,6 +270,30 @@ test('updates: re-indexing a point replaces its tokens', (t) => {
   t.is(pi.schemaInfo().s.points, 2);
   pi.update(1n, null);
   t.is(pi.schemaInfo().s.points, 1);
+});
+
+test('updates: several strings replaced by one string whose text is their JSON array are a change (in memory and on disk)', async (t) => {
+  const points = new Map<number, P>([[0, { txt: ['alpha', 'beta'] }]]);
+  const entries = () => [...points].map(([o, p]) => [BigInt(o), p] as [bigint, P]);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-text-'));
+  const mem = new PayloadIndexes();
+  const disk = new PayloadIndexes();
+  for (const pi of [mem, disk]) pi.universe = { size: () => points.size, offsets: () => [...points.keys()].map((o) => BigInt(o)) };
+  mem.create('txt', parseFieldSchema({ type: 'text', phrase_matching: true }), entries());
+  disk.create('txt', parseFieldSchema({ type: 'text', phrase_matching: true, on_disk: true }), entries());
+  let n = 0;
+  await disk.moveToDisk('txt', dir, () => ++n);
+  points.set(0, { txt: '["alpha","beta"]' });
+  for (const pi of [mem, disk]) pi.update(0n, points.get(0)!);
+  // "alpha beta" is a phrase of the one string now (two strings held no such run)
+  const f = validateFilter({ must: [{ key: 'txt', match: { phrase: 'alpha beta' } }] }) as Filter;
+  for (const [what, pi] of [['memory', mem], ['disk', disk]] as const) {
+    const pred = compileFilter(f, (names, m) => pi.textMatcher(names, m));
+    t.true(pred(0 as PointId, points.get(0)!), `${what}: the predicate matches`);
+    t.deepEqual([...pi.candidates(f)!].map(Number), [0], `${what}: the index has the new document`);
+  }
+  disk.closeFiles();
+  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test(`stemmer: English Porter2 on words from the published sample (${SNOWBALL})`, (t) => {

@@ -12,7 +12,7 @@ import { FieldCondition, GeoPoint, Match, canonicalUuid, haversineMeters, inGeoP
 import { FieldSchema, isPlainObject } from './field-schema';
 import { Bounds, Off, PathSegment, Posting, SortedKeys, boundsOf, dedupe, flatten, postingAdd, postingDelete, postingInto, postingSize, toOff } from './sorted-keys';
 import { Node, andNode, countNode } from './index-plan';
-import { IndexBase, readDelta, writeBase, writeDelta, type BaseKind, type BaseValue, type DeltaState } from './index-disk';
+import { IndexBase, IndexFileError, readDelta, writeBase, writeDelta, type BaseKind, type BaseValue, type DeltaState } from './index-disk';
 import { fieldSchemaToJson } from './field-schema';
 
 /** The files of an on-disk index (`on_disk: true`) that a checkpoint names. */
@@ -21,6 +21,12 @@ export interface IndexFiles {
   schema: unknown;
   base: string;
   delta: string;
+  /**
+   * Text indexes: the tokenizer's fingerprint the files were written under (text-index.ts
+   * TOKENIZER_PIPELINE_VERSION); files of another one (or none, written before it was
+   * recorded) are not opened, the index is rebuilt from the payloads.
+   */
+  tokenizer?: string;
 }
 
 /** A base file is rewritten at a checkpoint once this many changed points, plus an eighth of its records, are held in memory. */
@@ -178,6 +184,11 @@ export abstract class FieldIndex<V = unknown> {
     return null;
   }
 
+  /** The fingerprint of what turns values into stored ones when more than the schema decides it (text: the tokenizer), else undefined. */
+  tokenFingerprint(): string | undefined {
+    return undefined;
+  }
+
   get onDisk(): boolean {
     return this.base !== null;
   }
@@ -257,7 +268,8 @@ export abstract class FieldIndex<V = unknown> {
    */
   async saveFiles(dir: string, nextName: () => number): Promise<IndexFiles> {
     if (this.base === null) throw new Error('saveFiles: the index is not on disk');
-    if (!this.dirty && this.saved !== null) return { schema: fieldSchemaToJson(this.schema), ...this.saved };
+    const tokenizer = this.tokenFingerprint();
+    if (!this.dirty && this.saved !== null) return { schema: fieldSchemaToJson(this.schema), ...this.saved, ...(tokenizer === undefined ? {} : { tokenizer }) };
     if (this.masked.size + this.records.size > DELTA_MIN + this.base.records / 8) await this.writeBaseFile(dir, `fidx-${nextName()}.base`);
     const delta = `fidx-${nextName()}.delta`;
     const state: DeltaState = {
@@ -272,19 +284,32 @@ export abstract class FieldIndex<V = unknown> {
       nulls: [...this.nulls],
       other: [...this.otherNonEmpty],
       extra: this.extra === null ? null : [...this.extra],
+      ...(tokenizer === undefined ? {} : { tokenizer }),
     };
     await writeDelta(`${dir}/${delta}`, state);
     this.saved = { base: this.base.file, delta };
     this.dirty = false;
-    return { schema: state.schema, ...this.saved };
+    return { schema: state.schema, ...this.saved, ...(tokenizer === undefined ? {} : { tokenizer }) };
   }
 
-  /** Opens the files a checkpoint names (an empty index, not yet loaded). */
+  /**
+   * Whether `files` were written for this index as it makes values now: the same schema
+   * and tokenizer fingerprint (files that are not are rebuilt from the payloads instead).
+   */
+  filesFit(files: IndexFiles): boolean {
+    return JSON.stringify(files.schema) === JSON.stringify(fieldSchemaToJson(this.schema)) && files.tokenizer === this.tokenFingerprint();
+  }
+
+  /** Opens the files a checkpoint names (an empty index, not yet loaded); files that do not fit (filesFit) are refused. */
   async openFiles(dir: string, files: IndexFiles): Promise<void> {
+    if (!this.filesFit(files)) {
+      throw new IndexFileError(`${files.base}: written for another ${this.schema.type} index (schema or tokenizer ${JSON.stringify(files.tokenizer ?? null)}, not ${JSON.stringify(this.tokenFingerprint() ?? null)})`);
+    }
     const base = await IndexBase.open(dir, files.base);
     try {
       if (base.kind !== this.baseKind()) throw new Error(`${files.base} holds ${base.kind} values, not those of a ${this.schema.type} index`);
       const d = await readDelta(`${dir}/${files.delta}`);
+      if (d.tokenizer !== this.tokenFingerprint()) throw new IndexFileError(`${files.delta}: written under tokenizer ${JSON.stringify(d.tokenizer ?? null)}, not ${JSON.stringify(this.tokenFingerprint() ?? null)}`);
       this.base = base;
       this.counted = d.counted;
       this.entries = d.entries;

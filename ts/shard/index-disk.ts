@@ -75,6 +75,8 @@ export interface DeltaState {
   nulls: number[];
   other: number[];
   extra: number[] | null;
+  /** Text indexes: the tokenizer's fingerprint the tokens were made under (text-index.ts TOKENIZER_PIPELINE_VERSION). */
+  tokenizer?: string;
 }
 
 export class IndexFileError extends Error {

@@ -48,7 +48,7 @@ import { compareKeys, IdTracker, PointIdError, pointIdToJson, type PointKey, typ
 import { requiredIds } from './filter-ids';
 import { byteRuns, decodeRecord, encodeOperation, recordTag, type NamedVectors, type ShardOperation, type SparseVec, type SparseVectors } from './operations';
 import { PayloadIndexes, type FacetValue, type OrderOptions } from './payload-index';
-import { fieldSchemaToJson, type FieldSchema } from './field-schema';
+import { type FieldSchema } from './field-schema';
 import { PayloadError, PayloadStore, parsePath, validatePayload, type Payload } from './payload-store';
 import { DiskPayloadStore, PAYLOAD_DATA_RE, PAYLOAD_INDEX_RE, type DiskPayloadRef } from './payload-disk';
 import { FIELD_INDEX_FILE_RE } from './index-disk';
@@ -335,7 +335,8 @@ export class LocalShard {
     }
     for (const [field, schema] of Object.entries(this.opts.payloadIndexes)) {
       const files = cp?.payload_indexes?.[field];
-      if (indexOnDisk(schema) && files !== undefined && JSON.stringify(files.schema) === JSON.stringify(fieldSchemaToJson(schema))) {
+      // files of another schema or tokenizer (text: text-index.ts TOKENIZER_PIPELINE_VERSION) are rebuilt
+      if (indexOnDisk(schema) && files !== undefined && this.payloadIndex.filesFit(field, schema, files)) {
         await this.payloadIndex.open(field, schema, this.opts.dir, files);
       } else {
         this.payloadIndex.create(field, schema, this.payloadEntries());
@@ -1658,6 +1659,7 @@ export function checkpointProblem(cp: unknown): string | null {
       for (const name of [f.base, f.delta]) {
         if (typeof name !== 'string' || !FIELD_INDEX_FILE_RE.test(name)) return `${JSON.stringify(name)} is not a payload index file name`;
       }
+      if (f.tokenizer !== undefined && typeof f.tokenizer !== 'string') return `payload_indexes[${JSON.stringify(field)}].tokenizer is not a string`;
     }
   }
   return null;

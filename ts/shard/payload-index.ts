@@ -203,7 +203,16 @@ export class PayloadIndexes {
 
   // -- on_disk indexes (field-index.ts, index-disk.ts) ---------------------------------------
 
-  /** Opens the on-disk index on `field` from the files a checkpoint names (they were written for `schema`). */
+  /**
+   * Whether the files a checkpoint names for `field` can be opened for `schema`: written
+   * for the same schema and (text) under the same tokenizer fingerprint. When not, the
+   * caller rebuilds the index from the payloads.
+   */
+  filesFit(field: string, schema: FieldSchema, files: IndexFiles): boolean {
+    return newIndex(field, parseKey(field, 'field_name'), schema).filesFit(files);
+  }
+
+  /** Opens the on-disk index on `field` from the files a checkpoint names (they were written for `schema`: filesFit). */
   async open(field: string, schema: FieldSchema, dir: string, files: IndexFiles): Promise<void> {
     const idx = newIndex(field, parseKey(field, 'field_name'), schema);
     await idx.openFiles(dir, files);

@@ -51,7 +51,9 @@
  * file holds each point's tokens (postings by token, the dictionary of tokens kept in
  * memory) and its text; a point's document is tokenized again from that text when a
  * phrase or a query token longer than the indexed prefixes checks it, or when the
- * point's values are compared on an update.
+ * point's values are compared on an update. The files record the tokenizer's fingerprint
+ * (TOKENIZER_PIPELINE_VERSION): files written under another one are not opened, the
+ * index is rebuilt from the payloads instead (their tokens are those of another pipeline).
  *
  * Owns: tokenization and the inverted index. Must never: combine conditions.
  */
@@ -62,7 +64,7 @@ import { FieldIndex } from './field-index';
 import { Node } from './index-plan';
 import { Off, PathSegment, Posting, postingAdd, postingDelete, postingInto, postingSize } from './sorted-keys';
 import type { BaseKind, BaseValue } from './index-disk';
-import { hasStemmer, hasStopwords, stemmerFor, stopwordList } from './text-languages';
+import { hasStemmer, hasStopwords, languagePackages, stemmerFor, stopwordList } from './text-languages';
 
 function stopwordLanguages(sw: unknown): string[] {
   if (typeof sw === 'string') return [sw];
@@ -97,6 +99,20 @@ const SPACE_RE = /\S+/gu;
 const MARKS_RE = /\p{M}/gu;
 let segmenter: Intl.Segmenter | null = null;
 
+/**
+ * The version of the tokenization pipeline: an on-disk text index's files hold the tokens
+ * it was written with, and are reopened only when the fingerprint they were written
+ * under (TextTokenizer.fingerprint: this, the Unicode and ICU versions, the language
+ * packages' versions) is the current one; otherwise the index is rebuilt from the
+ * payloads (local-shard.ts, payload-index.ts filesFit).
+ * BUMP IT WITH ANY CHANGE TO THE TOKENS A TEXT GIVES: the splitting into words
+ * (WORD_RE, SPACE_RE, the segmenter), lowercasing, folding, the order or the rules of the
+ * steps in `process` / `bounded` / `indexTokens`, PREFIX_INDEXED_MAX, Quiver's own stopword
+ * lists (stopwords-english.ts, stopwords-authored.ts, NLTK_CHANGES of text-languages.ts),
+ * its English stemmer (snowball-english.ts), or which package serves a language.
+ */
+export const TOKENIZER_PIPELINE_VERSION = 1;
+
 /** Longest prefix a `prefix` index without `max_token_len` holds (header comment). */
 export const PREFIX_INDEXED_MAX = 32;
 
@@ -111,6 +127,9 @@ export class TextTokenizer {
   readonly prefixCap: number;
   private readonly stop: Set<string> | null;
   private readonly stem: ((w: string) => string) | null;
+  private readonly stopLangs: readonly string[];
+  private readonly stemLang: string | null;
+  private fp: string | null = null;
 
   constructor(params: Readonly<Record<string, unknown>> | undefined) {
     const p = params ?? {};
@@ -122,7 +141,8 @@ export class TextTokenizer {
     // At least min_token_len: the shortest prefix a word is indexed under.
     this.prefixCap = Math.min(this.maxLen, Math.max(PREFIX_INDEXED_MAX, this.minLen));
     const stop = new Set<string>();
-    for (const lang of stopwordLanguages(p.stopwords)) {
+    this.stopLangs = stopwordLanguages(p.stopwords);
+    for (const lang of this.stopLangs) {
       const list = stopwordList(lang);
       // a language this build lacks is refused at creation (checkTextSupport); an index
       // that reaches here with one anyway (a state written elsewhere) must not quietly drop it
@@ -134,10 +154,28 @@ export class TextTokenizer {
     this.stop = stop.size > 0 ? stop : null;
     const st = p.stemmer as { type?: string; language?: string } | null | undefined;
     this.stem = null;
+    this.stemLang = null;
     if (st && st.type === 'snowball' && st.language) {
+      this.stemLang = st.language;
       this.stem = stemmerFor(st.language);
       if (this.stem === null) throw new FieldSchemaError(`field_schema.stemmer.language: the snowball stemmer for "${st.language}" is not implemented by Quiver`);
     }
+  }
+
+  /**
+   * What decides the tokens besides the index's parameters (TOKENIZER_PIPELINE_VERSION):
+   * the pipeline version, the Unicode version (word splitting, lowercasing, folding),
+   * for `multilingual` the ICU version (word segmentation), and the versions of the
+   * packages the stopword lists and the stemmer come from.
+   */
+  get fingerprint(): string {
+    if (this.fp === null) {
+      const parts = [`pipeline ${TOKENIZER_PIPELINE_VERSION}`, `unicode ${process.versions.unicode ?? '?'}`];
+      if (this.kind === 'multilingual') parts.push(`icu ${process.versions.icu ?? '?'}`);
+      parts.push(...languagePackages(this.stopLangs, this.stemLang));
+      this.fp = parts.join('; ');
+    }
+    return this.fp;
   }
 
   private words(text: string): string[] {
@@ -282,7 +320,8 @@ export class TextIndex extends FieldIndex<TextDoc> {
     return vals.length > 0;
   }
   protected sameValue(a: TextDoc, b: TextDoc): boolean {
-    return a.src === b.src;
+    // `src` of several strings is their JSON array, which one string can equal
+    return a.many === b.many && a.src === b.src;
   }
   protected addEntries(off: Off, vals: TextDoc[]): void {
     for (const d of vals) for (const t of d.tokens) postingAdd(this.postings, t, off);
@@ -296,6 +335,9 @@ export class TextIndex extends FieldIndex<TextDoc> {
   // tokenized again from the text.
   baseKind(): BaseKind {
     return 'text';
+  }
+  tokenFingerprint(): string {
+    return this.tokenizer.fingerprint;
   }
   protected toStored(vals: TextDoc[]): { vals: BaseValue[]; aux?: string } {
     const d = vals[0];

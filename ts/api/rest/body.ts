@@ -3,8 +3,11 @@
  *
  * Owns: reading the body of a matched route, the `service.max_request_size_mb` limit
  * (413), the nesting limit (MAX_NESTING_DEPTH, serde_json's recursion limit), and the
- * reference's 400 "Format error in JSON body: ..." for JSON that does not parse or
- * nests too deep. Must never: read a body for a route that did not match (an unknown
+ * reference's 400 "Format error in JSON body: ..." for JSON that does not parse, nests
+ * too deep, or has a string (value or key) with a lone UTF-16 surrogate (a `\uD800`
+ * escape without its pair: JSON.parse accepts it, serde_json does not, and such a
+ * string cannot be written as UTF-8: an on-disk index or payload would hold U+FFFD
+ * instead). Must never: read a body for a route that did not match (an unknown
  * path answers 404 whatever it was sent), keep more than the limit in memory, or hand
  * a body nested past the limit to JSON.parse (V8 parses any depth, but a 32 MB body of
  * brackets holds the event loop for half a minute and gigabytes of heap, and every
@@ -59,7 +62,8 @@ export function parseJsonBody(raw: Buffer): unknown {
 }
 
 function parseJson(raw: Buffer, f32Vectors: boolean): unknown {
-  // The reader gives up on anything nested deeper than the limit, so what it reads needs no depth check.
+  // The reader gives up on anything nested deeper than the limit, so what it reads needs no
+  // depth check; and on every string with an escape, so what it reads has no lone surrogate.
   if (raw.length >= NUMBERS_READER_BYTES) {
     const v = readJsonNumbers(raw, f32Vectors, MAX_NESTING_DEPTH);
     if (v !== undefined) return v;
@@ -69,13 +73,71 @@ function parseJson(raw: Buffer, f32Vectors: boolean): unknown {
     const { line, column } = lineColumn(raw, deep);
     throw new FormatError(`recursion limit exceeded at line ${line} column ${column}: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
   }
+  let value: unknown;
   try {
-    return JSON.parse(raw.toString('utf8'));
+    value = JSON.parse(raw.toString('utf8'));
   } catch (err) {
     // Not expected after the depth check, but a parser that runs out of stack is still the body's fault.
     if (err instanceof RangeError) throw new FormatError(`recursion limit exceeded: arrays and objects may nest at most ${MAX_NESTING_DEPTH} levels deep`);
     throw new FormatError(err instanceof Error ? err.message : String(err));
   }
+  if (hasSurrogateEscape(raw)) {
+    const bad = loneSurrogateString(value);
+    if (bad !== null) {
+      throw new FormatError(`lone surrogate in a \\u escape of string ${bad}: a high surrogate escape (\\uD800-\\uDBFF) must be followed by a low one (\\uDC00-\\uDFFF), and a low one must follow a high one`);
+    }
+  }
+  return value;
+}
+
+const LOWER_D = 0x64;
+const UPPER_D = 0x44;
+
+/**
+ * Whether the raw body has a `\u` escape of a surrogate (`\uD8..` to `\uDF..`, either
+ * case): the only way a parsed string can hold a lone surrogate, since decoding UTF-8
+ * never yields one. A few memchr calls (a backslash escaping a backslash is skipped, so
+ * `\\ud800`, text and no escape, does not count).
+ */
+export function hasSurrogateEscape(raw: Buffer): boolean {
+  for (let i = raw.indexOf(BACKSLASH); i >= 0 && i + 3 < raw.length; i = raw.indexOf(BACKSLASH, i + 1)) {
+    if (raw[i + 1] !== 0x75 /* u */) {
+      i++; // the escaped character (a backslash too) starts nothing
+      continue;
+    }
+    const d = raw[i + 2];
+    const h = raw[i + 3] | 0x20; // lowercase for letters
+    if ((d === LOWER_D || d === UPPER_D) && ((h >= 0x38 && h <= 0x39) || (h >= 0x61 && h <= 0x66))) return true;
+  }
+  return false;
+}
+
+/** A string for an error message: JSON-quoted (a lone surrogate shows as its escape), its first 40 characters. */
+function quoted(s: string): string {
+  return s.length > 40 ? `${JSON.stringify(s.slice(0, 40))}...` : JSON.stringify(s);
+}
+
+function wellFormed(s: string): boolean {
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
+
+/** The first string (value or key) of a parsed body holding a lone surrogate, JSON-quoted (escapes shown), or null. */
+function loneSurrogateString(root: unknown): string | null {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (!wellFormed(v)) return quoted(v);
+    } else if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+    } else if (v !== null && typeof v === 'object' && !ArrayBuffer.isView(v)) {
+      for (const [k, x] of Object.entries(v)) {
+        if (!wellFormed(k)) return quoted(k);
+        stack.push(x);
+      }
+    }
+  }
+  return null;
 }
 
 const OPEN_ARRAY = 0x5b; // [

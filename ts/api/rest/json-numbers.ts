@@ -14,7 +14,9 @@
  * correctly, so the quotient is the correctly rounded value of the decimal, as
  * JSON.parse's is. Other numbers go through Number(), which rounds correctly too; past
  * SLOW_NUMBERS of them the reader gives up.
- * Strings with escapes or control characters, and anything unusual, make it give up.
+ * Strings with escapes or control characters, and anything unusual, make it give up: so
+ * a lone UTF-16 surrogate, which only a `\u` escape can put in a string (UTF-8 decoding
+ * never yields one), never passes through here; body.ts refuses it after JSON.parse.
  *
  * With `f32Vectors` (the bodies of point writes: `{"points": [{"vector": ...}]}` and
  * `{"batch": {"vectors": ...}}`), the dense vectors there — arrays of plain decimals —
