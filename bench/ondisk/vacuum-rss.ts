@@ -13,15 +13,16 @@
  *     (`/proc/<pid>/clear_refs` 5), then `--delete` of the points deleted (ids spread
  *     evenly) so the vacuum runs; VmRSS, RssAnon, RssFile and VmHWM sampled every 100 ms
  *     until the collection is green again with every live vector indexed.
- * Data: the clustered synthetic set of bench/ondisk/run.ts (same generator, seed).
+ * Data: the clustered synthetic set of bench/ondisk/run.ts (bench/ondisk/data.ts's generator).
  * Results: bench/results/vacuum-rss-<tag>.{json,md}.
  */
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { REPO_ROOT, gaussian, mulberry32 } from '../engine/common';
+import { REPO_ROOT } from '../engine/common';
 import { makeClient, type RestClient } from '../rest/client';
 import { QuiverServer, settledRss } from '../rest/server';
+import { makeData } from './data';
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -32,20 +33,9 @@ const C = 'vacuum_bench';
 const mb = (b: number | null) => (b === null ? NaN : Math.round(b / 1048576));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The clustered set of bench/ondisk/run.ts, as JSON rows of 4-decimal values. */
+/** The clustered set of bench/ondisk/run.ts (bench/ondisk/data.ts), as JSON rows of 4-decimal values. */
 function rows(n: number, dim: number): (i: number) => string {
-  const clusters = 1000;
-  const rand = mulberry32(0x0d15c768);
-  const gauss = gaussian(rand);
-  const centers = new Float32Array(clusters * dim);
-  for (let i = 0; i < centers.length; i++) centers[i] = gauss();
-  const scale = new Float32Array(dim);
-  for (let j = 0; j < dim; j++) scale[j] = 0.1 + 0.9 * Math.exp(-j / 64);
-  const base = new Float32Array(n * dim);
-  for (let i = 0; i < n; i++) {
-    const c = Math.floor(rand() * clusters);
-    for (let j = 0; j < dim; j++) base[i * dim + j] = Math.round((centers[c * dim + j] + scale[j] * gauss()) * 1e4) / 1e4;
-  }
+  const { base } = makeData(n, 0, dim);
   return (i) => {
     const parts = new Array<string>(dim);
     for (let j = 0; j < dim; j++) parts[j] = String(base[i * dim + j]);

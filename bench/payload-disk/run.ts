@@ -405,31 +405,35 @@ async function indexMain(N: number, P: number, R: number, tag: string, textGeo: 
     const heap = (m: Memory) => `${m.heap_used_mb} / ${m.heap_total_mb} / ${m.external_mb}`;
     const lrow = (name: string, k: IndexKind) =>
       `| ${name}, p50 / p95 / p99 µs | ${lat[k].on_disk.p50_us} / ${lat[k].on_disk.p95_us} / ${lat[k].on_disk.p99_us} | ${lat[k].in_memory.p50_us} / ${lat[k].in_memory.p95_us} / ${lat[k].in_memory.p99_us} | p50 ${lat[k].p50_ratio}, p95 ${lat[k].p95_ratio} |`;
-    const textGeoText =
-      `Command: \`npm run bench:payload-disk -- --index-disk --text-geo --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
-      `Two servers, each one collection of 4-d vectors (no HNSW graph), payloads on disk (\`on_disk_payload: true\`) of ${P} bytes of JSON ` +
-      '`{i, group, body, loc, text}`: `body` 8 words of a vocabulary of 1000 (`w<k>`, skewed towards small k), `loc` uniform over latitudes -60..60 and all ' +
-      'longitudes; a full-text index on `body` and a geo index on `loc` created before the load with ' +
+    // What the two reports' descriptions share.
+    const servers = `Two servers, each one collection of 4-d vectors (no HNSW graph), payloads on disk (\`on_disk_payload: true\`) of ${P} bytes of JSON `;
+    const load =
       `\`on_disk: true\` on one server and \`false\` on the other; ${N} points loaded through REST (batches of ${BATCH}, wait=true, two in flight), ` +
       'one server after the other; RSS read once the server has been quiet and RSS has stopped moving, after the load and after a restart ' +
       `on the same storage. Then both servers up, and ${R} rounds (after 50 of warm-up), each sending the same request to one server and then ` +
-      'the other (which goes first alternates): a scroll of 10 points with payload filtered on `match: {text: "w<k>"}` (k among 100..999: 0.2 to 0.8% ' +
+      'the other (which goes first alternates): ';
+    const same = 'The servers gave the same answers to the same requests (checked before the timed rounds). 2 cores shared with other work.';
+    const textGeoText =
+      `Command: \`npm run bench:payload-disk -- --index-disk --text-geo --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
+      servers +
+      '`{i, group, body, loc, text}`: `body` 8 words of a vocabulary of 1000 (`w<k>`, skewed towards small k), `loc` uniform over latitudes -60..60 and all ' +
+      'longitudes; a full-text index on `body` and a geo index on `loc` created before the load with ' +
+      load +
+      'a scroll of 10 points with payload filtered on `match: {text: "w<k>"}` (k among 100..999: 0.2 to 0.8% ' +
       'of the points), and a search (limit 10) filtered on a geo_radius of 500 km around a random centre (latitude -50..50). ' +
-      'The servers gave the same answers to the same requests (checked before the timed rounds). 2 cores shared with other work.';
+      same;
     const md = [
       `# Payload indexes on disk against in memory${textGeo ? ': full-text and geo' : ''} (${date})`,
       '',
       textGeo
         ? textGeoText
         : `Command: \`npm run bench:payload-disk -- --index-disk --n ${N} --payload ${P} --requests ${R} --tag ${tag}\` (bench/payload-disk/run.ts). ` +
-        `Two servers, each one collection of 4-d vectors (no HNSW graph), payloads on disk (\`on_disk_payload: true\`) of ${P} bytes of JSON ` +
+        servers +
         '`{i, group: "g<i % 100>", text}`, a keyword index on `group` and an integer index on `i` created before the load with ' +
-        `\`on_disk: true\` on one server and \`false\` on the other; ${N} points loaded through REST (batches of ${BATCH}, wait=true, two in flight), ` +
-        'one server after the other; RSS read once the server has been quiet and RSS has stopped moving, after the load and after a restart ' +
-        `on the same storage. Then both servers up, and ${R} rounds (after 50 of warm-up), each sending the same request to one server and then ` +
-        'the other (which goes first alternates): a scroll of 10 points with payload filtered on a `group` value (1% of the points), an exact count ' +
+        load +
+        'a scroll of 10 points with payload filtered on a `group` value (1% of the points), an exact count ' +
         'over an `i` range of 1000 values, and a search (limit 10) filtered on a `group` value and an `i` range of 10% of the points. ' +
-        'The servers gave the same answers to the same requests (checked before the timed rounds). 2 cores shared with other work.',
+        same,
       '',
       '| | index on_disk: true | index on_disk: false | on disk / in memory |',
       '|---|---|---|---|',

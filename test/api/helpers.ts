@@ -1,16 +1,18 @@
 /**
  * Runs the real `bin/quiver` process for the API tests: a free port on 127.0.0.1,
  * storage in a temporary folder, and nothing inherited from the caller's SERVICE__*
- * variables.
+ * variables; and what the tests against such a server share: JSON calls, waiting for
+ * green, the files under a storage folder, answers compared across engines.
  */
 
+import type { ExecutionContext } from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-import { IDLE_CONNECTION_SEC, START_DEADLINE_MS } from '../support/wait';
+import { IDLE_CONNECTION_SEC, START_DEADLINE_MS, waitFor } from '../support/wait';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
@@ -153,4 +155,82 @@ export async function startQuiver(extraEnv: Record<string, string> = {}, timeout
       return exited;
     },
   };
+}
+
+/** A running server: whatever has its base URL. */
+export interface HasUrl {
+  url: string;
+}
+
+/** One request with an optional JSON body; the reply's status and parsed body (undefined when empty). */
+export async function call(server: HasUrl, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${server.url}${p}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+/** `call` that must answer 200; its `result`. */
+export async function ok(t: ExecutionContext, server: HasUrl, method: string, p: string, body?: unknown): Promise<any> {
+  const r = await call(server, method, p, body);
+  t.is(r.status, 200, `${method} ${p}: ${JSON.stringify(r.body)}`);
+  return r.body.result;
+}
+
+/** Waits (up to 2 minutes) for collection `c` to report status green. */
+export async function green(server: HasUrl, c: string): Promise<void> {
+  await waitFor(`${c} green`, async () => (await call(server, 'GET', `/collections/${c}`)).body?.result?.status === 'green', 120_000);
+}
+
+/** The paths of the files under `root`, at any depth, whose name `pattern` matches. */
+export function filesUnder(root: string, pattern: RegExp): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(path.join(d, e.name));
+      else if (pattern.test(e.name)) out.push(path.join(d, e.name));
+    }
+  };
+  walk(root);
+  return out;
+}
+
+/**
+ * Lists of [id, score] from another engine: the same ids in the same order, each
+ * score within 1e-5 of the one in `base` (the last bits differ between kernels).
+ */
+export function sameIdsCloseScores(t: ExecutionContext, got: unknown[], base: unknown[], message: string): void {
+  const g = got as Array<Array<[number, number]>>;
+  const b = base as Array<Array<[number, number]>>;
+  t.deepEqual(
+    g.map((r) => r.map(([id]) => id)),
+    b.map((r) => r.map(([id]) => id)),
+    message,
+  );
+  g.forEach((r, i) => r.forEach(([, score], j) => t.true(Math.abs(score - b[i][j][1]) < 1e-5, `${score} vs ${b[i][j][1]}`)));
+}
+
+/**
+ * Recovers `collection` on `server` (its storage folder `dir`) from `file`, another
+ * node's snapshot, copied first: a node recovers only from files in its own snapshots folder.
+ */
+export async function recoverCopy(t: ExecutionContext, server: HasUrl, dir: string, collection: string, file: string): Promise<void> {
+  const copy = path.join(dir, 'snapshots', collection, path.basename(file));
+  fs.mkdirSync(path.dirname(copy), { recursive: true });
+  fs.copyFileSync(file, copy);
+  await ok(t, server, 'PUT', `/collections/${collection}/snapshots/recover?wait=true`, { location: `file://${copy}`, priority: 'snapshot' });
+}
+
+/**
+ * At the end of test `t`: stops (SIGTERM) the servers `running` returns then (the test
+ * may have replaced them; null where none runs), then removes `dirs`.
+ */
+export function cleanUp(t: ExecutionContext, dirs: string[], running: () => Array<{ stop(signal: NodeJS.Signals): Promise<unknown> } | null>): void {
+  t.teardown(async () => {
+    for (const s of running()) if (s) await s.stop('SIGTERM');
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
 }

@@ -18,6 +18,7 @@ import { startServer, type Server } from '../crash/server';
 import { spec } from '../support/contract';
 import { waitFor } from '../support/wait';
 import { mulberry32 } from '../support/rng';
+import { call, cleanUp, filesUnder, green, ok, recoverCopy, sameIdsCloseScores } from './helpers';
 
 type Json = Record<string, any>;
 
@@ -44,26 +45,6 @@ const configs: Record<string, Json> = {
   qmem: { vectors: { size: DIM, distance: 'Cosine' }, hnsw_config: graph, quantization_config: { scalar: { type: 'int8', always_ram: true } }, ...common },
 };
 
-async function call(server: Server, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${server.url}${p}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-async function ok(t: ExecutionContext, server: Server, method: string, p: string, body?: unknown): Promise<any> {
-  const r = await call(server, method, p, body);
-  t.is(r.status, 200, `${method} ${p}: ${JSON.stringify(r.body)}`);
-  return r.body.result;
-}
-
-async function green(server: Server, c: string): Promise<void> {
-  await waitFor(`${c} green`, async () => (await call(server, 'GET', `/collections/${c}`)).body?.result?.status === 'green', 120_000);
-}
-
 /** Every search shape whose answer the twins must share (graph walks, filtered, exact). */
 async function answers(t: ExecutionContext, server: Server, c: string): Promise<unknown[]> {
   const out: unknown[] = [];
@@ -80,14 +61,7 @@ async function answers(t: ExecutionContext, server: Server, c: string): Promise<
 
 /** Graph files under `root` whose path has a directory named `collection`. */
 function graphFiles(root: string, collection?: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(path.join(d, e.name));
-      else if (/^graph-.*\.links$/.test(e.name)) out.push(path.join(d, e.name));
-    }
-  };
-  walk(root);
+  const out = filesUnder(root, /^graph-.*\.links$/);
   return collection === undefined ? out : out.filter((f) => f.split(path.sep).includes(collection));
 }
 
@@ -96,12 +70,7 @@ test('hnsw_config.on_disk: shown, same answers as in memory (f32 and int8 with v
   const wasmDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-graph-wasm-'));
   let server = await startServer(dir);
   let wasm: Server | null = null;
-  t.teardown(async () => {
-    await server.stop('SIGTERM');
-    if (wasm) await wasm.stop('SIGTERM');
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.rmSync(wasmDir, { recursive: true, force: true });
-  });
+  cleanUp(t, [dir, wasmDir], () => [server, wasm]);
 
   // A multivector keeps its graph in memory: refused, naming the fix; nothing is created.
   const multi = await call(server, 'PUT', '/collections/mv', { vectors: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' } }, hnsw_config: { on_disk: true } });
@@ -167,20 +136,10 @@ test('hnsw_config.on_disk: shown, same answers as in memory (f32 and int8 with v
   t.deepEqual(await answers(t, server, 'grestored'), want, 'the recovered collection answers as before');
   // A WASM node recovers the same snapshot, reading the graph file into memory.
   wasm = await startServer(wasmDir, { QUIVER_ENGINE: 'wasm' });
-  const copy = path.join(wasmDir, 'snapshots', 'gwasm', snap.name);
-  fs.mkdirSync(path.dirname(copy), { recursive: true });
-  fs.copyFileSync(file, copy);
-  await ok(t, wasm, 'PUT', '/collections/gwasm/snapshots/recover?wait=true', { location: `file://${copy}`, priority: 'snapshot' });
+  await recoverCopy(t, wasm, wasmDir, 'gwasm', file);
   t.is((await ok(t, wasm, 'GET', '/collections/gwasm')).config.hnsw_config.on_disk, true);
   t.deepEqual(await scroll(wasm, 'gwasm'), acknowledged);
-  const got = (await answers(t, wasm, 'gwasm')) as Array<Array<[number, number]>>;
-  const base = want as Array<Array<[number, number]>>;
-  t.deepEqual(
-    got.map((r) => r.map(([id]) => id)),
-    base.map((r) => r.map(([id]) => id)),
-    'the WASM engine serves the snapshot with the links read into memory',
-  );
-  got.forEach((r, i) => r.forEach(([, score], j) => t.true(Math.abs(score - base[i][j][1]) < 1e-5, `${score} vs ${base[i][j][1]}`)));
+  sameIdsCloseScores(t, await answers(t, wasm, 'gwasm'), want, 'the WASM engine serves the snapshot with the links read into memory');
   // Its next checkpoint holds the links itself: a restart of the WASM node needs no graph file.
   await waitFor('the WASM node drops the graph file', async () => graphFiles(wasmDir, 'gwasm').length === 0, 60_000);
   await wasm.stop('SIGTERM');

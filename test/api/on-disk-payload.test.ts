@@ -17,6 +17,7 @@ import { mapToJson } from '../../ts/api/grpc/convert/value';
 import { QdrantGrpc } from '../grpc/client';
 import { freePort, startServer, type Server } from '../crash/server';
 import { spec } from '../support/contract';
+import { call as callOn, ok as okOn } from './helpers';
 
 type Json = Record<string, any>;
 
@@ -29,21 +30,9 @@ const COLOURS = ['red', 'green', 'blue', 'violet'];
 const payloadOf = (i: number): Json => ({ i, colour: COLOURS[i % 4], tags: i % 3 === 0 ? ['a', 'b'] : ['c'], body: `text of point ${i} `.repeat(8), nested: { even: i % 2 === 0 } });
 const points = Array.from({ length: N }, (_, i) => ({ id: i + 1, vector: [i % 7, 1, (i * 13) % 5, 2], payload: payloadOf(i) }));
 
-async function call(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${server.url}${p}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-async function ok(t: ExecutionContext, method: string, p: string, body?: unknown): Promise<any> {
-  const r = await call(method, p, body);
-  t.is(r.status, 200, `${method} ${p}: ${JSON.stringify(r.body)}`);
-  return r.body.result;
-}
+// Calls to the server of the moment (the test restarts it).
+const call = (method: string, p: string, body?: unknown) => callOn(server, method, p, body);
+const ok = (t: ExecutionContext, method: string, p: string, body?: unknown) => okOn(t, server, method, p, body);
 
 async function all(t: ExecutionContext, c: string, filter?: unknown): Promise<Json[]> {
   const r = await ok(t, 'POST', `/collections/${c}/points/scroll`, { limit: 10_000, with_payload: true, with_vector: true, ...(filter ? { filter } : {}) });

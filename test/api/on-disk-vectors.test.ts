@@ -16,8 +16,8 @@ import * as path from 'node:path';
 
 import { startServer, type Server } from '../crash/server';
 import { spec } from '../support/contract';
-import { waitFor } from '../support/wait';
 import { mulberry32 } from '../support/rng';
+import { call, cleanUp, filesUnder, green, ok, recoverCopy, sameIdsCloseScores } from './helpers';
 
 type Json = Record<string, any>;
 
@@ -35,26 +35,6 @@ const config = (onDisk: boolean) => ({
   optimizers_config: { indexing_threshold: 4, flush_interval_sec: 1 },
 });
 
-async function call(server: Server, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${server.url}${p}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-async function ok(t: ExecutionContext, server: Server, method: string, p: string, body?: unknown): Promise<any> {
-  const r = await call(server, method, p, body);
-  t.is(r.status, 200, `${method} ${p}: ${JSON.stringify(r.body)}`);
-  return r.body.result;
-}
-
-async function green(server: Server, c: string): Promise<void> {
-  await waitFor(`${c} green`, async () => (await call(server, 'GET', `/collections/${c}`)).body?.result?.status === 'green', 120_000);
-}
-
 /** Every search shape whose answer the twins must share. */
 async function answers(t: ExecutionContext, server: Server, c: string): Promise<unknown[]> {
   const out: unknown[] = [];
@@ -67,29 +47,14 @@ async function answers(t: ExecutionContext, server: Server, c: string): Promise<
   return out;
 }
 
-function sideFiles(root: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(path.join(d, e.name));
-      else if (/^orig-.*\.f32$/.test(e.name)) out.push(path.join(d, e.name));
-    }
-  };
-  walk(root);
-  return out;
-}
+const sideFiles = (root: string): string[] => filesUnder(root, /^orig-.*\.f32$/);
 
 test('on_disk vectors: shown, same answers as in memory, kill -9, snapshot on both engines, PATCH both ways, refused without quantization', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-vec-'));
   const wasmDir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-vec-wasm-'));
   let server = await startServer(dir);
   let wasm: Server | null = null;
-  t.teardown(async () => {
-    await server.stop('SIGTERM');
-    if (wasm) await wasm.stop('SIGTERM');
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.rmSync(wasmDir, { recursive: true, force: true });
-  });
+  cleanUp(t, [dir, wasmDir], () => [server, wasm]);
 
   // Refused without quantization, naming the fix; nothing is created.
   const refused = await call(server, 'PUT', '/collections/plain', { vectors: { size: DIM, distance: 'Cosine', on_disk: true } });
@@ -137,22 +102,11 @@ test('on_disk vectors: shown, same answers as in memory, kill -9, snapshot on bo
   t.deepEqual(await scroll(server, 'vrestored'), acknowledged);
   t.deepEqual(await answers(t, server, 'vrestored'), afterKill, 'the recovered collection answers as before');
   wasm = await startServer(wasmDir, { QUIVER_ENGINE: 'wasm' });
-  // (A node recovers only from files in its own snapshots directory.)
-  const copy = path.join(wasmDir, 'snapshots', 'vwasm', snap.name);
-  fs.mkdirSync(path.dirname(copy), { recursive: true });
-  fs.copyFileSync(file, copy);
-  await ok(t, wasm, 'PUT', '/collections/vwasm/snapshots/recover?wait=true', { location: `file://${copy}`, priority: 'snapshot' });
+  await recoverCopy(t, wasm, wasmDir, 'vwasm', file);
   t.is((await ok(t, wasm, 'GET', '/collections/vwasm')).config.params.vectors.on_disk, true);
   t.deepEqual(await scroll(wasm, 'vwasm'), acknowledged);
   // The same points; scores to the last bits of the other engine's kernels.
-  const got = (await answers(t, wasm, 'vwasm')) as Array<Array<[number, number]>>;
-  const base = afterKill as Array<Array<[number, number]>>;
-  t.deepEqual(
-    got.map((r) => r.map(([id]) => id)),
-    base.map((r) => r.map(([id]) => id)),
-    'the WASM engine serves the snapshot with the originals read into memory',
-  );
-  got.forEach((r, i) => r.forEach(([, score], j) => t.true(Math.abs(score - base[i][j][1]) < 1e-5, `${score} vs ${base[i][j][1]}`)));
+  sameIdsCloseScores(t, await answers(t, wasm, 'vwasm'), afterKill, 'the WASM engine serves the snapshot with the originals read into memory');
 
   // PATCH: on_disk off moves the originals into memory, on again into a new side file.
   t.true(sideFiles(dir).some((f) => f.split(path.sep).includes('vdisk')), 'the side file is in the collection directory');

@@ -18,6 +18,7 @@ import * as path from 'node:path';
 import { haversineMeters } from '../../ts/shard/filter';
 import { startServer, type Server } from '../crash/server';
 import { spec } from '../support/contract';
+import { call as callOn, ok as okOn } from './helpers';
 
 type Json = Record<string, any>;
 
@@ -52,21 +53,9 @@ const INDEXES: Record<string, Json> = {
   loc: { type: 'geo' },
 };
 
-async function call(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${server.url}${p}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-async function ok(t: ExecutionContext, method: string, p: string, body?: unknown): Promise<any> {
-  const r = await call(method, p, body);
-  t.is(r.status, 200, `${method} ${p}: ${JSON.stringify(r.body)}`);
-  return r.body.result;
-}
+// Calls to the server of the moment (the test restarts it).
+const call = (method: string, p: string, body?: unknown) => callOn(server, method, p, body);
+const ok = (t: ExecutionContext, method: string, p: string, body?: unknown) => okOn(t, server, method, p, body);
 
 async function ids(t: ExecutionContext, c: string, filter: unknown): Promise<number[]> {
   const r = await ok(t, 'POST', `/collections/${c}/points/scroll`, { limit: 100_000, with_payload: false, filter });

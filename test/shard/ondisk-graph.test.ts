@@ -11,55 +11,21 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import pino from 'pino';
 
-import { loadEngine } from '../../bindings';
 import type { VectorSpec } from '../../ts/shard/vector-store';
 import { normalizePointId } from '../../ts/shard/id-tracker';
-import { LocalShard } from '../../ts/shard/local-shard';
-import type { ShardOperation } from '../../ts/shard/operations';
-import { mulberry32 } from '../support/rng';
+import type { LocalShard } from '../../ts/shard/local-shard';
+import { answers as answersOf, batch, DIM, engine, filesMatching, open, range, tmp as tmpDir, write } from './ondisk-helpers';
 import { testSpec } from './spec';
 
-const logger = pino({ level: 'silent' });
-const engine = loadEngine({ logger });
-const DIM = 16;
 // One build thread: the two shards build the same graph.
 const spec = (over: Partial<VectorSpec> = {}): VectorSpec =>
   testSpec(DIM, { indexingThresholdKb: 4, m: 8, efConstruct: 64, deletedThreshold: 0.2, vacuumMinVectorNumber: 100, maxIndexingThreads: 1, ...over });
 
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-graph-'));
-
-async function open(dir: string, vs: VectorSpec): Promise<LocalShard> {
-  return LocalShard.open({ dir, engine, vectors: [vs], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
-}
-
-function batch(ids: number[], seed: number): ShardOperation {
-  const rnd = mulberry32(seed);
-  return {
-    kind: 'upsert',
-    points: ids.map((i) => ({ id: normalizePointId(i), vectors: new Map([['', Float32Array.from({ length: DIM }, () => rnd() * 2 - 1)]]), payload: null })),
-  };
-}
-
-const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
-const graphFiles = (dir: string) => fs.readdirSync(dir).filter((n) => /^graph-.*\.links$/.test(n)).sort();
-
-async function answers(shard: LocalShard): Promise<Array<Array<[bigint, number]>>> {
-  const rnd = mulberry32(7);
-  const out: Array<Array<[bigint, number]>> = [];
-  for (let q = 0; q < 12; q++) {
-    const vector = Float32Array.from({ length: DIM }, () => rnd() * 2 - 1);
-    for (const ef of [16, 64]) out.push((await shard.search('', { vector, k: 10, ef }, null)).map((h) => [h.label, h.score]));
-  }
-  return out;
-}
-
-async function write(shards: LocalShard[], op: () => ShardOperation): Promise<void> {
-  for (const s of shards) await s.update(op, true);
-}
+const tmp = () => tmpDir('quiver-ondisk-graph-');
+const graphFiles = (dir: string) => filesMatching(dir, /^graph-.*\.links$/);
+const answers = (shard: LocalShard) => answersOf(shard, 7, [16, 64]);
 
 if (engine.backend === 'native') {
   test('graph on disk: build, checkpoint, restart, merge (new file), delete, vacuum, pin, PATCH off, restart', async (t) => {

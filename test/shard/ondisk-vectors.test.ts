@@ -8,60 +8,20 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import pino from 'pino';
 
-import { loadEngine } from '../../bindings';
 import type { VectorSpec } from '../../ts/shard/vector-store';
 import { normalizePointId } from '../../ts/shard/id-tracker';
-import { LocalShard } from '../../ts/shard/local-shard';
-import type { ShardOperation } from '../../ts/shard/operations';
-import { mulberry32 } from '../support/rng';
+import type { LocalShard } from '../../ts/shard/local-shard';
+import { answers as answersOf, batch, DIM, engine, filesMatching, open, range, tmp as tmpDir, write } from './ondisk-helpers';
 import { testSpec } from './spec';
-
-const logger = pino({ level: 'silent' });
-const engine = loadEngine({ logger });
-const DIM = 16;
 
 const spec = (over: Partial<VectorSpec> = {}): VectorSpec =>
   testSpec(DIM, { quantization: { kind: 'scalar' }, indexingThresholdKb: 4, m: 8, efConstruct: 64, deletedThreshold: 0.2, vacuumMinVectorNumber: 100, ...over });
 
-function tmp(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-'));
-}
-
-async function open(dir: string, vs: VectorSpec): Promise<LocalShard> {
-  return LocalShard.open({ dir, engine, vectors: [vs], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
-}
-
-function batch(ids: number[], seed: number): ShardOperation {
-  const rnd = mulberry32(seed);
-  return {
-    kind: 'upsert',
-    points: ids.map((i) => ({ id: normalizePointId(i), vectors: new Map([['', Float32Array.from({ length: DIM }, () => rnd() * 2 - 1)]]), payload: null })),
-  };
-}
-
-const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
-
-const origFiles = (dir: string) => fs.readdirSync(dir).filter((n) => /^orig-.*\.f32$/.test(n)).sort();
-
-async function answers(shard: LocalShard): Promise<Array<Array<[bigint, number]>>> {
-  const rnd = mulberry32(99);
-  const out: Array<Array<[bigint, number]>> = [];
-  for (let q = 0; q < 12; q++) {
-    const vector = Float32Array.from({ length: DIM }, () => rnd() * 2 - 1);
-    const hits = await shard.search('', { vector, k: 10, ef: 64 }, null);
-    out.push(hits.map((h) => [h.label, h.score]));
-  }
-  return out;
-}
-
-/** The same writes, in the same order, to both shards. */
-async function write(shards: LocalShard[], op: () => ShardOperation): Promise<void> {
-  for (const s of shards) await s.update(op, true);
-}
+const tmp = () => tmpDir('quiver-ondisk-');
+const origFiles = (dir: string) => filesMatching(dir, /^orig-.*\.f32$/);
+const answers = (shard: LocalShard) => answersOf(shard, 99, [64]);
 
 if (engine.backend === 'native') {
   test('on-disk originals: write, optimize, checkpoint, restart, more writes, delete, vacuum, restart', async (t) => {

@@ -216,22 +216,49 @@ fn remember(cache: &StatsCache, index: &Index) {
 
 /// A panic inside the engine poisons the lock; the index may then be half-updated, so
 /// every later call fails with QUIVER_CLOSED instead of reading it.
-fn read(index: &Shared) -> CoreResult<RwLockReadGuard<'_, Index>> {
-    index.read().map_err(|_| {
-        CoreError::new(
-            ErrorKind::Closed,
-            "index is unusable after an internal error",
-        )
-    })
+fn read<I>(index: &Arc<RwLock<I>>) -> CoreResult<RwLockReadGuard<'_, I>> {
+    index.read().map_err(|_| unusable())
 }
 
-fn write(index: &Shared) -> CoreResult<RwLockWriteGuard<'_, Index>> {
-    index.write().map_err(|_| {
-        CoreError::new(
-            ErrorKind::Closed,
-            "index is unusable after an internal error",
-        )
-    })
+fn write<I>(index: &Arc<RwLock<I>>) -> CoreResult<RwLockWriteGuard<'_, I>> {
+    index.write().map_err(|_| unusable())
+}
+
+fn unusable() -> CoreError {
+    CoreError::new(ErrorKind::Closed, "index is unusable after an internal error")
+}
+
+/// The shape of every call that changes an index (plain or multivector): take the
+/// index (or the error that stops the call: closed, a bad argument), run `op` on the
+/// pool under the write lock, then record the index's stats in `cache` — also after a
+/// failed `op`, which may have changed part of the index — so `stats()` never waits.
+fn write_job<I, C, T, J>(
+    index: CoreResult<Arc<RwLock<I>>>,
+    cache: &Arc<Mutex<C>>,
+    remember: fn(&Arc<Mutex<C>>, &I),
+    op: impl FnOnce(&mut I) -> CoreResult<T> + Send + 'static,
+    finish: fn(T) -> J,
+) -> AsyncTask<Job<T, J>>
+where
+    I: Send + Sync + 'static,
+    C: Send + 'static,
+    T: Send + 'static,
+    J: ToNapiValue + TypeName,
+{
+    let index = match index {
+        Ok(i) => i,
+        Err(e) => return Job::fail(e, finish),
+    };
+    let cache = cache.clone();
+    Job::new(
+        move || {
+            let mut index = write(&index)?;
+            let result = op(&mut index);
+            remember(&cache, &index);
+            result
+        },
+        finish,
+    )
 }
 
 #[napi(object)]
@@ -578,36 +605,14 @@ impl NativeIndex {
         };
         let labels = labels.to_vec();
         let vectors = vectors.to_vec();
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let result = index.add(&labels, &vectors, threads);
-                remember(&cache, &index);
-                result
-            },
-            unit,
-        )
+        write_job(Ok(index), &self.cache, remember, move |index| index.add(&labels, &vectors, threads), unit)
     }
 
     /// Marks labels deleted; resolves with how many existed.
     #[napi(ts_return_type = "Promise<number>")]
     pub fn delete(&self, labels: BigUint64Array) -> AsyncTask<Job<usize, u32>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, count_of),
-        };
         let labels = labels.to_vec();
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let removed = index.delete(&labels);
-                remember(&cache, &index);
-                Ok(removed)
-            },
-            count_of,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| Ok(index.delete(&labels)), count_of)
     }
 
     #[napi(ts_return_type = "Promise<NativeSearchResult>")]
@@ -804,16 +809,7 @@ impl NativeIndex {
             Ok(v) => v,
             Err(e) => return Job::fail(e, unit),
         };
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let result = index.compact(threads);
-                remember(&cache, &index);
-                result
-            },
-            unit,
-        )
+        write_job(Ok(index), &self.cache, remember, move |index| index.compact(threads), unit)
     }
 
     #[napi(ts_return_type = "Promise<void>")]
@@ -828,78 +824,26 @@ impl NativeIndex {
     /// Moves the f32 originals of a quantized index to a memory-mapped file.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn move_originals_to_disk(&self, path: String) -> AsyncTask<Job<(), ()>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, unit),
-        };
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let result = index.move_originals_to_file(&PathBuf::from(path));
-                remember(&cache, &index);
-                result
-            },
-            unit,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| index.move_originals_to_file(&PathBuf::from(path)), unit)
     }
 
     /// Copies mapped originals back into memory (the file stays on disk).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn move_originals_to_memory(&self) -> AsyncTask<Job<(), ()>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, unit),
-        };
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                index.move_originals_to_memory();
-                remember(&cache, &index);
-                Ok(())
-            },
-            unit,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| Ok(index.move_originals_to_memory()), unit)
     }
 
     /// Moves the level-0 links of a graph index to a memory-mapped file (written once;
     /// the next add copies them back into memory, the file stays for the caller).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn move_graph_to_disk(&self, path: String) -> AsyncTask<Job<(), ()>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, unit),
-        };
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let result = index.move_graph_to_file(&PathBuf::from(path));
-                remember(&cache, &index);
-                result
-            },
-            unit,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| index.move_graph_to_file(&PathBuf::from(path)), unit)
     }
 
     /// Copies mapped level-0 links back into memory (the file stays on disk).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn move_graph_to_memory(&self) -> AsyncTask<Job<(), ()>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, unit),
-        };
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                index.move_graph_to_memory();
-                remember(&cache, &index);
-                Ok(())
-            },
-            unit,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| Ok(index.move_graph_to_memory()), unit)
     }
 
     /// Current counters, or — while a write (add, delete, compact) is running — the

@@ -13,7 +13,7 @@ use napi_derive::napi;
 use quiver_core::multi::{MultiConfig, MultiIndex};
 use quiver_core::{Datatype, Distance, Error as CoreError, ErrorKind};
 
-use crate::{closed, count_arg, engine_error, invalid, search_result, u64_arg, unit, vector_of, CoreResult, Job, NativeIndexOptions, NativeSearchOptions, NativeSearchResult};
+use crate::{closed, count_arg, engine_error, invalid, read, search_result, u64_arg, unit, vector_of, write_job, CoreResult, Job, NativeIndexOptions, NativeSearchOptions, NativeSearchResult};
 
 type SharedMulti = Arc<RwLock<MultiIndex>>;
 
@@ -97,14 +97,6 @@ fn multi_config(o: &NativeIndexOptions) -> CoreResult<MultiConfig> {
     Ok(c)
 }
 
-fn read(i: &SharedMulti) -> CoreResult<std::sync::RwLockReadGuard<'_, MultiIndex>> {
-    i.read().map_err(|_| CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
-}
-
-fn write(i: &SharedMulti) -> CoreResult<std::sync::RwLockWriteGuard<'_, MultiIndex>> {
-    i.write().map_err(|_| CoreError::new(ErrorKind::Closed, "index is unusable after an internal error"))
-}
-
 /// A multivector index owned by JavaScript (see `NativeIndex` for the lifetime rules).
 #[napi]
 pub struct NativeMultiIndex {
@@ -173,21 +165,8 @@ impl NativeMultiIndex {
     /// Inserts or replaces lists: `counts[j]` vectors of `vectors` belong to `labels[j]`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn add(&self, labels: BigUint64Array, vectors: Float32Array, counts: Uint32Array) -> AsyncTask<Job<(), ()>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, unit),
-        };
         let (labels, vectors, counts) = (labels.to_vec(), vectors.to_vec(), counts.to_vec());
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let r = index.add(&labels, &vectors, &counts);
-                remember(&cache, &index);
-                r
-            },
-            unit,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| index.add(&labels, &vectors, &counts), unit)
     }
 
     #[napi(ts_return_type = "Promise<number>")]
@@ -195,21 +174,8 @@ impl NativeMultiIndex {
         fn count(n: usize) -> u32 {
             n as u32
         }
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, count),
-        };
         let labels = labels.to_vec();
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let n = index.delete(&labels);
-                remember(&cache, &index);
-                Ok(n)
-            },
-            count,
-        )
+        write_job(self.shared(), &self.cache, remember, move |index| Ok(index.delete(&labels)), count)
     }
 
     /// `query` holds the query's vectors, flat (a positive multiple of dim values).
@@ -282,20 +248,7 @@ impl NativeMultiIndex {
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn compact(&self) -> AsyncTask<Job<(), ()>> {
-        let index = match self.shared() {
-            Ok(i) => i,
-            Err(e) => return Job::fail(e, unit),
-        };
-        let cache = self.cache.clone();
-        Job::new(
-            move || {
-                let mut index = write(&index)?;
-                let r = index.compact();
-                remember(&cache, &index);
-                r
-            },
-            unit,
-        )
+        write_job(self.shared(), &self.cache, remember, |index| index.compact(), unit)
     }
 
     #[napi(ts_return_type = "Promise<void>")]

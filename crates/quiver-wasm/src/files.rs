@@ -172,7 +172,13 @@ pub extern "C" fn quiver_index_from_file_bytes(bytes: *const u8, len: usize, nam
     install_panic_hook();
     // SAFETY: the host wrote `len` bytes.
     let bytes = unsafe { slice(bytes, len) };
-    match Index::from_bytes_named(bytes, &name_of(name, name_len)) {
+    index_from(bytes, name, name_len, None, None)
+}
+
+/// The new handle of the index in `bytes` and the content of the files they name (see
+/// `Index::from_bytes_with_files`), or -1 with the error kept; errors name `name`.
+fn index_from(bytes: &[u8], name: *const u8, name_len: usize, side: Option<&[u8]>, graph: Option<&[u8]>) -> i32 {
+    match Index::from_bytes_with_files(bytes, &name_of(name, name_len), side, graph) {
         Ok(index) => super::insert(index),
         Err(e) => fail(e),
     }
@@ -193,10 +199,7 @@ pub extern "C" fn quiver_index_from_file_bytes_side(
     install_panic_hook();
     // SAFETY: the host wrote `len` and `side_len` bytes.
     let (bytes, side) = unsafe { (slice(bytes, len), slice(side, side_len)) };
-    match Index::from_bytes_with_side(bytes, &name_of(name, name_len), Some(side)) {
-        Ok(index) => super::insert(index),
-        Err(e) => fail(e),
-    }
+    index_from(bytes, name, name_len, Some(side), None)
 }
 
 /// Reads an index file's bytes whose level-0 links are in a graph file
@@ -220,10 +223,7 @@ pub extern "C" fn quiver_index_from_file_bytes_graph(
     // SAFETY: the host wrote `len`, `side_len` and `graph_len` bytes.
     let (bytes, side, graph) = unsafe { (slice(bytes, len), slice(side, side_len), slice(graph, graph_len)) };
     let side = if has_side == 1 { Some(side) } else { None };
-    match Index::from_bytes_with_files(bytes, &name_of(name, name_len), side, Some(graph)) {
-        Ok(index) => super::insert(index),
-        Err(e) => fail(e),
-    }
+    index_from(bytes, name, name_len, side, Some(graph))
 }
 
 /// Reads a sparse index file's bytes (`SparseIndex::save` wrote them) and returns the

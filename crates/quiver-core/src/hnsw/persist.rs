@@ -70,35 +70,19 @@ pub enum SideGraph {
 /// the index reads: `None` for an index that holds its links itself. Reads the frame
 /// header and the payload's first fields only (the load that follows checks the rest).
 pub fn graph_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
-    use crate::fileio::FRAME_HEADER_BYTES;
-    let bad = || Error::corrupt("index: truncated header");
-    if bytes.len() < FRAME_HEADER_BYTES || bytes[..8] != INDEX_MAGIC {
-        return Err(Error::corrupt("index: not an index file"));
-    }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version < 2 {
-        return Ok(None);
-    }
-    let p = &bytes[FRAME_HEADER_BYTES..];
-    let word = |o: usize| -> Result<u32> { p.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(bad) };
-    let mut at = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
-    let flags = word(at)?;
+    let (p, flags) = match payload_flags(bytes)? {
+        Some(v) => v,
+        None => return Ok(None),
+    };
     if flags & INDEX_FLAG_GRAPH == 0 {
         return Ok(None);
     }
-    at += 4;
+    let mut at = FLAGS_AT + 4;
     if flags & INDEX_FLAG_SIDE != 0 {
-        at += 4 + word(at)? as usize + 8;
+        at += 4 + header_word(p, at)? as usize + 8;
     }
-    let m = word(5)? as u64;
-    let name_len = word(at)? as usize;
-    if name_len == 0 || name_len > MAX_SIDE_NAME {
-        return Err(Error::corrupt("index: graph file name out of range"));
-    }
-    let name = p.get(at + 4..at + 4 + name_len).ok_or_else(bad)?;
-    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::corrupt("index: graph file name is not UTF-8"))?;
-    let c = p.get(at + 4 + name_len..at + 12 + name_len).ok_or_else(bad)?;
-    let covered = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    let m = header_word(p, 5)? as u64;
+    let (name, covered) = file_named_at(p, at, "graph")?;
     Ok(Some((name, covered.saturating_mul(1 + 2 * m).saturating_mul(4))))
 }
 
@@ -106,8 +90,35 @@ pub fn graph_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
 /// `None` for an index that holds its originals itself. Reads the frame header and
 /// the payload's first fields only (no checksum: the load that follows checks it).
 pub fn side_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
+    let (p, flags) = match payload_flags(bytes)? {
+        Some(v) => v,
+        None => return Ok(None),
+    };
+    if flags & INDEX_FLAG_SIDE == 0 {
+        return Ok(None);
+    }
+    let dim = header_word(p, 0)? as u64;
+    let (name, covered) = file_named_at(p, FLAGS_AT + 4, "side")?;
+    Ok(Some((name, covered.saturating_mul(dim).saturating_mul(4))))
+}
+
+/// Where the flags word stands in an index payload of format 2 and later (after dim,
+/// distance, m, ef_construct, threshold, quantization, quantile and seed).
+const FLAGS_AT: usize = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
+
+fn truncated_header() -> Error {
+    Error::corrupt("index: truncated header")
+}
+
+/// The little-endian u32 at `o` of the payload `p`.
+fn header_word(p: &[u8], o: usize) -> Result<u32> {
+    p.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(truncated_header)
+}
+
+/// The payload of an index file's bytes and its flags word, for `side_file_of` and
+/// `graph_file_of`: `None` before format 2 (no flags, so neither file).
+fn payload_flags(bytes: &[u8]) -> Result<Option<(&[u8], u32)>> {
     use crate::fileio::FRAME_HEADER_BYTES;
-    let bad = || Error::corrupt("index: truncated header");
     if bytes.len() < FRAME_HEADER_BYTES || bytes[..8] != INDEX_MAGIC {
         return Err(Error::corrupt("index: not an index file"));
     }
@@ -116,22 +127,21 @@ pub fn side_file_of(bytes: &[u8]) -> Result<Option<(String, u64)>> {
         return Ok(None);
     }
     let p = &bytes[FRAME_HEADER_BYTES..];
-    let at = 4 + 1 + 4 + 4 + 8 + 1 + 4 + 8;
-    let word = |o: usize| -> Result<u32> { p.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(bad) };
-    let flags = word(at)?;
-    if flags & INDEX_FLAG_SIDE == 0 {
-        return Ok(None);
-    }
-    let dim = word(0)? as u64;
-    let name_len = word(at + 4)? as usize;
+    Ok(Some((p, header_word(p, FLAGS_AT)?)))
+}
+
+/// The file name at `at` of the payload `p` (a u32 length, then UTF-8) and the u64
+/// after it (how much of the file the index covers); `what` ("side", "graph") names
+/// the file in errors.
+fn file_named_at(p: &[u8], at: usize, what: &str) -> Result<(String, u64)> {
+    let name_len = header_word(p, at)? as usize;
     if name_len == 0 || name_len > MAX_SIDE_NAME {
-        return Err(Error::corrupt("index: side file name out of range"));
+        return Err(Error::corrupt(format!("index: {} file name out of range", what)));
     }
-    let name = p.get(at + 8..at + 8 + name_len).ok_or_else(bad)?;
-    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::corrupt("index: side file name is not UTF-8"))?;
-    let c = p.get(at + 8 + name_len..at + 16 + name_len).ok_or_else(bad)?;
-    let covered = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-    Ok(Some((name, covered.saturating_mul(dim).saturating_mul(4))))
+    let name = p.get(at + 4..at + 4 + name_len).ok_or_else(truncated_header)?;
+    let name = String::from_utf8(name.to_vec()).map_err(|_| Error::corrupt(format!("index: {} file name is not UTF-8", what)))?;
+    let c = p.get(at + 4 + name_len..at + 12 + name_len).ok_or_else(truncated_header)?;
+    Ok((name, u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])))
 }
 
 /// A side file name is a plain name: no directory parts, not `.` or `..`.
@@ -241,40 +251,12 @@ impl Index {
         let (version, payload) = crate::fileio::unframe(bytes, INDEX_MAGIC, INDEX_FORMAT_VERSION, name)?;
         let mut r = ByteReader::new(payload).with_name(name);
         let mut resolve = |file: &str, len: usize| -> Result<SideOriginals> {
-            let side = side.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Unsupported,
-                    format!("{}: the index keeps its vectors in the side file {}, which was not given", name, file),
-                )
-            })?;
-            if (side.len() as u64) < len as u64 * 4 {
-                return Err(Error::corrupt(format!(
-                    "{}: side file {} has {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
-                    name,
-                    file,
-                    side.len(),
-                    len as u64 * 4
-                )));
-            }
-            Ok(SideOriginals::Memory(side[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+            let words = given_words(side, name, file, len, "its vectors in the side file", "side file", f32::from_le_bytes)?;
+            Ok(SideOriginals::Memory(words))
         };
         let mut graph = |file: &str, words: usize| -> Result<SideGraph> {
-            let g = graph_bytes.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Unsupported,
-                    format!("{}: the index keeps its graph in the file {}, which was not given", name, file),
-                )
-            })?;
-            if (g.len() as u64) < words as u64 * 4 {
-                return Err(Error::corrupt(format!(
-                    "{}: graph file {} has {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
-                    name,
-                    file,
-                    g.len(),
-                    words as u64 * 4
-                )));
-            }
-            Ok(SideGraph::Memory(g[..words * 4].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+            let words = given_words(graph_bytes, name, file, words, "its graph in the file", "graph file", u32::from_le_bytes)?;
+            Ok(SideGraph::Memory(words))
         };
         Index::read_payload(&mut r, version, name, &mut resolve, &mut graph)
     }
@@ -571,26 +553,10 @@ impl Index {
         let name = path.display().to_string();
         let dir = path.parent().map(|d| d.to_path_buf()).unwrap_or_default();
         let mut resolve = |file: &str, len: usize| -> Result<SideOriginals> {
-            let p = dir.join(file);
-            if cfg!(all(unix, not(target_arch = "wasm32"))) {
-                return MappedF32::open(&p, len).map(SideOriginals::Mapped);
-            }
-            let bytes = std::fs::read(&p).map_err(|e| crate::fileio::io_error(&format!("reading {}", p.display()), e))?;
-            if (bytes.len() as u64) < len as u64 * 4 {
-                return Err(Error::corrupt(format!("{}: {} bytes, but the index needs {}; the file is shorter than the index it belongs to", p.display(), bytes.len(), len as u64 * 4)));
-            }
-            Ok(SideOriginals::Memory(bytes[..len * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+            open_side_file(&dir.join(file), len, SideOriginals::Mapped, SideOriginals::Memory, f32::from_le_bytes)
         };
         let mut graph = |file: &str, words: usize| -> Result<SideGraph> {
-            let p = dir.join(file);
-            if cfg!(all(unix, not(target_arch = "wasm32"))) {
-                return MappedF32::open(&p, words).map(SideGraph::Mapped);
-            }
-            let bytes = std::fs::read(&p).map_err(|e| crate::fileio::io_error(&format!("reading {}", p.display()), e))?;
-            if (bytes.len() as u64) < words as u64 * 4 {
-                return Err(Error::corrupt(format!("{}: {} bytes, but the index needs {}; the file is shorter than the index it belongs to", p.display(), bytes.len(), words as u64 * 4)));
-            }
-            Ok(SideGraph::Memory(bytes[..words * 4].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+            open_side_file(&dir.join(file), words, SideGraph::Mapped, SideGraph::Memory, u32::from_le_bytes)
         };
         crate::fileio::read_framed_with(path, INDEX_MAGIC, INDEX_FORMAT_VERSION, |r, version| {
             Index::read_payload(r, version, &name, &mut resolve, &mut graph)
@@ -607,6 +573,66 @@ fn atomics_as_u32(v: &[AtomicU32]) -> &[u32] {
 /// The words of an atomic array borrowed exclusively, for filling it in place.
 fn atomics_as_u32_mut(v: &mut [AtomicU32]) -> &mut [u32] {
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u32, v.len()) }
+}
+
+/// The first `words` little-endian 4-byte words of `given`, the content of the file
+/// `file` that the index `name` keeps `kept` in (for `from_bytes_with_files`):
+/// `Unsupported` when no content was given, `Corrupt` when it is shorter than that.
+fn given_words<T>(
+    given: Option<&[u8]>,
+    name: &str,
+    file: &str,
+    words: usize,
+    kept: &str,
+    kind: &str,
+    decode: fn([u8; 4]) -> T,
+) -> Result<Vec<T>> {
+    let given = given.ok_or_else(|| {
+        Error::new(ErrorKind::Unsupported, format!("{}: the index keeps {} {}, which was not given", name, kept, file))
+    })?;
+    leading_words(given, words, decode, || {
+        format!(
+            "{}: {} {} has {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
+            name,
+            kind,
+            file,
+            given.len(),
+            words as u64 * 4
+        )
+    })
+}
+
+/// The side or graph file at `path` that an index covers `words` words of (for
+/// `Index::load`): mapped where there is mmap, else read into memory.
+fn open_side_file<S, T>(
+    path: &std::path::Path,
+    words: usize,
+    mapped: fn(MappedF32) -> S,
+    memory: fn(Vec<T>) -> S,
+    decode: fn([u8; 4]) -> T,
+) -> Result<S> {
+    if cfg!(all(unix, not(target_arch = "wasm32"))) {
+        return MappedF32::open(path, words).map(mapped);
+    }
+    let bytes = std::fs::read(path).map_err(|e| crate::fileio::io_error(&format!("reading {}", path.display()), e))?;
+    let short = || {
+        format!(
+            "{}: {} bytes, but the index needs {}; the file is shorter than the index it belongs to",
+            path.display(),
+            bytes.len(),
+            words as u64 * 4
+        )
+    };
+    leading_words(&bytes, words, decode, short).map(memory)
+}
+
+/// The first `words` little-endian 4-byte words of `bytes`, a side or graph file's
+/// content; `Corrupt` with the message `short` makes when it is shorter than that.
+fn leading_words<T>(bytes: &[u8], words: usize, decode: fn([u8; 4]) -> T, short: impl FnOnce() -> String) -> Result<Vec<T>> {
+    if (bytes.len() as u64) < words as u64 * 4 {
+        return Err(Error::corrupt(short()));
+    }
+    Ok(bytes[..words * 4].chunks_exact(4).map(|b| decode([b[0], b[1], b[2], b[3]])).collect())
 }
 
 #[cfg(test)]
