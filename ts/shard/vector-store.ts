@@ -39,12 +39,14 @@
  */
 
 import * as path from 'node:path';
+import * as fsp from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 
 import * as os from 'node:os';
 
 import type { Datatype, Distance, Engine, IndexOptions, IndexStats, Quantization, RuleQuery, ScoreRule, SearchOptions, SearchResult, VectorIndex } from '../../bindings/engine';
+import { indexGraphFile } from '../../bindings/wasm-storage';
 
 import { LabelSet } from './label-set';
 import { OptimizationLog, segmentUuid, type OptimizationInfo, type PendingInfo, type SegmentInfo } from './optimization-log';
@@ -950,6 +952,9 @@ export class VectorStore {
       return pre === null ? this.engine.loadIndex(path.join(dir, f)) : pre.catch(() => this.engine.loadIndex(path.join(dir, f)));
     };
     const opened = await Promise.allSettled(names.map((f) => (f ? open(f) : Promise.resolve(null))));
+    // Whether the indexed index file maps the graph file the checkpoint names: read from
+    // its header, not from the mapping's size (an empty index maps a file of 0 bytes).
+    const graphNamed = files.graph && files.indexed && this.engine.backend === 'native' ? await graphFileNamed(path.join(dir, files.indexed)) : null;
     const loaded = opened.map((r) => (r.status === 'fulfilled' ? r.value : null));
     try {
       for (const r of opened) if (r.status === 'rejected') throw r.reason;
@@ -961,7 +966,7 @@ export class VectorStore {
         const mapped = i === 2 && files.originals && this.engine.backend === 'native' ? files.originals : null;
         // The graph file the checkpoint names, if the saved index maps it (a save that
         // raced an add may name one its index file no longer uses; it is kept anyway).
-        const graph = i === 2 && files.graph && (index.stats().graphFileBytes ?? 0) > 0 ? files.graph : null;
+        const graph = i === 2 && files.graph && graphNamed === files.graph ? files.graph : null;
         const t = track(index, mapped, graph);
         t.savedGen = t.gen;
         t.savedFile = names[i];
@@ -1132,4 +1137,17 @@ export function mergeHits(lists: Hit[][], higher: boolean, k: number): Hit[] {
     if (out.length === k) break;
   }
   return out;
+}
+
+/** The graph file an index file's header names for its level-0 links, or null (the index holds them). */
+async function graphFileNamed(file: string): Promise<string | null> {
+  const fh = await fsp.open(file, 'r');
+  try {
+    // The header, with at most two file names of at most 1024 bytes each, fits in 8 KiB.
+    const buf = Buffer.alloc(8192);
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+    return indexGraphFile(buf.subarray(0, bytesRead))?.name ?? null;
+  } finally {
+    await fh.close();
+  }
 }
