@@ -36,7 +36,7 @@ import { REPO_ROOT } from '../engine/common';
 import { groundTruth, metricSpace, recallAtK } from '../engine/groundtruth';
 import type { Dataset } from '../engine/common';
 import { makeData } from './data';
-import { makeClient, type RestClient } from '../rest/client';
+import { makeClient, runConcurrent, type RestClient } from '../rest/client';
 import { QuiverServer, dirBytes, settledRss } from '../rest/server';
 
 function arg(name: string, def: string): string {
@@ -146,22 +146,15 @@ async function runMode(mode: Mode, ds: Dataset, opts: { batch: number; efs: numb
     };
     await client.json('PUT', `/collections/${C}`, config);
     const t0 = Date.now();
-    let next = 0;
-    const lane = async () => {
-      for (;;) {
-        const from = next;
-        if (from >= n) return;
-        next += opts.batch;
-        const parts: string[] = [];
-        for (let i = from; i < Math.min(n, from + opts.batch); i++) parts.push(`{"id":${i},"vector":${rowJson(ds.base, i, dim)}}`);
-        const r = await client.request('PUT', `/collections/${C}/points?wait=true`, Buffer.from(`{"points":[${parts.join(',')}]}`), { 'content-type': 'application/json' });
-        if (r.status !== 200) throw new Error(`upsert answered ${r.status}: ${r.body.toString('utf8').slice(0, 300)}`);
-        // Every 100,000 points (a batch that crosses the mark; batch sizes need not divide it).
-        if (Math.floor(from / 100_000) !== Math.floor((from + opts.batch) / 100_000)) log(`  ${Math.min(n, from + opts.batch)} points sent (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
-      }
-    };
-    await Promise.all([lane(), lane()]);
-    const load = (Date.now() - t0) / 1000;
+    const { seconds: load } = await runConcurrent(Math.ceil(n / opts.batch), 2, async (b) => {
+      const from = b * opts.batch;
+      const parts: string[] = [];
+      for (let i = from; i < Math.min(n, from + opts.batch); i++) parts.push(`{"id":${i},"vector":${rowJson(ds.base, i, dim)}}`);
+      const r = await client.request('PUT', `/collections/${C}/points?wait=true`, Buffer.from(`{"points":[${parts.join(',')}]}`), { 'content-type': 'application/json' });
+      if (r.status !== 200) throw new Error(`upsert answered ${r.status}: ${r.body.toString('utf8').slice(0, 300)}`);
+      // Every 100,000 points (a batch that crosses the mark; batch sizes need not divide it).
+      if (Math.floor(from / 100_000) !== Math.floor((from + opts.batch) / 100_000)) log(`  ${Math.min(n, from + opts.batch)} points sent (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+    });
     log(`loaded ${n} in ${load.toFixed(1)} s; waiting for the index`);
     await waitIndexed(client, n, log);
     const indexed = (Date.now() - t0) / 1000 - load;

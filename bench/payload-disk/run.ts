@@ -43,7 +43,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { REPO_ROOT } from '../engine/common';
 import { percentile } from '../engine/measure';
-import { makeClient, type RestClient } from '../rest/client';
+import { makeClient, runConcurrent, type RestClient } from '../rest/client';
 import { QuiverServer, dirBytes, settledRss } from '../rest/server';
 
 function arg(name: string, def: string): string {
@@ -126,21 +126,14 @@ function memory(server: QuiverServer, rss: number | null): Memory {
 
 /** Loads points 0..n-1 (`point(j)`) through REST in batches of BATCH, wait=true, two in flight; returns the seconds it took. */
 async function loadPoints(client: RestClient, n: number, point: (j: number) => unknown, label: string): Promise<number> {
-  const t0 = Date.now();
-  let next = 0;
-  const lane = async () => {
-    for (;;) {
-      const from = next;
-      if (from >= n) return;
-      next += BATCH;
-      const points = [];
-      for (let j = from; j < Math.min(n, from + BATCH); j++) points.push(point(j));
-      await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
-      if (from % 100_000 === 0) console.log(`  ${label}: ${from} points`);
-    }
-  };
-  await Promise.all([lane(), lane()]);
-  return (Date.now() - t0) / 1000;
+  const t = await runConcurrent(Math.ceil(n / BATCH), 2, async (b) => {
+    const from = b * BATCH;
+    const points = [];
+    for (let j = from; j < Math.min(n, from + BATCH); j++) points.push(point(j));
+    await client.json('PUT', `/collections/${C}/points?wait=true`, { points });
+    if (from % 100_000 === 0) console.log(`  ${label}: ${from} points`);
+  });
+  return t.seconds;
 }
 
 async function timed(n: number, f: (i: number) => Promise<void>): Promise<Float64Array> {
