@@ -20,6 +20,7 @@ import { compileWasm, WasmEngine } from './wasm';
 
 export * from './engine';
 export { EngineError } from './errors';
+export { requestStarted, requestFinished } from './demand';
 
 export interface EngineLogger {
   info(obj: object, msg?: string): void;

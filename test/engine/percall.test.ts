@@ -9,6 +9,7 @@
 import test from 'ava';
 
 import type { SearchResult, VectorIndex } from '../../bindings/engine';
+import { CONCURRENT_HOLD_MS, CONCURRENT_WINDOW_MS, concurrent, requestFinished, requestStarted } from '../../bindings/demand';
 import { loadEngine } from '../../bindings/index';
 import { labelsFrom, randomVectors, row, silentLogger } from './helpers';
 
@@ -104,4 +105,80 @@ test.serial('a search issued while a build holds the index does not wait on the 
   t.log(`build ${buildMs.toFixed(0)} ms, ${searches.length} searches issued during it, longest turn gap ${maxGapMs.toFixed(1)} ms`);
   t.true(maxGapMs < buildMs / 2, `longest turn gap ${maxGapMs.toFixed(1)} ms against a ${buildMs.toFixed(0)} ms build`);
   for (const r of results) t.is(r.labels.length, 10);
+});
+
+test.serial('concurrent clients (bindings/demand.ts): the count, the window and the hold', (t) => {
+  // Times are given: nothing here depends on how fast the test runs.
+  const a = { name: 'connection a' };
+  const b = { name: 'connection b' };
+  // Times long past: the hold they set is over for the real clock (the other tests).
+  const base = -1e9;
+  t.false(concurrent(base));
+  // One connection, each request after the last answer: never concurrent.
+  for (let i = 0; i < 5; i++) {
+    requestStarted(a, base + i * 0.1);
+    t.false(concurrent(base + i * 0.1 + 0.05));
+    requestFinished();
+  }
+  // Another connection right after (0.5 ms): concurrent clients, held for CONCURRENT_HOLD_MS.
+  requestStarted(b, base + 1);
+  requestFinished();
+  t.true(concurrent(base + 1 + CONCURRENT_HOLD_MS - 1));
+  t.false(concurrent(base + 1 + CONCURRENT_HOLD_MS + 1));
+  // Another connection after the window: one client at a time, not concurrent.
+  const later = base + 1000;
+  requestStarted(a, later);
+  requestFinished();
+  requestStarted(b, later + CONCURRENT_WINDOW_MS + 5);
+  t.false(concurrent(later + CONCURRENT_WINDOW_MS + 6));
+  requestFinished();
+  // Overlapping requests (even on one connection: gRPC streams) are concurrent while they overlap and for the hold after.
+  const over = base + 2000;
+  requestStarted(a, over);
+  requestStarted(a, over + 10);
+  t.true(concurrent(over + 20));
+  requestFinished();
+  requestFinished();
+  t.true(concurrent(over + 10 + CONCURRENT_HOLD_MS - 1));
+  t.false(concurrent(over + 10 + CONCURRENT_HOLD_MS + 1));
+  // More finishes than starts never go below zero.
+  requestFinished();
+  requestStarted(a, over + 5000);
+  t.false(concurrent(over + 5000 + 0.1));
+  requestFinished();
+});
+
+/** Whether `p` settles within a few microtask turns (an inline search does; one on the pool needs the event loop). */
+async function settlesInMicrotasks(p: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  void p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  for (let i = 0; i < 5; i++) await Promise.resolve();
+  const early = settled;
+  await p;
+  return early;
+}
+
+test.serial('while clients are concurrent, searches take the pool; alone, they run inline', async (t) => {
+  const dim = 16;
+  const { ix } = await filled(1000, dim, 12);
+  t.teardown(() => ix.close());
+  const q = randomVectors(1, dim, 13);
+  const opts = { k: 5, ef: 16 };
+  // Learn the cost, then a search alone runs inline (settled before the event loop turns).
+  for (let i = 0; i < 10; i++) await ix.search(q, opts);
+  await new Promise((r) => setImmediate(r)); // a fresh turn budget
+  t.true(await settlesInMicrotasks(ix.search(q, opts)));
+  // Two requests in flight: the search takes the pool.
+  requestStarted('x');
+  requestStarted('y');
+  try {
+    await new Promise((r) => setImmediate(r));
+    t.false(await settlesInMicrotasks(ix.search(q, opts)));
+  } finally {
+    requestFinished();
+    requestFinished();
+  }
 });

@@ -43,6 +43,7 @@ import { decide } from '../guard';
 import { watchTlsFiles, type RestTlsMaterial } from '../tls';
 import { Http2Connection, type GrpcCall, type GrpcRequest } from './h2/connection';
 import type { GrpcCallContext, GrpcMethod, GrpcService } from './method';
+import { requestFinished, requestStarted } from '../../../bindings';
 import { GrpcMetrics } from './metrics';
 import { serviceDefinitions, SERVICE_NAMES, UndecodableRequest, type ServiceName } from './proto';
 import { codeName, grpcErrorAnswer } from './status';
@@ -211,6 +212,7 @@ function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: Grpc
   const { logger, authn, audit } = deps;
   return (req, call) => {
     const started = process.hrtime.bigint();
+    requestStarted(req.peer);
     const route = routes.get(req.path);
     // Deadlines: the call's AbortSignal is made on first use (most handlers never read it);
     // a passed deadline answers DEADLINE_EXCEEDED at once, as the client expects.
@@ -226,6 +228,7 @@ function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: Grpc
       // A deadline that passed before its timer ran (a busy event loop) still decides.
       if (ended === null && pastDeadline()) end('deadline');
       finished = true;
+      requestFinished();
       if (timer !== null) clearTimeout(timer);
       const counted = ended === 'deadline' ? Code.DEADLINE_EXCEEDED : ended === 'cancelled' ? Code.CANCELLED : code;
       metrics.observe(route === undefined ? 'unknown' : req.path, codeName(counted), Number(process.hrtime.bigint() - started) / 1e9);

@@ -47,6 +47,7 @@ import { ClusterBackup } from '../../snapshots/backup';
 import { ClusterSnapshots } from '../../snapshots/cluster';
 import type { SnapshotJobs } from '../../snapshots/jobs';
 import type { Snapshots } from '../../snapshots/snapshots';
+import { requestFinished, requestStarted } from '../../../bindings';
 import { RequestStats, requestDone } from './stats';
 import { addEngineGauge } from './engine-metrics';
 
@@ -149,9 +150,11 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
 function requestLog(logger: Logger, stats: RequestStats) {
   return async function logRequest(ctx: Context, next: Next): Promise<void> {
     markRequestStart(ctx);
+    requestStarted(ctx.req.socket);
     try {
       await next();
     } finally {
+      requestFinished();
       requestDone(logger, stats, ctx.method, ctx.path, matchedRoute(ctx), ctx.status, elapsedSeconds(ctx));
     }
   };

@@ -30,9 +30,11 @@ import type { Access, Requirement } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
 import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
+import { requestFinished, requestStarted } from '../../../bindings';
 import { errorAnswer, retryAfterOf } from '../errors';
 import { decide } from '../guard';
 import { parseJsonBody, readJsonBody } from './body';
+import type { VectorPlaces } from './json-numbers';
 import { parseQueryString, type RequestInput } from '../request/parse';
 import type { HttpMethod } from './method';
 import { requestDone, type RequestStats } from './stats';
@@ -48,6 +50,8 @@ interface DirectRoute {
   /** Its access requirement, or null when the route is open or authentication is off. */
   need: Exclude<Requirement, { scope: 'open' }> | null;
   handler: DirectHandler;
+  /** Where its bodies hold dense vectors read as Float32Arrays (json-numbers.ts). */
+  places: VectorPlaces;
 }
 
 export interface DirectLaneOptions {
@@ -72,7 +76,7 @@ export class DirectLane {
 
   constructor(private readonly opts: DirectLaneOptions) {}
 
-  add(method: HttpMethod, pattern: string, handler: DirectHandler): void {
+  add(method: HttpMethod, pattern: string, handler: DirectHandler, places: VectorPlaces = 'none'): void {
     const segments = pattern
       .split('/')
       .slice(1)
@@ -81,7 +85,7 @@ export class DirectLane {
         return m ? { param: m[1] } : { literal: s };
       });
     const need = requirementOf(method, pattern);
-    this.routes.push({ method, pattern, segments, need: need.scope === 'open' || !this.opts.authn.enabled ? null : need, handler });
+    this.routes.push({ method, pattern, segments, need: need.scope === 'open' || !this.opts.authn.enabled ? null : need, handler, places });
   }
 
   /** A request listener that serves the direct routes and hands everything else to `fallback` (Koa). */
@@ -126,6 +130,15 @@ export class DirectLane {
 
   private async serve(route: DirectRoute, params: Record<string, string>, path: string, query: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
+    requestStarted(req.socket);
+    try {
+      await this.answer(route, params, path, query, req, res, started);
+    } finally {
+      requestFinished();
+    }
+  }
+
+  private async answer(route: DirectRoute, params: Record<string, string>, path: string, query: string, req: IncomingMessage, res: ServerResponse, started: bigint): Promise<void> {
     const { logger, stats } = this.opts;
     const method = route.method;
     let status: number;
@@ -139,7 +152,7 @@ export class DirectLane {
         type = TEXT_TYPE;
         text = decision.message;
       } else {
-        const body = await this.body(req);
+        const body = await this.body(req, route.places);
         const result = await route.handler({ params, query: query === '' ? {} : parseQueryString(query), request: { body }, access: decision?.access });
         status = 200;
         text = JSON.stringify({ result, status: 'ok', time: secondsSince(started) });
@@ -171,15 +184,15 @@ export class DirectLane {
    * is read by listeners. Anything else (a body still arriving, chunked, over the limit,
    * a request already read or gone) goes through readJsonBody.
    */
-  private async body(req: IncomingMessage): Promise<unknown> {
+  private async body(req: IncomingMessage, places: VectorPlaces): Promise<unknown> {
     await undefined;
     const declared = Number(req.headers['content-length']);
     if (declared !== req.readableLength || declared > this.opts.bodyLimitBytes || req.readableFlowing !== null || req.destroyed || req.headers['transfer-encoding'] !== undefined) {
-      return readJsonBody(req, this.opts.bodyLimitBytes);
+      return readJsonBody(req, this.opts.bodyLimitBytes, places);
     }
     const raw = declared === 0 ? null : (req.read() as Buffer | null);
     req.resume();
-    return raw === null || raw.length === 0 ? undefined : parseJsonBody(raw);
+    return raw === null || raw.length === 0 ? undefined : parseJsonBody(raw, places);
   }
 
   /** The caller's access when it may go on; else the plain-text answer. Throws ForbiddenError (403 envelope). */
