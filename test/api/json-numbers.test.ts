@@ -10,10 +10,10 @@ import test from 'ava';
 import * as util from 'node:util';
 
 import { parseJsonBody } from '../../ts/api/rest/body';
-import { readJsonNumbers } from '../../ts/api/rest/json-numbers';
+import { readJsonNumbers, type VectorPlaces } from '../../ts/api/rest/json-numbers';
 import { FormatError } from '../../ts/common/errors';
 import { ContractClient } from '../support/contract';
-import { COLLECTION, COUNT, POINTS, SCROLL, VECTORS } from '../support/routes';
+import { COLLECTION, COUNT, POINTS, QUERY, QUERY_BATCH, SCROLL, SEARCH, SEARCH_BATCH, VECTORS } from '../support/routes';
 
 /** Same value as JSON.parse, comparing numbers by Object.is (so -0 and 0 differ). */
 function same(a: unknown, b: unknown): boolean {
@@ -159,9 +159,9 @@ function bits(v: Float32Array): number[] {
  * each (bit for bit); everything else must be JSON.parse's value. Returns how many
  * vectors came as Float32Arrays (-1: gave up).
  */
-function checkF32(text: string, maxDepth = 127): number {
+function checkF32(text: string, maxDepth = 127, places: VectorPlaces = 'point-writes'): number {
   const expected = JSON.parse(text) as unknown;
-  const got = readJsonNumbers(Buffer.from(text, 'utf8'), true, maxDepth);
+  const got = readJsonNumbers(Buffer.from(text, 'utf8'), places, maxDepth);
   if (got === undefined) return -1;
   let typed = 0;
   const walk = (g: unknown, e: unknown, at: string): void => {
@@ -269,7 +269,7 @@ test('float32 vectors: named vectors, the batch form, and the shapes that are re
   }
   // Characters next to the digits in the byte order (':' to '?', '/') end a run of digits: not JSON, so never accepted.
   for (const odd of ['0.1234567:9', '0.12345;789', '0.1234567?12345', '0.12/456789', '0.12345678901234>6', '0.1234567@']) {
-    t.is(readJsonNumbers(Buffer.from(`{"points":[{"id":1,"vector":[0.5,${odd}]}]}`), true, 127), undefined, odd);
+    t.is(readJsonNumbers(Buffer.from(`{"points":[{"id":1,"vector":[0.5,${odd}]}]}`), 'point-writes', 127), undefined, odd);
   }
   // Runs of digits of every length around the eight-at-a-time steps.
   for (let k = 1; k <= 22; k++) {
@@ -288,9 +288,43 @@ test('float32 vectors: named vectors, the batch form, and the shapes that are re
   t.true(Array.isArray(plain.points[0].vector));
 });
 
+test('float32 query vectors: the query, nearest and search vectors of query and search bodies and their batches; nothing else', (t) => {
+  const q = (text: string) => checkF32(text, 127, 'queries');
+  const v = '[0.1,-0.25,3.0000002384185791,0,-0,0.12345678901234568]';
+  t.is(q(`{"query":${v},"limit":10,"params":{"hnsw_ef":64}}`), 1);
+  t.is(q(`{"query":{"nearest":${v}},"using":"a"}`), 1);
+  t.is(q(`{"query":{"nearest":${v},"mmr":{"diversity":0.5}}}`), 1);
+  t.is(q(`{"vector":${v},"limit":3}`), 1);
+  t.is(q(`{"vector":{"name":"a","vector":${v}},"limit":3}`), 1);
+  t.is(q(`{"searches":[{"query":${v}},{"query":{"nearest":${v}}},{"query":7},{"query":{"recommend":{"positive":[${v}]}}}]}`), 2);
+  t.is(q(`{"searches":[{"vector":${v}},{"vector":{"name":"b","vector":${v}}},{"vector":{"name":"s","vector":{"indices":[1],"values":[0.5]}}}]}`), 2);
+  // Read as JSON.parse reads them: ids, sparse and multivector queries, recommend and
+  // discover examples, prefetches, filters, thresholds, the forms the float32 path declines.
+  for (const body of [
+    '{"query":42}',
+    '{"query":"5b1c8a3e-0000-4000-8000-000000000000"}',
+    '{"query":{"indices":[1,2],"values":[0.5,0.25]},"using":"s"}',
+    `{"query":[${v},${v}]}`,
+    `{"query":{"recommend":{"positive":[${v}],"negative":[1]}}}`,
+    `{"query":{"discover":{"target":${v},"context":[{"positive":${v},"negative":${v}}]}}}`,
+    `{"prefetch":{"query":${v},"limit":5},"query":{"fusion":"rrf"}}`,
+    '{"query":[1, 2]}',
+    '{"query":[1e3,2]}',
+    '{"query":[1e39]}',
+    '{"query":[1,"a"]}',
+    '{"query":[]}',
+    '{"vector":{"name":"a","vector":[1,null]}}',
+    `{"filter":{"must":[{"key":"a","range":{"gt":0.1}}]},"score_threshold":0.30000000000000004,"query":null}`,
+  ]) {
+    t.is(q(body), 0, body);
+  }
+  // Not an object at the top: as JSON.parse.
+  t.is(q(`[${v}]`), 0);
+});
+
 test('float32 vectors: arenas are shared but every vector is its own view; the depth limit makes the reader give up', (t) => {
   const rows = Array.from({ length: 3000 }, (_, i) => `{"id":${i},"vector":[${Array.from({ length: 200 }, (_, k) => ((i * 7 + k) % 13) / 8 - 0.75).join(',')}]}`);
-  const got = readJsonNumbers(Buffer.from(`{"points":[${rows.join(',')}]}`), true, 127) as { points: Array<{ vector: Float32Array }> };
+  const got = readJsonNumbers(Buffer.from(`{"points":[${rows.join(',')}]}`), 'point-writes', 127) as { points: Array<{ vector: Float32Array }> };
   t.is(got.points.length, 3000);
   for (let i = 0; i < 3000; i += 97) {
     const v = got.points[i].vector;
@@ -306,16 +340,16 @@ test('float32 vectors: arenas are shared but every vector is its own view; the d
   const text = `{"points":[${rows.map((r, i) => (i === 1310 ? r.replace(/\]\}$/, ',1e-3]}') : r)).join(',')}]}`;
   const typed = checkF32(text);
   t.is(typed, 2999);
-  const again = readJsonNumbers(Buffer.from(text), true, 127) as { points: Array<{ vector: Float32Array | number[] }> };
+  const again = readJsonNumbers(Buffer.from(text), 'point-writes', 127) as { points: Array<{ vector: Float32Array | number[] }> };
   t.true(Array.isArray(again.points[1310].vector));
   t.is(again.points[1310].vector.length, 201);
   t.true(again.points[1311].vector instanceof Float32Array);
   // Depth: top object, points array, point object, vector array: 4 levels.
   const body = Buffer.from('{"points":[{"id":1,"vector":[0.5]}]}');
-  t.truthy(readJsonNumbers(body, true, 4));
-  t.is(readJsonNumbers(body, true, 3), undefined);
-  t.is(readJsonNumbers(Buffer.from('[[[[1]]]]'), false, 3), undefined);
-  t.truthy(readJsonNumbers(Buffer.from('[[[[1]]]]'), false, 4));
+  t.truthy(readJsonNumbers(body, 'point-writes', 4));
+  t.is(readJsonNumbers(body, 'point-writes', 3), undefined);
+  t.is(readJsonNumbers(Buffer.from('[[[[1]]]]'), 'none', 3), undefined);
+  t.truthy(readJsonNumbers(Buffer.from('[[[[1]]]]'), 'none', 4));
 });
 
 test('an upsert of full-precision float32 values (named, batch form, vector update) past the reader threshold, read back as sent; a value beyond float32 is refused as before', async (t) => {
@@ -351,4 +385,44 @@ test('an upsert of full-precision float32 values (named, batch form, vector upda
   await api.error(t, 400, 'PUT', POINTS, { params, query: { wait: true }, body: { points: bad } }, /points\[7\]\.vector\.a\[15\]: 1e\+39 is not a finite 32-bit float/);
   const count = (await api.ok(t, 'POST', COUNT, { params, body: { exact: true } })) as { count: number };
   t.is(count.count, 600);
+});
+
+test('query and search vectors read as float32 answer exactly as the same vectors read by JSON.parse; bad vectors are refused as before', async (t) => {
+  const api = await ContractClient.start();
+  t.teardown(() => api.stop());
+  const params = { collection_name: 'json_numbers_query' };
+  await api.ok(t, 'PUT', COLLECTION, { params, body: { vectors: { a: { size: 24, distance: 'Cosine' }, b: { size: 24, distance: 'Euclid' } } } });
+  const rnd = xorshift(31337);
+  // Full-precision float32 values, as a JS or numpy client writes them (up to 17 digits).
+  const vec = () => Array.from(Float32Array.from({ length: 24 }, () => (rnd() - 0.5) * 3));
+  const points = Array.from({ length: 400 }, (_, i) => ({ id: i, vector: { a: vec(), b: vec() } }));
+  await api.ok(t, 'PUT', POINTS, { params, query: { wait: true }, body: { points } });
+  // The same body twice: compact (the float32 reader takes the vectors) and with a space
+  // after every comma (the reader declines, JSON.parse reads numbers): same answers, to the bit.
+  const both = async (route: string, body: unknown) => {
+    const compact = JSON.stringify(body);
+    const spaced = compact.replace(/,/g, ', ');
+    const a = await api.send('POST', route, { params, raw: compact });
+    const b = await api.send('POST', route, { params, raw: spaced });
+    t.is(a.status, b.status, `${route} ${compact.slice(0, 80)}`);
+    const strip = (r: { body: unknown }) => ({ ...(r.body as Record<string, unknown>), time: 0 });
+    t.deepEqual(strip(a), strip(b), `${route} ${compact.slice(0, 80)}`);
+    return a;
+  };
+  for (let i = 0; i < 20; i++) {
+    const q = vec();
+    const r = await both(QUERY, { query: q, using: 'a', limit: 7, params: { hnsw_ef: 32 } });
+    t.is(r.status, 200);
+    t.is((r.body as { result: { points: unknown[] } }).result.points.length, 7);
+    await both(QUERY, { query: { nearest: q }, using: 'b', limit: 5, with_vector: true });
+    await both(SEARCH, { vector: { name: 'b', vector: q }, limit: 5, score_threshold: 1.5 });
+    await both(QUERY_BATCH, { searches: [{ query: q, using: 'a', limit: 3 }, { query: { nearest: vec() }, using: 'b', limit: 2 }] });
+    await both(SEARCH_BATCH, { searches: [{ vector: { name: 'a', vector: q }, limit: 3 }, { vector: { name: 'b', vector: vec() }, limit: 4, offset: 1 }] });
+  }
+  // Refused as before, with the same messages (a value beyond float32, a string, a wrong length).
+  const big = vec();
+  big[3] = 1e39;
+  await api.error(t, 400, 'POST', QUERY, { params, body: { query: big, using: 'a' } }, /query\[3\]: 1e\+39 is not a finite 32-bit float/);
+  await api.error(t, 400, 'POST', SEARCH, { params, raw: `{"vector":{"name":"a","vector":[0.5,"x"]},"limit":3}` }, /vector\.vector\[1\]: expected a number/);
+  await api.error(t, 400, 'POST', QUERY, { params, body: { query: vec().slice(1), using: 'a' } }, /dimension|size|length/i);
 });

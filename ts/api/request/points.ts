@@ -287,7 +287,8 @@ function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: 
 }
 
 function example(x: unknown, field: string): Example {
-  if (Array.isArray(x)) return { vector: denseVector(x, field) };
+  // A Float32Array: a vector the REST body reader read as float32 (ts/api/rest/json-numbers.ts).
+  if (Array.isArray(x) || x instanceof Float32Array) return { vector: denseVector(x, field) };
   if (typeof x === 'number' || typeof x === 'string') return { id: pointId(x, field) };
   if (looksSparse(x)) return { sparse: sparseVector(x, field) };
   refuseInference(x, field);
@@ -340,7 +341,7 @@ function discoverInput(x: unknown, field: string): Discover {
 
 function queryKind(x: unknown): QueryKind {
   if (x === undefined || x === null) return { none: true };
-  if (Array.isArray(x) || typeof x === 'number' || typeof x === 'string') return { nearest: example(x, 'query') };
+  if (Array.isArray(x) || x instanceof Float32Array || typeof x === 'number' || typeof x === 'string') return { nearest: example(x, 'query') };
   if (isObj(x)) {
     if ('nearest' in x) {
       if (x.mmr !== undefined && x.mmr !== null) return { nearest: example(x.nearest, 'query.nearest'), mmr: mmrOf(x.mmr) };
@@ -473,14 +474,14 @@ function checkQueryShape(query: QueryKind, using: string, prefetch: Prefetch[], 
 
 /** `vector` of the legacy search: an array, or `{name, vector}`. */
 function legacyVector(x: unknown): { using: string; vector: Float32Array } | { using: string; sparse: SparseVec } {
-  if (Array.isArray(x)) return { using: '', vector: denseVector(x, 'vector') };
+  if (Array.isArray(x) || x instanceof Float32Array) return { using: '', vector: denseVector(x, 'vector') };
   if (isObj(x)) {
     if ('indices' in x) throw new FormatError('vector: a sparse query names its vector: {"name": ..., "vector": {"indices": [...], "values": [...]}}');
     if (looksSparse(x.vector)) {
       if (typeof x.name !== 'string') throw new FormatError('vector: missing field `name`');
       return { using: x.name, sparse: sparseVector(x.vector, 'vector.vector') };
     }
-    if (typeof x.name === 'string' && Array.isArray(x.vector)) return { using: x.name, vector: denseVector(x.vector, 'vector.vector') };
+    if (typeof x.name === 'string' && (Array.isArray(x.vector) || x.vector instanceof Float32Array)) return { using: x.name, vector: denseVector(x.vector, 'vector.vector') };
   }
   throw new FormatError('missing field `vector` (an array of numbers, or {"name": ..., "vector": [...]})');
 }

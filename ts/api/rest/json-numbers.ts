@@ -18,9 +18,11 @@
  * a lone UTF-16 surrogate, which only a `\u` escape can put in a string (UTF-8 decoding
  * never yields one), never passes through here; body.ts refuses it after JSON.parse.
  *
- * With `f32Vectors` (the bodies of point writes: `{"points": [{"vector": ...}]}` and
- * `{"batch": {"vectors": ...}}`), the dense vectors there — arrays of plain decimals —
- * are read straight into Float32Arrays: each element is the float32 that
+ * With `places` naming where a body's dense vectors are (`'point-writes'`:
+ * `{"points": [{"vector": ...}]}` and `{"batch": {"vectors": ...}}`; `'queries'`: the
+ * query or search vector of `/points/query` and `/points/search` and of their batches'
+ * `searches`, see QUERY_KEYS), the vectors there — arrays of plain decimals — are read
+ * straight into Float32Arrays: each element is the float32 that
  * Math.fround(JSON.parse's double) gives, to the bit (see `f32Array`). A vector in any
  * other form (whitespace, exponents, more than 19 significant digits, nested arrays,
  * non-numbers) is read as JSON.parse would read it, and the request parser
@@ -75,18 +77,18 @@ class Reader {
 
   constructor(
     readonly b: Uint8Array,
-    /** Read the dense vectors of point writes as Float32Arrays (see the module's comment). */
-    readonly f32Vectors: boolean,
+    /** Where the body's dense vectors are read as Float32Arrays (see the module's comment). */
+    readonly places: VectorPlaces,
     /** More arrays and objects open at once than this: the reader gives up (and the caller's depth check refuses the body). */
     readonly maxDepth: number,
   ) {
     this.words = new DataView(b.buffer, b.byteOffset, b.byteLength);
   }
 
-  /** The top-level value: a point write's body object gets its vectors read as float32 when asked. */
+  /** The top-level value: a point write's or a query's body object gets its vectors read as float32 when asked. */
   top(): unknown {
     this.skipWs();
-    if (this.f32Vectors && this.b[this.pos] === 0x7b) return this.object(TOP_KEYS);
+    if (this.places !== 'none' && this.b[this.pos] === 0x7b) return this.object(this.places === 'queries' ? QUERY_KEYS : TOP_KEYS);
     return this.value();
   }
 
@@ -531,14 +533,42 @@ const TOP_KEYS: Shape = Object.assign(Object.create(null), {
   },
 });
 
+/** A query's vector: an array, or an object whose `nearest` is one (`{"nearest": [...]}`, with or without `mmr`). */
+const readQueryVector = (r: Reader): unknown => {
+  r.skipWs();
+  return r.b[r.pos] === 0x7b ? r.object(NEAREST_KEYS) : r.vector();
+};
+const NEAREST_KEYS: Shape = Object.assign(Object.create(null), { nearest: readVector });
+/** A legacy search's `vector`: an array, or `{"name": ..., "vector": [...]}`. */
+const readSearchVector = (r: Reader): unknown => {
+  r.skipWs();
+  return r.b[r.pos] === 0x7b ? r.object(NAMED_KEYS) : r.vector();
+};
+const NAMED_KEYS: Shape = Object.assign(Object.create(null), { vector: readVector });
+/** One query or search body: its `query` (the query API) and its `vector` (the legacy search). */
+const SEARCH_KEYS: Shape = Object.assign(Object.create(null), { query: readQueryVector, vector: readSearchVector });
+/** The body of a query or search, or of their batches (`searches`: a list of such bodies). */
+const QUERY_KEYS: Shape = Object.assign(Object.create(null), {
+  query: readQueryVector,
+  vector: readSearchVector,
+  searches: (r: Reader) => r.arrayOf(0x7b, (q) => q.object(SEARCH_KEYS)),
+});
+
+/**
+ * Where a body's dense vectors are read as Float32Arrays: nowhere, in a point write
+ * (`points[].vector`, `batch.vectors`), or in a query (QUERY_KEYS). The request parser
+ * (ts/api/request) takes a Float32Array wherever it takes an array of numbers there.
+ */
+export type VectorPlaces = 'none' | 'point-writes' | 'queries';
+
 /**
  * The value JSON.parse gives for the UTF-8 text `raw`, or undefined when this reader
- * leaves it to JSON.parse. With `f32Vectors`, the dense vectors of a point write's body
- * are Float32Arrays instead of arrays of numbers (see the module's comment).
+ * leaves it to JSON.parse. With `places`, the dense vectors there are Float32Arrays
+ * instead of arrays of numbers (see the module's comment).
  */
-export function readJsonNumbers(raw: Uint8Array, f32Vectors = false, maxDepth = Infinity): unknown {
+export function readJsonNumbers(raw: Uint8Array, places: VectorPlaces = 'none', maxDepth = Infinity): unknown {
   // A byte order mark, which JSON.parse refuses, is not whitespace here either.
-  const r = new Reader(raw, f32Vectors, maxDepth);
+  const r = new Reader(raw, places, maxDepth);
   const v = r.top();
   if (v === GIVE_UP) return undefined;
   r.skipWs();

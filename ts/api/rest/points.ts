@@ -108,27 +108,27 @@ export function addPointRoutes(routes: RouteTable, toc: TableOfContent): void {
     const c = collection(r);
     const q = keyed(parseQuery)(body(r));
     return { points: await c.query(q.req, opts, q.shards, lookupCollections(toc, r.access)) };
-  });
+  }, 'queries');
 
   routes.addDirect('POST', '/collections/{collection_name}/points/query/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
     const reqs = batchOf(body(r), 'searches').map(keyed(parseQuery));
     return (await c.queryBatch(reqs, opts, lookupCollections(toc, r.access))).map((points) => ({ points }));
-  });
+  }, 'queries');
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
     const q = keyed(parseSearch)(body(r));
     return c.query(q.req, opts, q.shards);
-  });
+  }, 'queries');
 
   routes.addDirect('POST', '/collections/{collection_name}/points/search/batch', async (r) => {
     const opts = readParams(r);
     const c = collection(r);
     return c.queryBatch(batchOf(body(r), 'searches').map(keyed(parseSearch)), opts);
-  });
+  }, 'queries');
 
   routes.addDirect('POST', '/collections/{collection_name}/points/recommend', async (r) => {
     const opts = readParams(r);

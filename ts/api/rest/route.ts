@@ -12,6 +12,7 @@ import type { Router } from '@koa/router';
 
 import { ok } from '../envelope';
 import { jsonBody } from './body';
+import type { VectorPlaces } from './json-numbers';
 import { accessOf } from './auth';
 import type { DirectHandler, DirectLane } from './direct';
 import type { RequestInput } from '../request/parse';
@@ -47,30 +48,32 @@ export class RouteTable {
   ) {}
 
   add(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
-    this.register(method, pattern, method !== 'GET', handlers);
+    this.register(method, pattern, method !== 'GET' ? 'none' : null, handlers);
   }
 
   /** A route that writes points: as `add`, with the dense vectors of its body read as Float32Arrays (body.ts jsonBody). */
   addPointWrite(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
-    this.register(method, pattern, 'vectors', handlers);
+    this.register(method, pattern, 'point-writes', handlers);
   }
 
   /**
    * A JSON route whose handler reads only params, query and body and returns the
    * `result` of its 200 envelope: served by the direct lane, and by Koa when the lane
-   * passes a request on (both call `handler`).
+   * passes a request on (both call `handler`). `places`: where its bodies hold dense
+   * vectors read as Float32Arrays (json-numbers.ts).
    */
-  addDirect(method: HttpMethod, pattern: string, handler: DirectHandler): void {
-    this.register(method, pattern, true, [async (ctx: Context) => ok(ctx, await handler(Object.assign(ctx as unknown as RequestInput, { access: accessOf(ctx) })))]);
-    this.lane?.add(method, pattern, handler);
+  addDirect(method: HttpMethod, pattern: string, handler: DirectHandler, places: VectorPlaces = 'none'): void {
+    this.register(method, pattern, places, [async (ctx: Context) => ok(ctx, await handler(Object.assign(ctx as unknown as RequestInput, { access: accessOf(ctx) })))]);
+    this.lane?.add(method, pattern, handler, places);
   }
 
   /** A route whose handler reads the request body itself, as a stream (uploads). */
   addStreaming(method: HttpMethod, pattern: string, ...handlers: Middleware[]): void {
-    this.register(method, pattern, false, handlers);
+    this.register(method, pattern, null, handlers);
   }
 
-  private register(method: HttpMethod, pattern: string, json: boolean | 'vectors', handlers: Middleware[]): void {
+  /** `json`: the body is JSON, with vectors read as float32 in these places; null: the handlers read the body. */
+  private register(method: HttpMethod, pattern: string, json: VectorPlaces | null, handlers: Middleware[]): void {
     const label = async (ctx: Context, next: Next) => {
       (ctx as unknown as Labelled)[ROUTE_PATTERN] = pattern;
       await next();
@@ -79,7 +82,7 @@ export class RouteTable {
     // Access first: a caller without it never gets a body read.
     const guard = this.guard(method, pattern);
     if (guard) chain.push(guard);
-    if (json) chain.push(jsonBody(this.bodyLimitBytes, json === 'vectors'));
+    if (json !== null) chain.push(jsonBody(this.bodyLimitBytes, json));
     chain.push(...handlers);
     this.router.register(routerPath(pattern), [method], chain as never);
   }
