@@ -1013,8 +1013,11 @@ export class VectorStore {
 /** Cores of this machine (os.cpus() builds a list of every core's times: read it once). */
 const CPU_COUNT = os.cpus().length;
 
-/** Engine work per batch the batcher aims at: batching pays a thread hop once for that much search. */
-const BATCH_TARGET_US = 100;
+/**
+ * Engine work per batch the batcher aims at: batching pays a thread hop once for that
+ * much search. Searches dearer than half of it go out one by one.
+ */
+const BATCH_TARGET_US = 30;
 /** The most queries in one `searchBatch` call. */
 const BATCH_MAX = 64;
 
@@ -1047,6 +1050,11 @@ interface IndexCosts {
  * idles while the batch runs, the workers idle while it answers them) instead of
  * overlapping: 100k points at 8 requests in flight answered 5,764 queries/s batched and
  * 6,909 one by one (bench/rest, same run conditions).
+ *
+ * Even pairs cost more than they save once a search takes as long as the hop: 100k
+ * points at ef 64 (about 55 µs a search) and 8 requests in flight answered 12.1-12.7k
+ * queries/s in pairs (a target of 100 µs) and 13.4-14.5k one by one, with 8% less server
+ * CPU per request (wrk, side by side, this machine).
  *
  * So batches hold about BATCH_TARGET_US of engine work, judged by the time the engine
  * reports for each query (`computeUs`, measured on the worker: the hop and the wait for
