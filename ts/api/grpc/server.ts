@@ -212,7 +212,8 @@ function dispatcher(routes: Map<string, Route>, deps: GrpcApiDeps, metrics: Grpc
   const { logger, authn, audit } = deps;
   return (req, call) => {
     const started = process.hrtime.bigint();
-    requestStarted(req.peer);
+    // The connection, not the peer's address: connections from one host are clients of their own (demand.ts).
+    requestStarted(req.connection);
     const route = routes.get(req.path);
     // Deadlines: the call's AbortSignal is made on first use (most handlers never read it);
     // a passed deadline answers DEADLINE_EXCEEDED at once, as the client expects.

@@ -59,6 +59,12 @@ export interface GrpcRequest {
   deadline: number | null;
   /** The remote address of the connection. */
   peer: string | null;
+  /**
+   * The connection the call came on, as an identity: the same value for every call
+   * multiplexed on one connection, another for each other connection (several
+   * connections from one host share `peer`).
+   */
+  connection: object;
 }
 
 /** The transport side of a call the handler answers, once. */
@@ -475,7 +481,7 @@ export class Http2Connection {
     s.call = call;
     const message = body.subarray(5);
     if (!compressed) {
-      this.run({ path, headers, message, deadline, peer: this.peer }, call);
+      this.run({ path, headers, message, deadline, peer: this.peer, connection: this }, call);
       return;
     }
     const encoding = headers.get('grpc-encoding') ?? 'identity';
@@ -497,7 +503,7 @@ export class Http2Connection {
         this.answer(s, code, details, null);
         return;
       }
-      this.run({ path, headers, message: plain, deadline, peer: this.peer }, call);
+      this.run({ path, headers, message: plain, deadline, peer: this.peer, connection: this }, call);
     });
   }
 
