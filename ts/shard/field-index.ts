@@ -506,12 +506,14 @@ class HashIndex<K extends string | boolean> extends FieldIndex<K> {
  * once enough incremental changes piled up.
  */
 abstract class SortedIndex<V> extends FieldIndex<V> {
-  readonly sorted = new SortedKeys();
+  readonly sorted = new SortedKeys(this.sortAux !== undefined);
 
   protected abstract sortKey(v: V): number;
+  /** A second number kept beside each sort key (geo: the longitude), or none. */
+  protected sortAux?(v: V): number;
 
   protected addEntries(off: Off, vals: V[]): void {
-    if (!this.loading) this.sorted.add(off, vals.map((v) => this.sortKey(v)));
+    if (!this.loading) this.sorted.add(off, vals.map((v) => this.sortKey(v)), this.sortAux === undefined ? undefined : vals.map((v) => this.sortAux!(v)));
   }
   protected removeEntries(off: Off, _vals: V[]): void {
     if (!this.loading) this.sorted.remove(off);
@@ -523,8 +525,9 @@ abstract class SortedIndex<V> extends FieldIndex<V> {
     if (this.sorted.dirty > 256 + this.recEntries / 16) this.rebuild();
   }
   rebuild(): void {
+    const aux = this.sortAux;
     this.sorted.build(this.recEntries, (push) => {
-      for (const [off, vals] of this.records) for (const v of vals) push(this.sortKey(v), off);
+      for (const [off, vals] of this.records) for (const v of vals) push(this.sortKey(v), off, aux === undefined ? undefined : aux.call(this, v));
     });
   }
   protected clearChanges(): void {
@@ -723,6 +726,9 @@ class GeoIndex extends SortedIndex<GeoPoint> {
   protected sortKey(p: GeoPoint): number {
     return p.lat;
   }
+  protected sortAux(p: GeoPoint): number {
+    return p.lon;
+  }
   baseKind(): BaseKind {
     return 'geo';
   }
@@ -876,10 +882,13 @@ class GeoIndex extends SortedIndex<GeoPoint> {
         // section holds: a value passing `pred` lies in the band (unless its latitude is past
         // ±90°: those points, and the changed ones, are tested on all their values)
         base?.collect(b, (lat, lon) => pred({ lat, lon }), this.masked, out);
-        const check = new Set<Off>();
-        this.sorted.collect(b, () => true, check);
-        if (odd) this.cellInto(this.oddLat, GEO_ODD_KEY, check);
-        for (const o of check) if (!out.has(o) && this.valuesOf(o)!.some(pred)) out.add(o);
+        // the changes (all values, without a base) likewise, with the longitude kept beside each sorted latitude
+        this.sorted.collectPairs(b, (lat, lon) => pred({ lat, lon }), out);
+        if (odd) {
+          const check = new Set<Off>();
+          this.cellInto(this.oddLat, GEO_ODD_KEY, check);
+          for (const o of check) if (!out.has(o) && this.valuesOf(o)!.some(pred)) out.add(o);
+        }
       });
     };
     if (c.geo_radius) {

@@ -106,25 +106,35 @@ export function boundsOf(r: { gt?: number | null; gte?: number | null; lt?: numb
  * (key, offset) pairs sorted by key then offset, with a side buffer: offsets whose
  * current keys are not in the sorted arrays (`delta`) and offsets whose entries in the
  * sorted arrays are outdated (`stale`). The owner rebuilds it from its records.
+ *
+ * With `withAux`, every entry also carries a second number (geo: the longitude beside
+ * the sorted latitude), so a band scan tests both without looking the offset's values up
+ * (`collectPairs`).
  */
 export class SortedKeys {
   private keys = new Float64Array(0);
   private ids = new Float64Array(0);
+  private aux = new Float64Array(0);
   private readonly stale = new Set<Off>();
   private readonly delta = new Map<Off, readonly number[]>();
+  private readonly deltaAux = new Map<Off, readonly number[]>();
   private deltaCount = 0;
+
+  constructor(private readonly withAux = false) {}
 
   get dirty(): number {
     return this.stale.size + this.deltaCount;
   }
 
-  build(count: number, fill: (push: (key: number, id: Off) => void) => void): void {
+  build(count: number, fill: (push: (key: number, id: Off, aux?: number) => void) => void): void {
     const k = new Float64Array(count);
     const d = new Float64Array(count);
+    const x = new Float64Array(this.withAux ? count : 0);
     let n = 0;
-    fill((key, id) => {
+    fill((key, id, aux) => {
       k[n] = key;
       d[n] = id;
+      if (this.withAux) x[n] = aux ?? NaN;
       n++;
     });
     const perm = new Uint32Array(n);
@@ -136,21 +146,26 @@ export class SortedKeys {
     if (!sorted) perm.sort((a, b) => k[a] - k[b] || d[a] - d[b]);
     const keys = new Float64Array(n);
     const ids = new Float64Array(n);
+    const aux = new Float64Array(this.withAux ? n : 0);
     for (let i = 0; i < n; i++) {
       keys[i] = k[perm[i]];
       ids[i] = d[perm[i]];
+      if (this.withAux) aux[i] = x[perm[i]];
     }
     this.keys = keys;
     this.ids = ids;
+    this.aux = aux;
     this.stale.clear();
     this.delta.clear();
+    this.deltaAux.clear();
     this.deltaCount = 0;
   }
 
-  /** `id` has no current entries here (never had, or removed since). */
-  add(id: Off, keys: readonly number[]): void {
+  /** `id` has no current entries here (never had, or removed since); `aux[i]` goes with `keys[i]` (withAux). */
+  add(id: Off, keys: readonly number[], aux?: readonly number[]): void {
     if (keys.length === 0) return;
     this.delta.set(id, keys);
+    if (this.withAux) this.deltaAux.set(id, aux ?? keys.map(() => NaN));
     this.deltaCount += keys.length;
   }
 
@@ -159,6 +174,7 @@ export class SortedKeys {
     const d = this.delta.get(id);
     if (d !== undefined) {
       this.delta.delete(id);
+      this.deltaAux.delete(id);
       this.deltaCount -= d.length;
     } else this.stale.add(id);
   }
@@ -207,6 +223,28 @@ export class SortedKeys {
     for (const [id, ks] of this.delta) {
       for (const k of ks) {
         if (test(k)) {
+          out.add(id);
+          break;
+        }
+      }
+    }
+  }
+
+  /** As collect, testing each entry's key and its second number (built withAux). */
+  collectPairs(b: Bounds, test: (key: number, aux: number) => boolean, out: Set<Off>): void {
+    const { keys, ids, aux, stale } = this;
+    const j = this.upperBound(b.hi, b.hiIncl);
+    const checkStale = stale.size > 0;
+    for (let i = this.lowerBound(b.lo, b.loIncl); i < j; i++) {
+      const id = ids[i];
+      if (checkStale && stale.has(id)) continue;
+      if (test(keys[i], aux[i])) out.add(id);
+    }
+    for (const [id, ks] of this.delta) {
+      const xs = this.deltaAux.get(id)!;
+      for (let i = 0; i < ks.length; i++) {
+        const k = ks[i];
+        if (k >= b.lo && k <= b.hi && (b.loIncl || k > b.lo) && (b.hiIncl || k < b.hi) && test(k, xs[i])) {
           out.add(id);
           break;
         }
