@@ -171,3 +171,35 @@ test('hnsw_config.on_disk: shown, same answers as in memory (f32 and int8 with v
   t.deepEqual(await answers(t, server, 'gdisk'), want, 'after the flips and a restart');
   t.deepEqual(await answers(t, server, 'qdisk'), qwant);
 });
+
+test('storage.hnsw_index.on_disk: true is a default: a multivector that states no on_disk keeps its graph in memory (shown), the dense vectors map theirs; asked for in the body, it is refused', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-ondisk-graph-default-'));
+  const server = await startServer(dir, { SERVICE__STORAGE__HNSW_INDEX__ON_DISK: 'true' });
+  cleanUp(t, [dir], () => [server]);
+  const body = {
+    vectors: { dense: { size: DIM, distance: 'Cosine' }, multi: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' } } },
+    hnsw_config: graph,
+    ...common,
+  };
+  await ok(t, server, 'PUT', '/collections/mixed', body);
+  const info = await ok(t, server, 'GET', '/collections/mixed');
+  t.is(info.config.hnsw_config.on_disk, true, 'the node default, as the collection shows it');
+  t.is(info.config.params.vectors.multi.hnsw_config.on_disk, false, 'the multivector keeps its graph in memory, and says so');
+  t.is(info.config.params.vectors.dense.hnsw_config?.on_disk, undefined, 'the dense vector takes the collection value');
+  // Points in both vectors; the dense one's graph goes to a mapped file, the multivector's does not.
+  await ok(t, server, 'PUT', '/collections/mixed/points?wait=true', {
+    points: points.slice(0, 600).map((p) => ({ id: p.id, vector: { dense: p.vector, multi: [p.vector, vec()] } })),
+  });
+  await green(server, 'mixed');
+  await waitFor('the dense vector graph file', () => graphFiles(dir, 'mixed').length > 0);
+  const hits = await ok(t, server, 'POST', '/collections/mixed/points/query', { query: [queries[0], queries[1]], using: 'multi', limit: 5 });
+  t.is(hits.points.length, 5);
+  const dense = await ok(t, server, 'POST', '/collections/mixed/points/query', { query: queries[0], using: 'dense', limit: 5 });
+  t.is(dense.points.length, 5);
+  // A multivector that states on_disk: true, or a body that asks for it collection-wide: refused as before.
+  const own = await call(server, 'PUT', '/collections/own', { vectors: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' }, hnsw_config: { on_disk: true } } });
+  t.is(own.status, 400, JSON.stringify(own.body));
+  const wide = await call(server, 'PUT', '/collections/wide', { vectors: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' } }, hnsw_config: { on_disk: true } });
+  t.is(wide.status, 400, JSON.stringify(wide.body));
+  t.regex(wide.body.status.error, /not supported for multivectors/);
+});

@@ -414,7 +414,9 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
     throw new BadInputError(`write_consistency_factor (${write_consistency_factor}) cannot exceed replication_factor (${replication_factor})`);
   }
   const on_disk_payload = optional(o, 'on_disk_payload', (v) => bool(v, 'on_disk_payload')) ?? config.storage.on_disk_payload;
-  const hnsw = { ...defaultHnsw(config), ...(o.hnsw_config ? parseHnswDiff(o.hnsw_config, 'hnsw_config') : {}) };
+  const hnswDiff = o.hnsw_config ? parseHnswDiff(o.hnsw_config, 'hnsw_config') : {};
+  const hnsw = { ...defaultHnsw(config), ...hnswDiff };
+  if (hnsw.on_disk === true && hnswDiff.on_disk === undefined) keepMultivectorGraphsInMemory(vectors);
   const optimizers = { ...defaultOptimizers(config), ...(o.optimizers_config ? parseOptimizersDiff(o.optimizers_config, 'optimizers_config') : {}) };
   const wal = {
     wal_capacity_mb: config.storage.wal.wal_capacity_mb,
@@ -436,6 +438,18 @@ export function parseCreateCollection(body: unknown, config: Config): Collection
   checkOnDisk(out);
   if (strict !== undefined) out.strict_mode_config = strict;
   return out;
+}
+
+/**
+ * The node's `storage.hnsw_index.on_disk: true` reaches a new collection as a default,
+ * not as its request: a multivector of it that states no `hnsw_config.on_disk` of its
+ * own keeps its graph in memory (`on_disk: false` on that vector, shown by GET), where
+ * an `on_disk: true` the body asks for is refused (checkMultivectorQuantization).
+ */
+function keepMultivectorGraphsInMemory(vectors: CollectionParams['vectors']): void {
+  for (const [, p] of vectorEntries({ vectors } as CollectionParams)) {
+    if (p.multivector_config && p.hnsw_config?.on_disk === undefined) p.hnsw_config = { ...(p.hnsw_config ?? {}), on_disk: false };
+  }
 }
 
 /**
