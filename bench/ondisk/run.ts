@@ -95,6 +95,11 @@ async function waitIndexed(client: RestClient, n: number, log: (s: string) => vo
   for (;;) {
     const info = await client.json<{ status: string; indexed_vectors_count: number; points_count: number }>('GET', `/collections/${C}`);
     if (info.indexed_vectors_count >= n && info.status === 'green') return;
+    // Green with every point stored but not all indexed: the optimizer has nothing left to
+    // do (the points fit under the indexing threshold), so waiting would never end.
+    if (info.status === 'green' && info.points_count >= n && info.indexed_vectors_count < n) {
+      throw new Error(`the collection is green with ${info.indexed_vectors_count} of ${n} vectors indexed: --n is below the indexing threshold (storage.optimizers.indexing_threshold_kb, 20,000 KiB by default), so the points stay in the appendable segment; use a larger --n`);
+    }
     if (Date.now() - lastLog > 30_000) {
       log(`    indexed ${info.indexed_vectors_count} of ${n} (status ${info.status})`);
       lastLog = Date.now();

@@ -199,7 +199,9 @@ async function runMode(onDisk: boolean, N: number, payloadBytes: number, R: numb
       const r = await client.json<{ points: unknown[] }>('POST', `/collections/${C}/points/scroll`, {
         limit: 10,
         with_payload: true,
-        offset: Math.floor(q() * (N - 10_000)),
+        // Starting at least 10,000 points before the end (or at 0 with fewer points), so a
+        // group (a hundredth of the points) has 10 matches after the offset.
+        offset: Math.floor(q() * Math.max(0, N - 10_000)),
         filter: { must: [{ key: 'group', match: { value: `g${Math.floor(q() * 100)}` } }] },
       });
       if (r.points.length !== 10) throw new Error(`a filtered scroll found ${r.points.length} points, not 10`);
@@ -455,6 +457,8 @@ async function indexMain(N: number, P: number, R: number, tag: string, textGeo: 
 
 async function main(): Promise<void> {
   const N = Number(arg('n', '1000000'));
+  // The filtered scroll pages 10 points of one of 100 groups.
+  if (!(N >= 1000)) throw new Error(`--n: at least 1000 points (got ${arg('n', '1000000')})`);
   const P = Number(arg('payload', '1024'));
   const R = Number(arg('requests', '2000'));
   const tag = arg('tag', new Date().toISOString().slice(0, 10));
