@@ -202,4 +202,19 @@ test('storage.hnsw_index.on_disk: true is a default: a multivector that states n
   const wide = await call(server, 'PUT', '/collections/wide', { vectors: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' } }, hnsw_config: { on_disk: true } });
   t.is(wide.status, 400, JSON.stringify(wide.body));
   t.regex(wide.body.status.error, /not supported for multivectors/);
+  // A multivector added later takes the collection's hnsw_config (on_disk: true here, the node
+  // default), and the add request cannot carry a hnsw_config of its own: refused, with a way that works.
+  const late = { dense: { size: DIM, distance: 'Dot', multivector_config: { comparator: 'max_sim' } } };
+  const add = await call(server, 'PUT', '/collections/mixed/vectors/late', late);
+  t.is(add.status, 400, JSON.stringify(add.body));
+  t.regex(add.body.status.error, /the collection's hnsw_config\.on_disk is true/);
+  t.regex(add.body.status.error, /cannot set/);
+  t.is((await ok(t, server, 'GET', '/collections/mixed')).config.params.vectors.late, undefined, 'the refusal changed nothing');
+  // ... the way it names: the collection's on_disk false, add, then both back in one PATCH
+  await ok(t, server, 'PATCH', '/collections/mixed', { hnsw_config: { on_disk: false } });
+  await ok(t, server, 'PUT', '/collections/mixed/vectors/late', late);
+  await ok(t, server, 'PATCH', '/collections/mixed', { hnsw_config: { on_disk: true }, vectors: { late: { hnsw_config: { on_disk: false } } } });
+  const after = await ok(t, server, 'GET', '/collections/mixed');
+  t.is(after.config.hnsw_config.on_disk, true);
+  t.is(after.config.params.vectors.late.hnsw_config.on_disk, false);
 });

@@ -685,6 +685,13 @@ export function addVectorName(config: CollectionConfig, name: string, v: NewVect
     throw new BadInputError(`cannot add ${JSON.stringify(name)}: the collection's dense vector is unnamed, and named dense vectors can be added only to a collection of named vectors`);
   }
   next.params.vectors = Object.fromEntries([...entries.map(([n, p]) => [n, JSON.parse(JSON.stringify(p)) as VectorParams] as const), [name, v.dense]]);
+  // What checkMultivectorQuantization refuses, said for this request, which carries no
+  // hnsw_config of the vector's own (its advice to set one cannot be followed here).
+  if (v.dense.multivector_config && v.dense.hnsw_config?.on_disk === undefined && next.hnsw_config.on_disk === true) {
+    throw new BadInputError(
+      `vectors.${name}: a multivector keeps its HNSW graph in memory in Quiver, and the collection's hnsw_config.on_disk is true, which a new vector takes (this request cannot set the vector's own hnsw_config); set the collection's hnsw_config.on_disk to false (PATCH /collections/{collection_name}), add the vector, then PATCH hnsw_config.on_disk: true together with vectors.${name}.hnsw_config.on_disk: false`,
+    );
+  }
   checkMultivectorQuantization(next);
   if (checkRequest) checkOnDiskChange(config, next);
   return next;
