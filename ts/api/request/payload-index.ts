@@ -31,7 +31,7 @@ export function createIndexBody(b: Obj): { field: string; schema: FieldSchema } 
     // (ts/shard/field-index.ts); `memory` other than "pinned" is refused.
     const memory = schema.params?.memory;
     if (memory === 'cold' || memory === 'cached') {
-      throw new BadInputError(`field_schema.memory: "${memory}" is not supported: Quiver keeps payload index values in memory; omit memory or set it to "pinned"`);
+      throw new BadInputError(`field_schema.memory: "${memory}" is not supported: Quiver has no memory tiers for payload indexes (their values are in memory, or with on_disk: true in files read on demand); omit memory or set it to "pinned"`);
     }
     // Quiver builds no payload-aware HNSW links (hnsw_config.payload_m is refused too), so
     // only the "no links" setting describes what it does.
