@@ -210,27 +210,12 @@ export class SortedKeys {
     return Math.max(0, j - i) + this.deltaCount;
   }
 
-  /** Adds to `out` the offsets with a key in the bounds that passes `test`. */
+  /** Adds to `out` the offsets with a key in the bounds that passes `test` (which checks the changes' keys against the bounds too). */
   collect(b: Bounds, test: (key: number) => boolean, out: Set<Off>): void {
-    const { keys, ids, stale } = this;
-    const j = this.upperBound(b.hi, b.hiIncl);
-    const checkStale = stale.size > 0;
-    for (let i = this.lowerBound(b.lo, b.loIncl); i < j; i++) {
-      const id = ids[i];
-      if (checkStale && stale.has(id)) continue;
-      if (test(keys[i])) out.add(id);
-    }
-    for (const [id, ks] of this.delta) {
-      for (const k of ks) {
-        if (test(k)) {
-          out.add(id);
-          break;
-        }
-      }
-    }
+    this.collectPairs(b, test, out);
   }
 
-  /** As collect, testing each entry's key and its second number (built withAux). */
+  /** As collect, `test` also given each entry's second number (NaN without withAux). */
   collectPairs(b: Bounds, test: (key: number, aux: number) => boolean, out: Set<Off>): void {
     const { keys, ids, aux, stale } = this;
     const j = this.upperBound(b.hi, b.hiIncl);
@@ -238,13 +223,12 @@ export class SortedKeys {
     for (let i = this.lowerBound(b.lo, b.loIncl); i < j; i++) {
       const id = ids[i];
       if (checkStale && stale.has(id)) continue;
-      if (test(keys[i], aux[i])) out.add(id);
+      if (test(keys[i], this.withAux ? aux[i] : NaN)) out.add(id);
     }
     for (const [id, ks] of this.delta) {
-      const xs = this.deltaAux.get(id)!;
+      const xs = this.deltaAux.get(id);
       for (let i = 0; i < ks.length; i++) {
-        const k = ks[i];
-        if (k >= b.lo && k <= b.hi && (b.loIncl || k > b.lo) && (b.hiIncl || k < b.hi) && test(k, xs[i])) {
+        if (test(ks[i], xs === undefined ? NaN : xs[i])) {
           out.add(id);
           break;
         }

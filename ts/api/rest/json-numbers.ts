@@ -548,9 +548,7 @@ const NAMED_KEYS: Shape = Object.assign(Object.create(null), { vector: readVecto
 /** One query or search body: its `query` (the query API) and its `vector` (the legacy search). */
 const SEARCH_KEYS: Shape = Object.assign(Object.create(null), { query: readQueryVector, vector: readSearchVector });
 /** The body of a query or search, or of their batches (`searches`: a list of such bodies). */
-const QUERY_KEYS: Shape = Object.assign(Object.create(null), {
-  query: readQueryVector,
-  vector: readSearchVector,
+const QUERY_KEYS: Shape = Object.assign(Object.create(null), SEARCH_KEYS, {
   searches: (r: Reader) => r.arrayOf(0x7b, (q) => q.object(SEARCH_KEYS)),
 });
 
