@@ -65,7 +65,7 @@ export interface RestOptions {
 }
 
 export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000 | --points 1000000] [--queries 1000] [--efs 64,128]
-         [--concurrency 1,8] [--engine-concurrency 1,2] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
+         [--concurrency 1,8] [--engine-concurrency 1,2,8] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
          [--backend native|wasm] [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
        npm run bench:rest -- --backends native,wasm [...]   (the run once per backend, then both side by side: bench/rest/backends.ts)
@@ -79,7 +79,7 @@ export function parseRestArgs(argv: string[]): RestOptions {
     queries: 1000,
     efs: [64, 128],
     concurrency: [1, 8],
-    engineConcurrency: [1, 2],
+    engineConcurrency: [1, 2, 8],
     reps: 3,
     upsertClients: 2,
     upsertVariants: true,

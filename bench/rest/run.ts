@@ -13,9 +13,12 @@
  *    with params.hnsw_ef at 1 and 8 requests in flight, against the exact ground truth;
  *  - in the same run, the in-process engine (loadEngine from dist/bindings/index.js)
  *    built on the same data with the same m/ef_construct (2 build threads), searched
- *    with 1 and 2 outstanding async calls at the same ef,
+ *    with 1, 2 and 8 outstanding async calls at the same ef,
  *
- * and prints the ratios REST(c=8) / engine(2 outstanding) and REST(c=1) / engine(1).
+ * and prints the ratios REST(c=1) / engine(1), REST(c=8) / engine(2 outstanding) (the
+ * pairing the targets were written against) and REST(c=8) / engine(8 outstanding): two
+ * outstanding calls leave the pool idle during each hop, eight keep it busy, so the
+ * last is the engine's saturated figure.
  * Results go to bench/results/rest-<tag>.{json,md}.
  *
  * With `--auth`, runs the authentication-cost benchmark instead (bench/rest/auth.ts).

@@ -1,0 +1,30 @@
+/**
+ * The REST / in-process pairings of bench:rest: REST at one request in flight against the
+ * engine at one outstanding call, and REST at its highest concurrency against every
+ * engine concurrency above one (2: the pairing the targets were written against; 8: the
+ * engine saturated). Only the report code runs.
+ */
+import test from 'ava';
+
+import { RestResults, ratios } from '../../bench/rest/report';
+
+function results(concurrency: number[], engineConcurrency: number[]): RestResults {
+  const queries: Array<{ via: string; concurrency: number; ef: number; qps: number }> = [];
+  for (const c of concurrency) queries.push({ via: 'wrk', concurrency: c, ef: 64, qps: 1000 * c });
+  for (const c of engineConcurrency) queries.push({ via: 'engine', concurrency: c, ef: 64, qps: 500 * c });
+  return { params: { concurrency, engineConcurrency, efs: [64] }, queries } as unknown as RestResults;
+}
+
+test('REST c=8 is paired with the engine at 2 and at 8 outstanding, c=1 with 1', (t) => {
+  const rs = ratios(results([1, 8], [1, 2, 8])).map((x) => [x.client, x.restConcurrency, x.engineConcurrency, x.ratio]);
+  t.deepEqual(rs, [
+    ['wrk', 1, 1, 2],
+    ['wrk', 8, 2, 8],
+    ['wrk', 8, 8, 2],
+  ]);
+});
+
+test('with one engine concurrency only, REST at its highest concurrency is paired with it', (t) => {
+  t.deepEqual(ratios(results([8], [1])).map((x) => [x.restConcurrency, x.engineConcurrency]), [[8, 1]]);
+  t.deepEqual(ratios(results([1], [1])).map((x) => [x.restConcurrency, x.engineConcurrency]), [[1, 1]]);
+});
