@@ -8,7 +8,7 @@ DEBIAN_RUSTC ?= /usr/bin/rustc
 DEBIAN_CARGO ?= /usr/bin/cargo
 WASM_OUT := crates/quiver-wasm/target/wasm32-unknown-unknown/release/quiver_wasm.wasm
 
-.PHONY: all install setup-test build addon wasm ts test bench bench-full run clean
+.PHONY: all install setup-test setup-bench build addon wasm ts test bench bench-full run clean
 
 all: build
 
@@ -19,6 +19,10 @@ install:
 
 setup-test:
 	./scripts/setup.sh test
+
+# The load generators of the benchmarks (wrk, h2load, hyperfine); see scripts/setup.sh.
+setup-bench:
+	./scripts/setup.sh bench
 
 build: install addon wasm ts
 
@@ -35,10 +39,10 @@ ts: install
 test: setup-test build
 	./scripts/run-tests.sh
 
-bench: build
+bench: setup-bench build
 	npm run bench:engine -- --quick
 
-bench-full: build
+bench-full: setup-bench build
 	npm run bench:engine
 
 run: build

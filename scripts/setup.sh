@@ -8,6 +8,10 @@
 #   scripts/setup.sh test    all of the above, plus chromium, openssl and the Python
 #                            packages the suites use (qdrant-client, moto[server],
 #                            schemathesis), helm and kubeconform (scripts/install-helm-tools.sh)
+#   scripts/setup.sh bench   the build profile, plus the load generators the benchmarks
+#                            drive (wrk, h2load from nghttp2-client, hyperfine) and pip;
+#                            bench:engine installs its Python anchors itself
+#                            (scripts/install-bench-anchors.sh) when they are missing
 #
 # Not root and something from Debian is missing: prints the exact command to run and
 # exits 1 without changing anything.
@@ -15,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${1:-test}
-case "$profile" in build|test) ;; *) echo "usage: scripts/setup.sh build|test" >&2; exit 2 ;; esac
+case "$profile" in build|test|bench) ;; *) echo "usage: scripts/setup.sh build|test|bench" >&2; exit 2 ;; esac
 
 # Versions of the Python packages the suites drive (pinned: a newer release must not
 # change what the suites test without a commit saying so).
@@ -34,6 +38,13 @@ command -v make >/dev/null 2>&1 || need_apt+=(make)
 if [ "$profile" = test ]; then
   [ -x /usr/bin/chromium ] || need_apt+=(chromium)
   command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+  command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+  python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+fi
+if [ "$profile" = bench ]; then
+  command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
+  command -v h2load >/dev/null 2>&1 || need_apt+=(nghttp2-client)
+  command -v hyperfine >/dev/null 2>&1 || need_apt+=(hyperfine)
   command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 fi
