@@ -23,12 +23,15 @@ import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 
+import * as grpc from '@grpc/grpc-js';
 import test from 'ava';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 
 import * as demand from '../../bindings/demand';
 import { GrpcApiServer } from '../../ts/api/grpc/server';
+import { p2pPackage } from '../../ts/api/p2p/grpc';
+import { addPointsService, type PointsBackend } from '../../ts/api/p2p/points';
 import type { GrpcService } from '../../ts/api/grpc/method';
 import { Authenticator } from '../../ts/auth/authenticate';
 import { loadConfig } from '../../ts/config';
@@ -183,5 +186,36 @@ test.serial('REST: every request started is finished once, down the direct lane 
     }
   } finally {
     await h.close();
+  }
+});
+
+test.serial('p2p: the points service reports each call with its connection, and finishes every call once', async (t) => {
+  // A peer that knows no collection: every read is refused (the shard is not here), after its start is reported.
+  const backend = { toc: { peek: () => undefined }, peer: '1', settled: async () => undefined, status: () => ({}) } as unknown as PointsBackend;
+  const server = new grpc.Server();
+  addPointsService(server, backend, silent);
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  type ReadClient = grpc.Client & { Read(req: object, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null) => void): void };
+  const Points = p2pPackage().Points as unknown as new (target: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => ReadClient;
+  // Each client on a connection of its own (grpc-js otherwise shares one per target).
+  const client = () => new Points(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
+  const a = client();
+  const b = client();
+  const read = (c: ReadClient) =>
+    new Promise<number>((resolve) => c.Read({ target: { collection: 'none', uuid: 'u', shard: 0 }, kind: 'search', request: Buffer.from('{}') }, new grpc.Metadata(), {}, (err) => resolve(err?.code ?? 0)));
+  try {
+    const from = reports.connections.length;
+    t.is(await read(a), grpc.status.UNAVAILABLE);
+    t.is(await read(b), grpc.status.UNAVAILABLE);
+    t.is(await read(a), grpc.status.UNAVAILABLE);
+    const [ca, cb, ca2] = reports.connections.slice(from);
+    t.is(reports.connections.length - from, 3);
+    t.not(ca, cb, 'two connections are reported as two');
+    t.is(ca, ca2, 'two calls on one connection are reported with the same connection');
+    await balanced('p2p reads');
+  } finally {
+    a.close();
+    b.close();
+    server.forceShutdown();
   }
 });

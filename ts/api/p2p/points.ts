@@ -15,6 +15,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
+import { requestFinished, requestStarted } from '../../../bindings';
 import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
 import { grpcCodeOf } from '../grpc-status';
 import type { ShardTarget, TransferMethod } from '../../collection/cluster-link';
@@ -226,12 +227,27 @@ function updateOptions(m: UpdateMsg): UpdateOptions {
 
 /** Adds the points service to a p2p gRPC server. */
 export function addPointsService(server: grpc.Server, backend: PointsBackend, logger: Logger): void {
+  // Each call is reported to the engine's demand count (bindings/demand.ts) as the API
+  // layers report theirs: searches other peers send while clients are concurrent then
+  // take the pool instead of the event loop. grpc-js names a call's connection by its
+  // remote address and port, one string per TCP connection.
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>) =>
     (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
-      fn(call.request).then(
-        (res) => cb(null, res),
+      requestStarted(call.getPeer());
+      let pending: Promise<Res>;
+      try {
+        pending = fn(call.request);
+      } catch (err) {
+        pending = Promise.reject(err);
+      }
+      pending.then(
+        (res) => {
+          requestFinished();
+          cb(null, res);
+        },
         (err: unknown) => {
+          requestFinished();
           if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p points call failed');
           cb(errorStatus(err));
         },
