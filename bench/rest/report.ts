@@ -345,7 +345,7 @@ export function markdown(r: RestResults): string {
     L.push(
       `REST: \`POST /collections/{c}/points/query\` with \`{"query": [...], "limit": ${p.k}, "params": {"hnsw_ef": ef}}\`, c requests in flight over keep-alive connections. ` +
         `Engine: \`index.search(q, { k: ${p.k}, ef })\` in this process on an index built from the same data, c async calls outstanding (the libuv pool runs them in parallel). ` +
-        `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up of 3 passes through each path. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process). ` +
+        `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up of 3 passes through each path. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process; for the engine rows that is the engine itself, every thread, searches included). ` +
         '`GET /readyz` runs through the same HTTP server and Koa middleware with no body, storage or engine: the floor of any REST request.',
     );
     L.push('');
