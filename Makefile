@@ -13,14 +13,16 @@ WASM_OUT := crates/quiver-wasm/target/wasm32-unknown-unknown/release/quiver_wasm
 all: build
 
 # scripts/setup.sh installs what the machine lacks (and nothing the second time);
-# `make test` and .ci/run use its test profile, everything else its build profile.
+# `make test` and .ci/run use its test profile, `make setup-bench` its bench profile,
+# everything else its build profile.
 install:
 	./scripts/setup.sh build
 
 setup-test:
 	./scripts/setup.sh test
 
-# The load generators of the benchmarks (wrk, h2load, hyperfine); see scripts/setup.sh.
+# The load generators bench:rest, bench:ab-grpc and the A/B tools drive (wrk, h2load,
+# hyperfine); see scripts/setup.sh. bench:engine needs none of them.
 setup-bench:
 	./scripts/setup.sh bench
 
@@ -39,10 +41,10 @@ ts: install
 test: setup-test build
 	./scripts/run-tests.sh
 
-bench: setup-bench build
+bench: build
 	npm run bench:engine -- --quick
 
-bench-full: setup-bench build
+bench-full: build
 	npm run bench:engine
 
 run: build

@@ -75,9 +75,17 @@ async function main(): Promise<void> {
       // Each build's own harness starts that build's server.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const h = require(path.join(root, 'dist', 'test', 'cluster', 'harness.js')) as { Cluster: typeof ClusterT; api: typeof apiT };
-      const cluster = await h.Cluster.start(PEERS);
-      const side: Side = { name, cluster, url: cluster.peers[0].url, pids: cluster.peers.map((p) => p.server!.pid), passes: [] };
+      // Started peer by peer (as Cluster.start does) after the side is listed, so a peer
+      // that fails to start leaves nothing running past the clean-up below. The peers log
+      // at INFO (the harness waits for the "REST API listening" line): a request log line
+      // per query, which a single node benchmarked at WARN does not write.
+      const cluster = await h.Cluster.prepare(PEERS);
+      const side: Side = { name, cluster, url: cluster.peers[0].url, pids: [], passes: [] };
       sides.push(side);
+      await cluster.startPeer(0);
+      for (let i = 1; i < PEERS; i++) await cluster.startPeer(i, 0);
+      await cluster.waitVoters(PEERS);
+      side.pids = cluster.peers.map((p) => p.server!.pid);
       const create = await h.api(side.url, 'PUT', '/collections/bench', { vectors: { size: dim, distance: 'Cosine' }, shard_number: PEERS, replication_factor: 1, hnsw_config: { m: 16, ef_construct: 100 } }, 60_000);
       if (create.status !== 200) throw new Error(`create on ${name}: ${create.status} ${JSON.stringify(create.body)}`);
       for (let at = 0; at < N; at += 1000) {
@@ -86,9 +94,12 @@ async function main(): Promise<void> {
         const r = await h.api(side.url, 'PUT', '/collections/bench/points?wait=true', { points }, 60_000);
         if (r.status !== 200) throw new Error(`upsert on ${name}: ${r.status} ${JSON.stringify(r.body)}`);
       }
+      const greenBy = Date.now() + 600_000;
       for (;;) {
         const states = await Promise.all(cluster.peers.map(async (p) => (await h.api(p.url, 'GET', '/collections/bench')).body.result.status as string));
         if (states.every((s) => s === 'green')) break;
+        if (states.includes('red')) throw new Error(`${name}: the collection is red on a peer (${states.join(', ')})`);
+        if (Date.now() > greenBy) throw new Error(`${name}: not green on every peer after 10 minutes (${states.join(', ')})`);
         await new Promise((r) => setTimeout(r, 250));
       }
       console.log(`${name}: ${PEERS} peers loaded and green`);
@@ -110,7 +121,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    for (const s of sides) await s.cluster.destroy();
+    await Promise.allSettled(sides.map((s) => s.cluster.destroy()));
   }
 
   const [base, mine] = sides;
@@ -124,7 +135,7 @@ async function main(): Promise<void> {
     '',
     `\`node dist/bench/cluster/ab-query.js --base ${BASE} --peers ${PEERS} --n ${N} --ef ${EF} --rounds ${ROUNDS} --seconds ${SECONDS} --concurrency ${CONCURRENCY}\``,
     '',
-    `${N.toLocaleString('en-US')} points of the synthetic set (128-d, Cosine, m=16, ef_construct=100) in ${PEERS} shards, one per peer, replication factor 1; each build a cluster of ${PEERS} processes on 127.0.0.1, both clusters up at once; wrk -t1 -c${CONCURRENCY} to peer 0, ${SECONDS} s per pass, the 1000 query bodies of bench:rest with hnsw_ef ${EF}; passes alternate between the builds (order flipped every round). Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), every peer and wrk on them; load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at start, ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} at end. Medians of ${ROUNDS} rounds.`,
+    `${N.toLocaleString('en-US')} points of the synthetic set (128-d, Cosine, m=16, ef_construct=100) in ${PEERS} shards, one per peer, replication factor 1; each build a cluster of ${PEERS} processes on 127.0.0.1, both clusters up at once; wrk -t1 -c${CONCURRENCY} to peer 0, ${SECONDS} s per pass, the 1000 query bodies of bench:rest with hnsw_ef ${EF}; passes alternate between the builds (order flipped every round). Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), every peer and wrk on them; the peers log at INFO (a request log line per query, as the test harness runs them); load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at start, ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} at end. Medians of ${ROUNDS} rounds.`,
     '',
     '| measure | base | this | this / base |',
     '|---|---:|---:|---:|',

@@ -646,7 +646,7 @@ async function main(): Promise<void> {
           p50Us: Math.round(percentile(p.latUs, 50)),
           p99Us: Math.round(percentile(p.latUs, 99)),
           recall: via === 'baseline' || via === 'grpc-baseline' ? null : round(recallAtK(sp, gt, p.ids, K), 4),
-          // Engine rows: the benchmark process's CPU over all its threads, i.e. the engine's own per query.
+          // Engine rows: the benchmark process's CPU over all its threads (the engine's searches and the harness's calls).
           clientCpuUsPerQuery: Math.round((p.clientCpuSec / nq) * 1e6),
           serverMainCpuUsPerQuery: p.serverCpu ? Math.round((p.serverCpu.mainSec / nq) * 1e6) : null,
           serverOtherCpuUsPerQuery: p.serverCpu ? Math.round((p.serverCpu.otherSec / nq) * 1e6) : null,

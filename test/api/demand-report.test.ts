@@ -189,31 +189,52 @@ test.serial('REST: every request started is finished once, down the direct lane 
   }
 });
 
-test.serial('p2p: the points service reports each call with its connection, and finishes every call once', async (t) => {
-  // A peer that knows no collection: every read is refused (the shard is not here), after its start is reported.
-  const backend = { toc: { peek: () => undefined }, peer: '1', settled: async () => undefined, status: () => ({}) } as unknown as PointsBackend;
+test.serial('p2p: reads are reported by calling host, finished once (answered, or given up by the caller); one caller on two connections is not concurrent, overlapping reads are', async (t) => {
+  // A peer that knows no collection: every read waits for `settled` (the backend's
+  // consensus catch-up), then is refused (the shard is not here).
+  let gate: Promise<void> = Promise.resolve();
+  let open: () => void = () => undefined;
+  const hold = () => (gate = new Promise<void>((r) => (open = r)));
+  const backend = { toc: { peek: () => undefined }, peer: '1', settled: () => gate, status: () => ({}) } as unknown as PointsBackend;
   const server = new grpc.Server();
   addPointsService(server, backend, silent);
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
   type ReadClient = grpc.Client & { Read(req: object, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null) => void): void };
   const Points = p2pPackage().Points as unknown as new (target: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => ReadClient;
-  // Each client on a connection of its own (grpc-js otherwise shares one per target).
+  // Each client on a connection of its own (grpc-js otherwise shares one per target), as a peer's pool of clients is.
   const client = () => new Points(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
   const a = client();
   const b = client();
-  const read = (c: ReadClient) =>
-    new Promise<number>((resolve) => c.Read({ target: { collection: 'none', uuid: 'u', shard: 0 }, kind: 'search', request: Buffer.from('{}') }, new grpc.Metadata(), {}, (err) => resolve(err?.code ?? 0)));
+  const read = (c: ReadClient, opts: grpc.CallOptions = {}) =>
+    new Promise<number>((resolve) => c.Read({ target: { collection: 'none', uuid: 'u', shard: 0 }, kind: 'search', request: Buffer.from('{}') }, new grpc.Metadata(), opts, (err) => resolve(err?.code ?? 0)));
   try {
+    // Connect both, then let any earlier sign of concurrency lapse.
+    await Promise.all([read(a), read(b)]);
+    await balanced('p2p warm-up reads');
+    await waitFor('no sign of concurrent clients left', () => !demand.concurrent());
     const from = reports.connections.length;
-    t.is(await read(a), grpc.status.UNAVAILABLE);
-    t.is(await read(b), grpc.status.UNAVAILABLE);
-    t.is(await read(a), grpc.status.UNAVAILABLE);
-    const [ca, cb, ca2] = reports.connections.slice(from);
-    t.is(reports.connections.length - from, 3);
-    t.not(ca, cb, 'two connections are reported as two');
-    t.is(ca, ca2, 'two calls on one connection are reported with the same connection');
-    await balanced('p2p reads');
+    // One caller, reads one after another, alternating connections (a peer's client pool does this).
+    for (const c of [a, b, a, b]) t.is(await read(c), grpc.status.UNAVAILABLE);
+    t.deepEqual(reports.connections.slice(from), ['p2p 127.0.0.1', 'p2p 127.0.0.1', 'p2p 127.0.0.1', 'p2p 127.0.0.1'], 'reported by calling host');
+    t.false(demand.concurrent(), 'one caller on two connections is not concurrent clients');
+    await balanced('p2p sequential reads');
+    // Two reads in flight at once: concurrent.
+    hold();
+    const both = Promise.all([read(a), read(b)]);
+    await waitFor('both reads started', () => reports.connections.length === from + 6);
+    t.true(demand.concurrent(), 'overlapping reads are concurrent');
+    open();
+    t.deepEqual(await both, [grpc.status.UNAVAILABLE, grpc.status.UNAVAILABLE]);
+    await balanced('p2p overlapping reads');
+    // A read its caller gives up on (deadline) while it waits is finished then, once; its late end does not finish it again.
+    hold();
+    t.is(await read(a, { deadline: Date.now() + 100 }), grpc.status.DEADLINE_EXCEEDED);
+    await balanced('p2p read past its deadline');
+    open();
+    await new Promise((r) => setImmediate(r));
+    await balanced('p2p read past its deadline, after its handler ended');
   } finally {
+    open();
     a.close();
     b.close();
     server.forceShutdown();

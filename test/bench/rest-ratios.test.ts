@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 
-import { RestResults, ratios } from '../../bench/rest/report';
+import { RestResults, anchorConcurrency, ratios } from '../../bench/rest/report';
 
 function results(concurrency: number[], engineConcurrency: number[]): RestResults {
   const queries: Array<{ via: string; concurrency: number; ef: number; qps: number }> = [];
@@ -27,4 +27,18 @@ test('REST c=8 is paired with the engine at 2 and at 8 outstanding, c=1 with 1',
 test('with one engine concurrency only, REST at its highest concurrency is paired with it', (t) => {
   t.deepEqual(ratios(results([8], [1])).map((x) => [x.restConcurrency, x.engineConcurrency]), [[8, 1]]);
   t.deepEqual(ratios(results([1], [1])).map((x) => [x.restConcurrency, x.engineConcurrency]), [[1, 1]]);
+});
+
+test('REST at one in flight is paired with the engine at one only; repeated concurrencies give one pair', (t) => {
+  const pairs = (c: number[], e: number[]) => ratios(results(c, e)).map((x) => [x.restConcurrency, x.engineConcurrency]);
+  t.deepEqual(pairs([1], [1, 2, 8]), [[1, 1]]);
+  t.deepEqual(pairs([1], [2]), [[1, 2]]);
+  t.deepEqual(pairs([1, 8], [8, 8]), [[8, 8]]);
+  t.deepEqual(pairs([2, 8], [2]), [[8, 2]]);
+});
+
+test('the targets are judged against the engine with the fewest outstanding calls above one', (t) => {
+  t.is(anchorConcurrency([1, 2, 8]), 2);
+  t.is(anchorConcurrency([8, 4]), 4);
+  t.is(anchorConcurrency([1]), 1);
 });

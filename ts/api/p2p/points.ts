@@ -227,31 +227,44 @@ function updateOptions(m: UpdateMsg): UpdateOptions {
 
 /** Adds the points service to a p2p gRPC server. */
 export function addPointsService(server: grpc.Server, backend: PointsBackend, logger: Logger): void {
-  // Each call is reported to the engine's demand count (bindings/demand.ts) as the API
-  // layers report theirs: searches other peers send while clients are concurrent then
-  // take the pool instead of the event loop. grpc-js names a call's connection by its
-  // remote address and port, one string per TCP connection.
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>) =>
     (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
-      requestStarted(call.getPeer());
-      let pending: Promise<Res>;
-      try {
-        pending = fn(call.request);
-      } catch (err) {
-        pending = Promise.reject(err);
-      }
-      pending.then(
-        (res) => {
-          requestFinished();
-          cb(null, res);
-        },
+      fn(call.request).then(
+        (res) => cb(null, res),
         (err: unknown) => {
-          requestFinished();
           if (!(err instanceof QuiverError)) logger.warn({ err }, 'p2p points call failed');
           cb(errorStatus(err));
         },
       );
+    };
+  // Reads are reported to the engine's demand count (bindings/demand.ts) as the API
+  // layers report their requests: searches other peers send while several are in flight
+  // take the pool instead of running inline on this peer's event loop. The client is
+  // the calling host, not the connection: a peer spreads its calls over a pool of
+  // connections round robin, so one caller's calls one after another would otherwise
+  // look like two clients. Only overlapping reads count, and writes (Update, Forward,
+  // Replay) are not reads: a forwarded write coming back while this peer's own request
+  // waits must not mark it busy. A read is finished once, when it is answered or when
+  // the caller gives up on it (cancel or deadline), whichever comes first.
+  const reportedRead =
+    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
+    (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+      const peer = call.getPeer();
+      const colon = peer.lastIndexOf(':');
+      requestStarted(`p2p ${colon > 0 ? peer.slice(0, colon) : peer}`);
+      let open = true;
+      const finish = () => {
+        if (open) {
+          open = false;
+          requestFinished();
+        }
+      };
+      call.once('cancelled', finish);
+      unary<Req, Res>(fn)(call, (err, res) => {
+        finish();
+        cb(err, res);
+      });
     };
   server.addService(p2pPackage().Points.service, {
     Update: unary<UpdateMsg, object>(async (m) => {
@@ -298,7 +311,7 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
         },
       );
     },
-    Read: unary<ReadMsg, object>(async (m) => {
+    Read: reportedRead<ReadMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
       const result = await readLocal(backend, collection, set, m);
       return { result: Buffer.from(JSON.stringify(result ?? null), 'utf8') };
