@@ -195,7 +195,9 @@ test.serial('p2p: reads are reported by calling host, finished once (answered, o
   let gate: Promise<void> = Promise.resolve();
   let open: () => void = () => undefined;
   const hold = () => (gate = new Promise<void>((r) => (open = r)));
-  const backend = { toc: { peek: () => undefined }, peer: '1', settled: () => gate, status: () => ({}) } as unknown as PointsBackend;
+  // Each read looks the collection up twice, the second time after `settled`, then is answered at once.
+  let lookups = 0;
+  const backend = { toc: { peek: () => void lookups++ }, peer: '1', settled: () => gate, status: () => ({}) } as unknown as PointsBackend;
   const server = new grpc.Server();
   addPointsService(server, backend, silent);
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
@@ -228,10 +230,11 @@ test.serial('p2p: reads are reported by calling host, finished once (answered, o
     await balanced('p2p overlapping reads');
     // A read its caller gives up on (deadline) while it waits is finished then, once; its late end does not finish it again.
     hold();
+    const before = lookups;
     t.is(await read(a, { deadline: Date.now() + 100 }), grpc.status.DEADLINE_EXCEEDED);
     await balanced('p2p read past its deadline');
     open();
-    await new Promise((r) => setImmediate(r));
+    await waitFor('the read past its deadline reached its answer', () => lookups === before + 2);
     await balanced('p2p read past its deadline, after its handler ended');
   } finally {
     open();

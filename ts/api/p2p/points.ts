@@ -247,9 +247,9 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
   // Replay) are not reads: a forwarded write coming back while this peer's own request
   // waits must not mark it busy. A read is finished once, when it is answered or when
   // the caller gives up on it (cancel or deadline), whichever comes first.
-  const reportedRead =
-    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
-    (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+  const reportedRead = <Req, Res>(fn: (req: Req) => Promise<Res>) => {
+    const answer = unary<Req, Res>(fn);
+    return (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
       const peer = call.getPeer();
       const colon = peer.lastIndexOf(':');
       requestStarted(`p2p ${colon > 0 ? peer.slice(0, colon) : peer}`);
@@ -261,11 +261,12 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
         }
       };
       call.once('cancelled', finish);
-      unary<Req, Res>(fn)(call, (err, res) => {
+      answer(call, (err, res) => {
         finish();
         cb(err, res);
       });
     };
+  };
   server.addService(p2pPackage().Points.service, {
     Update: unary<UpdateMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
