@@ -3,11 +3,13 @@
  *
  * What one call between peers costs, by client: the p2p points service as peers serve it
  * (ts/api/p2p/points.ts on grpc-js), called with `Status` (an empty request; a small JSON
- * answer) by the grpc-js client peers use (ts/api/p2p/grpc.ts's package, one client) and
- * by node:http2 with gRPC framing by hand (bench/rest/grpc.ts H2Channels, one session),
- * at 1 and 8 calls in flight. Server and clients run in this one process, so the CPU per
- * call is client plus server; the server is the same for both clients, so the difference
- * is the clients'. Passes alternate between the clients; the best of `reps` counts.
+ * answer) by three clients: grpc-js's (ts/api/p2p/grpc.ts's package, one client; what
+ * peers used before), PointsClients (ts/api/p2p/h2-unary.ts on node:http2, one
+ * connection; what peers use) and the benchmark's bare node:http2 caller (bench/rest/
+ * grpc.ts H2Channels, one session; a floor for node:http2), at 1 and 8 calls in flight.
+ * Server and clients run in this one process, so the CPU per call is client plus server;
+ * the server is the same for every client, so the differences are the clients'. Passes
+ * rotate between the clients; the best of `reps` counts.
  *
  * Writes bench/results/p2p-call-<tag>.md.
  */
@@ -18,7 +20,7 @@ import * as path from 'node:path';
 import pino from 'pino';
 
 import { p2pPackage } from '../../ts/api/p2p/grpc';
-import { addPointsService, type PointsBackend } from '../../ts/api/p2p/points';
+import { addPointsService, PointsClients, type PointsBackend } from '../../ts/api/p2p/points';
 import { REPO_ROOT } from '../engine/common';
 import { H2Channels } from '../rest/grpc';
 import { checkFlags, flagValue, numFlag, today } from './common';
@@ -61,15 +63,18 @@ async function main(): Promise<void> {
   const gc = new Points(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   const h2 = new H2Channels(`127.0.0.1:${port}`, 'shared');
   await h2.connect(1);
+  const uri = `http://127.0.0.1:${port}`;
+  const pc = new PointsClients({ poolSize: 1, callTimeoutMs: 10_000, tls: null });
   const clients: Array<[string, (lane: number) => Promise<void>]> = [
     [
-      'grpc-js client (as peers call each other)',
+      'grpc-js client (as peers called each other before h2-unary.ts)',
       () =>
         new Promise<void>((resolve, reject) =>
           gc.Status({}, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (err) => (err ? reject(err) : resolve())),
         ),
     ],
-    ['node:http2, gRPC framing by hand', (lane) => h2.call('/quiver.p2p.Points/Status', Buffer.alloc(0), lane).then(() => undefined)],
+    ['PointsClients (node:http2, ts/api/p2p/h2-unary.ts: as peers call each other)', () => pc.call(uri, '1', 'Status', {}, 10_000).then(() => undefined)],
+    ['node:http2, gRPC framing by hand (bench/rest/grpc.ts)', (lane) => h2.call('/quiver.p2p.Points/Status', Buffer.alloc(0), lane).then(() => undefined)],
   ];
   const best = new Map<string, Row>();
   try {
@@ -88,6 +93,7 @@ async function main(): Promise<void> {
   } finally {
     gc.close();
     h2.close();
+    pc.close();
     server.forceShutdown();
   }
   const rows = [...best.values()].sort((a, b) => a.inFlight - b.inFlight || a.client.localeCompare(b.client));

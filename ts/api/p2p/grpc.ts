@@ -96,7 +96,7 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
 };
 
 /** `http://host:port` → `host:port` (the scheme says whether TLS is used: https). */
-export function grpcTarget(uri: string): { target: string; tls: boolean } {
+export function grpcTarget(uri: string): { target: string; host: string; port: number; tls: boolean } {
   let u: URL;
   try {
     u = new URL(uri);
@@ -105,7 +105,7 @@ export function grpcTarget(uri: string): { target: string; tls: boolean } {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`peer URI ${JSON.stringify(uri)}: scheme must be http or https`);
   if (u.port === '') throw new Error(`peer URI ${JSON.stringify(uri)} has no port`);
-  return { target: `${u.hostname}:${u.port}`, tls: u.protocol === 'https:' };
+  return { target: `${u.hostname}:${u.port}`, host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(u.port), tls: u.protocol === 'https:' };
 }
 
 /** The host part of a grpc-js peer string (`ipv4:1.2.3.4:5`, `ipv6:[::1]:5`, `1.2.3.4:5`). */

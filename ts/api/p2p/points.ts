@@ -45,7 +45,8 @@ import type { ClockTag } from '../../shard/clocks';
 import type { Filter } from '../../shard/filter';
 import { normalizePointId } from '../../shard/id-tracker';
 import type { TableOfContent } from '../../storage/toc';
-import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
+import { grpcTarget, p2pPackage, type P2PTls } from './grpc';
+import { H2UnaryPool, type CallFailure, type UnaryMethod } from './h2-unary';
 
 // -- wire -----------------------------------------------------------------------------------
 
@@ -361,21 +362,7 @@ async function readLocal(b: PointsBackend, collection: Collection, set: ReplicaS
 
 // -- clients --------------------------------------------------------------------------------
 
-interface PointsClient extends grpc.Client {
-  Update(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
-  Forward(req: UpdateMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
-  Read(req: ReadMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
-  Status(req: object, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { result: Buffer }) => void): grpc.ClientUnaryCall;
-  Replay(req: ReplayMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { operation_id: string }) => void): grpc.ClientUnaryCall;
-  PullSnapshot(req: PullSnapshotMsg, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: { bytes: string }) => void): grpc.ClientUnaryCall;
-  ShardSnapshot(req: TargetMsg, meta: grpc.Metadata, opts: grpc.CallOptions): grpc.ClientReadableStream<{ data: Buffer }>;
-}
-
-interface Pool {
-  clients: PointsClient[];
-  next: number;
-  inFlight: Set<grpc.ClientUnaryCall>;
-}
+type PointsMethod = 'Update' | 'Forward' | 'Read' | 'Status' | 'Replay' | 'PullSnapshot';
 
 /** Figures of p2p point calls, for metrics. */
 export interface PointsCallStats {
@@ -383,99 +370,76 @@ export interface PointsCallStats {
   failures: number;
 }
 
-/**
- * The next client of the pool, round robin, skipping clients whose connection is not
- * ready while another's is: a connection still waiting out its reconnect backoff (the
- * peer restarted) fails a call at once, though its neighbour reaches the peer.
- */
-function pick(pool: Pool): PointsClient {
-  const n = pool.clients.length;
-  for (let i = 0; i < n; i++) {
-    const c = pool.clients[(pool.next + i) % n];
-    if (c.getChannel().getConnectivityState(false) === grpc.connectivityState.READY) {
-      pool.next += i + 1;
-      return c;
-    }
-  }
-  return pool.clients[pool.next++ % n];
-}
-
-/** Pooled clients of the points service, per peer URI. */
+/** Clients of the points service, a pool of connections per peer URI (ts/api/p2p/h2-unary.ts). */
 export class PointsClients {
-  private readonly pools = new Map<string, Pool>();
+  private readonly pools = new Map<string, H2UnaryPool>();
   readonly stats = new Map<string, PointsCallStats>();
+  private methods: Record<PointsMethod, UnaryMethod> | null = null;
 
   constructor(private readonly opts: { poolSize: number; callTimeoutMs: number; tls: P2PTls | null }) {}
 
-  private pool(uri: string): Pool {
+  private pool(uri: string): H2UnaryPool {
     let p = this.pools.get(uri);
     if (!p) {
-      const { target } = grpcTarget(uri);
-      const t = this.opts.tls;
-      const Ctor = p2pPackage().Points;
-      const clients: PointsClient[] = [];
-      for (let i = 0; i < this.opts.poolSize; i++) {
-        const creds = t ? grpc.credentials.createSsl(t.ca, t.key, t.cert) : grpc.credentials.createInsecure();
-        // Each client its own connection (grpc-js otherwise shares one subchannel between them).
-        clients.push(new Ctor(target, creds, { ...CHANNEL_OPTIONS, 'grpc.use_local_subchannel_pool': 1 }) as PointsClient);
-      }
-      p = { clients, next: 0, inFlight: new Set() };
+      const { host, port } = grpcTarget(uri);
+      // With cluster.p2p.enable_tls every peer speaks TLS and presents its certificate, whatever the URI's scheme.
+      p = new H2UnaryPool(host, port, this.opts.tls, this.opts.poolSize);
       this.pools.set(uri, p);
     }
     return p;
   }
 
+  private method(name: PointsMethod): UnaryMethod {
+    this.methods ??= (() => {
+      const service = p2pPackage().Points.service;
+      const of = (m: PointsMethod): UnaryMethod => service[m] as unknown as UnaryMethod;
+      return { Update: of('Update'), Forward: of('Forward'), Read: of('Read'), Status: of('Status'), Replay: of('Replay'), PullSnapshot: of('PullSnapshot') };
+    })();
+    return this.methods[name];
+  }
+
   /** One call to the peer at `uri` (`peer` names it in errors), bounded by `timeoutMs`. */
-  call<T>(uri: string, peer: string, method: 'Update' | 'Forward' | 'Read' | 'Status' | 'Replay' | 'PullSnapshot', req: UpdateMsg | ReadMsg | ReplayMsg | PullSnapshotMsg | object, timeoutMs: number | null, signal?: AbortSignal): Promise<T> {
+  call<T>(uri: string, peer: string, method: PointsMethod, req: UpdateMsg | ReadMsg | ReplayMsg | PullSnapshotMsg | object, timeoutMs: number | null, signal?: AbortSignal): Promise<T> {
     return new Promise((resolve, reject) => {
-      let pool: Pool;
+      let pool: H2UnaryPool;
       try {
         pool = this.pool(uri);
       } catch (err) {
         reject(new ShardUnavailableError(`peer ${peer}: ${(err as Error).message}`));
         return;
       }
-      const client = pick(pool);
-      const stat = this.stats.get(method) ?? { calls: 0, failures: 0 };
-      this.stats.set(method, stat);
+      let stat = this.stats.get(method);
+      if (stat === undefined) {
+        stat = { calls: 0, failures: 0 };
+        this.stats.set(method, stat);
+      }
       stat.calls++;
       const ms = timeoutMs ?? this.opts.callTimeoutMs;
-      const call = (client[method] as (r: unknown, m: grpc.Metadata, o: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: T) => void) => grpc.ClientUnaryCall).call(
-        client,
-        req,
-        new grpc.Metadata(),
-        { deadline: Date.now() + ms },
-        (err, res) => {
-          pool.inFlight.delete(call);
-          if (!err) {
-            resolve(res as T);
-            return;
-          }
-          stat.failures++;
-          reject(callError(err, peer, ms));
-        },
-      );
-      pool.inFlight.add(call);
+      const s = stat;
+      const onAbort = () => call.cancel();
+      const call = pool.call(this.method(method), req, ms, (failure, answer) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (failure === null) {
+          resolve(answer as T);
+          return;
+        }
+        s.failures++;
+        reject(callError(failure, peer, ms));
+      });
       if (signal !== undefined) {
         if (signal.aborted) call.cancel();
-        else signal.addEventListener('abort', () => call.cancel(), { once: true });
+        else signal.addEventListener('abort', onAbort, { once: true });
       }
     });
   }
 
   /** Cancels every call in flight to `uri` (its peer stopped answering): they fail as unavailable at once. */
   cancelAll(uri: string): number {
-    const p = this.pools.get(uri);
-    if (!p) return 0;
-    const calls = [...p.inFlight];
-    for (const c of calls) c.cancel();
-    return calls.length;
+    return this.pools.get(uri)?.cancelAll() ?? 0;
   }
 
   forget(uri: string): void {
-    const p = this.pools.get(uri);
-    if (!p) return;
-    for (const c of p.clients) c.close();
+    this.pools.get(uri)?.close();
     this.pools.delete(uri);
   }
 
@@ -485,13 +449,19 @@ export class PointsClients {
 }
 
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
-export function callError(err: grpc.ServiceError, peer: string, ms: number): Error {
+export function callError(failure: CallFailure, peer: string, ms: number): Error {
+  const kind = failure.trailers?.[KIND_TRAILER];
+  if (typeof kind === 'string' && kind in ERROR_PREFIX) return new QuiverError(kind as ErrorKind, '', failure.details);
+  if (failure.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
+  if (failure.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
+  return new ShardUnavailableError(`peer ${peer} cannot be reached: ${failure.details}`);
+}
+
+/** A grpc-js client's error as a CallFailure (the shard snapshot stream runs on grpc-js). */
+export function failureOfServiceError(err: grpc.ServiceError): CallFailure {
   const kind = err.metadata?.get(KIND_TRAILER)?.[0];
-  if (typeof kind === 'string' && kind in ERROR_PREFIX) return new QuiverError(kind as ErrorKind, '', err.details);
-  if (err.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
-  if (err.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
   // grpc-js ends some details with an empty "Resolution note:".
-  return new ShardUnavailableError(`peer ${peer} cannot be reached: ${(err.details || err.message).replace(/\s*Resolution note:\s*$/, '')}`);
+  return { code: err.code, details: (err.details || err.message).replace(/\s*Resolution note:\s*$/, ''), trailers: typeof kind === 'string' ? { [KIND_TRAILER]: kind } : null };
 }
 
 // -- the remote replica -----------------------------------------------------------------------

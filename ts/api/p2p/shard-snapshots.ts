@@ -23,7 +23,7 @@ import type { Snapshots } from '../../snapshots/snapshots';
 import type { TableOfContent } from '../../storage/toc';
 import type { RateLimiter } from '../../transfer/rate';
 import { CHANNEL_OPTIONS, grpcTarget, p2pPackage, type P2PTls } from './grpc';
-import { callError, errorStatus, resolveTarget, targetMsg, type TargetMsg } from './points';
+import { callError, failureOfServiceError, errorStatus, resolveTarget, targetMsg, type TargetMsg } from './points';
 
 interface Chunk {
   data: Buffer;
@@ -153,7 +153,7 @@ export async function fetchShardSnapshot(
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     await pipeline(call, bytes, createWriteStream(file));
   } catch (err) {
-    if (err !== null && typeof err === 'object' && 'code' in err && 'details' in err) throw callError(err as grpc.ServiceError, opts.peer, opts.timeoutMs);
+    if (err !== null && typeof err === 'object' && 'code' in err && 'details' in err) throw callError(failureOfServiceError(err as grpc.ServiceError), opts.peer, opts.timeoutMs);
     throw err;
   } finally {
     opts.signal?.removeEventListener('abort', onAbort);
