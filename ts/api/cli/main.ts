@@ -18,6 +18,7 @@ import { StartupError, startNode, type RunningNode } from '../../node';
 import { USAGE, UsageError, parseArgs, unavailableFlags, type CliArgs } from './args';
 import { drainMain } from './drain';
 import { IdleGc, fullGc } from './idle-gc';
+import { TurnBatchedSink } from './log-sink';
 
 export const EXIT_USAGE = 2;
 export const EXIT_START_FAILED = 1;
@@ -53,13 +54,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exit(EXIT_USAGE);
   }
 
-  // Synchronous writes: lines keep their order and none is lost when the process exits
-  // (an asynchronous destination was tried: at exit a write still in flight came out
-  // after the buffered lines, or could be lost). A request line costs one write(2).
-  const logger = pino(
-    { name: 'quiver', level: config.log_level.toLowerCase(), timestamp: pino.stdTimeFunctions.isoTime },
-    pino.destination({ fd: 1, sync: true }),
-  );
+  // Synchronous writes, the lines of one event-loop turn in one write(2): lines keep
+  // their order and none is lost when the process exits (an asynchronous destination was
+  // tried: at exit a write still in flight came out after the buffered lines, or could
+  // be lost). See log-sink.ts.
+  const logger = pino({ name: 'quiver', level: config.log_level.toLowerCase(), timestamp: pino.stdTimeFunctions.isoTime }, new TurnBatchedSink(1));
   logger.info({ config: redactConfig(config), configPath: args.configPath }, 'configuration loaded');
 
   // Handlers go in before the port opens: a signal that arrives while starting must
