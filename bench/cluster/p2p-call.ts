@@ -102,7 +102,7 @@ async function main(): Promise<void> {
     '',
     `\`node dist/bench/cluster/p2p-call.js --calls ${CALLS} --reps ${REPS}\``,
     '',
-    `The p2p points service as peers serve it (grpc-js server, ts/api/p2p/points.ts), \`Status\` calls; server and client in one process, so CPU per call is both (the server is the same for both clients). ${CALLS.toLocaleString('en-US')} calls per pass, best of ${REPS} alternating passes after 3,000 warm-up calls each. Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}); load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} at the end.`,
+    `The p2p points service as peers serve it (grpc-js server, ts/api/p2p/points.ts), \`Status\` calls; server and client in one process, so CPU per call is both (the server is the same for every client). ${CALLS.toLocaleString('en-US')} calls per pass, best of ${REPS} passes in alternating order after 3,000 warm-up calls each. Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}); load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} at the end.`,
     '',
     '| client | in flight | calls/s | CPU µs per call (client + server) |',
     '|---|---:|---:|---:|',

@@ -3,8 +3,9 @@
  * one event-loop turn together.
  *
  * A node at the default level (INFO) writes a request line per request; one write(2)
- * per line cost about 5% of the event loop of a peer answering queries (its CPU profile,
- * bench/README.md "Log writes"). Here a line is queued and the queue is written with one
+ * per line was about 5% of the event-loop samples of a peer answering queries (a CPU
+ * profile by hand; the cluster A/B is in docs/replication.md, "Limits, known"). Here a
+ * line is queued and the queue is written with one
  * write(2) at the end of the turn (setImmediate), and at once when the process exits, so
  * lines keep their order and none waits for a later turn. What a kill -9 can lose is the
  * lines of the turn it interrupts.
