@@ -15,7 +15,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 
 import { Authenticator } from '../../ts/auth/authenticate';
-import { HpackDecoder, encodeHeaders, HpackError } from '../../ts/api/grpc/h2/hpack';
+import { HpackDecoder, encodeHeaders, HpackError } from '../../ts/api/h2/hpack';
 import { parseTimeout, percentEncode } from '../../ts/api/grpc/h2/connection';
 import { GrpcApiServer } from '../../ts/api/grpc/server';
 import type { GrpcService } from '../../ts/api/grpc/method';

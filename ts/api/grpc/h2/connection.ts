@@ -25,14 +25,8 @@ import * as zlib from 'node:zlib';
 
 import { status as Code } from '@grpc/grpc-js';
 
-import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from './hpack';
-
-const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
-
-const FRAME = { DATA: 0, HEADERS: 1, PRIORITY: 2, RST_STREAM: 3, SETTINGS: 4, PUSH_PROMISE: 5, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
-const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
-const ERR = { NO_ERROR: 0, PROTOCOL_ERROR: 1, INTERNAL_ERROR: 2, FLOW_CONTROL_ERROR: 3, STREAM_CLOSED: 5, FRAME_SIZE_ERROR: 6, REFUSED_STREAM: 7, CANCEL: 8, COMPRESSION_ERROR: 9 } as const;
-const SETTING = { HEADER_TABLE_SIZE: 1, ENABLE_PUSH: 2, MAX_CONCURRENT_STREAMS: 3, INITIAL_WINDOW_SIZE: 4, MAX_FRAME_SIZE: 5, MAX_HEADER_LIST_SIZE: 6 } as const;
+import { ConnectionError, dataOf, ERR, FLAG, FRAME, frameHeader, headerBlockOf, MAX_WINDOW, PREFACE, SETTING, settingsPayload, u32 } from '../../h2/frames';
+import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from '../../h2/hpack';
 
 /** What this side announces. */
 const OUR_HEADER_TABLE = 4096;
@@ -42,7 +36,6 @@ const OUR_MAX_STREAMS = 1000;
 const OUR_WINDOW = 4 * 1024 * 1024;
 /** Largest header block accepted (all HEADERS and CONTINUATION of one block). */
 const MAX_HEADER_BLOCK = 64 * 1024;
-const MAX_WINDOW = 2 ** 31 - 1;
 /** Received bytes not yet handed back with WINDOW_UPDATE that make us send one at once. */
 const UPDATE_AT = OUR_WINDOW / 4;
 
@@ -145,15 +138,6 @@ class CallState implements GrpcCall {
     const f = this.onCancel;
     this.onCancel = null;
     f?.();
-  }
-}
-
-class ConnectionError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
   }
 }
 
@@ -382,16 +366,7 @@ export class Http2Connection {
 
   private onHeaders(flags: number, id: number, payload: Buffer): void {
     if (id === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'HEADERS on stream 0');
-    let start = 0;
-    let end = payload.length;
-    if (flags & FLAG.PADDED) {
-      if (payload.length < 1) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
-      end -= payload[0];
-      start = 1;
-    }
-    if (flags & FLAG.PRIORITY) start += 5;
-    if (start > end) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
-    const block = payload.subarray(start, end);
+    const block = headerBlockOf(flags, payload);
     let s = this.streams.get(id);
     if (s === undefined) {
       if (id % 2 === 0 || id <= this.lastStreamId) throw new ConnectionError(ERR.PROTOCOL_ERROR, `HEADERS on stream ${id}, not a new client stream`);
@@ -425,15 +400,9 @@ export class Http2Connection {
     const s = this.streams.get(id);
     if (s === undefined || s.closed) return; // a stream we refused or reset: its window is all that counts
     if (s.headers === null || s.remoteEnded) return this.reset(s, ERR.STREAM_CLOSED);
-    let start = 0;
-    let end = payload.length;
-    if (flags & FLAG.PADDED) {
-      if (payload.length < 1 || payload[0] >= payload.length) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
-      end -= payload[0];
-      start = 1;
-    }
-    if (!s.discarding && end > start) {
-      s.dataBytes += end - start;
+    const data = dataOf(flags, payload);
+    if (!s.discarding && data.length > 0) {
+      s.dataBytes += data.length;
       // The gRPC frame is 5 bytes of prefix and the message.
       if (s.dataBytes > this.opts.maxMessageBytes + 5) {
         s.discarding = true;
@@ -442,7 +411,7 @@ export class Http2Connection {
         const details = `Received message larger than max (${s.dataBytes - 5} vs. ${this.opts.maxMessageBytes})`;
         this.opts.refused(path, Code.RESOURCE_EXHAUSTED, details);
         this.answer(s, Code.RESOURCE_EXHAUSTED, details, null);
-      } else s.data.push(Buffer.from(payload.subarray(start, end)));
+      } else s.data.push(Buffer.from(data));
     }
     if (flags & FLAG.END_STREAM) this.remoteEnd(s);
   }
@@ -655,14 +624,7 @@ export class Http2Connection {
   private frame(type: number, flags: number, id: number, payload: Buffer, more?: Buffer): void {
     if (this.dead) return;
     const length = payload.length + (more === undefined ? 0 : more.length);
-    const h = Buffer.allocUnsafe(9);
-    h[0] = (length >> 16) & 0xff;
-    h[1] = (length >> 8) & 0xff;
-    h[2] = length & 0xff;
-    h[3] = type;
-    h[4] = flags;
-    h.writeUInt32BE(id, 5);
-    this.out.push(h, payload);
+    this.out.push(frameHeader(type, flags, id, length), payload);
     if (more !== undefined) this.out.push(more);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
@@ -707,19 +669,4 @@ export class Http2Connection {
 function headerOf(fields: HeaderList, name: string): string | undefined {
   for (const [n, v] of fields) if (n === name) return v;
   return undefined;
-}
-
-function u32(v: number): Buffer {
-  const b = Buffer.allocUnsafe(4);
-  b.writeUInt32BE(v >>> 0, 0);
-  return b;
-}
-
-function settingsPayload(pairs: Array<[number, number]>): Buffer {
-  const b = Buffer.allocUnsafe(pairs.length * 6);
-  pairs.forEach(([k, v], i) => {
-    b.writeUInt16BE(k, i * 6);
-    b.writeUInt32BE(v, i * 6 + 2);
-  });
-  return b;
 }

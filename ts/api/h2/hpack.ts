@@ -1,8 +1,9 @@
 /**
- * HPACK (RFC 7541) for the gRPC server's HTTP/2 connections: a full decoder (static and
- * dynamic tables, integers, literals, Huffman-coded strings, table size updates) and a
- * small encoder that writes only indexed static entries and literals "without indexing",
- * so the server never keeps a dynamic table of its own for the peer to track.
+ * HPACK (RFC 7541) for Quiver's HTTP/2 connections (the public gRPC server's, and the
+ * client peers call each other with): a full decoder (static and dynamic tables,
+ * integers, literals, Huffman-coded strings, table size updates) and a small encoder
+ * that writes only indexed static entries and literals "without indexing", so neither
+ * end keeps a dynamic table of its own for the other to track.
  *
  * Owns: header block coding. Must never: know frames or streams.
  */
