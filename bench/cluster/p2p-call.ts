@@ -73,7 +73,7 @@ async function main(): Promise<void> {
           gc.Status({}, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (err) => (err ? reject(err) : resolve())),
         ),
     ],
-    ['PointsClients (node:http2, ts/api/p2p/h2-unary.ts: as peers call each other)', () => pc.call(uri, '1', 'Status', {}, 10_000).then(() => undefined)],
+    ['PointsClients (ts/api/p2p/h2-unary.ts on ts/api/h2/client.ts: as peers call each other)', () => pc.call(uri, '1', 'Status', {}, 10_000).then(() => undefined)],
     ['node:http2, gRPC framing by hand (bench/rest/grpc.ts)', (lane) => h2.call('/quiver.p2p.Points/Status', Buffer.alloc(0), lane).then(() => undefined)],
   ];
   const best = new Map<string, Row>();

@@ -90,7 +90,7 @@ test('a failed call brings back its status, its decoded message and its trailers
   const r = await call(pool, FAIL, Buffer.from('?'));
   t.is(r.failure?.code, grpc.status.NOT_FOUND);
   t.is(r.failure?.details, 'no point 7 — not here');
-  t.is(r.failure?.trailers?.['quiver-error-kind'], 'not_found');
+  t.is(r.failure?.trailers?.get('quiver-error-kind'), 'not_found');
   t.is(r.answer, undefined);
 });
 

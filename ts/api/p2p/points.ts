@@ -450,7 +450,7 @@ export class PointsClients {
 
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
 export function callError(failure: CallFailure, peer: string, ms: number): Error {
-  const kind = failure.trailers?.[KIND_TRAILER];
+  const kind = failure.trailers?.get(KIND_TRAILER);
   if (typeof kind === 'string' && kind in ERROR_PREFIX) return new QuiverError(kind as ErrorKind, '', failure.details);
   if (failure.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
   if (failure.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
@@ -461,7 +461,7 @@ export function callError(failure: CallFailure, peer: string, ms: number): Error
 export function failureOfServiceError(err: grpc.ServiceError): CallFailure {
   const kind = err.metadata?.get(KIND_TRAILER)?.[0];
   // grpc-js ends some details with an empty "Resolution note:".
-  return { code: err.code, details: (err.details || err.message).replace(/\s*Resolution note:\s*$/, ''), trailers: typeof kind === 'string' ? { [KIND_TRAILER]: kind } : null };
+  return { code: err.code, details: (err.details || err.message).replace(/\s*Resolution note:\s*$/, ''), trailers: typeof kind === 'string' ? new Map([[KIND_TRAILER, kind]]) : null };
 }
 
 // -- the remote replica -----------------------------------------------------------------------
