@@ -1,13 +1,16 @@
 /**
- * The client peers call each other's points service with (ts/api/p2p/h2-unary.ts),
- * against a grpc-js server (what peers serve the service with), on a test service whose
- * messages are raw bytes:
+ * The client peers call each other's points service with (ts/api/p2p/h2-unary.ts on
+ * Quiver's HTTP/2 client connection, ts/api/h2/client.ts), against a grpc-js server (what
+ * peers serve the service with), on a test service whose messages are raw bytes:
  *  - messages larger than either side's flow-control window travel both ways intact;
  *  - a status other than OK comes back with its (percent-encoded) message and trailers;
  *  - a deadline the server does not meet fails the call as DEADLINE_EXCEEDED, and the
  *    server sees the call cancelled; cancel() and cancelAll() fail calls at once;
  *  - a peer that is down fails calls at once (not at their deadline), with the
- *    connection's error, and is reached again once it is back on the same port.
+ *    connection's error, and is reached again once it is back on the same port;
+ *  - a server's limit on concurrent streams queues the calls beyond it;
+ *  - a server shutting down gracefully (GOAWAY) finishes the calls it took, and the
+ *    calls after it go to a new connection.
  */
 
 import * as grpc from '@grpc/grpc-js';
@@ -30,17 +33,22 @@ const method = (name: string): UnaryMethod & grpc.MethodDefinition<Buffer, Buffe
 const ECHO = method('Echo');
 const FAIL = method('Fail');
 const HANG = method('Hang');
+const SLOW = method('Slow');
 
 interface Served {
   server: grpc.Server;
   /** The requests of Hang calls the handler got, and of those the server saw cancelled. */
   arrived: Set<string>;
   cancelled: Set<string>;
+  /** Slow calls held by the server: each answers when called. */
+  slow: Array<() => void>;
 }
 
-async function serve(port: number): Promise<Served> {
-  const s: Served = { server: new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 }), arrived: new Set(), cancelled: new Set() };
-  s.server.addService({ Echo: ECHO, Fail: FAIL, Hang: HANG } as grpc.ServiceDefinition, {
+async function serve(port: number, options: grpc.ServerOptions = {}): Promise<Served> {
+  const s: Served = { server: new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024, ...options }), arrived: new Set(), cancelled: new Set(), slow: [] };
+  s.server.addService({ Echo: ECHO, Fail: FAIL, Hang: HANG, Slow: SLOW } as grpc.ServiceDefinition, {
+    // Answered when the test releases it.
+    Slow: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => s.slow.push(() => cb(null, call.request)),
     Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.concat([call.request, call.request])),
     Fail: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
       const metadata = new grpc.Metadata();
@@ -140,4 +148,48 @@ test('a peer that is down fails calls at once with the connection error, and is 
   s = await serve(port);
   t.teardown(() => s.server.forceShutdown());
   await waitFor('reached again', async () => (await call(pool, ECHO, Buffer.from('v'))).failure === null, 10_000);
+});
+
+test('calls beyond the server\'s limit on concurrent streams wait for a stream, and all are answered', async (t) => {
+  const port = await freePort();
+  const s = await serve(port, { 'grpc.max_concurrent_streams': 2 });
+  const pool = new H2UnaryPool('127.0.0.1', port, null, 1);
+  t.teardown(() => {
+    pool.close();
+    s.server.forceShutdown();
+  });
+  t.is((await call(pool, ECHO, Buffer.from('w'))).failure, null, 'connected, the server\'s SETTINGS known');
+  const calls = Array.from({ length: 6 }, (_, i) => call(pool, SLOW, Buffer.from(`s${i}`)));
+  await waitFor('the server holds two calls', () => s.slow.length === 2);
+  // Release the held calls one by one: each frees a stream for a waiting call.
+  let released = 0;
+  await waitFor('every call reached the server', () => {
+    while (s.slow.length > 0) {
+      s.slow.shift()!();
+      released++;
+    }
+    return released === 6;
+  });
+  const answers = await Promise.all(calls);
+  t.deepEqual(answers.map((a) => a.answer?.toString()), ['s0', 's1', 's2', 's3', 's4', 's5']);
+});
+
+test('a server shutting down gracefully finishes the calls it took; later calls reach its successor on a new connection', async (t) => {
+  const port = await freePort();
+  const s = await serve(port);
+  const pool = new H2UnaryPool('127.0.0.1', port, null, 1);
+  t.teardown(() => pool.close());
+  const held = call(pool, SLOW, Buffer.from('held'));
+  await waitFor('the server holds the call', () => s.slow.length === 1);
+  const shutdown = new Promise<void>((resolve) => s.server.tryShutdown(() => resolve()));
+  // The GOAWAY reaches the client: a new call fails as unavailable (not sent) or, once the successor is up, succeeds.
+  await waitFor('new calls are no longer sent on the old connection', async () => (await call(pool, ECHO, Buffer.from('n'), 2000)).failure?.code === grpc.status.UNAVAILABLE);
+  s.slow.shift()!();
+  const r = await held;
+  t.is(r.failure, null);
+  t.is(r.answer?.toString(), 'held');
+  await shutdown;
+  const next = await serve(port);
+  t.teardown(() => next.server.forceShutdown());
+  await waitFor('the successor answers', async () => (await call(pool, ECHO, Buffer.from('q'))).answer?.toString() === 'qq');
 });

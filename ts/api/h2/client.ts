@@ -503,6 +503,13 @@ export class Http2ClientConnection {
     while (this.queued.length > 0 && this.usable && this.streams.size < this.peerMaxStreams) this.open(this.queued.shift()!);
   }
 
+  /** No new calls; the connection ends once the calls in flight are answered. */
+  close(): void {
+    this.goingAway = true;
+    for (const q of this.queued.splice(0)) q.done(Code.UNAVAILABLE, 'the client closed before the call was sent', null, null);
+    this.maybeEnd();
+  }
+
   /** Closes at once: every call in flight ends as UNAVAILABLE with `reason`. */
   destroy(reason: string): void {
     this.failure ??= reason;

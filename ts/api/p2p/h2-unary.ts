@@ -55,7 +55,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 interface Slot {
   conn: Http2ClientConnection | null;
-  /** Date.now() of the latest failure of this slot's connection. */
+  /** performance.now() of the latest failure of this slot's connection (a monotonic clock: a step of the wall clock must not stretch a backoff). */
   failedAt: number;
   /** Why the latest connection of this slot failed. */
   lastError: string | null;
@@ -80,7 +80,7 @@ export class H2UnaryPool {
     private readonly tlsMaterial: P2PTls | null,
     size: number,
   ) {
-    this.slots = Array.from({ length: Math.max(1, size) }, () => ({ conn: null, failedAt: 0, lastError: null }));
+    this.slots = Array.from({ length: Math.max(1, size) }, () => ({ conn: null, failedAt: -Infinity, lastError: null }));
     this.authority = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
   }
 
@@ -104,7 +104,7 @@ export class H2UnaryPool {
       if (slot.conn !== conn) return;
       slot.conn = null;
       if (reason !== null) {
-        slot.failedAt = Date.now();
+        slot.failedAt = performance.now();
         slot.lastError = reason;
       }
     };
@@ -118,7 +118,7 @@ export class H2UnaryPool {
    */
   private pick(): Http2ClientConnection | { error: string } {
     const n = this.slots.length;
-    const now = Date.now();
+    const now = performance.now();
     const head = this.slots[this.next % n];
     if ((head.conn === null || !head.conn.usable) && now - head.failedAt >= RECONNECT_MS) this.connect(head);
     for (let i = 0; i < n; i++) {
@@ -172,7 +172,13 @@ export class H2UnaryPool {
       queueMicrotask(() => finish({ code: Code.INTERNAL, details: why, trailers: null }));
       return handle;
     }
-    const picked = this.pick();
+    let picked: Http2ClientConnection | { error: string };
+    try {
+      picked = this.pick();
+    } catch (err) {
+      // A connection that cannot even start (TLS material tls.connect refuses).
+      picked = { error: (err as Error).message };
+    }
     if (!(picked instanceof Http2ClientConnection)) {
       const why = picked.error;
       queueMicrotask(() => finish({ code: Code.UNAVAILABLE, details: why, trailers: null }));
@@ -208,11 +214,11 @@ export class H2UnaryPool {
     return calls.length;
   }
 
+  /** No new calls; each connection closes once the calls in flight on it are answered (or reach their deadlines). */
   close(): void {
     this.closed = true;
-    this.cancelAll();
     for (const slot of this.slots) {
-      slot.conn?.destroy('client closed');
+      slot.conn?.close();
       slot.conn = null;
     }
   }
