@@ -117,22 +117,48 @@ function idsOut(keys: ReadonlyArray<{ kind: 'num' | 'uuid'; value: bigint | stri
   return keys.map((k) => keyToJson(k as never));
 }
 
-/** A read request as bytes: JSON, with a search's vector as little-endian f32 (base64) and point ids as the API writes them. */
+/** Every field of T, each named (a field added to T must be added where this type is used). */
+type EachField<T> = { [K in keyof Required<T>]: unknown };
+
+/** A rule of a search (dense or sparse examples) with its examples in another form. */
+function ruleOut(r: { rule: SearchRule['rule']; positives: number }, examples: unknown): EachField<SearchRule> {
+  return { rule: r.rule, positives: r.positives, examples };
+}
+
+function base64OfF32(v: Float32Array): string {
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');
+}
+
+/**
+ * A read request as bytes: JSON, with a search's vector as little-endian f32 (base64) and
+ * point ids as the API writes them. A search's fields are named one by one (no object
+ * rest or spread: those cost 6 of the 9 µs an encode took).
+ */
 export function encodeRead(kind: ReadKind, req: unknown): Buffer {
   let body: unknown = req;
   if (kind === 'search') {
     // A search made from a query carries the query's own fields too (its kind, with
     // example ids, prefetches, lookup_from): the replica needs none of them, and example
-    // ids hold bigints JSON cannot write.
-    const { query: _query, prefetch: _prefetch, lookupFrom: _lookupFrom, ...r } = req as SearchRequest & { query?: unknown; prefetch?: unknown; lookupFrom?: unknown };
-    body = {
-      ...r,
-      vector: Buffer.from(r.vector.buffer, r.vector.byteOffset, r.vector.byteLength).toString('base64'),
+    // ids hold bigints JSON cannot write. Only SearchRequest's fields travel.
+    const r = req as SearchRequest;
+    const out: EachField<SearchRequest> = {
+      using: r.using,
+      vector: base64OfF32(r.vector),
+      filter: r.filter,
+      limit: r.limit,
+      offset: r.offset,
+      scoreThreshold: r.scoreThreshold,
+      hnswEf: r.hnswEf,
+      exact: r.exact,
+      quantization: r.quantization,
+      withPayload: r.withPayload,
+      withVector: r.withVector,
       exclude: r.exclude ? idsOut(r.exclude) : undefined,
       sparse: r.sparse ? { indices: Array.from(r.sparse.indices), values: Array.from(r.sparse.values) } : undefined,
-      sparseRule: r.sparseRule ? { ...r.sparseRule, examples: r.sparseRule.examples.map((e) => ({ indices: Array.from(e.indices), values: Array.from(e.values) })) } : undefined,
-      rule: r.rule ? { ...r.rule, examples: Buffer.from(r.rule.examples.buffer, r.rule.examples.byteOffset, r.rule.examples.byteLength).toString('base64') } : undefined,
+      rule: r.rule ? ruleOut(r.rule, base64OfF32(r.rule.examples)) : undefined,
+      sparseRule: r.sparseRule ? ruleOut(r.sparseRule, r.sparseRule.examples.map((e) => ({ indices: Array.from(e.indices), values: Array.from(e.values) }))) : undefined,
     };
+    body = out;
   } else if (kind === 'retrieve') {
     const r = req as RetrieveRequest;
     body = { ...r, ids: idsOut(r.ids) };
@@ -154,16 +180,27 @@ function f32FromBase64(text: string): Float32Array {
 export function decodeRead(kind: ReadKind, buf: Buffer): unknown {
   const body = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
   if (kind === 'search') {
-    const raw = Buffer.from(body.vector as string, 'base64');
-    const vector = new Float32Array(raw.length / 4);
-    Buffer.from(vector.buffer).set(raw);
     const sp = body.sparse as { indices: number[]; values: number[] } | undefined;
-    const sparse = sp ? { indices: Uint32Array.from(sp.indices), values: Float32Array.from(sp.values) } : undefined;
     const ru = body.rule as (Omit<SearchRule, 'examples'> & { examples: string }) | undefined;
-    const rule = ru ? { ...ru, examples: f32FromBase64(ru.examples) } : undefined;
     const sr = body.sparseRule as { rule: SearchRule['rule']; positives: number; examples: Array<{ indices: number[]; values: number[] }> } | undefined;
-    const sparseRule = sr ? { ...sr, examples: sr.examples.map((e) => ({ indices: Uint32Array.from(e.indices), values: Float32Array.from(e.values) })) } : undefined;
-    return { ...body, vector, exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined, sparse, rule, sparseRule };
+    const out: EachField<SearchRequest> = {
+      using: body.using,
+      vector: f32FromBase64(body.vector as string),
+      filter: body.filter,
+      limit: body.limit,
+      offset: body.offset,
+      scoreThreshold: body.scoreThreshold,
+      hnswEf: body.hnswEf,
+      exact: body.exact,
+      quantization: body.quantization,
+      withPayload: body.withPayload,
+      withVector: body.withVector,
+      exclude: Array.isArray(body.exclude) ? (body.exclude as PointId[]).map((id) => normalizePointId(id)) : undefined,
+      sparse: sp ? { indices: Uint32Array.from(sp.indices), values: Float32Array.from(sp.values) } : undefined,
+      rule: ru ? ruleOut(ru, f32FromBase64(ru.examples)) : undefined,
+      sparseRule: sr ? ruleOut(sr, sr.examples.map((e) => ({ indices: Uint32Array.from(e.indices), values: Float32Array.from(e.values) }))) : undefined,
+    };
+    return out;
   }
   if (kind === 'retrieve') return { ...body, ids: (body.ids as PointId[]).map((id) => normalizePointId(id)) };
   if (kind === 'scroll') return { ...body, offset: body.offset === null ? null : normalizePointId(body.offset) };
