@@ -51,7 +51,7 @@ export class TurnBatchedSink {
   };
   private readonly retryNow = () => {
     this.retry = null;
-    this.flush();
+    this.flush(true);
   };
 
   constructor(private readonly fd: number) {
@@ -78,8 +78,13 @@ export class TurnBatchedSink {
     return true;
   }
 
-  /** Writes what is queued now, as far as the reader takes it. */
-  flush(): void {
+  /**
+   * Writes what is queued now, as far as the reader takes it. While bytes a full reader
+   * did not take wait, only the retry timer (and exit) writes: a turn that logs then only
+   * queues its lines, instead of copying everything waiting into one buffer again.
+   */
+  flush(retrying = false): void {
+    if (this.tail !== null && !retrying && !this.exiting) return;
     if (this.dropped > 0 && this.tail === null) {
       const n = this.dropped;
       this.dropped = 0;

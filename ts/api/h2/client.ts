@@ -31,8 +31,8 @@ import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from './hpac
 const OUR_HEADER_TABLE = 4096;
 /** Receive window per stream and for the connection: an answer up to this size is never held up by flow control. */
 const OUR_WINDOW = 4 * 1024 * 1024;
-/** Largest header block accepted. */
-const MAX_HEADER_BLOCK = 64 * 1024;
+/** Largest header block accepted (an error's message travels in one: grpc-message). */
+const MAX_HEADER_BLOCK = 1024 * 1024;
 /** Received bytes not yet handed back with WINDOW_UPDATE that make us send one at once. */
 const UPDATE_AT = OUR_WINDOW / 4;
 /** The last stream id a connection opens; then it takes no new calls (the pool opens another). */
@@ -50,8 +50,11 @@ interface Stream {
   /** Response headers seen (the first header block). */
   headers: Map<string, string> | null;
   data: Buffer[];
+  /** Message bytes of the answer (for the size limit). */
   dataBytes: number;
-  /** Answer bytes already handed back to the server's window. */
+  /** DATA payload bytes received, padding included (what flow control counts). */
+  received: number;
+  /** Of those, the bytes already handed back to the server's window. */
   credited: number;
   ended: boolean;
 }
@@ -121,7 +124,7 @@ export class Http2ClientConnection {
   private readonly queued: Queued[] = [];
   private input: Buffer = Buffer.alloc(0);
   private nextId = 1;
-  private continuing: { stream: Stream | null; parts: Buffer[]; bytes: number; endStream: boolean } | null = null;
+  private continuing: { id: number; stream: Stream | null; parts: Buffer[]; bytes: number; endStream: boolean } | null = null;
   private sendWindow = DEFAULT_WINDOW;
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = MIN_MAX_FRAME;
@@ -200,6 +203,7 @@ export class Http2ClientConnection {
         if (i < 0) return;
         this.queued.splice(i, 1);
         done(Code.CANCELLED, 'call cancelled', null, null);
+        this.maybeEnd();
       };
       return q.call;
     }
@@ -210,13 +214,16 @@ export class Http2ClientConnection {
   private open(q: Queued): void {
     const id = this.nextId;
     this.nextId += 2;
-    if (this.nextId > LAST_STREAM_ID) this.goingAway = true;
-    const s: Stream = { id, done: q.done, pending: null, sendWindow: this.peerInitialWindow, headers: null, data: [], dataBytes: 0, credited: 0, ended: false };
+    if (this.nextId > LAST_STREAM_ID) {
+      // Stream ids run out: this call is the last; the ones waiting go back as unavailable (not sent).
+      this.goingAway = true;
+      for (const w of this.queued.splice(0)) queueMicrotask(() => w.done(Code.UNAVAILABLE, 'the connection ran out of stream ids', null, null));
+    }
+    const s: Stream = { id, done: q.done, pending: null, sendWindow: this.peerInitialWindow, headers: null, data: [], dataBytes: 0, received: 0, credited: 0, ended: false };
     this.streams.set(id, s);
     q.call.cancel = () => {
       if (s.ended) return;
-      this.frame(FRAME.RST_STREAM, 0, id, u32(ERR.CANCEL));
-      this.end(s, Code.CANCELLED, 'call cancelled', null, null);
+      this.reset(s, ERR.CANCEL, 'call cancelled', Code.CANCELLED);
     };
     let block = this.blocks.get(q.path);
     if (block === undefined) {
@@ -250,24 +257,33 @@ export class Http2ClientConnection {
 
   /** Sends what flow control allows of `s`'s request; END_STREAM with its last byte. */
   private pump(s: Stream): void {
-    const p = s.pending;
-    if (p === null || s.ended) return;
-    let at = 0;
-    for (;;) {
-      const k = Math.min(p.length - at, this.peerMaxFrame, s.sendWindow, this.sendWindow);
-      if (k <= 0) break;
-      const last = at + k === p.length;
-      this.frame(FRAME.DATA, last ? FLAG.END_STREAM : 0, s.id, p.subarray(at, at + k));
-      s.sendWindow -= k;
-      this.sendWindow -= k;
-      at += k;
-      if (last) break;
-    }
-    s.pending = at === p.length ? null : p.subarray(at);
+    while (this.sendOne(s));
   }
 
+  /** Sends the next DATA frame of `s`'s request, if there is one and the windows allow: whether it did. */
+  private sendOne(s: Stream): boolean {
+    const p = s.pending;
+    if (p === null || s.ended) return false;
+    const k = Math.min(p.length, this.peerMaxFrame, s.sendWindow, this.sendWindow);
+    if (k <= 0) return false;
+    const last = k === p.length;
+    this.frame(FRAME.DATA, last ? FLAG.END_STREAM : 0, s.id, p.subarray(0, k));
+    s.sendWindow -= k;
+    this.sendWindow -= k;
+    s.pending = last ? null : p.subarray(k);
+    return true;
+  }
+
+  /**
+   * After the windows grew: every stream with request bytes left gets a frame in turn,
+   * round after round, so a small call opened behind large uploads goes out in the first
+   * round instead of after them.
+   */
   private pumpAll(): void {
-    for (const s of this.streams.values()) if (s.pending !== null) this.pump(s);
+    for (let sent = true; sent && this.sendWindow > 0; ) {
+      sent = false;
+      for (const s of this.streams.values()) if (this.sendOne(s)) sent = true;
+    }
   }
 
   // -- input ----------------------------------------------------------------------------
@@ -299,7 +315,7 @@ export class Http2ClientConnection {
   }
 
   private onFrame(type: number, flags: number, id: number, payload: Buffer): void {
-    if (this.continuing !== null && type !== FRAME.CONTINUATION) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'a header block was interrupted');
+    if (this.continuing !== null && (type !== FRAME.CONTINUATION || id !== this.continuing.id)) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'a header block was interrupted');
     switch (type) {
       case FRAME.DATA:
         return this.onDataFrame(flags, id, payload);
@@ -311,7 +327,7 @@ export class Http2ClientConnection {
         const s = this.streams.get(id) ?? null;
         const endStream = (flags & FLAG.END_STREAM) !== 0;
         if (flags & FLAG.END_HEADERS) this.headerBlockDone(s, block, endStream);
-        else this.continuing = { stream: s, parts: [Buffer.from(block)], bytes: block.length, endStream };
+        else this.continuing = { id, stream: s, parts: [Buffer.from(block)], bytes: block.length, endStream };
         return;
       }
       case FRAME.CONTINUATION: {
@@ -345,6 +361,9 @@ export class Http2ClientConnection {
         if (id !== 0 || payload.length < 8) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad GOAWAY');
         this.goingAway = true;
         const last = payload.readUInt32BE(0) & 0x7fffffff;
+        const code = payload.readUInt32BE(4);
+        // A GOAWAY for an error says why the connection ends (and the pool backs off).
+        if (code !== ERR.NO_ERROR) this.failure ??= `the server ended the connection (HTTP/2 error ${code}${payload.length > 8 ? `: ${payload.subarray(8).toString('utf8')}` : ''})`;
         // Streams above the last one the server took were not processed: they fail as unavailable (safe to retry).
         for (const s of [...this.streams.values()]) if (s.id > last) this.end(s, Code.UNAVAILABLE, 'the server is going away (GOAWAY) and did not take the call', null, null);
         for (const q of this.queued.splice(0)) q.done(Code.UNAVAILABLE, 'the server is going away (GOAWAY)', null, null);
@@ -386,7 +405,10 @@ export class Http2ClientConnection {
         if (value > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
-        for (const s of this.streams.values()) s.sendWindow += delta;
+        for (const s of this.streams.values()) {
+          s.sendWindow += delta;
+          if (s.sendWindow > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
+        }
       } else if (key === SETTING.MAX_FRAME_SIZE) {
         if (value < MIN_MAX_FRAME || value > 16777215) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad SETTINGS_MAX_FRAME_SIZE');
         this.peerMaxFrame = value;
@@ -428,10 +450,10 @@ export class Http2ClientConnection {
       this.end(s, http === '200' ? Code.UNKNOWN : codeOfHttpStatus(http), http === '200' ? 'the answer carried no grpc-status' : `HTTP status ${http ?? '(none)'}`, trailers, null);
       return;
     }
-    const code = Number(st);
+    const code = /^\d{1,3}$/.test(st) ? Number(st) : Code.UNKNOWN;
     const details = decodeMessage(trailers.get('grpc-message') ?? '');
     if (code !== Code.OK) {
-      this.end(s, Number.isInteger(code) ? code : Code.UNKNOWN, details, trailers, null);
+      this.end(s, code, details, trailers, null);
       return;
     }
     const body = s.data.length === 1 ? s.data[0] : Buffer.concat(s.data);
@@ -448,6 +470,7 @@ export class Http2ClientConnection {
     const s = this.streams.get(id);
     if (s === undefined || s.ended) return; // a stream we ended: its window is all that counts
     if (s.headers === null) return this.reset(s, ERR.PROTOCOL_ERROR, 'DATA before the answer\'s headers');
+    s.received += payload.length;
     const data = dataOf(flags, payload);
     if (data.length > 0) {
       s.dataBytes += data.length;
@@ -461,9 +484,9 @@ export class Http2ClientConnection {
   private windowUpdates(): void {
     if (this.consumed >= UPDATE_AT) this.connectionUpdate();
     for (const s of this.streams.values()) {
-      if (s.dataBytes - s.credited >= UPDATE_AT) {
-        this.frame(FRAME.WINDOW_UPDATE, 0, s.id, u32(s.dataBytes - s.credited));
-        s.credited = s.dataBytes;
+      if (s.received - s.credited >= UPDATE_AT) {
+        this.frame(FRAME.WINDOW_UPDATE, 0, s.id, u32(s.received - s.credited));
+        s.credited = s.received;
       }
     }
   }
@@ -481,6 +504,7 @@ export class Http2ClientConnection {
   private reset(s: Stream, code: number, details: string, status: number = Code.INTERNAL): void {
     if (s.ended) return;
     this.frame(FRAME.RST_STREAM, 0, s.id, u32(code));
+    s.pending = null;
     this.end(s, status, details, null, null);
   }
 
@@ -488,6 +512,10 @@ export class Http2ClientConnection {
   private end(s: Stream, code: number, details: string, trailers: Map<string, string> | null, message: Buffer | null): void {
     if (s.ended) return;
     s.ended = true;
+    // The answer came before the whole request went out (the server answered early, as
+    // when a request is over its size limit): our half of the stream is closed with a
+    // reset, or the server would keep it open, counted against its stream limit.
+    if (s.pending !== null) this.frame(FRAME.RST_STREAM, 0, s.id, u32(ERR.CANCEL));
     s.pending = null;
     s.data = [];
     this.streams.delete(s.id);

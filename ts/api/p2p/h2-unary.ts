@@ -172,6 +172,12 @@ export class H2UnaryPool {
       queueMicrotask(() => finish({ code: Code.INTERNAL, details: why, trailers: null }));
       return handle;
     }
+    if (message.length > MAX_MESSAGE) {
+      // Peers take at most this much (grpc.max_receive_message_length of their server).
+      const why = `request of ${message.length} bytes is larger than the ${MAX_MESSAGE} a peer takes`;
+      queueMicrotask(() => finish({ code: Code.RESOURCE_EXHAUSTED, details: why, trailers: null }));
+      return handle;
+    }
     let picked: Http2ClientConnection | { error: string };
     try {
       picked = this.pick();
@@ -189,7 +195,7 @@ export class H2UnaryPool {
       finish({ code: Code.DEADLINE_EXCEEDED, details: 'deadline exceeded', trailers: null });
       inner?.cancel();
     }, Math.min(timeoutMs, MAX_TIMER_MS));
-    inner = picked.call(method.path, message, timeoutHeader(timeoutMs), (code, details, trailers, bytes) => {
+    const answered = (code: number, details: string, trailers: ReadonlyMap<string, string> | null, bytes: Buffer | null) => {
       if (settled) return;
       if (code !== Code.OK || bytes === null) {
         finish({ code: code as Code, details, trailers });
@@ -203,7 +209,12 @@ export class H2UnaryPool {
         return;
       }
       finish(null, answer);
-    });
+    };
+    try {
+      inner = picked.call(method.path, message, timeoutHeader(timeoutMs), answered);
+    } catch (err) {
+      finish({ code: Code.INTERNAL, details: `the call could not start: ${(err as Error).message}`, trailers: null });
+    }
     return handle;
   }
 

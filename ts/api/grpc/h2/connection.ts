@@ -103,7 +103,9 @@ interface Stream {
   call: CallState | null;
   /** Request data beyond the limit: the stream is answered and the rest is dropped. */
   discarding: boolean;
-  /** Request bytes already handed back to the client's window with WINDOW_UPDATE. */
+  /** DATA payload bytes received, padding included (what flow control counts). */
+  received: number;
+  /** Of those, the bytes already handed back to the client's window with WINDOW_UPDATE. */
   credited: number;
   /** Counted in `active`: started (a handler runs, or the transport answers), and not yet ended. */
   started: boolean;
@@ -371,7 +373,7 @@ export class Http2Connection {
     if (s === undefined) {
       if (id % 2 === 0 || id <= this.lastStreamId) throw new ConnectionError(ERR.PROTOCOL_ERROR, `HEADERS on stream ${id}, not a new client stream`);
       this.lastStreamId = id;
-      s = { id, headers: null, data: [], dataBytes: 0, remoteEnded: false, answered: false, closed: false, sendWindow: this.peerInitialWindow, pending: null, trailers: null, call: null, discarding: false, credited: 0, started: false, ended: false };
+      s = { id, headers: null, data: [], dataBytes: 0, remoteEnded: false, answered: false, closed: false, sendWindow: this.peerInitialWindow, pending: null, trailers: null, call: null, discarding: false, received: 0, credited: 0, started: false, ended: false };
       // After GOAWAY, or beyond the streams we allow, a new stream is refused (the client may retry it).
       if (this.goingAway || this.streams.size >= OUR_MAX_STREAMS) {
         s.closed = true;
@@ -400,6 +402,7 @@ export class Http2Connection {
     const s = this.streams.get(id);
     if (s === undefined || s.closed) return; // a stream we refused or reset: its window is all that counts
     if (s.headers === null || s.remoteEnded) return this.reset(s, ERR.STREAM_CLOSED);
+    s.received += payload.length;
     const data = dataOf(flags, payload);
     if (!s.discarding && data.length > 0) {
       s.dataBytes += data.length;
@@ -606,9 +609,9 @@ export class Http2Connection {
     // not a second one for its WINDOW_UPDATE.
     if (this.consumed >= UPDATE_AT) this.connectionUpdate();
     for (const s of this.streams.values()) {
-      if (!s.remoteEnded && !s.closed && s.dataBytes - s.credited >= UPDATE_AT) {
-        this.frame(FRAME.WINDOW_UPDATE, 0, s.id, u32(s.dataBytes - s.credited));
-        s.credited = s.dataBytes;
+      if (!s.remoteEnded && !s.closed && s.received - s.credited >= UPDATE_AT) {
+        this.frame(FRAME.WINDOW_UPDATE, 0, s.id, u32(s.received - s.credited));
+        s.credited = s.received;
       }
     }
   }
