@@ -25,7 +25,7 @@ import type { Socket } from 'node:net';
 
 import { status as Code } from '@grpc/grpc-js';
 
-import { ConnectionError, dataOf, DEFAULT_WINDOW, ERR, FLAG, FRAME, frameHeader, headerBlockOf, MAX_WINDOW, MIN_MAX_FRAME, PREFACE, SETTING, settingsPayload, u32 } from './frames';
+import { ConnectionError, dataOf, DEFAULT_WINDOW, ERR, FLAG, FRAME, frameHeader, grownConnectionWindow, headerBlockFrames, headerBlockOf, MAX_WINDOW, MIN_MAX_FRAME, PREFACE, readFrames, readSettings, SETTING, settingsPayload, u32, windowIncrement } from './frames';
 import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from './hpack';
 
 const OUR_HEADER_TABLE = 4096;
@@ -140,6 +140,9 @@ export class Http2ClientConnection {
   /** Header blocks of each path, without the deadline (which differs per call). */
   private readonly blocks = new Map<string, Buffer>();
   private readonly flushNow = () => this.flush();
+  private readonly onFrameBound = (type: number, flags: number, id: number, payload: Buffer) => this.onFrame(type, flags, id, payload);
+  private readonly frameBound = (type: number, flags: number, id: number, payload: Buffer) => this.frame(type, flags, id, payload);
+  private readonly isDead = () => this.dead;
 
   /** The server's SETTINGS arrived: the connection is up. */
   ready = false;
@@ -244,15 +247,7 @@ export class Http2ClientConnection {
   }
 
   private headersFrame(id: number, block: Buffer): void {
-    const max = this.peerMaxFrame;
-    if (block.length <= max) {
-      this.frame(FRAME.HEADERS, FLAG.END_HEADERS, id, block);
-      return;
-    }
-    this.frame(FRAME.HEADERS, 0, id, block.subarray(0, max));
-    for (let at = max; at < block.length; at += max) {
-      this.frame(FRAME.CONTINUATION, at + max >= block.length ? FLAG.END_HEADERS : 0, id, block.subarray(at, Math.min(block.length, at + max)));
-    }
+    headerBlockFrames(id, block, this.peerMaxFrame, false, this.frameBound);
   }
 
   /** Sends what flow control allows of `s`'s request; END_STREAM with its last byte. */
@@ -292,19 +287,9 @@ export class Http2ClientConnection {
     if (this.dead) return;
     this.input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
     try {
-      let at = 0;
       const buf = this.input;
-      while (buf.length - at >= 9) {
-        const length = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2];
-        if (length > MIN_MAX_FRAME) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, `frame of ${length} bytes above SETTINGS_MAX_FRAME_SIZE`);
-        if (buf.length - at < 9 + length) break;
-        const type = buf[at + 3];
-        const flags = buf[at + 4];
-        const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
-        this.onFrame(type, flags, id, buf.subarray(at + 9, at + 9 + length));
-        at += 9 + length;
-        if (this.dead) return;
-      }
+      const at = readFrames(buf, MIN_MAX_FRAME, this.onFrameBound, this.isDead);
+      if (this.dead) return;
       this.input = at === buf.length ? Buffer.alloc(0) : buf.subarray(at);
       this.windowUpdates();
     } catch (err) {
@@ -371,12 +356,9 @@ export class Http2ClientConnection {
         return;
       }
       case FRAME.WINDOW_UPDATE: {
-        if (payload.length !== 4) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad WINDOW_UPDATE');
-        const inc = payload.readUInt32BE(0) & 0x7fffffff;
+        const inc = windowIncrement(payload);
         if (id === 0) {
-          if (inc === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
-          this.sendWindow += inc;
-          if (this.sendWindow > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+          this.sendWindow = grownConnectionWindow(this.sendWindow, inc);
           this.pumpAll();
         } else {
           const s = this.streams.get(id);
@@ -395,14 +377,10 @@ export class Http2ClientConnection {
   }
 
   private onSettings(flags: number, id: number, payload: Buffer): void {
-    if (id !== 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    const settings = readSettings(id, flags & FLAG.ACK ? Buffer.alloc(0) : payload);
     if (flags & FLAG.ACK) return;
-    if (payload.length % 6 !== 0) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad SETTINGS');
-    for (let at = 0; at < payload.length; at += 6) {
-      const key = payload.readUInt16BE(at);
-      const value = payload.readUInt32BE(at + 2);
+    for (const [key, value] of settings) {
       if (key === SETTING.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
         for (const s of this.streams.values()) {
@@ -410,7 +388,6 @@ export class Http2ClientConnection {
           if (s.sendWindow > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
         }
       } else if (key === SETTING.MAX_FRAME_SIZE) {
-        if (value < MIN_MAX_FRAME || value > 16777215) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad SETTINGS_MAX_FRAME_SIZE');
         this.peerMaxFrame = value;
       } else if (key === SETTING.MAX_CONCURRENT_STREAMS) {
         this.peerMaxStreams = value;

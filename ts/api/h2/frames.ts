@@ -81,3 +81,65 @@ export function dataOf(flags: number, payload: Buffer): Buffer {
   if (payload.length < 1 || payload[0] >= payload.length) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad padding');
   return payload.subarray(1, payload.length - payload[0]);
 }
+
+/**
+ * Hands each whole frame in `buf` to `onFrame` (type, flags, stream id, payload), until
+ * one is still incomplete or `stop()` holds after a frame: returns the offset reading
+ * stopped at. A frame longer than `maxFrame` (the SETTINGS_MAX_FRAME_SIZE this side
+ * announced) is a connection error.
+ */
+export function readFrames(buf: Buffer, maxFrame: number, onFrame: (type: number, flags: number, id: number, payload: Buffer) => void, stop: () => boolean): number {
+  let at = 0;
+  while (buf.length - at >= 9) {
+    const length = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2];
+    if (length > maxFrame) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, `frame of ${length} bytes above SETTINGS_MAX_FRAME_SIZE`);
+    if (buf.length - at < 9 + length) break;
+    const type = buf[at + 3];
+    const flags = buf[at + 4];
+    const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
+    onFrame(type, flags, id, buf.subarray(at + 9, at + 9 + length));
+    at += 9 + length;
+    if (stop()) break;
+  }
+  return at;
+}
+
+/** The frames of one header block: HEADERS, then CONTINUATION frames as the peer's `maxFrame` requires. */
+export function headerBlockFrames(id: number, block: Buffer, maxFrame: number, endStream: boolean, frame: (type: number, flags: number, id: number, payload: Buffer) => void): void {
+  if (block.length <= maxFrame) {
+    frame(FRAME.HEADERS, FLAG.END_HEADERS | (endStream ? FLAG.END_STREAM : 0), id, block);
+    return;
+  }
+  frame(FRAME.HEADERS, endStream ? FLAG.END_STREAM : 0, id, block.subarray(0, maxFrame));
+  for (let at = maxFrame; at < block.length; at += maxFrame) {
+    frame(FRAME.CONTINUATION, at + maxFrame >= block.length ? FLAG.END_HEADERS : 0, id, block.subarray(at, Math.min(block.length, at + maxFrame)));
+  }
+}
+
+/** The settings a SETTINGS frame (not an ACK) carries, checked: a bad frame or value is a connection error. */
+export function readSettings(id: number, payload: Buffer): Array<[number, number]> {
+  if (id !== 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'SETTINGS on a stream');
+  if (payload.length % 6 !== 0) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad SETTINGS');
+  const out: Array<[number, number]> = [];
+  for (let at = 0; at < payload.length; at += 6) {
+    const key = payload.readUInt16BE(at);
+    const value = payload.readUInt32BE(at + 2);
+    if (key === SETTING.INITIAL_WINDOW_SIZE && value > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
+    if (key === SETTING.MAX_FRAME_SIZE && (value < MIN_MAX_FRAME || value > 16777215)) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad SETTINGS_MAX_FRAME_SIZE');
+    out.push([key, value]);
+  }
+  return out;
+}
+
+/** A WINDOW_UPDATE's increment; a frame of the wrong size is a connection error. */
+export function windowIncrement(payload: Buffer): number {
+  if (payload.length !== 4) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad WINDOW_UPDATE');
+  return payload.readUInt32BE(0) & 0x7fffffff;
+}
+
+/** The connection's send window after a WINDOW_UPDATE on stream 0 of `inc`: an increment of 0, or a window past 2^31-1, is a connection error. */
+export function grownConnectionWindow(window: number, inc: number): number {
+  if (inc === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+  if (window + inc > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+  return window + inc;
+}

@@ -25,7 +25,7 @@ import * as zlib from 'node:zlib';
 
 import { status as Code } from '@grpc/grpc-js';
 
-import { ConnectionError, dataOf, ERR, FLAG, FRAME, frameHeader, headerBlockOf, MAX_WINDOW, PREFACE, SETTING, settingsPayload, u32 } from '../../h2/frames';
+import { ConnectionError, dataOf, ERR, FLAG, FRAME, frameHeader, grownConnectionWindow, headerBlockFrames, headerBlockOf, MAX_WINDOW, PREFACE, readFrames, readSettings, SETTING, settingsPayload, u32, windowIncrement } from '../../h2/frames';
 import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from '../../h2/hpack';
 
 /** What this side announces. */
@@ -175,6 +175,8 @@ export function percentEncode(s: string): string {
   return out;
 }
 
+const EMPTY = Buffer.alloc(0);
+
 const RESPONSE_HEADERS = encodeHeaders([
   [':status', '200'],
   ['content-type', 'application/grpc'],
@@ -201,6 +203,9 @@ export class Http2Connection {
   private drained: (() => void) | null = null;
   /** Calls in flight (answer not yet sent). */
   private active = 0;
+  private readonly onFrameBound = (type: number, flags: number, id: number, payload: Buffer) => this.onFrame(type, flags, id, payload);
+  private readonly frameBound = (type: number, flags: number, id: number, payload: Buffer) => this.frame(type, flags, id, payload);
+  private readonly isDead = () => this.dead;
 
   constructor(
     private readonly socket: Socket,
@@ -262,19 +267,9 @@ export class Http2Connection {
         this.prefaceSeen = true;
         this.input = this.input.subarray(PREFACE.length);
       }
-      let at = 0;
       const buf = this.input;
-      while (buf.length - at >= 9) {
-        const length = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2];
-        if (length > OUR_MAX_FRAME) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, `frame of ${length} bytes above SETTINGS_MAX_FRAME_SIZE`);
-        if (buf.length - at < 9 + length) break;
-        const type = buf[at + 3];
-        const flags = buf[at + 4];
-        const id = buf.readUInt32BE(at + 5) & 0x7fffffff;
-        this.onFrame(type, flags, id, buf.subarray(at + 9, at + 9 + length));
-        at += 9 + length;
-        if (this.dead) return;
-      }
+      const at = readFrames(buf, OUR_MAX_FRAME, this.onFrameBound, this.isDead);
+      if (this.dead) return;
       this.input = at === buf.length ? Buffer.alloc(0) : buf.subarray(at);
       this.sendWindowUpdates();
     } catch (err) {
@@ -322,12 +317,9 @@ export class Http2Connection {
         this.maybeEnd();
         return;
       case FRAME.WINDOW_UPDATE: {
-        if (payload.length !== 4) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad WINDOW_UPDATE');
-        const inc = payload.readUInt32BE(0) & 0x7fffffff;
+        const inc = windowIncrement(payload);
         if (id === 0) {
-          if (inc === 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
-          this.sendWindow += inc;
-          if (this.sendWindow > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+          this.sendWindow = grownConnectionWindow(this.sendWindow, inc);
           this.pumpAll();
         } else {
           const s = this.streams.get(id);
@@ -346,19 +338,14 @@ export class Http2Connection {
   }
 
   private onSettings(flags: number, id: number, payload: Buffer): void {
-    if (id !== 0) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    const settings = readSettings(id, flags & FLAG.ACK ? EMPTY : payload);
     if (flags & FLAG.ACK) return;
-    if (payload.length % 6 !== 0) throw new ConnectionError(ERR.FRAME_SIZE_ERROR, 'bad SETTINGS');
-    for (let at = 0; at < payload.length; at += 6) {
-      const key = payload.readUInt16BE(at);
-      const value = payload.readUInt32BE(at + 2);
+    for (const [key, value] of settings) {
       if (key === SETTING.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) throw new ConnectionError(ERR.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
         for (const s of this.streams.values()) s.sendWindow += delta;
       } else if (key === SETTING.MAX_FRAME_SIZE) {
-        if (value < 16384 || value > 16777215) throw new ConnectionError(ERR.PROTOCOL_ERROR, 'bad SETTINGS_MAX_FRAME_SIZE');
         this.peerMaxFrame = value;
       }
     }
@@ -541,16 +528,7 @@ export class Http2Connection {
   }
 
   private headersFrame(id: number, block: Buffer, endStream: boolean): void {
-    const max = this.peerMaxFrame;
-    if (block.length <= max) {
-      this.frame(FRAME.HEADERS, FLAG.END_HEADERS | (endStream ? FLAG.END_STREAM : 0), id, block);
-      return;
-    }
-    this.frame(FRAME.HEADERS, endStream ? FLAG.END_STREAM : 0, id, block.subarray(0, max));
-    for (let at = max; at < block.length; at += max) {
-      const last = at + max >= block.length;
-      this.frame(FRAME.CONTINUATION, last ? FLAG.END_HEADERS : 0, id, block.subarray(at, Math.min(block.length, at + max)));
-    }
+    headerBlockFrames(id, block, this.peerMaxFrame, endStream, this.frameBound);
   }
 
   /** Sends what flow control allows of `s`'s pending answer, and its trailers after the last byte. */
