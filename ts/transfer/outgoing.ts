@@ -226,8 +226,17 @@ class Run {
           if (this.queueBytes > QUEUE_LIMIT_BYTES) this.failure ??= new Error(`writes queued during the copy passed ${QUEUE_LIMIT_BYTES / 1048576} MiB: the copy does not keep up with the write rate`);
           return;
         }
-        if (this.copied) await this.remote.deliver(op, opts, tag);
-        else if (this.failure === null) await this.remote.copy(op, false);
+        if (this.copied) {
+          // A forward failed: the target is being taken out. Later writes are not sent to it
+          // (a write it got after missing an earlier one would leave a hole below the
+          // high-water mark of its clocks, and a wal_delta recovery starts above that mark:
+          // the missed write would never reach it), and none is answered before it is out.
+          if (this.failure !== null) {
+            if (this.demoting !== null) await this.demoting;
+            return;
+          }
+          await this.remote.deliver(op, opts, tag);
+        } else if (this.failure === null) await this.remote.copy(op, false);
       } catch (err) {
         // Before the copy is complete a failure only fails the transfer; after it the target
         // counts as a replica, so it goes out before the write is answered.
