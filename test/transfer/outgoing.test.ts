@@ -90,3 +90,67 @@ test('a write forwarded as the copy ends, whose forward then fails, aborts the t
   );
   out.stopAll();
 });
+
+test('after a finished transfer, a forward that fails takes the target out, and no later write is forwarded to it during the grace', async (t) => {
+  // Found by bench:faults --cycles 40 --seed 7 (a regression of 9f1b684): a target
+  // restarted within the source's forwarding grace missed a write, was marked Dead, then
+  // got the later forwards once it was back; the gap under its clocks' high-water mark
+  // made the next wal_delta recovery skip the missed write.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-outgoing-'));
+  const shard = await LocalShard.open({ dir, engine, vectors: [testSpec(DIM)], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
+  t.teardown(async () => {
+    await shard.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const source = new LocalReplica('1', shard);
+  const delivered: number[] = [];
+  let failNext = true;
+  const target: TransferTarget = {
+    ready: async () => true,
+    clocks: async () => [],
+    pullSnapshot: async () => 1,
+    indexBacklog: async () => 0,
+    copy: async () => undefined,
+    batch: async () => undefined,
+    replay: async () => undefined,
+    deliver: async (op) => {
+      delivered.push(Number((op as { points: Array<{ id: { value: bigint } }> }).points[0].id.value));
+      if (failNext) {
+        failNext = false;
+        throw new ShardUnavailableError('peer 2 cannot be reached: the connection closed');
+      }
+    },
+  };
+  const proposals: MetaOp[] = [];
+  const deadCommitted = gate();
+  const out = new OutgoingTransfers({
+    peer: '1',
+    remote: () => target,
+    rate: new RateLimiter(null),
+    logger,
+    propose: async (op) => {
+      proposals.push(op);
+      if (op.op === 'finishTransfer') return op.ok; // the finish commits; an abort after it does not (already finished)
+      if (op.op === 'setReplicaState') {
+        deadCommitted.open();
+        return true;
+      }
+      return true;
+    },
+  });
+  t.teardown(() => out.stopAll());
+  out.start({ collection: 'c', uuid: 'u', shard: 0 }, '2', source, 'snapshot', 't1');
+  await waitFor('the transfer finished (its grace running)', () => proposals.some((p) => p.op === 'finishTransfer' && p.ok));
+  const write = (id: number) =>
+    source.update(
+      { kind: 'upsert', points: [{ id: normalizePointId(id), vectors: new Map([['', Float32Array.from([1, 2, 3, 4])]]), payload: null }] },
+      { wait: true, ordering: 'weak', timeout: null },
+      { peer: 9n, clock: 0, tick: BigInt(id) },
+    );
+  await write(1); // its forward fails: the target is taken out before it is answered
+  t.true(proposals.some((p) => p.op === 'setReplicaState' && p.state === 'Dead'), JSON.stringify(proposals));
+  await deadCommitted.promise;
+  await write(2);
+  await write(3);
+  t.deepEqual(delivered, [1], 'no write is forwarded to the target after a forward to it failed');
+});
