@@ -4,7 +4,7 @@
  * moment.
  */
 
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -31,18 +31,23 @@ function gate(): { promise: Promise<void>; open: () => void } {
   return { promise, open };
 }
 
-test('a write forwarded as the copy ends, whose forward then fails, aborts the transfer: the finish is never proposed over it', async (t) => {
-  // Found by bench:faults --mode transfer-kill: the target of a snapshot move was killed
-  // while the source proposed the finish; writes the source applied meanwhile were
-  // acknowledged though their forward failed, the finish made the target the only
-  // replica, and those points were gone.
+/** The source's replica: a local shard in a temporary folder, closed and removed after the test. */
+async function sourceReplica(t: ExecutionContext): Promise<LocalReplica> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-outgoing-'));
   const shard = await LocalShard.open({ dir, engine, vectors: [testSpec(DIM)], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
   t.teardown(async () => {
     await shard.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  const source = new LocalReplica('1', shard);
+  return new LocalReplica('1', shard);
+}
+
+test('a write forwarded as the copy ends, whose forward then fails, aborts the transfer: the finish is never proposed over it', async (t) => {
+  // Found by bench:faults --mode transfer-kill: the target of a snapshot move was killed
+  // while the source proposed the finish; writes the source applied meanwhile were
+  // acknowledged though their forward failed, the finish made the target the only
+  // replica, and those points were gone.
+  const source = await sourceReplica(t);
 
   const copyEnd = gate(); // the last (durable) replay of the copy has reached the target
   const releaseCopyEnd = gate();
@@ -96,13 +101,7 @@ test('after a finished transfer, a forward that fails takes the target out, and 
   // restarted within the source's forwarding grace missed a write, was marked Dead, then
   // got the later forwards once it was back; the gap under its clocks' high-water mark
   // made the next wal_delta recovery skip the missed write.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-outgoing-'));
-  const shard = await LocalShard.open({ dir, engine, vectors: [testSpec(DIM)], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger });
-  t.teardown(async () => {
-    await shard.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  const source = new LocalReplica('1', shard);
+  const source = await sourceReplica(t);
   const delivered: number[] = [];
   let failNext = true;
   const target: TransferTarget = {

@@ -26,7 +26,7 @@ import type { Socket } from 'node:net';
 import { status as Code } from '@grpc/grpc-js';
 
 import { ConnectionError, dataOf, DEFAULT_WINDOW, ERR, FLAG, FRAME, frameHeader, grownConnectionWindow, headerBlockFrames, headerBlockOf, MAX_WINDOW, MIN_MAX_FRAME, PREFACE, readFrames, readSettings, SETTING, settingsPayload, u32, windowIncrement } from './frames';
-import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from './hpack';
+import { encodeHeaders, firstValues, HpackDecoder, HpackError } from './hpack';
 
 const OUR_HEADER_TABLE = 4096;
 /** Receive window per stream and for the connection: an answer up to this size is never held up by flow control. */
@@ -110,12 +110,6 @@ function decodeMessage(s: string): string {
   } catch {
     return s;
   }
-}
-
-function toMap(fields: HeaderList): Map<string, string> {
-  const m = new Map<string, string>();
-  for (const [name, value] of fields) if (!m.has(name)) m.set(name, value);
-  return m;
 }
 
 export class Http2ClientConnection {
@@ -407,7 +401,7 @@ export class Http2ClientConnection {
   private headerBlockDone(s: Stream | null, block: Buffer, endStream: boolean): void {
     const fields = this.decoder.decode(block);
     if (s === null || s.ended) return;
-    const h = toMap(fields);
+    const h = firstValues(fields);
     if (s.headers === null) {
       s.headers = h;
       // A trailers-only answer: the status is in this one block.

@@ -135,6 +135,13 @@ export function huffmanDecode(buf: Buffer, start: number, end: number): string {
 /** Header fields as decoded, in order; names are lower case as HTTP/2 requires. */
 export type HeaderList = Array<[string, string]>;
 
+/** A decoded block by name, the first value of each (gRPC metadata read by its readers). */
+export function firstValues(fields: HeaderList): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const [name, value] of fields) if (!m.has(name)) m.set(name, value);
+  return m;
+}
+
 export class HpackDecoder {
   private readonly dynamic: Array<[string, string]> = [];
   private size = 0;

@@ -26,7 +26,7 @@ import * as zlib from 'node:zlib';
 import { status as Code } from '@grpc/grpc-js';
 
 import { ConnectionError, dataOf, ERR, FLAG, FRAME, frameHeader, grownConnectionWindow, headerBlockFrames, headerBlockOf, MAX_WINDOW, PREFACE, readFrames, readSettings, SETTING, settingsPayload, u32, windowIncrement } from '../../h2/frames';
-import { encodeHeaders, HpackDecoder, HpackError, type HeaderList } from '../../h2/hpack';
+import { encodeHeaders, firstValues, HpackDecoder, HpackError, type HeaderList } from '../../h2/hpack';
 
 /** What this side announces. */
 const OUR_HEADER_TABLE = 4096;
@@ -414,8 +414,7 @@ export class Http2Connection {
 
   private startCall(s: Stream): void {
     this.begin(s);
-    const headers = new Map<string, string>();
-    for (const [name, value] of s.headers!) if (!headers.has(name)) headers.set(name, value);
+    const headers = firstValues(s.headers!);
     const path = headers.get(':path') ?? '';
     const refuse = (code: number, details: string) => {
       this.opts.refused(path, code, details);
