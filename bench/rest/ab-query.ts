@@ -1,5 +1,5 @@
 /**
- * `node dist/bench/rest/ab-query.js --base <checkout> [--n 100000] [--efs 64,128] [--rounds 6] [--seconds 4] [--concurrency 8] [--tag NAME]`
+ * `node dist/bench/rest/ab-query.js --base <checkout> [--n 100000] [--efs 64,128] [--rounds 6] [--seconds 4] [--concurrency 8] [--snapshot-first] [--tag NAME]`
  *
  * The query path of two builds side by side, driven by wrk: the server of another built
  * checkout (`--base`) and this checkout's, each a single node started on a copy of one
@@ -9,6 +9,9 @@
  * `seconds` (c keep-alive connections, the 1000 query bodies of bench:rest in turn,
  * `{"query": [...], "limit": 10, "params": {"hnsw_ef": ef}}`) against each server, the
  * order flipped every round, after a warm-up pass on each.
+ *
+ * With `--snapshot-first`, each server takes a snapshot of the collection (wait=true)
+ * before the passes: the query path of a node that has run a snapshot job.
  *
  * Reported per pass and as medians: queries/s, and the server's CPU per request from
  * /proc (main thread, all other threads), which on a machine shared with other work is
@@ -38,6 +41,7 @@ const ROUNDS = Number(arg('rounds') ?? 6);
 const SECONDS = Number(arg('seconds') ?? 4);
 const CONCURRENCY = Number(arg('concurrency') ?? 8);
 const TAG = arg('tag') ?? today();
+const SNAPSHOT_FIRST = process.argv.includes('--snapshot-first');
 const QUERIES = 1000;
 
 interface Pass {
@@ -118,6 +122,14 @@ async function main(): Promise<void> {
       const server = await QuiverServer.start({ nodeArgs: [], keepStorage: false, env: {}, root, storageFrom: storage });
       sides.push({ name, root, server, passes: new Map() });
       await waitGreen(server.url, N);
+      if (SNAPSHOT_FIRST) {
+        const c = makeClient('raw', server.url, 1);
+        try {
+          await c.json('POST', '/collections/bench/snapshots?wait=true');
+        } finally {
+          c.close();
+        }
+      }
     }
     const pass = (s: Side, ef: number, seconds: number) =>
       runWrk({ url: s.server.url, path: '/collections/bench/points/query', ...files.get(ef)!, connections: CONCURRENCY, seconds });
@@ -159,9 +171,9 @@ async function main(): Promise<void> {
   const md = [
     `# Query path of two builds side by side, wrk (${TAG})`,
     '',
-    `\`node dist/bench/rest/ab-query.js --base ${BASE} --n ${N} --efs ${EFS.join(',')} --rounds ${ROUNDS} --seconds ${SECONDS} --concurrency ${CONCURRENCY}\``,
+    `\`node dist/bench/rest/ab-query.js --base ${BASE} --n ${N} --efs ${EFS.join(',')} --rounds ${ROUNDS} --seconds ${SECONDS} --concurrency ${CONCURRENCY}${SNAPSHOT_FIRST ? ' --snapshot-first' : ''}\``,
     '',
-    `${N.toLocaleString('en-US')} points of the synthetic set (128-d, Cosine, m=16, ef_construct=100), both servers on copies of one indexed storage; wrk -t1 -c${CONCURRENCY}, ${SECONDS} s per pass, the 1000 query bodies of bench:rest; passes alternate between the builds (order flipped every round). Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), shared with other work: load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at start, ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} at end; cores this process could get ≈ ${coresAtStart.toFixed(2)} at start. Medians of ${ROUNDS} rounds; server CPU from /proc (main thread apart from all other threads: engine pool, V8 helpers).`,
+    `${N.toLocaleString('en-US')} points of the synthetic set (128-d, Cosine, m=16, ef_construct=100), both servers on copies of one indexed storage${SNAPSHOT_FIRST ? ', each after taking a snapshot of the collection' : ''}; wrk -t1 -c${CONCURRENCY}, ${SECONDS} s per pass, the 1000 query bodies of bench:rest; passes alternate between the builds (order flipped every round). Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), shared with other work: load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at start, ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} at end; cores this process could get ≈ ${coresAtStart.toFixed(2)} at start. Medians of ${ROUNDS} rounds; server CPU from /proc (main thread apart from all other threads: engine pool, V8 helpers).`,
     '',
     '| ef | measure | base | this | this / base |',
     '|---:|---|---:|---:|---:|',

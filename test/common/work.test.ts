@@ -15,7 +15,9 @@ import test from 'ava';
 import pino from 'pino';
 
 import { writeFileAtomic } from '../../ts/common/files';
-import { countWork, counting, countingPieces, runCounting, watchGrowth } from '../../ts/common/work';
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+import { countWork, counting, countingPieces, runCounting, runScoped, watchGrowth } from '../../ts/common/work';
 import { SnapshotJobs, currentProgress } from '../../ts/snapshots/jobs';
 import { waitFor } from '../support/wait';
 
@@ -33,6 +35,34 @@ test('reports reach the counter of the step they run in, through awaits', async 
   });
   countWork(7);
   t.deepEqual(got, [1, 2, 10, 20]);
+});
+
+test('a scoped context is switched off only when its last run ends: an overlapping run keeps its store', async (t) => {
+  const als = new AsyncLocalStorage<string>();
+  let releaseFirst!: () => void;
+  const firstHeld = new Promise<void>((r) => (releaseFirst = r));
+  let releaseSecond!: () => void;
+  const secondHeld = new Promise<void>((r) => (releaseSecond = r));
+  const first = runScoped(als, 'first', async () => {
+    await firstHeld;
+    return als.getStore();
+  });
+  let seenAfterFirstEnded: string | undefined;
+  const second = runScoped(als, 'second', async () => {
+    await secondHeld;
+    seenAfterFirstEnded = als.getStore();
+  });
+  releaseFirst();
+  t.is(await first, 'first');
+  releaseSecond();
+  await second;
+  t.is(seenAfterFirstEnded, 'second');
+  // Both ended: the context is off (nothing outside a run sees a store), and a new run works.
+  t.is(als.getStore(), undefined);
+  t.is(await runScoped(als, 'third', async () => als.getStore()), 'third');
+  // A run whose function throws at once ends too.
+  await t.throwsAsync(runScoped(als, 'x', () => Promise.reject(new Error('boom'))), { message: 'boom' });
+  t.is(await runScoped(als, 'fourth', async () => als.getStore()), 'fourth');
 });
 
 test('pieces written count their bytes; a file grown by another writer is counted while it grows and in full', async (t) => {

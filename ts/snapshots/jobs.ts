@@ -27,7 +27,7 @@ import type { Logger } from 'pino';
 
 import { NotFoundError, QuiverError } from '../common/errors';
 import { readJson, writeFileAtomic } from '../common/files';
-import { runCounting } from '../common/work';
+import { runCounting, runScoped } from '../common/work';
 
 export type JobKind = 'create_collection_snapshot' | 'create_shard_snapshot' | 'create_full_snapshot' | 'recover_collection_snapshot' | 'recover_shard_snapshot';
 export type JobState = 'running' | 'completed' | 'failed';
@@ -277,7 +277,7 @@ export class SnapshotJobs {
     await this.save();
     this.logger.info({ job: job.id, kind, origin, collection: job.collection, shard: job.shardId }, 'snapshot job started');
     this.tick();
-    const finished = context.run(job, async () => {
+    const finished = runScoped(context, job, async () => {
       try {
         if (this.closed) throw new Error('the node is stopping');
         // Units counted deep in the work (ts/common/work.ts) go to the job; they count only in a `work` step.
