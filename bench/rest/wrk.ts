@@ -33,14 +33,24 @@ export function findWrk(): { bin: string } | { missing: string } {
 }
 
 const LUA = `-- Quiver bench: POST each body of $QUIVER_WRK_BODIES in turn (one JSON body per line).
+-- Each request is formatted once, on its first use (wrk sets the Host header only after
+-- the script is loaded), and kept: wrk.format per request cost wrk about 2 µs of CPU per
+-- request more, on the cores the server uses. The bytes sent are the same.
 local bodies = {}
 for line in io.lines(os.getenv("QUIVER_WRK_BODIES")) do bodies[#bodies + 1] = line end
+local formatted = {}
 local path = os.getenv("QUIVER_WRK_PATH")
 local headers = { ["Content-Type"] = "application/json" }
+local n = #bodies
 local i = 0
 request = function()
-  i = i % #bodies + 1
-  return wrk.format("POST", path, headers, bodies[i])
+  i = i % n + 1
+  local r = formatted[i]
+  if r == nil then
+    r = wrk.format("POST", path, headers, bodies[i])
+    formatted[i] = r
+  end
+  return r
 end
 `;
 
