@@ -25,6 +25,7 @@ import type { CollectionParams } from './config';
 import {
   fanOutOf,
   isReplicaFault,
+  isUnconfirmedWrite,
   readConsistent,
   resolveAnyMatch,
   resolveCount,
@@ -312,7 +313,10 @@ export class ReplicaSet {
    * One write to every replica in `to`, with one clock tag. Succeeds when at least
    * write_consistency_factor replicas (one of them active) applied it; the replicas that
    * failed are marked Dead through consensus before it answers, so no replica that missed
-   * an acknowledged write serves reads.
+   * an acknowledged write serves reads. A replica that answers `write_unconfirmed` applied
+   * the write but could not take out the transfer target it forwards to, which missed it:
+   * it counts as applied and is not marked Dead, and the write fails (its consistency is
+   * not guaranteed).
    *
    * When the placement changed while the write was out (a transfer ended: its target took
    * over, the source of a move dropped its replica), the write goes again, with the same
@@ -333,6 +337,8 @@ export class ReplicaSet {
     let firstFault: unknown = null;
     let requestFault: unknown = null;
     let marked: unknown = null;
+    /** A replica applied it, but the target of a transfer it is the source of missed it and could not be taken out. */
+    let unconfirmed: unknown = null;
     let sent = 0;
     try {
       let to = first;
@@ -346,6 +352,11 @@ export class ReplicaSet {
           if (s.status === 'fulfilled') {
             applied.add(r.peer);
             if (s.value > max) max = s.value;
+          } else if (isUnconfirmedWrite(s.reason)) {
+            // That replica holds the write (it is not marked Dead for it), but the write
+            // fails below: the replica it forwards to may serve as Active without it.
+            applied.add(r.peer);
+            unconfirmed ??= s.reason;
           } else if (isReplicaFault(s.reason)) {
             failed.add(r.peer);
             failedNow.push(r.peer);
@@ -390,6 +401,12 @@ export class ReplicaSet {
       throw new ShardUnavailableError(
         `the write was applied on ${successes} replicas of ${where}, but the replicas that failed it (peer ${[...failed].join(', ')}) could not be marked Dead: ` +
           `the consistency of this write is not guaranteed: ${errorText(marked)}`,
+      );
+    }
+    if (unconfirmed !== null) {
+      throw new ShardUnavailableError(
+        `the write was applied on ${successes} replicas of ${where}, but a shard transfer's target that missed it could not be taken out of service: ` +
+          `the consistency of this write is not guaranteed (retrying it is safe): ${errorText(unconfirmed)}`,
       );
     }
     return max;
