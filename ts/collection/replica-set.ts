@@ -273,6 +273,34 @@ export class ReplicaSet {
   }
 
   /**
+   * A write another peer's replica set sent to this peer's replica (the points service's
+   * Update, not a transfer's copy: the target of a transfer checks that itself), applied
+   * here unless the placement applied here has this peer's replica Dead. A Dead replica
+   * missed a write; a later write it applied would sit above that hole, under the
+   * high-water mark of its clocks, and the wal_delta recovery that brings it back starts
+   * from that mark: the missed write would never reach it. The refusal is the replica's
+   * own fault to the sender, whose placement is behind this peer's: it marks the replica
+   * Dead (consensus has it so already) and sends the write to the replicas of the
+   * placement it then has (see replicate). Every other state takes the write as it did:
+   * those that accept writes (Active, Partial, Listener, ...), a transfer's target
+   * (Partial), which gets the writes its source forwards this way after the copy, and a
+   * replica consensus no longer lists (a move's source, which forwards to the target
+   * until it drops its replica).
+   */
+  receive(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
+    const local = this.localReplica;
+    if (local === null) return Promise.reject(new ShardUnavailableError(`peer ${this.localPeer} holds no replica of shard ${this.shardId} of collection \`${this.collection}\``));
+    if (this.states?.[this.localPeer] === 'Dead') {
+      return Promise.reject(
+        new ShardUnavailableError(
+          `the replica of shard ${this.shardId} of collection \`${this.collection}\` on peer ${this.localPeer} is Dead: it takes no write until a recovery brings it back (the sender's placement is behind)`,
+        ),
+      );
+    }
+    return local.update(op, opts, tag);
+  }
+
+  /**
    * The leader replica's peer: `strong`, the highest peer id among the shard's replicas
    * (writes wait while it cannot take them); `medium`, the highest peer id among active
    * replicas whose peer answers health checks.
