@@ -8,7 +8,7 @@
 
 import test from 'ava';
 
-import { BadInputError, ShardUnavailableError } from '../../ts/common/errors';
+import { BadInputError, QuiverError, ShardUnavailableError } from '../../ts/common/errors';
 import type { ClusterLink, HeldClock, ShardTarget } from '../../ts/collection/cluster-link';
 import { parseCreateCollection } from '../../ts/collection/config';
 import type { ReadOptions, UpdateOptions } from '../../ts/collection/replica';
@@ -200,4 +200,20 @@ test('a failed replica that consensus cannot mark Dead now (no majority) is left
   r2.failWith(null);
   await set.update(upsert(3), WAIT);
   t.is(r2.ops.length, 1);
+});
+
+test('a replica that applied the write but could not take out the transfer target that missed it (write_unconfirmed, as another peer sends it): the write fails as not guaranteed, and that replica is not marked Dead', async (t) => {
+  // The kind as it arrives over the wire: the class is lost, the kind travels.
+  const unconfirmed = () => new QuiverError('write_unconfirmed', '', 'Write not confirmed: peer 2 applied the write, but the target of its transfer of shard 0 (peer 3) missed it and could not be marked Dead');
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' });
+  link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(unconfirmed());
+  const err = await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError });
+  t.regex(err!.message, /applied on 2 replicas .* but a shard transfer's target that missed it could not be taken out of service: the consistency of this write is not guaranteed .*peer 3/);
+  t.is(local.ops.length, 1);
+  t.deepEqual(link.deactivated, [], 'the replica that holds the write is not at fault');
+  // The only replica this peer writes to (a move's source during its forwarding grace, this peer's placement behind).
+  const alone = setOf({ '2': 'Active' });
+  alone.link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(unconfirmed());
+  await t.throwsAsync(alone.set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError, message: /consistency of this write is not guaranteed/ });
+  t.deepEqual(alone.link.deactivated, []);
 });

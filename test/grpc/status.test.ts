@@ -26,6 +26,7 @@ import {
   StandaloneModeError,
   TimeoutError,
   ValidationError,
+  WriteUnconfirmedError,
   type QuiverError,
 } from '../../ts/common/errors';
 
@@ -51,6 +52,7 @@ const CASES: Record<ApiErrorId, [QuiverError<string>, grpc.status]> = {
   cluster_unavailable: [new ClusterUnavailableError('no leader yet'), grpc.status.UNAVAILABLE],
   rate_limited: [new RateLimitedError('Read rate limit exceeded', 3), grpc.status.RESOURCE_EXHAUSTED],
   client_closed: [new ClientClosedError('gone'), grpc.status.CANCELLED],
+  write_unconfirmed: [new WriteUnconfirmedError('the target of a transfer missed the write'), grpc.status.UNAVAILABLE],
 };
 
 test('every kind REST knows has a gRPC code, and only those', (t) => {

@@ -45,6 +45,9 @@ export const HTTP_STATUS: Readonly<Record<ApiErrorId, number>> = {
   not_implemented: 501,
   cluster_unavailable: 503,
   rate_limited: 429,
+  // Ours: as a write whose failed replicas could not be marked Dead (shard_unavailable);
+  // a coordinator answers it as such, so it only reaches a client unwrapped by mistake.
+  write_unconfirmed: 503,
   // Ours (nginx's 499): the client went away before its request was read. Nobody reads
   // the answer; the status keeps these out of the 5xx counts and the error log.
   client_closed: 499,

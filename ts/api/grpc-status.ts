@@ -34,6 +34,7 @@ export const GRPC_STATUS: Readonly<Record<ApiErrorId, grpc.status>> = {
   not_implemented: grpc.status.UNIMPLEMENTED,
   cluster_unavailable: grpc.status.UNAVAILABLE,
   rate_limited: grpc.status.RESOURCE_EXHAUSTED,
+  write_unconfirmed: grpc.status.UNAVAILABLE,
   client_closed: grpc.status.CANCELLED,
 };
 

@@ -43,7 +43,12 @@ const NO_NAMES: readonly string[] = [];
 
 /** Where the source of a transfer sends the writes it applies. */
 export interface ForwardSink {
-  /** `op` over the ids it resolved to here, with the tag it was applied with; never rejects (a failure is the sink's to report). */
+  /**
+   * `op` over the ids it resolved to here, with the tag it was applied with. A failure to
+   * reach the target is the sink's to handle; it rejects only with WriteUnconfirmedError
+   * (the target missed the write and could not be taken out of service), which fails this
+   * replica's write though it holds it (see ReplicaSet.replicate).
+   */
   forward(op: ReplicaOperation, opts: UpdateOptions, tag: ClockTag | null): Promise<void>;
 }
 

@@ -22,9 +22,18 @@ import { compareIds, type OrderedRecord, type PointId, type PointRecord, type Re
 /** Error kinds that describe the request, not the replica: every replica would answer the same, so a read does not try another. */
 const REQUEST_FAULTS: ReadonlySet<string> = new Set<ErrorKind>(['bad_input', 'bad_request', 'not_found', 'validation', 'format', 'forbidden', 'already_exists']);
 
-/** Whether a replica's failure may be the replica's own (then another replica is asked). */
+/**
+ * Whether a replica's failure may be the replica's own (then another replica is asked,
+ * and a replica that failed a write is marked Dead). Neither a request's fault nor
+ * `write_unconfirmed` is: that replica applied the write, another one missed it.
+ */
 export function isReplicaFault(err: unknown): boolean {
-  return !(err instanceof QuiverError && REQUEST_FAULTS.has(err.kind));
+  return !(err instanceof QuiverError && (REQUEST_FAULTS.has(err.kind) || err.kind === 'write_unconfirmed'));
+}
+
+/** A replica applied the write but one it forwards writes to missed it and could not be taken out (WriteUnconfirmedError, or its kind from another peer). */
+export function isUnconfirmedWrite(err: unknown): boolean {
+  return err instanceof QuiverError && err.kind === 'write_unconfirmed';
 }
 
 /** How answers are combined: `all` keeps what any answer holds (the newest version), `majority` what most answers hold. */

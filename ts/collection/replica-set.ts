@@ -25,6 +25,7 @@ import type { CollectionParams } from './config';
 import {
   fanOutOf,
   isReplicaFault,
+  isUnconfirmedWrite,
   readConsistent,
   resolveAnyMatch,
   resolveCount,
@@ -272,6 +273,34 @@ export class ReplicaSet {
   }
 
   /**
+   * A write another peer's replica set sent to this peer's replica (the points service's
+   * Update, not a transfer's copy: the target of a transfer checks that itself), applied
+   * here unless the placement applied here has this peer's replica Dead. A Dead replica
+   * missed a write; a later write it applied would sit above that hole, under the
+   * high-water mark of its clocks, and the wal_delta recovery that brings it back starts
+   * from that mark: the missed write would never reach it. The refusal is the replica's
+   * own fault to the sender, whose placement is behind this peer's: it marks the replica
+   * Dead (consensus has it so already) and sends the write to the replicas of the
+   * placement it then has (see replicate). Every other state takes the write as it did:
+   * those that accept writes (Active, Partial, Listener, ...), a transfer's target
+   * (Partial), which gets the writes its source forwards this way after the copy, and a
+   * replica consensus no longer lists (a move's source, which forwards to the target
+   * until it drops its replica).
+   */
+  receive(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
+    const local = this.localReplica;
+    if (local === null) return Promise.reject(new ShardUnavailableError(`peer ${this.localPeer} holds no replica of shard ${this.shardId} of collection \`${this.collection}\``));
+    if (this.states?.[this.localPeer] === 'Dead') {
+      return Promise.reject(
+        new ShardUnavailableError(
+          `the replica of shard ${this.shardId} of collection \`${this.collection}\` on peer ${this.localPeer} is Dead: it takes no write until a recovery brings it back (the sender's placement is behind)`,
+        ),
+      );
+    }
+    return local.update(op, opts, tag);
+  }
+
+  /**
    * The leader replica's peer: `strong`, the highest peer id among the shard's replicas
    * (writes wait while it cannot take them); `medium`, the highest peer id among active
    * replicas whose peer answers health checks.
@@ -312,7 +341,10 @@ export class ReplicaSet {
    * One write to every replica in `to`, with one clock tag. Succeeds when at least
    * write_consistency_factor replicas (one of them active) applied it; the replicas that
    * failed are marked Dead through consensus before it answers, so no replica that missed
-   * an acknowledged write serves reads.
+   * an acknowledged write serves reads. A replica that answers `write_unconfirmed` applied
+   * the write but could not take out the transfer target it forwards to, which missed it:
+   * it counts as applied and is not marked Dead, and the write fails (its consistency is
+   * not guaranteed).
    *
    * When the placement changed while the write was out (a transfer ended: its target took
    * over, the source of a move dropped its replica), the write goes again, with the same
@@ -333,6 +365,8 @@ export class ReplicaSet {
     let firstFault: unknown = null;
     let requestFault: unknown = null;
     let marked: unknown = null;
+    /** A replica applied it, but the target of a transfer it is the source of missed it and could not be taken out. */
+    let unconfirmed: unknown = null;
     let sent = 0;
     try {
       let to = first;
@@ -346,6 +380,11 @@ export class ReplicaSet {
           if (s.status === 'fulfilled') {
             applied.add(r.peer);
             if (s.value > max) max = s.value;
+          } else if (isUnconfirmedWrite(s.reason)) {
+            // That replica holds the write (it is not marked Dead for it), but the write
+            // fails below: the replica it forwards to may serve as Active without it.
+            applied.add(r.peer);
+            unconfirmed ??= s.reason;
           } else if (isReplicaFault(s.reason)) {
             failed.add(r.peer);
             failedNow.push(r.peer);
@@ -390,6 +429,12 @@ export class ReplicaSet {
       throw new ShardUnavailableError(
         `the write was applied on ${successes} replicas of ${where}, but the replicas that failed it (peer ${[...failed].join(', ')}) could not be marked Dead: ` +
           `the consistency of this write is not guaranteed: ${errorText(marked)}`,
+      );
+    }
+    if (unconfirmed !== null) {
+      throw new ShardUnavailableError(
+        `the write was applied on ${successes} replicas of ${where}, but a shard transfer's target that missed it could not be taken out of service: ` +
+          `the consistency of this write is not guaranteed (retrying it is safe): ${errorText(unconfirmed)}`,
       );
     }
     return max;

@@ -26,7 +26,8 @@ export type ErrorKind =
   | 'format'
   | 'not_implemented'
   | 'cluster_unavailable'
-  | 'rate_limited';
+  | 'rate_limited'
+  | 'write_unconfirmed';
 
 /** Message prefix of each kind, as the reference server words them. */
 export const ERROR_PREFIX: Readonly<Record<ErrorKind, string>> = {
@@ -52,6 +53,9 @@ export const ERROR_PREFIX: Readonly<Record<ErrorKind, string>> = {
   cluster_unavailable: 'Service unavailable: ',
   // A strict-mode rate limit of a collection (ts/collection/strict-mode.ts).
   rate_limited: 'Rate limiting exceeded: ',
+  // Ours: a replica applied a write, but another replica that should hold it missed it
+  // and could not be taken out of service (see WriteUnconfirmedError).
+  write_unconfirmed: 'Write not confirmed: ',
 };
 
 /**
@@ -169,6 +173,19 @@ export class RateLimitedError extends KindError {
   constructor(detail: string, retryAfter: number | null) {
     super('rate_limited', detail);
     this.retryAfter = retryAfter;
+  }
+}
+
+/**
+ * A replica applied the write it was sent, but a replica it forwards writes to (the
+ * target of a shard transfer it is the source of) missed it and could not be marked Dead
+ * (consensus had no leader in time, or refused: the shard's last active replica). The
+ * replica that raises it holds the write: it is not at fault, and must not be marked Dead
+ * for it; the write must not be acknowledged as a success (see ReplicaSet.replicate).
+ */
+export class WriteUnconfirmedError extends KindError {
+  constructor(detail: string) {
+    super('write_unconfirmed', detail);
   }
 }
 

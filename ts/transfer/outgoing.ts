@@ -35,6 +35,7 @@ import type { ShardTarget, TransferMethod } from '../collection/cluster-link';
 import type { ForwardSink, LocalReplica } from '../collection/local-replica';
 import type { UpdateOptions } from '../collection/replica';
 import { fromShardOperation, type ReplicaOperation } from '../collection/replica-operation';
+import { ClusterUnavailableError, TimeoutError, WriteUnconfirmedError } from '../common/errors';
 import { isReplicatedClock, type ClockTag } from '../shard/clocks';
 import { compareKeys, type PointKey } from '../shard/id-tracker';
 import { HistoryGoneError } from '../shard/local-shard';
@@ -69,6 +70,15 @@ export interface TransferContext {
   /** The target of transfer `id`. */
   remote(target: ShardTarget, peer: string, id: string): TransferTarget;
   propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
+  /**
+   * Marks `peer`'s replica of the shard Dead through consensus as a replica set marks a
+   * replica that failed a write (ClusterLink.deactivate): proposed again while no leader
+   * takes it, for a few seconds; `marked` once this peer applied it (or consensus has the
+   * replica out already), `deferred` when it could not be committed in time (it goes on
+   * being proposed in the background). Rejects when consensus refuses (the shard's last
+   * active replica).
+   */
+  deactivate(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'>;
   /** The pace of what this peer sends for its transfers (one budget for all of them). */
   rate: RateLimiter;
   logger: Logger;
@@ -83,6 +93,10 @@ const HISTORY_PAGE = 64;
 /** How long the target may take to apply the transfer's start. */
 const READY_TIMEOUT_MS = 30_000;
 const PROPOSE_TIMEOUT_MS = 30_000;
+/** How long a write whose forward failed waits for the abort of its transfer while no leader takes it (then the target is marked Dead instead); one proposal's bound, the pause between two. */
+const ABORT_TIMEOUT_MS = 5_000;
+const ABORT_ATTEMPT_MS = 2_000;
+const ABORT_RETRY_MS = 250;
 /** How long the source keeps forwarding after the finish. */
 const FORWARD_GRACE_MS = 3_000;
 /** Queued writes beyond this many bytes (encoded estimate) fail the transfer: the copy does not keep up with the write rate. */
@@ -160,8 +174,12 @@ class Run {
   private queueBytes = 0;
   /** The copy is complete (the target took this replica's clocks): forwarded writes go with their tags, as to any replica. */
   private copied = false;
-  /** Taking the target out after a forward it missed (once). */
+  /** This run committed the finish: the target is Active (its grace running). */
+  private finished = false;
+  /** Taking the target out after a forward it missed, in flight. */
   private demoting: Promise<void> | null = null;
+  /** The target is out (the transfer aborted, or the target marked Dead and applied here): writes forwarded after a failure answer at once. */
+  private targetOut = false;
   private readonly remote: TransferTarget;
   private readonly log: Logger;
   readonly progress: TransferProgress;
@@ -198,51 +216,101 @@ class Run {
 
   /**
    * A write this replica applied did not reach the target: the target must not serve it
-   * as Active. Before the write is answered: the transfer is aborted, or, when it finished
-   * already, the target is marked Dead (a recovery brings it back).
+   * as Active. Before the write is answered: the transfer is aborted (unless this run
+   * finished it), or, when it finished already or the abort cannot be committed, the
+   * target is marked Dead (a recovery brings it back). Rejects with WriteUnconfirmedError
+   * when neither happened (no leader in time, the marking deferred to the background; or
+   * consensus refused it: the target is the shard's last active replica, after a move):
+   * the write is then not acknowledged as a success, though this replica holds it (the
+   * coordinator does not mark this replica Dead for it). Each later forward tries again
+   * until the target is out.
    */
   private demote(err: unknown): Promise<void> {
     this.failure ??= err;
-    this.demoting ??= (async () => {
-      this.log.warn({ err }, 'a write did not reach the target of the transfer: taking the target out');
-      try {
-        if ((await this.ctx.propose(this.finishOp(false), PROPOSE_TIMEOUT_MS)) === true) return;
-        await this.ctx.propose({ op: 'setReplicaState', collection: this.target.collection, shard: this.target.shard, peer: this.to, state: 'Dead', from: 'Active' }, PROPOSE_TIMEOUT_MS);
-      } catch (e) {
-        this.log.error({ err: e }, 'could not take the target of the transfer out through consensus: it may lack a write');
-      }
-    })();
+    if (this.targetOut) return Promise.resolve();
+    this.demoting ??= this.takeOut(err).finally(() => {
+      this.demoting = null;
+    });
     return this.demoting;
   }
 
+  private async takeOut(err: unknown): Promise<void> {
+    const reason = `a write forwarded by shard transfer ${this.id} did not reach it: ${err instanceof Error ? err.message : String(err)}`;
+    this.log.warn({ err }, 'a write did not reach the target of the transfer: taking the target out');
+    if (!this.finished && (await this.abortTransfer())) {
+      this.targetOut = true;
+      return;
+    }
+    let outcome: 'marked' | 'deferred';
+    try {
+      outcome = await this.ctx.deactivate(this.target, this.to, reason);
+    } catch (e) {
+      this.log.error({ err: e }, 'consensus refused to mark the target of the transfer Dead: it lacks a write this replica applied');
+      throw new WriteUnconfirmedError(
+        `peer ${this.ctx.peer} applied the write, but the target of its transfer of shard ${this.target.shard} of collection \`${this.target.collection}\` (peer ${this.to}) missed it and could not be marked Dead: ${e instanceof Error ? e.message : String(e)}`,
+      );
+    }
+    if (outcome === 'deferred') {
+      this.log.error('the target of the transfer could not be marked Dead yet (proposed again in the background): it lacks a write this replica applied');
+      throw new WriteUnconfirmedError(
+        `peer ${this.ctx.peer} applied the write, but the target of its transfer of shard ${this.target.shard} of collection \`${this.target.collection}\` (peer ${this.to}) missed it, and consensus could not mark it Dead yet (no leader took the proposal; it is proposed again in the background)`,
+      );
+    }
+    this.targetOut = true;
+  }
+
+  /** Aborts the transfer through consensus, proposing again while no leader takes it (up to ABORT_TIMEOUT_MS): true once the abort is committed, false when it was not (the transfer had ended, or no leader took it in time). */
+  private async abortTransfer(): Promise<boolean> {
+    const deadline = Date.now() + ABORT_TIMEOUT_MS;
+    for (;;) {
+      try {
+        return (await this.ctx.propose(this.finishOp(false), Math.min(ABORT_ATTEMPT_MS, Math.max(500, deadline - Date.now())))) === true;
+      } catch (e) {
+        const leaderTrouble = e instanceof ClusterUnavailableError || e instanceof TimeoutError;
+        if (!leaderTrouble || Date.now() + ABORT_RETRY_MS >= deadline) {
+          this.log.warn({ err: e }, 'could not abort the transfer through consensus: marking its target Dead instead');
+          return false;
+        }
+        await new Promise((r) => setTimeout(r, ABORT_RETRY_MS));
+      }
+    }
+  }
+
+  /** Rejects only with WriteUnconfirmedError (see demote): the write was applied here, the target missed it and is not out. */
   private readonly sink: ForwardSink = {
     forward: async (op: ReplicaOperation, opts: UpdateOptions, tag) => {
-      try {
-        if (this.stopped) return;
-        if (this.queue !== null) {
-          if (this.failure !== null) return;
-          this.queue.push(op);
-          this.queueBytes += sizeOf(op);
-          if (this.queueBytes > QUEUE_LIMIT_BYTES) this.failure ??= new Error(`writes queued during the copy passed ${QUEUE_LIMIT_BYTES / 1048576} MiB: the copy does not keep up with the write rate`);
-          return;
-        }
-        if (this.copied) {
-          // A forward failed: the target is being taken out. Later writes are not sent to it
-          // (a write it got after missing an earlier one would leave a hole below the
-          // high-water mark of its clocks, and a wal_delta recovery starts above that mark:
-          // the missed write would never reach it), and none is answered before it is out.
-          if (this.failure !== null) {
-            if (this.demoting !== null) await this.demoting;
-            return;
-          }
-          await this.remote.deliver(op, opts, tag);
-        } else if (this.failure === null) await this.remote.copy(op, false);
-      } catch (err) {
-        // Before the copy is complete a failure only fails the transfer; after it the target
-        // counts as a replica, so it goes out before the write is answered.
-        if (this.copied) await this.demote(err);
-        else this.failure ??= err;
+      if (this.stopped) return;
+      if (this.queue !== null) {
+        if (this.failure !== null) return;
+        this.queue.push(op);
+        this.queueBytes += sizeOf(op);
+        if (this.queueBytes > QUEUE_LIMIT_BYTES) this.failure ??= new Error(`writes queued during the copy passed ${QUEUE_LIMIT_BYTES / 1048576} MiB: the copy does not keep up with the write rate`);
+        return;
       }
+      if (!this.copied) {
+        // Before the copy is complete a failure only fails the transfer.
+        if (this.failure !== null) return;
+        try {
+          await this.remote.copy(op, false);
+        } catch (err) {
+          this.failure ??= err;
+        }
+        return;
+      }
+      // After the copy the target counts as a replica: once a forward failed it goes out
+      // before the write is answered. Later writes are not sent to it (a write it got
+      // after missing an earlier one would leave a hole below the high-water mark of its
+      // clocks, and a wal_delta recovery starts above that mark: the missed write would
+      // never reach it), and none is answered as a success before it is out.
+      if (this.failure === null) {
+        try {
+          await this.remote.deliver(op, opts, tag);
+          return;
+        } catch (err) {
+          this.failure ??= err;
+        }
+      }
+      await this.demote(this.failure);
     },
   };
 
@@ -295,6 +363,7 @@ class Run {
         this.rethrow();
         const finished = await this.ctx.propose(this.finishOp(true), PROPOSE_TIMEOUT_MS);
         if (finished !== true) throw new Error('the transfer was aborted before its finish was committed');
+        this.finished = true;
       });
       ok = true;
       this.ended = true;
@@ -318,7 +387,8 @@ class Run {
       this.ended = true;
       if (ok) await new Promise((r) => setTimeout(r, FORWARD_GRACE_MS));
       await this.source.stopForwarding(this.sink);
-      if (this.demoting !== null) await this.demoting;
+      // A marking left to the background (the write that waited on it failed) goes on there.
+      if (this.demoting !== null) await this.demoting.catch(() => undefined);
     }
   }
 

@@ -10,13 +10,12 @@
  */
 
 import type * as grpc from '@grpc/grpc-js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
-import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
+import { ShardUnavailableError } from '../../common/errors';
 import type { ClusterLink, HeldClock, ShardTarget, TransferMethod } from '../../collection/cluster-link';
 import type { LocalReplica } from '../../collection/local-replica';
-import { isActive, type ReplicaState } from '../../collection/replica-state';
+import type { ReplicaState } from '../../collection/replica-state';
 import type { UpdateOptions } from '../../collection/replica';
 import type { ReplicaOperation } from '../../collection/replica-operation';
 import type { Config } from '../../config/types';
@@ -30,30 +29,15 @@ import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
 import type { ShardArchiveInfo, ShardFetcher } from '../../snapshots/backup';
 import type { Snapshots } from '../../snapshots/snapshots';
+import { DeadMarking } from './dead-marking';
 import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
 import { addShardSnapshotService, fetchShardSnapshot } from './shard-snapshots';
 import { RemoteTransferTarget } from './transfer-target';
 import type { GrpcTransport } from './transport';
 
-/**
- * How long a write waits for its failed replicas to be marked Dead across a leader change
- * (an election takes 1-2 s); after that the marking is deferred: proposed again in the
- * background, the replica left out locally meanwhile.
- */
-const DEACTIVATE_TIMEOUT_MS = 5_000;
-/** One proposal's bound, and the pause between two proposals of one marking that found no leader. */
-const DEACTIVATE_ATTEMPT_MS = 2_000;
-const DEACTIVATE_RETRY_MS = 250;
-/** How often deferred Dead markings are proposed again. */
-const DEACTIVATE_BACKGROUND_MS = 1000;
 /** Bound of one shard snapshot streamed from another peer (a cluster backup): the whole shard goes through it. */
 const SHARD_SNAPSHOT_TIMEOUT_MS = 60 * 60 * 1000;
-
-/** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
-function leaderTrouble(err: unknown): boolean {
-  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
-}
 
 export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetcher {
   private consensus: MetadataConsensus | null = null;
@@ -72,11 +56,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   private readonly transferRate: RateLimiter;
   /** Snapshot fetches from each peer in flight (cancelled when the peer stops answering health checks). */
   private readonly fetching = new Map<string, Set<AbortController>>();
-  /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
-  private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
-  /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
-  private readonly unmarked = new Map<string, { target: ShardTarget; peer: string; reason: string }>();
-  private unmarkedTimer: NodeJS.Timeout | null = null;
+  /** Dead markings of replicas that missed a write (failed writes, a transfer's target after a failed forward). */
+  private readonly marking: DeadMarking;
 
   constructor(
     readonly peer: string,
@@ -112,10 +93,21 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
       logger,
     });
+    this.marking = new DeadMarking({
+      replicas: (target) => {
+        this.requireConsensus();
+        return this.replicasOf(target);
+      },
+      propose: (op, ms) => this.requireConsensus().propose(op, ms),
+      settled: () => this.settled(),
+      logger,
+    });
     this.outgoing = new OutgoingTransfers({
       peer,
       remote: (target, p, id) => new RemoteTransferTarget(p, target, this.clients, (x) => this.uriOf(x), id),
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
+      // A transfer's target that missed a forwarded write is marked Dead as a replica that failed a write is.
+      deactivate: (target, p, reason) => this.marking.mark(target, p, reason),
       rate: this.transferRate,
       logger,
     });
@@ -192,7 +184,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   }
 
   async deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<string[]> {
-    const outcomes = await Promise.all(peers.map((p) => this.deactivateOne(target, p, reason)));
+    const outcomes = await Promise.all(peers.map((p) => this.marking.mark(target, p, reason)));
     return peers.filter((_, i) => outcomes[i] === 'deferred');
   }
 
@@ -201,104 +193,6 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     const c = this.consensus?.clusterState.collection(target.collection);
     if (c === undefined || c.uuid !== target.uuid) return {};
     return c.shards.find((s) => s.id === target.shard)?.replicas ?? {};
-  }
-
-  /** The state consensus gives `peer`'s replica of the shard now (undefined: no such replica, or the collection was re-created). */
-  private replicaState(target: ShardTarget, peer: string): ReplicaState | undefined {
-    return this.replicasOf(target)[peer];
-  }
-
-  /**
-   * Marks `peer`'s replica Dead and resolves `marked` once this peer applied it. While
-   * no leader takes the proposal (the leader was the peer that failed and an election
-   * runs, or no majority is up: one peer of two) it is proposed again until
-   * DEACTIVATE_TIMEOUT_MS; then it resolves `deferred`: the write that waits on it goes
-   * on without that replica (its replica set leaves it out locally), and the marking is
-   * proposed again in the background until consensus takes it (otherwise a peer back
-   * within seconds would keep an Active replica without that write, for good).
-   */
-  private deactivateOne(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'> {
-    const key = `${target.collection}/${target.uuid}/${target.shard}/${peer}`;
-    let p = this.deactivating.get(key);
-    if (p) return p;
-    p = (async () => {
-      const consensus = this.requireConsensus();
-      const deadline = Date.now() + DEACTIVATE_TIMEOUT_MS;
-      let logged = false;
-      for (;;) {
-        const replicas = this.replicasOf(target);
-        const state = replicas[peer];
-        // Consensus has it out already (e.g. a move's source that dropped its replica): the
-        // write waiting on this must see the placement that says so (ReplicaSet.replicate
-        // sends itself again to the replicas of a changed placement), and this peer's
-        // replica sets take it only once the entry's local changes are made.
-        if (state === undefined || state === 'Dead') {
-          await this.settled();
-          return 'marked';
-        }
-        // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
-        if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
-          throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
-        }
-        if (!logged) this.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
-        logged = true;
-        try {
-          await consensus.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, Math.min(DEACTIVATE_ATTEMPT_MS, Math.max(500, deadline - Date.now())));
-          this.unmarked.delete(key);
-          return 'marked';
-        } catch (err) {
-          // Gone meanwhile (removed, or the collection re-created): nothing to mark.
-          if (err instanceof NotFoundError || (err instanceof BadInputError && this.replicaState(target, peer) === 'Dead')) {
-            await this.settled();
-            return 'marked';
-          }
-          if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
-            await sleep(DEACTIVATE_RETRY_MS);
-            continue;
-          }
-          if (leaderTrouble(err)) {
-            this.markLater(key, target, peer, reason);
-            return 'deferred';
-          }
-          throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
-        }
-      }
-    })().finally(() => this.deactivating.delete(key));
-    this.deactivating.set(key, p);
-    return p;
-  }
-
-  private markLater(key: string, target: ShardTarget, peer: string, reason: string): void {
-    this.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
-    this.unmarked.set(key, { target, peer, reason });
-    if (this.unmarkedTimer !== null) return;
-    this.unmarkedTimer = setInterval(() => {
-      for (const [k, u] of this.unmarked) {
-        // Anything but Active: consensus changed the replica since (Dead, or a recovery
-        // under way), and a recovery gives it the whole shard.
-        if (this.replicaState(u.target, u.peer) !== 'Active') {
-          this.unmarked.delete(k);
-          continue;
-        }
-        if (this.deactivating.has(k)) continue;
-        this.deactivateOne(u.target, u.peer, u.reason).then(
-          (outcome) => {
-            if (outcome === 'marked') this.unmarked.delete(k);
-          },
-          (err: unknown) => {
-            if (!leaderTrouble(err)) {
-              this.unmarked.delete(k);
-              this.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
-            }
-          },
-        );
-      }
-      if (this.unmarked.size === 0 && this.unmarkedTimer !== null) {
-        clearInterval(this.unmarkedTimer);
-        this.unmarkedTimer = null;
-      }
-    }, DEACTIVATE_BACKGROUND_MS);
-    this.unmarkedTimer.unref();
   }
 
   forward(target: ShardTarget, leader: string, op: ReplicaOperation, opts: UpdateOptions): Promise<number> {
@@ -361,8 +255,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
 
   close(): void {
     if (this.orphanTimer !== null) clearInterval(this.orphanTimer);
-    if (this.unmarkedTimer !== null) clearInterval(this.unmarkedTimer);
-    this.unmarkedTimer = null;
+    this.marking.close();
     this.supervisor.stop();
     this.health.stop();
     this.outgoing.stopAll();

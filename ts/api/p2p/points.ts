@@ -308,10 +308,17 @@ export function addPointsService(server: grpc.Server, backend: PointsBackend, lo
   server.addService(p2pPackage().Points.service, {
     Update: unary<UpdateMsg, object>(async (m) => {
       const { collection, set } = await resolveTarget(backend, m.target);
-      const local = localOf(backend, set, m.target);
-      // A transfer's copy is applied as this replica's own write (see transfer/outgoing.ts).
-      if (m.transfer) requireTransfer(backend, collection, set, m.target, m.transfer);
-      const id = await local.update(decodeReplicaOperation(m.operation), updateOptions(m), m.transfer ? undefined : tagOf(m));
+      let id: number;
+      if (m.transfer) {
+        // A transfer's copy is applied as this replica's own write (see transfer/outgoing.ts).
+        const local = localOf(backend, set, m.target);
+        requireTransfer(backend, collection, set, m.target, m.transfer);
+        id = await local.update(decodeReplicaOperation(m.operation), updateOptions(m), undefined);
+      } else {
+        // A replicated write (or one a transfer's source forwards after the copy): refused
+        // while the placement applied here has this replica Dead (see ReplicaSet.receive).
+        id = await set.receive(decodeReplicaOperation(m.operation), updateOptions(m), tagOf(m));
+      }
       return { operation_id: String(id) };
     }),
     Forward: unary<UpdateMsg, object>(async (m) => {

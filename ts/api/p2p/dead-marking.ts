@@ -1,0 +1,159 @@
+/**
+ * Marking a replica Dead through metadata consensus before a write is answered: for a
+ * replica that failed a replicated write (ReplicaSet.replicate, through the cluster
+ * link's `deactivate`) and for the target of a shard transfer that missed a write its
+ * source forwarded (ts/transfer/outgoing.ts).
+ *
+ * Owns: proposing the marking again while no leader takes it, for a bounded time; one
+ * proposal in flight per replica, shared by the writes waiting on it; the markings left
+ * to the background (proposed again every second until consensus takes them or changes
+ * the replica). Must never: decide which replica failed (its callers do) or change a
+ * replica's state itself (consensus does).
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+
+import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
+import type { ShardTarget } from '../../collection/cluster-link';
+import { isActive, type ReplicaState } from '../../collection/replica-state';
+import type { MetaOp } from '../../storage/cluster-state';
+
+/**
+ * How long a write waits for its failed replicas to be marked Dead across a leader change
+ * (an election takes 1-2 s); after that the marking is deferred: proposed again in the
+ * background, the replica left out locally meanwhile.
+ */
+const DEACTIVATE_TIMEOUT_MS = 5_000;
+/** One proposal's bound, and the pause between two proposals of one marking that found no leader. */
+const DEACTIVATE_ATTEMPT_MS = 2_000;
+const DEACTIVATE_RETRY_MS = 250;
+/** How often deferred Dead markings are proposed again. */
+const DEACTIVATE_BACKGROUND_MS = 1000;
+
+/** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
+export function leaderTrouble(err: unknown): boolean {
+  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
+}
+
+export interface DeadMarkingContext {
+  /** The replicas of the shard as this peer applied consensus now ({}: no such shard, or the collection was re-created); throws while consensus does not run here. */
+  replicas(target: ShardTarget): Record<string, ReplicaState>;
+  propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
+  /** Resolves once the local changes of the consensus entries applied so far are made. */
+  settled(): Promise<void>;
+  logger: Logger;
+}
+
+export class DeadMarking {
+  /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
+  private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
+  /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
+  private readonly unmarked = new Map<string, { target: ShardTarget; peer: string; reason: string }>();
+  private unmarkedTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly ctx: DeadMarkingContext) {}
+
+  /**
+   * Marks `peer`'s replica Dead and resolves `marked` once this peer applied it. While
+   * no leader takes the proposal (the leader was the peer that failed and an election
+   * runs, or no majority is up: one peer of two) it is proposed again until
+   * DEACTIVATE_TIMEOUT_MS; then it resolves `deferred`: the write that waits on it goes
+   * on without that replica (its replica set leaves it out locally), and the marking is
+   * proposed again in the background until consensus takes it (otherwise a peer back
+   * within seconds would keep an Active replica without that write, for good). Rejects
+   * when consensus refuses: the shard's last active replica stays Active.
+   */
+  mark(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'> {
+    const key = `${target.collection}/${target.uuid}/${target.shard}/${peer}`;
+    let p = this.deactivating.get(key);
+    if (p) return p;
+    p = (async () => {
+      const deadline = Date.now() + DEACTIVATE_TIMEOUT_MS;
+      let logged = false;
+      for (;;) {
+        const replicas = this.ctx.replicas(target);
+        const state = replicas[peer];
+        // Consensus has it out already (e.g. a move's source that dropped its replica): the
+        // write waiting on this must see the placement that says so (ReplicaSet.replicate
+        // sends itself again to the replicas of a changed placement), and this peer's
+        // replica sets take it only once the entry's local changes are made.
+        if (state === undefined || state === 'Dead') {
+          await this.ctx.settled();
+          return 'marked';
+        }
+        // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
+        if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
+          throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
+        }
+        if (!logged) this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
+        logged = true;
+        try {
+          await this.ctx.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, Math.min(DEACTIVATE_ATTEMPT_MS, Math.max(500, deadline - Date.now())));
+          this.unmarked.delete(key);
+          return 'marked';
+        } catch (err) {
+          // Gone meanwhile (removed, or the collection re-created): nothing to mark.
+          if (err instanceof NotFoundError || (err instanceof BadInputError && this.ctx.replicas(target)[peer] === 'Dead')) {
+            await this.ctx.settled();
+            return 'marked';
+          }
+          if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
+            await sleep(DEACTIVATE_RETRY_MS);
+            continue;
+          }
+          if (leaderTrouble(err)) {
+            this.markLater(key, target, peer, reason);
+            return 'deferred';
+          }
+          throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
+        }
+      }
+    })().finally(() => this.deactivating.delete(key));
+    this.deactivating.set(key, p);
+    return p;
+  }
+
+  private markLater(key: string, target: ShardTarget, peer: string, reason: string): void {
+    this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
+    this.unmarked.set(key, { target, peer, reason });
+    if (this.unmarkedTimer !== null) return;
+    this.unmarkedTimer = setInterval(() => {
+      for (const [k, u] of this.unmarked) {
+        // Anything but Active: consensus changed the replica since (Dead, or a recovery
+        // under way), and a recovery gives it the whole shard.
+        if (this.ctx.replicas(u.target)[u.peer] !== 'Active') {
+          this.unmarked.delete(k);
+          continue;
+        }
+        if (this.deactivating.has(k)) continue;
+        this.mark(u.target, u.peer, u.reason).then(
+          (outcome) => {
+            if (outcome === 'marked') this.unmarked.delete(k);
+          },
+          (err: unknown) => {
+            if (!leaderTrouble(err)) {
+              this.unmarked.delete(k);
+              this.ctx.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
+            }
+          },
+        );
+      }
+      if (this.unmarked.size === 0 && this.unmarkedTimer !== null) {
+        clearInterval(this.unmarkedTimer);
+        this.unmarkedTimer = null;
+      }
+    }, DEACTIVATE_BACKGROUND_MS);
+    this.unmarkedTimer.unref();
+  }
+
+  /** Markings left to the background, as `collection/uuid/shard/peer` (for tests and diagnostics). */
+  pending(): string[] {
+    return [...this.unmarked.keys()];
+  }
+
+  close(): void {
+    if (this.unmarkedTimer !== null) clearInterval(this.unmarkedTimer);
+    this.unmarkedTimer = null;
+  }
+}
