@@ -57,7 +57,7 @@ const SHARD: ShardTarget = { collection: 'c', uuid: 'u', shard: 0 };
  * for each proposal and may throw as a proposal that no leader took (nothing applied).
  * The transfer's context marks Dead through the cluster link's DeadMarking over it.
  */
-function fakeConsensus(t: ExecutionContext, kind: 'recovery' | 'move', before: (op: MetaOp) => void = () => undefined) {
+function fakeConsensus(t: ExecutionContext, kind: 'recovery' | 'move', before: (op: MetaOp) => void | Promise<void> = () => undefined) {
   const replicas: Record<string, ReplicaState> = { '1': 'Active', '2': 'Partial' };
   let running = true;
   const proposals: MetaOp[] = [];
@@ -87,7 +87,7 @@ function fakeConsensus(t: ExecutionContext, kind: 'recovery' | 'move', before: (
   };
   const propose = async (op: MetaOp): Promise<unknown> => {
     proposals.push(op);
-    before(op);
+    await before(op);
     return apply(op);
   };
   const marking = new DeadMarking({ replicas: () => replicas, propose, settled: async () => undefined, logger });
@@ -96,7 +96,7 @@ function fakeConsensus(t: ExecutionContext, kind: 'recovery' | 'move', before: (
     peer: '1',
     remote: () => target,
     propose,
-    deactivate: (s, peer, reason) => marking.mark(s, peer, reason),
+    deactivate: (s, peer, reason) => marking.mark(s, peer, reason, 'Active'),
     rate: new RateLimiter(null),
     logger,
   });
@@ -237,7 +237,7 @@ test('after a finished recovery, a forward fails while consensus has no leader: 
   t.deepEqual(delivered, [1], 'no write is forwarded to the target after a forward to it failed');
 });
 
-test('before the finish, a forward that fails aborts the transfer, proposed again while no leader takes it, before the write is answered', async (t) => {
+test('before the finish is proposed, a forward that fails fails the transfer: the write answers at once, the finish is never proposed, and the run aborts the transfer, proposed again while no leader takes it', async (t) => {
   const source = await sourceReplica(t);
   const copyEnd = gate();
   const releaseCopyEnd = gate();
@@ -262,7 +262,9 @@ test('before the finish, a forward that fails aborts the transfer, proposed agai
   const answered = write(source, 1);
   releaseCopyEnd.open();
   await answered;
-  t.is(c.replicas['2'], 'Dead', `the transfer must be aborted once the write is answered: ${JSON.stringify(c.proposals)}`);
+  // The target stays Partial until the abort (it serves no reads and takes no coordinator's
+  // write), and the finish is never proposed over the missed write.
+  await waitFor('the run aborted the transfer', () => c.replicas['2'] === 'Dead');
   t.deepEqual(
     c.proposals.map((p) => [p.op, (p as { ok?: boolean }).ok]),
     [
@@ -316,4 +318,75 @@ test('after a finished recovery, a forward fails and no leader takes the marking
   leader = true;
   await waitFor('the target marked Dead in the background', () => c.replicas['2'] === 'Dead');
   await waitFor('no marking left', () => c.marking.pending().length === 0);
+});
+
+test('after a marking the write could not wait for, later forwards fail at once (no new wait under the write lock) until the target is out', async (t) => {
+  const source = await sourceReplica(t);
+  const { target, delivered } = flakyTarget(() => delivered.length === 1);
+  let refuse = true;
+  let hold: Promise<void> | null = null;
+  const c = fakeConsensus(t, 'recovery', (op) => {
+    if (op.op !== 'setReplicaState') return;
+    if (hold !== null) return hold;
+    if (refuse) throw new BadInputError('refused for the test');
+  });
+  // A grace longer than the test: every write below is forwarded (or refused) by the run.
+  const out = new OutgoingTransfers({ ...c.ctx(target), forwardGraceMs: 120_000 });
+  t.teardown(() => out.stopAll());
+  out.start(SHARD, '2', source, 'snapshot', 't1');
+  await waitFor('the transfer finished (its grace running)', () => c.proposals.some((p) => p.op === 'finishTransfer' && p.ok));
+  const first = await t.throwsAsync(write(source, 1));
+  t.true(first instanceof QuiverError && first.kind === 'write_unconfirmed', String(first));
+  // Consensus now takes no answer at all: a write that waited for a new marking would never answer.
+  const release = gate();
+  hold = release.promise;
+  const second = await t.throwsAsync(write(source, 2));
+  t.true(second instanceof QuiverError && second.kind === 'write_unconfirmed', String(second));
+  t.deepEqual(delivered, [1], 'nothing is forwarded to the target after it missed a write');
+  // Consensus takes the marking again: it commits (in the background), and writes are acknowledged again.
+  hold = null;
+  refuse = false;
+  release.open();
+  await waitFor('the target marked Dead', () => c.replicas['2'] === 'Dead');
+  let id = 3;
+  await waitFor('a write acknowledged once the target is out', async () => {
+    try {
+      await write(source, id++);
+      return true;
+    } catch (err) {
+      if (err instanceof QuiverError && err.kind === 'write_unconfirmed') return false;
+      throw err;
+    }
+  });
+  t.deepEqual(delivered, [1]);
+});
+
+test('a transfer target\'s marking counts a replica no longer Active as out, and never cuts a new recovery of it short', async (t) => {
+  const c = fakeConsensus(t, 'recovery');
+  // The target is Partial again (a new recovery of it started): nothing is proposed.
+  c.replicas['2'] = 'Partial';
+  t.is(await c.marking.mark(SHARD, '2', 'test', 'Active'), 'marked');
+  t.deepEqual(c.proposals, []);
+  // Active as this peer saw it, but consensus had it Partial: the proposal carries `from`, is refused, and once this peer applied what consensus has the replica counts as out.
+  const view: Record<string, ReplicaState> = { '1': 'Active', '2': 'Active' };
+  const proposals: MetaOp[] = [];
+  const marking = new DeadMarking({
+    replicas: () => view,
+    propose: async (op) => {
+      proposals.push(op);
+      if (op.op === 'setReplicaState' && op.from !== 'Partial') throw new BadInputError(`replica of shard 0 on peer 2 is Partial, not ${op.from}`);
+      return true;
+    },
+    settled: async () => {
+      view['2'] = 'Partial';
+    },
+    logger,
+  });
+  t.teardown(() => marking.close());
+  t.is(await marking.mark(SHARD, '2', 'test', 'Active'), 'marked');
+  t.deepEqual(
+    proposals.map((p) => (p.op === 'setReplicaState' ? [p.state, p.from] : [p.op])),
+    [['Dead', 'Active']],
+  );
+  t.is(view['2'], 'Partial');
 });

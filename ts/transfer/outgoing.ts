@@ -76,11 +76,14 @@ export interface TransferContext {
    * takes it, for a few seconds; `marked` once this peer applied it (or consensus has the
    * replica out already), `deferred` when it could not be committed in time (it goes on
    * being proposed in the background). Rejects when consensus refuses (the shard's last
-   * active replica).
+   * active replica). Only a replica still Active is marked: in any other state it counts
+   * as out already (`marked`).
    */
   deactivate(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'>;
   /** The pace of what this peer sends for its transfers (one budget for all of them). */
   rate: RateLimiter;
+  /** How long the source keeps forwarding after the finish (FORWARD_GRACE_MS unless set; tests set it). */
+  forwardGraceMs?: number;
   logger: Logger;
 }
 
@@ -97,6 +100,8 @@ const PROPOSE_TIMEOUT_MS = 30_000;
 const ABORT_TIMEOUT_MS = 5_000;
 const ABORT_ATTEMPT_MS = 2_000;
 const ABORT_RETRY_MS = 250;
+/** At most one background attempt this often to take out a target that missed a forward. */
+const RECHECK_MS = 1_000;
 /** How long the source keeps forwarding after the finish. */
 const FORWARD_GRACE_MS = 3_000;
 /** Queued writes beyond this many bytes (encoded estimate) fail the transfer: the copy does not keep up with the write rate. */
@@ -176,8 +181,15 @@ class Run {
   private copied = false;
   /** This run committed the finish: the target is Active (its grace running). */
   private finished = false;
+  /** The finish was proposed (committed or not: a proposal that timed out may still commit): from then on a missed forward must take the target out before its write answers. */
+  private finishProposed = false;
   /** Taking the target out after a forward it missed, in flight. */
   private demoting: Promise<void> | null = null;
+  /** The first attempt to take the target out did not (no leader in time, or refused): later forwards fail at once with it while one attempt at a time runs in the background. */
+  private unconfirmed: WriteUnconfirmedError | null = null;
+  private rechecking = false;
+  /** performance.now() of the last background attempt (at most one a second). */
+  private recheckedAt = -Infinity;
   /** The target is out (the transfer aborted, or the target marked Dead and applied here): writes forwarded after a failure answer at once. */
   private targetOut = false;
   private readonly remote: TransferTarget;
@@ -216,22 +228,53 @@ class Run {
 
   /**
    * A write this replica applied did not reach the target: the target must not serve it
-   * as Active. Before the write is answered: the transfer is aborted (unless this run
-   * finished it), or, when it finished already or the abort cannot be committed, the
-   * target is marked Dead (a recovery brings it back). Rejects with WriteUnconfirmedError
-   * when neither happened (no leader in time, the marking deferred to the background; or
-   * consensus refused it: the target is the shard's last active replica, after a move):
-   * the write is then not acknowledged as a success, though this replica holds it (the
-   * coordinator does not mark this replica Dead for it). Each later forward tries again
-   * until the target is out.
+   * as Active.
+   * - Before this run proposed the finish, nothing is waited for: the target stays Partial
+   *   (it serves no reads, coordinators send it no writes), this run fails now (see
+   *   `rethrow`) and aborts the transfer at its end, and no later write is sent to it.
+   * - Once the finish was proposed, before the write is answered: the transfer is aborted
+   *   (unless this run saw the finish committed), or, when it finished already or the abort
+   *   cannot be committed, the target is marked Dead (a recovery brings it back). Rejects
+   *   with WriteUnconfirmedError when neither happened (no leader in time, the marking
+   *   deferred to the background; or consensus refused it: the target is the shard's last
+   *   active replica, after a move): the write is then not acknowledged as a success,
+   *   though this replica holds it (the coordinator does not mark this replica Dead for
+   *   it). Later forwards then fail at once the same way, without a new wait under the
+   *   write lock, while the target is looked at again in the background, until it is out.
    */
   private demote(err: unknown): Promise<void> {
     this.failure ??= err;
-    if (this.targetOut) return Promise.resolve();
-    this.demoting ??= this.takeOut(err).finally(() => {
-      this.demoting = null;
-    });
+    if (this.targetOut || !this.finishProposed) return Promise.resolve();
+    if (this.unconfirmed !== null) {
+      this.recheck();
+      return Promise.reject(this.unconfirmed);
+    }
+    this.demoting ??= this.takeOut(err)
+      .catch((e: unknown) => {
+        if (e instanceof WriteUnconfirmedError) this.unconfirmed = e;
+        throw e;
+      })
+      .finally(() => {
+        this.demoting = null;
+      });
     return this.demoting;
+  }
+
+  /** One background attempt at a time to take out a target the first attempt left in. */
+  private recheck(): void {
+    if (this.rechecking || performance.now() - this.recheckedAt < RECHECK_MS) return;
+    this.rechecking = true;
+    this.recheckedAt = performance.now();
+    this.takeOut(this.failure)
+      .then(
+        () => {
+          this.unconfirmed = null;
+        },
+        () => undefined,
+      )
+      .finally(() => {
+        this.rechecking = false;
+      });
   }
 
   private async takeOut(err: unknown): Promise<void> {
@@ -241,6 +284,7 @@ class Run {
       this.targetOut = true;
       return;
     }
+    // The transfer had ended (its finish committed after all), or no leader took the abort: the target is marked Dead instead.
     let outcome: 'marked' | 'deferred';
     try {
       outcome = await this.ctx.deactivate(this.target, this.to, reason);
@@ -268,7 +312,7 @@ class Run {
       } catch (e) {
         const leaderTrouble = e instanceof ClusterUnavailableError || e instanceof TimeoutError;
         if (!leaderTrouble || Date.now() + ABORT_RETRY_MS >= deadline) {
-          this.log.warn({ err: e }, 'could not abort the transfer through consensus: marking its target Dead instead');
+          this.log.warn({ err: e }, 'could not abort the shard transfer through consensus');
           return false;
         }
         await new Promise((r) => setTimeout(r, ABORT_RETRY_MS));
@@ -361,6 +405,7 @@ class Run {
       // until the finish is committed, and one whose forward failed before aborts instead.
       await this.source.exclusive(async () => {
         this.rethrow();
+        this.finishProposed = true;
         const finished = await this.ctx.propose(this.finishOp(true), PROPOSE_TIMEOUT_MS);
         if (finished !== true) throw new Error('the transfer was aborted before its finish was committed');
         this.finished = true;
@@ -377,15 +422,15 @@ class Run {
       }
     } finally {
       this.queue = null;
-      if (!ok && !this.stopped) {
-        await this.ctx.propose(this.finishOp(false), PROPOSE_TIMEOUT_MS).catch((err: unknown) => log.warn({ err }, 'could not abort the shard transfer through consensus (the leader aborts it when it sees a peer down)'));
-      }
+      // Proposed again while no leader takes it, for a while; after that the leader's checks
+      // abort it (a transfer whose source has no run, or whose peer is down).
+      if (!ok && !this.stopped) await this.abortTransfer();
       // Forwarding ends only now, and a while after a finish: until every peer applied the
       // finish, some still send their writes to the source alone (consensus waits up to a
       // second for the other peers; a peer slower than the grace resends a write whose
       // placement changed under it, see ReplicaSet.replicate).
       this.ended = true;
-      if (ok) await new Promise((r) => setTimeout(r, FORWARD_GRACE_MS));
+      if (ok) await new Promise((r) => setTimeout(r, this.ctx.forwardGraceMs ?? FORWARD_GRACE_MS));
       await this.source.stopForwarding(this.sink);
       // A marking left to the background (the write that waited on it failed) goes on there.
       if (this.demoting !== null) await this.demoting.catch(() => undefined);
