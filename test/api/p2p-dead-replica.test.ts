@@ -21,7 +21,7 @@ import * as path from 'node:path';
 import pino from 'pino';
 
 import { loadEngine } from '../../bindings';
-import { addPointsService, callError, errorStatus, PointsClients, RemoteReplica, type PointsBackend } from '../../ts/api/p2p/points';
+import { addPointsService, PointsClients, RemoteReplica, type PointsBackend } from '../../ts/api/p2p/points';
 import type { ShardTarget } from '../../ts/collection/cluster-link';
 import { LocalReplica } from '../../ts/collection/local-replica';
 import { isReplicaFault } from '../../ts/collection/read-consistency';
@@ -29,7 +29,7 @@ import type { UpdateOptions } from '../../ts/collection/replica';
 import type { ReplicaOperation } from '../../ts/collection/replica-operation';
 import { ReplicaSet } from '../../ts/collection/replica-set';
 import type { ReplicaState } from '../../ts/collection/replica-state';
-import { QuiverError, WriteUnconfirmedError } from '../../ts/common/errors';
+import { QuiverError } from '../../ts/common/errors';
 import { REPLICATED_CLOCK_BASE } from '../../ts/shard/clocks';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { LocalShard } from '../../ts/shard/local-shard';
@@ -87,20 +87,3 @@ for (const state of ['Active', 'Partial', 'Listener', undefined] as Array<Replic
     t.is(shard.pointCount, 1);
   });
 }
-
-test('write_unconfirmed travels between peers with the peer whose replica missed the write (and without one when none is named)', (t) => {
-  const roundTrip = (err: WriteUnconfirmedError) => {
-    const s = errorStatus(err);
-    const trailers = new Map<string, string>();
-    for (const [k, v] of Object.entries(s.metadata!.getMap())) trailers.set(k, String(v));
-    return callError({ code: s.code!, details: s.details!, trailers }, '2', 1000);
-  };
-  const named = roundTrip(new WriteUnconfirmedError('peer 2 applied the write, but peer 3 missed it', '3'));
-  t.true(named instanceof WriteUnconfirmedError);
-  t.is((named as WriteUnconfirmedError).missed, '3');
-  t.is(named.message, 'Write not confirmed: peer 2 applied the write, but peer 3 missed it');
-  t.false(isReplicaFault(named));
-  const unnamed = roundTrip(new WriteUnconfirmedError('refused: the last active replica'));
-  t.is((unnamed as WriteUnconfirmedError).missed, null);
-  t.is(unnamed.message, 'Write not confirmed: refused: the last active replica');
-});

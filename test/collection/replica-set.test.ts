@@ -8,7 +8,7 @@
 
 import test from 'ava';
 
-import { BadInputError, QuiverError, ShardUnavailableError, WriteUnconfirmedError } from '../../ts/common/errors';
+import { BadInputError, QuiverError, ShardUnavailableError } from '../../ts/common/errors';
 import type { ClusterLink, HeldClock, ShardTarget } from '../../ts/collection/cluster-link';
 import { parseCreateCollection } from '../../ts/collection/config';
 import type { ReadOptions, UpdateOptions } from '../../ts/collection/replica';
@@ -19,7 +19,6 @@ import type { ClockTag } from '../../ts/shard/clocks';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { loadConfig } from '../../ts/config';
 import { FakeReplica } from './fake-replica';
-import { waitFor } from '../support/wait';
 
 const config = loadConfig({ env: {} });
 
@@ -217,27 +216,4 @@ test('a replica that applied the write but could not take out the transfer targe
   alone.link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(unconfirmed());
   await t.throwsAsync(alone.set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError, message: /consistency of this write is not guaranteed/ });
   t.deepEqual(alone.link.deactivated, []);
-});
-
-test('write_unconfirmed naming the replica that missed the write (a deferred marking): this peer leaves that replica out of writes and reads until consensus has it Dead, and marks it too', async (t) => {
-  const shard = { collection: 'c', uuid: 'u', shard: 0 };
-  // Peer 3 receives a transfer from peer 2: this peer writes to 2, which forwards to 3.
-  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active', '3': 'Partial' });
-  set.setStates({ '1': 'Active', '2': 'Active', '3': 'Partial' }, '1', ['3']);
-  link.remote(shard, '2').failWith(new WriteUnconfirmedError('peer 2 applied the write, but peer 3 missed it and could not be marked Dead yet', '3'));
-  await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError, message: /consistency of this write is not guaranteed/ });
-  await waitFor('peer 3 marked from here too', () => link.deactivated.some((d) => d.includes('3')));
-  t.false(link.deactivated.some((d) => d.includes('2')), 'the replica that holds the write is not at fault');
-  // The finish makes 3 Active in this peer's placement, before consensus takes the marking: 3 gets no write.
-  link.remote(shard, '2').failWith(null);
-  set.setStates({ '1': 'Active', '2': 'Active', '3': 'Active' }, '1', []);
-  await set.update(upsert(2), WAIT);
-  t.is(link.remote(shard, '3').ops.length, 0, 'a write above the one it missed would leave a hole below its clocks');
-  t.is(local.ops.length, 2);
-  t.false(set.readers().some((r) => r.peer === '3'), 'nor does it serve reads from here');
-  // Consensus marks it Dead, then a recovery brings it back: it takes writes again.
-  set.setStates({ '1': 'Active', '2': 'Active', '3': 'Dead' }, '1', []);
-  set.setStates({ '1': 'Active', '2': 'Active', '3': 'Active' }, '1', []);
-  await set.update(upsert(3), WAIT);
-  t.is(link.remote(shard, '3').ops.length, 1);
 });

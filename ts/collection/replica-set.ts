@@ -15,7 +15,7 @@
  * On a single node (no placement) the one local replica takes every call as it is.
  */
 
-import { ShardUnavailableError, WriteUnconfirmedError } from '../common/errors';
+import { ShardUnavailableError } from '../common/errors';
 import type { ClockTag } from '../shard/clocks';
 import type { Filter } from '../shard/filter';
 import type { LocalShard } from '../shard/local-shard';
@@ -92,17 +92,6 @@ export class ReplicaSet {
    * comes back as soon as consensus gives it another state than the one it had.
    */
   private readonly disabled = new Map<string, ReplicaState | undefined>();
-  /**
-   * Replicas that missed a write another replica applied and forwarded (a transfer's
-   * target, named by `write_unconfirmed`) while consensus could not mark them Dead yet:
-   * this peer leaves them out of reads and writes until consensus has them Dead (or no
-   * longer lists them, or a transfer to them starts: recoveries start from Dead), whatever
-   * other state it gives them meanwhile. A write this peer sent
-   * them on the same clock after the finish made them Active would sit above the one
-   * they missed, and the recovery that brings them back (wal_delta, from their highest
-   * tick per clock) would never send it.
-   */
-  private readonly missedWrite = new Set<string>();
   /** Bumped by every placement change (setStates): a write in flight sees that the replicas it should reach may have changed. */
   private version = 0;
   /** Ordered writes (medium, strong) this peer leads, one at a time. */
@@ -147,8 +136,6 @@ export class ReplicaSet {
     this.states = states === null ? null : { ...states };
     this.incoming = new Set(incoming);
     for (const [peer, was] of this.disabled) if (this.states?.[peer] !== was) this.disabled.delete(peer);
-    // Dead, gone, or receiving a transfer (a recovery starts only from Dead): consensus took it out.
-    for (const peer of this.missedWrite) if (this.states === null || this.states[peer] === undefined || this.states[peer] === 'Dead' || this.incoming.has(peer)) this.missedWrite.delete(peer);
     this.version++;
     this.syncRemotes();
     this.refresh();
@@ -193,7 +180,7 @@ export class ReplicaSet {
       const s = this.stateOf(m.peer);
       return s !== undefined && p(s);
     };
-    const on = this.disabled.size === 0 && this.missedWrite.size === 0 ? this.members : this.members.filter((m) => !this.disabled.has(m.peer) && !this.missedWrite.has(m.peer));
+    const on = this.disabled.size === 0 ? this.members : this.members.filter((m) => !this.disabled.has(m.peer));
     this.readable = on.filter((m) => has(m, servesReads));
     this.listeners = on.filter((m) => this.stateOf(m.peer) === 'Listener');
     this.writable = on.filter((m) => has(m, acceptsWrites) && !this.incoming.has(m.peer));
@@ -398,14 +385,6 @@ export class ReplicaSet {
             // fails below: the replica it forwards to may serve as Active without it.
             applied.add(r.peer);
             unconfirmed ??= s.reason;
-            const missed = s.reason instanceof WriteUnconfirmedError ? s.reason.missed : null;
-            if (missed !== null && this.states?.[missed] !== undefined && this.states[missed] !== 'Dead') {
-              this.missedWrite.add(missed);
-              this.refresh();
-              // Marked from here too (the replica that forwarded it goes on proposing it in the
-              // background; this marking is shared with any other write waiting on it).
-              cluster.link.deactivate(this.target, [missed], `it missed a write peer ${r.peer} forwarded to it: ${errorText(s.reason)}`).catch(() => undefined);
-            }
           } else if (isReplicaFault(s.reason)) {
             failed.add(r.peer);
             failedNow.push(r.peer);

@@ -184,16 +184,8 @@ export class RateLimitedError extends KindError {
  * for it; the write must not be acknowledged as a success (see ReplicaSet.replicate).
  */
 export class WriteUnconfirmedError extends KindError {
-  /**
-   * The peer whose replica missed the write, when it is still Active and is to be marked
-   * Dead later (the marking was deferred): the coordinator leaves it out until consensus
-   * has it Dead. Null when no replica is left to take out (the refusal after a move).
-   */
-  readonly missed: string | null;
-
-  constructor(detail: string, missed: string | null = null) {
+  constructor(detail: string) {
     super('write_unconfirmed', detail);
-    this.missed = missed;
   }
 }
 

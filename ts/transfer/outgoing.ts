@@ -298,7 +298,6 @@ class Run {
       this.log.error('the target of the transfer could not be marked Dead yet (proposed again in the background): it lacks a write this replica applied');
       throw new WriteUnconfirmedError(
         `peer ${this.ctx.peer} applied the write, but the target of its transfer of shard ${this.target.shard} of collection \`${this.target.collection}\` (peer ${this.to}) missed it, and consensus could not mark it Dead yet (no leader took the proposal; it is proposed again in the background)`,
-        this.to,
       );
     }
     this.targetOut = true;

@@ -16,7 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import { requestFinished, requestStarted } from '../../../bindings';
-import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, WriteUnconfirmedError, type ErrorKind } from '../../common/errors';
+import { ERROR_PREFIX, QuiverError, ShardUnavailableError, TimeoutError, type ErrorKind } from '../../common/errors';
 import { grpcCodeOf } from '../grpc-status';
 import type { ShardTarget, TransferMethod } from '../../collection/cluster-link';
 import { methodOf, type Collection } from '../../collection/collection';
@@ -107,8 +107,6 @@ export function clockOf(m: ClockMsg): ClockTag {
 }
 
 const KIND_TRAILER = 'quiver-error-kind';
-/** The peer whose replica missed a write (WriteUnconfirmedError.missed). */
-const MISSED_TRAILER = 'quiver-missed-peer';
 
 
 export function targetMsg(t: ShardTarget): TargetMsg {
@@ -232,7 +230,6 @@ export function errorStatus(err: unknown): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
   if (err instanceof QuiverError && (err.kind as string) in ERROR_PREFIX) {
     metadata.set(KIND_TRAILER, err.kind);
-    if (err instanceof WriteUnconfirmedError && err.missed !== null) metadata.set(MISSED_TRAILER, err.missed);
     return { code: grpcCodeOf(err), details: err.message, metadata };
   }
   return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err) };
@@ -498,12 +495,6 @@ export class PointsClients {
 /** The error a failed call is rethrown as: the remote's own kind when it sent one, else the peer's failure. */
 export function callError(failure: CallFailure, peer: string, ms: number): Error {
   const kind = failure.trailers?.get(KIND_TRAILER);
-  if (kind === 'write_unconfirmed') {
-    const missed = failure.trailers?.get(MISSED_TRAILER);
-    const prefix = ERROR_PREFIX.write_unconfirmed;
-    const detail = failure.details.startsWith(prefix) ? failure.details.slice(prefix.length) : failure.details;
-    return new WriteUnconfirmedError(detail, typeof missed === 'string' && /^[0-9]{1,20}$/.test(missed) ? missed : null);
-  }
   if (typeof kind === 'string' && kind in ERROR_PREFIX) return new QuiverError(kind as ErrorKind, '', failure.details);
   if (failure.code === grpc.status.DEADLINE_EXCEEDED) return new TimeoutError(`peer ${peer} did not answer within ${ms / 1000} s`);
   if (failure.code === grpc.status.CANCELLED) return new ShardUnavailableError(`peer ${peer} stopped answering health checks: call cancelled`);
