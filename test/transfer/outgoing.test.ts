@@ -96,7 +96,7 @@ function fakeConsensus(t: ExecutionContext, kind: 'recovery' | 'move', before: (
     peer: '1',
     remote: () => target,
     propose,
-    deactivate: (s, peer, reason) => marking.mark(s, peer, reason, 'Active'),
+    deactivate: (s, peer, reason) => marking.mark(s, peer, reason),
     rate: new RateLimiter(null),
     logger,
   });
@@ -359,34 +359,4 @@ test('after a marking the write could not wait for, later forwards fail at once 
     }
   });
   t.deepEqual(delivered, [1]);
-});
-
-test('a transfer target\'s marking counts a replica no longer Active as out, and never cuts a new recovery of it short', async (t) => {
-  const c = fakeConsensus(t, 'recovery');
-  // The target is Partial again (a new recovery of it started): nothing is proposed.
-  c.replicas['2'] = 'Partial';
-  t.is(await c.marking.mark(SHARD, '2', 'test', 'Active'), 'marked');
-  t.deepEqual(c.proposals, []);
-  // Active as this peer saw it, but consensus had it Partial: the proposal carries `from`, is refused, and once this peer applied what consensus has the replica counts as out.
-  const view: Record<string, ReplicaState> = { '1': 'Active', '2': 'Active' };
-  const proposals: MetaOp[] = [];
-  const marking = new DeadMarking({
-    replicas: () => view,
-    propose: async (op) => {
-      proposals.push(op);
-      if (op.op === 'setReplicaState' && op.from !== 'Partial') throw new BadInputError(`replica of shard 0 on peer 2 is Partial, not ${op.from}`);
-      return true;
-    },
-    settled: async () => {
-      view['2'] = 'Partial';
-    },
-    logger,
-  });
-  t.teardown(() => marking.close());
-  t.is(await marking.mark(SHARD, '2', 'test', 'Active'), 'marked');
-  t.deepEqual(
-    proposals.map((p) => (p.op === 'setReplicaState' ? [p.state, p.from] : [p.op])),
-    [['Dead', 'Active']],
-  );
-  t.is(view['2'], 'Partial');
 });

@@ -76,8 +76,7 @@ export interface TransferContext {
    * takes it, for a few seconds; `marked` once this peer applied it (or consensus has the
    * replica out already), `deferred` when it could not be committed in time (it goes on
    * being proposed in the background). Rejects when consensus refuses (the shard's last
-   * active replica). Only a replica still Active is marked: in any other state it counts
-   * as out already (`marked`).
+   * active replica).
    */
   deactivate(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'>;
   /** The pace of what this peer sends for its transfers (one budget for all of them). */
@@ -212,7 +211,9 @@ class Run {
 
   /** The transfer ended in consensus; unless this run finished it, it stops now (calls in flight for it are cancelled). */
   stop(): void {
-    if (this.finishing) return;
+    // Once the finish was proposed it may have committed even if its proposal failed here
+    // (a timeout): the run, not the end in consensus, then decides when forwarding stops.
+    if (this.finishing || this.finishProposed) return;
     this.stopped = true;
     this.abort.abort();
   }

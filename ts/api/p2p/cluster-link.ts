@@ -106,9 +106,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       peer,
       remote: (target, p, id) => new RemoteTransferTarget(p, target, this.clients, (x) => this.uriOf(x), id),
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
-      // A transfer's target that missed a forwarded write is marked Dead as a replica that
-      // failed a write is, while it is still Active (see DeadMarking.mark).
-      deactivate: (target, p, reason) => this.marking.mark(target, p, reason, 'Active'),
+      // A transfer's target that missed a forwarded write is marked Dead as a replica that failed a write is.
+      deactivate: (target, p, reason) => this.marking.mark(target, p, reason),
       rate: this.transferRate,
       logger,
     });

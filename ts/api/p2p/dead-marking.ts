@@ -63,14 +63,8 @@ export class DeadMarking {
    * proposed again in the background until consensus takes it (otherwise a peer back
    * within seconds would keep an Active replica without that write, for good). Rejects
    * when consensus refuses: the shard's last active replica stays Active.
-   *
-   * With `from`, only a replica still in that state is marked (the proposal carries it,
-   * so consensus refuses it if the state changed meanwhile): once the replica is in any
-   * other state it counts as out (`marked`). A transfer's target that missed a forward
-   * after the finish is marked `from: 'Active'`: a late marking must not cut a new
-   * recovery of it short.
    */
-  mark(target: ShardTarget, peer: string, reason: string, from?: ReplicaState): Promise<'marked' | 'deferred'> {
+  mark(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'> {
     const key = `${target.collection}/${target.uuid}/${target.shard}/${peer}`;
     let p = this.deactivating.get(key);
     if (p) return p;
@@ -84,7 +78,7 @@ export class DeadMarking {
         // write waiting on this must see the placement that says so (ReplicaSet.replicate
         // sends itself again to the replicas of a changed placement), and this peer's
         // replica sets take it only once the entry's local changes are made.
-        if (state === undefined || state === 'Dead' || (from !== undefined && state !== from)) {
+        if (state === undefined || state === 'Dead') {
           await this.ctx.settled();
           return 'marked';
         }
@@ -95,7 +89,7 @@ export class DeadMarking {
         if (!logged) this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
         logged = true;
         try {
-          await this.ctx.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead', ...(from === undefined ? {} : { from }) }, Math.min(DEACTIVATE_ATTEMPT_MS, Math.max(500, deadline - Date.now())));
+          await this.ctx.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, Math.min(DEACTIVATE_ATTEMPT_MS, Math.max(500, deadline - Date.now())));
           this.unmarked.delete(key);
           return 'marked';
         } catch (err) {
@@ -103,12 +97,6 @@ export class DeadMarking {
           if (err instanceof NotFoundError || (err instanceof BadInputError && this.ctx.replicas(target)[peer] === 'Dead')) {
             await this.ctx.settled();
             return 'marked';
-          }
-          // Refused with `from`: the state may have changed after this peer's view. Once this
-          // peer applied what consensus has, the loop looks again (another state counts as out).
-          if (from !== undefined && err instanceof BadInputError) {
-            await this.ctx.settled();
-            if (this.ctx.replicas(target)[peer] !== from) continue;
           }
           if (leaderTrouble(err) && Date.now() + DEACTIVATE_RETRY_MS < deadline) {
             await sleep(DEACTIVATE_RETRY_MS);
