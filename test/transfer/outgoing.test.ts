@@ -18,7 +18,7 @@ import type { ShardTarget } from '../../ts/collection/cluster-link';
 import { LocalReplica } from '../../ts/collection/local-replica';
 import { isReplicaFault } from '../../ts/collection/read-consistency';
 import { isActive, type ReplicaState } from '../../ts/collection/replica-state';
-import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError } from '../../ts/common/errors';
+import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../ts/common/errors';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { LocalShard } from '../../ts/shard/local-shard';
 import type { MetaOp } from '../../ts/storage/cluster-state';
@@ -359,4 +359,34 @@ test('after a marking the write could not wait for, later forwards fail at once 
     }
   });
   t.deepEqual(delivered, [1]);
+});
+
+test('a finish that committed although its proposal timed out: the transfer\'s end in consensus does not stop the run, which goes on forwarding until its own end', async (t) => {
+  const source = await sourceReplica(t);
+  const { target, delivered } = flakyTarget(() => false);
+  const c = fakeConsensus(t, 'recovery');
+  const base = c.ctx(target);
+  const abortHeld = gate();
+  const aborting = gate();
+  const out = new OutgoingTransfers({
+    ...base,
+    propose: async (op, ms) => {
+      if (op.op === 'finishTransfer' && !op.ok) {
+        aborting.open();
+        await abortHeld.promise;
+      }
+      const r = await base.propose(op, ms);
+      if (op.op === 'finishTransfer' && op.ok) throw new TimeoutError('the proposal timed out (it committed)');
+      return r;
+    },
+  });
+  t.teardown(() => out.stopAll());
+  out.start(SHARD, '2', source, 'snapshot', 't1');
+  // The run saw its finish fail and tries to abort; meanwhile this peer applies the finish that did commit.
+  await aborting.promise;
+  t.is(c.replicas['2'], 'Active');
+  out.stop(SHARD, '2', 't1');
+  await write(source, 1);
+  t.deepEqual(delivered, [1], 'a write applied while the run still forwards reaches the replica the finish made Active');
+  abortHeld.open();
 });
