@@ -122,6 +122,17 @@ function flakyTarget(failing: () => boolean): { target: TransferTarget; delivere
   return { target, delivered };
 }
 
+/** A transfer of SHARD to peer 2 (`kind`) run to its finish over a fake consensus, its forwarding grace running. */
+async function finishedTransfer(t: ExecutionContext, kind: 'recovery' | 'move', target: TransferTarget, before?: (op: MetaOp) => void | Promise<void>) {
+  const source = await sourceReplica(t);
+  const c = fakeConsensus(t, kind, before);
+  const out = new OutgoingTransfers(c.ctx(target));
+  t.teardown(() => out.stopAll());
+  out.start(SHARD, '2', source, 'snapshot', 't1');
+  await waitFor(`the ${kind === 'move' ? 'move' : 'transfer'} finished (its grace running)`, () => c.proposals.some((p) => p.op === 'finishTransfer' && p.ok));
+  return { source, c };
+}
+
 /** A client write of point `id` on the source, tagged as a coordinator's replicated write. */
 function write(source: LocalReplica, id: number): Promise<number> {
   return source.update(
@@ -197,13 +208,8 @@ test('after a finished transfer, a forward that fails takes the target out, and 
   // restarted within the source's forwarding grace missed a write, was marked Dead, then
   // got the later forwards once it was back; the gap under its clocks' high-water mark
   // made the next wal_delta recovery skip the missed write.
-  const source = await sourceReplica(t);
   const { target, delivered } = flakyTarget(() => delivered.length === 1);
-  const c = fakeConsensus(t, 'recovery');
-  const out = new OutgoingTransfers(c.ctx(target));
-  t.teardown(() => out.stopAll());
-  out.start(SHARD, '2', source, 'snapshot', 't1');
-  await waitFor('the transfer finished (its grace running)', () => c.proposals.some((p) => p.op === 'finishTransfer' && p.ok));
+  const { source, c } = await finishedTransfer(t, 'recovery', target);
   await write(source, 1); // its forward fails: the target is taken out before it is answered
   t.true(c.proposals.some((p) => p.op === 'setReplicaState' && p.peer === '2' && p.state === 'Dead'), JSON.stringify(c.proposals));
   t.is(c.replicas['2'], 'Dead');
@@ -216,19 +222,14 @@ test('after a finished recovery, a forward fails while consensus has no leader: 
   // Before the fix a proposal that failed (no leader, a timeout) was only logged, and the
   // write was acknowledged with the target still Active without it: writes that reached
   // it directly later left a hole below its clocks' high-water mark.
-  const source = await sourceReplica(t);
   const { target, delivered } = flakyTarget(() => delivered.length === 1);
   let refusals = 0;
-  const c = fakeConsensus(t, 'recovery', (op) => {
+  const { source, c } = await finishedTransfer(t, 'recovery', target, (op) => {
     if (op.op === 'setReplicaState' && refusals < 3) {
       refusals++;
       throw new ClusterUnavailableError('no leader elected yet');
     }
   });
-  const out = new OutgoingTransfers(c.ctx(target));
-  t.teardown(() => out.stopAll());
-  out.start(SHARD, '2', source, 'snapshot', 't1');
-  await waitFor('the transfer finished (its grace running)', () => c.proposals.some((p) => p.op === 'finishTransfer' && p.ok));
   t.is(c.replicas['2'], 'Active');
   await write(source, 1);
   t.is(c.replicas['2'], 'Dead', `the target must be Dead once the write is answered: ${JSON.stringify(c.proposals)}`);
@@ -278,13 +279,8 @@ test('before the finish is proposed, a forward that fails fails the transfer: th
 test('after a finished move the target is the only active replica: a forward that fails leaves the write unacknowledged, and not as the source\'s fault', async (t) => {
   // The source is no replica any more and the target missed the write: it is on no
   // replica. Consensus refuses to mark the last active replica Dead, so the write must fail.
-  const source = await sourceReplica(t);
   const { target, delivered } = flakyTarget(() => delivered.length === 1);
-  const c = fakeConsensus(t, 'move');
-  const out = new OutgoingTransfers(c.ctx(target));
-  t.teardown(() => out.stopAll());
-  out.start(SHARD, '2', source, 'snapshot', 't1');
-  await waitFor('the move finished (its grace running)', () => c.proposals.some((p) => p.op === 'finishTransfer' && p.ok));
+  const { source, c } = await finishedTransfer(t, 'move', target);
   t.deepEqual(c.replicas, { '2': 'Active' });
   const err = await t.throwsAsync(write(source, 1));
   t.true(err instanceof QuiverError && err.kind === 'write_unconfirmed', String(err));
@@ -299,16 +295,11 @@ test('after a finished move the target is the only active replica: a forward tha
 });
 
 test('after a finished recovery, a forward fails and no leader takes the marking in time: the write is not acknowledged, and the marking goes on in the background', async (t) => {
-  const source = await sourceReplica(t);
   const { target, delivered } = flakyTarget(() => delivered.length === 1);
   let leader = false;
-  const c = fakeConsensus(t, 'recovery', (op) => {
+  const { source, c } = await finishedTransfer(t, 'recovery', target, (op) => {
     if (op.op === 'setReplicaState' && !leader) throw new ClusterUnavailableError('no leader elected yet');
   });
-  const out = new OutgoingTransfers(c.ctx(target));
-  t.teardown(() => out.stopAll());
-  out.start(SHARD, '2', source, 'snapshot', 't1');
-  await waitFor('the transfer finished (its grace running)', () => c.proposals.some((p) => p.op === 'finishTransfer' && p.ok));
   const err = await t.throwsAsync(write(source, 1));
   t.true(err instanceof QuiverError && err.kind === 'write_unconfirmed', String(err));
   t.false(isReplicaFault(err));

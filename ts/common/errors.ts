@@ -189,6 +189,11 @@ export class WriteUnconfirmedError extends KindError {
   }
 }
 
+/** A consensus proposal that failed because no leader took it (none elected, unreachable, or it changed): worth proposing again. */
+export function leaderTrouble(err: unknown): boolean {
+  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
+}
+
 /** Whether `err` is one of the kinds above (as opposed to an unexpected failure). */
 export function isKnownError(err: unknown): err is QuiverError<string> {
   return err instanceof QuiverError;

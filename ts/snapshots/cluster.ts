@@ -40,7 +40,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 
-import { AlreadyExistsError, BadInputError, BadRequestError, ClusterUnavailableError, NotFoundError, ShardUnavailableError, TimeoutError } from '../common/errors';
+import { AlreadyExistsError, BadInputError, BadRequestError, ClusterUnavailableError, NotFoundError, ShardUnavailableError, leaderTrouble } from '../common/errors';
 import type { ReplicaState } from '../collection/replica-state';
 import { keyId, showKey, type ShardKey } from '../collection/shard-keys';
 import type { Config } from '../config/types';
@@ -62,11 +62,6 @@ export interface ClusterSnapshotsDeps {
   consensus: MetadataConsensus;
   config: Config;
   logger: Logger;
-}
-
-/** A consensus proposal that found no leader (none elected, unreachable, or it changed): worth proposing again. */
-function leaderTrouble(err: unknown): boolean {
-  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -35,7 +35,7 @@ import type { ShardTarget, TransferMethod } from '../collection/cluster-link';
 import type { ForwardSink, LocalReplica } from '../collection/local-replica';
 import type { UpdateOptions } from '../collection/replica';
 import { fromShardOperation, type ReplicaOperation } from '../collection/replica-operation';
-import { ClusterUnavailableError, TimeoutError, WriteUnconfirmedError } from '../common/errors';
+import { WriteUnconfirmedError, leaderTrouble } from '../common/errors';
 import { isReplicatedClock, type ClockTag } from '../shard/clocks';
 import { compareKeys, type PointKey } from '../shard/id-tracker';
 import { HistoryGoneError } from '../shard/local-shard';
@@ -266,13 +266,9 @@ class Run {
     if (this.rechecking || performance.now() - this.recheckedAt < RECHECK_MS) return;
     this.rechecking = true;
     this.recheckedAt = performance.now();
+    // Once it succeeds `targetOut` is set, which `demote` looks at first.
     this.takeOut(this.failure)
-      .then(
-        () => {
-          this.unconfirmed = null;
-        },
-        () => undefined,
-      )
+      .catch(() => undefined)
       .finally(() => {
         this.rechecking = false;
       });
@@ -311,8 +307,7 @@ class Run {
       try {
         return (await this.ctx.propose(this.finishOp(false), Math.min(ABORT_ATTEMPT_MS, Math.max(500, deadline - Date.now())))) === true;
       } catch (e) {
-        const leaderTrouble = e instanceof ClusterUnavailableError || e instanceof TimeoutError;
-        if (!leaderTrouble || Date.now() + ABORT_RETRY_MS >= deadline) {
+        if (!leaderTrouble(e) || Date.now() + ABORT_RETRY_MS >= deadline) {
           this.log.warn({ err: e }, 'could not abort the shard transfer through consensus');
           return false;
         }

@@ -14,7 +14,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
-import { BadInputError, ClusterUnavailableError, NotFoundError, QuiverError, ShardUnavailableError, TimeoutError } from '../../common/errors';
+import { BadInputError, NotFoundError, QuiverError, ShardUnavailableError, leaderTrouble } from '../../common/errors';
 import type { ShardTarget } from '../../collection/cluster-link';
 import { isActive, type ReplicaState } from '../../collection/replica-state';
 import type { MetaOp } from '../../storage/cluster-state';
@@ -30,11 +30,6 @@ const DEACTIVATE_ATTEMPT_MS = 2_000;
 const DEACTIVATE_RETRY_MS = 250;
 /** How often deferred Dead markings are proposed again. */
 const DEACTIVATE_BACKGROUND_MS = 1000;
-
-/** A proposal that failed because no leader took it (none known, unreachable, or it changed): worth proposing again. */
-export function leaderTrouble(err: unknown): boolean {
-  return err instanceof ClusterUnavailableError || err instanceof TimeoutError;
-}
 
 export interface DeadMarkingContext {
   /** The replicas of the shard as this peer applied consensus now ({}: no such shard, or the collection was re-created); throws while consensus does not run here. */
