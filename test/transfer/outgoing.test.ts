@@ -154,12 +154,7 @@ test('a write forwarded as the copy ends, whose forward then fails, aborts the t
   const forwardSeen = gate();
   const forwardFails = gate();
   const target: TransferTarget = {
-    ready: async () => true,
-    clocks: async () => [],
-    pullSnapshot: async () => 1,
-    indexBacklog: async () => 0,
-    copy: async () => undefined,
-    batch: async () => undefined,
+    ...flakyTarget(() => false).target,
     replay: async (_ops, end) => {
       if (!end.wait) return;
       copyEnd.open();
