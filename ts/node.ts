@@ -22,6 +22,7 @@ import type { Logger } from 'pino';
 
 import { loadEngine, type Engine } from '../bindings';
 import { buildRestApp } from './api/rest/app';
+import { HttpFront } from './api/rest/front';
 import { QDRANT_API_VERSION, type ServiceInfo } from './api/info';
 import { makeAuthenticator, openKeySource } from './api/guard';
 import { KeySetFileError, type KeySource } from './auth/jwks';
@@ -190,9 +191,10 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   if (config.audit.enabled) logger.info({ dir: config.audit.dir, rotation: config.audit.rotation }, 'audit log on');
   const backup = new ClusterBackup({ snapshots, toc, consensus, fetcher: cluster?.link ?? null, logger, version: info.version });
   const authenticator = makeAuthenticator(config, toc, keySource);
-  const { listener, stats } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup, snapshotJobs });
+  const { listener, stats, lane } = buildRestApp(config, { logger, info, toc, snapshots, audit, authenticator, consensus, replication: cluster?.link ?? null, clusterSnapshots, backup, snapshotJobs });
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
+  const front = HttpFront.attach(server, lane, { bodyLimitBytes: config.service.max_request_size_mb * 1024 * 1024, cors: config.service.enable_cors });
 
   // The gRPC API binds first: once REST listens (what start-up waits for), both serve.
   let grpcServer: GrpcApiServer | null = null;
@@ -253,7 +255,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     toc,
     consensus,
     close() {
-      closing ??= Promise.all([drain(server, drainTimeoutMs, logger), grpcServer?.close(drainTimeoutMs)]).then(async () => {
+      closing ??= Promise.all([drain(server, front, drainTimeoutMs, logger), grpcServer?.close(drainTimeoutMs)]).then(async () => {
         // Requests are done: stop consensus (its log is durable at every step), then
         // write a last checkpoint of every shard and close the WALs. Snapshot jobs still
         // running end with the process: recorded as failed first.
@@ -337,7 +339,7 @@ function peerDetails(consensus: MetadataConsensus | null, version: string): Peer
 }
 
 /** Stops accepting; idle keep-alive connections close as soon as they are idle; busy ones get `timeoutMs`. */
-function drain(server: http.Server, timeoutMs: number, logger: Logger): Promise<void> {
+function drain(server: http.Server, front: HttpFront, timeoutMs: number, logger: Logger): Promise<void> {
   return new Promise((resolve) => {
     let done = false;
     const finish = () => {
@@ -348,12 +350,17 @@ function drain(server: http.Server, timeoutMs: number, logger: Logger): Promise<
       resolve();
     };
     server.close(() => finish());
-    server.closeIdleConnections();
+    const closeIdle = () => {
+      server.closeIdleConnections();
+      front.closeIdle();
+    };
+    closeIdle();
     // A connection that finishes its request after close() is idle again: close it then.
-    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    const sweep = setInterval(closeIdle, 50);
     const deadline = setTimeout(() => {
       logger.warn({ timeoutMs }, 'requests still in flight after the shutdown wait: closing their connections');
       server.closeAllConnections();
+      front.closeAll();
       finish();
     }, timeoutMs);
   });

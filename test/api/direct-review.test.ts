@@ -1,8 +1,8 @@
 /**
  * Review of the direct lane (ts/api/rest/direct.ts): HTTP edge cases that
- * test/api/direct.test.ts does not send, each down the lane (A: lane in front of Koa)
- * and through Koa alone (B), comparing what the client gets and what the request log
- * says.
+ * test/api/direct.test.ts does not send, each down the lane (A: lane in front of Koa),
+ * through Koa alone (B) and through the HTTP front (F, front.ts, before A's stack),
+ * comparing what the client gets and what the request log says.
  *
  * Passing cases (checked, the same on both paths): Expect: 100-continue, pipelined
  * requests in one write, a client aborting mid-body, a client going away mid-handler,
@@ -167,10 +167,12 @@ function requestLogSince(from: number, p: string): Array<Record<string, unknown>
 const Q = '{"query":[1,2,3,4],"limit":2}';
 const post = (p: string, body: string, extra = '') => `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
-async function bothRaw(p: LanePair, text: string | string[]): Promise<[string, string]> {
+/** What the lane (A), Koa (B) and the HTTP front (F) answer to `text`, normalised. */
+async function allRaw(p: LanePair, text: string | string[]): Promise<[string, string, string]> {
   const a = await rawExchange(p.portA, text);
   const b = await rawExchange(p.portB, text);
-  return [normalise(a), normalise(b)];
+  const f = await rawExchange(p.portF, text);
+  return [normalise(a), normalise(b), normalise(f)];
 }
 
 /** The request's log line, once there is one: the server may log after the client has gone. */
@@ -199,9 +201,10 @@ async function leaveAtGate(gate: Gate, port: number, text: string, p: string): P
 
 test.serial('Expect: 100-continue answers alike', async (t) => {
   const head = `POST /collections/c/points/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Q.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`;
-  const [a, b] = await bothRaw(plain, [head, Q]);
+  const [a, b, f] = await allRaw(plain, [head, Q]);
   t.regex(b, /^HTTP\/1\.1 100 Continue/);
   t.is(a, b);
+  t.is(f, b);
 });
 
 test.serial('three pipelined requests in one write answer alike and in order', async (t) => {
@@ -210,10 +213,13 @@ test.serial('three pipelined requests in one write answer alike and in order', a
     post('/collections/c/points/count', '{') +
     post('/collections/c/points/scroll', '{"limit":1}', 'Connection: close\r\n');
   const hits = plain.koaHits;
-  const [a, b] = await bothRaw(plain, text);
+  const served = plain.front.served;
+  const [a, b, f] = await allRaw(plain, text);
   t.is(plain.koaHits, hits, 'the lane served all three');
+  t.is(plain.front.served - served, 3, 'the front answered all three');
   t.deepEqual(b.match(/HTTP\/1\.1 [0-9]+/g), ['HTTP/1.1 200', 'HTTP/1.1 400', 'HTTP/1.1 200']);
   t.is(a, b);
+  t.is(f, b);
 });
 
 test.serial('a client aborting mid-body: same answer (none) and same log line', async (t) => {
@@ -224,17 +230,22 @@ test.serial('a client aborting mid-body: same answer (none) and same log line', 
   const log1 = h.logLines.length;
   await rawExchange(plain.portB, partial, 100);
   const logB = await loggedSince(log1, '/collections/c/points/query');
+  const log2 = h.logLines.length;
+  await rawExchange(plain.portF, partial, 100);
+  const logF = await loggedSince(log2, '/collections/c/points/query');
   t.is(logB.length, 1);
   t.deepEqual(logA, logB);
+  t.deepEqual(logF, logB);
   t.is(logB[0].status, 499, 'a client gone mid-body is logged as 499 (client closed), not a 500');
   t.log(`both log ${JSON.stringify(logB[0])}`);
 });
 
 test.serial('a client going away while the handler runs: same log line on both paths', async (t) => {
-  const [logA, logB] = [[] as Array<Record<string, unknown>>, [] as Array<Record<string, unknown>>];
+  const [logA, logB, logF] = [[] as Array<Record<string, unknown>>, [] as Array<Record<string, unknown>>, [] as Array<Record<string, unknown>>];
   for (const [port, log] of [
     [plain.portA, logA],
     [plain.portB, logB],
+    [plain.portF, logF],
   ] as const) {
     slowHandlerGate = new Gate();
     try {
@@ -245,26 +256,29 @@ test.serial('a client going away while the handler runs: same log line on both p
   }
   t.is(logB.length, 1);
   t.deepEqual(logA, logB);
-  t.log(`both log ${JSON.stringify(logB[0])} for a client that went away`);
+  t.deepEqual(logF, logB);
+  t.log(`all log ${JSON.stringify(logB[0])} for a client that went away`);
 });
 
 test.serial('a handler throwing synchronously: a 500 envelope on both paths', async (t) => {
-  const [a, b] = await bothRaw(plain, post(THROW_SYNC, '{}', 'Connection: close\r\n'));
+  const [a, b, f] = await allRaw(plain, post(THROW_SYNC, '{}', 'Connection: close\r\n'));
   t.regex(b, /^HTTP\/1\.1 500/);
   t.is(a, b);
+  t.is(f, b);
 });
 
 test.serial('HEAD and GET on a direct path go to Koa', async (t) => {
   const hits = plain.koaHits;
-  const [a, b] = await bothRaw(plain, 'HEAD /collections/c/points/query HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
-  t.is(plain.koaHits, hits + 1);
+  const [a, b, f] = await allRaw(plain, 'HEAD /collections/c/points/query HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  t.is(plain.koaHits, hits + 2);
   t.is(a, b);
+  t.is(f, b);
 });
 
 test.serial('control for the next case: the same request with a slow guard, client waiting, ends on both paths', async (t) => {
   const token = await valueExistsToken();
   const req = post('/collections/c/points/query', Q, `Authorization: Bearer ${token}\r\nConnection: close\r\n`);
-  for (const port of [slowAuth.portA, slowAuth.portB]) {
+  for (const port of [slowAuth.portA, slowAuth.portB, slowAuth.portF]) {
     const log0 = h.logLines.length;
     const raw = await rawExchange(port, req);
     t.regex(raw, /^HTTP\/1\.1 200/);
@@ -292,6 +306,7 @@ test.serial('a client gone while an async guard decides still ends its request: 
   for (const [name, port] of [
     ['lane', slowAuth.portA],
     ['koa', slowAuth.portB],
+    ['front', slowAuth.portF],
   ] as const) {
     // The whole request is sent; the client gives up while the lookup waits at its gate.
     lookupGate = new Gate();
@@ -322,6 +337,11 @@ test.serial('an unencodable answer is a logged 500 envelope on both paths', asyn
   const log1 = h.logLines.length;
   const b = normalise(await rawExchange(plain.portB, post(BIGINT, '{}', 'Connection: close\r\n')));
   const logB = requestLogSince(log1, BIGINT);
+  const log2 = h.logLines.length;
+  const f = normalise(await rawExchange(plain.portF, post(BIGINT, '{}', 'Connection: close\r\n')));
+  const logF = requestLogSince(log2, BIGINT);
+  t.is(f, b, 'the same answer from the front');
+  t.deepEqual(logF, logB, 'the same log line from the front');
   t.log(`lane: ${a.replace(/\r\n/g, ' | ')} log ${JSON.stringify(logA)}`);
   t.log(`koa:  ${b.replace(/\r\n/g, ' | ')} log ${JSON.stringify(logB)}`);
   t.is(a, b, 'the same answer');

@@ -4,9 +4,10 @@
  * Each app is built in process as ts/node.ts builds it (config with defaults, engine,
  * TableOfContent, Snapshots, buildRestApp) and served twice on 127.0.0.1:
  *   A: the lane in front of Koa, its fallback counting the requests that reach Koa;
- *   B: Koa alone (`app.callback()`).
+ *   B: Koa alone (`app.callback()`);
+ *   F: the HTTP front (front.ts) before A's stack, as a node serves.
  * Every case sends the same request (method, path and query, headers, raw body bytes)
- * to A and to B and compares status, Content-Type, Content-Length (against the real
+ * to B and to A and F, and compares each with B: status, Content-Type, Content-Length (against the real
  * body length), the other response header names, the body (JSON apart from the
  * top-level `time`, which must be a number on both sides when Koa's has one; plain
  * text as is), the request log lines and the audit decisions. It also checks whether
@@ -148,6 +149,8 @@ interface Case {
   req: Req;
   /** true: the lane must serve it; false: it must reach Koa; null: either (see the case). */
   lane: boolean | null;
+  /** Whether the front answers it itself; by default what `lane` says, except for chunked bodies (node:http reads those), and a body over the limit (node:http's path answers 413). */
+  front?: boolean;
   /** The status both must answer with. */
   status: number;
   /** More checks of Koa's answer (that the case tests what it says). */
@@ -155,53 +158,61 @@ interface Case {
 }
 
 async function compare(t: ExecutionContext, s: Served, c: Case): Promise<void> {
-  const hits = s.koaHits;
-  const [log0, audit0] = [h.logLines.length, s.audit.length];
-  const a = await send(s.portA, c.req);
-  const viaKoa = s.koaHits !== hits;
-  const [logA, auditA] = [requestLines(log0), s.audit.slice(audit0)];
   const [log1, audit1] = [h.logLines.length, s.audit.length];
   const b = await send(s.portB, c.req);
   const [logB, auditB] = [requestLines(log1), s.audit.slice(audit1)];
-  const bText = b.raw.toString();
-  const aText = a.raw.toString();
-  const both = `\n  lane/A: ${a.status} ${a.headers['content-type']} ${aText.slice(0, 400)}\n  koa/B:  ${b.status} ${b.headers['content-type']} ${bText.slice(0, 400)}`;
-
-  if (c.lane !== null) t.is(!viaKoa, c.lane, c.lane ? 'the lane must serve this request' : 'this request must reach Koa');
-  t.is(b.status, c.status, `Koa's status${both}`);
-  t.is(a.status, b.status, `status${both}`);
-  t.is(a.headers['content-type'], b.headers['content-type'], `Content-Type${both}`);
-  for (const [name, r] of [
-    ['A', a],
-    ['B', b],
-  ] as const) {
-    // Node sends none with a 204.
-    if (r.status !== 204) t.not(r.headers['content-length'], undefined, `${name}: a Content-Length`);
-    if (r.headers['content-length'] !== undefined) t.is(Number(r.headers['content-length']), r.raw.length, `${name}: Content-Length is the body's length`);
-  }
-  const names = (r: Reply) => Object.keys(r.headers).filter((h) => !VOLATILE_HEADERS.has(h)).sort();
-  t.deepEqual(names(a), names(b), `header names${both}`);
-  for (const h of names(b)) if (h !== 'content-length') t.is(a.headers[h], b.headers[h], `header ${h}${both}`);
-
-  if ((b.headers['content-type'] ?? '').startsWith('application/json')) {
-    const ja = JSON.parse(aText) as Record<string, unknown>;
-    const jb = JSON.parse(bText) as Record<string, unknown>;
-    if (typeof jb.time === 'number') t.is(typeof ja.time, 'number', `a numeric time${both}`);
-    else t.false('time' in ja, `no time${both}`);
-    const { time: _ta, ...restA } = ja;
-    const { time: _tb, ...restB } = jb;
-    t.deepEqual(restA, restB, `body${both}`);
-    // The same bytes apart from the time (key order, spacing).
-    t.is(aText.replace(RAW_TIME, '}'), bText.replace(RAW_TIME, '}'), `raw body${both}`);
-    c.check?.(t, jb, b);
-  } else {
-    t.is(aText, bText, `body${both}`);
-    c.check?.(t, bText, b);
-  }
+  t.is(b.status, c.status, `Koa's status: ${b.raw.toString().slice(0, 400)}`);
   t.true(logB.some((l) => l.msg === 'request'), 'a request log line');
-  t.deepEqual(logA, logB, 'the same request log lines');
   if (s === secured) t.true(auditB.length > 0, 'an audit decision');
-  t.deepEqual(auditA, auditB, 'the same audit decisions');
+  for (const side of ['A', 'F'] as const) {
+    const hits = s.koaHits;
+    const served = s.front.served;
+    const [log0, audit0] = [h.logLines.length, s.audit.length];
+    const a = await send(side === 'A' ? s.portA : s.portF, c.req);
+    const viaKoa = s.koaHits !== hits;
+    const [logA, auditA] = [requestLines(log0), s.audit.slice(audit0)];
+    const bText = b.raw.toString();
+    const aText = a.raw.toString();
+    const both = `\n  ${side === 'A' ? 'lane' : 'front'}/${side}: ${a.status} ${a.headers['content-type']} ${aText.slice(0, 400)}\n  koa/B:  ${b.status} ${b.headers['content-type']} ${bText.slice(0, 400)}`;
+
+    if (c.lane !== null) t.is(!viaKoa, c.lane, c.lane ? `${side}: the lane must serve this request` : `${side}: this request must reach Koa`);
+    const byFront = c.front ?? (c.lane === true && !c.req.chunked);
+    if (side === 'F' && c.lane !== null) t.is(s.front.served - served, byFront ? 1 : 0, byFront ? 'the front must answer this request' : 'the front must pass this request on');
+    t.is(a.status, b.status, `status${both}`);
+    t.is(a.headers['content-type'], b.headers['content-type'], `Content-Type${both}`);
+    for (const [name, r] of [
+      [side, a],
+      ['B', b],
+    ] as const) {
+      // Node sends none with a 204.
+      if (r.status !== 204) t.not(r.headers['content-length'], undefined, `${name}: a Content-Length`);
+      if (r.headers['content-length'] !== undefined) t.is(Number(r.headers['content-length']), r.raw.length, `${name}: Content-Length is the body's length`);
+    }
+    const names = (r: Reply) => Object.keys(r.headers).filter((h) => !VOLATILE_HEADERS.has(h)).sort();
+    t.deepEqual(names(a), names(b), `header names${both}`);
+    for (const h of names(b)) if (h !== 'content-length') t.is(a.headers[h], b.headers[h], `header ${h}${both}`);
+    // The same connection headers (the request asked to close, agent: false).
+    t.is(a.headers.connection, b.headers.connection, `Connection${both}`);
+    t.is(a.headers['keep-alive'], b.headers['keep-alive'], `Keep-Alive${both}`);
+
+    if ((b.headers['content-type'] ?? '').startsWith('application/json')) {
+      const ja = JSON.parse(aText) as Record<string, unknown>;
+      const jb = JSON.parse(bText) as Record<string, unknown>;
+      if (typeof jb.time === 'number') t.is(typeof ja.time, 'number', `a numeric time${both}`);
+      else t.false('time' in ja, `no time${both}`);
+      const { time: _ta, ...restA } = ja;
+      const { time: _tb, ...restB } = jb;
+      t.deepEqual(restA, restB, `body${both}`);
+      // The same bytes apart from the time (key order, spacing).
+      t.is(aText.replace(RAW_TIME, '}'), bText.replace(RAW_TIME, '}'), `raw body${both}`);
+      if (side === 'A') c.check?.(t, jb, b);
+    } else {
+      t.is(aText, bText, `body${both}`);
+      if (side === 'A') c.check?.(t, bText, b);
+    }
+    t.deepEqual(logA, logB, `${side}: the same request log lines`);
+    t.deepEqual(auditA, auditB, `${side}: the same audit decisions`);
+  }
 }
 
 function cases(group: string, served: () => Served, list: Case[]): void {
@@ -362,7 +373,7 @@ cases('main', () => main, [
   { name: 'a negative limit', req: post(P(C, '/query'), { query: Q, limit: -1 }), lane: true, status: 400 },
   { name: 'prefetch without a query to merge them', req: post(P(C, '/query'), { prefetch: [{ query: Q }] }), lane: true, status: 400 },
   { name: 'a bad filter', req: post(P(C, '/scroll'), { filter: { must: [{ key: 'i', range: { gte: 'x' } }] } }), lane: true, status: 400 },
-  { name: 'a body over the limit (declared length)', req: post(P(C, '/query'), TOO_BIG), lane: true, status: 413, check: errorIs(/^Payload too large: /) },
+  { name: 'a body over the limit (declared length)', req: post(P(C, '/query'), TOO_BIG), lane: true, front: false, status: 413, check: errorIs(/^Payload too large: /) },
   { name: 'a body over the limit (chunked)', req: { ...post(P(C, '/query'), TOO_BIG), chunked: true }, lane: true, status: 413 },
   { name: 'a chunked body under the limit', req: { ...post(P(C, '/query'), { query: Q, limit: 2 }), chunked: true }, lane: true, status: 200 },
   // Longer than one socket read: not all of it is in the request's buffer when the lane looks.
@@ -446,7 +457,7 @@ async function signTokens(): Promise<void> {
 const query = { query: Q, limit: 3 };
 cases('auth', () => secured, [
   { name: 'no key', req: post(P(C, '/query'), query), lane: true, status: 401, check: (t, _b, r) => t.regex(r.headers['content-type'] ?? '', /^text\/plain/) },
-  { name: 'no key with a body over the limit', req: post(P(C, '/query'), TOO_BIG), lane: true, status: 401 },
+  { name: 'no key with a body over the limit', req: post(P(C, '/query'), TOO_BIG), lane: true, front: false, status: 401 },
   { name: 'no key with invalid JSON', req: post(P(C, '/count'), '{'), lane: true, status: 401 },
   { name: 'wrong key', req: post(P(C, '/query'), query, key('not-the-key')), lane: true, status: 401 },
   { name: 'api key', req: post(P(C, '/query'), query, key(API_KEY)), lane: true, status: 200 },
@@ -528,8 +539,14 @@ test.serial('requests following each other on one keep-alive connection answer a
   const hits = main.koaHits;
   const a = await run(main.portA);
   t.is(main.koaHits, hits + 1, 'only the trailing-slash request reached Koa');
+  const served = main.front.served;
+  const f = await run(main.portF);
+  t.is(main.koaHits, hits + 2, 'only the trailing-slash request reached Koa (front)');
+  // The body over the limit goes to node:http (the lane's node path answers 413).
+  t.is(main.front.served - served, 3, 'the front answered the query, the bad count and the scroll');
   const b = await run(main.portB);
   t.deepEqual(a, b);
+  t.deepEqual(f, b);
   t.deepEqual(
     b.map((r) => r.status),
     [200, 413, 400, 200, 200],
@@ -558,9 +575,11 @@ test.serial('/metrics and /telemetry count lane-served requests under their rout
   };
   const tel0 = await telemetry();
   const hits = main.koaHits;
-  for (let i = 0; i < 5; i++) t.is((await send(main.portA, post(P(C, '/query'), { query: Q, limit: 1 }))).status, 200);
-  t.is((await send(main.portA, post(P('metrics-probe-coll', '/query'), { query: Q }))).status, 404);
+  const served = main.front.served;
+  for (let i = 0; i < 5; i++) t.is((await send(i % 2 === 0 ? main.portA : main.portF, post(P(C, '/query'), { query: Q, limit: 1 }))).status, 200);
+  t.is((await send(main.portF, post(P('metrics-probe-coll', '/query'), { query: Q }))).status, 404);
   t.is(main.koaHits, hits, 'the lane served them');
+  t.is(main.front.served - served, 3, 'the front answered three of them');
   t.is(await metric(main, 200), ok0 + 5);
   t.is(await metric(main, 404), missing0 + 1);
   t.is(await telemetry(), tel0 + 6);

@@ -15,6 +15,7 @@ import pino, { type Logger } from 'pino';
 
 import { loadEngine } from '../../bindings';
 import { buildRestApp, type RestApp } from '../../ts/api/rest/app';
+import { HttpFront } from '../../ts/api/rest/front';
 import type { AuditLog } from '../../ts/auth/audit';
 import type { Authenticator } from '../../ts/auth/authenticate';
 import { loadConfig } from '../../ts/config';
@@ -28,7 +29,10 @@ export interface LanePair {
   portA: number;
   /** Koa alone. */
   portB: number;
-  /** Requests A passed on to Koa. */
+  /** The HTTP front before the lane before Koa, as a node serves (ts/node.ts). */
+  portF: number;
+  front: HttpFront;
+  /** Requests A or F passed on to Koa. */
   koaHits: number;
 }
 
@@ -37,6 +41,7 @@ export class LaneHarness {
   readonly logLines: Array<Record<string, unknown>> = [];
   readonly logger: Logger = pino({ level: 'info' }, { write: (line: string) => void this.logLines.push(JSON.parse(line) as Record<string, unknown>) });
   private readonly servers: http.Server[] = [];
+  private readonly fronts: HttpFront[] = [];
   private toc: TableOfContent | null = null;
   private snapshots: Snapshots | null = null;
 
@@ -71,14 +76,17 @@ export class LaneHarness {
     const rest = buildRestApp(cfg, { logger: this.logger, info, toc: this.toc!, snapshots: this.snapshots!, ...deps });
     setup?.(rest);
     const koa = rest.app.callback();
-    const p: LanePair = { rest, portA: 0, portB: 0, koaHits: 0 };
-    p.portA = await this.listen(
-      rest.lane.listener((req, res) => {
-        p.koaHits++;
-        void koa(req, res);
-      }),
-    );
+    const p = { rest, portA: 0, portB: 0, portF: 0, koaHits: 0 } as LanePair;
+    const counted = rest.lane.listener((req, res) => {
+      p.koaHits++;
+      void koa(req, res);
+    });
+    p.portA = await this.listen(counted);
     p.portB = await this.listen(koa);
+    p.portF = await this.listen(counted, (server) => {
+      p.front = HttpFront.attach(server, rest.lane, { bodyLimitBytes: cfg.service.max_request_size_mb * 1024 * 1024, cors: cfg.service.enable_cors });
+      this.fronts.push(p.front);
+    });
     return p;
   }
 
@@ -89,8 +97,9 @@ export class LaneHarness {
     return new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
   }
 
-  private listen(listener: http.RequestListener): Promise<number> {
+  private listen(listener: http.RequestListener, setup?: (server: http.Server) => void): Promise<number> {
     const server = http.createServer(listener);
+    setup?.(server);
     this.servers.push(server);
     return new Promise((resolve, reject) => {
       server.once('error', reject);
@@ -99,6 +108,7 @@ export class LaneHarness {
   }
 
   async close(): Promise<void> {
+    for (const f of this.fronts) f.closeAll();
     await Promise.all(
       this.servers.map(
         (s) =>

@@ -21,6 +21,7 @@ import { markRequestStart, elapsedSeconds } from '../envelope';
 import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
 import { DirectLane } from './direct';
+import { clientConnection } from './front';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes, replicaStateCounts } from './cluster';
 import { addClusterUpdateRoute } from './cluster-update';
@@ -150,7 +151,7 @@ export function buildRestApp(config: Config, deps: RestDeps): RestApp {
 function requestLog(logger: Logger, stats: RequestStats) {
   return async function logRequest(ctx: Context, next: Next): Promise<void> {
     markRequestStart(ctx);
-    requestStarted(ctx.req.socket);
+    requestStarted(clientConnection(ctx.req.socket));
     try {
       await next();
     } finally {

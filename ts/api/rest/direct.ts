@@ -23,26 +23,44 @@
  * parse a route's body fields or map errors itself (the shared functions do).
  */
 
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 
-import type { Access, Requirement } from '../../auth/access';
+import type { Requirement } from '../../auth/access';
 import type { AuditLog } from '../../auth/audit';
 import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
 import { requestFinished, requestStarted } from '../../../bindings';
-import { errorAnswer, retryAfterOf } from '../errors';
+import { ClientClosedError, errorAnswer, retryAfterOf } from '../errors';
 import { decide } from '../guard';
 import { parseJsonBody, readJsonBody } from './body';
 import type { VectorPlaces } from './json-numbers';
 import { parseQueryString, type RequestInput } from '../request/parse';
 import type { HttpMethod } from './method';
+import { clientConnection } from './front';
 import { requestDone, type RequestStats } from './stats';
+
+/** A request the lane serves: its route, path parameters (decoded), path and raw query string. */
+export interface DirectMatch {
+  route: DirectRoute;
+  params: Record<string, string>;
+  path: string;
+  query: string;
+}
+
+/** What the lane answers: status, Content-Type, body, and a Retry-After (seconds) or null. */
+export interface DirectAnswer {
+  status: number;
+  type: string;
+  text: string;
+  retryAfter: number | null;
+}
 
 /** A route handler that both paths call: the `result` of the 200 envelope, or a throw. */
 export type DirectHandler = (r: RequestInput) => Promise<unknown>;
 
-interface DirectRoute {
+export interface DirectRoute {
   method: HttpMethod;
   pattern: string;
   /** Path segments: a literal, or the name of a parameter (`{name}` in the pattern). */
@@ -97,7 +115,8 @@ export class DirectLane {
     };
   }
 
-  private match(req: IncomingMessage): { route: DirectRoute; params: Record<string, string>; path: string; query: string } | null {
+  /** The direct route `req` asks for, with its parameters; null when the lane leaves the request to Koa. */
+  match(req: { headers: IncomingHttpHeaders; url?: string; method?: string }): DirectMatch | null {
     if (this.opts.cors && req.headers.origin !== undefined) return null;
     const url = req.url ?? '';
     // A fragment (never sent by a browser, but a raw client can): Koa's URL parsing decides.
@@ -130,45 +149,56 @@ export class DirectLane {
 
   private async serve(route: DirectRoute, params: Record<string, string>, path: string, query: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = process.hrtime.bigint();
-    requestStarted(req.socket);
+    requestStarted(clientConnection(req.socket));
     try {
-      await this.answer(route, params, path, query, req, res, started);
+      const a = await this.answer(route, params, path, query, req.headers, req.socket.remoteAddress ?? null, () => this.body(req, route.places), started);
+      if (!res.destroyed && !res.headersSent) {
+        res.on('error', this.onResponseError);
+        res.writeHead(a.status, a.retryAfter === null ? { 'Content-Type': a.type, 'Content-Length': Buffer.byteLength(a.text) } : { 'Content-Type': a.type, 'Content-Length': Buffer.byteLength(a.text), 'Retry-After': String(a.retryAfter) });
+        res.end(a.text);
+      }
+      requestDone(this.opts.logger, this.opts.stats, route.method, path, route.pattern, a.status, secondsSince(started));
     } finally {
       requestFinished();
     }
   }
 
-  private async answer(route: DirectRoute, params: Record<string, string>, path: string, query: string, req: IncomingMessage, res: ServerResponse, started: bigint): Promise<void> {
-    const { logger, stats } = this.opts;
-    const method = route.method;
-    let status: number;
-    let type = JSON_TYPE;
-    let text: string;
-    let retryAfter: number | null = null;
+  /**
+   * Serves a request the HTTP front (front.ts) read off its socket `client`: `hit` from
+   * match(), `raw` its whole body, or null when the client went away before sending it.
+   * `write` gets the answer, once. As on the node:http path, a body is not read once the
+   * client has gone (499, ClientClosedError), also when it had arrived whole.
+   */
+  async serveParsed(hit: DirectMatch, headers: IncomingHttpHeaders, client: Socket, raw: Buffer | null, write: (a: DirectAnswer) => void): Promise<void> {
+    const started = process.hrtime.bigint();
+    const { route, path } = hit;
+    requestStarted(client);
     try {
-      const decision = route.need === null ? null : await this.guard(route.need, method, params, path, req);
-      if (decision !== null && !('access' in decision)) {
-        status = decision.status;
-        type = TEXT_TYPE;
-        text = decision.message;
-      } else {
-        const body = await this.body(req, route.places);
-        const result = await route.handler({ params, query: query === '' ? {} : parseQueryString(query), request: { body }, access: decision?.access });
-        status = 200;
-        text = JSON.stringify({ result, status: 'ok', time: secondsSince(started) });
-      }
+      const readBody = () => {
+        if (raw === null || client.destroyed) throw new ClientClosedError(raw === null ? 'the client went away while its body was being read' : 'the client went away before its body was read');
+        return raw.length === 0 ? undefined : parseJsonBody(raw, route.places);
+      };
+      const a = await this.answer(route, hit.params, path, hit.query, headers, client.remoteAddress ?? null, readBody, started);
+      write(a);
+      requestDone(this.opts.logger, this.opts.stats, route.method, path, route.pattern, a.status, secondsSince(started));
+    } finally {
+      requestFinished();
+    }
+  }
+
+  private async answer(route: DirectRoute, params: Record<string, string>, path: string, query: string, headers: IncomingHttpHeaders, address: string | null, readBody: () => unknown, started: bigint): Promise<DirectAnswer> {
+    const { logger } = this.opts;
+    const method = route.method;
+    try {
+      const decision = route.need === null ? null : await decide(this.opts.authn, this.opts.audit, route.need, { headers, method, path, params, address });
+      if (decision !== null && !('access' in decision)) return { status: decision.status, type: TEXT_TYPE, text: decision.message, retryAfter: null };
+      const body = await readBody();
+      const result = await route.handler({ params, query: query === '' ? {} : parseQueryString(query), request: { body }, access: decision?.access });
+      return { status: 200, type: JSON_TYPE, text: JSON.stringify({ result, status: 'ok', time: secondsSince(started) }), retryAfter: null };
     } catch (err) {
       const answer = errorAnswer(err, logger, method, path);
-      status = answer.status;
-      text = JSON.stringify({ status: { error: answer.message }, time: secondsSince(started) });
-      retryAfter = retryAfterOf(err);
+      return { status: answer.status, type: JSON_TYPE, text: JSON.stringify({ status: { error: answer.message }, time: secondsSince(started) }), retryAfter: retryAfterOf(err) };
     }
-    if (!res.destroyed && !res.headersSent) {
-      res.on('error', this.onResponseError);
-      res.writeHead(status, retryAfter === null ? { 'Content-Type': type, 'Content-Length': Buffer.byteLength(text) } : { 'Content-Type': type, 'Content-Length': Buffer.byteLength(text), 'Retry-After': String(retryAfter) });
-      res.end(text);
-    }
-    requestDone(logger, stats, method, path, route.pattern, status, secondsSince(started));
   }
 
   /** One listener for every response's 'error' (a client gone mid-answer), instead of a closure per request. */
@@ -195,14 +225,5 @@ export class DirectLane {
     return raw === null || raw.length === 0 ? undefined : parseJsonBody(raw, places);
   }
 
-  /** The caller's access when it may go on; else the plain-text answer. Throws ForbiddenError (403 envelope). */
-  private async guard(
-    need: Exclude<Requirement, { scope: 'open' }>,
-    method: string,
-    params: Record<string, string>,
-    path: string,
-    req: IncomingMessage,
-  ): Promise<{ access: Access } | { status: number; message: string }> {
-    return decide(this.opts.authn, this.opts.audit, need, { headers: req.headers, method, path, params, address: req.socket.remoteAddress ?? null });
-  }
+
 }

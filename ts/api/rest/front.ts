@@ -1,0 +1,497 @@
+/**
+ * The REST server's HTTP/1.1 front: the direct lane's requests read and answered on the
+ * socket, every other request handed to node:http (and through it to the lane's node
+ * path or Koa) unchanged.
+ *
+ * Why: with the direct lane, node:http's own work was the largest part left of a
+ * query's main-thread time: an IncomingMessage and a ServerResponse per request (two
+ * streams with their events), the header objects, the parser's callbacks into
+ * JavaScript, the response's header bookkeeping. Side by side at 8 connections
+ * (bench/results/ab-query-*-front-*.md) the front took a third of the main thread's
+ * time per query away. See docs/rest.md.
+ *
+ * How a connection is served. The front reads the socket itself and parses each
+ * request head with a strict subset of HTTP/1.1:
+ *   - a request that the lane serves (DirectLane.match) with a Content-Length body, no
+ *     Transfer-Encoding, Expect or Upgrade, a Host header, no repeated header, and no
+ *     Origin while CORS is on: the lane's handler runs (DirectLane.serveParsed) and the
+ *     front writes the answer with the headers node:http writes for it;
+ *   - any other well-formed request delimited by its Content-Length (or without a
+ *     body): its bytes go, as they arrive, to node:http through a stand-in stream for
+ *     this connection (`Relay`), and the front reads the next request once node:http
+ *     has written the answer. Node's own answer (404, Koa's routes, CORS, HTTP/1.0, 413
+ *     for a body over the limit) is what the client gets;
+ *   - anything else (chunked bodies, upgrades, a head the strict parse refuses, a head
+ *     over node's header size limit): the socket itself, with the bytes read so far,
+ *     goes to node:http for good, which answers exactly as before (400, 431, ...).
+ * Requests are answered in order, one at a time per connection (pipelined requests
+ * wait, as node:http makes them wait).
+ *
+ * Timeouts as node:http keeps them: the server's keepAliveTimeout between requests
+ * (then the connection closes), headersTimeout for a request head and requestTimeout for
+ * a whole request (then 408 and close). Relayed requests run under node:http's own
+ * timers. Shutdown: `closeIdle()` and `closeAll()` do for the front's connections what
+ * node's closeIdleConnections/closeAllConnections do for its own.
+ *
+ * Owns: reading requests off the socket and writing the lane's answers. Must never:
+ * answer a request the lane does not serve, or differ from node:http in what it sends
+ * (test/api/direct.test.ts compares the front, the lane on node:http and Koa).
+ */
+
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { maxHeaderSize as NODE_MAX_HEADER_SIZE, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { TLSSocket } from 'node:tls';
+
+import type { DirectAnswer, DirectLane, DirectMatch } from './direct';
+
+const HEAD_END = Buffer.from('\r\n\r\n');
+const REQUEST_LINE = /^([A-Z]+) ([\x21-\x7e]+) HTTP\/1\.([01])$/;
+const HEADER_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*$/;
+const DIGITS = /^[0-9]{1,15}$/;
+/**
+ * Heads up to this size are read by the front; a longer one (or one still without its end) goes
+ * to node:http, whose limit (--max-http-header-size, 16 KiB by default) then decides.
+ */
+const MAX_HEAD = Math.floor(NODE_MAX_HEADER_SIZE / 2);
+/** Bytes of later (pipelined) requests held while one is answered, before the socket is paused. */
+const HOLD_BYTES = 64 * 1024;
+
+/** The answer node:http writes for a request that timed out. */
+const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+
+let dateText = '';
+let dateSecond = -1;
+/** The Date header's value, as node:http writes it (cached per second). */
+function httpDate(): string {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== dateSecond) {
+    dateSecond = second;
+    dateText = new Date(now).toUTCString();
+  }
+  return dateText;
+}
+
+/** The client connection a request arrived on: the socket, also for a request node:http read through the front's relay. */
+export function clientConnection(socket: unknown): unknown {
+  return socket instanceof Relay ? socket.connection.socket : socket;
+}
+
+export interface FrontOptions {
+  bodyLimitBytes: number;
+  /** service.enable_cors: a request with an Origin header is relayed (Koa writes CORS headers). */
+  cors: boolean;
+}
+
+export class HttpFront {
+  private readonly connections = new Set<Connection>();
+  private closing = false;
+  /** Requests the front answered itself (the lane's handler, on the socket). */
+  served = 0;
+
+  private constructor(
+    readonly server: Server,
+    readonly lane: DirectLane,
+    readonly opts: FrontOptions,
+    /** node:http's connection listener: takes a socket, or the relay stream of one. */
+    readonly nodeConnection: (socket: Duplex) => void,
+  ) {}
+
+  /** Puts a front before `server` (http or https, not yet listening): it takes the server's connections. */
+  static attach(server: Server, lane: DirectLane, opts: FrontOptions): HttpFront {
+    // https.Server hands node:http its sockets on 'secureConnection', http.Server on 'connection'.
+    const event = typeof (server as unknown as { setSecureContext?: unknown }).setSecureContext === 'function' ? 'secureConnection' : 'connection';
+    const listeners = server.listeners(event) as Array<(s: Duplex) => void>;
+    if (listeners.length !== 1) throw new Error(`HttpFront.attach: expected node:http's one '${event}' listener, found ${listeners.length}`);
+    const nodeListener = listeners[0];
+    server.removeListener(event, nodeListener);
+    const front = new HttpFront(server, lane, opts, (s) => nodeListener.call(server, s));
+    server.on(event, (socket: Socket) => front.accept(socket));
+    // A relayed request's answer: the connection reads on once it is written.
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      if (req.socket instanceof Relay) req.socket.connection.relayedRequest(res);
+    });
+    return front;
+  }
+
+  private accept(socket: Socket): void {
+    if (this.closing) {
+      socket.destroy();
+      return;
+    }
+    const c = new Connection(this, socket);
+    this.connections.add(c);
+    socket.once('close', () => this.connections.delete(c));
+  }
+
+  /** Closes the connections that are between requests (and no longer lets idle ones stay open); see node's closeIdleConnections. */
+  closeIdle(): void {
+    this.closing = true;
+    for (const c of this.connections) c.closeIfIdle();
+  }
+
+  /** Closes every connection the front holds. */
+  closeAll(): void {
+    this.closing = true;
+    for (const c of this.connections) c.socket.destroy();
+  }
+
+  get isClosing(): boolean {
+    return this.closing;
+  }
+}
+
+type Mode =
+  /** Between requests, or reading one. */
+  | 'idle'
+  /** The lane is answering a request. */
+  | 'answering'
+  /** A request was relayed to node:http, whose answer is not written yet. */
+  | 'relayed'
+  /** The socket went to node:http, or is closing. */
+  | 'gone';
+
+class Connection {
+  private buf: Buffer | null = null;
+  private mode: Mode = 'idle';
+  private relay: Relay | null = null;
+  /** Body bytes of the relayed request still to pass on. */
+  private relayLeft = 0;
+  /** The relayed request's answer is written (the connection reads on once its body has been passed on too). */
+  private relayAnswered = false;
+  /** When the request being read began (its first byte), for headersTimeout and requestTimeout. */
+  private requestStart = 0;
+  private pausedForRelay = false;
+  private pausedForHold = false;
+  /** The lane request whose head was read and whose body has not all arrived. */
+  private waiting: { hit: DirectMatch; headers: IncomingHttpHeaders } | null = null;
+
+  constructor(
+    private readonly front: HttpFront,
+    readonly socket: Socket,
+  ) {
+    socket.on('data', this.onData);
+    socket.on('end', this.onEnd);
+    socket.on('error', this.onError);
+    socket.on('close', this.onClose);
+    socket.on('timeout', this.onTimeout);
+    socket.setNoDelay(true);
+    socket.setTimeout(front.server.headersTimeout);
+  }
+
+  private readonly onData = (chunk: Buffer): void => {
+    if (this.mode === 'gone') return;
+    if (this.buf === null && this.mode === 'idle') this.requestStart = performance.now();
+    if (this.mode === 'relayed' && this.relayLeft > 0) {
+      const n = Math.min(this.relayLeft, chunk.length);
+      this.relayLeft -= n;
+      this.pass(n === chunk.length ? chunk : chunk.subarray(0, n));
+      if (this.relayLeft === 0 && this.relayAnswered) this.relayDone();
+      if (n === chunk.length) return;
+      chunk = chunk.subarray(n);
+    }
+    this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
+    if (this.mode === 'idle') this.next();
+    else if (this.buf !== null && this.buf.length > HOLD_BYTES && !this.pausedForHold) {
+      this.pausedForHold = true;
+      this.socket.pause();
+    }
+  };
+
+  /**
+   * The client ended its side. As node:http does (httpAllowHalfOpen off), the request in
+   * progress is dropped and the connection closed: the lane then finds the client gone
+   * (499 in the log), a relayed request ends inside node:http.
+   */
+  private readonly onEnd = (): void => {
+    if (this.mode === 'relayed' && this.relay !== null) this.relay.push(null);
+    else this.socket.end();
+  };
+
+  private readonly onError = (): void => {
+    // ECONNRESET and the like: 'close' follows, which cleans up.
+  };
+
+  private readonly onClose = (): void => {
+    const waiting = this.mode === 'idle' ? this.waiting : null;
+    this.mode = 'gone';
+    this.buf = null;
+    this.waiting = null;
+    // A lane request whose body never came whole ends as on the node:http path: a 499 in the log.
+    if (waiting !== null) void this.front.lane.serveParsed(waiting.hit, waiting.headers, this.socket, null, () => undefined);
+    const relay = this.relay;
+    this.relay = null;
+    relay?.destroy();
+  };
+
+  private readonly onTimeout = (): void => {
+    if (this.mode !== 'idle') return;
+    if (this.buf === null) this.socket.destroy(); // keepAliveTimeout (or headersTimeout with nothing sent)
+    else this.timedOut();
+  };
+
+  private timedOut(): void {
+    this.mode = 'gone';
+    this.waiting = null;
+    this.socket.end(REQUEST_TIMEOUT);
+  }
+
+  closeIfIdle(): void {
+    if (this.mode === 'idle' && this.buf === null) this.socket.destroy();
+  }
+
+  /** Reads the next request from the buffer, while the connection is between requests. */
+  private next(): void {
+    while (this.mode === 'idle' && this.buf !== null) {
+      const buf = this.buf;
+      const server = this.front.server;
+      const sinceStart = performance.now() - this.requestStart;
+      const end = buf.indexOf(HEAD_END);
+      if (end < 0) {
+        if (buf.length > MAX_HEAD) return this.toNode();
+        if (sinceStart > server.headersTimeout) return this.timedOut();
+        this.socket.setTimeout(server.headersTimeout);
+        return;
+      }
+      if (end + 4 > MAX_HEAD) return this.toNode();
+      const req = parseHead(buf.toString('latin1', 0, end));
+      if (req === null) return this.toNode();
+      const { method, url, minor, headers } = req;
+      const te = headers['transfer-encoding'];
+      const cl = headers['content-length'];
+      if (te !== undefined || headers.upgrade !== undefined || method === 'CONNECT' || (cl !== undefined && !DIGITS.test(cl as string))) return this.toNode();
+      const length = cl === undefined ? 0 : Number(cl);
+      const connection = (headers.connection as string | undefined)?.toLowerCase();
+      const direct =
+        minor === 1 &&
+        headers.host !== undefined &&
+        headers.expect === undefined &&
+        (connection === undefined || connection === 'keep-alive' || connection === 'close') &&
+        length <= this.front.opts.bodyLimitBytes &&
+        !(this.front.opts.cors && headers.origin !== undefined)
+          ? this.front.lane.match({ headers, url, method })
+          : null;
+      if (direct === null) {
+        this.relayOut(buf, end + 4, length);
+        continue;
+      }
+      const need = end + 4 + length;
+      const close = connection === 'close' || this.front.isClosing;
+      if (buf.length < need) {
+        this.waiting = { hit: direct, headers };
+        if (sinceStart > server.requestTimeout && server.requestTimeout > 0) return this.timedOut();
+        this.socket.setTimeout(server.headersTimeout);
+        return;
+      }
+      this.waiting = null;
+      this.buf = need === buf.length ? null : buf.subarray(need);
+      this.mode = 'answering';
+      this.socket.setTimeout(0);
+      void this.front.lane.serveParsed(direct, headers, this.socket, buf.subarray(end + 4, need), (a) => this.answer(a, close));
+    }
+  }
+
+  /** Writes the lane's answer as node:http writes it, then reads on. */
+  private answer(a: DirectAnswer, close: boolean): void {
+    if (this.mode !== 'answering' || this.socket.writableEnded) return; // the client went away meanwhile
+    this.front.served++;
+    const ka = this.front.server.keepAliveTimeout;
+    const length = Buffer.byteLength(a.text);
+    let head = `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status] ?? 'unknown'}\r\nContent-Type: ${a.type}\r\nContent-Length: ${length}\r\n`;
+    if (a.retryAfter !== null) head += `Retry-After: ${a.retryAfter}\r\n`;
+    head += `Date: ${httpDate()}\r\n`;
+    if (close) head += 'Connection: close\r\n\r\n';
+    else head += ka > 0 ? `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(ka / 1000)}\r\n\r\n` : 'Connection: keep-alive\r\n\r\n';
+    if (close) {
+      this.mode = 'gone';
+      this.socket.end(head + a.text);
+      return;
+    }
+    this.socket.write(head + a.text);
+    this.between();
+  }
+
+  /** A request is answered: read the next one, or wait for it. */
+  private between(): void {
+    this.mode = 'idle';
+    if (this.pausedForHold) {
+      this.pausedForHold = false;
+      if (!this.pausedForRelay) this.socket.resume();
+    }
+    if (this.buf !== null) {
+      this.requestStart = performance.now();
+      this.next();
+    } else if (this.front.isClosing) this.socket.destroy();
+    else this.socket.setTimeout(this.front.server.keepAliveTimeout);
+  }
+
+  /** Relays the request at the start of the buffer (head `headBytes`, body `length`) to node:http. */
+  private relayOut(buf: Buffer, headBytes: number, length: number): void {
+    if (this.relay === null) {
+      this.relay = new Relay(this);
+      this.front.nodeConnection(this.relay);
+    }
+    this.mode = 'relayed';
+    this.relayAnswered = false;
+    this.socket.setTimeout(0);
+    const take = Math.min(buf.length, headBytes + length);
+    this.relayLeft = headBytes + length - take;
+    this.buf = take === buf.length ? null : buf.subarray(take);
+    this.pass(buf.subarray(0, take));
+  }
+
+  private pass(bytes: Buffer): void {
+    if (this.relay !== null && !this.relay.push(bytes) && !this.pausedForRelay) {
+      this.pausedForRelay = true;
+      this.socket.pause();
+    }
+  }
+
+  /** node:http wants more of the relayed request. */
+  relayDrained(): void {
+    if (!this.pausedForRelay) return;
+    this.pausedForRelay = false;
+    if (!this.pausedForHold) this.socket.resume();
+  }
+
+  /** node:http began answering a request read through the relay. */
+  relayedRequest(res: ServerResponse): void {
+    const done = (): void => {
+      if (this.mode !== 'relayed') return;
+      // node:http ends the stream after an answer that closes the connection.
+      if (this.relay === null || this.relay.writableEnded || !res.writableFinished) return;
+      this.relayAnswered = true;
+      if (this.relayLeft === 0) this.relayDone();
+    };
+    res.once('finish', done);
+  }
+
+  private relayDone(): void {
+    this.relayAnswered = false;
+    this.between();
+  }
+
+  /** node:http ended the relay (its answer closes the connection). */
+  relayEnded(): void {
+    this.mode = 'gone';
+    this.socket.end();
+  }
+
+  /** node:http destroyed the relay: with a request in it, the connection goes too; an idle one is only dropped. */
+  relayDestroyed(relay: Relay): void {
+    if (this.relay !== relay) return;
+    this.relay = null;
+    if (this.mode === 'relayed') {
+      this.mode = 'gone';
+      this.socket.destroy();
+    } else if (this.mode === 'idle' && this.buf === null && this.front.isClosing) this.socket.destroy();
+  }
+
+  /** Hands the socket and what was read of it to node:http for good. */
+  private toNode(): void {
+    this.mode = 'gone';
+    this.waiting = null;
+    const socket = this.socket;
+    const relay = this.relay;
+    this.relay = null;
+    relay?.destroy();
+    socket.pause();
+    socket.removeListener('data', this.onData);
+    socket.removeListener('end', this.onEnd);
+    socket.removeListener('error', this.onError);
+    socket.removeListener('close', this.onClose);
+    socket.removeListener('timeout', this.onTimeout);
+    socket.setTimeout(0);
+    if (this.buf !== null) socket.unshift(this.buf);
+    this.buf = null;
+    this.front.nodeConnection(socket);
+    socket.resume();
+  }
+}
+
+/**
+ * The stream node:http reads a relayed request from and writes its answer to: the
+ * connection pushes the request's bytes in; what node:http writes goes to the socket.
+ */
+class Relay extends Duplex {
+  constructor(readonly connection: Connection) {
+    super({ allowHalfOpen: true });
+  }
+
+  get remoteAddress(): string | undefined {
+    return this.connection.socket.remoteAddress;
+  }
+  get remotePort(): number | undefined {
+    return this.connection.socket.remotePort;
+  }
+  get remoteFamily(): string | undefined {
+    return this.connection.socket.remoteFamily;
+  }
+  get localAddress(): string | undefined {
+    return this.connection.socket.localAddress;
+  }
+  get localPort(): number | undefined {
+    return this.connection.socket.localPort;
+  }
+  /** Koa's ctx.protocol and ctx.secure read it. */
+  get encrypted(): boolean | undefined {
+    return this.connection.socket instanceof TLSSocket ? true : undefined;
+  }
+
+  override _read(): void {
+    this.connection.relayDrained();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    const socket = this.connection.socket;
+    if (socket.destroyed) cb(new Error('the client connection is closed'));
+    else socket.write(chunk, cb);
+  }
+
+  override _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void {
+    const socket = this.connection.socket;
+    if (socket.destroyed) {
+      cb(new Error('the client connection is closed'));
+      return;
+    }
+    socket.cork();
+    for (let i = 0; i < chunks.length - 1; i++) socket.write(chunks[i].chunk);
+    socket.write(chunks[chunks.length - 1].chunk, cb);
+    socket.uncork();
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    this.connection.relayEnded();
+    cb();
+  }
+
+  override _destroy(err: Error | null, cb: (err: Error | null) => void): void {
+    this.connection.relayDestroyed(this);
+    cb(err);
+  }
+}
+
+interface Head {
+  method: string;
+  url: string;
+  minor: number;
+  headers: IncomingHttpHeaders;
+}
+
+/** A request head (without its blank line) in the strict form the front reads; null for anything else. */
+function parseHead(text: string): Head | null {
+  const lines = text.split('\r\n');
+  const first = REQUEST_LINE.exec(lines[0]);
+  if (first === null) return null;
+  const headers: IncomingHttpHeaders = {};
+  for (let i = 1; i < lines.length; i++) {
+    const m = HEADER_LINE.exec(lines[i]);
+    if (m === null) return null;
+    const name = m[1].toLowerCase();
+    if (headers[name] !== undefined || name === '__proto__') return null;
+    headers[name] = m[2];
+  }
+  return { method: first[1], url: first[2], minor: first[3] === '1' ? 1 : 0, headers };
+}
