@@ -21,7 +21,7 @@ import { markRequestStart, elapsedSeconds } from '../envelope';
 import { errorMiddleware } from '../errors';
 import { corsMiddleware } from './cors';
 import { DirectLane } from './direct';
-import { clientConnection } from './front';
+import { clientConnection } from './connection';
 import type { TableOfContent } from '../../storage/toc';
 import { addClusterRoutes, replicaStateCounts } from './cluster';
 import { addClusterUpdateRoute } from './cluster-update';

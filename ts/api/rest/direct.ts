@@ -38,7 +38,7 @@ import { parseJsonBody, readJsonBody } from './body';
 import type { VectorPlaces } from './json-numbers';
 import { parseQueryString, type RequestInput } from '../request/parse';
 import type { HttpMethod } from './method';
-import { clientConnection } from './front';
+import { clientConnection } from './connection';
 import { requestDone, type RequestStats } from './stats';
 
 /** A request the lane serves: its route, path parameters (decoded), path and raw query string. */

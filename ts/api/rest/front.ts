@@ -44,6 +44,7 @@ import type { Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 
+import { standsFor } from './connection';
 import type { DirectAnswer, DirectLane, DirectMatch } from './direct';
 
 const HEAD_END = Buffer.from('\r\n\r\n');
@@ -72,11 +73,6 @@ function httpDate(): string {
     dateText = new Date(now).toUTCString();
   }
   return dateText;
-}
-
-/** The client connection a request arrived on: the socket, also for a request node:http read through the front's relay. */
-export function clientConnection(socket: unknown): unknown {
-  return socket instanceof Relay ? socket.connection.socket : socket;
 }
 
 export interface FrontOptions {
@@ -418,6 +414,7 @@ class Connection {
 class Relay extends Duplex {
   constructor(readonly connection: Connection) {
     super({ allowHalfOpen: true });
+    standsFor(this, connection.socket);
   }
 
   get remoteAddress(): string | undefined {
