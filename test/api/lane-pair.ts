@@ -90,6 +90,13 @@ export class LaneHarness {
     return p;
   }
 
+  /** The server of this harness listening on `port`. */
+  server(port: number): http.Server {
+    const server = this.servers.find((s) => (s.address() as AddressInfo | null)?.port === port);
+    if (server === undefined) throw new Error(`no server of this harness listens on ${port}`);
+    return server;
+  }
+
   /** Connections the server on `port` still holds open (one the client left is gone once the server has seen it go). */
   openConnections(port: number): Promise<number> {
     const server = this.servers.find((s) => (s.address() as AddressInfo | null)?.port === port);

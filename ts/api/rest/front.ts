@@ -134,6 +134,16 @@ export class HttpFront {
     for (const c of this.connections) c.socket.destroy();
   }
 
+  /** The front's connections by what they are doing: between requests, reading one, answering one, waiting for node:http's answer. */
+  counts(): { idle: number; reading: number; answering: number; relayed: number } {
+    const out = { idle: 0, reading: 0, answering: 0, relayed: 0 };
+    for (const c of this.connections) {
+      const state = c.state();
+      if (state !== 'gone') out[state]++;
+    }
+    return out;
+  }
+
   get isClosing(): boolean {
     return this.closing;
   }
@@ -232,6 +242,10 @@ class Connection {
     this.mode = 'gone';
     this.waiting = null;
     this.socket.end(REQUEST_TIMEOUT);
+  }
+
+  state(): 'idle' | 'reading' | 'answering' | 'relayed' | 'gone' {
+    return this.mode === 'idle' && this.buf !== null ? 'reading' : this.mode;
   }
 
   closeIfIdle(): void {
