@@ -169,6 +169,8 @@ class Connection {
   private relayAnswered = false;
   /** When the request being read began (its first byte), for headersTimeout and requestTimeout. */
   private requestStart = 0;
+  /** The socket's inactivity timeout now (ms): set only when it changes, since each change makes a timer. */
+  private armed = -1;
   private pausedForRelay = false;
   private pausedForHold = false;
   /** The lane request whose head was read and whose body has not all arrived. */
@@ -184,7 +186,7 @@ class Connection {
     socket.on('close', this.onClose);
     socket.on('timeout', this.onTimeout);
     socket.setNoDelay(true);
-    socket.setTimeout(front.server.headersTimeout);
+    this.arm(front.server.headersTimeout);
   }
 
   private readonly onData = (chunk: Buffer): void => {
@@ -232,11 +234,32 @@ class Connection {
     relay?.destroy();
   };
 
+  /**
+   * The socket was inactive for the armed time. One timer serves every case (socket
+   * activity restarts it): between requests it is keepAliveTimeout (headersTimeout before
+   * the first), and the connection closes; while a request is being read, the request is
+   * timed against headersTimeout (head) or requestTimeout (body) from its first byte; while
+   * the lane or node:http answers, it is ignored (the answer's write restarts it).
+   */
   private readonly onTimeout = (): void => {
     if (this.mode !== 'idle') return;
-    if (this.buf === null) this.socket.destroy(); // keepAliveTimeout (or headersTimeout with nothing sent)
-    else this.timedOut();
+    if (this.buf === null) {
+      this.socket.destroy();
+      return;
+    }
+    const server = this.front.server;
+    const limit = this.waiting === null ? server.headersTimeout : server.requestTimeout;
+    if (limit <= 0) return;
+    const left = limit - (performance.now() - this.requestStart);
+    if (left <= 0) this.timedOut();
+    else this.arm(Math.ceil(left));
   };
+
+  private arm(ms: number): void {
+    if (ms === this.armed) return;
+    this.armed = ms;
+    this.socket.setTimeout(ms);
+  }
 
   private timedOut(): void {
     this.mode = 'gone';
@@ -261,8 +284,7 @@ class Connection {
       const end = buf.indexOf(HEAD_END);
       if (end < 0) {
         if (buf.length > MAX_HEAD) return this.toNode();
-        if (sinceStart > server.headersTimeout) return this.timedOut();
-        this.socket.setTimeout(server.headersTimeout);
+        if (server.headersTimeout > 0 && sinceStart > server.headersTimeout) return this.timedOut();
         return;
       }
       if (end + 4 > MAX_HEAD) return this.toNode();
@@ -291,14 +313,12 @@ class Connection {
       const close = connection === 'close' || this.front.isClosing;
       if (buf.length < need) {
         this.waiting = { hit: direct, headers };
-        if (sinceStart > server.requestTimeout && server.requestTimeout > 0) return this.timedOut();
-        this.socket.setTimeout(server.headersTimeout);
+        if (server.requestTimeout > 0 && sinceStart > server.requestTimeout) return this.timedOut();
         return;
       }
       this.waiting = null;
       this.buf = need === buf.length ? null : buf.subarray(need);
       this.mode = 'answering';
-      this.socket.setTimeout(0);
       void this.front.lane.serveParsed(direct, headers, this.socket, buf.subarray(end + 4, need), (a) => this.answer(a, close));
     }
   }
@@ -334,7 +354,7 @@ class Connection {
       this.requestStart = performance.now();
       this.next();
     } else if (this.front.isClosing) this.socket.destroy();
-    else this.socket.setTimeout(this.front.server.keepAliveTimeout);
+    else this.arm(this.front.server.keepAliveTimeout);
   }
 
   /** Relays the request at the start of the buffer (head `headBytes`, body `length`) to node:http. */
@@ -345,7 +365,6 @@ class Connection {
     }
     this.mode = 'relayed';
     this.relayAnswered = false;
-    this.socket.setTimeout(0);
     const take = Math.min(buf.length, headBytes + length);
     this.relayLeft = headBytes + length - take;
     this.buf = take === buf.length ? null : buf.subarray(take);
