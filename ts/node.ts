@@ -195,6 +195,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   const server = await createRestServer(config, listener, logger, restTls);
   server.keepAliveTimeout = config.service.http_keep_alive_timeout_sec * 1000;
   const front = HttpFront.attach(server, lane, { bodyLimitBytes: config.service.max_request_size_mb * 1024 * 1024, cors: config.service.enable_cors });
+  stats.addFrontMetrics(front);
 
   // The gRPC API binds first: once REST listens (what start-up waits for), both serve.
   let grpcServer: GrpcApiServer | null = null;

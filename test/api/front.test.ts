@@ -151,6 +151,11 @@ test.serial('a pipelined mix on one connection: the front answers lane requests,
     t.is(p.front.served - served, 4, 'the front answered the queries and counts');
     t.is(p.koaHits - hits, 2, 'Koa answered the collection info and the upsert');
     for (const a of answers) t.is(a.headers.connection, 'keep-alive');
+    // The front's metrics, as /metrics shows them (node.ts registers them the same way).
+    p.rest.stats.addFrontMetrics(p.front);
+    const metrics = await p.rest.stats.registry.metrics();
+    t.regex(metrics, new RegExp(`^rest_front_answered_total ${p.front.served}$`, 'm'));
+    t.regex(metrics, /^rest_connections\{state="idle"\} [0-9]+$/m);
   } finally {
     c.close();
   }

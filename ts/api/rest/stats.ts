@@ -162,6 +162,29 @@ export class RequestStats {
   }
 
   /** Consensus figures read at each scrape (as the reference names them); cluster_enabled 0 on a single node. */
+  /** The HTTP front's connections by state (front.ts), and the requests it answered itself. */
+  addFrontMetrics(front: { counts(): Record<'idle' | 'reading' | 'answering' | 'relayed', number>; served: number }): void {
+    new Gauge({
+      name: `${this.prefix}rest_connections`,
+      help: 'REST connections the HTTP front holds, by state: idle (between requests), reading (a request), answering (the lane answers), relayed (node:http answers)',
+      labelNames: ['state'],
+      registers: [this.registry],
+      collect() {
+        for (const [state, n] of Object.entries(front.counts())) this.set({ state }, n);
+      },
+    });
+    new Counter({
+      name: `${this.prefix}rest_front_answered_total`,
+      help: 'Requests the HTTP front read and answered itself (the direct lane), without node:http',
+      registers: [this.registry],
+      collect() {
+        // The front keeps the tally; the counter shows it.
+        this.reset();
+        this.inc(front.served);
+      },
+    });
+  }
+
   addClusterGauges(cluster: (() => { peers: number; term: number; commit: number; pending: number; voter: boolean; leader: boolean }) | null): void {
     const prefix = this.prefix;
     const reg = [this.registry];
