@@ -34,7 +34,7 @@ interface Answer {
   body: string;
 }
 
-/** A raw client connection that reads answers (heads and Content-Length bodies) as they come. */
+/** A raw client connection that reads answers (heads, and Content-Length or chunked bodies) as they come. */
 class Raw {
   private readonly sock: net.Socket;
   private buf = Buffer.alloc(0);
@@ -66,10 +66,31 @@ class Raw {
         const c = l.indexOf(':');
         headers[l.slice(0, c).toLowerCase()] = l.slice(c + 1).trim();
       }
-      const length = Number(headers['content-length'] ?? 0);
-      if (this.buf.length < end + 4 + length) return;
-      this.answers.push({ status: Number(lines[0].split(' ')[1]), headers, body: this.buf.toString('utf8', end + 4, end + 4 + length) });
-      this.buf = this.buf.subarray(end + 4 + length);
+      let body: Buffer;
+      let next: number;
+      if (headers['transfer-encoding'] === 'chunked') {
+        // node:http's answers without a length (a 417, say): chunks up to the empty one.
+        const parts: Buffer[] = [];
+        let at = end + 4;
+        for (;;) {
+          const eol = this.buf.indexOf('\r\n', at);
+          if (eol < 0) return;
+          const size = parseInt(this.buf.toString('latin1', at, eol), 16);
+          if (this.buf.length < eol + 2 + size + 2) return;
+          parts.push(this.buf.subarray(eol + 2, eol + 2 + size));
+          at = eol + 2 + size + 2;
+          if (size === 0) break;
+        }
+        body = Buffer.concat(parts);
+        next = at;
+      } else {
+        const length = Number(headers['content-length'] ?? 0);
+        if (this.buf.length < end + 4 + length) return;
+        body = this.buf.subarray(end + 4, end + 4 + length);
+        next = end + 4 + length;
+      }
+      this.answers.push({ status: Number(lines[0].split(' ')[1]), headers, body: body.toString('utf8') });
+      this.buf = this.buf.subarray(next);
     }
   }
 
@@ -223,6 +244,8 @@ test.serial('heads the front does not read are node:http\'s: a long head is serv
   for (const [text, status] of [
     [req('POST', Q, QUERY, `X-Filler: ${'a'.repeat(20_000)}\r\n`), 431],
     ['GARBAGE\r\n\r\n', 400],
+    // node:http answers this Expect itself, without a 'request' event.
+    [req('POST', Q, QUERY, 'Expect: something-else\r\nConnection: close\r\n'), 417],
     [`POST ${Q} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}`, 400],
     [`POST ${Q} HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}`, 400],
   ] as const) {
@@ -240,6 +263,20 @@ test.serial('heads the front does not read are node:http\'s: a long head is serv
       f.close();
       b.close();
     }
+  }
+});
+
+test.serial('an Expect node:http refuses itself (417, no request event) does not stall the connection', async (t) => {
+  const c = new Raw(p.portF);
+  try {
+    await c.write(req('POST', Q, QUERY, 'Expect: something-else\r\n') + req('POST', Q, QUERY));
+    const answers = await c.until(2);
+    t.deepEqual(
+      answers.map((a) => a.status),
+      [417, 200],
+    );
+  } finally {
+    c.close();
   }
 });
 

@@ -51,6 +51,8 @@ const HEAD_END = Buffer.from('\r\n\r\n');
 const REQUEST_LINE = /^([A-Z]+) ([\x21-\x7e]+) HTTP\/1\.([01])$/;
 const HEADER_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*$/;
 const DIGITS = /^[0-9]{1,15}$/;
+/** node:http's test for `Expect: 100-continue`. */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
 /**
  * Heads up to this size are read by the front; a longer one (or one still without its end) goes
  * to node:http, whose limit (--max-http-header-size, 16 KiB by default) then decides.
@@ -264,7 +266,8 @@ class Connection {
   private timedOut(): void {
     this.mode = 'gone';
     this.waiting = null;
-    this.socket.end(REQUEST_TIMEOUT);
+    this.socket.write(REQUEST_TIMEOUT);
+    this.socket.destroySoon();
   }
 
   state(): 'idle' | 'reading' | 'answering' | 'relayed' | 'gone' {
@@ -294,6 +297,8 @@ class Connection {
       const te = headers['transfer-encoding'];
       const cl = headers['content-length'];
       if (te !== undefined || headers.upgrade !== undefined || method === 'CONNECT' || (cl !== undefined && !DIGITS.test(cl as string))) return this.toNode();
+      // node:http answers an Expect other than 100-continue itself (417), without a 'request' event to wait on.
+      if (headers.expect !== undefined && !CONTINUE.test(headers.expect as string)) return this.toNode();
       const length = cl === undefined ? 0 : Number(cl);
       const connection = (headers.connection as string | undefined)?.toLowerCase();
       const direct =
@@ -336,7 +341,8 @@ class Connection {
     else head += ka > 0 ? `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(ka / 1000)}\r\n\r\n` : 'Connection: keep-alive\r\n\r\n';
     if (close) {
       this.mode = 'gone';
-      this.socket.end(head + a.text);
+      this.socket.write(head + a.text);
+      this.socket.destroySoon();
       return;
     }
     this.socket.write(head + a.text);
@@ -405,7 +411,7 @@ class Connection {
   /** node:http ended the relay (its answer closes the connection). */
   relayEnded(): void {
     this.mode = 'gone';
-    this.socket.end();
+    this.socket.destroySoon();
   }
 
   /** node:http destroyed the relay: with a request in it, the connection goes too; an idle one is only dropped. */
