@@ -38,7 +38,7 @@
  * (test/api/direct.test.ts compares the front, the lane on node:http and Koa).
  */
 
-import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, Server, ServerResponse } from 'node:http';
 import { maxHeaderSize as NODE_MAX_HEADER_SIZE, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { Duplex } from 'node:stream';
@@ -51,8 +51,6 @@ const HEAD_END = Buffer.from('\r\n\r\n');
 const REQUEST_LINE = /^([A-Z]+) ([\x21-\x7e]+) HTTP\/1\.([01])$/;
 const HEADER_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*$/;
 const DIGITS = /^[0-9]{1,15}$/;
-/** node:http's test for `Expect: 100-continue`. */
-const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
 /**
  * Heads up to this size are read by the front; a longer one (or one still without its end) goes
  * to node:http, whose limit (--max-http-header-size, 16 KiB by default) then decides.
@@ -63,6 +61,10 @@ const HOLD_BYTES = 64 * 1024;
 
 /** The answer node:http writes for a request that timed out. */
 const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+/** The answer node:http writes for a request cut short by the client's end (its parser's finish() fails). */
+const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
+/** node:http closes an idle keep-alive connection this long after the keepAliveTimeout it advertises (HTTP_SERVER_KEEP_ALIVE_TIMEOUT_BUFFER), so that a client reusing it just before then does not meet a closed socket. */
+const KEEP_ALIVE_GRACE_MS = 1000;
 
 let dateText = '';
 let dateSecond = -1;
@@ -107,10 +109,6 @@ export class HttpFront {
     server.removeListener(event, nodeListener);
     const front = new HttpFront(server, lane, opts, (s) => nodeListener.call(server, s));
     server.on(event, (socket: Socket) => front.accept(socket));
-    // A relayed request's answer: the connection reads on once it is written.
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      if (req.socket instanceof Relay) req.socket.connection.relayedRequest(res);
-    });
     return front;
   }
 
@@ -176,7 +174,10 @@ class Connection {
   private pausedForRelay = false;
   private pausedForHold = false;
   /** The lane request whose head was read and whose body has not all arrived. */
-  private waiting: { hit: DirectMatch; headers: IncomingHttpHeaders } | null = null;
+  private waiting: { hit: DirectMatch; headers: IncomingHttpHeaders; need: number } | null = null;
+  /** Chunks of the waiting request's body not yet joined to `buf` (joined once, when it is whole). */
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
 
   constructor(
     private readonly front: HttpFront,
@@ -202,6 +203,18 @@ class Connection {
       if (n === chunk.length) return;
       chunk = chunk.subarray(n);
     }
+    if (this.mode === 'idle' && this.waiting !== null && this.buf !== null) {
+      // A lane request's body: joined once it is whole, not chunk by chunk (quadratic for a large one).
+      this.pending.push(chunk);
+      this.pendingBytes += chunk.length;
+      if (this.buf.length + this.pendingBytes < this.waiting.need) {
+        this.checkTimeouts(true);
+        return;
+      }
+      this.joinPending();
+      this.next();
+      return;
+    }
     this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
     if (this.mode === 'idle') this.next();
     else if (this.buf !== null && this.buf.length > HOLD_BYTES && !this.pausedForHold) {
@@ -217,7 +230,14 @@ class Connection {
    */
   private readonly onEnd = (): void => {
     if (this.mode === 'relayed' && this.relay !== null) this.relay.push(null);
-    else this.socket.end();
+    else if (this.mode === 'idle' && this.buf !== null && begun(this.buf)) {
+      // A request cut short: node:http's parser fails on the end, it answers 400 and closes.
+      const waiting = this.waiting;
+      this.gone();
+      this.socket.write(BAD_REQUEST);
+      this.socket.destroySoon();
+      if (waiting !== null) this.clientGone(waiting);
+    } else this.socket.end();
   };
 
   private readonly onError = (): void => {
@@ -226,11 +246,8 @@ class Connection {
 
   private readonly onClose = (): void => {
     const waiting = this.mode === 'idle' ? this.waiting : null;
-    this.mode = 'gone';
-    this.buf = null;
-    this.waiting = null;
-    // A lane request whose body never came whole ends as on the node:http path: a 499 in the log.
-    if (waiting !== null) void this.front.lane.serveParsed(waiting.hit, waiting.headers, this.socket, null, () => undefined);
+    this.gone();
+    if (waiting !== null) this.clientGone(waiting);
     const relay = this.relay;
     this.relay = null;
     relay?.destroy();
@@ -238,24 +255,57 @@ class Connection {
 
   /**
    * The socket was inactive for the armed time. One timer serves every case (socket
-   * activity restarts it): between requests it is keepAliveTimeout (headersTimeout before
-   * the first), and the connection closes; while a request is being read, the request is
-   * timed against headersTimeout (head) or requestTimeout (body) from its first byte; while
-   * the lane or node:http answers, it is ignored (the answer's write restarts it).
+   * activity restarts it, and it is set again only when its length changes): between
+   * requests it is keepAliveTimeout and node's grace (headersTimeout before the first),
+   * and the connection closes; while a request is read, checkTimeouts times it from its
+   * first byte; while the lane or node:http answers it is ignored (the answer's write
+   * restarts it).
    */
   private readonly onTimeout = (): void => {
     if (this.mode !== 'idle') return;
-    if (this.buf === null) {
-      this.socket.destroy();
-      return;
-    }
-    const server = this.front.server;
-    const limit = this.waiting === null ? server.headersTimeout : server.requestTimeout;
-    if (limit <= 0) return;
-    const left = limit - (performance.now() - this.requestStart);
-    if (left <= 0) this.timedOut();
-    else this.arm(Math.ceil(left));
+    if (this.buf === null) this.socket.destroy();
+    else this.checkTimeouts(this.waiting !== null);
   };
+
+  /** No request is read on this connection any more. */
+  private gone(): void {
+    this.mode = 'gone';
+    this.buf = null;
+    this.waiting = null;
+    this.pending = [];
+    this.pendingBytes = 0;
+  }
+
+  /** A lane request whose body never came whole ends as on the node:http path: a 499 in the log. */
+  private clientGone(waiting: { hit: DirectMatch; headers: IncomingHttpHeaders }): void {
+    void this.front.lane.serveParsed(waiting.hit, waiting.headers, this.socket, null, () => undefined);
+  }
+
+  private joinPending(): void {
+    if (this.pendingBytes === 0) return;
+    this.buf = this.buf === null ? Buffer.concat(this.pending) : Buffer.concat([this.buf, ...this.pending]);
+    this.pending = [];
+    this.pendingBytes = 0;
+  }
+
+  /**
+   * node:http's limits for the request being read: headersTimeout for its head (`headDone`
+   * false), requestTimeout for the whole of it; 0 turns either off. Past one, answers 408
+   * and returns false; else arms the socket's timer for what is left.
+   */
+  private checkTimeouts(headDone: boolean): boolean {
+    const server = this.front.server;
+    const since = performance.now() - this.requestStart;
+    let left = Infinity;
+    if (!headDone && server.headersTimeout > 0) left = server.headersTimeout - since;
+    if (server.requestTimeout > 0) left = Math.min(left, server.requestTimeout - since);
+    if (left <= 0) {
+      this.timedOut();
+      return false;
+    }
+    this.arm(left === Infinity ? 0 : Math.ceil(left));
+    return true;
+  }
 
   private arm(ms: number): void {
     if (ms === this.armed) return;
@@ -264,8 +314,7 @@ class Connection {
   }
 
   private timedOut(): void {
-    this.mode = 'gone';
-    this.waiting = null;
+    this.gone();
     this.socket.write(REQUEST_TIMEOUT);
     this.socket.destroySoon();
   }
@@ -282,12 +331,11 @@ class Connection {
   private next(): void {
     while (this.mode === 'idle' && this.buf !== null) {
       const buf = this.buf;
-      const server = this.front.server;
-      const sinceStart = performance.now() - this.requestStart;
       const end = buf.indexOf(HEAD_END);
       if (end < 0) {
-        if (buf.length > MAX_HEAD) return this.toNode();
-        if (server.headersTimeout > 0 && sinceStart > server.headersTimeout) return this.timedOut();
+        // Too long, or already not the strict form: node:http decides now (400 at once for garbage, as before the front).
+        if (buf.length > MAX_HEAD || !mayBeHead(buf)) return this.toNode();
+        this.checkTimeouts(false);
         return;
       }
       if (end + 4 > MAX_HEAD) return this.toNode();
@@ -297,8 +345,6 @@ class Connection {
       const te = headers['transfer-encoding'];
       const cl = headers['content-length'];
       if (te !== undefined || headers.upgrade !== undefined || method === 'CONNECT' || (cl !== undefined && !DIGITS.test(cl as string))) return this.toNode();
-      // node:http answers an Expect other than 100-continue itself (417), without a 'request' event to wait on.
-      if (headers.expect !== undefined && !CONTINUE.test(headers.expect as string)) return this.toNode();
       const length = cl === undefined ? 0 : Number(cl);
       const connection = (headers.connection as string | undefined)?.toLowerCase();
       const direct =
@@ -317,8 +363,8 @@ class Connection {
       const need = end + 4 + length;
       const close = connection === 'close' || this.front.isClosing;
       if (buf.length < need) {
-        this.waiting = { hit: direct, headers };
-        if (server.requestTimeout > 0 && sinceStart > server.requestTimeout) return this.timedOut();
+        this.waiting = { hit: direct, headers, need };
+        this.checkTimeouts(true);
         return;
       }
       this.waiting = null;
@@ -341,6 +387,7 @@ class Connection {
     else head += ka > 0 ? `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(ka / 1000)}\r\n\r\n` : 'Connection: keep-alive\r\n\r\n';
     if (close) {
       this.mode = 'gone';
+      // As node:http: the socket goes once the answer is written, whether or not the client closes its side.
       this.socket.write(head + a.text);
       this.socket.destroySoon();
       return;
@@ -360,7 +407,10 @@ class Connection {
       this.requestStart = performance.now();
       this.next();
     } else if (this.front.isClosing) this.socket.destroy();
-    else this.arm(this.front.server.keepAliveTimeout);
+    else {
+      const ka = this.front.server.keepAliveTimeout;
+      this.arm(ka > 0 ? ka + KEEP_ALIVE_GRACE_MS : 0);
+    }
   }
 
   /** Relays the request at the start of the buffer (head `headBytes`, body `length`) to node:http. */
@@ -391,7 +441,11 @@ class Connection {
     if (!this.pausedForHold) this.socket.resume();
   }
 
-  /** node:http began answering a request read through the relay. */
+  /**
+   * node:http began answering a request read through the relay: any answer, also the ones
+   * it writes without a 'request' event (417 for an Expect it does not know, 400 without
+   * Host, 503 over maxRequestsPerSocket).
+   */
   relayedRequest(res: ServerResponse): void {
     const done = (): void => {
       if (this.mode !== 'relayed') return;
@@ -400,7 +454,9 @@ class Connection {
       this.relayAnswered = true;
       if (this.relayLeft === 0) this.relayDone();
     };
-    res.once('finish', done);
+    // This listener comes before node's own (resOnFinish, which ends the relay after a
+    // closing answer): look once that has run.
+    res.once('finish', () => process.nextTick(done));
   }
 
   private relayDone(): void {
@@ -439,6 +495,7 @@ class Connection {
     socket.removeListener('close', this.onClose);
     socket.removeListener('timeout', this.onTimeout);
     socket.setTimeout(0);
+    this.joinPending();
     if (this.buf !== null) socket.unshift(this.buf);
     this.buf = null;
     this.front.nodeConnection(socket);
@@ -451,9 +508,20 @@ class Connection {
  * connection pushes the request's bytes in; what node:http writes goes to the socket.
  */
 class Relay extends Duplex {
+  private message: ServerResponse | null = null;
+
   constructor(readonly connection: Connection) {
     super({ allowHalfOpen: true });
     standsFor(this, connection.socket);
+  }
+
+  /** node:http's answer in progress on this stream (ServerResponse.assignSocket/detachSocket set it). */
+  get _httpMessage(): ServerResponse | null {
+    return this.message;
+  }
+  set _httpMessage(res: ServerResponse | null) {
+    this.message = res;
+    if (res != null) this.connection.relayedRequest(res);
   }
 
   get remoteAddress(): string | undefined {
@@ -507,6 +575,26 @@ class Relay extends Duplex {
     this.connection.relayDestroyed(this);
     cb(err);
   }
+}
+
+/** Whether `buf` holds a byte of a request (not only the empty lines node:http skips before one). */
+function begun(buf: Buffer): boolean {
+  for (let i = 0; i < buf.length; i++) if (buf[i] !== 0x0d && buf[i] !== 0x0a) return true;
+  return false;
+}
+
+/**
+ * False when `buf`, the start of a head whose end has not come, is already outside the
+ * strict form: a first byte no method begins with, a bare LF, a request line that does
+ * not parse.
+ */
+function mayBeHead(buf: Buffer): boolean {
+  if (buf[0] < 0x41 || buf[0] > 0x5a) return false;
+  let lf = buf.indexOf(0x0a);
+  if (lf < 0) return true;
+  if (buf[lf - 1] !== 0x0d || !REQUEST_LINE.test(buf.toString('latin1', 0, lf - 1))) return false;
+  for (lf = buf.indexOf(0x0a, lf + 1); lf >= 0; lf = buf.indexOf(0x0a, lf + 1)) if (buf[lf - 1] !== 0x0d) return false;
+  return true;
 }
 
 interface Head {
