@@ -426,7 +426,8 @@ class Run {
       // second for the other peers; a peer slower than the grace resends a write whose
       // placement changed under it, see ReplicaSet.replicate).
       this.ended = true;
-      if (ok) await new Promise((r) => setTimeout(r, this.ctx.forwardGraceMs ?? FORWARD_GRACE_MS));
+      // Unref'd: the grace never holds a process open by itself (a test's worker, a node shutting down).
+      if (ok) await new Promise((r) => setTimeout(r, this.ctx.forwardGraceMs ?? FORWARD_GRACE_MS).unref());
       await this.source.stopForwarding(this.sink);
       // A marking left to the background (the write that waited on it failed) goes on there.
       if (this.demoting !== null) await this.demoting.catch(() => undefined);
