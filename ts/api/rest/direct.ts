@@ -111,7 +111,7 @@ export class DirectLane {
     return (req, res) => {
       const hit = this.match(req);
       if (hit === null) fallback(req, res);
-      else void this.serve(hit.route, hit.params, hit.path, hit.query, req, res);
+      else void this.serve(hit, req, res);
     };
   }
 
@@ -147,20 +147,13 @@ export class DirectLane {
     return null;
   }
 
-  private async serve(route: DirectRoute, params: Record<string, string>, path: string, query: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const started = process.hrtime.bigint();
-    requestStarted(clientConnection(req.socket));
-    try {
-      const a = await this.answer(route, params, path, query, req.headers, req.socket.remoteAddress ?? null, () => this.body(req, route.places), started);
-      if (!res.destroyed && !res.headersSent) {
-        res.on('error', this.onResponseError);
-        res.writeHead(a.status, a.retryAfter === null ? { 'Content-Type': a.type, 'Content-Length': Buffer.byteLength(a.text) } : { 'Content-Type': a.type, 'Content-Length': Buffer.byteLength(a.text), 'Retry-After': String(a.retryAfter) });
-        res.end(a.text);
-      }
-      requestDone(this.opts.logger, this.opts.stats, route.method, path, route.pattern, a.status, secondsSince(started));
-    } finally {
-      requestFinished();
-    }
+  private serve(hit: DirectMatch, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return this.exchange(hit, req.headers, clientConnection(req.socket), req.socket.remoteAddress ?? null, () => this.body(req, hit.route.places), (a) => {
+      if (res.destroyed || res.headersSent) return;
+      res.on('error', this.onResponseError);
+      res.writeHead(a.status, a.retryAfter === null ? { 'Content-Type': a.type, 'Content-Length': Buffer.byteLength(a.text) } : { 'Content-Type': a.type, 'Content-Length': Buffer.byteLength(a.text), 'Retry-After': String(a.retryAfter) });
+      res.end(a.text);
+    });
   }
 
   /**
@@ -169,16 +162,21 @@ export class DirectLane {
    * `write` gets the answer, once. As on the node:http path, a body is not read once the
    * client has gone (499, ClientClosedError), also when it had arrived whole.
    */
-  async serveParsed(hit: DirectMatch, headers: IncomingHttpHeaders, client: Socket, raw: Buffer | null, write: (a: DirectAnswer) => void): Promise<void> {
+  serveParsed(hit: DirectMatch, headers: IncomingHttpHeaders, client: Socket, raw: Buffer | null, write: (a: DirectAnswer) => void): Promise<void> {
+    const readBody = () => {
+      if (raw === null || client.destroyed) throw new ClientClosedError(raw === null ? 'the client went away while its body was being read' : 'the client went away before its body was read');
+      return raw.length === 0 ? undefined : parseJsonBody(raw, hit.route.places);
+    };
+    return this.exchange(hit, headers, client, client.remoteAddress ?? null, readBody, write);
+  }
+
+  /** One request on either path: the demand signal, the answer, its writing, the log line and metrics. */
+  private async exchange(hit: DirectMatch, headers: IncomingHttpHeaders, connection: object, address: string | null, readBody: () => unknown, write: (a: DirectAnswer) => void): Promise<void> {
     const started = process.hrtime.bigint();
     const { route, path } = hit;
-    requestStarted(client);
+    requestStarted(connection);
     try {
-      const readBody = () => {
-        if (raw === null || client.destroyed) throw new ClientClosedError(raw === null ? 'the client went away while its body was being read' : 'the client went away before its body was read');
-        return raw.length === 0 ? undefined : parseJsonBody(raw, route.places);
-      };
-      const a = await this.answer(route, hit.params, path, hit.query, headers, client.remoteAddress ?? null, readBody, started);
+      const a = await this.answer(route, hit.params, path, hit.query, headers, address, readBody, started);
       write(a);
       requestDone(this.opts.logger, this.opts.stats, route.method, path, route.pattern, a.status, secondsSince(started));
     } finally {
@@ -224,6 +222,4 @@ export class DirectLane {
     req.resume();
     return raw === null || raw.length === 0 ? undefined : parseJsonBody(raw, places);
   }
-
-
 }

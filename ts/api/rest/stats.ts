@@ -161,7 +161,6 @@ export class RequestStats {
     };
   }
 
-  /** Consensus figures read at each scrape (as the reference names them); cluster_enabled 0 on a single node. */
   /** The HTTP front's connections by state (front.ts), and the requests it answered itself. */
   addFrontMetrics(front: { counts(): Record<'idle' | 'reading' | 'answering' | 'relayed', number>; served: number }): void {
     new Gauge({
@@ -185,6 +184,7 @@ export class RequestStats {
     });
   }
 
+  /** Consensus figures read at each scrape (as the reference names them); cluster_enabled 0 on a single node. */
   addClusterGauges(cluster: (() => { peers: number; term: number; commit: number; pending: number; voter: boolean; leader: boolean }) | null): void {
     const prefix = this.prefix;
     const reg = [this.registry];
