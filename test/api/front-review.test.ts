@@ -8,6 +8,8 @@ import * as net from 'node:net';
 
 import test from 'ava';
 
+import { RawClient as Raw, rawRequest as req } from '../support/raw-http';
+
 import { waitFor } from '../support/wait';
 import { LaneHarness, type LanePair } from './lane-pair';
 
@@ -17,45 +19,6 @@ let p: LanePair;
 const C = 'front_review';
 const QUERY = JSON.stringify({ query: [0.1, 0.2, 0.3, 0.4], limit: 2 });
 const Q = `/collections/${C}/points/query`;
-
-function req(method: string, path: string, body?: string, extra = ''): string {
-  if (body === undefined) return `${method} ${path} HTTP/1.1\r\nHost: x\r\n${extra}\r\n`;
-  return `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
-}
-
-/** A raw client: what it received, whether the server ended or closed. `halfOpen` keeps its side open after the server's FIN. */
-class Raw {
-  readonly sock: net.Socket;
-  text = '';
-  ended = false;
-  closed = false;
-
-  constructor(port: number, halfOpen = false) {
-    this.sock = net.connect({ port, host: '127.0.0.1', allowHalfOpen: halfOpen });
-    this.sock.on('data', (c: Buffer) => (this.text += c.toString('latin1')));
-    this.sock.on('end', () => (this.ended = true));
-    this.sock.on('close', () => (this.closed = true));
-    this.sock.on('error', () => undefined);
-  }
-
-  write(text: string | Buffer): Promise<void> {
-    return new Promise((resolve, reject) => this.sock.write(text, (err) => (err ? reject(err) : resolve())));
-  }
-
-  /** Status codes of the answers received so far, in order. */
-  statuses(): number[] {
-    return [...this.text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
-  }
-
-  async untilStatuses(n: number): Promise<number[]> {
-    await waitFor(`${n} answers (have ${JSON.stringify(this.text.slice(0, 200))})`, () => this.statuses().length >= n || this.closed);
-    return this.statuses();
-  }
-
-  close(): void {
-    this.sock.destroy();
-  }
-}
 
 test.before(async () => {
   h = await LaneHarness.open('quiver-front-review-');
