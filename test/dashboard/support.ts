@@ -6,6 +6,7 @@
 
 import type { ExecutionContext } from 'ava';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
@@ -95,10 +96,15 @@ export async function visibleWriteControls(page: Page): Promise<string[]> {
   );
 }
 
-export const SHOTS_DIR = path.join(REPO_ROOT, 'docs', 'dashboard');
+/**
+ * Where screenshots go: docs/dashboard/ when QUIVER_DASHBOARD_SHOTS=1 (to refresh the
+ * pictures of docs/dashboard.md), else a directory under the temp dir, so an ordinary
+ * test run takes and writes them the same way without changing tracked files.
+ */
+export const SHOTS_DIR = process.env.QUIVER_DASHBOARD_SHOTS === '1' ? path.join(REPO_ROOT, 'docs', 'dashboard') : path.join(os.tmpdir(), 'quiver-dashboard-shots');
 
 /**
- * A screenshot of the page for docs/dashboard.md, written whole or not at all (a
+ * A screenshot of the page (for docs/dashboard.md: SHOTS_DIR), written whole or not at all (a
  * temporary file renamed into place), so a run that stops half way leaves no torn PNG.
  * A read-only checkout (the docs cannot be written) is not a failure of the dashboard:
  * the picture is skipped.
