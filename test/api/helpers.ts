@@ -12,17 +12,17 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
+import { claimPort } from '../support/ports';
 import { IDLE_CONNECTION_SEC, START_DEADLINE_MS, waitFor } from '../support/wait';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'quiver');
 
-/** Ports freePort has handed out in this process: the kernel may offer a just-closed one again. */
-const handedOut = new Set<number>();
-
 /**
  * A port nothing listens on now, never one this process was given before: a test that
- * takes two in a row (HTTP and gRPC) must not get the same one twice (CI saw that).
+ * takes two in a row (HTTP and gRPC) must not get the same one twice (CI saw that), and
+ * the kernel may offer a just-closed one again, here or to another test process
+ * (claimPort).
  */
 export async function freePort(): Promise<number> {
   for (;;) {
@@ -34,10 +34,7 @@ export async function freePort(): Promise<number> {
         server.close(() => resolve(p));
       });
     });
-    if (!handedOut.has(port)) {
-      handedOut.add(port);
-      return port;
-    }
+    if (claimPort(port)) return port;
   }
 }
 

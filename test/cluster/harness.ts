@@ -4,7 +4,6 @@
  * --uri (the first) or --bootstrap (the others), killed with any signal, restarted.
  */
 
-import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -12,6 +11,7 @@ import * as path from 'node:path';
 import * as net from 'node:net';
 
 import { startServer, type Server } from '../crash/server';
+import { claimPort } from '../support/ports';
 import { DEADLINE_MS, START_DEADLINE_MS, sleep, waitFor } from '../support/wait';
 
 export { sleep, waitFor } from '../support/wait';
@@ -35,74 +35,22 @@ export interface Peer {
   server: Server | null;
 }
 
-const taken = new Set<number>();
-const RESERVED = path.join(os.tmpdir(), 'quiver-test-ports');
-const reservedHere: string[] = [];
-
-/** Whether process `pid` is alive (EPERM: alive, owned by someone else). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/**
- * Claims `port` for this process among all test processes on the machine: ava runs
- * files in several processes at once, and two of them could otherwise pick the same
- * port between one's probe and its peer's listen (seen in CI: EADDRINUSE on a first
- * start). A claim is a file named after the port holding the claimer's pid; a claim of
- * a process that has exited is taken over. Claims are removed when this process exits.
- */
-function claim(port: number): boolean {
-  const file = path.join(RESERVED, String(port));
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      fsSync.writeFileSync(file, String(process.pid), { flag: 'wx' });
-      if (reservedHere.length === 0) {
-        process.once('exit', () => {
-          for (const f of reservedHere) fsSync.rmSync(f, { force: true });
-        });
-      }
-      reservedHere.push(file);
-      return true;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      let owner = NaN;
-      try {
-        owner = Number(fsSync.readFileSync(file, 'utf8'));
-      } catch {
-        continue; // removed meanwhile: try again
-      }
-      // An empty file is a claim being written right now.
-      if (!Number.isInteger(owner) || owner <= 0 || alive(owner)) return false;
-      fsSync.rmSync(file, { force: true });
-    }
-  }
-  return false;
-}
-
 /**
  * A free port below the kernel's ephemeral range (32768-60999 here), for a peer that is
  * restarted on the same port: a port from the ephemeral range can be taken meanwhile as
  * the local port of some outgoing connection (seen: EADDRINUSE on restart). The port is
- * claimed across test processes (`claim`) before it is probed.
+ * claimed across test processes (`claimPort`) before it is probed.
  */
 async function stablePort(): Promise<number> {
-  fsSync.mkdirSync(RESERVED, { recursive: true });
   for (;;) {
     const port = 15_000 + Math.floor(Math.random() * 17_000);
-    if (taken.has(port)) continue;
-    if (!claim(port)) continue;
-    taken.add(port);
+    if (!claimPort(port)) continue;
     const free = await new Promise<boolean>((resolve) => {
       const server = net.createServer();
       server.once('error', () => resolve(false));
       server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
     });
-    // A port in use by something else stays claimed (in `taken` too): it is not tried again.
+    // A port in use by something else stays claimed: it is not tried again.
     if (free) return port;
   }
 }
