@@ -6,16 +6,17 @@
  */
 
 import * as fs from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
 
 import test from 'ava';
 
 import { AuditEvent, AuditLog, NO_AUDIT, auditFileName } from '../../ts/auth/audit';
 import type { AuditConfig } from '../../ts/config/types';
+import { scratchDirs } from '../support/scratch';
 
+const scratch = scratchDirs('quiver-audit-');
 async function tmpDir(): Promise<string> {
-  return fs.mkdtemp(path.join(os.tmpdir(), 'quiver-audit-'));
+  return scratch();
 }
 
 function clock(start: string): { now: () => Date; set: (iso: string) => void; addHours: (h: number) => void } {

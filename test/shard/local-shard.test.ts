@@ -6,7 +6,6 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 
@@ -23,6 +22,7 @@ import { parseFieldSchema } from '../../ts/shard/field-schema';
 import { mulberry32 } from '../support/rng';
 import { waitFor } from '../support/wait';
 import { testSpec } from './spec';
+import { scratchDirs } from '../support/scratch';
 
 const logger = pino({ level: 'silent' });
 const engine = loadEngine({ logger });
@@ -30,9 +30,7 @@ const DIM = 8;
 
 const spec = (over: Partial<VectorSpec> = {}): VectorSpec => testSpec(DIM, over);
 
-function tmp(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-shard-'));
-}
+const tmp = scratchDirs('quiver-shard-');
 
 async function open(dir: string, vs: VectorSpec = spec(), flushIntervalMs = 3_600_000): Promise<LocalShard> {
   return LocalShard.open({ dir, engine, vectors: [vs], walSegmentBytes: 1 << 20, flushIntervalMs, payloadIndexes: {}, logger });

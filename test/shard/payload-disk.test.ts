@@ -8,7 +8,6 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 
@@ -20,13 +19,12 @@ import { PayloadStore, type Payload } from '../../ts/shard/payload-store';
 import type { ShardOperation } from '../../ts/shard/operations';
 import { mulberry32 } from '../support/rng';
 import { testSpec } from './spec';
+import { scratchDirs } from '../support/scratch';
 
 const logger = pino({ level: 'silent' });
 const engine = loadEngine({ logger });
 
-function tmp(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-paydisk-'));
-}
+const tmp = scratchDirs('quiver-paydisk-');
 
 function contents(s: { entries(): IterableIterator<[bigint, Readonly<Payload>]> }): Map<string, Payload> {
   const all = [...s.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));

@@ -14,7 +14,6 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 
@@ -30,15 +29,14 @@ import type { ShardOperation } from '../../ts/shard/operations';
 import type { Payload } from '../../ts/shard/payload-store';
 import { mulberry32 } from '../support/rng';
 import { testSpec } from './spec';
+import { scratchDirs } from '../support/scratch';
 
 type P = Record<string, unknown> | null;
 
 const logger = pino({ level: 'silent' });
 const engine = loadEngine({ logger });
 
-function tmp(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-fidx-'));
-}
+const tmp = scratchDirs('quiver-fidx-');
 
 const WORDS = ['red', 'green', 'blue', 'light red', 'Red', '', 'ünïcödé', 'x'.repeat(300)];
 const UUIDS = ['550e8400-e29b-41d4-a716-446655440000', '550E8400-E29B-41D4-A716-446655440000', 'f47ac10b-58cc-4372-a567-0e02b2c3d479', 'not-a-uuid'];

@@ -7,7 +7,6 @@
 
 import test from 'ava';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 
@@ -18,15 +17,14 @@ import { HistoryGoneError, LocalShard, checkpointProblem, type ShardOptions } fr
 import { OperationFormatError, decodeRecord, encodeOperation, recordTag, type ShardOperation } from '../../ts/shard/operations';
 import { mulberry32 } from '../support/rng';
 import { testSpec } from './spec';
+import { scratchDirs } from '../support/scratch';
 
 const logger = pino({ level: 'silent' });
 const engine = loadEngine({ logger });
 const DIM = 8;
 const FIXTURE = path.resolve(__dirname, '..', '..', '..', 'test', 'shard', 'fixtures', 'wal-v1');
 
-function tmp(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-walhist-'));
-}
+const tmp = scratchDirs('quiver-walhist-');
 
 function open(dir: string, over: Partial<ShardOptions> = {}): Promise<LocalShard> {
   return LocalShard.open({ dir, engine, vectors: [testSpec(DIM)], walSegmentBytes: 1 << 20, flushIntervalMs: 3_600_000, payloadIndexes: {}, logger, ...over });
