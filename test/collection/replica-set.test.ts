@@ -11,22 +11,30 @@ import test from 'ava';
 import { BadInputError, QuiverError, ShardUnavailableError } from '../../ts/common/errors';
 import type { ClusterLink, HeldClock, ShardTarget } from '../../ts/collection/cluster-link';
 import { parseCreateCollection } from '../../ts/collection/config';
-import type { ReadOptions, UpdateOptions } from '../../ts/collection/replica';
+import { Collection } from '../../ts/collection/collection';
+import type { PointRecord, ReadOptions, RetrieveRequest, UpdateOptions } from '../../ts/collection/replica';
 import type { ReplicaOperation } from '../../ts/collection/replica-operation';
 import { ReplicaSet } from '../../ts/collection/replica-set';
 import type { ReplicaState } from '../../ts/collection/replica-state';
 import type { ClockTag } from '../../ts/shard/clocks';
 import { normalizePointId } from '../../ts/shard/id-tracker';
 import { loadConfig } from '../../ts/config';
+import pino from 'pino';
 import { FakeReplica } from './fake-replica';
 
 const config = loadConfig({ env: {} });
 
 class TaggedFake extends FakeReplica {
   readonly tags: Array<ClockTag | undefined> = [];
+  /** Runs when a retrieve reaches this replica, before it answers. */
+  onRetrieve: (() => void) | null = null;
   override update(op: ReplicaOperation, opts: UpdateOptions, tag?: ClockTag): Promise<number> {
     this.tags.push(tag);
     return super.update(op, opts);
+  }
+  override retrieve(req: RetrieveRequest, opts: ReadOptions): Promise<PointRecord[]> {
+    this.onRetrieve?.();
+    return super.retrieve(req, opts);
   }
 }
 
@@ -216,4 +224,22 @@ test('a replica that applied the write but could not take out the transfer targe
   alone.link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2').failWith(unconfirmed());
   await t.throwsAsync(alone.set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError, message: /consistency of this write is not guaranteed/ });
   t.deepEqual(alone.link.deactivated, []);
+});
+
+test('a write that first checks its ids exist goes to the replicas that accept writes once that read is done: a move that ended during the read has its target take the write', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' });
+  const target = { collection: 'c', uuid: 'u', shard: 0 };
+  const meta = { config: parseCreateCollection({ vectors: { size: 2, distance: 'Dot' }, replication_factor: 2 }, config), payload_schema: {}, cluster: { uuid: 'u', peer: '1', shards: [{ id: 0, replicas: { '1': 'Active' as const, '2': 'Active' as const } }] } };
+  const c = Collection.overReplicas('c', meta, () => [set], pino({ level: 'silent' }));
+  await c.update(upsert(1), WAIT);
+  t.is(link.remote(target, '2').ops.length, 1);
+  // While the write reads whether point 1 exists, the move of peer 2's replica to peer 3 ends.
+  local.onRetrieve = () => {
+    local.onRetrieve = null;
+    set.setStates({ '1': 'Active', '3': 'Active' }, '1');
+  };
+  await c.update({ kind: 'set_payload', select: { ids: [normalizePointId(1)], filter: null }, payload: { a: 1 }, key: null }, WAIT);
+  t.is(local.ops.length, 2);
+  t.is(link.remote(target, '3').ops.length, 1, 'the move\'s target took the write');
+  t.is(link.remote(target, '2').ops.length, 1, 'the dropped source got nothing more');
 });

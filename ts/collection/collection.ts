@@ -797,8 +797,15 @@ export class Collection {
     this.strict.write(op, opts.timeout);
     const rings = this.writeRings(shards);
     const plan = rings.flatMap((ring) => this.route(op, ring));
-    const targets = plan.map(([set]) => set.writers());
-    if (mustExist !== null) for (const ring of rings) await this.requireExisting(mustExist, ring);
+    // Refused before anything is sent when a shard has too few replicas that accept writes.
+    let targets = plan.map(([set]) => set.writers());
+    if (mustExist !== null) {
+      for (const ring of rings) await this.requireExisting(mustExist, ring);
+      // The placement may have changed during that read (a transfer ended: its target took
+      // over, a move's source dropped its replica). A write sees a change only after its
+      // first round started, so it goes to the replicas that accept writes now.
+      targets = plan.map(([set]) => set.writers());
+    }
     const ids = await Promise.all(plan.map(([set, shardOp], i) => set.update(shardOp, opts, targets[i])));
     let max = 0;
     for (const id of ids) if (id > max) max = id;
