@@ -12,7 +12,9 @@
 # cannot be read (a crashed runner must not count as zero failures).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LOG_DIR=${TEST_LOG_DIR:-$(mktemp -d)}
+# Each suite's output is kept in LOG_DIR: a temporary one (removed when every suite
+# passed, kept and named on a failure) unless TEST_LOG_DIR names one.
+LOG_DIR=${TEST_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/quiver-test-logs.XXXXXX")}
 passed=0
 failed=0
 status=0
@@ -116,5 +118,8 @@ run_ava
 run_python_clients
 run_fuzz
 run_helm
+if [ -z "${TEST_LOG_DIR:-}" ]; then
+  if [ "$status" -eq 0 ]; then rm -rf "$LOG_DIR"; else echo "the suites' output is kept in $LOG_DIR"; fi
+fi
 echo "$passed passed, $failed failed"
 exit $status
