@@ -471,6 +471,28 @@ test('a write whose vector no longer fits a re-created named vector is refused b
   await again.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
+test('a write naming a vector this replica has no store for (its consensus has yet to apply the name\'s creation) is refused before it is logged, and its clock tick stays unseen: the same write applies once the name exists', async (t) => {
+  // Skipped at apply, the vectors were lost on that replica while the tick counted as
+  // seen, so no recovery (which starts above a replica's ticks) would ever bring them.
+  const dir = tmp();
+  const shard = await open(dir);
+  const v2 = spec({ name: 'v2' });
+  const tag = { peer: 7n, clock: 0, tick: 1n };
+  const dense = { kind: 'upsert' as const, points: [{ id: normalizePointId(1), vectors: new Map([['', vec()], ['v2', vec()]]), payload: null }] };
+  await t.throwsAsync(shard.applyTagged(dense, tag, true), { instanceOf: ShardUnavailableError, message: /vector "v2": this replica has no such vector/ });
+  const sparse = { kind: 'update_vectors' as const, points: [{ id: normalizePointId(1), vectors: new Map(), sparse: new Map([['s', { indices: Uint32Array.of(3), values: Float32Array.of(0.5) }]]) }] };
+  await t.throwsAsync(shard.update(() => sparse, true), { instanceOf: ShardUnavailableError, message: /sparse vector "s": this replica has no such vector/ });
+  t.is(shard.pointCount, 0);
+  await shard.changeVectorNames([v2], [], [{ name: 's', fullScanThreshold: 10_000, idf: false, datatype: 'float32' }]);
+  const r = await shard.applyTagged(dense, tag, true);
+  t.true(r.applied, 'the tick was not taken by the refused write');
+  await shard.update(() => sparse, true);
+  const off = shard.matching(null)[0];
+  t.deepEqual(Array.from((await shard.vectorsOf(off, ['v2'])).get('v2')!), Array.from(dense.points[0].vectors.get('v2')!));
+  t.deepEqual(Array.from((await shard.sparseOf(off, ['s'])).get('s')!.indices), [3]);
+  await shard.close();
+});
+
 test('deleting a named vector while its optimizer job runs: the job stops and the shard keeps taking writes', async (t) => {
   // changeVectorNames cancelled the dropped store's job while holding the update lock;
   // a job takes that lock after every chunk and when it stops, so the two waited for

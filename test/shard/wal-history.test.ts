@@ -347,6 +347,37 @@ test('a replica that missed writes catches up from the retained history (the wal
   fs.rmSync(dstDir, { recursive: true, force: true });
 });
 
+test('after a restore from a snapshot, a replica that holds ticks the snapshot rolled back is not caught up from the history: the restored replica must hold the target\'s newest tick of a clock above the snapshot\'s', async (t) => {
+  // The restored replica has the snapshot's clock map (tick 5); the other replica took
+  // ticks 6..8 after the snapshot was taken, which the restore rolled back; then tick 9
+  // reached the restored replica only. Its first record above the other's tick 8 is 9,
+  // so the history looked enough, and the other replica would have kept 6..8 for good.
+  const aDir = tmp();
+  const a = await open(aDir, { peerId: 1n });
+  const b = await open(tmp(), { peerId: 2n });
+  const fresh = await open(tmp(), { peerId: 3n });
+  const clock = REPLICATED_CLOCK_BASE;
+  const tagged = (tick: number) => ({ peer: 9n, clock, tick: BigInt(tick) });
+  for (let i = 1; i <= 5; i++) for (const s of [a, b]) await s.applyTagged(upsert([i]), tagged(i), true);
+  for (let i = 6; i <= 8; i++) await b.applyTagged(upsert([i]), tagged(i), true);
+  // The writes from 6 on on `a`: the snapshot's data (it stands for the restore here), then tick 9.
+  await a.markRestored();
+  const nine = await a.applyTagged(upsert([9]), tagged(9), true);
+  t.true(nine.applied);
+  t.is(await a.historyStartFor(b.clocks()), null, 'b holds tick 8, which a never had');
+  // A replica caught up from `a` after the restore holds only ticks `a` applied: the history serves it.
+  for (const r of await allHistory(a)) await fresh.applyTagged(r.op, r.tag!, true);
+  t.deepEqual(fresh.clocks().map((c) => c.tick), [9n]);
+  await a.applyTagged(upsert([10]), tagged(10), true);
+  t.is(await a.historyStartFor(fresh.clocks()), a.history().lastSeq, 'right after tick 9, which a applied');
+  // The mark survives a restart (it is in the checkpoint).
+  await a.close();
+  const again = await open(aDir, { peerId: 1n });
+  t.is(await again.historyStartFor(b.clocks()), null);
+  t.is(await again.historyStartFor(fresh.clocks()), again.history().lastSeq);
+  for (const s of [again, b, fresh]) await s.close();
+});
+
 // -- WALs written before clock tags ------------------------------------------------------
 
 test('a shard written before clock tags (commit e100024: untagged records, a checkpoint without clocks) opens, replays, and keeps its records as history', async (t) => {

@@ -606,8 +606,9 @@ export class Collection {
   /**
    * Replaces shard `id`'s data with the shard directory `source` (an unpacked shard
    * snapshot on the same file system): closes the shard, swaps the directories, opens
-   * the new data. If the new data does not open, the old directory is put back and
-   * reopened, and the error is thrown: the shard is then exactly as it was.
+   * the new data, and notes in it that its data came from a snapshot
+   * (LocalShard.markRestored). If the new data does not open, the old directory is put
+   * back and reopened, and the error is thrown: the shard is then exactly as it was.
    */
   async replaceShard(id: number, source: string): Promise<void> {
     const r = this.shards.get(id);
@@ -624,6 +625,8 @@ export class Collection {
       await reopen();
       throw snapshotLoadError(err);
     }
+    // Other replicas may hold writes the snapshot predates: a wal_delta from this one must not take them for its own.
+    await r.localShard().markRestored();
     this.logger.info({ shard: id }, 'shard replaced from a snapshot');
   }
 

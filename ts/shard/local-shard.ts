@@ -160,6 +160,12 @@ export interface CheckpointFile {
   vectors: Record<string, VectorFiles>;
   /** The clock map as of applied_seq (absent in checkpoints written before clock tags: empty). */
   clocks?: ClockEntryJson[];
+  /**
+   * The clock map this replica's data was restored with from a snapshot (absent: never
+   * restored). Other replicas may hold ticks above it that the snapshot rolled back; see
+   * historyStartFor.
+   */
+  restored_clocks?: ClockEntryJson[];
   /** Per sparse vector name, its index file (absent: no sparse vectors). */
   sparse?: Record<string, string>;
   /** Payloads on disk (on_disk_payload): the data file, the bytes of it covered, the index file. Absent: in the state file. */
@@ -257,6 +263,9 @@ export class LocalShard {
   private current: CheckpointFile | null = null;
   /** The payloads moved between memory and disk since the last checkpoint (the next one must be written). */
   private payloadsMoved = false;
+  /** The clock map at the last restore from a snapshot (markRestored), or null; `restoreFloorChanged` until a checkpoint holds it. */
+  private restoreFloor: ClockMap | null = null;
+  private restoreFloorChanged = false;
   /** The highest number in a payload data or index file name this shard wrote or loaded. */
   private payloadFileNo = 0;
   /** The highest number in an on-disk payload index file name (`fidx-<n>.*`) in the shard folder or written since. */
@@ -326,6 +335,7 @@ export class LocalShard {
       this.appliedSeq = BigInt(cp.applied_seq);
       this.checkpointSeq = this.appliedSeq;
       this.clockMap = ClockMap.fromJSON(cp.clocks ?? []);
+      this.restoreFloor = cp.restored_clocks === undefined ? null : ClockMap.fromJSON(cp.restored_clocks);
       this.hasCheckpoint = true;
       this.current = cp;
     }
@@ -457,7 +467,7 @@ export class LocalShard {
       const { seq, synced } = await this.exclusive(async () => {
         this.usable();
         const op = resolve(this);
-        checkOperation(op, this.vectors);
+        checkOperation(op, this.vectors, this.sparse);
         return this.logAndApply(op, { peer: this.peerId, clock, tick: this.clockMap.tickOf(this.peerId, clock) + 1n }, wait);
       });
       if (synced) await synced;
@@ -486,7 +496,7 @@ export class LocalShard {
       if (this.clockMap.seen(tag)) return { applied: false, tick: this.clockMap.tickOf(tag.peer, tag.clock) };
       // A selector is resolved here, under the lock, as a local write's is.
       const op = typeof operation === 'function' ? operation(this) : operation;
-      checkOperation(op, this.vectors);
+      checkOperation(op, this.vectors, this.sparse);
       const logged = await this.logAndApply(op, { peer: tag.peer, clock: tag.clock, tick: tag.tick }, wait);
       synced = logged.synced;
       return { applied: true, seq: logged.seq };
@@ -800,7 +810,7 @@ export class LocalShard {
   private async saveCheckpoint(dir: string): Promise<CheckpointFile | null> {
     const seq = this.appliedSeq;
     const vectorsChanged = this.namesChanged || [...this.vectors.values(), ...this.sparse.values()].some((s) => s.changedSinceSave());
-    if (seq === this.checkpointSeq && !vectorsChanged && !this.payloadsMoved && !this.indexesChanged && this.hasCheckpoint) return null;
+    if (seq === this.checkpointSeq && !vectorsChanged && !this.payloadsMoved && !this.indexesChanged && !this.restoreFloorChanged && this.hasCheckpoint) return null;
     // The flags are cleared only once the checkpoint is written (below): one that fails
     // leaves them, so the retry writes a checkpoint even with no write since. Nothing sets
     // them meanwhile: they are set under the update lock, which the caller holds.
@@ -816,6 +826,8 @@ export class LocalShard {
     const fileNo = Math.max(0, ...[...this.vectors.values()].map((v) => v.fileNo));
     const cp: CheckpointFile = { format: 1, file_no: fileNo, applied_seq: seq.toString(), state, vectors, clocks: this.clockMap.toJSON() };
     if (payloads !== null) cp.payloads = payloads;
+    const floorWritten = this.restoreFloorChanged;
+    if (this.restoreFloor !== null) cp.restored_clocks = this.restoreFloor.toJSON();
     const fieldIndexes = await this.payloadIndex.saveFiles(dir, () => ++this.fieldIndexFileNo);
     if (Object.keys(fieldIndexes).length > 0) cp.payload_indexes = fieldIndexes;
     if (this.sparse.size > 0) {
@@ -831,6 +843,7 @@ export class LocalShard {
     this.namesChanged = false;
     this.payloadsMoved = false;
     this.indexesChanged = false;
+    if (floorWritten) this.restoreFloorChanged = false;
     this.checkpointSeq = seq;
     this.hasCheckpoint = true;
     this.current = cp;
@@ -1070,6 +1083,24 @@ export class LocalShard {
     }
   }
 
+  /**
+   * Notes that this replica's data was just restored from a snapshot (its clock map is
+   * the snapshot's), and writes a checkpoint that keeps that: another replica may hold
+   * ticks above it that the restore rolled back, which this replica's history never
+   * had, so a wal_delta from here must prove that it applied the target's newest tick
+   * of every clock above it (historyStartFor).
+   */
+  async markRestored(): Promise<void> {
+    await this.exclusive(async () => {
+      this.usable();
+      this.restoreFloor = ClockMap.fromJSON(this.clockMap.toJSON());
+      this.restoreFloorChanged = true;
+    });
+    // A checkpoint already running may have started before the floor was set.
+    await this.checkpoint();
+    if (this.restoreFloorChanged) await this.checkpoint();
+  }
+
   /** Resolves once every operation applied so far is durable. */
   async sync(): Promise<void> {
     this.usable();
@@ -1106,7 +1137,9 @@ export class LocalShard {
    * Null when the retained history cannot prove it is enough: on some clock the
    * replica is behind and the oldest retained record of that clock is not the next
    * tick it needs (older ones were dropped), or untagged records (written before clock
-   * tags) are retained.
+   * tags) are retained, or, since this replica's data was restored from a snapshot, its
+   * history does not hold their newest tick of a clock on which they are above the
+   * snapshot's (markRestored).
    */
   async historyStartFor(seen: readonly ClockTag[]): Promise<bigint | null> {
     const theirs = new ClockMap();
@@ -1120,6 +1153,19 @@ export class LocalShard {
     const oldest = oldestSeq <= lastSeq ? await this.readRetained(oldestSeq, 1) : [];
     if (oldest.length > 0 && recordTag(oldest[0].data) === null) return null;
     if (behind.size === 0) return lastSeq + 1n;
+    // Since a restore from a snapshot, this replica's ticks of a clock above the snapshot's
+    // are only those it applied itself: where they have a tick above the snapshot's, it
+    // may be one the restore rolled back (ticks are never reused, so holding the very same
+    // tick proves it is not). There, the retained history must hold their newest tick
+    // before the next one counts as the start.
+    const floor = this.restoreFloor;
+    const mustHold = new Set<string>();
+    if (floor !== null) {
+      for (const t of theirs.entries()) {
+        const k = clockKey(t.peer, t.clock);
+        if (behind.has(k) && t.tick > floor.tickOf(t.peer, t.clock)) mustHold.add(k);
+      }
+    }
     // Records are in WAL order, so the first record found on any lagging clock is the start.
     let start: bigint | null = null;
     const reached = new Set<string>();
@@ -1132,7 +1178,9 @@ export class LocalShard {
         const k = clockKey(tag.peer, tag.clock);
         if (!behind.has(k) || reached.has(k)) continue;
         const have = theirs.tickOf(tag.peer, tag.clock);
+        if (tag.tick === have) mustHold.delete(k);
         if (tag.tick <= have) continue;
+        if (mustHold.has(k)) return null;
         // The first retained record of this clock they lack. A clock's ticks rise
         // through the WAL, so if it is not the next tick they need, that one was in a
         // dropped segment (or never existed: a writer's gap; either way, unprovable).
@@ -1508,14 +1556,14 @@ export class LocalShard {
  * checks all of it first; this keeps a record that memory cannot take out of the log
  * whatever the caller).
  */
-function checkOperation(op: ShardOperation, stores: ReadonlyMap<string, VectorStore>): void {
+function checkOperation(op: ShardOperation, stores: ReadonlyMap<string, VectorStore>, sparse: ReadonlyMap<string, SparseStore>): void {
   switch (op.kind) {
     case 'upsert':
       for (const p of op.points) if (p.payload) validatePayload(p.payload);
-      checkVectors(op.points, stores);
+      checkVectors(op.points, stores, sparse);
       return;
     case 'update_vectors':
-      checkVectors(op.points, stores);
+      checkVectors(op.points, stores, sparse);
       return;
     case 'set_payload':
       validatePayload(op.payload);
@@ -1534,20 +1582,31 @@ function checkOperation(op: ShardOperation, stores: ReadonlyMap<string, VectorSt
 
 /**
  * Refuses (before anything is logged) a vector the shard's store of that name would
- * refuse when applying: the collection checks vectors when a write starts, but a named
- * vector deleted and re-created with another shape meanwhile, or a peer whose consensus
- * has not applied such a change yet, can send one. Logged, it would stop the shard and
- * fail every replay. Refused as this replica's fault (ShardUnavailableError, 503): the
- * writer marks a remote replica that refuses it Dead, so it is recovered rather than
- * left without a write the others took; a local writer retries against the new config.
- * Names the shard has no store for are skipped when applied.
+ * refuse when applying, or a name it has no store for: the collection checks vectors
+ * when a write starts, but a named vector deleted and re-created with another shape
+ * meanwhile, or a peer whose consensus has not applied such a change yet, can send one.
+ * Logged, a misfit would stop the shard and fail every replay; a name without a store
+ * would be skipped when applied while the write's clock tick counts as seen, so a
+ * replica whose consensus has yet to apply the name's creation would never get those
+ * vectors (no recovery looks below a replica's ticks). Refused as this replica's fault
+ * (ShardUnavailableError, 503): the writer marks a remote replica that refuses it Dead,
+ * so it is recovered once it has the name rather than left without a write the others
+ * took; a local write answers 503 and its client retries against the new config. (A
+ * replica whose peer applied the name's deletion before the writer's did is recovered
+ * needlessly then; nothing is lost.) WAL replay does not come here: a replayed record
+ * of a name deleted since is skipped.
  */
-function checkVectors(points: ReadonlyArray<{ vectors: NamedVectors }>, stores: ReadonlyMap<string, VectorStore>): void {
+function checkVectors(points: ReadonlyArray<{ vectors: NamedVectors; sparse?: SparseVectors }>, stores: ReadonlyMap<string, VectorStore>, sparse: ReadonlyMap<string, SparseStore>): void {
   for (const p of points) {
+    if (p.sparse) {
+      for (const name of p.sparse.keys()) {
+        if (!sparse.has(name)) throw new ShardUnavailableError(`sparse vector ${JSON.stringify(name)}: this replica has no such vector; the collection's vectors changed while the write was under way (retry it)`);
+      }
+    }
     for (const [name, v] of p.vectors) {
       const spec = stores.get(name)?.spec;
-      if (spec === undefined) continue;
       const label = name === '' ? 'vector' : `vector ${JSON.stringify(name)}`;
+      if (spec === undefined) throw new ShardUnavailableError(`${label}: this replica has no such vector; the collection's vectors changed while the write was under way (retry it)`);
       const fits = spec.multivector ? v.length > 0 && v.length % spec.dim === 0 : v.length === spec.dim;
       if (!fits) throw new ShardUnavailableError(`${label}: ${v.length} values do not fit this replica's dimension ${spec.dim}${spec.multivector ? ' (a multivector)' : ''}; the vector's configuration changed while the write was under way (retry it)`);
       if (spec.datatype === 'float16' && spec.distance !== 'Cosine') {
@@ -1621,6 +1680,10 @@ export function checkpointProblem(cp: unknown): string | null {
   if (c.clocks !== undefined) {
     const problem = clockMapJsonProblem(c.clocks);
     if (problem !== null) return problem;
+  }
+  if (c.restored_clocks !== undefined) {
+    const problem = clockMapJsonProblem(c.restored_clocks);
+    if (problem !== null) return `restored_clocks: ${problem}`;
   }
   if (typeof c.state !== 'string' || !STATE_FILE_RE.test(c.state)) return `state ${JSON.stringify(c.state)} is not a state file name`;
   if (typeof c.vectors !== 'object' || c.vectors === null) return 'vectors is not an object';
