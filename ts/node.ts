@@ -35,6 +35,7 @@ import { QuiverError, ShardUnavailableError } from './common/errors';
 import { GrpcTransport } from './api/p2p/transport';
 import { P2PClusterLink } from './api/p2p/cluster-link';
 import { WriterClocks } from './storage/writer-clocks';
+import { PendingMarkings } from './storage/pending-markings';
 import type { PeerDetails } from './transfer/view';
 import { createRestServer, loadRestTls, TlsSetupError, type RestTlsMaterial } from './api/tls';
 import { AuditLog } from './auth/audit';
@@ -285,7 +286,8 @@ async function openClusterLink(config: Config, logger: Logger, storagePath: stri
   await fs.promises.mkdir(storagePath, { recursive: true });
   const peerId = config.cluster.peer_id ?? (await readPeerId(storagePath)).toString();
   const clocks = await WriterClocks.open(storagePath);
-  const link = new P2PClusterLink(peerId, config, transport, transport.p2pTls, clocks, logger.child({ component: 'replication' }));
+  const pending = await PendingMarkings.open(storagePath);
+  const link = new P2PClusterLink(peerId, config, transport, transport.p2pTls, clocks, logger.child({ component: 'replication' }), pending);
   return { transport, link, peerId };
 }
 

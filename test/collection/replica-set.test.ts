@@ -70,6 +70,9 @@ class FakeLink implements ClusterLink {
     this.tick++;
     return { clock: 1 << 20, tick: this.tick, release: () => undefined };
   }
+  pendingDead(): readonly string[] {
+    return [];
+  }
   transferOut(): void {}
   transferGone(): void {}
   transferLost(): void {}

@@ -49,6 +49,12 @@ export interface ClusterLink {
    * consensus refuses (the last active replica).
    */
   deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<readonly string[]>;
+  /**
+   * The peers whose replica of `target` missed a write and whose Dead marking consensus
+   * has yet to take (deferred, also by a run of this peer before a restart): a replica set
+   * leaves those out while their state is still Active.
+   */
+  pendingDead(target: ShardTarget): readonly string[];
   /** Sends a write to `leader` (ordering medium or strong), which applies it through its replica set; resolves with the operation id. */
   forward(target: ShardTarget, leader: string, op: ReplicaOperation, opts: UpdateOptions): Promise<number>;
   /** Whether `peer` answered the last health check (peers never checked count as alive). */

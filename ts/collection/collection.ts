@@ -606,11 +606,13 @@ export class Collection {
   /**
    * Replaces shard `id`'s data with the shard directory `source` (an unpacked shard
    * snapshot on the same file system): closes the shard, swaps the directories, opens
-   * the new data, and notes in it that its data came from a snapshot
-   * (LocalShard.markRestored). If the new data does not open, the old directory is put
-   * back and reopened, and the error is thrown: the shard is then exactly as it was.
+   * the new data. If the new data does not open, the old directory is put back and
+   * reopened, and the error is thrown: the shard is then exactly as it was. `restored`: a
+   * snapshot recovery in a cluster, whose data may predate writes the other replicas
+   * hold; the shard notes it (LocalShard.markRestored). Not for a snapshot transfer,
+   * whose data is a live replica's.
    */
-  async replaceShard(id: number, source: string): Promise<void> {
+  async replaceShard(id: number, source: string, restored = false): Promise<void> {
     const r = this.shards.get(id);
     if (!r) throw new NotFoundError(`Shard ${id} of ${this.name} does not exist`);
     await r.localShard().close();
@@ -625,8 +627,15 @@ export class Collection {
       await reopen();
       throw snapshotLoadError(err);
     }
-    // Other replicas may hold writes the snapshot predates: a wal_delta from this one must not take them for its own.
-    await r.localShard().markRestored();
+    if (restored) {
+      // Other replicas may hold writes the snapshot predates: a wal_delta from this one must
+      // not take them for its own. The data is in place whatever happens here: a failed
+      // checkpoint leaves the mark in memory, and the next checkpoint writes it.
+      await r
+        .localShard()
+        .markRestored()
+        .catch((err: unknown) => this.logger.warn({ shard: id, err: String(err) }, 'could not write the checkpoint that notes a restore from a snapshot; the next checkpoint writes it'));
+    }
     this.logger.info({ shard: id }, 'shard replaced from a snapshot');
   }
 

@@ -136,6 +136,10 @@ export class ReplicaSet {
     this.states = states === null ? null : { ...states };
     this.incoming = new Set(incoming);
     for (const [peer, was] of this.disabled) if (this.states?.[peer] !== was) this.disabled.delete(peer);
+    // Markings deferred before this peer restarted (kept on disk): still left out.
+    if (this.cluster !== null && this.states !== null) {
+      for (const p of this.cluster.link.pendingDead(this.target)) if (this.states[p] === 'Active' && !this.disabled.has(p)) this.disabled.set(p, 'Active');
+    }
     this.version++;
     this.syncRemotes();
     this.refresh();

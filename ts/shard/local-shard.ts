@@ -1193,6 +1193,24 @@ export class LocalShard {
     return reached.size < behind.size ? null : start;
   }
 
+  /**
+   * A record of the history as a wal_delta sends it: without the vectors of names this
+   * shard has no store for any more (deleted since it was written), which a target that
+   * also applied the deletion would refuse (checkVectors); the same object when it
+   * carries none.
+   */
+  withCurrentNames(op: ShardOperation): ShardOperation {
+    if (op.kind !== 'upsert' && op.kind !== 'update_vectors') return op;
+    const gone = (p: { vectors: NamedVectors; sparse?: SparseVectors }) => [...p.vectors.keys()].some((n) => !this.vectors.has(n)) || (p.sparse !== undefined && [...p.sparse.keys()].some((n) => !this.sparse.has(n)));
+    if (!op.points.some(gone)) return op;
+    const keep = <T extends { vectors: NamedVectors; sparse?: SparseVectors }>(p: T): T => {
+      const out: T = { ...p, vectors: new Map([...p.vectors].filter(([n]) => this.vectors.has(n))) };
+      if (p.sparse !== undefined) out.sparse = new Map([...p.sparse].filter(([n]) => this.sparse.has(n)));
+      return out;
+    };
+    return op.kind === 'upsert' ? { kind: 'upsert', points: op.points.map(keep) } : { kind: 'update_vectors', points: op.points.map(keep) };
+  }
+
   private async readRetained(fromSeq: bigint, max: number): Promise<Array<{ seq: bigint; data: Buffer }>> {
     this.readable();
     const { oldestSeq } = this.history();

@@ -266,7 +266,7 @@ export class ClusterSnapshots implements RestoreTarget {
         if (st !== 'ManualRecovery' || local === undefined || local.meta.cluster?.uuid !== uuid) {
           throw new ShardUnavailableError(`shard ${id} of collection \`${name}\` changed in the cluster during the snapshot recovery (this peer's replica is ${st ?? 'gone'}); nothing was recovered into it: retry`);
         }
-        await local.replaceShard(id, path.join(snap.dir, String(id)));
+        await local.replaceShard(id, path.join(snap.dir, String(id)), true);
       }
     });
   }

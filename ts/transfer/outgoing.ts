@@ -487,7 +487,8 @@ class Run {
       if (records.length === 0) break;
       for (const r of records) {
         if (r.seq > since) break;
-        const op = fromShardOperation(r.op);
+        // Names deleted since the record was written are left out: the target refuses names it has no store for.
+        const op = fromShardOperation(shard.withCurrentNames(r.op));
         batch.push(op);
         bytes += sizeOf(op);
         if (batch.length >= BATCH || bytes >= BATCH_BYTES) await send();

@@ -29,6 +29,7 @@ import { ReplicaSupervisor } from '../../transfer/supervisor';
 import type { PeerDetails, ReplicationView } from '../../transfer/view';
 import type { ShardArchiveInfo, ShardFetcher } from '../../snapshots/backup';
 import type { Snapshots } from '../../snapshots/snapshots';
+import type { PendingMarkings } from '../../storage/pending-markings';
 import { DeadMarking } from './dead-marking';
 import type { P2PTls } from './grpc';
 import { addPointsService, forwardUpdate, PointsClients, RemoteReplica, type PointsBackend } from './points';
@@ -66,6 +67,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     private readonly tls: P2PTls | null,
     private readonly clocks: WriterClocks,
     private readonly logger: Logger,
+    /** Dead markings deferred by this peer, kept across restarts (null: in memory only). */
+    pendingMarkings: PendingMarkings | null = null,
   ) {
     this.transferRate = new RateLimiter(config.storage.performance.shard_transfer_max_mb_per_sec);
     this.clients = new PointsClients({ poolSize: config.cluster.p2p.connection_pool_size, callTimeoutMs: config.cluster.grpc_timeout_ms, tls });
@@ -100,6 +103,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       },
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
       settled: () => this.settled(),
+      store: pendingMarkings,
       logger,
     });
     this.outgoing = new OutgoingTransfers({
@@ -162,6 +166,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   /** Consensus runs: health checks and supervision start. */
   bind(consensus: MetadataConsensus): void {
     this.consensus = consensus;
+    this.marking.resume();
     this.health.start();
     this.supervisor.start();
     this.orphanTimer = setInterval(() => this.checkOrphans(), 1000);
@@ -186,6 +191,10 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
   async deactivate(target: ShardTarget, peers: readonly string[], reason: string): Promise<string[]> {
     const outcomes = await Promise.all(peers.map((p) => this.marking.mark(target, p, reason)));
     return peers.filter((_, i) => outcomes[i] === 'deferred');
+  }
+
+  pendingDead(target: ShardTarget): readonly string[] {
+    return this.marking.pendingFor(target);
   }
 
   /** The replicas of the shard as consensus has them now (none: no such shard, or the collection was re-created). */

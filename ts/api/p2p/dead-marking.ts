@@ -7,8 +7,9 @@
  * Owns: proposing the marking again while no leader takes it, for a bounded time; one
  * proposal in flight per replica, shared by the writes waiting on it; the markings left
  * to the background (proposed again every second until consensus takes them or changes
- * the replica). Must never: decide which replica failed (its callers do) or change a
- * replica's state itself (consensus does).
+ * the replica), kept on disk (PendingMarkings) before the write that waits on one is
+ * answered, and taken up again after a restart (`resume`). Must never: decide which
+ * replica failed (its callers do) or change a replica's state itself (consensus does).
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,6 +19,7 @@ import { BadInputError, NotFoundError, QuiverError, ShardUnavailableError, leade
 import type { ShardTarget } from '../../collection/cluster-link';
 import { isActive, type ReplicaState } from '../../collection/replica-state';
 import type { MetaOp } from '../../storage/cluster-state';
+import { markingKey, type PendingMarkings } from '../../storage/pending-markings';
 
 /**
  * How long a write waits for its failed replicas to be marked Dead across a leader change
@@ -37,6 +39,8 @@ export interface DeadMarkingContext {
   propose(op: MetaOp, timeoutMs: number): Promise<unknown>;
   /** Resolves once the local changes of the consensus entries applied so far are made. */
   settled(): Promise<void>;
+  /** Where deferred markings are kept across restarts (null: in memory only, as in unit tests). */
+  store: PendingMarkings | null;
   logger: Logger;
 }
 
@@ -47,7 +51,9 @@ export class DeadMarking {
   private readonly unmarked = new Map<string, { target: ShardTarget; peer: string; reason: string }>();
   private unmarkedTimer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly ctx: DeadMarkingContext) {}
+  constructor(private readonly ctx: DeadMarkingContext) {
+    for (const m of ctx.store?.entries() ?? []) this.unmarked.set(markingKey(m.target, m.peer), m);
+  }
 
   /**
    * Marks `peer`'s replica Dead and resolves `marked` once this peer applied it. While
@@ -60,7 +66,7 @@ export class DeadMarking {
    * when consensus refuses: the shard's last active replica stays Active.
    */
   mark(target: ShardTarget, peer: string, reason: string): Promise<'marked' | 'deferred'> {
-    const key = `${target.collection}/${target.uuid}/${target.shard}/${peer}`;
+    const key = markingKey(target, peer);
     let p = this.deactivating.get(key);
     if (p) return p;
     p = (async () => {
@@ -85,7 +91,7 @@ export class DeadMarking {
         logged = true;
         try {
           await this.ctx.propose({ op: 'setReplicaState', collection: target.collection, shard: target.shard, peer, state: 'Dead' }, Math.min(DEACTIVATE_ATTEMPT_MS, Math.max(500, deadline - Date.now())));
-          this.unmarked.delete(key);
+          this.forget(key);
           return 'marked';
         } catch (err) {
           // Gone meanwhile (removed, or the collection re-created): nothing to mark.
@@ -98,7 +104,8 @@ export class DeadMarking {
             continue;
           }
           if (leaderTrouble(err)) {
-            this.markLater(key, target, peer, reason);
+            // Kept on disk before the write goes on without that replica (a failure to keep it fails the write).
+            await this.markLater(key, target, peer, reason);
             return 'deferred';
           }
           throw err instanceof QuiverError ? err : new ShardUnavailableError(String(err));
@@ -109,26 +116,47 @@ export class DeadMarking {
     return p;
   }
 
-  private markLater(key: string, target: ShardTarget, peer: string, reason: string): void {
+  private async markLater(key: string, target: ShardTarget, peer: string, reason: string): Promise<void> {
     this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
     this.unmarked.set(key, { target, peer, reason });
+    await this.ctx.store?.add({ target, peer, reason });
+    this.startBackground();
+  }
+
+  /**
+   * Starts proposing again the markings a previous run of this peer left to the
+   * background (call once consensus runs here). They are known from construction on, so
+   * this peer's replica sets leave those replicas out from their first placement
+   * (`pendingFor`); a marking whose replica consensus no longer has Active is dropped.
+   */
+  resume(): void {
+    if (this.unmarked.size > 0) this.startBackground();
+  }
+
+  /** Drops a marking from the background set and from disk. */
+  private forget(key: string): void {
+    this.unmarked.delete(key);
+    this.ctx.store?.remove(key).catch((err: unknown) => this.ctx.logger.warn({ err, marking: key }, 'could not update the file of pending Dead markings (an entry left in it is checked again at start-up)'));
+  }
+
+  private startBackground(): void {
     if (this.unmarkedTimer !== null) return;
     this.unmarkedTimer = setInterval(() => {
       for (const [k, u] of this.unmarked) {
         // Anything but Active: consensus changed the replica since (Dead, or a recovery
         // under way), and a recovery gives it the whole shard.
         if (this.ctx.replicas(u.target)[u.peer] !== 'Active') {
-          this.unmarked.delete(k);
+          this.forget(k);
           continue;
         }
         if (this.deactivating.has(k)) continue;
         this.mark(u.target, u.peer, u.reason).then(
           (outcome) => {
-            if (outcome === 'marked') this.unmarked.delete(k);
+            if (outcome === 'marked') this.forget(k);
           },
           (err: unknown) => {
             if (!leaderTrouble(err)) {
-              this.unmarked.delete(k);
+              this.forget(k);
               this.ctx.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
             }
           },
@@ -140,6 +168,15 @@ export class DeadMarking {
       }
     }, DEACTIVATE_BACKGROUND_MS);
     this.unmarkedTimer.unref();
+  }
+
+  /** The peers of `target` whose marking is left to the background. */
+  pendingFor(target: ShardTarget): string[] {
+    const out: string[] = [];
+    for (const u of this.unmarked.values()) {
+      if (u.target.collection === target.collection && u.target.uuid === target.uuid && u.target.shard === target.shard) out.push(u.peer);
+    }
+    return out;
   }
 
   /** Markings left to the background, as `collection/uuid/shard/peer` (for tests and diagnostics). */
