@@ -29,6 +29,8 @@ export class PendingMarkings {
   private readonly byKey = new Map<string, PendingMarking>();
   /** Writes of the file, one after the other (the last one holds the current set). */
   private writing: Promise<void> = Promise.resolve();
+  /** Whether the last write of the file failed (the file may lack entries of byKey). */
+  private lastFailed = false;
 
   private constructor(private readonly file: string) {}
 
@@ -46,9 +48,12 @@ export class PendingMarkings {
     return [...this.byKey.values()];
   }
 
-  /** Keeps a marking; resolves once the file holding it is durable. */
+  /** Keeps a marking; resolves once the file holding it is durable (at once when it was kept already). */
   add(m: PendingMarking): Promise<void> {
-    this.byKey.set(markingKey(m.target, m.peer), m);
+    const key = markingKey(m.target, m.peer);
+    // Proposed again every second while no leader takes it: written once (again after a failed write).
+    if (this.byKey.has(key) && !this.lastFailed) return this.writing;
+    this.byKey.set(key, m);
     return this.save();
   }
 
@@ -60,7 +65,18 @@ export class PendingMarkings {
 
   private save(): Promise<void> {
     const content: FileContent = { markings: this.entries() };
-    const next = this.writing.catch(() => undefined).then(() => writeFileAtomic(this.file, JSON.stringify(content)));
+    const next = this.writing
+      .catch(() => undefined)
+      .then(() => writeFileAtomic(this.file, JSON.stringify(content)))
+      .then(
+        () => {
+          this.lastFailed = false;
+        },
+        (err: unknown) => {
+          this.lastFailed = true;
+          throw err;
+        },
+      );
     this.writing = next;
     return next;
   }
