@@ -71,7 +71,7 @@ class FakeLink implements ClusterLink {
     return { clock: 1 << 20, tick: this.tick, release: () => undefined };
   }
   pendingDead(): readonly string[] {
-    return [];
+    return [...this.deferring];
   }
   transferOut(): void {}
   transferGone(): void {}
@@ -245,4 +245,25 @@ test('a write that first checks its ids exist goes to the replicas that accept w
   t.is(local.ops.length, 2);
   t.is(link.remote(target, '3').ops.length, 1, 'the move\'s target took the write');
   t.is(link.remote(target, '2').ops.length, 1, 'the dropped source got nothing more');
+});
+
+test('a marking deferred before this peer restarted leaves that replica out from the first placement on (later placements do not add it again), until the marking ends', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' });
+  const target = { collection: 'c', uuid: 'u', shard: 0 };
+  link.deferring.add('2');
+  set.setStates({ '1': 'Active', '2': 'Active' }, '1');
+  await set.update(upsert(1), WAIT);
+  t.is(local.ops.length, 1);
+  t.is(link.remote(target, '2').ops.length, 0, 'left out');
+  // The marking ends (refused: the replica sets take the replica back).
+  link.deferring.delete('2');
+  set.readmit('2');
+  await set.update(upsert(2), WAIT);
+  t.is(link.remote(target, '2').ops.length, 1);
+  // A later placement does not leave it out again, even if a marking is pending meanwhile
+  // (one deferred now is left out by the write that deferred it).
+  link.deferring.add('2');
+  set.setStates({ '1': 'Active', '2': 'Active' }, '1');
+  await set.update(upsert(3), WAIT);
+  t.is(link.remote(target, '2').ops.length, 2);
 });

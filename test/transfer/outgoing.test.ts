@@ -90,7 +90,7 @@ function fakeConsensus(t: ExecutionContext, kind: 'recovery' | 'move', before: (
     await before(op);
     return apply(op);
   };
-  const marking = new DeadMarking({ replicas: () => replicas, propose, settled: async () => undefined, store: null, logger });
+  const marking = new DeadMarking({ replicas: () => replicas, propose, settled: async () => undefined, store: null, appliedIndex: () => 0, ended: () => undefined, logger });
   t.teardown(() => marking.close());
   const ctx = (target: TransferTarget): TransferContext => ({
     peer: '1',

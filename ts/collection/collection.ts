@@ -344,6 +344,11 @@ export class Collection {
     return { collection: this.name, uuid: this.meta.cluster?.uuid ?? '', shard: id };
   }
 
+  /** The replica set of shard `id`, or undefined. */
+  replicaSetIfAny(id: number): ReplicaSet | undefined {
+    return this.shards.get(id);
+  }
+
   /** The replica set of shard `id`, or a 404. */
   replicaSet(id: number): ReplicaSet {
     const r = this.shards.get(id);

@@ -92,6 +92,8 @@ export class ReplicaSet {
    * comes back as soon as consensus gives it another state than the one it had.
    */
   private readonly disabled = new Map<string, ReplicaState | undefined>();
+  /** Whether a placement was taken yet (the first one also takes the markings deferred before a restart). */
+  private placed = false;
   /** Bumped by every placement change (setStates): a write in flight sees that the replicas it should reach may have changed. */
   private version = 0;
   /** Ordered writes (medium, strong) this peer leads, one at a time. */
@@ -136,10 +138,12 @@ export class ReplicaSet {
     this.states = states === null ? null : { ...states };
     this.incoming = new Set(incoming);
     for (const [peer, was] of this.disabled) if (this.states?.[peer] !== was) this.disabled.delete(peer);
-    // Markings deferred before this peer restarted (kept on disk): still left out.
-    if (this.cluster !== null && this.states !== null) {
+    // Markings deferred before this peer restarted (kept on disk): left out from the first
+    // placement on, until consensus changes their state or the marking ends (readmit).
+    if (!this.placed && this.cluster !== null && this.states !== null) {
       for (const p of this.cluster.link.pendingDead(this.target)) if (this.states[p] === 'Active' && !this.disabled.has(p)) this.disabled.set(p, 'Active');
     }
+    this.placed = true;
     this.version++;
     this.syncRemotes();
     this.refresh();
@@ -171,6 +175,11 @@ export class ReplicaSet {
 
   private stateOf(peer: string): ReplicaState | undefined {
     return this.states === null ? 'Active' : this.states[peer];
+  }
+
+  /** Takes back a replica left out for a Dead marking that ended (taken, or no longer wanted: consensus refused it, the replica changed). */
+  readmit(peer: string): void {
+    if (this.disabled.delete(peer)) this.refresh();
   }
 
   /** Leaves these peers' replicas out until consensus changes their state. */
@@ -403,7 +412,11 @@ export class ReplicaSet {
             const deferred = await cluster.link.deactivate(this.target, failedNow, `a write failed: ${errorText(firstFault)}`);
             // Consensus cannot mark them now (no leader, no majority): this peer leaves them
             // out until it can, and the write goes on (SPEC 3.3b: one peer of two down).
-            if (deferred.length > 0) this.disable(deferred);
+            if (deferred.length > 0) {
+              // Only those still pending: a marking that ended meanwhile (refused) has nothing to leave out.
+              const pending = new Set(cluster.link.pendingDead(this.target));
+              this.disable(deferred.filter((p) => pending.has(p)));
+            }
           } catch (err) {
             marked ??= err;
           }

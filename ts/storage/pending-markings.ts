@@ -19,6 +19,11 @@ export interface PendingMarking {
   target: ShardTarget;
   peer: string;
   reason: string;
+  /**
+   * This peer's applied consensus index when the marking was deferred: replica states
+   * applied before it (a restart replays older entries) say nothing about this marking.
+   */
+  appliedAt: number;
 }
 
 interface FileContent {
@@ -89,10 +94,11 @@ export function markingKey(target: ShardTarget, peer: string): string {
 
 function valid(m: unknown): m is PendingMarking {
   if (typeof m !== 'object' || m === null) return false;
-  const { target, peer, reason } = m as Partial<PendingMarking>;
+  const { target, peer, reason, appliedAt } = m as Partial<PendingMarking>;
   return (
     typeof peer === 'string' &&
     typeof reason === 'string' &&
+    Number.isSafeInteger(appliedAt) &&
     typeof target === 'object' &&
     target !== null &&
     typeof target.collection === 'string' &&

@@ -104,6 +104,8 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       propose: (op, ms) => this.requireConsensus().propose(op, ms),
       settled: () => this.settled(),
       store: pendingMarkings,
+      appliedIndex: () => this.consensus?.status().applied ?? 0,
+      ended: (target, p) => this.markingEnded(target, p),
       logger,
     });
     this.outgoing = new OutgoingTransfers({
@@ -195,6 +197,13 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
 
   pendingDead(target: ShardTarget): readonly string[] {
     return this.marking.pendingFor(target);
+  }
+
+  /** A deferred marking ended: the shard's replica set on this peer (if it is this incarnation's) stops leaving that replica out. */
+  private markingEnded(target: ShardTarget, peer: string): void {
+    const c = this.toc?.peek(target.collection);
+    if (c === undefined || c.meta.cluster?.uuid !== target.uuid) return;
+    c.replicaSetIfAny(target.shard)?.readmit(peer);
   }
 
   /** The replicas of the shard as consensus has them now (none: no such shard, or the collection was re-created). */

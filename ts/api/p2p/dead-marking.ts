@@ -19,7 +19,7 @@ import { BadInputError, NotFoundError, QuiverError, ShardUnavailableError, leade
 import type { ShardTarget } from '../../collection/cluster-link';
 import { isActive, type ReplicaState } from '../../collection/replica-state';
 import type { MetaOp } from '../../storage/cluster-state';
-import { markingKey, type PendingMarkings } from '../../storage/pending-markings';
+import { markingKey, type PendingMarking, type PendingMarkings } from '../../storage/pending-markings';
 
 /**
  * How long a write waits for its failed replicas to be marked Dead across a leader change
@@ -33,6 +33,9 @@ const DEACTIVATE_RETRY_MS = 250;
 /** How often deferred Dead markings are proposed again. */
 const DEACTIVATE_BACKGROUND_MS = 1000;
 
+/** A deferred marking that could not be written to disk: the write that waits on it fails (503); the marking is proposed again. */
+class MarkingNotKept extends ShardUnavailableError {}
+
 export interface DeadMarkingContext {
   /** The replicas of the shard as this peer applied consensus now ({}: no such shard, or the collection was re-created); throws while consensus does not run here. */
   replicas(target: ShardTarget): Record<string, ReplicaState>;
@@ -41,6 +44,10 @@ export interface DeadMarkingContext {
   settled(): Promise<void>;
   /** Where deferred markings are kept across restarts (null: in memory only, as in unit tests). */
   store: PendingMarkings | null;
+  /** This peer's applied consensus index (0 before consensus runs). */
+  appliedIndex(): number;
+  /** A marking left to the background ended (taken, or no longer wanted): the replica sets that left its replica out take it back. */
+  ended(target: ShardTarget, peer: string): void;
   logger: Logger;
 }
 
@@ -48,7 +55,7 @@ export class DeadMarking {
   /** Dead markings in flight, by collection/shard/peer: concurrent failed writes share one proposal. */
   private readonly deactivating = new Map<string, Promise<'marked' | 'deferred'>>();
   /** Dead markings a write gave up waiting for, proposed again every DEACTIVATE_BACKGROUND_MS. */
-  private readonly unmarked = new Map<string, { target: ShardTarget; peer: string; reason: string }>();
+  private readonly unmarked = new Map<string, PendingMarking>();
   private unmarkedTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly ctx: DeadMarkingContext) {
@@ -117,10 +124,17 @@ export class DeadMarking {
   }
 
   private async markLater(key: string, target: ShardTarget, peer: string, reason: string): Promise<void> {
-    this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
-    this.unmarked.set(key, { target, peer, reason });
-    await this.ctx.store?.add({ target, peer, reason });
+    const known = this.unmarked.get(key);
+    if (known === undefined) this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer }, 'a replica that missed a write could not be marked Dead yet: proposing it again in the background');
+    const m: PendingMarking = known ?? { target, peer, reason, appliedAt: this.ctx.appliedIndex() };
+    this.unmarked.set(key, m);
+    // Proposed again in the background whatever happens to the file.
     this.startBackground();
+    try {
+      await this.ctx.store?.add(m);
+    } catch (err) {
+      throw new MarkingNotKept(`the Dead marking of the replica on peer ${peer} of shard ${target.shard} of collection \`${target.collection}\` could not be written to disk (${String(err)}); it is proposed again in the background`);
+    }
   }
 
   /**
@@ -133,9 +147,12 @@ export class DeadMarking {
     if (this.unmarked.size > 0) this.startBackground();
   }
 
-  /** Drops a marking from the background set and from disk. */
+  /** Drops a marking from the background set and from disk; the replica sets that left its replica out take it back. */
   private forget(key: string): void {
+    const m = this.unmarked.get(key);
+    if (m === undefined) return;
     this.unmarked.delete(key);
+    this.ctx.ended(m.target, m.peer);
     this.ctx.store?.remove(key).catch((err: unknown) => this.ctx.logger.warn({ err, marking: key }, 'could not update the file of pending Dead markings (an entry left in it is checked again at start-up)'));
   }
 
@@ -143,6 +160,8 @@ export class DeadMarking {
     if (this.unmarkedTimer !== null) return;
     this.unmarkedTimer = setInterval(() => {
       for (const [k, u] of this.unmarked) {
+        // A restarted peer replays older entries first: their states say nothing of this marking.
+        if (this.ctx.appliedIndex() < u.appliedAt) continue;
         // Anything but Active: consensus changed the replica since (Dead, or a recovery
         // under way), and a recovery gives it the whole shard.
         if (this.ctx.replicas(u.target)[u.peer] !== 'Active') {
@@ -155,7 +174,7 @@ export class DeadMarking {
             if (outcome === 'marked') this.forget(k);
           },
           (err: unknown) => {
-            if (!leaderTrouble(err)) {
+            if (!leaderTrouble(err) && !(err instanceof MarkingNotKept)) {
               this.forget(k);
               this.ctx.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
             }
