@@ -3,9 +3,10 @@
  * (ts/storage/pending-markings.ts), over a fake consensus: a marking consensus cannot
  * take is on disk before the write that waits on it goes on; a restarted peer takes it
  * up, waits until it applied consensus as far as when the marking was deferred (older
- * states, replayed first, say nothing of it), proposes it, then forgets it and has the
- * replica taken back; a marking consensus refuses ends too; a marking that cannot be
- * written fails the write and is still proposed.
+ * states, replayed first, say nothing of it), proposes it, then forgets it (the placement
+ * that marks the replica Dead takes it back); a marking consensus refuses ends, and the
+ * replica sets take the replica back; any other failure is tried again; a marking that
+ * cannot be written fails the write and is still proposed.
  */
 
 import test from 'ava';
@@ -13,7 +14,7 @@ import pino from 'pino';
 
 import { DeadMarking, type DeadMarkingContext } from '../../ts/api/p2p/dead-marking';
 import type { ReplicaState } from '../../ts/collection/replica-state';
-import { ClusterUnavailableError, ShardUnavailableError } from '../../ts/common/errors';
+import { BadInputError, ClusterUnavailableError, ServiceError, ShardUnavailableError } from '../../ts/common/errors';
 import type { MetaOp } from '../../ts/storage/cluster-state';
 import { PendingMarkings } from '../../ts/storage/pending-markings';
 import { scratchDirs } from '../support/scratch';
@@ -86,20 +87,24 @@ test('a deferred marking is on disk before the write goes on; after a restart it
   again.f.applied = 11;
   await waitFor('the marking proposed and taken', () => m2.pendingFor(target).length === 0);
   t.deepEqual(again.f.proposals, [{ op: 'setReplicaState', collection: 'c', shard: 0, peer: '2', state: 'Dead' }]);
-  t.deepEqual(again.f.ended, ['2']);
+  t.deepEqual(again.f.ended, [], 'taken: the placement that has it Dead takes it back, once applied here');
   await waitFor('the file no longer holds it', async () => (await PendingMarkings.open(dir)).entries().length === 0);
 });
 
-test('a marking consensus refuses ends (the replica sets take the replica back), and leaves the file', async (t) => {
+test('a marking that fails otherwise (consensus stopped) is proposed again; one consensus refuses ends (the replica sets take the replica back), and leaves the file', async (t) => {
   const dir = tmp();
   const seed = await PendingMarkings.open(dir);
   await seed.add({ target, peer: '2', reason: 'a write failed', appliedAt: 10 });
   const { f, ctx } = consensus(await PendingMarkings.open(dir));
   f.leader = true;
-  f.refuse = new ShardUnavailableError('the replica on peer 2 is the last active replica');
+  f.refuse = new ServiceError('consensus stopped: the raft log could not be written');
   const m = new DeadMarking(ctx);
   t.teardown(() => m.close());
   m.resume();
+  await waitFor('the background tried three times (or dropped the marking)', () => f.appliedReads >= 6 || m.pendingFor(target).length === 0);
+  t.deepEqual(m.pendingFor(target), ['2'], 'kept');
+  t.deepEqual(f.ended, []);
+  f.refuse = new BadInputError('shard 0 of c must keep at least one active replica');
   await waitFor('the refused marking ended', () => f.ended.length === 1);
   t.deepEqual(f.ended, ['2']);
   t.deepEqual(m.pendingFor(target), []);
@@ -115,5 +120,5 @@ test('a deferred marking that cannot be written fails the write that waits on it
   t.deepEqual(m.pendingFor(target), ['2']);
   f.leader = true;
   await waitFor('the marking proposed once a leader takes it', () => f.proposals.length === 1 && m.pendingFor(target).length === 0);
-  t.deepEqual(f.ended, ['2']);
+  t.deepEqual(f.ended, []);
 });

@@ -267,3 +267,17 @@ test('a marking deferred before this peer restarted leaves that replica out from
   await set.update(upsert(3), WAIT);
   t.is(link.remote(target, '2').ops.length, 2);
 });
+
+test('a replica whose deferred marking could not be written to disk is left out all the same: the write fails as not guaranteed, and later writes do not reach it above the one it missed', async (t) => {
+  const { set, local, link } = setOf({ '1': 'Active', '2': 'Active' });
+  const r2 = link.remote({ collection: 'c', uuid: 'u', shard: 0 }, '2');
+  r2.failWith(new ShardUnavailableError('peer 2 cannot be reached'));
+  link.deferring.add('2');
+  link.deactivateFails = new ShardUnavailableError('the Dead marking of the replica on peer 2 could not be written to disk');
+  await t.throwsAsync(set.update(upsert(1), WAIT), { instanceOf: ShardUnavailableError, message: /could not be marked Dead/ });
+  r2.failWith(null);
+  link.deactivateFails = null;
+  await set.update(upsert(2), WAIT);
+  t.is(local.ops.length, 2);
+  t.is(r2.ops.length, 0, 'left out while its marking is pending');
+});

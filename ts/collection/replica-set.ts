@@ -412,13 +412,15 @@ export class ReplicaSet {
             const deferred = await cluster.link.deactivate(this.target, failedNow, `a write failed: ${errorText(firstFault)}`);
             // Consensus cannot mark them now (no leader, no majority): this peer leaves them
             // out until it can, and the write goes on (SPEC 3.3b: one peer of two down).
-            if (deferred.length > 0) {
-              // Only those still pending: a marking that ended meanwhile (refused) has nothing to leave out.
-              const pending = new Set(cluster.link.pendingDead(this.target));
-              this.disable(deferred.filter((p) => pending.has(p)));
-            }
+            if (deferred.length > 0) this.disable(deferred);
           } catch (err) {
             marked ??= err;
+            // A marking still pending (one that could not be written to disk, or deferred
+            // beside one that failed): its replica is left out all the same, or later writes
+            // would sit above the one it missed.
+            const pending = new Set(cluster.link.pendingDead(this.target));
+            const out = failedNow.filter((p) => pending.has(p));
+            if (out.length > 0) this.disable(out);
           }
         }
         if (this.version === version || round >= 4) break;

@@ -36,6 +36,18 @@ const DEACTIVATE_BACKGROUND_MS = 1000;
 /** A deferred marking that could not be written to disk: the write that waits on it fails (503); the marking is proposed again. */
 class MarkingNotKept extends ShardUnavailableError {}
 
+/** The shard's last active replica is not marked Dead (consensus would refuse it too). */
+class MarkingRefused extends ShardUnavailableError {}
+
+/**
+ * Whether consensus (or the check before it) refused a marking for good: the last active
+ * replica, a replica in a transfer. Any other failure (consensus stopped, a proposal lost
+ * in a leader change, a file not written) is tried again.
+ */
+function refused(err: unknown): boolean {
+  return err instanceof MarkingRefused || err instanceof BadInputError;
+}
+
 export interface DeadMarkingContext {
   /** The replicas of the shard as this peer applied consensus now ({}: no such shard, or the collection was re-created); throws while consensus does not run here. */
   replicas(target: ShardTarget): Record<string, ReplicaState>;
@@ -92,7 +104,7 @@ export class DeadMarking {
         }
         // The shard's last active replica stays Active (consensus would refuse): no proposal for it.
         if (isActive(state) && !Object.entries(replicas).some(([p, st]) => p !== peer && isActive(st))) {
-          throw new ShardUnavailableError(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
+          throw new MarkingRefused(`the replica on peer ${peer} is the last active replica of shard ${target.shard} of collection \`${target.collection}\`: it stays Active`);
         }
         if (!logged) this.ctx.logger.warn({ collection: target.collection, shard: target.shard, peer, reason }, 'marking a replica Dead');
         logged = true;
@@ -147,12 +159,17 @@ export class DeadMarking {
     if (this.unmarked.size > 0) this.startBackground();
   }
 
-  /** Drops a marking from the background set and from disk; the replica sets that left its replica out take it back. */
-  private forget(key: string): void {
+  /**
+   * Drops a marking from the background set and from disk. `readmit`: consensus refused
+   * it while the replica is Active, so no placement will take the replica back: the
+   * replica sets that left it out do (otherwise the placement that changed its state,
+   * once applied here, does).
+   */
+  private forget(key: string, readmit = false): void {
     const m = this.unmarked.get(key);
     if (m === undefined) return;
     this.unmarked.delete(key);
-    this.ctx.ended(m.target, m.peer);
+    if (readmit) this.ctx.ended(m.target, m.peer);
     this.ctx.store?.remove(key).catch((err: unknown) => this.ctx.logger.warn({ err, marking: key }, 'could not update the file of pending Dead markings (an entry left in it is checked again at start-up)'));
   }
 
@@ -174,9 +191,11 @@ export class DeadMarking {
             if (outcome === 'marked') this.forget(k);
           },
           (err: unknown) => {
-            if (!leaderTrouble(err) && !(err instanceof MarkingNotKept)) {
-              this.forget(k);
+            if (refused(err)) {
+              this.forget(k, true);
               this.ctx.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'consensus refused to mark a replica Dead');
+            } else if (!leaderTrouble(err)) {
+              this.ctx.logger.warn({ err, collection: u.target.collection, shard: u.target.shard, peer: u.peer }, 'could not mark a replica Dead: proposing it again');
             }
           },
         );
