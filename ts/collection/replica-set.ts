@@ -139,7 +139,7 @@ export class ReplicaSet {
     this.incoming = new Set(incoming);
     for (const [peer, was] of this.disabled) if (this.states?.[peer] !== was) this.disabled.delete(peer);
     // Markings deferred before this peer restarted (kept on disk): left out from the first
-    // placement on, until consensus changes their state or the marking ends (readmit).
+    // placement on, until consensus changes their state or refuses the marking (readmit).
     if (!this.placed && this.cluster !== null && this.states !== null) {
       for (const p of this.cluster.link.pendingDead(this.target)) if (this.states[p] === 'Active' && !this.disabled.has(p)) this.disabled.set(p, 'Active');
     }
@@ -177,7 +177,7 @@ export class ReplicaSet {
     return this.states === null ? 'Active' : this.states[peer];
   }
 
-  /** Takes back a replica left out for a Dead marking that ended (taken, or no longer wanted: consensus refused it, the replica changed). */
+  /** Takes back a replica left out for a Dead marking that consensus refused while the replica is Active (no placement change would). */
   readmit(peer: string): void {
     if (this.disabled.delete(peer)) this.refresh();
   }

@@ -199,7 +199,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     return this.marking.pendingFor(target);
   }
 
-  /** A deferred marking ended: the shard's replica set on this peer (if it is this incarnation's) stops leaving that replica out. */
+  /** Consensus refused a deferred marking: the shard's replica set on this peer (if it is this incarnation's) stops leaving that replica out. */
   private markingEnded(target: ShardTarget, peer: string): void {
     const c = this.toc?.peek(target.collection);
     if (c === undefined || c.meta.cluster?.uuid !== target.uuid) return;

@@ -58,7 +58,7 @@ export interface DeadMarkingContext {
   store: PendingMarkings | null;
   /** This peer's applied consensus index (0 before consensus runs). */
   appliedIndex(): number;
-  /** A marking left to the background ended (taken, or no longer wanted): the replica sets that left its replica out take it back. */
+  /** Consensus refused a marking left to the background while its replica is Active: the replica sets that left that replica out take it back. */
   ended(target: ShardTarget, peer: string): void;
   logger: Logger;
 }
@@ -153,7 +153,8 @@ export class DeadMarking {
    * Starts proposing again the markings a previous run of this peer left to the
    * background (call once consensus runs here). They are known from construction on, so
    * this peer's replica sets leave those replicas out from their first placement
-   * (`pendingFor`); a marking whose replica consensus no longer has Active is dropped.
+   * (`pendingFor`); once this peer applied consensus as far as when a marking was
+   * deferred, a marking whose replica consensus no longer has Active is dropped.
    */
   resume(): void {
     if (this.unmarked.size > 0) this.startBackground();
