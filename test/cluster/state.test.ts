@@ -151,6 +151,38 @@ test('membership: a removed peer\'s transfers end as aborted, and a shard whose 
   t.is(ClusterState.decode(s.encode()).collection('solo')!.shards.length, 3);
 });
 
+test('a transfer\'s run ends only its own transfer: a late finish or switch of an earlier transfer of the same shard between the same peers changes nothing; without an id, the one running is ended', (t) => {
+  const s = new ClusterState();
+  s.setPeerUri('1', 'http://a:6335');
+  s.applyConfChange({ type: 'addLearner', peer: '2', context: 'http://b:6335' });
+  t.true(s.apply({ op: 'createCollection', name: 'c', uuid: 'u1', config: cfg(), shards: [{ id: 0, replicas: { '1': 'Active' } }] }, null).ok);
+  const startOf = (id: string): MetaOp => ({ op: 'startTransfer', collection: 'c', transfer: { shard: 0, from: '1', to: '2', method: 'wal_delta', kind: 'replicate', id } });
+  const finishOf = (ok: boolean, id?: string): MetaOp => ({ op: 'finishTransfer', collection: 'c', shard: 0, from: '1', to: '2', ok, ...(id === undefined ? {} : { id }) });
+  // Transfer a is aborted and b started (a restart); a's run then proposes its finish late.
+  t.true(s.apply(startOf('a'), null).ok);
+  t.true(s.apply(finishOf(false, 'a'), null).ok);
+  t.true(s.apply(startOf('b'), null).ok);
+  const late = s.apply(finishOf(true, 'a'), null);
+  t.true(late.ok && late.value === false, 'a finish of a transfer that is not listed does nothing');
+  t.deepEqual(s.transfers('c').map((x) => x.id), ['b']);
+  t.is(s.collection('c')!.shards[0].replicas['2'], 'Partial', 'the target of b is not made Active by a\'s finish');
+  const switched = s.apply({ op: 'switchTransfer', collection: 'c', shard: 0, from: '1', to: '2', method: 'stream_records', id: 'a' }, null);
+  t.false(switched.ok, 'a switch of a is refused');
+  t.is(s.transfers('c')[0].method, 'wal_delta');
+  // b's own finish ends it; an operator's abort (no id) ends whichever runs.
+  t.true(s.apply({ op: 'switchTransfer', collection: 'c', shard: 0, from: '1', to: '2', method: 'stream_records', id: 'b' }, null).ok);
+  t.is(s.transfers('c')[0].method, 'stream_records');
+  const done = s.apply(finishOf(true, 'b'), null);
+  t.true(done.ok && done.value === true);
+  t.is(s.collection('c')!.shards[0].replicas['2'], 'Active');
+  t.true(s.apply(startOf('d'), null).ok === false, 'peer 2 holds a replica now');
+  t.true(s.apply({ op: 'createCollection', name: 'e', uuid: 'u2', config: cfg(), shards: [{ id: 0, replicas: { '1': 'Active' } }] }, null).ok);
+  t.true(s.apply({ op: 'startTransfer', collection: 'e', transfer: { shard: 0, from: '1', to: '2', method: 'stream_records', kind: 'replicate', id: 'x' } }, null).ok);
+  const abort = s.apply({ op: 'finishTransfer', collection: 'e', shard: 0, from: '1', to: '2', ok: false }, null);
+  t.true(abort.ok && abort.value === true);
+  t.deepEqual(s.transfers('e'), []);
+});
+
 test('two replicas fed the same operations agree, also when one restarts from a snapshot midway', (t) => {
   const ops: MetaOp[] = [];
   for (let i = 0; i < 30; i++) {

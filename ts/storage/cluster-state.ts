@@ -149,9 +149,15 @@ export type MetaOp =
   | { op: 'setReplicaState'; collection: string; shard: number; peer: PeerId; state: ReplicaState; from?: ReplicaState }
   | { op: 'startTransfer'; collection: string; transfer: TransferInfo }
   /** Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's replica); otherwise the target is marked Dead (a replicate's new replica is dropped). */
-  | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean }
+  /**
+   * `id`: the transfer's own run ends it (finished, aborted, switched): only that transfer,
+   * never a later one of the same shard between the same peers (a restart, an abort and a
+   * new start) that a late proposal of the old run would otherwise finish. Without it (an
+   * operator's abort, the supervisor's), whichever transfer of that shard and peers runs.
+   */
+  | { op: 'finishTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; ok: boolean; id?: string }
   /** The source changes a running transfer's method (a `wal_delta` whose difference the WAL cannot resolve goes on as `stream_records`: the target empties its replica). */
-  | { op: 'switchTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; method: TransferMethod }
+  | { op: 'switchTransfer'; collection: string; shard: number; from: PeerId; to: PeerId; method: TransferMethod; id?: string }
   /** A shard key of a custom-sharded collection: one shard per entry of `placement`, on those peers (chosen by the proposer). */
   | { op: 'createShardKey'; collection: string; key: ShardKey; placement: PeerId[][] }
   | { op: 'dropShardKey'; collection: string; key: ShardKey }
@@ -542,7 +548,7 @@ export class ClusterState {
       }
       case 'finishTransfer': {
         const [name, c] = this.requireCollection(op.collection);
-        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to);
+        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to && sameTransfer(x, op.id));
         if (t === undefined) return done(false, []);
         const shard = c.shards.find((s) => s.id === op.shard)!;
         c.transfers = (c.transfers ?? []).filter((x) => x !== t);
@@ -551,7 +557,7 @@ export class ClusterState {
       }
       case 'switchTransfer': {
         const [name, c] = this.requireCollection(op.collection);
-        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to);
+        const t = (c.transfers ?? []).find((x) => x.shard === op.shard && x.from === op.from && x.to === op.to && sameTransfer(x, op.id));
         if (t === undefined) throw new NotFoundError(`no transfer of shard ${op.shard} of ${name} from peer ${op.from} to peer ${op.to}`);
         if (!TRANSFER_METHODS.includes(op.method)) throw new BadInputError(`unknown shard transfer method ${JSON.stringify(op.method)}`);
         if (t.method === op.method) return done(false, []);
@@ -656,6 +662,11 @@ export class ClusterState {
       }
     }
   }
+}
+
+/** Whether the listed transfer `t` is the one an operation with transfer id `id` means (no id: any; a transfer listed without one: any). */
+function sameTransfer(t: TransferInfo, id: string | undefined): boolean {
+  return id === undefined || id === '' || t.id === undefined || t.id === id;
 }
 
 /**

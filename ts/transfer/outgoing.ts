@@ -224,7 +224,7 @@ class Run {
   }
 
   private finishOp(ok: boolean): MetaOp {
-    return { op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok };
+    return { op: 'finishTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, ok, id: this.id };
   }
 
   /**
@@ -366,7 +366,7 @@ class Run {
         if (this.stopped) return;
         this.rethrow();
         log.info('wal_delta cannot resolve the difference from the WAL: switching the transfer to stream_records');
-        await this.ctx.propose({ op: 'switchTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, method: 'stream_records' }, PROPOSE_TIMEOUT_MS);
+        await this.ctx.propose({ op: 'switchTransfer', collection: this.target.collection, shard: this.target.shard, from: this.ctx.peer, to: this.to, method: 'stream_records', id: this.id }, PROPOSE_TIMEOUT_MS);
         this.progress.method = 'stream_records';
         this.progress.pointsSent = 0;
         this.outcomes.switched++;
@@ -645,7 +645,7 @@ export class OutgoingTransfers {
     this.abandoning.add(key);
     this.ctx.logger.warn({ collection: target.collection, shard: target.shard, to }, 'a shard transfer from this peer has no run here (this peer started again, or the run failed): aborting it');
     this.ctx
-      .propose({ op: 'finishTransfer', collection: target.collection, shard: target.shard, from: this.ctx.peer, to, ok: false }, PROPOSE_TIMEOUT_MS)
+      .propose({ op: 'finishTransfer', collection: target.collection, shard: target.shard, from: this.ctx.peer, to, ok: false, id }, PROPOSE_TIMEOUT_MS)
       .catch((err: unknown) => this.ctx.logger.debug({ err }, 'aborting a shard transfer: not committed yet'))
       .finally(() => this.abandoning.delete(key));
   }
