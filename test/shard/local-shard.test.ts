@@ -75,7 +75,6 @@ test('a checkpoint and a reopen keep every point, payload and vector', async (t)
   t.deepEqual(await snapshot(again), before);
   t.is(again.pointCount, 4);
   await again.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('without a checkpoint, reopening replays the WAL to the same state', async (t) => {
@@ -91,7 +90,6 @@ test('without a checkpoint, reopening replays the WAL to the same state', async 
   t.deepEqual(await snapshot(again), before);
   t.is(again.lastSeq, 7n);
   await again.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('the optimizer moves points into HNSW; search matches exact search; status goes back to green', async (t) => {
@@ -132,7 +130,6 @@ test('the optimizer moves points into HNSW; search matches exact search; status 
   const exact2 = await again.search('', { vector: q, k: 20, exact: true }, null);
   t.deepEqual(exact2.map((h) => h.label), exact.map((h) => h.label));
   await again.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('deleting most indexed points triggers a vacuum that rebuilds the graph without them', async (t) => {
@@ -154,7 +151,6 @@ test('deleting most indexed points triggers a vacuum that rebuilds the graph wit
   t.is(hits.length, 200);
   t.true(hits.every((h) => Number(shard.entryAt(h.label)!.key.value) >= 400));
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('writes during an index build keep the newest vector (no stale copies from the move)', async (t) => {
@@ -183,7 +179,6 @@ test('writes during an index build keep the newest vector (no stale copies from 
   t.is(all.length, 1998);
   t.is(new Set(all.map((h) => h.label)).size, 1998, 'each point once');
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('filters use payload indexes and agree with the unindexed result', async (t) => {
@@ -201,7 +196,6 @@ test('filters use payload indexes and agree with the unindexed result', async (t
   const hits = await shard.search('', { vector: vec(), k: 100 }, filter);
   t.is(hits.length, 33);
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('an operation memory would refuse (a bad payload key) is rejected before the WAL: the shard keeps working and reopens', async (t) => {
@@ -216,7 +210,6 @@ test('an operation memory would refuse (a bad payload key) is rejected before th
   const again = await open(dir);
   t.deepEqual(again.payloadOf(again.entry(normalizePointId(1))!.offset), { a: [1], x: 1 });
   await again.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('a checkpoint taken while the optimizer holds a frozen index never overwrites a file the previous checkpoint names', async (t) => {
@@ -235,7 +228,6 @@ test('a checkpoint taken while the optimizer holds a frozen index never overwrit
   const hits = await again.search('', { vector: vec(), k: 5000, exact: true }, null);
   t.is(hits.length, 3000, 'every vector is still there');
   await again.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 /** The native engine, with a hook on `add` of graph (non-flat) indexes. */
@@ -291,7 +283,6 @@ test('a search during a move into the serving graph ignores stale copies and sti
   await shard.waitOptimized();
   t.deepEqual((await shard.search('', { vector: q, k: 5, exact: true }, null)).map((h) => h.label), truth);
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('a failing optimizer job backs off and leaves no stray copies in the serving graph', async (t) => {
@@ -326,7 +317,6 @@ test('a failing optimizer job backs off and leaves no stray copies in the servin
   const all = await shard.search('', { vector: vec(), k: 2000, exact: true }, null);
   t.is(all.length, 900);
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('pinSnapshot: a fresh checkpoint holding every write acknowledged before the call; its files outlive later checkpoints until released; a copy of them opens to the same points and continues the WAL numbering', async (t) => {
@@ -469,7 +459,6 @@ test('a write whose vector no longer fits a re-created named vector is refused b
   const off = again.matching(null).find((o) => again.entryAt(o)!.key.key === normalizePointId(3).key)!;
   t.deepEqual(Array.from((await again.vectorsOf(off, ['d'])).get('d')!), [1, 2, 3, 4]);
   await again.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 test('a write naming a vector this replica has no store for (its consensus has yet to apply the name\'s creation) is refused before it is logged, and its clock tick stays unseen: the same write applies once the name exists', async (t) => {
   // Skipped at apply, the vectors were lost on that replica while the tick counted as
@@ -525,5 +514,4 @@ test('deleting a named vector while its optimizer job runs: the job stops and th
   await shard.update(() => ({ kind: 'upsert', points: [{ id: normalizePointId(99_999), vectors: new Map([['keep', vec()]]), payload: null }] }), true).then(() => (wrote = true));
   t.true(wrote);
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });

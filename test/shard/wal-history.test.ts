@@ -156,7 +156,6 @@ test('local writes are tagged with the shard peer id and one clock per write in 
   shard = await open(dir, { peerId: 7n });
   t.deepEqual(shard.clocks(), before);
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 // -- tagged operations from other replicas -----------------------------------------------
@@ -214,8 +213,6 @@ test('applyTagged skips operations it has seen: a replica sent the same history 
   await t.throwsAsync(dst.applyTagged(upsert([1]), { peer: 1n, clock: 0, tick: 0n }, true), { instanceOf: RangeError });
   await src.close();
   await dst.close();
-  fs.rmSync(srcDir, { recursive: true, force: true });
-  fs.rmSync(dstDir, { recursive: true, force: true });
 });
 
 test('a shard\'s own clocks (untagged writes, transfer batches) are not history another replica is behind on; adopted clocks count', async (t) => {
@@ -239,8 +236,6 @@ test('a shard\'s own clocks (untagged writes, transfer batches) are not history 
   fresh.adoptClocks([...src.clocks()]);
   t.deepEqual(fresh.clocks(), src.clocks().filter((c) => c.clock >= REPLICATED_CLOCK_BASE));
   for (const s of [src, dst, fresh]) await s.close();
-  fs.rmSync(srcDir, { recursive: true, force: true });
-  fs.rmSync(dstDir, { recursive: true, force: true });
 });
 
 // -- retention --------------------------------------------------------------------------
@@ -312,7 +307,6 @@ test('a checkpoint keeps the newest walRetainBytes of the WAL as history; replay
   t.deepEqual(await state(shard), before);
   t.is(shard.history().oldestSeq, h.oldestSeq, 'the history is still there after the restart');
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('a replica that missed writes catches up from the retained history (the wal_delta path)', async (t) => {
@@ -343,8 +337,6 @@ test('a replica that missed writes catches up from the retained history (the wal
   t.deepEqual(dst.clocks(), src.clocks());
   await src.close();
   await dst.close();
-  fs.rmSync(srcDir, { recursive: true, force: true });
-  fs.rmSync(dstDir, { recursive: true, force: true });
 });
 
 test('after a restore from a snapshot, a replica that holds ticks the snapshot rolled back is not caught up from the history: the restored replica must hold the target\'s newest tick of a clock above the snapshot\'s', async (t) => {
@@ -453,5 +445,4 @@ test('a shard written before clock tags (commit e100024: untagged records, a che
   t.deepEqual(await state(shard, ['a', 'b']), mixed);
   t.deepEqual(shard.clocks().map(tagText), ['42/0/1']);
   await shard.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
