@@ -1,10 +1,10 @@
 /**
  * Scheduled snapshots in cluster mode (ts/snapshots/cluster-schedule.ts) on a real
  * 3-peer cluster: one schedule (every 4 s, keep_last 2) of a collection of 3 shards with
- * 2 replicas each. Each run snapshots each shard exactly once, by one peer: the
- * completed scheduled jobs of all peers, per shard, are as many as the runs consensus
- * recorded done, with names that all differ; each snapshot sits in the store of the peer
- * consensus names. Retention holds per shard across peers (2 kept, the others deleted
+ * 2 replicas each. Each run snapshots each shard exactly once, by one peer: among the
+ * completed scheduled jobs of all peers, per shard, no two are for the same run (the job's
+ * `due`), every run seen claimed through consensus has one, by its claimant, and the names
+ * all differ; each snapshot sits in the store of the peer consensus names. Retention holds per shard across peers (2 kept, the others deleted
  * from their peer's store). A peer killed: the runs go on, by the other peers; and the
  * claim rules of the state machine (first claim wins, take-over only of the holder,
  * retention moves names to `deleting`) without processes.
@@ -70,10 +70,9 @@ test.serial('every 4 s, keep_last 2, 3 shards x 2 replicas on 3 peers: each shar
 
   // Every run done by one peer: seen through consensus, counted in every peer's jobs.
   // `done`: slots whose run consensus recorded done. `claimed`: every slot seen claimed or
-  // done. A slot's record stays visible from its claim until the next slot's claim (one
-  // interval), so the 300 ms poller sees every claimed slot; but a run that overruns into
-  // the next slot is superseded before it shows as done (it still finishes and makes its
-  // snapshot), so the runs that made snapshots are the claimed slots, not the done ones.
+  // done. A run that overruns into the next slot is superseded before it shows as done (it
+  // still finishes and makes its snapshot), so the runs that made snapshots include claimed
+  // slots that never showed as done.
   const done = new Map<string, Map<number, string>>(keys.map((k) => [k, new Map()]));
   const claimed = new Map<string, Map<number, string>>(keys.map((k) => [k, new Map()]));
   const watch = async (url: string) => {
@@ -102,15 +101,24 @@ test.serial('every 4 s, keep_last 2, 3 shards x 2 replicas on 3 peers: each shar
     const mine = all.filter((j) => j.shard_id === i);
     const names = mine.map((j) => j.result.name);
     t.is(new Set(names).size, names.length, `shard ${k}: every snapshot a different one`);
-    // Runs done since the schedule began = completed jobs (no run done twice, none by two peers).
     t.true(mine.length >= 3, `shard ${k}: ${mine.length} completed runs`);
     t.is(quiet[k].made.length, 2, `shard ${k}: keep_last 2 in consensus`);
     for (const m of quiet[k].made) t.true(mine.some((j) => j.result.name === m.name && j.peer === m.peer), `shard ${k}: ${m.name} was made by peer ${m.peer}`);
-    // Exactly one snapshot per run: the slots claimed (watched since before the collection existed) are as many as the completed jobs of all peers.
+    // Exactly one snapshot per run, by one peer: each completed job names the run (slot) it
+    // was for, and no run has two. Every run the poller saw claimed or done (watched since
+    // before the collection existed) has its snapshot, by the peer consensus named. A claim
+    // can also be applied and superseded by the next slot's between two polls (a late claim
+    // of the previous slot, granted just before the new slot's): its job is counted by its
+    // slot all the same, so none is missed and none counted twice.
+    const dues = mine.map((j) => j.due as string);
+    t.true(dues.every((d) => typeof d === 'string' && Date.parse(d) % 4000 === 0 && Date.parse(d) <= quiet[k].slot), `shard ${k}: every job names a run of the schedule: ${JSON.stringify(dues)}`);
+    t.is(new Set(dues).size, dues.length, `shard ${k}: one snapshot per run (${JSON.stringify(mine.map((j) => [j.peer, j.due, j.started_at]))})`);
     const seen = new Map([...claimed.get(k)!].filter(([slot]) => slot <= quiet[k].slot));
     seen.set(quiet[k].slot, quiet[k].peer);
-    t.is(mine.length, seen.size, `shard ${k}: ${mine.length} completed scheduled jobs over the peers for ${seen.size} runs (${JSON.stringify(mine.map((j) => [j.peer, j.started_at]))})`);
-    for (const peer of new Set(seen.values())) t.is(mine.filter((j) => j.peer === peer).length, [...seen.values()].filter((p) => p === peer).length, `shard ${k}: peer ${peer} made one snapshot per run it had`);
+    for (const [slot, peer] of seen) {
+      const by = mine.filter((j) => Date.parse(j.due) === slot).map((j) => j.peer);
+      t.deepEqual(by, [peer], `shard ${k}: the run due ${new Date(slot).toISOString()} made its snapshot on peer ${peer}`);
+    }
   }
   // Retention per shard, across the peers' stores: the 2 kept, the others deleted.
   await waitFor('retention deleted what it dropped', async () => Object.values(await runs(c.peers[0].url)).every((r) => r.deleting.length === 0), 30_000);

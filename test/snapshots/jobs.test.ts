@@ -161,6 +161,8 @@ test.serial('shard and full snapshot jobs: completed, bytes equal the file size;
   const f = (await follow(full)).last;
   t.is(s.state, 'completed', JSON.stringify(s));
   t.is(s.kind, 'create_shard_snapshot');
+  t.is(s.origin, 'api');
+  t.is(s.due, null, 'a shard snapshot the API asked for is no scheduled run');
   t.is(s.shard_id, 1);
   t.is(s.bytes_done, fs.statSync(path.join(snapshotsPath, 'sharded', 'shards', '1', s.result.name)).size);
   t.is(f.state, 'completed', JSON.stringify(f));

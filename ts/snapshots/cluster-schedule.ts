@@ -198,7 +198,7 @@ export class ClusterSnapshotScheduler {
     if (takeoverOf !== undefined) this.logger.warn({ schedule: sk, shard: key, due, from: takeoverOf }, takeoverOf === this.self ? 'scheduled snapshot: resuming a run this peer claimed before it stopped' : 'scheduled snapshot: taking over the run of a peer that is down');
     else if (Date.now() - slot > CLAIM_GRACE_MS + TICK_MS * 4) this.logger.info({ schedule: sk, shard: key, due }, 'scheduled snapshot missed while the cluster was down: running it now');
     const dir = Snapshots.shardDir(collection, shard);
-    const job = await this.deps.jobs.run('create_shard_snapshot', { collection, shardId: shard }, () => this.deps.snapshots.createShard(collection, shard, this.self), 'schedule');
+    const job = await this.deps.jobs.run('create_shard_snapshot', { collection, shardId: shard }, () => this.deps.snapshots.createShard(collection, shard, this.self), 'schedule', slot);
     const runKey = `${sk} ${key}`;
     if (job.state !== 'completed') {
       const b = this.backoff.get(runKey) ?? { failures: 0, until: 0 };

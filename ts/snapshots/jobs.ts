@@ -39,6 +39,8 @@ export interface JobView {
   id: string;
   kind: JobKind;
   origin: JobOrigin;
+  /** For a scheduled shard snapshot in cluster mode: the run (slot) it was for, as consensus names it (ISO). Null otherwise. */
+  due: string | null;
   collection: string | null;
   shard_id: number | null;
   state: JobState;
@@ -116,6 +118,7 @@ class Job implements JobProgress {
   /** The rate of a finished job, fixed when it ended. */
   finalRate: number | null = null;
   origin: JobOrigin = 'api';
+  due: number | null = null;
   unit: string | null = null;
   unitsDone = 0;
   unitsTotal: number | null = null;
@@ -173,6 +176,7 @@ class Job implements JobProgress {
       id: this.id,
       kind: this.kind,
       origin: this.origin,
+      due: this.due === null ? null : new Date(this.due).toISOString(),
       collection: this.collection,
       shard_id: this.shardId,
       state: this.state,
@@ -204,6 +208,7 @@ class Job implements JobProgress {
     j.result = v.result;
     j.finalRate = v.rate_bytes_per_sec;
     j.origin = v.origin ?? 'api';
+    j.due = typeof v.due === 'string' ? Date.parse(v.due) : null;
     j.unit = v.unit ?? null;
     j.unitsDone = v.units_done ?? 0;
     j.unitsTotal = v.units_total ?? null;
@@ -262,20 +267,21 @@ export class SnapshotJobs {
     return (await this.launch(kind, target, work, origin)).id;
   }
 
-  /** Runs `work` as a job and resolves with the job once it ended (completed or failed). */
-  async run(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin): Promise<JobView> {
-    const { id, finished } = await this.launch(kind, target, work, origin);
+  /** Runs `work` as a job and resolves with the job once it ended (completed or failed). `due`: the scheduled run it is for (cluster-schedule.ts). */
+  async run(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin, due: number | null = null): Promise<JobView> {
+    const { id, finished } = await this.launch(kind, target, work, origin, due);
     await finished;
     return this.jobs.get(id)?.view() ?? this.get(id);
   }
 
-  private async launch(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin): Promise<{ id: string; finished: Promise<void> }> {
+  private async launch(kind: JobKind, target: { collection?: string; shardId?: number }, work: () => Promise<unknown>, origin: JobOrigin, due: number | null = null): Promise<{ id: string; finished: Promise<void> }> {
     const job = new Job(randomUUID(), kind, target.collection ?? null, target.shardId ?? null, Date.now());
     job.origin = origin;
+    job.due = due;
     this.jobs.set(job.id, job);
     this.metrics?.started(kind);
     await this.save();
-    this.logger.info({ job: job.id, kind, origin, collection: job.collection, shard: job.shardId }, 'snapshot job started');
+    this.logger.info({ job: job.id, kind, origin, collection: job.collection, shard: job.shardId, ...(due !== null ? { due: new Date(due).toISOString() } : {}) }, 'snapshot job started');
     this.tick();
     const finished = runScoped(context, job, async () => {
       try {
