@@ -51,6 +51,7 @@ import { runGroups, type GroupReads, type GroupsRequest, type PointGroup, type S
 import {
   compareIds,
   DEFAULT_READ,
+  searchRequestOf,
   type OrderedScrollRequest,
   type PointId,
   type PointRecord,
@@ -1163,10 +1164,10 @@ export class Collection {
     // The common case (a plain vector) goes straight to the search, with no await of its own.
     if ('nearest' in q && 'vector' in q.nearest && q.mmr === undefined && (req.prefetch === undefined || req.prefetch.length === 0)) {
       this.checkVector(req.using, q.nearest.vector);
-      return this.search({ ...req, vector: q.nearest.vector }, opts, this.readRings(shards));
+      return this.search(searchRequestOf(req, q.nearest.vector), opts, this.readRings(shards));
     }
     if ('nearest' in q && 'sparse' in q.nearest && q.mmr === undefined) {
-      return this.search({ ...req, vector: NO_VECTOR, sparse: q.nearest.sparse }, opts, this.readRings(shards));
+      return this.search(searchRequestOf(req, NO_VECTOR, { sparse: q.nearest.sparse }), opts, this.readRings(shards));
     }
     return this.queryOther(req, opts, shards, others);
   }
@@ -1196,11 +1197,11 @@ export class Collection {
       const examples = 'nearest' in q ? [q.nearest] : [...q.recommend.positive, ...q.recommend.negative];
       const vs = await this.sparseExamples(examples, req.using, opts, rings, lookupFrom, others);
       const sparse = 'nearest' in q ? vs[0] : recommendSparseVector(vs.slice(0, q.recommend.positive.length), vs.slice(q.recommend.positive.length));
-      return this.search({ ...req, vector: NO_VECTOR, sparse, exclude }, opts, rings);
+      return this.search(searchRequestOf(req, NO_VECTOR, { sparse, exclude }), opts, rings);
     }
     if ('nearest' in q) {
       const [vector] = await this.exampleVectors([q.nearest], req.using, opts, rings, lookupFrom, others);
-      return this.search({ ...req, vector, exclude }, opts, rings);
+      return this.search(searchRequestOf(req, vector, { exclude }), opts, rings);
     }
     const { positive, negative } = q.recommend;
     const vs = await this.exampleVectors([...positive, ...negative], req.using, opts, rings, lookupFrom, others);
@@ -1208,7 +1209,7 @@ export class Collection {
     const vector = multi === null
       ? recommendVector(vs.slice(0, positive.length), vs.slice(positive.length))
       : recommendMultivector(vs.slice(0, positive.length), vs.slice(positive.length), multi);
-    return this.search({ ...req, vector, exclude }, opts, rings);
+    return this.search(searchRequestOf(req, vector, { exclude }), opts, rings);
   }
 
   /**
@@ -1226,10 +1227,10 @@ export class Collection {
     if (this.isSparse(req.using)) {
       // Sparse vectors: an exact scan by the rule on every replica (examples by id read from this collection or `lookup_from`'s).
       const examples = await this.sparseExamples(plan.examples, req.using, opts, rings, req.lookupFrom ?? null, others);
-      return this.search({ ...req, vector: NO_VECTOR, sparseRule: { rule: plan.rule, positives: plan.positives, examples }, exclude }, opts, rings);
+      return this.search(searchRequestOf(req, NO_VECTOR, { sparseRule: { rule: plan.rule, positives: plan.positives, examples }, exclude }), opts, rings);
     }
     const vs = await this.exampleVectors(plan.examples, req.using, opts, rings, req.lookupFrom ?? null, others);
-    return this.search({ ...req, vector: NO_VECTOR, rule: searchRule(plan, vs), exclude }, opts, rings);
+    return this.search(searchRequestOf(req, NO_VECTOR, { rule: searchRule(plan, vs), exclude }), opts, rings);
   }
 
   /** A rule query runs over a dense vector of one row per point, or a sparse vector (by exact scan): multivector names are refused. */
@@ -1492,7 +1493,9 @@ export class Collection {
   }
 
   private async searchMerged(sets: readonly ReplicaSet[], req: SearchRequest, higher: boolean, opts: ReadOptions): Promise<ScoredOut[]> {
-    const each = { ...req, offset: 0, limit: req.offset + req.limit };
+    const each = searchRequestOf(req, req.vector, req);
+    each.offset = 0;
+    each.limit = req.offset + req.limit;
     const parts = await Promise.all(sets.map(async (s) => this.keyed(s, await s.search(each, opts, higher))));
     // Ties in id order, as each shard orders them.
     const merged = parts.flat().sort(higher ? (a, b) => b.score - a.score || compareIds(a.id, b.id) : (a, b) => a.score - b.score || compareIds(a.id, b.id));

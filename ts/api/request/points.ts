@@ -273,6 +273,8 @@ function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: 
     if (typeof b.score_threshold !== 'number') throw new FormatError('score_threshold: expected a number');
     scoreThreshold = b.score_threshold;
   }
+  const params = searchParams(b.params);
+  // Every field set in one order (absent ones undefined), never spread: see parseQuery.
   return {
     using,
     query: kind,
@@ -280,7 +282,9 @@ function queryRequest(b: Obj, defaultLimit: number | null, using: string, kind: 
     limit,
     offset: engineCount(b.offset, 'offset', 0),
     scoreThreshold,
-    ...searchParams(b.params),
+    hnswEf: params.hnswEf,
+    exact: params.exact,
+    quantization: params.quantization,
     withPayload: withPayload(b.with_payload, false),
     withVector: withVector(b.with_vector, false),
   };
@@ -376,7 +380,12 @@ export function parseQuery(b: Obj): QueryRequest {
   const req = queryRequest(b, 10, using, queryKind(b.query));
   const prefetch = prefetchList(b.prefetch, 'prefetch');
   checkQueryShape(req.query, using, prefetch, req.scoreThreshold);
-  return { ...req, prefetch, lookupFrom: lookupFrom(b.lookup_from) };
+  // Not `{ ...req, prefetch, lookupFrom }`: V8 gives an object spread and then extended a
+  // map of its own each time, so every later read of the request's fields (collection,
+  // replica, shard) missed the inline caches.
+  req.prefetch = prefetch;
+  req.lookupFrom = lookupFrom(b.lookup_from);
+  return req;
 }
 
 function fusionOf(x: unknown): Fusion {
@@ -497,7 +506,9 @@ export function parseSearch(b: Obj): QueryRequest {
 export function parseRecommend(b: Obj): QueryRequest {
   const using = usingOf(b);
   const rec = recommendInput(b, '');
-  return { ...queryRequest(b, null, using, { recommend: rec }), lookupFrom: lookupFrom(b.lookup_from) };
+  const req = queryRequest(b, null, using, { recommend: rec });
+  req.lookupFrom = lookupFrom(b.lookup_from);
+  return req;
 }
 
 /**
@@ -516,7 +527,9 @@ export function parseDiscover(b: Obj): QueryRequest {
   if (target === null && context.length === 0) throw new BadRequestError('target and/or context_pairs must be specified');
   const kind: QueryKind = target === null ? { context } : { discover: { target, context } };
   const { score_threshold: _ignored, ...rest } = b;
-  return { ...queryRequest(rest, null, using, kind), lookupFrom: lookupFrom(b.lookup_from) };
+  const req = queryRequest(rest, null, using, kind);
+  req.lookupFrom = lookupFrom(b.lookup_from);
+  return req;
 }
 
 /** A body of a similarity API parsed by `parse`, with the shard keys it names. */
