@@ -13,7 +13,9 @@ import type { JobMetrics } from '../../snapshots/jobs';
 import type { ScheduleMetrics } from '../../snapshots/schedule';
 import type { ReplicationView } from '../../transfer/view';
 import type { Logger } from 'pino';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+
+import { DurationHistogram } from '../duration-histogram';
 
 /** What the storage gauges read at scrape time. */
 export interface StorageFigures {
@@ -45,7 +47,7 @@ interface Series {
 export class RequestStats {
   readonly registry = new Registry();
   private readonly responses: Counter<'method' | 'endpoint' | 'status'>;
-  private readonly durations: Histogram<'method' | 'endpoint' | 'status'>;
+  private readonly durations: DurationHistogram;
   /** Keyed by "METHOD /route/{pattern}": count and total duration. */
   private readonly perRoute = new Map<string, RouteTally>();
   /**
@@ -77,13 +79,12 @@ export class RequestStats {
         }
       },
     });
-    this.durations = new Histogram({
-      name: `${prefix}rest_responses_duration_seconds`,
-      help: 'Time to answer a REST request, by method, route pattern and status code',
-      labelNames: ['method', 'endpoint', 'status'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [this.registry],
-    });
+    this.durations = new DurationHistogram(
+      `${prefix}rest_responses_duration_seconds`,
+      'Time to answer a REST request, by method, route pattern and status code',
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      this.registry,
+    );
   }
 
   /** Gauges read from the storage at each scrape (collections, points, optimizer state). */
@@ -317,9 +318,8 @@ export class RequestStats {
     if (byStatus === undefined) byRoute.set(route, (byStatus = new Map()));
     let series = byStatus.get(status);
     if (series === undefined) {
-      // prom-client hashes the labels on every observe of a child made from a labels
-      // object; the histogram child of one (method, route, status) is made once and kept
-      // (a bounded set: routes are patterns).
+      // The histogram series of one (method, route, status) is made once and kept (a
+      // bounded set: routes are patterns).
       const labels = { method, endpoint: route ?? UNMATCHED_ROUTE, status: String(status) };
       let figures: RouteTally | null = null;
       if (route !== null) {
@@ -327,7 +327,7 @@ export class RequestStats {
         figures = this.perRoute.get(routeKey) ?? { count: 0, totalMicros: 0 };
         this.perRoute.set(routeKey, figures);
       }
-      series = { labels, uncounted: 0, durations: this.durations.labels(labels), figures };
+      series = { labels, uncounted: 0, durations: this.durations.series(labels), figures };
       byStatus.set(status, series);
       this.order.push(series);
     }
