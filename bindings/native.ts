@@ -66,11 +66,12 @@ interface AddonIndex {
   readonly closed: boolean;
   add(labels: BigUint64Array, vectors: Float32Array, threads?: number): Promise<void>;
   delete(labels: BigUint64Array): Promise<number>;
-  search(query: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
+  /** The hits packed in one ArrayBuffer (`unpackHits`). */
+  search(query: Float32Array, options: AddonSearchOptions): Promise<ArrayBuffer>;
   /** Synchronous search; null (nothing searched) while a writer holds the index. */
-  searchNow(query: Float32Array, options: AddonSearchOptions): SearchResult | null;
+  searchNow(query: Float32Array, options: AddonSearchOptions): ArrayBuffer | null;
   searchBatch(queries: Float32Array, options: AddonSearchOptions): Promise<SearchResult[]>;
-  searchRule(rule: string, positives: number, examples: Float32Array, options: AddonSearchOptions): Promise<SearchResult>;
+  searchRule(rule: string, positives: number, examples: Float32Array, options: AddonSearchOptions): Promise<ArrayBuffer>;
   getVector(label: bigint): Promise<Float32Array | null>;
   exportLive(): Promise<LiveVectors>;
   exportLiveFrom(from: number, maxCount: number): Promise<LivePage>;
@@ -236,6 +237,16 @@ class FastPath {
   }
 }
 
+/**
+ * One query's hits as the addon packs them (crates/quiver-node `PackedHits`): n labels
+ * (u64), n scores (f32), the engine's time in µs (f32), in one ArrayBuffer. Views over
+ * it, made here: cheaper than the addon defining an object of two typed arrays.
+ */
+export function unpackHits(buf: ArrayBuffer): SearchResult {
+  const n = (buf.byteLength - 4) / 12;
+  return { labels: new BigUint64Array(buf, 0, n), scores: new Float32Array(buf, n * 8, n), computeUs: new Float32Array(buf, n * 12, 1)[0] };
+}
+
 class NativeVectorIndex implements VectorIndex {
   readonly dim: number;
   readonly distance: Distance;
@@ -271,9 +282,10 @@ class NativeVectorIndex implements VectorIndex {
       key = FastPath.key(o);
       if (key !== null && this.fast.allows(key)) {
         const t0 = performance.now();
-        const now = this.inner.searchNow(query, o);
+        const packed = this.inner.searchNow(query, o);
         FastPath.spend((performance.now() - t0) * 1000);
-        if (now !== null) {
+        if (packed !== null) {
+          const now = unpackHits(packed);
           this.fast.learn(key, now.computeUs);
           // Resolved as it is: not through call()'s rejection handler, one Promise fewer.
           return Promise.resolve(now);
@@ -282,14 +294,15 @@ class NativeVectorIndex implements VectorIndex {
     } catch (err) {
       return Promise.reject(normaliseError(err));
     }
-    if (key === null) return call(() => this.inner.search(query, o));
+    if (key === null) return call(() => this.inner.search(query, o).then(unpackHits));
     const learnKey = key;
     return call(() => {
       const pending = this.inner.search(query, o);
       onPool++; // after the call: one that throws at once never reached the pool
       return pending.then(
-        (r) => {
+        (packed) => {
           onPool--;
+          const r = unpackHits(packed);
           this.fast.learn(learnKey, r.computeUs);
           return r;
         },
@@ -311,7 +324,7 @@ class NativeVectorIndex implements VectorIndex {
   searchRule(query: RuleQuery, options: SearchOptions): Promise<SearchResult> {
     return call(() => {
       checkRuleQuery(query);
-      return this.inner.searchRule(query.rule, query.positives, query.examples, searchOptions(options));
+      return this.inner.searchRule(query.rule, query.positives, query.examples, searchOptions(options)).then(unpackHits);
     });
   }
 

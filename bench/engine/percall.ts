@@ -16,7 +16,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { addonPath } from '../../bindings/artifacts';
 import type { Engine, SearchResult, VectorIndex } from '../../bindings/engine';
-import { FAST_PATH_MAX_US, TURN_BUDGET_US, loadAddon } from '../../bindings/native';
+import { FAST_PATH_MAX_US, TURN_BUDGET_US, loadAddon, unpackHits } from '../../bindings/native';
 import { EF_CONSTRUCT, K, M, REPO_ROOT, errMsg, fmt, parseArgs } from './common';
 import { loadDataset } from './datasets';
 import { groundTruth, metricSpace, recallAtK } from './groundtruth';
@@ -26,9 +26,10 @@ import { loadQuiver } from './quiver';
 const EFS = [10, 11, 12, 13, 14, 16, 18, 20, 22, 24, 28, 32, 36, 40, 48, 56, 64, 72, 80, 96, 112, 128, 160, 192, 256];
 const TARGET = 0.95;
 
+/** The addon's index as it is (its search results packed in one ArrayBuffer: `unpackHits`). */
 type RawIndex = {
-  search(q: Float32Array, o: object): Promise<SearchResult>;
-  searchNow(q: Float32Array, o: object): SearchResult | null;
+  search(q: Float32Array, o: object): Promise<ArrayBuffer>;
+  searchNow(q: Float32Array, o: object): ArrayBuffer | null;
   close(): void;
 };
 
@@ -153,7 +154,7 @@ async function main(): Promise<void> {
       asyncUs.push((a.seconds * 1e6) / calls);
       const s = await timed(calls, () => tiny.searchNow(q, o));
       syncUs.push((s.seconds * 1e6) / calls);
-      computeUs.push(tiny.searchNow(q, o)!.computeUs ?? NaN);
+      computeUs.push(unpackHits(tiny.searchNow(q, o)!).computeUs ?? NaN);
     }
     const best = (a: number[]) => Math.min(...a);
     const hop = { asyncUs: best(asyncUs), syncUs: best(syncUs), searchUs: best(computeUs), hopUs: best(asyncUs) - best(syncUs), allAsyncUs: asyncUs, allSyncUs: syncUs };
@@ -232,7 +233,7 @@ async function main(): Promise<void> {
     });
     const rPick = await pick(async (ef) => {
       const res: number[][] = [];
-      for (const r of rows) res.push(ids((await raw.search(r, { k: K, ef })).labels));
+      for (const r of rows) res.push(ids(unpackHits(await raw.search(r, { k: K, ef })).labels));
       return recallAtK(space, gt, res, K);
     });
     const hPick = await pick(async (ef) => {
@@ -284,7 +285,7 @@ async function main(): Promise<void> {
       await timed(n, (i) => raw.search(rows[i], ro), cpuR);
     }
     // Search cost per query at the chosen ef (from the engine's own timing).
-    const costs = Float64Array.from(rows.slice(0, 200).map((r) => raw.searchNow(r, ro)?.computeUs ?? NaN));
+    const costs = Float64Array.from(rows.slice(0, 200).map((r) => { const p = raw.searchNow(r, ro); return p === null ? NaN : (unpackHits(p).computeUs ?? NaN); }));
     const best = (a: number[]) => Math.max(...a);
     const dist = (h: number[]) => {
       const f = Float64Array.from(h);

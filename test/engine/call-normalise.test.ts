@@ -78,7 +78,13 @@ test('validation in the wrapper (before the addon) still rejects rather than thr
   t.is((err as EngineError).code, 'QUIVER_INVALID_ARGUMENT');
 });
 
-test('a resolved value comes back unchanged', async (t) => {
-  const r = { labels: BigUint64Array.of(3n), scores: Float32Array.of(0.5) };
-  t.is(await engineWith(async () => r).search(q, { k: 1 }), r);
+test('a resolved search comes back as its hits (the addon packs them in one ArrayBuffer); a batch unchanged', async (t) => {
+  // The addon's layout: n u64 labels, n f32 scores, the engine's µs as f32.
+  const buf = new ArrayBuffer(2 * 12 + 4);
+  new BigUint64Array(buf, 0, 2).set([3n, 9n]);
+  new Float32Array(buf, 16, 3).set([0.5, 0.25, 7]);
+  const r = await engineWith(async () => buf).search(q, { k: 2 });
+  t.deepEqual([Array.from(r.labels), Array.from(r.scores), r.computeUs], [[3n, 9n], [0.5, 0.25], 7]);
+  const batch = [{ labels: BigUint64Array.of(3n), scores: Float32Array.of(0.5) }];
+  t.is(await engineWith(async () => batch).searchBatch(Float32Array.of(1, 2), { k: 1 }), batch);
 });

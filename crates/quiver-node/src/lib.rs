@@ -469,6 +469,48 @@ fn threads_from(threads: Option<f64>) -> CoreResult<usize> {
     }
 }
 
+/// One query's hits in one V8-owned ArrayBuffer (a copy): the labels (u64), then the
+/// scores (f32), then the engine's time in microseconds (f32); bindings/native.ts makes
+/// the typed arrays over it. Used by the single-vector index's `search`, `searchNow` and
+/// `searchRule`: one napi ArrayBuffer instead of an object, two ArrayBuffers and two typed
+/// arrays, whose property definitions went through V8's slow path on every query.
+pub struct PackedHits(Vec<u64>, Vec<f32>, f64);
+
+impl ToNapiValue for PackedHits {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        let PackedHits(labels, scores, compute_us) = val;
+        let n = labels.len();
+        let bytes = n * 12 + 4;
+        let mut buffer = std::ptr::null_mut();
+        let mut underlying: *mut std::ffi::c_void = std::ptr::null_mut();
+        let status = sys::napi_create_arraybuffer(env, bytes, &mut underlying, &mut buffer);
+        if status != sys::Status::napi_ok {
+            return Err(napi::Error::new(Status::GenericFailure, "could not allocate an ArrayBuffer"));
+        }
+        let out = underlying.cast::<u8>();
+        if n > 0 {
+            std::ptr::copy_nonoverlapping(labels.as_ptr().cast::<u8>(), out, n * 8);
+            std::ptr::copy_nonoverlapping(scores.as_ptr().cast::<u8>(), out.add(n * 8), n * 4);
+        }
+        let us = (compute_us as f32).to_ne_bytes();
+        std::ptr::copy_nonoverlapping(us.as_ptr(), out.add(n * 12), 4);
+        Ok(buffer)
+    }
+}
+
+impl TypeName for PackedHits {
+    fn type_name() -> &'static str {
+        "ArrayBuffer"
+    }
+    fn value_type() -> napi::ValueType {
+        napi::ValueType::Object
+    }
+}
+
+fn packed_hits((labels, scores, compute_us): (Vec<u64>, Vec<f32>, f64)) -> PackedHits {
+    PackedHits(labels, scores, compute_us)
+}
+
 fn search_result((labels, scores, compute_us): (Vec<u64>, Vec<f32>, f64)) -> NativeSearchResult {
     NativeSearchResult {
         labels: CopiedU64s(labels),
@@ -615,16 +657,17 @@ impl NativeIndex {
         write_job(self.shared(), &self.cache, remember, move |index| Ok(index.delete(&labels)), count_of)
     }
 
-    #[napi(ts_return_type = "Promise<NativeSearchResult>")]
+    /// Resolves with the hits packed in one ArrayBuffer (see `PackedHits`).
+    #[napi(ts_return_type = "Promise<ArrayBuffer>")]
     pub fn search(
         &self,
         query: Float32Array,
         options: NativeSearchOptions,
-    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, f64), NativeSearchResult>> {
+    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, f64), PackedHits>> {
         let prepared = self.shared().and_then(|i| Ok((i, params_from(&options)?)));
         let (index, params) = match prepared {
             Ok(v) => v,
-            Err(e) => return Job::fail(e, search_result),
+            Err(e) => return Job::fail(e, packed_hits),
         };
         let query = query.to_vec();
         let allow = options.allow.as_ref().map(|a| a.to_vec());
@@ -633,7 +676,7 @@ impl NativeIndex {
                 let index = read(&index)?;
                 timed_search(&index, &query, &params, allow.as_deref())
             },
-            search_result,
+            packed_hits,
         )
     }
 
@@ -643,13 +686,13 @@ impl NativeIndex {
     /// lock). bindings/native.ts calls it only for searches whose measured cost is below
     /// its bound and within a per-turn budget, so the event loop is never held long; the
     /// hop to the pool it saves is measured in bench/engine/percall.ts.
-    #[napi(ts_return_type = "NativeSearchResult | null")]
+    #[napi(ts_return_type = "ArrayBuffer | null")]
     pub fn search_now(
         &self,
         env: Env,
         query: Float32Array,
         options: NativeSearchOptions,
-    ) -> napi::Result<Option<NativeSearchResult>> {
+    ) -> napi::Result<Option<PackedHits>> {
         let run = || -> CoreResult<Option<(Vec<u64>, Vec<f32>, f64)>> {
             let index = self.shared()?;
             let params = params_from(&options)?;
@@ -667,7 +710,7 @@ impl NativeIndex {
             timed_search(&guard, &query, &params, allow).map(Some)
         };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-            Ok(Ok(v)) => Ok(v.map(search_result)),
+            Ok(Ok(v)) => Ok(v.map(packed_hits)),
             Ok(Err(e)) => Err(engine_error(&env, e)),
             Err(_) => Err(napi::Error::new(
                 Status::GenericFailure,
@@ -680,21 +723,21 @@ impl NativeIndex {
     /// `quiver_core::Rule` for their order): "best_score", "sum_scores", "discover" or
     /// "context"; the first `positives` examples are the positive ones of the two
     /// recommend rules.
-    #[napi(ts_return_type = "Promise<NativeSearchResult>")]
+    #[napi(ts_return_type = "Promise<ArrayBuffer>")]
     pub fn search_rule(
         &self,
         rule: String,
         positives: f64,
         examples: Float32Array,
         options: NativeSearchOptions,
-    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, f64), NativeSearchResult>> {
+    ) -> AsyncTask<Job<(Vec<u64>, Vec<f32>, f64), PackedHits>> {
         let prepared = self.shared().and_then(|i| {
             let r = quiver_core::Rule::parse(&rule).ok_or_else(|| invalid(format!("unknown rule {:?}", rule)))?;
             Ok((i, params_from(&options)?, r, count_arg("positives", positives)?))
         });
         let (index, params, rule, positives) = match prepared {
             Ok(v) => v,
-            Err(e) => return Job::fail(e, search_result),
+            Err(e) => return Job::fail(e, packed_hits),
         };
         let examples = examples.to_vec();
         let allow = options.allow.as_ref().map(|a| a.to_vec());
@@ -707,7 +750,7 @@ impl NativeIndex {
                 let (labels, scores) = split(hits);
                 Ok((labels, scores, us))
             },
-            search_result,
+            packed_hits,
         )
     }
 
