@@ -31,7 +31,7 @@ import type {
   WalRecord,
 } from './engine';
 import { concurrent } from './demand';
-import { invalidArgument, normaliseError } from './errors';
+import { EngineError, invalidArgument, normaliseError } from './errors';
 import { createNativeSparse, loadNativeSparse, type SparseAddon } from './sparse-native';
 import { MULTI_MAGIC, NativeMultiVectorIndex, type AddonMultiIndex } from './native-multi';
 import {
@@ -112,14 +112,23 @@ export interface Addon extends SparseAddon {
   loadMultiIndex(path: string): Promise<AddonMultiIndex>;
   openWal(dir: string, options?: { segmentBytes?: number; retentionBytes?: number }): Promise<AddonWal>;
   kernelName(): string;
+  /** The form of search results (crates/quiver-node `search_layout`); absent in addons older than the packed form. */
+  searchLayout?(): number;
 }
 
-/** Loads the addon file; throws whatever `require` throws when it is missing or broken. */
+/** The search result form this build reads (`unpackHits`). */
+const SEARCH_LAYOUT = 1;
+
+/** Loads the addon file; throws whatever `require` throws when it is missing or broken, and refuses one built from other sources. */
 export function loadAddon(file: string): Addon {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const addon = require(file) as Addon;
   if (typeof addon.NativeIndex !== 'function' || typeof addon.kernelName !== 'function') {
     throw new Error(`${file} is not the Quiver addon`);
+  }
+  const layout = typeof addon.searchLayout === 'function' ? addon.searchLayout() : 0;
+  if (layout !== SEARCH_LAYOUT) {
+    throw new Error(`${file} answers searches in form ${layout}, this build reads form ${SEARCH_LAYOUT}: it was built from other sources (rebuild it: npm run build:addon)`);
   }
   return addon;
 }
@@ -243,6 +252,8 @@ class FastPath {
  * it, made here: cheaper than the addon defining an object of two typed arrays.
  */
 export function unpackHits(buf: ArrayBuffer): SearchResult {
+  // loadAddon refuses an addon of another form; this keeps a wrong one from reading as no hits.
+  if (!(buf instanceof ArrayBuffer) || buf.byteLength % 12 !== 4) throw new EngineError('QUIVER_CORRUPT', 'the engine addon answered a search in a form this build does not read');
   const n = (buf.byteLength - 4) / 12;
   return { labels: new BigUint64Array(buf, 0, n), scores: new Float32Array(buf, n * 8, n), computeUs: new Float32Array(buf, n * 12, 1)[0] };
 }

@@ -55,3 +55,20 @@ test('a series with no observation yet is not exported (as prom-client, which ha
   d.series({ method: 'GET', endpoint: '/x', status: '200' });
   t.is(await ours.metrics(), await theirs.metrics());
 });
+
+test('reset (Registry.resetMetrics) empties every series; a non-finite duration is not counted', async (t) => {
+  const { theirs, ours, h, d } = pair();
+  const labels = { method: 'GET', endpoint: '/x', status: '200' };
+  const s = d.series(labels);
+  s.observe(0.002);
+  h.observe(labels, 0.002);
+  s.observe(Number.NaN);
+  s.observe(Number.POSITIVE_INFINITY);
+  t.is(await ours.metrics(), await theirs.metrics());
+  ours.resetMetrics();
+  theirs.resetMetrics();
+  t.is(await ours.metrics(), await theirs.metrics());
+  s.observe(0.3);
+  h.observe(labels, 0.3);
+  t.is(await ours.metrics(), await theirs.metrics());
+});

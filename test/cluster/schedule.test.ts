@@ -49,6 +49,11 @@ test('claims: the first claim of a slot wins, a take-over only of the holder, a 
   t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 1000, peer: '1', made: { name: 'late', peer: '1', at: 5 }, drop: [] }, null), { ok: true, value: false });
   t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 1000, peer: '2', made: { name: 'a', peer: '2', at: 6 }, drop: ['late'] }, null), { ok: true, value: true });
   t.like(st.scheduledShard('k', 'c/0'), { state: 'done', made: [{ name: 'a' }], deleting: [{ name: 'late', peer: '1' }] });
+  // A finish proposed again (its first proposal timed out but was taken), and a late one already recorded: nothing added twice.
+  t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 1000, peer: '2', made: { name: 'a', peer: '2', at: 6 }, drop: ['late'] }, null), { ok: true, value: false });
+  t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 1000, peer: '1', made: { name: 'late', peer: '1', at: 5 }, drop: [] }, null), { ok: true, value: false });
+  t.deepEqual(st.scheduledShard('k', 'c/0')!.made.map((m) => m.name), ['a']);
+  t.deepEqual(st.scheduledShard('k', 'c/0')!.deleting.map((m) => m.name), ['late']);
   t.false(claim('1', 1000).ok, 'a done run is not run again');
   t.true(claim('1', 2000).ok, 'the next slot');
   t.like(st.apply({ op: 'finishScheduledRun', schedule: 'k', key: 'c/0', slot: 2000, peer: '1', made: null, drop: ['a'] }, null), { ok: true, value: true });
@@ -93,12 +98,17 @@ test.serial('every 4 s, keep_last 2, 3 shards x 2 replicas on 3 peers: each shar
     const slot = Math.floor(Date.now() / 4000) * 4000;
     return keys.every((k) => r[k]?.state === 'done' && r[k].slot === slot) ? r : null;
   }, 30_000, 100);
-  const jobs = (await Promise.all(c.peers.map((p) => call(p.url, 'GET', '/snapshots/jobs')))).map((r, i) =>
-    (r.body.result.jobs as any[]).filter((j) => j.origin === 'schedule' && j.kind === 'create_shard_snapshot' && j.state === 'completed').map((j) => ({ ...j, peer: ids[i] })),
-  );
-  const all = jobs.flat();
+  // The scheduled jobs of every peer up to the quiet slots, once none of them still runs
+  // (a run claimed late can end after its slot shows done elsewhere); later runs ignored.
+  const upTo = Math.max(...keys.map((k) => quiet[k].slot));
+  const all = await waitFor('the scheduled runs up to the quiet slot ended on every peer', async () => {
+    const jobs = (await Promise.all(c.peers.map((p) => call(p.url, 'GET', '/snapshots/jobs')))).flatMap((r, i) =>
+      (r.body.result.jobs as any[]).filter((j) => j.origin === 'schedule' && j.kind === 'create_shard_snapshot' && Date.parse(j.due) <= upTo).map((j) => ({ ...j, peer: ids[i] })),
+    );
+    return jobs.some((j) => j.state === 'running') ? null : jobs.filter((j) => j.state === 'completed');
+  }, 30_000, 200);
   for (const [i, k] of keys.entries()) {
-    const mine = all.filter((j) => j.shard_id === i);
+    const mine = all.filter((j) => j.shard_id === i && Date.parse(j.due) <= quiet[k].slot);
     const names = mine.map((j) => j.result.name);
     t.is(new Set(names).size, names.length, `shard ${k}: every snapshot a different one`);
     t.true(mine.length >= 3, `shard ${k}: ${mine.length} completed runs`);
@@ -111,7 +121,7 @@ test.serial('every 4 s, keep_last 2, 3 shards x 2 replicas on 3 peers: each shar
     // of the previous slot, granted just before the new slot's): its job is counted by its
     // slot all the same, so none is missed and none counted twice.
     const dues = mine.map((j) => j.due as string);
-    t.true(dues.every((d) => typeof d === 'string' && Date.parse(d) % 4000 === 0 && Date.parse(d) <= quiet[k].slot), `shard ${k}: every job names a run of the schedule: ${JSON.stringify(dues)}`);
+    t.true(dues.every((d) => Date.parse(d) % 4000 === 0), `shard ${k}: every job names a run of the schedule: ${JSON.stringify(dues)}`);
     t.is(new Set(dues).size, dues.length, `shard ${k}: one snapshot per run (${JSON.stringify(mine.map((j) => [j.peer, j.due, j.started_at]))})`);
     const seen = new Map([...claimed.get(k)!].filter(([slot]) => slot <= quiet[k].slot));
     seen.set(quiet[k].slot, quiet[k].peer);

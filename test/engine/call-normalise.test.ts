@@ -8,8 +8,12 @@
 
 import test from 'ava';
 
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
 import type { Addon } from '../../bindings/native';
-import { NativeEngine } from '../../bindings/native';
+import { NativeEngine, loadAddon } from '../../bindings/native';
 import { EngineError } from '../../bindings/errors';
 
 function napiError(code: string, message: string): Error {
@@ -87,4 +91,19 @@ test('a resolved search comes back as its hits (the addon packs them in one Arra
   t.deepEqual([Array.from(r.labels), Array.from(r.scores), r.computeUs], [[3n, 9n], [0.5, 0.25], 7]);
   const batch = [{ labels: BigUint64Array.of(3n), scores: Float32Array.of(0.5) }];
   t.is(await engineWith(async () => batch).searchBatch(Float32Array.of(1, 2), { k: 1 }), batch);
+});
+
+test('an addon answering searches in another form is refused at load; a result of another form is refused, never read as no hits', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quiver-addon-form-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const old = path.join(dir, 'old.js');
+  fs.writeFileSync(old, 'module.exports = { NativeIndex: function () {}, kernelName: () => "fake" };');
+  t.throws(() => loadAddon(old), { message: /answers searches in form 0, this build reads form 1.*npm run build:addon/ });
+  const other = path.join(dir, 'other.js');
+  fs.writeFileSync(other, 'module.exports = { NativeIndex: function () {}, kernelName: () => "fake", searchLayout: () => 2 };');
+  t.throws(() => loadAddon(other), { message: /form 2/ });
+  const oldObject = { labels: BigUint64Array.of(3n), scores: Float32Array.of(0.5), computeUs: 1 };
+  const err = await t.throwsAsync(engineWith(async () => oldObject).search(q, { k: 1 }));
+  t.true(err instanceof EngineError);
+  t.is((err as EngineError).code, 'QUIVER_CORRUPT');
 });

@@ -22,6 +22,8 @@ export class DurationSeries {
   }
 
   observe(v: number): void {
+    // A duration that is no number (never one of a clock's differences) would make `_sum` NaN for good; prom-client throws on it.
+    if (!Number.isFinite(v)) return;
     const bounds = this.bounds;
     let i = 0;
     while (i < bounds.length && v > bounds[i]) i++;
@@ -55,6 +57,16 @@ export class DurationHistogram {
     registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
+  /** Every series back to no observations (prom-client's reset, as Registry.resetMetrics calls it). */
+  reset(): void {
+    for (const s of this.all) {
+      s.counts.fill(0);
+      s.sum = 0;
+      s.count = 0;
+    }
+  }
+
+  /** A new series of `labels`; the callers make one per label set and keep it. */
   series(labels: Readonly<Record<string, string>>): DurationSeries {
     const s = new DurationSeries(labels, this.bounds);
     this.all.push(s);

@@ -17,6 +17,7 @@ import type { Filter } from '../shard/filter';
 import type { PointKey } from '../shard/id-tracker';
 import type { Payload, WithPayload } from '../shard/payload-store';
 import type { ReplicaOperation } from './replica-operation';
+import type { EveryField } from '../common/fields';
 
 /** A point id as the API writes it: an integer (at most 2^53 - 1) or a UUID string. */
 export type PointId = number | string;
@@ -104,7 +105,7 @@ export type SearchBase = Pick<SearchRequest, 'using' | 'filter' | 'limit' | 'off
  * loop's time per query under load, docs/rest.md).
  */
 export function searchRequestOf(base: SearchBase, vector: Float32Array, more: Pick<SearchRequest, 'exclude' | 'sparse' | 'rule' | 'sparseRule'> = {}): SearchRequest {
-  return {
+  const out: EveryField<SearchRequest> = {
     using: base.using,
     vector,
     filter: base.filter,
@@ -121,6 +122,7 @@ export function searchRequestOf(base: SearchBase, vector: Float32Array, more: Pi
     rule: more.rule,
     sparseRule: more.sparseRule,
   };
+  return out;
 }
 
 /** Points in id order from `offset` (inclusive). */

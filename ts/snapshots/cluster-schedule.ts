@@ -99,6 +99,13 @@ export class ClusterSnapshotScheduler {
   private readonly deleting = new Set<string>();
   /** After a failure here: failures in a row and when this peer may claim that shard's run again. */
   private readonly backoff = new Map<string, { failures: number; until: number }>();
+  /**
+   * Runs this process snapshotted whose finish consensus has not taken (the proposal
+   * failed): the claim is still this peer's, so the next tick proposes the finish again
+   * instead of taking its own claim for one left by a restart and snapshotting the slot a
+   * second time.
+   */
+  private readonly unrecorded = new Map<string, { slot: number; made: ScheduledSnapshot; drop: string[] }>();
   private readonly logger: Logger;
 
   private constructor(
@@ -161,6 +168,13 @@ export class ClusterSnapshotScheduler {
           const active = Object.keys(shard.replicas)
             .filter((p) => isActive(shard.replicas[p]) && Object.prototype.hasOwnProperty.call(state.peers, p))
             .sort();
+          const pending = this.unrecorded.get(runKey);
+          if (pending !== undefined && (rec === undefined || rec.slot !== pending.slot || rec.state !== 'claimed' || rec.peer !== this.self)) this.unrecorded.delete(runKey);
+          else if (pending !== undefined) {
+            this.running.add(runKey);
+            void this.record(sk, key, pending.slot, pending.made, pending.drop).finally(() => this.running.delete(runKey));
+            continue;
+          }
           let takeoverOf: string | undefined;
           if (rec !== undefined && rec.slot === slot && rec.state === 'claimed') {
             const holder = rec.peer;
@@ -217,16 +231,24 @@ export class ClusterSnapshotScheduler {
     const made: ScheduledSnapshot = { name: (job.result as { name: string }).name, peer: this.self, at: now };
     const kept = c.clusterState.scheduledShard(sk, key)?.made ?? [];
     const drop = expired(s, [...kept, made].map((m) => ({ name: m.name, dir, at: m.at })), now).map((m) => m.name);
+    await this.record(sk, key, slot, made, drop);
+  }
+
+  /** Proposes the finish of a run this process snapshotted; when consensus does not take it, the next tick tries again while the claim is still this peer's. */
+  private async record(sk: string, key: string, slot: number, made: ScheduledSnapshot, drop: string[]): Promise<void> {
+    const runKey = `${sk} ${key}`;
     try {
-      await c.propose({ op: 'finishScheduledRun', schedule: sk, key, slot, peer: this.self, made, drop }, PROPOSE_TIMEOUT_MS);
+      await this.deps.consensus.propose({ op: 'finishScheduledRun', schedule: sk, key, slot, peer: this.self, made, drop }, PROPOSE_TIMEOUT_MS);
     } catch (err) {
-      // The snapshot exists but is not recorded: retention will not see it. Say so; it is kept.
-      this.logger.error({ schedule: sk, shard: key, snapshot: made.name, err }, 'scheduled snapshot made but not recorded through consensus: it is kept, outside retention');
+      // The snapshot exists but is not recorded yet: retention does not see it until it is (kept, outside retention, if the claim moves on first).
+      if (!this.unrecorded.has(runKey)) this.logger.error({ schedule: sk, shard: key, snapshot: made.name, err }, 'scheduled snapshot made but not recorded through consensus: trying again while the claim is this peer\'s; otherwise it is kept, outside retention');
+      this.unrecorded.set(runKey, { slot, made, drop });
       return;
     }
+    this.unrecorded.delete(runKey);
     this.deps.metrics?.run(sk, 'completed');
-    this.deps.metrics?.lastSuccess(sk, now);
-    this.logger.info({ schedule: sk, shard: key, due, snapshot: made.name, dropped: drop.length }, 'scheduled snapshot made');
+    this.deps.metrics?.lastSuccess(sk, made.at);
+    this.logger.info({ schedule: sk, shard: key, due: new Date(slot).toISOString(), snapshot: made.name, dropped: drop.length }, 'scheduled snapshot made');
   }
 
   /** Deletes from this peer's store the snapshots of a shard that retention dropped and that are this peer's. */

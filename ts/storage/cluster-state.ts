@@ -396,8 +396,11 @@ export class ClusterState {
       case 'finishScheduledRun': {
         const cur = this.scheduledShard(op.schedule, op.key);
         if (cur === undefined || cur.slot !== op.slot || cur.peer !== op.peer || cur.state !== 'claimed') {
-          // Taken over meanwhile (this peer was found down): its snapshot, if any, is still recorded, so retention deletes it in time.
-          if (cur !== undefined && op.made !== null) cur.made = [...cur.made, op.made];
+          // Taken over meanwhile (this peer was found down): its snapshot, if any, is still
+          // recorded, so retention deletes it in time. Once only: a finish proposed again
+          // (its first proposal timed out but was taken) adds nothing.
+          const made = op.made;
+          if (cur !== undefined && made !== null && !cur.made.some((m) => m.name === made.name && m.peer === made.peer) && !cur.deleting.some((m) => m.name === made.name && m.peer === made.peer)) cur.made = [...cur.made, made];
           return done(false, []);
         }
         cur.state = op.made === null ? 'failed' : 'done';

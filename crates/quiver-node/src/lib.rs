@@ -480,6 +480,9 @@ impl ToNapiValue for PackedHits {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
         let PackedHits(labels, scores, compute_us) = val;
         let n = labels.len();
+        if scores.len() != n {
+            return Err(napi::Error::new(Status::GenericFailure, "internal engine error: hits with unequal labels and scores"));
+        }
         let bytes = n * 12 + 4;
         let mut buffer = std::ptr::null_mut();
         let mut underlying: *mut std::ffi::c_void = std::ptr::null_mut();
@@ -928,6 +931,14 @@ impl NativeIndex {
 #[napi(ts_return_type = "Promise<NativeIndex>")]
 pub fn load_index(path: String) -> AsyncTask<Job<Index, NativeIndex>> {
     Job::new(move || Index::load(&PathBuf::from(path)), NativeIndex::wrap)
+}
+
+/// The form of the single-vector index's search results (`PackedHits`): bindings/native.ts
+/// refuses an addon that answers another, so one built from other sources than the
+/// JavaScript beside it fails at load rather than answering searches it cannot read.
+#[napi]
+pub fn search_layout() -> u32 {
+    1
 }
 
 /// Name of the distance kernels this process picked ("avx2+fma", "neon", "scalar").
