@@ -1,6 +1,6 @@
 /**
- * The cluster snapshot scheduler (ts/snapshots/cluster-schedule.ts) with a fake consensus
- * over a real ClusterState: a run whose finish consensus did not take (the proposal
+ * The cluster snapshot scheduler (ts/snapshots/cluster-schedule.ts) with real snapshot
+ * jobs, and a consensus over a real ClusterState whose first finish proposal fails: a run whose finish consensus did not take (the proposal
  * failed) is recorded by proposing the finish again while the claim is this peer's, and
  * its slot is not snapshotted a second time (the claim is not taken for one a restart
  * left behind).
@@ -12,9 +12,12 @@ import pino from 'pino';
 import { loadConfig } from '../../ts/config';
 import { parseCreateCollection } from '../../ts/collection/config';
 import { ClusterSnapshotScheduler, currentSlot } from '../../ts/snapshots/cluster-schedule';
-import type { JobView } from '../../ts/snapshots/jobs';
+import { SnapshotJobs } from '../../ts/snapshots/jobs';
 import { ClusterState, placeShards, type MetaOp } from '../../ts/storage/cluster-state';
+import { scratchDirs } from '../support/scratch';
 import { waitFor } from '../support/wait';
+
+const scratch = scratchDirs('quiver-cluster-schedule-');
 
 const config = loadConfig({ configPath: null, env: {}, cwd: process.cwd() });
 
@@ -39,17 +42,12 @@ test('a finish consensus did not take is proposed again; the slot is snapshotted
     },
   };
   let snapshots = 0;
-  const jobs = {
-    async run(_kind: string, _target: unknown, work: () => Promise<unknown>, _origin: string, due: number | null): Promise<JobView> {
-      t.is(due, slot);
-      const result = await work();
-      return { state: 'completed', result } as JobView;
-    },
-  };
+  const jobs = await SnapshotJobs.open(scratch(), pino({ level: 'silent' }));
+  t.teardown(() => jobs.close());
   const s = ClusterSnapshotScheduler.start([schedule], {
     consensus: consensus as never,
     snapshots: { createShard: async () => ({ name: `c-shard-0-${++snapshots}.snapshot` }) } as never,
-    jobs: jobs as never,
+    jobs,
     logger: pino({ level: 'silent' }),
     metrics: null,
     alive: () => true,
@@ -61,5 +59,6 @@ test('a finish consensus did not take is proposed again; the slot is snapshotted
   });
   t.is(finishes, 2, 'the finish proposed again');
   t.is(snapshots, 1, 'one snapshot for the slot');
+  t.deepEqual(jobs.list().map((j) => [j.state, j.due]), [['completed', new Date(slot).toISOString()]]);
   t.like(rec, { slot, peer: '1', made: [{ name: 'c-shard-0-1.snapshot', peer: '1' }] });
 });

@@ -94,6 +94,9 @@ export interface SearchRequest {
   sparseRule?: { rule: SearchRule['rule']; positives: number; examples: SparseVec[] };
 }
 
+/** A search made from a query that adds nothing but its vector. */
+const NO_MORE: Pick<SearchRequest, 'exclude' | 'sparse' | 'rule' | 'sparseRule'> = Object.freeze({});
+
 /** What a search takes from the query it is made from (every field of SearchRequest but the vector and what the query kind adds). */
 export type SearchBase = Pick<SearchRequest, 'using' | 'filter' | 'limit' | 'offset' | 'scoreThreshold' | 'hnswEf' | 'exact' | 'quantization' | 'withPayload' | 'withVector'>;
 
@@ -104,7 +107,7 @@ export type SearchBase = Pick<SearchRequest, 'using' | 'filter' | 'limit' | 'off
  * its fields on the way to the engine missed the inline caches (about 5% of the event
  * loop's time per query under load, docs/rest.md).
  */
-export function searchRequestOf(base: SearchBase, vector: Float32Array, more: Pick<SearchRequest, 'exclude' | 'sparse' | 'rule' | 'sparseRule'> = {}): SearchRequest {
+export function searchRequestOf(base: SearchBase, vector: Float32Array, more: Pick<SearchRequest, 'exclude' | 'sparse' | 'rule' | 'sparseRule'> = NO_MORE): SearchRequest {
   const out: EveryField<SearchRequest> = {
     using: base.using,
     vector,

@@ -169,11 +169,13 @@ export class ClusterSnapshotScheduler {
             .filter((p) => isActive(shard.replicas[p]) && Object.prototype.hasOwnProperty.call(state.peers, p))
             .sort();
           const pending = this.unrecorded.get(runKey);
-          if (pending !== undefined && (rec === undefined || rec.slot !== pending.slot || rec.state !== 'claimed' || rec.peer !== this.self)) this.unrecorded.delete(runKey);
-          else if (pending !== undefined) {
-            this.running.add(runKey);
-            void this.record(sk, key, pending.slot, pending.made, pending.drop).finally(() => this.running.delete(runKey));
-            continue;
+          if (pending !== undefined) {
+            if (rec?.slot === pending.slot && rec.state === 'claimed' && rec.peer === this.self) {
+              this.running.add(runKey);
+              void this.record(sk, key, pending.slot, pending.made, pending.drop).finally(() => this.running.delete(runKey));
+              continue;
+            }
+            this.unrecorded.delete(runKey); // the claim moved on: the snapshot stays, outside retention
           }
           let takeoverOf: string | undefined;
           if (rec !== undefined && rec.slot === slot && rec.state === 'claimed') {

@@ -148,8 +148,9 @@ export type MetaOp =
   | { op: 'dropPayloadIndex'; collection: string; field: string }
   | { op: 'setReplicaState'; collection: string; shard: number; peer: PeerId; state: ReplicaState; from?: ReplicaState }
   | { op: 'startTransfer'; collection: string; transfer: TransferInfo }
-  /** Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's replica); otherwise the target is marked Dead (a replicate's new replica is dropped). */
   /**
+   * Ends a transfer: `ok` makes the target Active (and, for a move, drops the source's
+   * replica); otherwise the target is marked Dead (a replicate's new replica is dropped).
    * `id`: the transfer's own run ends it (finished, aborted, switched): only that transfer,
    * never a later one of the same shard between the same peers (a restart, an abort and a
    * new start) that a late proposal of the old run would otherwise finish. Without it (an
@@ -400,7 +401,8 @@ export class ClusterState {
           // recorded, so retention deletes it in time. Once only: a finish proposed again
           // (its first proposal timed out but was taken) adds nothing.
           const made = op.made;
-          if (cur !== undefined && made !== null && !cur.made.some((m) => m.name === made.name && m.peer === made.peer) && !cur.deleting.some((m) => m.name === made.name && m.peer === made.peer)) cur.made = [...cur.made, made];
+          const same = (m: ScheduledSnapshot) => made !== null && m.name === made.name && m.peer === made.peer;
+          if (cur !== undefined && made !== null && !cur.made.some(same) && !cur.deleting.some(same)) cur.made = [...cur.made, made];
           return done(false, []);
         }
         cur.state = op.made === null ? 'failed' : 'done';
