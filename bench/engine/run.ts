@@ -2,9 +2,10 @@
  * `npm run bench:engine [-- --quick] [--datasets ...] [--libs ...]`
  *
  * Builds and queries Quiver (native, WASM, int8, binary) and the peers (hnswlib-node,
- * usearch) side by side in this one process, and the anchors (FAISS HNSW, hnswlib built
- * with -march=native) in a Python child process (anchors.ts / anchors.py), all with M=16
- * and ef_construct=100 (or `--m` / `--ef-construct`), and writes
+ * usearch) in this one process, and the anchors (FAISS HNSW, hnswlib built with
+ * -march=native) in Python child processes (anchors.ts / anchors.py), all with M=16
+ * and ef_construct=100 (or `--m` / `--ef-construct`); the builds run one at a time, the
+ * timed search passes in turns across all libraries (measureSideBySide). Writes
  * bench/results/engine-<tag>.{json,md} plus one QPS-vs-recall SVG per data set.
  */
 import * as fs from 'fs';
@@ -26,7 +27,7 @@ import {
 } from './common';
 import { DatasetSkip, loadDataset } from './datasets';
 import { groundTruth, metricSpace, recallAtK } from './groundtruth';
-import { BuildOutcome, HnswlibRunner, MemoryInfo, QuiverRunner, Runner, UsearchRunner, hnswlibVersion, querySet, usearchKernels, usearchVersion } from './libs';
+import { BuildOutcome, HnswlibRunner, MemoryInfo, QuiverRunner, Runner, Series, UsearchRunner, hnswlibVersion, querySet, usearchKernels, usearchVersion } from './libs';
 import { ANCHOR_KEYS, ANCHOR_SERIES, AnchorRunner, anchorsInfo } from './anchors';
 import { eventLoopProbe } from './eventloop';
 import { coresAvailable, forceGc, percentile } from './measure';
@@ -118,76 +119,127 @@ function baseRow(ds: Dataset, series: string, lib: LibKey): Omit<Row, 'kind'> {
   return { dataset: ds.key, series, lib, nBase: ds.nBase, nQuery: ds.nQuery, dim: ds.dim, distance: ds.distance, k: K };
 }
 
-async function benchLib(opts: Options, ds: Dataset, runner: Runner, space: ReturnType<typeof metricSpace>, gt: Awaited<ReturnType<typeof groundTruth>>, rows: Row[]): Promise<void> {
-  const qs = querySet(ds);
-  const t0 = nowSec();
+/** One library's index of one data set, built and kept while the series are measured. */
+interface Live {
+  runner: Runner;
+  outcome: BuildOutcome;
+  common: ReturnType<typeof buildFields>;
+}
+
+async function buildLive(opts: Options, ds: Dataset, runner: Runner): Promise<Live> {
   const b = await runner.build(ds, opts.buildThreads);
   const mem = b.built.memory();
   console.log(
     `  ${runner.label.padEnd(22)} build ${fmt(b.seconds, 2)} s (${b.threads} thr, CPU/wall ${fmt(b.cpuSeconds / b.seconds, 2)}, loop lag ${fmt(b.maxLagMs, 0)} ms), ${fmt(mem.bytesPerVector ?? undefined, 1)} B/vec [${mem.method}]`,
   );
-  const common = buildFields(b, mem, ds);
-  try {
-    for (const s of b.built.series) {
-      const line: string[] = [];
-      forceGc();
-      for (const ef of opts.efs) {
-        await s.setEf(ef);
-        await s.run(qs, ef, Math.min(opts.quick ? WARMUP_QUICK : WARMUP, qs.n)); // warm-up
-        // Best of `reps` passes over all queries (other load on the machine only slows a pass down).
-        let t = await s.run(qs, ef);
-        for (let rep = 1; rep < opts.reps; rep++) {
-          const t2 = await s.run(qs, ef);
-          if (t2.seconds < t.seconds) t = t2;
+  return { runner, outcome: b, common: buildFields(b, mem, ds) };
+}
+
+/** One series of one library under measurement. */
+interface Entry {
+  live: Live;
+  s: Series;
+  rows: Row[];
+  line: string[];
+  failed?: string;
+}
+
+/**
+ * Measures every series of every built library side by side: for each ef, the passes
+ * over all queries take turns (pass 1 of every series, then pass 2 of every series, ...),
+ * and each series keeps its best pass. A shared machine's load comes and goes over
+ * seconds; taking turns gives every library the same moments, so the ratios between
+ * them do not depend on which one ran while the machine was busy. (Each library's
+ * build still runs alone, before any search.)
+ */
+async function measureSideBySide(opts: Options, ds: Dataset, lives: Live[], space: ReturnType<typeof metricSpace>, gt: Awaited<ReturnType<typeof groundTruth>>, rows: Row[], notes: string[]): Promise<void> {
+  const qs = querySet(ds);
+  const entries: Entry[] = lives.flatMap((live) => live.outcome.built.series.map((s) => ({ live, s, rows: [], line: [] })));
+  const fail = (e: Entry, err: unknown) => {
+    e.failed = errMsg(err);
+    console.log(`  ${e.s.label.padEnd(22)} FAILED: ${e.failed}`);
+    notes.push(`${e.s.label} on ${ds.key} failed: ${e.failed}`);
+  };
+  for (const ef of opts.efs) {
+    forceGc();
+    type Best = { t?: Awaited<ReturnType<Series['run']>>; bt?: { seconds: number; ids: number[][]; cpuSeconds?: number }; cpuPerWall: number; batchError?: string };
+    const best = new Map<Entry, Best>();
+    for (const e of entries) {
+      if (e.failed) continue;
+      try {
+        await e.s.setEf(ef);
+        await e.s.run(qs, ef, Math.min(opts.quick ? WARMUP_QUICK : WARMUP, qs.n)); // warm-up
+        best.set(e, { cpuPerWall: 0 });
+      } catch (err) {
+        fail(e, err);
+      }
+    }
+    // Best of `reps` passes over all queries (other load on the machine only slows a pass down).
+    for (let rep = 0; rep < opts.reps; rep++) {
+      for (const e of entries) {
+        const b = best.get(e);
+        if (!b || e.failed) continue;
+        try {
+          const t = await e.s.run(qs, ef);
+          if (!b.t || t.seconds < b.t.seconds) b.t = t;
+        } catch (err) {
+          fail(e, err);
+          continue;
         }
-        const ids = t.results.map((r) => s.toIds(r));
-        const recall = recallAtK(space, gt, ids, K);
-        const row: Row = {
-          ...baseRow(ds, s.label, runner.key),
-          kind: 'query',
-          quantization: s.quantization,
-          oversampling: s.oversampling,
-          ef,
-          recall,
-          qps: qs.n / t.seconds,
-          p50Us: percentile(t.latUs, 50),
-          p99Us: percentile(t.latUs, 99),
-          queryMode: s.queryMode,
-          ...common,
-        };
-        if (s.batch) {
+        if (e.s.batch && b.batchError === undefined) {
           try {
-            // Best of the same number of passes as the one-at-a-time numbers: on a
-            // shared machine one pass can land on a busy moment.
-            let bt: { seconds: number; ids: number[][]; cpuSeconds?: number } = { seconds: Infinity, ids: [] };
-            let cpuPerWall = 0;
-            for (let rep = 0; rep < opts.reps; rep++) {
-              const cpu0 = process.cpuUsage();
-              const pass = await s.batch.run(qs, ef);
-              const cpu = process.cpuUsage(cpu0);
-              if (pass.seconds < bt.seconds) {
-                bt = pass;
-                cpuPerWall = (pass.cpuSeconds ?? (cpu.user + cpu.system) / 1e6) / pass.seconds;
-              }
+            const cpu0 = process.cpuUsage();
+            const pass = await e.s.batch.run(qs, ef);
+            const cpu = process.cpuUsage(cpu0);
+            if (!b.bt || pass.seconds < b.bt.seconds) {
+              b.bt = pass;
+              b.cpuPerWall = (pass.cpuSeconds ?? (cpu.user + cpu.system) / 1e6) / pass.seconds;
             }
-            row.batchQps = qs.n / bt.seconds;
-            row.batchCpuPerWall = cpuPerWall;
-            row.batchRecall = recallAtK(space, gt, bt.ids, K);
-            row.batchLabel = s.batch.label;
-          } catch (e) {
-            row.batchLabel = `failed: ${errMsg(e)}`;
+          } catch (err) {
+            b.batchError = errMsg(err);
           }
         }
-        rows.push(row);
-        line.push(`ef ${ef}: ${fmt(recall, 3)}/${fmtInt(row.qps)}`);
       }
-      console.log(`    ${s.label.padEnd(24)} recall/QPS  ${line.join('  ')}`);
     }
-  } finally {
-    b.built.close();
-    forceGc();
+    for (const e of entries) {
+      const b = best.get(e);
+      if (!b?.t || e.failed) continue;
+      const t = b.t;
+      const ids = t.results.map((r) => e.s.toIds(r));
+      const recall = recallAtK(space, gt, ids, K);
+      const row: Row = {
+        ...baseRow(ds, e.s.label, e.live.runner.key),
+        kind: 'query',
+        quantization: e.s.quantization,
+        oversampling: e.s.oversampling,
+        ef,
+        recall,
+        qps: qs.n / t.seconds,
+        p50Us: percentile(t.latUs, 50),
+        p99Us: percentile(t.latUs, 99),
+        queryMode: e.s.queryMode,
+        ...e.live.common,
+      };
+      if (e.s.batch) {
+        if (b.batchError !== undefined || !b.bt) {
+          row.batchLabel = `failed: ${b.batchError ?? 'no pass'}`;
+        } else {
+          row.batchQps = qs.n / b.bt.seconds;
+          row.batchCpuPerWall = b.cpuPerWall;
+          row.batchRecall = recallAtK(space, gt, b.bt.ids, K);
+          row.batchLabel = e.s.batch.label;
+        }
+      }
+      e.rows.push(row);
+      e.line.push(`ef ${ef}: ${fmt(recall, 3)}/${fmtInt(row.qps)}`);
+    }
   }
-  void t0;
+  // Rows in library order, each library's efs together (the report reads them so).
+  for (const e of entries) {
+    console.log(`    ${e.s.label.padEnd(24)} recall/QPS  ${e.line.join('  ')}`);
+    rows.push(...e.rows);
+    if (e.failed) rows.push({ ...baseRow(ds, e.live.runner.label, e.live.runner.key), kind: 'skipped', skipped: `failed: ${e.failed}` });
+  }
 }
 
 async function buildOnly(opts: Options, ds: Dataset, runner: Runner, threads: number, label: string, rows: Row[]): Promise<void> {
@@ -267,41 +319,46 @@ async function main(): Promise<void> {
     );
     datasets.push(datasetInfo(ds, gt));
 
-    for (const lib of ALL_LIBS) {
-      if (!opts.libs.includes(lib)) continue;
-      const r = runners.get(lib);
-      if (!r) continue;
-      if ('skip' in r) {
-        rows.push({ ...baseRow(ds, seriesLabelOf(lib), lib), kind: 'skipped', skipped: r.skip });
-        console.log(`  ${seriesLabelOf(lib).padEnd(22)} skipped: ${r.skip}`);
-        continue;
-      }
-      try {
-        await benchLib(opts, ds, r, space, gt, rows);
-      } catch (e) {
-        const msg = errMsg(e);
-        rows.push({ ...baseRow(ds, r.label, lib), kind: 'skipped', skipped: `failed: ${msg}` });
-        console.log(`  ${r.label.padEnd(22)} FAILED: ${msg}`);
-        notes.push(`${r.label} on ${ds.key} failed: ${msg}`);
-        forceGc();
-      }
-      if (lib === 'quiver-native' && key === 'synthetic') {
-        const row = rows.find((x) => x.dataset === key && x.series === 'quiver-native' && x.kind === 'query');
-        if (row) {
-          eventLoop = {
-            source: `quiver-native build of the synthetic set, await add(..., ${row.buildThreads})`,
-            n: ds.nBase,
-            dim: ds.dim,
-            threads: row.buildThreads,
-            buildSeconds: row.buildSeconds,
-            maxLagMs: row.buildMaxEventLoopLagMs,
-            p99LagMs: row.buildP99LagMs,
-            intervalMs: 10,
-            ticks: row.buildLagTicks,
-            note: ds.nBase < 100_000 ? `quick mode: ${ds.nBase} points (the full run uses 100k; or run npm run bench:eventloop)` : '100k-point build',
-          };
+    const lives: Live[] = [];
+    try {
+      for (const lib of ALL_LIBS) {
+        if (!opts.libs.includes(lib)) continue;
+        const r = runners.get(lib);
+        if (!r) continue;
+        if ('skip' in r) {
+          rows.push({ ...baseRow(ds, seriesLabelOf(lib), lib), kind: 'skipped', skipped: r.skip });
+          console.log(`  ${seriesLabelOf(lib).padEnd(22)} skipped: ${r.skip}`);
+          continue;
+        }
+        try {
+          lives.push(await buildLive(opts, ds, r));
+        } catch (e) {
+          const msg = errMsg(e);
+          rows.push({ ...baseRow(ds, r.label, lib), kind: 'skipped', skipped: `failed: ${msg}` });
+          console.log(`  ${r.label.padEnd(22)} FAILED: ${msg}`);
+          notes.push(`${r.label} on ${ds.key} failed: ${msg}`);
+          forceGc();
         }
       }
+      await measureSideBySide(opts, ds, lives, space, gt, rows, notes);
+    } finally {
+      for (const l of lives) l.outcome.built.close();
+      forceGc();
+    }
+    const nativeRow = rows.find((x) => x.dataset === key && x.series === 'quiver-native' && x.kind === 'query');
+    if (key === 'synthetic' && nativeRow) {
+      eventLoop = {
+        source: `quiver-native build of the synthetic set, await add(..., ${nativeRow.buildThreads})`,
+        n: ds.nBase,
+        dim: ds.dim,
+        threads: nativeRow.buildThreads,
+        buildSeconds: nativeRow.buildSeconds,
+        maxLagMs: nativeRow.buildMaxEventLoopLagMs,
+        p99LagMs: nativeRow.buildP99LagMs,
+        intervalMs: 10,
+        ticks: nativeRow.buildLagTicks,
+        note: ds.nBase < 100_000 ? `quick mode: ${ds.nBase} points (the full run uses 100k; or run npm run bench:eventloop)` : '100k-point build',
+      };
     }
     if (opts.singleThreadBuilds) {
       for (const lib of ['quiver-native', 'usearch'] as LibKey[]) {

@@ -106,6 +106,15 @@ impl Distance {
         }
     }
 
+    /// `cost_fn` for four vectors at once (bit for bit four `cost_fn` calls).
+    pub fn cost4_fn(self, k: &Kernels) -> fn(&[f32], [&[f32]; 4]) -> [f32; 4] {
+        match self {
+            Distance::Cosine | Distance::Dot => k.neg_dot4,
+            Distance::Euclid => k.l2sq4,
+            Distance::Manhattan => k.l1_4,
+        }
+    }
+
     /// Cosine vectors are stored normalised; other metrics store vectors unchanged.
     ///
     /// Normalising is a fixed point: a vector whose squared length is within
@@ -140,6 +149,30 @@ pub struct Kernels {
     pub neg_dot: fn(&[f32], &[f32]) -> f32,
     pub l2sq: fn(&[f32], &[f32]) -> f32,
     pub l1: fn(&[f32], &[f32]) -> f32,
+    /// `neg_dot`, `l2sq` and `l1` of one query against four vectors in one call: bit for
+    /// bit what four calls of the single kernel give (the same additions in the same
+    /// order), with the four vectors' loads interleaved so their cache misses overlap and
+    /// each query block is loaded once for all four. A graph walk scores its fresh
+    /// neighbours four at a time through these.
+    pub neg_dot4: fn(&[f32], [&[f32]; 4]) -> [f32; 4],
+    pub l2sq4: fn(&[f32], [&[f32]; 4]) -> [f32; 4],
+    pub l1_4: fn(&[f32], [&[f32]; 4]) -> [f32; 4],
+}
+
+/// A four-vector kernel that calls the single kernel four times (kernel sets without a
+/// dedicated one: scalar, NEON, simd128, and L1 everywhere).
+macro_rules! one_by_one {
+    ($name:ident, $single:path) => {
+        pub fn $name(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+            [$single(q, b[0]), $single(q, b[1]), $single(q, b[2]), $single(q, b[3])]
+        }
+    };
+}
+
+/// The element count a four-vector kernel reads: the shortest of the five slices.
+#[inline(always)]
+fn len4(q: &[f32], b: &[&[f32]; 4]) -> usize {
+    q.len().min(b[0].len()).min(b[1].len()).min(b[2].len()).min(b[3].len())
 }
 
 pub mod scalar {
@@ -201,6 +234,9 @@ pub mod scalar {
         }
         t
     }
+    one_by_one!(neg_dot4, neg_dot);
+    one_by_one!(l2sq4, l2sq);
+    one_by_one!(l1_4, l1);
 }
 
 pub const SCALAR: Kernels = Kernels {
@@ -209,11 +245,14 @@ pub const SCALAR: Kernels = Kernels {
     neg_dot: scalar::neg_dot,
     l2sq: scalar::l2sq,
     l1: scalar::l1,
+    neg_dot4: scalar::neg_dot4,
+    l2sq4: scalar::l2sq4,
+    l1_4: scalar::l1_4,
 };
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
-    //! AVX2 + FMA kernels: four 8-lane accumulators, then one, then a scalar tail.
+    //! AVX2 + FMA kernels: two 8-lane accumulators, then one 8-lane step, then a scalar tail.
     use std::arch::x86_64::*;
 
     #[inline]
@@ -227,6 +266,11 @@ pub mod avx2 {
         _mm_cvtss_f32(s)
     }
 
+    // dot and l2sq: two accumulators over 16-element steps, one 8-element step into the
+    // first, then a scalar tail. The four-vector kernels below repeat exactly these
+    // additions per vector (eight accumulators fit the sixteen ymm registers; the four
+    // accumulators per vector this kernel once had would not).
+
     #[target_feature(enable = "avx2,fma")]
     unsafe fn dot_impl(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len().min(b.len());
@@ -234,25 +278,56 @@ pub mod avx2 {
         let pb = b.as_ptr();
         let mut acc0 = _mm256_setzero_ps();
         let mut acc1 = _mm256_setzero_ps();
-        let mut acc2 = _mm256_setzero_ps();
-        let mut acc3 = _mm256_setzero_ps();
         let mut i = 0;
-        while i + 32 <= n {
+        while i + 16 <= n {
             acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
             acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), _mm256_loadu_ps(pb.add(i + 8)), acc1);
-            acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 16)), _mm256_loadu_ps(pb.add(i + 16)), acc2);
-            acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 24)), _mm256_loadu_ps(pb.add(i + 24)), acc3);
-            i += 32;
+            i += 16;
         }
-        while i + 8 <= n {
+        if i + 8 <= n {
             acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
             i += 8;
         }
-        let acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
-        let mut t = hsum(acc);
+        let mut t = hsum(_mm256_add_ps(acc0, acc1));
         while i < n {
             t += *pa.add(i) * *pb.add(i);
             i += 1;
+        }
+        t
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot4_impl(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let n = super::len4(q, &b);
+        let pq = q.as_ptr();
+        let p = [b[0].as_ptr(), b[1].as_ptr(), b[2].as_ptr(), b[3].as_ptr()];
+        let mut e = [_mm256_setzero_ps(); 4];
+        let mut o = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            let x = _mm256_loadu_ps(pq.add(i));
+            let y = _mm256_loadu_ps(pq.add(i + 8));
+            for j in 0..4 {
+                e[j] = _mm256_fmadd_ps(x, _mm256_loadu_ps(p[j].add(i)), e[j]);
+                o[j] = _mm256_fmadd_ps(y, _mm256_loadu_ps(p[j].add(i + 8)), o[j]);
+            }
+            i += 16;
+        }
+        if i + 8 <= n {
+            let x = _mm256_loadu_ps(pq.add(i));
+            for j in 0..4 {
+                e[j] = _mm256_fmadd_ps(x, _mm256_loadu_ps(p[j].add(i)), e[j]);
+            }
+            i += 8;
+        }
+        let mut t = [0f32; 4];
+        for j in 0..4 {
+            t[j] = hsum(_mm256_add_ps(e[j], o[j]));
+            let mut k = i;
+            while k < n {
+                t[j] += *pq.add(k) * *p[j].add(k);
+                k += 1;
+            }
         }
         t
     }
@@ -264,31 +339,64 @@ pub mod avx2 {
         let pb = b.as_ptr();
         let mut acc0 = _mm256_setzero_ps();
         let mut acc1 = _mm256_setzero_ps();
-        let mut acc2 = _mm256_setzero_ps();
-        let mut acc3 = _mm256_setzero_ps();
         let mut i = 0;
-        while i + 32 <= n {
+        while i + 16 <= n {
             let d0 = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)));
             let d1 = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i + 8)), _mm256_loadu_ps(pb.add(i + 8)));
-            let d2 = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i + 16)), _mm256_loadu_ps(pb.add(i + 16)));
-            let d3 = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i + 24)), _mm256_loadu_ps(pb.add(i + 24)));
             acc0 = _mm256_fmadd_ps(d0, d0, acc0);
             acc1 = _mm256_fmadd_ps(d1, d1, acc1);
-            acc2 = _mm256_fmadd_ps(d2, d2, acc2);
-            acc3 = _mm256_fmadd_ps(d3, d3, acc3);
-            i += 32;
+            i += 16;
         }
-        while i + 8 <= n {
+        if i + 8 <= n {
             let d = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)));
             acc0 = _mm256_fmadd_ps(d, d, acc0);
             i += 8;
         }
-        let acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
-        let mut t = hsum(acc);
+        let mut t = hsum(_mm256_add_ps(acc0, acc1));
         while i < n {
             let d = *pa.add(i) - *pb.add(i);
             t += d * d;
             i += 1;
+        }
+        t
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn l2sq4_impl(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let n = super::len4(q, &b);
+        let pq = q.as_ptr();
+        let p = [b[0].as_ptr(), b[1].as_ptr(), b[2].as_ptr(), b[3].as_ptr()];
+        let mut e = [_mm256_setzero_ps(); 4];
+        let mut o = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            let x = _mm256_loadu_ps(pq.add(i));
+            let y = _mm256_loadu_ps(pq.add(i + 8));
+            for j in 0..4 {
+                let d0 = _mm256_sub_ps(x, _mm256_loadu_ps(p[j].add(i)));
+                let d1 = _mm256_sub_ps(y, _mm256_loadu_ps(p[j].add(i + 8)));
+                e[j] = _mm256_fmadd_ps(d0, d0, e[j]);
+                o[j] = _mm256_fmadd_ps(d1, d1, o[j]);
+            }
+            i += 16;
+        }
+        if i + 8 <= n {
+            let x = _mm256_loadu_ps(pq.add(i));
+            for j in 0..4 {
+                let d = _mm256_sub_ps(x, _mm256_loadu_ps(p[j].add(i)));
+                e[j] = _mm256_fmadd_ps(d, d, e[j]);
+            }
+            i += 8;
+        }
+        let mut t = [0f32; 4];
+        for j in 0..4 {
+            t[j] = hsum(_mm256_add_ps(e[j], o[j]));
+            let mut k = i;
+            while k < n {
+                let d = *pq.add(k) - *p[j].add(k);
+                t[j] += d * d;
+                k += 1;
+            }
         }
         t
     }
@@ -337,6 +445,14 @@ pub mod avx2 {
     pub fn l1(a: &[f32], b: &[f32]) -> f32 {
         unsafe { l1_impl(a, b) }
     }
+    pub fn neg_dot4(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let d = unsafe { dot4_impl(q, b) };
+        [-d[0], -d[1], -d[2], -d[3]]
+    }
+    pub fn l2sq4(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        unsafe { l2sq4_impl(q, b) }
+    }
+    one_by_one!(l1_4, l1);
 
     pub fn available() -> bool {
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
@@ -348,6 +464,9 @@ pub mod avx2 {
         neg_dot,
         l2sq,
         l1,
+        neg_dot4,
+        l2sq4,
+        l1_4,
     };
 }
 
@@ -450,6 +569,100 @@ pub mod avx512 {
         unsafe { l1_impl(a, b) }
     }
 
+    // The four-vector kernels: per vector, exactly the additions of dot_impl and
+    // l2sq_impl above (even 16-lane blocks of each 32-element step in one accumulator,
+    // odd ones in the other, a last whole block in the first, the masked tail in the
+    // second), eight accumulators in all.
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn dot4_impl(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let n = super::len4(q, &b);
+        let pq = q.as_ptr();
+        let p = [b[0].as_ptr(), b[1].as_ptr(), b[2].as_ptr(), b[3].as_ptr()];
+        let mut e = [_mm512_setzero_ps(); 4];
+        let mut o = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            let x = _mm512_loadu_ps(pq.add(i));
+            let y = _mm512_loadu_ps(pq.add(i + 16));
+            for j in 0..4 {
+                e[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(p[j].add(i)), e[j]);
+                o[j] = _mm512_fmadd_ps(y, _mm512_loadu_ps(p[j].add(i + 16)), o[j]);
+            }
+            i += 32;
+        }
+        if i + 16 <= n {
+            let x = _mm512_loadu_ps(pq.add(i));
+            for j in 0..4 {
+                e[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(p[j].add(i)), e[j]);
+            }
+            i += 16;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            let x = _mm512_maskz_loadu_ps(m, pq.add(i));
+            for j in 0..4 {
+                o[j] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, p[j].add(i)), o[j]);
+            }
+        }
+        let mut t = [0f32; 4];
+        for j in 0..4 {
+            t[j] = _mm512_reduce_add_ps(_mm512_add_ps(e[j], o[j]));
+        }
+        t
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn l2sq4_impl(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let n = super::len4(q, &b);
+        let pq = q.as_ptr();
+        let p = [b[0].as_ptr(), b[1].as_ptr(), b[2].as_ptr(), b[3].as_ptr()];
+        let mut e = [_mm512_setzero_ps(); 4];
+        let mut o = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            let x = _mm512_loadu_ps(pq.add(i));
+            let y = _mm512_loadu_ps(pq.add(i + 16));
+            for j in 0..4 {
+                let d0 = _mm512_sub_ps(x, _mm512_loadu_ps(p[j].add(i)));
+                let d1 = _mm512_sub_ps(y, _mm512_loadu_ps(p[j].add(i + 16)));
+                e[j] = _mm512_fmadd_ps(d0, d0, e[j]);
+                o[j] = _mm512_fmadd_ps(d1, d1, o[j]);
+            }
+            i += 32;
+        }
+        if i + 16 <= n {
+            let x = _mm512_loadu_ps(pq.add(i));
+            for j in 0..4 {
+                let d = _mm512_sub_ps(x, _mm512_loadu_ps(p[j].add(i)));
+                e[j] = _mm512_fmadd_ps(d, d, e[j]);
+            }
+            i += 16;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            let x = _mm512_maskz_loadu_ps(m, pq.add(i));
+            for j in 0..4 {
+                let d = _mm512_sub_ps(x, _mm512_maskz_loadu_ps(m, p[j].add(i)));
+                o[j] = _mm512_fmadd_ps(d, d, o[j]);
+            }
+        }
+        let mut t = [0f32; 4];
+        for j in 0..4 {
+            t[j] = _mm512_reduce_add_ps(_mm512_add_ps(e[j], o[j]));
+        }
+        t
+    }
+
+    pub fn neg_dot4(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let d = unsafe { dot4_impl(q, b) };
+        [-d[0], -d[1], -d[2], -d[3]]
+    }
+    pub fn l2sq4(q: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        unsafe { l2sq4_impl(q, b) }
+    }
+    one_by_one!(l1_4, l1);
+
     pub fn available() -> bool {
         is_x86_feature_detected!("avx512f")
     }
@@ -460,6 +673,9 @@ pub mod avx512 {
         neg_dot,
         l2sq,
         l1,
+        neg_dot4,
+        l2sq4,
+        l1_4,
     };
 }
 
@@ -535,12 +751,18 @@ pub mod neon {
             t
         }
     }
+    one_by_one!(neg_dot4, neg_dot);
+    one_by_one!(l2sq4, l2sq);
+    one_by_one!(l1_4, l1);
     pub const KERNELS: super::Kernels = super::Kernels {
         name: "neon",
         dot,
         neg_dot,
         l2sq,
         l1,
+        neg_dot4,
+        l2sq4,
+        l1_4,
     };
 }
 
@@ -634,12 +856,18 @@ pub mod simd128 {
             t
         }
     }
+    one_by_one!(neg_dot4, neg_dot);
+    one_by_one!(l2sq4, l2sq);
+    one_by_one!(l1_4, l1);
     pub const KERNELS: super::Kernels = super::Kernels {
         name: "simd128",
         dot,
         neg_dot,
         l2sq,
         l1,
+        neg_dot4,
+        l2sq4,
+        l1_4,
     };
 }
 
@@ -729,6 +957,27 @@ mod tests {
 
     fn close(a: f32, b: f32, scale: f32) -> bool {
         (a - b).abs() <= 1e-4 * scale.max(1.0)
+    }
+
+    #[test]
+    fn four_vector_kernels_give_the_single_kernels_bits() {
+        let mut rng = SplitMix64::new(11);
+        let all = available_kernels();
+        let mut dims: Vec<usize> = (1..=70).collect();
+        dims.extend([96, 127, 128, 129, 200, 384, 768, 784, 1536, 2049]);
+        for &dim in &dims {
+            let q: Vec<f32> = (0..dim).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+            let v: Vec<Vec<f32>> = (0..4).map(|_| (0..dim).map(|_| rng.next_f32() * 2.0 - 1.0).collect()).collect();
+            let b = [&v[0][..], &v[1][..], &v[2][..], &v[3][..]];
+            for k in &all {
+                for (name, one, four) in [("neg_dot", k.neg_dot, k.neg_dot4), ("l2sq", k.l2sq, k.l2sq4), ("l1", k.l1, k.l1_4)] {
+                    let got = four(&q, b);
+                    for j in 0..4 {
+                        assert_eq!(got[j].to_bits(), one(&q, b[j]).to_bits(), "{} {} dim {} vector {}", k.name, name, dim, j);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

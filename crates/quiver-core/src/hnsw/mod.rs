@@ -296,6 +296,8 @@ pub struct Index {
     pub(crate) graph_map: Option<MappedF32>,
     pub(crate) rng: SplitMix64,
     cost_fn: fn(&[f32], &[f32]) -> f32,
+    /// `cost_fn` for four vectors at once, from the same kernel set (the same bits).
+    cost4_fn: fn(&[f32], [&[f32]; 4]) -> [f32; 4],
     /// The arena holds float16 or uint8 elements (not quantized, not float32): costs
     /// go through `typed_cost` with this arithmetic.
     pub(crate) typed: Option<CostKind>,
@@ -329,6 +331,7 @@ impl Index {
         let k = kernels_for_dim(config.dim);
         Ok(Index {
             cost_fn: config.distance.cost_fn(k),
+            cost4_fn: config.distance.cost4_fn(k),
             typed: if config.datatype == Datatype::Float32 { None } else { Some(CostKind::of(config.distance, config.datatype)) },
             m0,
             stride: 1 + m0 + data_words,
@@ -408,6 +411,16 @@ impl Index {
             }
             Some(kind) => typed_cost(kind, q, self.raw(i)),
             None => (self.cost_fn)(q, self.raw(i)),
+        }
+    }
+
+    /// `cost_to` of four slots, bit for bit, in one call: f32 vectors go through the
+    /// four-vector kernel, whose loads of the four overlap.
+    #[inline(always)]
+    pub(crate) fn cost4_to(&self, q: &[f32], i: [u32; 4]) -> [f32; 4] {
+        match self.typed {
+            None => (self.cost4_fn)(q, [self.raw(i[0]), self.raw(i[1]), self.raw(i[2]), self.raw(i[3])]),
+            Some(_) => [self.cost_to(q, i[0]), self.cost_to(q, i[1]), self.cost_to(q, i[2]), self.cost_to(q, i[3])],
         }
     }
 

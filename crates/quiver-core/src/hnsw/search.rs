@@ -45,6 +45,28 @@ impl<'a> Accept for AcceptLive<'a> {
 /// Cost of the query against slot `i`.
 pub(super) trait Scorer {
     fn cost(&self, i: u32) -> f32;
+    /// The costs of four slots: what four `cost` calls give, bit for bit.
+    #[inline(always)]
+    fn cost4(&self, i: [u32; 4]) -> [f32; 4] {
+        [self.cost(i[0]), self.cost(i[1]), self.cost(i[2]), self.cost(i[3])]
+    }
+}
+
+/// The costs of `ids` into `out` (at least as long), four at a time where the scorer has
+/// a four-vector kernel: a graph walk scores each expanded node's fresh neighbours
+/// together, so their vectors' cache misses overlap.
+#[inline(always)]
+pub(super) fn score_all<S: Scorer>(scorer: &S, ids: &[u32], out: &mut [f32]) {
+    let mut j = 0;
+    while j + 4 <= ids.len() {
+        let c = scorer.cost4([ids[j], ids[j + 1], ids[j + 2], ids[j + 3]]);
+        out[j..j + 4].copy_from_slice(&c);
+        j += 4;
+    }
+    while j < ids.len() {
+        out[j] = scorer.cost(ids[j]);
+        j += 1;
+    }
 }
 pub(super) struct RawScorer<'a> {
     pub(super) index: &'a Index,
@@ -54,6 +76,10 @@ impl<'a> Scorer for RawScorer<'a> {
     #[inline(always)]
     fn cost(&self, i: u32) -> f32 {
         self.index.cost_to(self.q, i)
+    }
+    #[inline(always)]
+    fn cost4(&self, i: [u32; 4]) -> [f32; 4] {
+        self.index.cost4_to(self.q, i)
     }
 }
 pub(super) struct SqScorer<'a> {
@@ -85,16 +111,22 @@ const MAX_M0: usize = 512;
 impl Index {
     /// Greedy descent on one upper level: move to the closest neighbour until none is closer.
     pub(super) fn greedy<S: Scorer>(&self, scorer: &S, mut cur: u32, mut cur_cost: f32, level: usize) -> (u32, f32) {
+        // Upper levels (the only ones walked greedily) hold at most m (<= 256) links per node.
+        debug_assert!(level > 0);
+        let mut ids = [0u32; MAX_M0 / 2];
+        let mut costs = [0f32; MAX_M0 / 2];
         loop {
             let mut changed = false;
             let list = self.links(cur, level);
             let cnt = list[0].load(Ordering::Acquire) as usize;
             for t in 0..cnt {
-                let c = list[1 + t].load(Ordering::Relaxed);
-                let d = scorer.cost(c);
-                if d < cur_cost {
-                    cur_cost = d;
-                    cur = c;
+                ids[t] = list[1 + t].load(Ordering::Relaxed);
+            }
+            score_all(scorer, &ids[..cnt], &mut costs);
+            for t in 0..cnt {
+                if costs[t] < cur_cost {
+                    cur_cost = costs[t];
+                    cur = ids[t];
                     changed = true;
                 }
             }
@@ -127,6 +159,7 @@ impl Index {
         }
         let mut bound = top.peek().map(|x| x.cost).unwrap_or(f32::INFINITY);
         let mut fresh = [0u32; MAX_M0];
+        let mut costs = [0f32; MAX_M0];
         while let Some(Reverse(c)) = cand.pop() {
             if c.cost > bound && top.len() >= ef {
                 break;
@@ -142,8 +175,8 @@ impl Index {
                     nf += 1;
                 }
             }
-            for &nb in &fresh[..nf] {
-                let d = scorer.cost(nb);
+            score_all(scorer, &fresh[..nf], &mut costs);
+            for (&nb, &d) in fresh[..nf].iter().zip(&costs[..nf]) {
                 if top.len() < ef || d < bound {
                     cand.push(Reverse(Cand { cost: d, id: nb }));
                     if accept.accept(nb) {
@@ -225,6 +258,7 @@ impl Index {
         pool.sort_by(|a, b| a.0.total_cmp(&b.0));
         pool.truncate(ef.max(1));
         let mut fresh = [0u32; MAX_M0];
+        let mut costs = [0f32; MAX_M0];
         let mut k = 0;
         while k < pool.len() {
             if pool[k].2 {
@@ -247,8 +281,8 @@ impl Index {
             }
             // The lowest position a new slot lands at: the scan resumes there.
             let mut lowest = usize::MAX;
-            for &nb in &fresh[..nf] {
-                let d = scorer.cost(nb);
+            score_all(scorer, &fresh[..nf], &mut costs);
+            for (&nb, &d) in fresh[..nf].iter().zip(&costs[..nf]) {
                 if pool.len() >= ef && d >= pool[pool.len() - 1].0 {
                     continue;
                 }
