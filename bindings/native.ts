@@ -180,8 +180,11 @@ function searchOptions(options: SearchOptions): AddonSearchOptions {
 //   rescore), is below it run inline; the first searches of
 //   an option set take the hop and teach the estimate (computeUs comes back either way);
 // - TURN_BUDGET_US: inline searches of one event-loop turn together stop at this budget;
-//   the next search takes the hop, so timers and I/O run between turns. A loop of awaited
-//   searches resolves in microtasks and would otherwise never yield.
+//   the next cheap search waits for the next turn (setImmediate) and runs inline there,
+//   so timers and I/O run between turns. A loop of awaited searches resolves in
+//   microtasks and would otherwise never yield. (It used to take the hop instead: on
+//   GloVe-50 at ef 72, one caller then paid the hop on every third search while the
+//   loop sat idle.)
 // - Searches already on the pool: while any search of this process waits on the pool,
 //   the next one takes the hop too. Concurrent callers (a server with several requests
 //   in flight) then get the pool's threads searching while the event loop serves the
@@ -221,10 +224,15 @@ class FastPath {
     return `${o.k}|${o.ef}|${o.oversampling}|${o.rescore}|${o.ignoreQuantization}`;
   }
 
-  /** Whether a search with this key may run inline now. */
-  allows(key: string): boolean {
+  /**
+   * Where a search with this key runs: inline now; inline in the next turn, when it is
+   * cheap enough but this turn's budget is spent (only once something was spent, so
+   * the turn's reset is queued ahead of it); or on the pool.
+   */
+  route(key: string): 'now' | 'next-turn' | 'pool' {
     const est = this.costUs.get(key);
-    return onPool === 0 && !concurrent() && est !== undefined && est < FAST_PATH_MAX_US && turnSpentUs + est <= TURN_BUDGET_US;
+    if (onPool !== 0 || concurrent() || est === undefined || est >= FAST_PATH_MAX_US) return 'pool';
+    return turnSpentUs + est <= TURN_BUDGET_US ? 'now' : 'next-turn';
   }
 
   learn(key: string, us: number | undefined): void {
@@ -291,7 +299,24 @@ class NativeVectorIndex implements VectorIndex {
       checkVectors(query, 'query');
       o = searchOptions(options);
       key = FastPath.key(o);
-      if (key !== null && this.fast.allows(key)) {
+    } catch (err) {
+      return Promise.reject(normaliseError(err));
+    }
+    return this.searchChecked(query, o, key);
+  }
+
+  private searchChecked(query: Float32Array, o: AddonSearchOptions, key: string | null): Promise<SearchResult> {
+    try {
+      const route = key === null ? 'pool' : this.fast.route(key);
+      if (route === 'next-turn') {
+        // The turn's inline budget is spent: the loop gets its turn (timers, I/O), and
+        // the search runs inline after it, instead of paying the hop to the pool and
+        // back while the loop has nothing else to do. The query is copied: the caller
+        // may reuse its buffer once search() has returned.
+        const copy = query.slice();
+        return new Promise((resolve) => setImmediate(() => resolve(this.searchChecked(copy, o, key))));
+      }
+      if (key !== null && route === 'now') {
         const t0 = performance.now();
         const packed = this.inner.searchNow(query, o);
         FastPath.spend((performance.now() - t0) * 1000);

@@ -112,9 +112,15 @@ async function timed(n: number, fn: (i: number) => unknown, cpu?: number[]): Pro
   return { seconds, maxLagMs: Math.max(0, maxLagMs), over1, ticks, maxStretchMs, holds };
 }
 
-/** CPU time (ms) the calling thread has run, from /proc/thread-self/schedstat (Linux; ns resolution). */
+/**
+ * CPU time (ms) this process has run, all threads (getrusage, µs resolution): an upper
+ * bound of the event-loop thread's. Not /proc/thread-self/schedstat: the kernel brings
+ * a running thread's total there up to date only when the thread sleeps or at a
+ * scheduler tick (4 ms here), so a loop that never sleeps read as 0 or 4 ms per turn.
+ */
 function threadCpuMs(): number {
-  return Number(fs.readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')[0]) / 1e6;
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e3;
 }
 
 function ids(labels: BigUint64Array): number[] {
@@ -276,14 +282,12 @@ async function main(): Promise<void> {
       stretch.h = Math.max(stretch.h, c.maxStretchMs);
       over.ht += c.ticks;
     }
-    // One more, untimed pass each: the event-loop thread's CPU time between consecutive
-    // turn starts (an upper bound of the CPU work one turn did, blind to OS descheduling).
+    // One more, untimed pass each: the process's CPU time between consecutive turn
+    // starts (an upper bound of the CPU work one turn did, blind to OS descheduling).
     const cpuQ: number[] = [];
     const cpuR: number[] = [];
-    if (fs.existsSync('/proc/thread-self/schedstat')) {
-      await timed(n, (i) => qIdx.search(rows[i], qo), cpuQ);
-      await timed(n, (i) => raw.search(rows[i], ro), cpuR);
-    }
+    await timed(n, (i) => qIdx.search(rows[i], qo), cpuQ);
+    await timed(n, (i) => raw.search(rows[i], ro), cpuR);
     // Search cost per query at the chosen ef (from the engine's own timing).
     const costs = Float64Array.from(rows.slice(0, 200).map((r) => { const p = raw.searchNow(r, ro); return p === null ? NaN : (unpackHits(p).computeUs ?? NaN); }));
     const best = (a: number[]) => Math.max(...a);
@@ -333,22 +337,22 @@ async function main(): Promise<void> {
     '',
     '### How long the event loop is held per turn (ms)',
     '',
-    'Each event-loop turn in which the series made calls, from its first call to the end of its last: quiver `await search()` (inline searches chain until the turn budget, then one hop) against the addon\'s async search alone (one call per turn). Wall-clock time, so an OS deschedule on this loaded machine lands in it as well; the control shows that floor.',
+    'Each event-loop turn in which the series made calls, from its first call to the end of its last: quiver `await search()` (inline searches chain until the turn budget, then the next one waits for the next turn) against the addon\'s async search alone (one call per turn). Wall-clock time, so an OS deschedule on this loaded machine lands in it as well; the control shows that floor.',
     '',
     '| data set | quiver turns | p50 | p99 | p99.9 | max | turns > 1 ms | async-only turns | p50 | p99 | p99.9 | max | turns > 1 ms |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...holdLines,
     '',
-    '### CPU time of the event-loop thread per turn (ms)',
+    '### CPU time per turn (ms)',
     '',
-    'One extra untimed pass per series: the event-loop thread\'s own CPU time (/proc/thread-self/schedstat) between the starts of consecutive turns in which the series made calls. It is blind to the OS descheduling the process, and an upper bound of one turn\'s work: it includes the probe\'s own read of that file (about 0.1 ms on this machine) and whatever else the loop ran in between.',
+    'One extra untimed pass per series: the process\'s CPU time (process.cpuUsage(), all threads) between the starts of consecutive turns in which the series made calls. It is blind to the OS descheduling the process, and an upper bound of the event-loop thread\'s work in one turn: it includes whatever else the loop ran in between and every other thread\'s time, so for the async-only series the pool thread\'s searches as well.',
     '',
     '| data set | quiver turns | p50 | p99 | p99.9 | max | turns > 1 ms | async-only turns | p50 | p99 | max | turns > 1 ms |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...cpuLines,
     `Search cost at the chosen ef (engine computeUs, first 200 queries): ${sets.map((s) => `${s.dataset} median ${fmt(s.searchUsMedian as number, 1)} µs, p99 ${fmt(s.searchUsP99 as number, 1)} µs`).join('; ')}.`,
     '',
-    `Fast path bounds (bindings/native.ts): a search runs inline when its estimated cost (up at once to a dearer search, down by a running mean) is below ${FAST_PATH_MAX_US} µs and this event-loop turn has spent under ${TURN_BUDGET_US} µs inline; otherwise it takes the hop. hnswlib-node's searchKnn is synchronous: its lag column is the whole loop of ${'queries'} without a turn.`,
+    `Fast path bounds (bindings/native.ts): a search runs inline when its estimated cost (up at once to a dearer search, down by a running mean) is below ${FAST_PATH_MAX_US} µs; inline searches of one event-loop turn stop at ${TURN_BUDGET_US} µs, and the next one waits for the next turn (setImmediate); a dearer search, or one while others are on the pool or clients are concurrent, takes the hop. hnswlib-node's searchKnn is synchronous: its lag column is the whole loop of ${'queries'} without a turn.`,
   );
   const stem = path.join(opts.resultsDir, `percall-${opts.tag}`);
   fs.mkdirSync(path.dirname(stem), { recursive: true });

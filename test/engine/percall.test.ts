@@ -73,6 +73,28 @@ test.serial('a loop of awaited searches lets the event loop turn', async (t) => 
   t.true(turns >= 2, `the event loop turned during the loop (${turns} turns)`);
 });
 
+test.serial('searches issued at once answer for the query as it was when each was issued', async (t) => {
+  const dim = 32;
+  const { ix } = await filled(3000, dim, 11);
+  t.teardown(() => ix.close());
+  const queries = randomVectors(40, dim, 12);
+  const opts = { k: 10, ef: 64 };
+  const want = await ix.searchBatch(queries, opts);
+  for (let i = 0; i < 20; i++) await ix.search(row(queries, dim, 0), opts); // inline from here on
+  // One buffer, rewritten after every call: the first searches run inline, the rest
+  // wait for a later turn once the turn's budget is spent (or take the hop), and each
+  // must still search the vector it was given.
+  const buf = new Float32Array(dim);
+  const pending: Promise<SearchResult>[] = [];
+  for (let i = 0; i < 40; i++) {
+    buf.set(row(queries, dim, i));
+    pending.push(ix.search(buf, opts));
+  }
+  buf.fill(0);
+  const got = await Promise.all(pending);
+  for (let i = 0; i < 40; i++) t.deepEqual(hits(got[i]), hits(want[i]), `query ${i}`);
+});
+
 test.serial('a search issued while a build holds the index does not wait on the event loop', async (t) => {
   const dim = 64;
   const { ix } = await filled(500, dim, 8);
