@@ -209,6 +209,13 @@ const MAX_OPTION_SETS = 64;
 let turnSpentUs = 0;
 /** Searches of this process on the pool now (plain searches that took the hop). */
 let onPool = 0;
+/** Searches waiting for the next turn to run inline (at most one: see FastPath.route). */
+let waiting = 0;
+/** How the plain searches of this process ran so far (for tests and diagnostics). */
+const paths = { inline: 0, nextTurn: 0, pool: 0 };
+export function searchPaths(): { inline: number; nextTurn: number; pool: number } {
+  return { ...paths };
+}
 let turnResetQueued = false;
 function resetTurn(): void {
   turnSpentUs = 0;
@@ -227,12 +234,15 @@ class FastPath {
   /**
    * Where a search with this key runs: inline now; inline in the next turn, when it is
    * cheap enough but this turn's budget is spent (only once something was spent, so
-   * the turn's reset is queued ahead of it); or on the pool.
+   * the turn's reset is queued ahead of it) and no other search waits for that turn;
+   * or on the pool. A second search over the budget means several are in flight at
+   * once (Promise.all, a batch): those go to the pool, whose threads search in parallel.
    */
   route(key: string): 'now' | 'next-turn' | 'pool' {
     const est = this.costUs.get(key);
     if (onPool !== 0 || concurrent() || est === undefined || est >= FAST_PATH_MAX_US) return 'pool';
-    return turnSpentUs + est <= TURN_BUDGET_US ? 'now' : 'next-turn';
+    if (turnSpentUs + est <= TURN_BUDGET_US) return 'now';
+    return waiting === 0 ? 'next-turn' : 'pool';
   }
 
   learn(key: string, us: number | undefined): void {
@@ -314,13 +324,21 @@ class NativeVectorIndex implements VectorIndex {
         // back while the loop has nothing else to do. The query is copied: the caller
         // may reuse its buffer once search() has returned.
         const copy = query.slice();
-        return new Promise((resolve) => setImmediate(() => resolve(this.searchChecked(copy, o, key))));
+        waiting++;
+        paths.nextTurn++;
+        return new Promise((resolve) =>
+          setImmediate(() => {
+            waiting--;
+            resolve(this.searchChecked(copy, o, key));
+          }),
+        );
       }
       if (key !== null && route === 'now') {
         const t0 = performance.now();
         const packed = this.inner.searchNow(query, o);
         FastPath.spend((performance.now() - t0) * 1000);
         if (packed !== null) {
+          paths.inline++;
           const now = unpackHits(packed);
           this.fast.learn(key, now.computeUs);
           // Resolved as it is: not through call()'s rejection handler, one Promise fewer.
@@ -335,6 +353,7 @@ class NativeVectorIndex implements VectorIndex {
     return call(() => {
       const pending = this.inner.search(query, o);
       onPool++; // after the call: one that throws at once never reached the pool
+      paths.pool++;
       return pending.then(
         (packed) => {
           onPool--;

@@ -11,6 +11,7 @@ import test from 'ava';
 import type { SearchResult, VectorIndex } from '../../bindings/engine';
 import { CONCURRENT_HOLD_MS, CONCURRENT_WINDOW_MS, concurrent, requestFinished, requestStarted } from '../../bindings/demand';
 import { loadEngine } from '../../bindings/index';
+import { searchPaths } from '../../bindings/native';
 import { labelsFrom, randomVectors, row, silentLogger } from './helpers';
 
 const engine = loadEngine({ backend: 'native', logger: silentLogger });
@@ -71,6 +72,32 @@ test.serial('a loop of awaited searches lets the event loop turn', async (t) => 
   // Inline searches stop at the per-turn budget (0.3 ms): a loop that never yielded
   // would show no turn at all until it ended.
   t.true(turns >= 2, `the event loop turned during the loop (${turns} turns)`);
+});
+
+test.serial('one caller awaiting one search at a time waits for the next turn; many searches at once go to the pool', async (t) => {
+  const dim = 32;
+  const { ix } = await filled(3000, dim, 14);
+  t.teardown(() => ix.close());
+  const q = randomVectors(1, dim, 15);
+  const opts = { k: 10, ef: 64 };
+  for (let i = 0; i < 20; i++) await ix.search(q, opts); // learn the cost
+  // One at a time: the turn budget (0.3 ms) runs out many times over 2000 searches, and
+  // the search over it waits for the next turn instead of taking the hop.
+  let before = searchPaths();
+  for (let i = 0; i < 2000; i++) await ix.search(q, opts);
+  let after = searchPaths();
+  t.log(`one at a time: inline ${after.inline - before.inline}, next turn ${after.nextTurn - before.nextTurn}, pool ${after.pool - before.pool}`);
+  t.true(after.nextTurn > before.nextTurn);
+  // 300 at once (a batch, Promise.all): past the budget, one waits for the next turn
+  // and the others take the pool, whose threads search in parallel.
+  await new Promise((r) => setImmediate(r)); // a fresh turn budget
+  before = searchPaths();
+  const all = await Promise.all(Array.from({ length: 300 }, () => ix.search(q, opts)));
+  after = searchPaths();
+  t.log(`300 at once: inline ${after.inline - before.inline}, next turn ${after.nextTurn - before.nextTurn}, pool ${after.pool - before.pool}`);
+  t.true(after.pool > before.pool, 'searches issued together reach the pool');
+  t.true(after.nextTurn - before.nextTurn <= 1, 'at most one search waits for the next turn');
+  for (const r of all) t.is(r.labels.length, 10);
 });
 
 test.serial('searches issued at once answer for the query as it was when each was issued', async (t) => {
