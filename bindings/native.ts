@@ -241,7 +241,9 @@ class FastPath {
   route(key: string): 'now' | 'next-turn' | 'pool' {
     const est = this.costUs.get(key);
     if (onPool !== 0 || concurrent() || est === undefined || est >= FAST_PATH_MAX_US) return 'pool';
-    if (turnSpentUs + est <= TURN_BUDGET_US) return 'now';
+    // Nothing spent yet runs now whatever the estimate: waiting needs the turn's reset
+    // queued ahead of it (FastPath.spend queues it), or it would wait turn after turn.
+    if (turnSpentUs === 0 || turnSpentUs + est <= TURN_BUDGET_US) return 'now';
     return waiting === 0 ? 'next-turn' : 'pool';
   }
 
@@ -280,6 +282,12 @@ class NativeVectorIndex implements VectorIndex {
   readonly dim: number;
   readonly distance: Distance;
   private readonly fast = new FastPath();
+  /**
+   * Searches issued before close() that wait for the next turn. close() starts them on
+   * the pool first: a search issued before close() answers, as one that took the hop
+   * at once does (the addon holds the index for it).
+   */
+  private readonly waitingStarts = new Set<(mayWait: boolean) => void>();
 
   constructor(private readonly inner: AddonIndex) {
     this.dim = inner.dim;
@@ -315,9 +323,11 @@ class NativeVectorIndex implements VectorIndex {
     return this.searchChecked(query, o, key);
   }
 
-  private searchChecked(query: Float32Array, o: AddonSearchOptions, key: string | null): Promise<SearchResult> {
+  /** `mayWait`: false when close() starts a search that waited for the next turn. */
+  private searchChecked(query: Float32Array, o: AddonSearchOptions, key: string | null, mayWait = true): Promise<SearchResult> {
     try {
-      const route = key === null ? 'pool' : this.fast.route(key);
+      let route = key === null ? 'pool' : this.fast.route(key);
+      if (route === 'next-turn' && !mayWait) route = 'pool';
       if (route === 'next-turn') {
         // The turn's inline budget is spent: the loop gets its turn (timers, I/O), and
         // the search runs inline after it, instead of paying the hop to the pool and
@@ -326,12 +336,15 @@ class NativeVectorIndex implements VectorIndex {
         const copy = query.slice();
         waiting++;
         paths.nextTurn++;
-        return new Promise((resolve) =>
-          setImmediate(() => {
+        return new Promise((resolve) => {
+          const start = (mayWaitAgain: boolean) => {
+            if (!this.waitingStarts.delete(start)) return; // close() started it already
             waiting--;
-            resolve(this.searchChecked(copy, o, key));
-          }),
-        );
+            resolve(this.searchChecked(copy, o, key, mayWaitAgain));
+          };
+          this.waitingStarts.add(start);
+          setImmediate(() => start(true));
+        });
       }
       if (key !== null && route === 'now') {
         const t0 = performance.now();
@@ -450,6 +463,7 @@ class NativeVectorIndex implements VectorIndex {
   }
 
   close(): void {
+    for (const start of [...this.waitingStarts]) start(false);
     this.inner.close();
   }
 }

@@ -24,6 +24,12 @@ run_cargo() {
   echo "== cargo test (quiver-core, release)"
   cargo test --release -p quiver-core 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
+  # The AVX-512 kernels sit behind the avx512 feature (the addon turns it on; the plain
+  # run above leaves it off): their tests against scalar and the single kernels.
+  echo "== cargo test (quiver-core distance kernels, release, avx512 feature)"
+  cargo test --release -p quiver-core --features avx512 --lib distance:: 2>&1 | tee -a "$log"
+  local rc2=${PIPESTATUS[0]}
+  [ "$rc2" -ne 0 ] && rc=$rc2
   local p f
   p=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
   f=$(grep -E '^test result:' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')

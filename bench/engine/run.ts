@@ -205,8 +205,13 @@ async function measureSideBySide(opts: Options, ds: Dataset, lives: Live[], spac
       const b = best.get(e);
       if (!b?.t || e.failed) continue;
       const t = b.t;
-      const ids = t.results.map((r) => e.s.toIds(r));
-      const recall = recallAtK(space, gt, ids, K);
+      let recall: number;
+      try {
+        recall = recallAtK(space, gt, t.results.map((r) => e.s.toIds(r)), K);
+      } catch (err) {
+        fail(e, err);
+        continue;
+      }
       const row: Row = {
         ...baseRow(ds, e.s.label, e.live.runner.key),
         kind: 'query',
@@ -224,10 +229,14 @@ async function measureSideBySide(opts: Options, ds: Dataset, lives: Live[], spac
         if (b.batchError !== undefined || !b.bt) {
           row.batchLabel = `failed: ${b.batchError ?? 'no pass'}`;
         } else {
-          row.batchQps = qs.n / b.bt.seconds;
-          row.batchCpuPerWall = b.cpuPerWall;
-          row.batchRecall = recallAtK(space, gt, b.bt.ids, K);
-          row.batchLabel = e.s.batch.label;
+          try {
+            row.batchRecall = recallAtK(space, gt, b.bt.ids, K);
+            row.batchQps = qs.n / b.bt.seconds;
+            row.batchCpuPerWall = b.cpuPerWall;
+            row.batchLabel = e.s.batch.label;
+          } catch (err) {
+            row.batchLabel = `failed: ${errMsg(err)}`;
+          }
         }
       }
       e.rows.push(row);
@@ -238,7 +247,7 @@ async function measureSideBySide(opts: Options, ds: Dataset, lives: Live[], spac
   for (const e of entries) {
     console.log(`    ${e.s.label.padEnd(24)} recall/QPS  ${e.line.join('  ')}`);
     rows.push(...e.rows);
-    if (e.failed) rows.push({ ...baseRow(ds, e.live.runner.label, e.live.runner.key), kind: 'skipped', skipped: `failed: ${e.failed}` });
+    if (e.failed) rows.push({ ...baseRow(ds, e.s.label, e.live.runner.key), kind: 'skipped', skipped: `failed: ${e.failed}` });
   }
 }
 
@@ -331,6 +340,7 @@ async function main(): Promise<void> {
           continue;
         }
         try {
+          forceGc(); // each build's RSS growth without the last one's garbage
           lives.push(await buildLive(opts, ds, r));
         } catch (e) {
           const msg = errMsg(e);
@@ -342,7 +352,13 @@ async function main(): Promise<void> {
       }
       await measureSideBySide(opts, ds, lives, space, gt, rows, notes);
     } finally {
-      for (const l of lives) l.outcome.built.close();
+      for (const l of lives) {
+        try {
+          l.outcome.built.close();
+        } catch (e) {
+          notes.push(`${l.runner.label} on ${ds.key}: close failed: ${errMsg(e)}`);
+        }
+      }
       forceGc();
     }
     const nativeRow = rows.find((x) => x.dataset === key && x.series === 'quiver-native' && x.kind === 'query');

@@ -7,7 +7,8 @@
 //! Reads `<stem>.json` (dim, nBase, nQuery, distance) and `<stem>.bin` (f32 base rows
 //! then query rows), and the ground truth `bench/data/gt-<key>-...-k10-*.bin` that
 //! `bench:engine` wrote next to it. Builds with 2 threads and seed 42 (as bench:engine),
-//! then runs every query once per ef per round and prints the median QPS.
+//! then runs every query once per ef per round and prints the median QPS. An ef of 0
+//! runs exact searches instead.
 
 use quiver_core::hnsw::{Index, IndexConfig, SearchParams};
 use quiver_core::Distance;
@@ -56,7 +57,12 @@ fn main() {
     for _ in 0..rounds {
         for (e, &ef) in efs.iter().enumerate() {
             let mut p = SearchParams::new(10);
-            p.ef = Some(ef);
+            // ef 0: an exact search (a scan of every vector).
+            if ef == 0 {
+                p.exact = true;
+            } else {
+                p.ef = Some(ef);
+            }
             let mut hits = 0usize;
             let t = Instant::now();
             for q in 0..nq {

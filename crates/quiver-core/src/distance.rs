@@ -170,6 +170,7 @@ macro_rules! one_by_one {
 }
 
 /// The element count a four-vector kernel reads: the shortest of the five slices.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn len4(q: &[f32], b: &[&[f32]; 4]) -> usize {
     q.len().min(b[0].len()).min(b[1].len()).min(b[2].len()).min(b[3].len())

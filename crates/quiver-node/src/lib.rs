@@ -10,6 +10,7 @@
 //! Inputs are copied out of their typed arrays before a task is queued, so JavaScript
 //! may reuse or detach its buffers the moment a call returns.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
@@ -588,7 +589,10 @@ fn stats_of(s: quiver_core::IndexStats) -> NativeIndexStats {
 /// drops this handle's share: memory is freed as soon as in-flight tasks finish.
 #[napi]
 pub struct NativeIndex {
-    inner: Option<Shared>,
+    /// None once closed. A RefCell, so `close` takes `&self`: napi-rs refuses a `&mut
+    /// self` call while another call's borrow of the object is active (an async search
+    /// in flight), and close() then threw instead of closing.
+    inner: RefCell<Option<Shared>>,
     cache: StatsCache,
     dim: u32,
     distance: &'static str,
@@ -598,7 +602,7 @@ impl NativeIndex {
     fn wrap(index: Index) -> NativeIndex {
         let s = index.stats();
         NativeIndex {
-            inner: Some(Arc::new(RwLock::new(index))),
+            inner: RefCell::new(Some(Arc::new(RwLock::new(index)))),
             dim: s.dim as u32,
             distance: s.distance.name(),
             cache: Arc::new(Mutex::new(s)),
@@ -606,7 +610,7 @@ impl NativeIndex {
     }
 
     fn shared(&self) -> CoreResult<Shared> {
-        self.inner.clone().ok_or_else(|| closed("index"))
+        self.inner.borrow().clone().ok_or_else(|| closed("index"))
     }
 }
 
@@ -918,12 +922,12 @@ impl NativeIndex {
 
     #[napi(getter)]
     pub fn closed(&self) -> bool {
-        self.inner.is_none()
+        self.inner.borrow().is_none()
     }
 
     #[napi]
-    pub fn close(&mut self) {
-        self.inner = None;
+    pub fn close(&self) {
+        self.inner.borrow_mut().take();
     }
 }
 
@@ -999,14 +1003,15 @@ impl Seqs {
 /// several pool threads at once; concurrent `sync` calls share one fsync.
 #[napi]
 pub struct NativeWal {
-    inner: Option<Arc<Wal>>,
+    /// None once closed (a RefCell for the reason given at `NativeIndex::inner`).
+    inner: RefCell<Option<Arc<Wal>>>,
     seqs: Arc<Seqs>,
     report: Report,
 }
 
 impl NativeWal {
     fn shared(&self) -> CoreResult<(Arc<Wal>, Arc<Seqs>)> {
-        match &self.inner {
+        match &*self.inner.borrow() {
             Some(w) => Ok((w.clone(), self.seqs.clone())),
             None => Err(closed("WAL")),
         }
@@ -1031,7 +1036,7 @@ fn opened((wal, r): (Wal, quiver_core::wal::OpenReport)) -> NativeWal {
     let seqs = Seqs::default();
     seqs.refresh(&wal);
     NativeWal {
-        inner: Some(Arc::new(wal)),
+        inner: RefCell::new(Some(Arc::new(wal))),
         seqs: Arc::new(seqs),
         report: Report {
             first_seq: r.first_seq,
@@ -1180,8 +1185,9 @@ impl NativeWal {
 
     /// Flushes and closes; later calls fail with QUIVER_CLOSED. Closing twice is a no-op.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn close(&mut self) -> AsyncTask<Job<(), ()>> {
-        match self.inner.take() {
+    pub fn close(&self) -> AsyncTask<Job<(), ()>> {
+        let taken = self.inner.borrow_mut().take();
+        match taken {
             Some(wal) => Job::new(move || wal.close(), unit),
             None => Job::new(|| Ok(()), unit),
         }

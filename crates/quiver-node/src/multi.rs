@@ -3,6 +3,7 @@
 //! work is an async task on the libuv pool, inputs are copied before it is queued, and
 //! engine errors reach JavaScript with their stable `code`.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -100,7 +101,8 @@ fn multi_config(o: &NativeIndexOptions) -> CoreResult<MultiConfig> {
 /// A multivector index owned by JavaScript (see `NativeIndex` for the lifetime rules).
 #[napi]
 pub struct NativeMultiIndex {
-    inner: Option<SharedMulti>,
+    /// None once closed (a RefCell so `close` takes `&self`: see `NativeIndex::inner`).
+    inner: RefCell<Option<SharedMulti>>,
     cache: Arc<Mutex<NativeMultiStats>>,
     dim: u32,
     distance: &'static str,
@@ -112,12 +114,12 @@ impl NativeMultiIndex {
             dim: index.config().dim as u32,
             distance: index.config().distance.name(),
             cache: Arc::new(Mutex::new(stats_of(&index))),
-            inner: Some(Arc::new(RwLock::new(index))),
+            inner: RefCell::new(Some(Arc::new(RwLock::new(index)))),
         }
     }
 
     fn shared(&self) -> CoreResult<SharedMulti> {
-        self.inner.clone().ok_or_else(|| closed("index"))
+        self.inner.borrow().clone().ok_or_else(|| closed("index"))
     }
 }
 
@@ -275,8 +277,8 @@ impl NativeMultiIndex {
     }
 
     #[napi]
-    pub fn close(&mut self) {
-        self.inner = None;
+    pub fn close(&self) {
+        self.inner.borrow_mut().take();
     }
 }
 

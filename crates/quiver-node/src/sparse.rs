@@ -2,6 +2,7 @@
 //! the dense index (every call that touches the index runs on the libuv pool, inputs
 //! are copied out of their typed arrays before the task is queued).
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -70,16 +71,17 @@ fn labels_of(v: Vec<u64>) -> BigUint64Array {
 
 #[napi]
 pub struct NativeSparseIndex {
-    inner: Option<SharedSparse>,
+    /// None once closed (a RefCell so `close` takes `&self`: see `NativeIndex::inner`).
+    inner: RefCell<Option<SharedSparse>>,
 }
 
 impl NativeSparseIndex {
     fn wrap(index: SparseIndex) -> NativeSparseIndex {
-        NativeSparseIndex { inner: Some(Arc::new(RwLock::new(index))) }
+        NativeSparseIndex { inner: RefCell::new(Some(Arc::new(RwLock::new(index)))) }
     }
 
     fn shared(&self) -> CoreResult<SharedSparse> {
-        self.inner.clone().ok_or_else(|| closed("sparse index"))
+        self.inner.borrow().clone().ok_or_else(|| closed("sparse index"))
     }
 }
 
@@ -207,8 +209,8 @@ impl NativeSparseIndex {
     }
 
     #[napi]
-    pub fn close(&mut self) {
-        self.inner = None;
+    pub fn close(&self) {
+        self.inner.borrow_mut().take();
     }
 }
 

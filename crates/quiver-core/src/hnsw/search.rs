@@ -300,6 +300,9 @@ impl Index {
         pool.into_iter().map(|(cost, id, _)| Cand { cost, id }).collect()
     }
 
+    /// Scores one slot at a time, not through `score_all`: a scan reads slots in order,
+    /// and one sequential stream reads faster than four interleaved ones (measured: a
+    /// four-at-a-time scan of MNIST answered 420-460 exact queries/s against 880-1020).
     fn exact_scan(&self, q: &[f32], k: usize, allow: Option<&[u64]>) -> Vec<Cand> {
         let mut top: BinaryHeap<Cand> = BinaryHeap::with_capacity(k + 1);
         let mut consider = |i: u32| {
