@@ -470,6 +470,14 @@ class NativeVectorIndex implements VectorIndex {
 
 class NativeWalLog implements Wal {
   readonly report: WalOpenReport;
+  /**
+   * Calls issued and not settled. The addon's close is a pool job of its own, which
+   * could run beside them and fail an append issued before close() (or one whose
+   * records were written and whose fsync then found the log closed): close() waits
+   * for these first, and calls issued after close() fail with QUIVER_CLOSED.
+   */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private closing: Promise<void> | null = null;
 
   constructor(private readonly inner: AddonWal) {
     const r = inner.report;
@@ -482,8 +490,20 @@ class NativeWalLog implements Wal {
     };
   }
 
+  /** Runs `f` as a call close() waits for; after close(), fails with QUIVER_CLOSED. */
+  private tracked<T>(f: () => Promise<T>): Promise<T> {
+    if (this.closing !== null) return Promise.reject(new EngineError('QUIVER_CLOSED', 'WAL is closed'));
+    const p = call(f);
+    this.inFlight.add(p);
+    const done = () => {
+      this.inFlight.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  }
+
   append(records: Buffer[], sync?: boolean): Promise<bigint[]> {
-    return call(async () => {
+    return this.tracked(async () => {
       if (!Array.isArray(records) || !records.every((r) => r instanceof Uint8Array)) {
         throw invalidArgument('records must be an array of Buffers');
       }
@@ -493,18 +513,18 @@ class NativeWalLog implements Wal {
   }
 
   sync(): Promise<void> {
-    return call(() => this.inner.sync());
+    return this.tracked(() => this.inner.sync());
   }
 
   readFrom(seq: bigint, maxRecords?: number): Promise<WalRecord[]> {
-    return call(() => {
+    return this.tracked(() => {
       checkLabel(seq);
       return this.inner.readFrom(seq, maxRecords === undefined ? undefined : checkCount('maxRecords', maxRecords, Number.MAX_SAFE_INTEGER));
     });
   }
 
   truncateBefore(seq: bigint, keepBytes?: number): Promise<void> {
-    return call(() => {
+    return this.tracked(() => {
       checkLabel(seq);
       if (keepBytes === undefined) return this.inner.truncateBefore(seq);
       return this.inner.truncateBefore(seq, checkCount('keepBytes', keepBytes, Number.MAX_SAFE_INTEGER));
@@ -520,7 +540,11 @@ class NativeWalLog implements Wal {
   }
 
   close(): Promise<void> {
-    return call(() => this.inner.close());
+    if (this.closing === null) {
+      const pending = [...this.inFlight];
+      this.closing = Promise.allSettled(pending).then(() => call(() => this.inner.close()));
+    }
+    return this.closing;
   }
 }
 

@@ -4,7 +4,8 @@
  * close taking `&mut self` threw ("cannot be borrowed mutably") instead of closing, and
  * a caller that closed from a timer (vector-store.ts `retire`) would have thrown from
  * it. What must hold: close() returns, the calls already issued answer (the addon holds
- * the object's data for them), and later calls reject as closed.
+ * the object's data for them; the WAL's close waits for them, see NativeWalLog), and
+ * later calls reject as closed.
  */
 
 import * as fs from 'fs';
@@ -63,7 +64,11 @@ test('a WAL closes while appends run on the pool', async (t) => {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const wal = await engine.openWal(dir);
   const pending = Array.from({ length: 20 }, (_, i) => wal.append([Buffer.from(`record ${i}`)], true));
-  await t.notThrowsAsync(wal.close());
+  const closing = wal.close();
+  // Issued after close(): refused, even before the log has closed.
+  await t.throwsAsync(wal.append([Buffer.from('late')], true), { code: 'QUIVER_CLOSED' });
+  await t.notThrowsAsync(closing);
+  // Issued before it: every one answers (close waits for them).
   const seqs = (await Promise.all(pending)).flat();
   t.is(new Set(seqs.map(String)).size, 20);
   const again = await engine.openWal(dir);

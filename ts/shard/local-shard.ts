@@ -553,7 +553,7 @@ export class LocalShard {
     return p;
   }
 
-  /** Closes the WAL (under the update lock) once no fsync is running on it: the engine refuses to close a log in use. */
+  /** Closes the WAL (under the update lock) once no fsync started here is still running on it. */
   private async closeWal(): Promise<void> {
     if (this.walClosed) return;
     this.walClosed = true;

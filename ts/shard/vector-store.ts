@@ -732,7 +732,7 @@ export class VectorStore {
       try {
         t.index.close();
       } catch {
-        retire(t); // in use by a call that has not let go yet: close it a little later
+        retire(t); // a backend that refused to close now: close it a little later
       }
     }
   }
