@@ -82,7 +82,7 @@ async function timed(n: number, fn: (i: number) => unknown, cpu?: number[]): Pro
     if (turn !== seenTurn) {
       if (lastEnd > stretchStart) holds.push(lastEnd - stretchStart);
       if (cpu) {
-        const c = threadCpuMs();
+        const c = processCpuMs();
         if (lastCpu >= 0) cpu.push(c - lastCpu);
         lastCpu = c;
       }
@@ -118,7 +118,7 @@ async function timed(n: number, fn: (i: number) => unknown, cpu?: number[]): Pro
  * a running thread's total there up to date only when the thread sleeps or at a
  * scheduler tick (4 ms here), so a loop that never sleeps read as 0 or 4 ms per turn.
  */
-function threadCpuMs(): number {
+function processCpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e3;
 }

@@ -720,21 +720,15 @@ export class VectorStore {
     await this.idle();
   }
 
-  /** Frees every engine index (the shard is closed or dropped). */
   /**
-   * Frees the indexes now (the shard is closed: its reads answer 503). Engine calls
-   * already queued hold their own reference and finish first, so nothing is cut short;
-   * the memory goes as soon as they are done, not after a retirement delay (a snapshot
-   * recovery loads the new data right after this).
+   * Frees every engine index now (the shard is closed or dropped: its reads answer 503).
+   * Engine calls already queued hold their own reference and finish first, so nothing
+   * is cut short; the memory goes as soon as they are done, not after a retirement delay
+   * (a snapshot recovery loads the new data right after this). No backend's close
+   * throws: the native one no longer refuses while calls are in flight.
    */
   closeIndexes(): void {
-    for (const t of this.all()) {
-      try {
-        t.index.close();
-      } catch {
-        retire(t); // a backend that refused to close now: close it a little later
-      }
-    }
+    for (const t of this.all()) t.index.close();
   }
 
   /**
