@@ -54,6 +54,13 @@ export interface RestOptions {
   wrk: boolean;
   /** Length of each wrk pass. */
   wrkSeconds: number;
+  /**
+   * Length of each timed pass of the in-process engine, seconds (whole cycles over the
+   * queries, at least one); null: as long as a wrk pass when wrk runs, else one cycle.
+   * The engine's best pass is compared with wrk's best: passes of equal length keep a
+   * short pass's luck (a fast moment of a noisy machine) out of the ratio.
+   */
+  enginePassSeconds: number | null;
   /** Also measure the public gRPC API (bench/rest/grpc.ts): upserts and queries beside REST's. */
   grpc: boolean;
   /** gRPC clients of the query runs, `<lib>:<channels>` (bench/rest/grpc.ts); at concurrency 1 one per library runs. */
@@ -67,7 +74,7 @@ export interface RestOptions {
 export const USAGE = `usage: npm run bench:rest -- [--quick] [--n 100000 | --points 1000000] [--queries 1000] [--efs 64,128]
          [--concurrency 1,8] [--engine-concurrency 1,2,8] [--reps 3] [--upsert-clients 2] [--no-upsert-variants]
          [--no-query] [--float-format full|short] [--indexing-threshold-kb N] [--engine-threads 2]
-         [--backend native|wasm] [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
+         [--backend native|wasm] [--client raw|http] [--no-wrk] [--wrk-seconds 2] [--engine-pass-seconds S] [--no-h2load] [--no-grpc] [--grpc-clients grpc-js:per-worker,grpc-js:shared,h2:per-worker,h2:shared] [--server-cpu-prof DIR] [--server-cpu-prof-interval 250] [--keep-storage] [--loader path/to/bindings/index] [--tag NAME]
        npm run bench:rest -- --backends native,wasm [...]   (the run once per backend, then both side by side: bench/rest/backends.ts)
        npm run bench:rest -- --auth [...]   (authentication cost per request: bench/rest/auth.ts, --auth --help)`;
 
@@ -97,6 +104,7 @@ export function parseRestArgs(argv: string[]): RestOptions {
     keepStorage: false,
     wrk: true,
     wrkSeconds: 2,
+    enginePassSeconds: null,
     grpc: true,
     grpcClients: [...GRPC_VARIANTS],
     h2load: true,
@@ -189,6 +197,12 @@ export function parseRestArgs(argv: string[]): RestOptions {
       case '--wrk-seconds':
         o.wrkSeconds = ints(val(), flag)[0];
         break;
+      case '--engine-pass-seconds': {
+        const v = Number(val());
+        if (!Number.isFinite(v) || v < 0 || v > 60) throw new Error('--engine-pass-seconds: a number of seconds from 0 (one cycle over the queries) to 60');
+        o.enginePassSeconds = v;
+        break;
+      }
       case '--no-h2load':
         o.h2load = false;
         break;

@@ -105,6 +105,8 @@ export interface RestResults {
     /** Seconds per wrk pass, or null when wrk did not run (wrkSkip says why). */
     wrkSeconds: number | null;
     wrkSkip: string | null;
+    /** Seconds per timed engine pass (whole cycles over the queries; 0: one cycle); absent in results from before 2026-11-28, whose engine passes were one cycle. */
+    enginePassSeconds?: number | null;
     /** The gRPC rows' settings (null or absent: not measured): channel modes, and the mean request size of a query (REST JSON body, gRPC message) at the first ef. */
     grpc?: { clients: string[]; queryRequestBytes: { rest: number; grpc: number } | null } | null;
     /** Seconds per h2load pass, or null when h2load did not run (h2loadSkip says why); absent in older results. */
@@ -133,6 +135,8 @@ export interface RestResults {
   engineBuild: EngineBuild | null;
   engineSkip: string | null;
   queries: QueryRow[];
+  /** The engine rows again from one cycle over the queries per pass (as before passes matched wrk's), when the passes were longer: shown, not compared. */
+  engineOnePass?: QueryRow[];
   profile: ProfileSummary | null;
 }
 
@@ -366,7 +370,10 @@ export function markdown(r: RestResults): string {
       `REST: \`POST /collections/{c}/points/query\` with \`{"query": [...], "limit": ${p.k}, "params": {"hnsw_ef": ef}}\`, c requests in flight over keep-alive connections. ` +
         `Engine: \`index.search(q, { k: ${p.k}, ef })\` in this process on an index built from the same data, c async calls outstanding (the libuv pool runs them in parallel). ` +
         `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up of 3 passes through each path. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process; for the engine rows that is the benchmark process, every thread: the engine's searches and the harness's calls). ` +
-        '`GET /readyz` runs through the same HTTP server and Koa middleware with no body, storage or engine: the floor of any REST request.',
+        '`GET /readyz` runs through the same HTTP server and Koa middleware with no body, storage or engine: the floor of any REST request.' +
+        (p.enginePassSeconds
+          ? ` Each engine pass cycles over the queries until ${p.enginePassSeconds} s have passed, as long as a wrk pass, so the two bests compare passes of equal length (a one-cycle pass lasts about 70 ms, and its best of three moves with the machine's moments both ways: bench/README.md). Recall is read from the first cycle. The JavaScript client's REST passes are still one cycle each, so its ratios now lean the other way (its short passes against the engine's long ones); the wrk rows are the like-for-like comparison.`
+          : ''),
     );
     L.push('');
     L.push(
@@ -418,6 +425,22 @@ export function markdown(r: RestResults): string {
       L.push('| ef | REST client | REST in flight | engine outstanding | REST QPS | engine QPS | ratio |');
       L.push('|---:|---|---:|---:|---:|---:|---:|');
       for (const x of rs) L.push(`| ${x.ef} | ${clientName(x.client)} | ${x.restConcurrency} | ${x.engineConcurrency} | ${int(x.restQps)} | ${int(x.engineQps)} | ${x.ratio.toFixed(2)} |`);
+      L.push('');
+    }
+    const one = r.engineOnePass ?? [];
+    if (one.length) {
+      L.push('### The engine in one-cycle passes (information)');
+      L.push('');
+      L.push(`The same engine rows from passes of one cycle over the ${p.queries} queries, interleaved with the others: how every engine pass was timed before they matched wrk's passes. Not compared; the wrk column divides the wrk row at the highest concurrency by them.`);
+      L.push('');
+      L.push('| outstanding | ef | QPS | QPS of each pass | engine (matched passes) / this | wrk / this |');
+      L.push('|---:|---:|---:|---|---:|---:|');
+      const cMax = Math.max(...p.concurrency);
+      for (const q of one) {
+        const matched = r.queries.find((x) => x.via === 'engine' && x.concurrency === q.concurrency && x.ef === q.ef);
+        const w = r.queries.find((x) => x.via === 'wrk' && x.concurrency === cMax && x.ef === q.ef);
+        L.push(`| ${q.concurrency} | ${q.ef} | ${int(q.qps)} | ${q.passes.map((x) => int(x)).join(', ')} | ${matched ? (matched.qps / q.qps).toFixed(2) : '–'} | ${w ? (w.qps / q.qps).toFixed(2) : '–'} |`);
+      }
       L.push('');
     }
     if (gr.length) {

@@ -279,6 +279,8 @@ interface QueryPass {
   ids: number[][];
   clientCpuSec: number;
   serverCpu: ServerCpu | null;
+  /** Queries answered in the pass when it is not one per query of the set (engine passes of several cycles). */
+  requests?: number;
 }
 
 async function restPass(ctx: Ctx, name: string, bodies: Buffer[], nq: number, concurrency: number, windowName: string | null): Promise<QueryPass> {
@@ -369,13 +371,31 @@ async function h2loadPass(ctx: Ctx, api: 'REST' | 'gRPC', file: string, grpcAnsw
   };
 }
 
-async function enginePass(index: VectorIndex, rows: Float32Array[], ef: number, concurrency: number): Promise<QueryPass> {
+/**
+ * One timed pass of the in-process engine: whole cycles over the queries, `concurrency`
+ * searches outstanding, until at least `seconds` have passed (one cycle at 0). Recall is
+ * read from the first cycle's answers; QPS, latencies and CPU are over the whole pass.
+ */
+async function enginePass(index: VectorIndex, rows: Float32Array[], ef: number, concurrency: number, seconds: number): Promise<QueryPass> {
   const ids: number[][] = new Array(rows.length);
-  const t = await runConcurrent(rows.length, concurrency, async (i) => {
-    const r = await index.search(rows[i], { k: K, ef });
-    ids[i] = Array.from(r.labels, Number);
-  });
-  return { qps: rows.length / t.seconds, latUs: t.latUs, ids, clientCpuSec: t.clientCpuSec, serverCpu: null };
+  const lat: Float64Array[] = [];
+  let spent = 0;
+  let cpu = 0;
+  let cycles = 0;
+  do {
+    const first = cycles === 0;
+    const t = await runConcurrent(rows.length, concurrency, async (i) => {
+      const r = await index.search(rows[i], { k: K, ef });
+      if (first) ids[i] = Array.from(r.labels, Number);
+    });
+    lat.push(t.latUs);
+    spent += t.seconds;
+    cpu += t.clientCpuSec;
+    cycles++;
+  } while (spent < seconds);
+  const latUs = new Float64Array(rows.length * cycles);
+  lat.forEach((l, j) => latUs.set(l, j * rows.length));
+  return { qps: latUs.length / spent, latUs, ids, clientCpuSec: cpu, serverCpu: null, requests: latUs.length };
 }
 
 // -- main ---------------------------------------------------------------------------------
@@ -467,6 +487,8 @@ async function main(): Promise<void> {
   let engineBuild: EngineBuild | null = null;
   let engineSkip: string | null = null;
   let wrkSkip: string | null = null;
+  let enginePassSeconds = 0;
+  const engineOnePass: QueryRow[] = [];
   let h2loadSkip: string | null = null;
   let profile: ProfileSummary | null = null;
   let stopInfo: { code: number | null; seconds: number } | null = null;
@@ -531,6 +553,7 @@ async function main(): Promise<void> {
 
       const wrkFound = opts.wrk ? findWrk() : { missing: 'disabled with --no-wrk' };
       if ('missing' in wrkFound) wrkSkip = wrkFound.missing;
+      enginePassSeconds = opts.enginePassSeconds ?? ('bin' in wrkFound ? opts.wrkSeconds : 0);
       const wrkFiles = new Map<number, { script: string; bodiesFile: string }>();
       if ('bin' in wrkFound) for (const ef of opts.efs) wrkFiles.set(ef, prepareWrk(path.join(server.dir, 'wrk'), `ef${ef}`, qBodies.get(ef)!));
       // h2load rows: REST and gRPC, one query (the first) per ef, for the same server by one C load generator.
@@ -558,7 +581,7 @@ async function main(): Promise<void> {
         for (const ef of opts.efs) {
           await restPass(ctx, main, qBodies.get(ef)!, opts.queries, cMax, null);
           for (const mode of grpcModesAt(cMax)) await grpcPass(ctx, mode, gBodies.get(ef)!, opts.queries, cMax, null);
-          if (index) await enginePass(index, rows, ef, Math.max(...opts.engineConcurrency));
+          if (index) await enginePass(index, rows, ef, Math.max(...opts.engineConcurrency), 0);
         }
       }
       const best = new Map<string, { row: QueryRow; pass: QueryPass }>();
@@ -627,8 +650,10 @@ async function main(): Promise<void> {
           }
           if (index) {
             for (const c of opts.engineConcurrency) {
-              const p = await enginePass(index, rows, ef, c);
+              const p = await enginePass(index, rows, ef, c, enginePassSeconds);
               keep(`engine-${c}-${ef}`, (pp) => queryRow('engine', c, ef, pp, space), p);
+              // One cycle, as every engine pass was before passes matched wrk's: shown beside, not compared.
+              if (enginePassSeconds > 0) keep(`engine1-${c}-${ef}`, (pp) => queryRow('engine', c, ef, pp, space), await enginePass(index, rows, ef, c, 0));
             }
           }
         }
@@ -647,7 +672,7 @@ async function main(): Promise<void> {
           p99Us: Math.round(percentile(p.latUs, 99)),
           recall: via === 'baseline' || via === 'grpc-baseline' ? null : round(recallAtK(sp, gt, p.ids, K), 4),
           // Engine rows: the benchmark process's CPU over all its threads (the engine's searches and the harness's calls).
-          clientCpuUsPerQuery: Math.round((p.clientCpuSec / nq) * 1e6),
+          clientCpuUsPerQuery: Math.round((p.clientCpuSec / (p.requests ?? nq)) * 1e6),
           serverMainCpuUsPerQuery: p.serverCpu ? Math.round((p.serverCpu.mainSec / nq) * 1e6) : null,
           serverOtherCpuUsPerQuery: p.serverCpu ? Math.round((p.serverCpu.otherSec / nq) * 1e6) : null,
           passes: [],
@@ -673,6 +698,8 @@ async function main(): Promise<void> {
         for (const c of opts.engineConcurrency) {
           const b = best.get(`engine-${c}-${ef}`);
           if (b) queries.push(b.row);
+          const one = best.get(`engine1-${c}-${ef}`);
+          if (one) engineOnePass.push(one.row);
         }
       }
       for (const q of queries) {
@@ -723,6 +750,7 @@ async function main(): Promise<void> {
         engineThreads: opts.engineThreads,
         wrkSeconds: opts.query && wrkSkip === null ? opts.wrkSeconds : null,
         wrkSkip,
+        enginePassSeconds: engineBuild && opts.query ? enginePassSeconds : null,
         grpc: grpcOn ? { clients: opts.grpcClients, queryRequestBytes: requestBytes } : null,
         h2loadSeconds: opts.query && h2loadSkip === null ? opts.wrkSeconds : null,
         h2loadSkip,
@@ -749,6 +777,7 @@ async function main(): Promise<void> {
       engineBuild,
       engineSkip,
       queries,
+      engineOnePass,
       profile,
     };
     fs.mkdirSync(opts.resultsDir, { recursive: true });

@@ -6,6 +6,7 @@
  */
 import test from 'ava';
 
+import { parseRestArgs } from '../../bench/rest/options';
 import { RestResults, anchorConcurrency, ratios } from '../../bench/rest/report';
 
 function results(concurrency: number[], engineConcurrency: number[]): RestResults {
@@ -41,4 +42,11 @@ test('the targets are judged against the engine with the fewest outstanding call
   t.is(anchorConcurrency([1, 2, 8]), 2);
   t.is(anchorConcurrency([8, 4]), 4);
   t.is(anchorConcurrency([1]), 1);
+});
+
+test('engine passes last as long as a wrk pass unless --engine-pass-seconds says otherwise', (t) => {
+  t.is(parseRestArgs([]).enginePassSeconds, null);
+  t.is(parseRestArgs(['--engine-pass-seconds', '0']).enginePassSeconds, 0);
+  t.is(parseRestArgs(['--engine-pass-seconds', '2.5']).enginePassSeconds, 2.5);
+  for (const bad of ['-1', '61', 'x']) t.throws(() => parseRestArgs(['--engine-pass-seconds', bad]), { message: /--engine-pass-seconds/ });
 });
