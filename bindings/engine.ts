@@ -296,6 +296,13 @@ export interface Engine {
   createSparseIndex(options?: SparseIndexOptions): SparseIndex;
   /** Reads a file written by SparseIndex.save. Durable backends only. */
   loadSparseIndex(path: string): Promise<SparseIndex>;
+  /**
+   * How the plain searches of this process ran so far, for diagnostics and metrics:
+   * inline on the event loop, inline after waiting for the next turn, or on the pool
+   * (the native backend's per-call path, native.ts). Absent where there is no choice
+   * (WASM: every call runs on its worker).
+   */
+  searchPaths?(): { inline: number; nextTurn: number; pool: number };
 }
 
 /** Errors thrown by the engine carry one of these stable codes in `err.code`. */

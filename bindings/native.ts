@@ -557,6 +557,10 @@ export class NativeEngine implements Engine {
     this.kernels = addon.kernelName();
   }
 
+  searchPaths(): { inline: number; nextTurn: number; pool: number } {
+    return searchPaths();
+  }
+
   createIndex(options: IndexOptions): VectorIndex {
     const o = checkIndexOptions(options);
     if (o.multivector) return new NativeMultiVectorIndex(sync(() => new this.addon.NativeMultiIndex(o)));

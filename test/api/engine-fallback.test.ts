@@ -50,6 +50,31 @@ test('a node whose addon cannot load starts on WASM, logs why once, and shows th
   t.deepEqual(tel.result.app.engine, { backend: 'wasm', kernels: 'simd128' });
   const metrics = await (await fetch(`${node.url}/metrics`)).text();
   t.regex(metrics, /^engine_backend_info\{backend="wasm",kernels="simd128"\} 1$/m);
+  // Every WASM call runs on its worker: no per-call path to count.
+  t.notRegex(metrics, /engine_searches_total/);
+});
+
+test('a native node counts its searches by path in /metrics', async (t) => {
+  const node = await startQuiver({ QUIVER_ENGINE: 'native' });
+  t.teardown(() => node.stop());
+  const counts = async () => {
+    const text = await (await fetch(`${node.url}/metrics`)).text();
+    const one = (path: string) => {
+      const m = new RegExp(`^engine_searches_total\\{path="${path}"\\} (\\d+)$`, 'm').exec(text);
+      if (m === null) throw new Error(`no engine_searches_total{path="${path}"} in /metrics`);
+      return Number(m[1]);
+    };
+    return { inline: one('inline'), nextTurn: one('next_turn'), pool: one('pool') };
+  };
+  const before = await counts();
+  t.is(await upsertAndQuery(node.url), 2);
+  for (let i = 0; i < 5; i++) {
+    const q = await fetch(`${node.url}/collections/c/points/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: [1, 0, 0], limit: 1 }) });
+    t.is(q.status, 200);
+  }
+  const after = await counts();
+  // Six queries of one plain search each: each ran once, on the loop or on the pool.
+  t.is(after.inline + after.pool - before.inline - before.pool, 6, JSON.stringify({ before, after }));
 });
 
 test('QUIVER_ENGINE=native forbids the fallback: start-up fails and says why', async (t) => {
