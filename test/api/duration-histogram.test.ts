@@ -72,3 +72,16 @@ test('reset (Registry.resetMetrics) empties every series; a non-finite duration 
   h.observe(labels, 0.3);
   t.is(await ours.metrics(), await theirs.metrics());
 });
+
+test('one label set is one series, however often and in whatever key order it is asked for', async (t) => {
+  const { theirs, ours, h, d } = pair();
+  const a = d.series({ method: 'GET', endpoint: '/readyz', status: '200' });
+  const b = d.series({ status: '200', endpoint: '/readyz', method: 'GET' });
+  t.is(a, b);
+  a.observe(0.002);
+  b.observe(0.02);
+  h.observe({ method: 'GET', endpoint: '/readyz', status: '200' }, 0.002);
+  h.observe({ method: 'GET', endpoint: '/readyz', status: '200' }, 0.02);
+  t.is(await ours.metrics(), await theirs.metrics());
+  t.not(d.series({ method: 'GET', endpoint: '/readyz', status: '404' }), a);
+});

@@ -46,6 +46,7 @@ export class DurationHistogram {
   readonly aggregator = 'sum';
   private readonly bounds: Float64Array;
   private readonly all: DurationSeries[] = [];
+  private readonly byKey = new Map<string, DurationSeries>();
 
   constructor(
     readonly name: string,
@@ -66,10 +67,19 @@ export class DurationHistogram {
     }
   }
 
-  /** A new series of `labels`; the callers make one per label set and keep it. */
+  /**
+   * The series of `labels`, made on the first call for that label set (in any key
+   * order) and the same one after: two series with one label set would export twice.
+   * The callers keep what it returns, so this runs once per label set, not per request.
+   */
   series(labels: Readonly<Record<string, string>>): DurationSeries {
-    const s = new DurationSeries(labels, this.bounds);
-    this.all.push(s);
+    const key = JSON.stringify(Object.keys(labels).sort().map((k) => [k, labels[k]]));
+    let s = this.byKey.get(key);
+    if (s === undefined) {
+      s = new DurationSeries({ ...labels }, this.bounds);
+      this.byKey.set(key, s);
+      this.all.push(s);
+    }
     return s;
   }
 
