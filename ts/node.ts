@@ -244,6 +244,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
             logger,
             metrics: stats.snapshotScheduleMetrics(),
             alive: (p) => cluster?.link.alive(p) ?? true,
+            downFor: (p) => cluster?.link.downFor(p) ?? 0,
           });
 
   const address = server.address() as AddressInfo;

@@ -11,7 +11,7 @@ import pino from 'pino';
 
 import { loadConfig } from '../../ts/config';
 import { parseCreateCollection } from '../../ts/collection/config';
-import { ClusterSnapshotScheduler, currentSlot } from '../../ts/snapshots/cluster-schedule';
+import { ClusterSnapshotScheduler, TAKEOVER_AFTER_MS, claimLeft, currentSlot } from '../../ts/snapshots/cluster-schedule';
 import { SnapshotJobs } from '../../ts/snapshots/jobs';
 import { ClusterState, placeShards, type MetaOp } from '../../ts/storage/cluster-state';
 import { scratchDirs } from '../support/scratch';
@@ -51,6 +51,7 @@ test('a finish consensus did not take is proposed again; the slot is snapshotted
     logger: pino({ level: 'silent' }),
     metrics: null,
     alive: () => true,
+    downFor: () => 0,
   });
   t.teardown(() => s.close());
   const rec = await waitFor('the run recorded done', () => {
@@ -61,4 +62,19 @@ test('a finish consensus did not take is proposed again; the slot is snapshotted
   t.is(snapshots, 1, 'one snapshot for the slot');
   t.deepEqual(jobs.list().map((j) => [j.state, j.due]), [['completed', new Date(slot).toISOString()]]);
   t.like(rec, { slot, peer: '1', made: [{ name: 'c-shard-0-1.snapshot', peer: '1' }] });
+});
+
+test('a claimed run is taken over once its holder has been down for TAKEOVER_AFTER_MS, not at its first missed checks', (t) => {
+  const active = ['1', '2', '3'];
+  // A holder that answers, or stopped answering only a moment ago (a loaded peer): its run stays its own.
+  t.false(claimLeft('2', '1', true, active, 0));
+  t.false(claimLeft('2', '1', true, active, 1500));
+  t.false(claimLeft('2', '1', true, active, TAKEOVER_AFTER_MS - 1));
+  // Down as long as the supervisor waits before marking it Dead: taken over.
+  t.true(claimLeft('2', '1', true, active, TAKEOVER_AFTER_MS));
+  // Gone from the cluster, or no Active replica of the shard any more: at once.
+  t.true(claimLeft('2', '1', false, active, 0));
+  t.true(claimLeft('2', '1', true, ['1', '3'], 0));
+  // Its own claim, left by a restart: resumed at once.
+  t.true(claimLeft('1', '1', true, active, 0));
 });

@@ -19,7 +19,8 @@
  *   peer (one of the shard's Active replicas, by slot and shard: the work spreads) claims
  *   at once and the others only after `CLAIM_GRACE_MS`, or at once when the preferred
  *   peer does not answer health checks.
- * - **Take-over.** A claim whose peer does not answer health checks, left the cluster or
+ * - **Take-over.** A claim whose peer has not answered health checks for
+ *   TAKEOVER_AFTER_MS, left the cluster or
  *   no longer holds an Active replica of the shard is taken over: another peer claims the
  *   same slot with `takeover_of` (granted only while that peer still holds the claim). A
  *   peer that restarts with a claim of its own unfinished takes it over from itself.
@@ -51,6 +52,25 @@ import type { MetadataConsensus } from '../storage/metadata-consensus';
 import type { SnapshotJobs } from './jobs';
 import { expired, scheduleKey, type ScheduleMetrics } from './schedule';
 import { Snapshots } from './snapshots';
+
+/**
+ * How long (ms) a claim's holder must have failed health checks before another peer
+ * takes its run over: the supervisor's DEAD_AFTER_MS (ts/transfer/supervisor.ts). A
+ * holder that misses checks while it runs (a loaded peer) would otherwise snapshot the
+ * slot beside the peer that took it over.
+ */
+export const TAKEOVER_AFTER_MS = 4000;
+
+/**
+ * Whether `self` takes over a run claimed by `holder`: its own claim left by a restart,
+ * or a holder that left the cluster, holds no Active replica of the shard any more
+ * (`active`), or has not answered health checks for TAKEOVER_AFTER_MS. A holder that
+ * stopped answering only moments ago may still be running the slot (a loaded peer
+ * misses checks), so one missed round is not enough.
+ */
+export function claimLeft(holder: string, self: string, holderInCluster: boolean, active: readonly string[], holderDownForMs: number): boolean {
+  return holder === self || !holderInCluster || !active.includes(holder) || holderDownForMs >= TAKEOVER_AFTER_MS;
+}
 
 /** How often each peer looks at the schedules (claims, take-overs, deletions). */
 export const TICK_MS = 500;
@@ -85,8 +105,10 @@ export interface ClusterScheduleDeps {
   jobs: SnapshotJobs;
   logger: Logger;
   metrics: ScheduleMetrics | null;
-  /** Whether a peer answered the last health check. */
+  /** Whether a peer answers health checks (it has not failed three in a row). */
   alive: (peer: string) => boolean;
+  /** How long (ms) a peer has not answered health checks (0 while it answers). */
+  downFor: (peer: string) => number;
 }
 
 export class ClusterSnapshotScheduler {
@@ -180,8 +202,7 @@ export class ClusterSnapshotScheduler {
           let takeoverOf: string | undefined;
           if (rec !== undefined && rec.slot === slot && rec.state === 'claimed') {
             const holder = rec.peer;
-            const holderGone = holder === this.self || !Object.prototype.hasOwnProperty.call(state.peers, holder) || !active.includes(holder) || !this.deps.alive(holder);
-            if (!holderGone) continue;
+            if (!claimLeft(holder, this.self, Object.prototype.hasOwnProperty.call(state.peers, holder), active, this.deps.downFor(holder))) continue;
             takeoverOf = holder;
           } else {
             const b = this.backoff.get(runKey);

@@ -221,6 +221,11 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     return this.health.alive(peer);
   }
 
+  /** How long (ms) `peer` has not answered health checks (0 while it answers). */
+  downFor(peer: string): number {
+    return this.health.downFor(peer);
+  }
+
   clock(target: ShardTarget): HeldClock {
     return this.clocks.take(`${target.uuid}/${target.shard}`);
   }
