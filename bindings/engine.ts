@@ -297,10 +297,12 @@ export interface Engine {
   /** Reads a file written by SparseIndex.save. Durable backends only. */
   loadSparseIndex(path: string): Promise<SparseIndex>;
   /**
-   * How the plain searches of this process ran so far, for diagnostics and metrics:
-   * inline on the event loop, inline after waiting for the next turn, or on the pool
-   * (the native backend's per-call path, native.ts). Absent where there is no choice
-   * (WASM: every call runs on its worker).
+   * Where the plain (unfiltered, approximate) searches of this process's single-vector
+   * indexes ran so far, for diagnostics and metrics: inline on the event loop or on the
+   * pool (a batch's searches count there, one per query), and how often one waited for
+   * the event loop's next turn first (it is then counted where it ran). The native
+   * backend's per-call path (native.ts); multivector and rule searches are not counted.
+   * Absent where there is no choice (WASM: every call runs on its worker).
    */
   searchPaths?(): { inline: number; nextTurn: number; pool: number };
 }

@@ -385,7 +385,13 @@ class NativeVectorIndex implements VectorIndex {
   searchBatch(queries: Float32Array, options: SearchOptions): Promise<SearchResult[]> {
     return call(() => {
       checkVectors(queries, 'queries');
-      return this.inner.searchBatch(queries, searchOptions(options));
+      const o = searchOptions(options);
+      const plain = FastPath.key(o) !== null;
+      return this.inner.searchBatch(queries, o).then((r) => {
+        // A batch runs on the pool: its plain searches count there (searchPaths), one per query.
+        if (plain) paths.pool += r.length;
+        return r;
+      });
     });
   }
 

@@ -216,8 +216,9 @@ export interface GrpcRatio {
 export function grpcRatios(r: RestResults): GrpcRatio[] {
   const out: GrpcRatio[] = [];
   const restMax = Math.max(...r.params.concurrency);
-  // Against the engine the REST targets are written against (2 outstanding), so these
-  // ratios compare with the earlier reports'.
+  // Against the engine the REST targets are written against (2 outstanding). Since the
+  // engine's passes last as long as wrk's (params.enginePassSeconds), they are longer
+  // than the gRPC client's one-cycle passes; earlier reports compared one-cycle passes.
   const anchor = anchorConcurrency(r.params.engineConcurrency);
   for (const g of r.queries.filter((q) => q.via === 'grpc' || q.via === 'h2load-grpc')) {
     const restVia = g.via === 'grpc' ? 'rest' : 'h2load-rest';
@@ -372,7 +373,7 @@ export function markdown(r: RestResults): string {
         `Best of ${p.reps} interleaved passes over the ${p.queries} queries, after a warm-up of 3 passes through each path. Latency percentiles are per request in that pass; CPU µs/query are over the pass (server: main thread / all other threads, from /proc; client: this process; for the engine rows that is the benchmark process, every thread: the engine's searches and the harness's calls). ` +
         '`GET /readyz` runs through the same HTTP server and Koa middleware with no body, storage or engine: the floor of any REST request.' +
         (p.enginePassSeconds
-          ? ` Each engine pass cycles over the queries until ${p.enginePassSeconds} s have passed, as long as a wrk pass, so the two bests compare passes of equal length (a one-cycle pass lasts about 70 ms, and its best of three moves with the machine's moments both ways: bench/README.md). Recall is read from the first cycle. The JavaScript client's REST passes are still one cycle each, so its ratios now lean the other way (its short passes against the engine's long ones); the wrk rows are the like-for-like comparison.`
+          ? ` Each engine pass cycles over the queries until ${p.enginePassSeconds} s have passed${p.wrkSeconds === p.enginePassSeconds ? ', as long as a wrk pass, so the two bests compare passes of equal length' : ''} (a one-cycle pass is ${p.queries} queries, tens of milliseconds, and its best of three moves with the machine's moments both ways: bench/README.md). Recall is read from the first cycle. The JavaScript client's REST passes and the gRPC passes are still one cycle each, so their ratios to the engine compare short passes with long ones; the wrk rows are the like-for-like comparison.`
           : ''),
     );
     L.push('');

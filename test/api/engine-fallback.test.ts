@@ -67,14 +67,19 @@ test('a native node counts its searches by path in /metrics', async (t) => {
     return { inline: one('inline'), nextTurn: one('next_turn'), pool: one('pool') };
   };
   const before = await counts();
+  // Scrapes read the tallies, they do not add them up: two in a row agree.
+  t.deepEqual(await counts(), before);
   t.is(await upsertAndQuery(node.url), 2);
   for (let i = 0; i < 5; i++) {
     const q = await fetch(`${node.url}/collections/c/points/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: [1, 0, 0], limit: 1 }) });
     t.is(q.status, 200);
   }
   const after = await counts();
+  t.deepEqual(await counts(), after);
   // Six queries of one plain search each: each ran once, on the loop or on the pool.
   t.is(after.inline + after.pool - before.inline - before.pool, 6, JSON.stringify({ before, after }));
+  // The first search of a new index has no cost estimate yet: it takes the pool.
+  t.true(after.pool - before.pool >= 1, JSON.stringify({ before, after }));
 });
 
 test('QUIVER_ENGINE=native forbids the fallback: start-up fails and says why', async (t) => {

@@ -2,8 +2,8 @@
  * close() while calls of the same WASM object are in flight: the same contract as the
  * native backend's (close-in-flight.test.ts). The WASM backend runs every call on one
  * worker thread in the order issued, so the calls issued before close() run before the
- * object is freed and answer; calls issued after it reject as closed at once, also
- * while the close itself is still on its way to the worker.
+ * object is freed and answer. Calls issued after it reject as closed: an index's at
+ * once (its closed flag), a WAL's in the worker, which takes them after the close.
  */
 
 import * as fs from 'fs';
@@ -24,8 +24,11 @@ test('a WASM dense index closes while searches are in flight', async (t) => {
   await ix.add(labelsFrom(0, 2000), data);
   const pending = Array.from({ length: 20 }, (_, i) => ix.search(row(data, dim, i), { k: 1, exact: true }));
   t.notThrows(() => ix.close());
+  // Issued right after close(), while the calls before it are still in the worker.
+  const late = ix.search(row(data, dim, 0), { k: 1 });
   const got = await Promise.all(pending);
   got.forEach((r, i) => t.is(r.labels[0], BigInt(i)));
+  await t.throwsAsync(late, { code: 'QUIVER_CLOSED' });
   await t.throwsAsync(ix.search(row(data, dim, 0), { k: 1 }), { code: 'QUIVER_CLOSED' });
 });
 
@@ -38,7 +41,9 @@ test('a WASM sparse index closes while searches are in flight', async (t) => {
   await ix.upsert({ labels: labelsFrom(0, n), offsets, indices, values });
   const pending = Array.from({ length: 20 }, () => ix.search(Uint32Array.of(1, 2, 3), Float32Array.of(1, 1, 1), { k: 5 }));
   t.notThrows(() => ix.close());
+  const late = ix.search(Uint32Array.of(1), Float32Array.of(1), { k: 5 });
   for (const r of await Promise.all(pending)) t.true(r.labels.length > 0);
+  await t.throwsAsync(late, { code: 'QUIVER_CLOSED' });
   await t.throwsAsync(ix.search(Uint32Array.of(1), Float32Array.of(1), { k: 5 }), { code: 'QUIVER_CLOSED' });
 });
 
@@ -48,7 +53,7 @@ test('a WASM WAL closes while appends are in flight', async (t) => {
   const wal = await engine.openWal(dir);
   const pending = Array.from({ length: 20 }, (_, i) => wal.append([Buffer.from(`record ${i}`)], true));
   const closing = wal.close();
-  // Issued after close(): refused, even before the log has closed.
+  // Issued after close(): refused (by the worker, which takes it after the close).
   await t.throwsAsync(wal.append([Buffer.from('late')], true), { code: 'QUIVER_CLOSED' });
   await t.notThrowsAsync(closing);
   const seqs = (await Promise.all(pending)).flat();

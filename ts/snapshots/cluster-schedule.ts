@@ -19,8 +19,8 @@
  *   peer (one of the shard's Active replicas, by slot and shard: the work spreads) claims
  *   at once and the others only after `CLAIM_GRACE_MS`, or at once when the preferred
  *   peer does not answer health checks.
- * - **Take-over.** A claim whose peer has not answered health checks for
- *   TAKEOVER_AFTER_MS, left the cluster or
+ * - **Take-over.** A claim whose peer has counted as down (three failed health checks in
+ *   a row) for TAKEOVER_AFTER_MS, left the cluster or
  *   no longer holds an Active replica of the shard is taken over: another peer claims the
  *   same slot with `takeover_of` (granted only while that peer still holds the claim). A
  *   peer that restarts with a claim of its own unfinished takes it over from itself.
@@ -49,22 +49,24 @@ import { NotFoundError } from '../common/errors';
 import type { SnapshotSchedule } from '../config/types';
 import type { ScheduledShard, ScheduledSnapshot } from '../storage/cluster-state';
 import type { MetadataConsensus } from '../storage/metadata-consensus';
+import { DEAD_AFTER_MS } from '../transfer/supervisor';
 import type { SnapshotJobs } from './jobs';
 import { expired, scheduleKey, type ScheduleMetrics } from './schedule';
 import { Snapshots } from './snapshots';
 
 /**
- * How long (ms) a claim's holder must have failed health checks before another peer
- * takes its run over: the supervisor's DEAD_AFTER_MS (ts/transfer/supervisor.ts). A
+ * How long (ms) a claim's holder must have counted as down (three failed health checks
+ * in a row) before another peer takes its run over: the supervisor's DEAD_AFTER_MS. A
  * holder that misses checks while it runs (a loaded peer) would otherwise snapshot the
  * slot beside the peer that took it over.
  */
-export const TAKEOVER_AFTER_MS = 4000;
+export const TAKEOVER_AFTER_MS = DEAD_AFTER_MS;
 
 /**
  * Whether `self` takes over a run claimed by `holder`: its own claim left by a restart,
  * or a holder that left the cluster, holds no Active replica of the shard any more
- * (`active`), or has not answered health checks for TAKEOVER_AFTER_MS. A holder that
+ * (`active`), or has counted as down for TAKEOVER_AFTER_MS (`holderDownForMs`, from
+ * its third failed health check in a row). A holder that
  * stopped answering only moments ago may still be running the slot (a loaded peer
  * misses checks), so one missed round is not enough.
  */
