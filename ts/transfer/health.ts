@@ -22,6 +22,16 @@ interface PeerEntry {
   probing: boolean;
 }
 
+/**
+ * A health probe of `peer` at `uri`: its WhoIs answer must name `peer`. Another process
+ * at a peer's old address (a restarted pod given another peer's address) answers too;
+ * only the peer itself counts as that peer being up.
+ */
+export async function probeIdentity(whoIs: (uri: string, timeoutMs: number) => Promise<{ peerId: string }>, peer: string, uri: string, timeoutMs: number): Promise<void> {
+  const who = await whoIs(uri, timeoutMs);
+  if (who.peerId !== peer) throw new Error(`${uri} answers as peer ${who.peerId}, not as peer ${peer}`);
+}
+
 export class PeerHealth {
   private readonly entries = new Map<string, PeerEntry>();
   private timer: NodeJS.Timeout | null = null;
@@ -31,7 +41,8 @@ export class PeerHealth {
       /** The other peers now, by id → URI. */
       peers: () => Record<string, string>;
       self: string;
-      probe: (uri: string, timeoutMs: number) => Promise<unknown>;
+      /** Checks that `peer` answers at `uri` (and is that peer); rejects otherwise. */
+      probe: (peer: string, uri: string, timeoutMs: number) => Promise<unknown>;
       /** Called at each failed check while `peer` is down (the first one after it went down included). */
       onDown: (peer: string, uri: string) => void;
       logger: Logger;
@@ -71,7 +82,7 @@ export class PeerHealth {
       const entry = e;
       entry.probing = true;
       this.opts
-        .probe(uri, PROBE_TIMEOUT_MS)
+        .probe(id, uri, PROBE_TIMEOUT_MS)
         .then(
           () => {
             if (entry.downSince !== null) this.opts.logger.info({ peer: id, downMs: Date.now() - entry.downSince }, 'peer answers again');

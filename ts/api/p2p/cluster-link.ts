@@ -22,7 +22,7 @@ import type { Config } from '../../config/types';
 import type { MetadataConsensus } from '../../storage/metadata-consensus';
 import type { TableOfContent } from '../../storage/toc';
 import type { WriterClocks } from '../../storage/writer-clocks';
-import { PeerHealth } from '../../transfer/health';
+import { PeerHealth, probeIdentity } from '../../transfer/health';
 import { RateLimiter } from '../../transfer/rate';
 import { OutgoingTransfers, type TransferOutcomes, type TransferProgress } from '../../transfer/outgoing';
 import { ReplicaSupervisor } from '../../transfer/supervisor';
@@ -75,7 +75,7 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
     this.health = new PeerHealth({
       peers: () => ({ ...(this.consensus?.clusterState.peers ?? {}) }),
       self: peer,
-      probe: (uri, timeoutMs) => this.transport.whoIs(uri, timeoutMs),
+      probe: (id, uri, timeoutMs) => probeIdentity((u, t) => this.transport.whoIs(u, t), id, uri, timeoutMs),
       onDown: (p, uri) => {
         for (const f of this.fetching.get(p) ?? []) f.abort();
         const n = this.clients.cancelAll(uri);
