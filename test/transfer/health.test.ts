@@ -8,13 +8,13 @@
 import test from 'ava';
 import pino from 'pino';
 
-import { PeerHealth, probeIdentity } from '../../ts/transfer/health';
+import { OtherPeerError, PeerHealth, probeIdentity } from '../../ts/transfer/health';
 import { waitFor } from '../support/wait';
 
 test('a WhoIs answer naming another peer is a failed check', async (t) => {
   const whoIs = async (uri: string) => ({ peerId: uri === 'http://b' ? '2' : '3', uri });
   await t.notThrowsAsync(probeIdentity(whoIs, '2', 'http://b', 100));
-  await t.throwsAsync(probeIdentity(whoIs, '2', 'http://c', 100), { message: 'http://c answers as peer 3, not as peer 2' });
+  await t.throwsAsync(probeIdentity(whoIs, '2', 'http://c', 100), { instanceOf: OtherPeerError, message: 'http://c answers as peer 3, not as peer 2' });
   await t.throwsAsync(probeIdentity(async () => Promise.reject(new Error('unavailable')), '2', 'http://b', 100), { message: 'unavailable' });
 });
 
@@ -22,21 +22,36 @@ test('a peer whose address answers as another peer goes down; its own answer bri
   // Peer 2's address answers as peer 3 until `back` is set.
   let back = false;
   const whoIs = async (uri: string) => ({ peerId: back ? '2' : '3', uri });
-  const downs: string[] = [];
+  const downs: Array<[string, string, string]> = [];
   const health = new PeerHealth({
     peers: () => ({ '1': 'http://a', '2': 'http://b' }),
     self: '1',
     probe: (peer, uri, timeoutMs) => probeIdentity(whoIs, peer, uri, timeoutMs),
-    onDown: (peer) => downs.push(peer),
+    onDown: (peer, uri, why) => downs.push([peer, uri, why]),
     logger: pino({ level: 'silent' }),
   });
   health.start();
   t.teardown(() => health.stop());
   await waitFor('peer 2 down', () => !health.alive('2'));
-  t.true(health.downFor('2') >= 0);
-  t.true(downs.includes('2'));
+  // Told why: the address answers, as another peer (whose calls there must not be cancelled).
+  t.deepEqual(downs[0], ['2', 'http://b', 'other-peer']);
   t.true(health.alive('1'), 'this peer is never checked');
   back = true;
   await waitFor('peer 2 up again', () => health.alive('2'));
   t.is(health.downFor('2'), 0);
+});
+
+test('an unreachable peer goes down as unreachable', async (t) => {
+  const downs: Array<[string, string, string]> = [];
+  const health = new PeerHealth({
+    peers: () => ({ '1': 'http://a', '2': 'http://b' }),
+    self: '1',
+    probe: (peer, uri, timeoutMs) => probeIdentity(async () => Promise.reject(new Error('connection refused')), peer, uri, timeoutMs),
+    onDown: (peer, uri, why) => downs.push([peer, uri, why]),
+    logger: pino({ level: 'silent' }),
+  });
+  health.start();
+  t.teardown(() => health.stop());
+  await waitFor('peer 2 down', () => !health.alive('2'));
+  t.deepEqual(downs[0], ['2', 'http://b', 'unreachable']);
 });

@@ -22,14 +22,25 @@ interface PeerEntry {
   probing: boolean;
 }
 
+/** A health check reached the peer's address, and another peer answered there. */
+export class OtherPeerError extends Error {
+  constructor(
+    readonly uri: string,
+    readonly answered: string,
+    readonly expected: string,
+  ) {
+    super(`${uri} answers as peer ${answered}, not as peer ${expected}`);
+  }
+}
+
 /**
  * A health probe of `peer` at `uri`: its WhoIs answer must name `peer`. Another process
- * at a peer's old address (a restarted pod given another peer's address) answers too;
- * only the peer itself counts as that peer being up.
+ * at a peer's old address (a pod that joined again under a new id, its storage gone)
+ * answers too; only the peer itself counts as that peer being up.
  */
 export async function probeIdentity(whoIs: (uri: string, timeoutMs: number) => Promise<{ peerId: string }>, peer: string, uri: string, timeoutMs: number): Promise<void> {
   const who = await whoIs(uri, timeoutMs);
-  if (who.peerId !== peer) throw new Error(`${uri} answers as peer ${who.peerId}, not as peer ${peer}`);
+  if (who.peerId !== peer) throw new OtherPeerError(uri, who.peerId, peer);
 }
 
 export class PeerHealth {
@@ -43,8 +54,12 @@ export class PeerHealth {
       self: string;
       /** Checks that `peer` answers at `uri` (and is that peer); rejects otherwise. */
       probe: (peer: string, uri: string, timeoutMs: number) => Promise<unknown>;
-      /** Called at each failed check while `peer` is down (the first one after it went down included). */
-      onDown: (peer: string, uri: string) => void;
+      /**
+       * Called at each failed check while `peer` is down (the first one after it went
+       * down included), with why this check failed: `other-peer` when the address
+       * answered as another peer (which may be alive and busy there), else `unreachable`.
+       */
+      onDown: (peer: string, uri: string, why: 'unreachable' | 'other-peer') => void;
       logger: Logger;
     },
   ) {}
@@ -98,7 +113,7 @@ export class PeerHealth {
             }
             // At every failed check while down, not only the first: calls sent since (to a
             // replica not marked Dead yet) would otherwise wait for their whole deadline.
-            this.opts.onDown(id, uri);
+            this.opts.onDown(id, uri, err instanceof OtherPeerError ? 'other-peer' : 'unreachable');
           },
         )
         .finally(() => {

@@ -76,8 +76,11 @@ export class P2PClusterLink implements ClusterLink, ReplicationView, ShardFetche
       peers: () => ({ ...(this.consensus?.clusterState.peers ?? {}) }),
       self: peer,
       probe: (id, uri, timeoutMs) => probeIdentity((u, t) => this.transport.whoIs(u, t), id, uri, timeoutMs),
-      onDown: (p, uri) => {
+      onDown: (p, uri, why) => {
         for (const f of this.fetching.get(p) ?? []) f.abort();
+        // Another peer answers at that address (this one joined again under a new id):
+        // the calls in flight there are that peer's, alive and well. Not cancelled.
+        if (why === 'other-peer') return;
         const n = this.clients.cancelAll(uri);
         if (n > 0) this.logger.warn({ peer: p, calls: n }, 'cancelled the calls in flight to a peer that stopped answering');
       },
