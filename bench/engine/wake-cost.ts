@@ -36,7 +36,11 @@ async function run(rounds: number, sleep: boolean): Promise<{ roundTripUs: numbe
   const shared = new SharedArrayBuffer(4);
   const turn = new Int32Array(shared);
   const w = new Worker(__filename, { workerData: { shared, rounds, sleep } satisfies Job });
-  await new Promise((resolve) => w.once('online', resolve));
+  // A worker that fails to start would leave the loop below waiting for ever.
+  await new Promise((resolve, reject) => {
+    w.once('online', resolve);
+    w.once('error', reject);
+  });
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < rounds; i++) {
@@ -57,6 +61,7 @@ async function main(): Promise<void> {
   const i = process.argv.indexOf('--rounds');
   const rounds = i < 0 ? 50_000 : Number(process.argv[i + 1]);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds: a positive integer');
+  // Spinning, the CPU per hand-over is both threads' busy waiting, not a hand-over's own cost.
   for (const sleep of [true, false, true, false]) {
     const r = await run(rounds, sleep);
     console.log(

@@ -198,8 +198,9 @@ export function parseRestArgs(argv: string[]): RestOptions {
         o.wrkSeconds = ints(val(), flag)[0];
         break;
       case '--engine-pass-seconds': {
-        const v = Number(val());
-        if (!Number.isFinite(v) || v < 0 || v > 60) throw new Error('--engine-pass-seconds: a number of seconds from 0 (one cycle over the queries) to 60');
+        const text = val();
+        const v = Number(text);
+        if (text.trim() === '' || !Number.isFinite(v) || v < 0 || v > 60) throw new Error('--engine-pass-seconds: a number of seconds from 0 (one cycle over the queries) to 60');
         o.enginePassSeconds = v;
         break;
       }

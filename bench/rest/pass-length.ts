@@ -17,20 +17,21 @@ import { EF_CONSTRUCT, K, M, parseArgs, splitRows } from '../engine/common';
 import { loadDataset } from '../engine/datasets';
 import { runConcurrent } from './client';
 
-function flag(argv: string[], name: string, dflt: number): number {
+function flag(argv: string[], name: string, dflt: number, min: number): number {
   const i = argv.indexOf(name);
   if (i < 0) return dflt;
-  const v = Number(argv[i + 1]);
-  if (!Number.isFinite(v) || v < 0) throw new Error(`${name}: a number`);
+  const text = argv[i + 1] ?? '';
+  const v = Number(text);
+  if (text.trim() === '' || !Number.isFinite(v) || v < min) throw new Error(`${name}: a number, at least ${min}`);
   return v;
 }
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  const rounds = flag(argv, '--rounds', 6);
-  const seconds = flag(argv, '--seconds', 2);
-  const ef = flag(argv, '--ef', 64);
-  const outstanding = flag(argv, '--outstanding', 2);
+  const rounds = Math.floor(flag(argv, '--rounds', 6, 1));
+  const seconds = flag(argv, '--seconds', 2, 0);
+  const ef = Math.floor(flag(argv, '--ef', 64, 1));
+  const outstanding = Math.floor(flag(argv, '--outstanding', 2, 1));
   const ds = loadDataset('synthetic', parseArgs([]));
   if ('skipped' in ds) throw new Error(`synthetic data set: ${ds.skipped}`);
   const index = loadEngine({ backend: 'native' }).createIndex({ dim: ds.dim, distance: 'Cosine', m: M, efConstruct: EF_CONSTRUCT, seed: 42 });

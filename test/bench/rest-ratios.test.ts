@@ -48,5 +48,5 @@ test('engine passes last as long as a wrk pass unless --engine-pass-seconds says
   t.is(parseRestArgs([]).enginePassSeconds, null);
   t.is(parseRestArgs(['--engine-pass-seconds', '0']).enginePassSeconds, 0);
   t.is(parseRestArgs(['--engine-pass-seconds', '2.5']).enginePassSeconds, 2.5);
-  for (const bad of ['-1', '61', 'x']) t.throws(() => parseRestArgs(['--engine-pass-seconds', bad]), { message: /--engine-pass-seconds/ });
+  for (const bad of ['-1', '61', 'x', '', ' ']) t.throws(() => parseRestArgs(['--engine-pass-seconds', bad]), { message: /--engine-pass-seconds/ });
 });
