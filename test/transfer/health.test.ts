@@ -5,11 +5,26 @@
  * some other peer is a failed check.
  */
 
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import pino from 'pino';
 
 import { OtherPeerError, PeerHealth, probeIdentity } from '../../ts/transfer/health';
 import { waitFor } from '../support/wait';
+
+/** This peer (1) checking peer 2 at http://b through `whoIs`, started; `downs` records each onDown call. */
+function started(t: ExecutionContext, whoIs: (uri: string) => Promise<{ peerId: string }>) {
+  const downs: Array<[string, string, string]> = [];
+  const health = new PeerHealth({
+    peers: () => ({ '1': 'http://a', '2': 'http://b' }),
+    self: '1',
+    probe: (peer, uri, timeoutMs) => probeIdentity(whoIs, peer, uri, timeoutMs),
+    onDown: (peer, uri, why) => downs.push([peer, uri, why]),
+    logger: pino({ level: 'silent' }),
+  });
+  health.start();
+  t.teardown(() => health.stop());
+  return { health, downs };
+}
 
 test('a WhoIs answer naming another peer is a failed check', async (t) => {
   const whoIs = async (uri: string) => ({ peerId: uri === 'http://b' ? '2' : '3', uri });
@@ -22,16 +37,7 @@ test('a peer whose address answers as another peer goes down; its own answer bri
   // Peer 2's address answers as peer 3 until `back` is set.
   let back = false;
   const whoIs = async (uri: string) => ({ peerId: back ? '2' : '3', uri });
-  const downs: Array<[string, string, string]> = [];
-  const health = new PeerHealth({
-    peers: () => ({ '1': 'http://a', '2': 'http://b' }),
-    self: '1',
-    probe: (peer, uri, timeoutMs) => probeIdentity(whoIs, peer, uri, timeoutMs),
-    onDown: (peer, uri, why) => downs.push([peer, uri, why]),
-    logger: pino({ level: 'silent' }),
-  });
-  health.start();
-  t.teardown(() => health.stop());
+  const { health, downs } = started(t, whoIs);
   await waitFor('peer 2 down', () => !health.alive('2'));
   // Told why: the address answers, as another peer (whose calls there must not be cancelled).
   t.deepEqual(downs[0], ['2', 'http://b', 'other-peer']);
@@ -42,16 +48,7 @@ test('a peer whose address answers as another peer goes down; its own answer bri
 });
 
 test('an unreachable peer goes down as unreachable', async (t) => {
-  const downs: Array<[string, string, string]> = [];
-  const health = new PeerHealth({
-    peers: () => ({ '1': 'http://a', '2': 'http://b' }),
-    self: '1',
-    probe: (peer, uri, timeoutMs) => probeIdentity(async () => Promise.reject(new Error('connection refused')), peer, uri, timeoutMs),
-    onDown: (peer, uri, why) => downs.push([peer, uri, why]),
-    logger: pino({ level: 'silent' }),
-  });
-  health.start();
-  t.teardown(() => health.stop());
+  const { health, downs } = started(t, async () => Promise.reject(new Error('connection refused')));
   await waitFor('peer 2 down', () => !health.alive('2'));
   t.deepEqual(downs[0], ['2', 'http://b', 'unreachable']);
 });

@@ -66,9 +66,9 @@ export const TAKEOVER_AFTER_MS = DEAD_AFTER_MS;
  * Whether `self` takes over a run claimed by `holder`: its own claim left by a restart,
  * or a holder that left the cluster, holds no Active replica of the shard any more
  * (`active`), or has counted as down for TAKEOVER_AFTER_MS (`holderDownForMs`, from
- * its third failed health check in a row). A holder that
- * stopped answering only moments ago may still be running the slot (a loaded peer
- * misses checks), so one missed round is not enough.
+ * its third failed health check in a row). A holder that stopped answering only
+ * moments ago may still be running the slot (a loaded peer misses checks), so one
+ * missed round is not enough.
  */
 export function claimLeft(holder: string, self: string, holderInCluster: boolean, active: readonly string[], holderDownForMs: number): boolean {
   return holder === self || !holderInCluster || !active.includes(holder) || holderDownForMs >= TAKEOVER_AFTER_MS;
