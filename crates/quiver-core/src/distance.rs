@@ -900,6 +900,7 @@ pub fn available_kernels() -> Vec<Kernels> {
     v
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn detect() -> Kernels {
     // QUIVER_KERNELS=scalar|avx2+fma|... pins a kernel set (for comparisons).
     let all = available_kernels();

@@ -40,6 +40,7 @@ mod sys {
 
 /// Address space an appendable mapping reserves at least (in f32 values: 16 MiB), so
 /// the first appends of a growing index do not remap each time.
+#[cfg(all(unix, not(target_arch = "wasm32")))]
 const MIN_CAP: usize = 4 << 20;
 
 /// A read-only mapping of a little-endian f32 file, which appends can extend.

@@ -33,6 +33,7 @@ import type { Authenticator } from '../../auth/authenticate';
 import { requirementOf } from '../../auth/policy';
 import { requestFinished, requestStarted } from '../../../bindings';
 import { ClientClosedError, errorAnswer, retryAfterOf } from '../errors';
+import { okText } from '../envelope';
 import { decide } from '../guard';
 import { parseJsonBody, readJsonBody } from './body';
 import type { VectorPlaces } from './json-numbers';
@@ -89,8 +90,14 @@ function secondsSince(started: bigint): number {
 }
 const TEXT_TYPE = 'text/plain; charset=utf-8';
 
+/** Method-and-URL pairs whose match the lane keeps (all are dropped when it is full). */
+const MATCH_CACHE_SIZE = 512;
+/** Longer URLs are matched each time (the cache stays small). */
+const MATCH_CACHE_URL = 256;
+
 export class DirectLane {
   private readonly routes: DirectRoute[] = [];
+  private readonly matches = new Map<string, DirectMatch | null>();
 
   constructor(private readonly opts: DirectLaneOptions) {}
 
@@ -104,6 +111,7 @@ export class DirectLane {
       });
     const need = requirementOf(method, pattern);
     this.routes.push({ method, pattern, segments, need: need.scope === 'open' || !this.opts.authn.enabled ? null : need, handler, places });
+    this.matches.clear();
   }
 
   /** A request listener that serves the direct routes and hands everything else to `fallback` (Koa). */
@@ -118,7 +126,22 @@ export class DirectLane {
   /** The direct route `req` asks for, with its parameters; null when the lane leaves the request to Koa. */
   match(req: { headers: IncomingHttpHeaders; url?: string; method?: string }): DirectMatch | null {
     if (this.opts.cors && req.headers.origin !== undefined) return null;
+    // The answer depends on the method and URL only: a client sends the same few over and
+    // over, so it is kept (splitting and decoding the path took about 1.5 µs of the event
+    // loop per query). Cached matches and their parameters are frozen: requests share them.
     const url = req.url ?? '';
+    if (url.length > MATCH_CACHE_URL) return this.matchUncached(url, req.method);
+    const key = `${req.method ?? ''} ${url}`;
+    const known = this.matches.get(key);
+    if (known !== undefined) return known;
+    const hit = this.matchUncached(url, req.method);
+    const kept = hit === null ? null : Object.freeze({ ...hit, params: Object.freeze(hit.params) });
+    if (this.matches.size >= MATCH_CACHE_SIZE) this.matches.clear();
+    this.matches.set(key, kept);
+    return kept;
+  }
+
+  private matchUncached(url: string, method: string | undefined): DirectMatch | null {
     // A fragment (never sent by a browser, but a raw client can): Koa's URL parsing decides.
     if (url.includes('#')) return null;
     const q = url.indexOf('?');
@@ -126,7 +149,7 @@ export class DirectLane {
     if (path.charCodeAt(0) !== 47 /* '/' */) return null;
     const parts = path.split('/');
     for (const route of this.routes) {
-      if (route.method !== req.method || route.segments.length !== parts.length - 1) continue;
+      if (route.method !== method || route.segments.length !== parts.length - 1) continue;
       const params: Record<string, string> = {};
       let ok = true;
       for (let i = 0; i < route.segments.length && ok; i++) {
@@ -192,7 +215,7 @@ export class DirectLane {
       if (decision !== null && !('access' in decision)) return { status: decision.status, type: TEXT_TYPE, text: decision.message, retryAfter: null };
       const body = await readBody();
       const result = await route.handler({ params, query: query === '' ? {} : parseQueryString(query), request: { body }, access: decision?.access });
-      return { status: 200, type: JSON_TYPE, text: JSON.stringify({ result, status: 'ok', time: secondsSince(started) }), retryAfter: null };
+      return { status: 200, type: JSON_TYPE, text: okText(result, secondsSince(started)), retryAfter: null };
     } catch (err) {
       const answer = errorAnswer(err, logger, method, path);
       return { status: answer.status, type: JSON_TYPE, text: JSON.stringify({ status: { error: answer.message }, time: secondsSince(started) }), retryAfter: retryAfterOf(err) };
