@@ -141,7 +141,8 @@ export class DirectLane {
     return kept;
   }
 
-  private matchUncached(url: string, method: string | undefined): DirectMatch | null {
+  /** match() without the kept matches (and without the CORS check): bench/rest/envelope.ts compares the two. */
+  matchUncached(url: string, method: string | undefined): DirectMatch | null {
     // A fragment (never sent by a browser, but a raw client can): Koa's URL parsing decides.
     if (url.includes('#')) return null;
     const q = url.indexOf('?');
