@@ -61,6 +61,15 @@ test('anything else goes to JSON.stringify, with the same text', (t) => {
     { groups: [{ id: 1, hits: [p] }] },
     Object.assign(Object.create({ inherited: 1 }), { points: [p] }),
     { points: [Object.assign(Object.create({ extra: 1 }), p)] },
+    { points: [new (class { id = 1; version = 2; score = 0.5; toJSON(): unknown { return 'mine'; } })()] },
+    new (class { points = [p]; toJSON(): unknown { return 'mine'; } })(),
+    // Inherited keys: JSON.stringify writes own keys only.
+    Object.create({ points: [] }),
+    [Object.create({ id: 1, version: 2, score: 0.5 })],
+    [Object.assign(Object.create({ score: 0.5 }), { id: 1, version: 2 })],
+    // A toJSON on the lists themselves.
+    Object.assign([p], { toJSON: () => 'x' }),
+    { points: Object.assign([p], { toJSON: () => 'x' }) },
   ];
   for (const c of cases) same(t, c);
   // A time that is not finite: JSON.stringify writes null.
@@ -114,7 +123,7 @@ test('a kept route match answers as a fresh one, and requests cannot change it',
     (again!.params as Record<string, string>).collection_name = 'other';
   }, { instanceOf: TypeError });
   t.is(l.match(req('/collections/a%20b/points/query?wait=true'))?.params.collection_name, 'a b');
-  // Misses are kept too, per method and URL.
+  // Misses are not kept (they would push the lane's own routes out), and answer null each time.
   t.is(l.match(req('/collections/a%20b/points/query', 'GET')), null);
   t.is(l.match(req('/collections/a%20b/points/query', 'GET')), null);
   t.is(l.match(req('/collections/%E0%A4%A/points/query')), null);

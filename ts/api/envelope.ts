@@ -54,22 +54,29 @@ export function okText(result: unknown, time: number): string {
   if (Number.isFinite(time)) {
     let points: string | null = null;
     if (Array.isArray(result)) {
-      points = plainPoints(result);
+      if (!hasToJson(result)) points = plainPoints(result);
       if (points !== null) return `{"result":${points},"status":"ok","time":${time}}`;
-    } else if (result !== null && typeof result === 'object' && onlyKey(result, 'points')) {
+    } else if (result !== null && typeof result === 'object' && onlyKey(result, 'points') && !hasToJson(result)) {
       const list = (result as { points: unknown }).points;
-      if (Array.isArray(list)) points = plainPoints(list);
+      if (Array.isArray(list) && !hasToJson(list)) points = plainPoints(list);
       if (points !== null) return `{"result":{"points":${points}},"status":"ok","time":${time}}`;
     }
   }
   return JSON.stringify({ result, status: 'ok', time });
 }
 
-/** Whether `o`'s only enumerable key is `key`. */
+/** Whether JSON.stringify would call a toJSON of `o` (a class's method is not enumerable: for-in does not see it). */
+function hasToJson(o: object): boolean {
+  return typeof (o as { toJSON?: unknown }).toJSON === 'function';
+}
+
+const own = Object.prototype.hasOwnProperty;
+
+/** Whether `o`'s only enumerable key is `key`, its own (JSON.stringify writes own keys only; for-in also lists inherited ones). */
 function onlyKey(o: object, key: string): boolean {
   let n = 0;
   for (const k in o) {
-    if (k !== key || ++n > 1) return false;
+    if (k !== key || ++n > 1 || !own.call(o, k)) return false;
   }
   return n === 1;
 }
@@ -79,10 +86,10 @@ function plainPoints(list: unknown[]): string | null {
   let s = '[';
   for (let i = 0; i < list.length; i++) {
     const p = list[i] as { id?: unknown; version?: unknown; score?: unknown } | null;
-    if (p === null || typeof p !== 'object' || Array.isArray(p)) return null;
+    if (p === null || typeof p !== 'object' || Array.isArray(p) || hasToJson(p)) return null;
     let at = 0;
     for (const k in p) {
-      if (k !== (at === 0 ? 'id' : at === 1 ? 'version' : at === 2 ? 'score' : '')) return null;
+      if (k !== (at === 0 ? 'id' : at === 1 ? 'version' : at === 2 ? 'score' : '') || !own.call(p, k)) return null;
       at++;
     }
     const { id, version, score } = p;

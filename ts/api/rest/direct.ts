@@ -90,6 +90,11 @@ function secondsSince(started: bigint): number {
 }
 const TEXT_TYPE = 'text/plain; charset=utf-8';
 
+/** A string with its own storage (not a slice of a longer one). Exact for any string without lone surrogates, which URLs and their decoded parts never hold. */
+function copied(s: string): string {
+  return Buffer.from(s, 'utf8').toString('utf8');
+}
+
 /** Method-and-URL pairs whose match the lane keeps (all are dropped when it is full). */
 const MATCH_CACHE_SIZE = 512;
 /** Longer URLs are matched each time (the cache stays small). */
@@ -97,7 +102,7 @@ const MATCH_CACHE_URL = 256;
 
 export class DirectLane {
   private readonly routes: DirectRoute[] = [];
-  private readonly matches = new Map<string, DirectMatch | null>();
+  private readonly matches = new Map<string, DirectMatch>();
 
   constructor(private readonly opts: DirectLaneOptions) {}
 
@@ -135,9 +140,15 @@ export class DirectLane {
     const known = this.matches.get(key);
     if (known !== undefined) return known;
     const hit = this.matchUncached(url, req.method);
-    const kept = hit === null ? null : Object.freeze({ ...hit, params: Object.freeze(hit.params) });
+    // Only the lane's own routes are kept: URLs left to Koa (a GET of each point id, say)
+    // would push them out. What is kept is copied: a string cut from a request head can
+    // hold the whole head (its credentials among it) for as long as it lives.
+    if (hit === null) return null;
+    const params: Record<string, string> = {};
+    for (const [name, value] of Object.entries(hit.params)) params[name] = copied(value);
+    const kept: DirectMatch = Object.freeze({ route: hit.route, params: Object.freeze(params), path: copied(hit.path), query: copied(hit.query) });
     if (this.matches.size >= MATCH_CACHE_SIZE) this.matches.clear();
-    this.matches.set(key, kept);
+    this.matches.set(copied(key), kept);
     return kept;
   }
 
