@@ -278,6 +278,16 @@ export const USAGE = `usage: npm run bench:engine -- [--quick] [--datasets mnist
          [--loader path/to/bindings/index] [--tag NAME] [--python python3] [--no-pip]
        npm run bench:engine -- --scale [--scale-n 1000000] [--build-rounds 2] [--libs quiver-native,usearch,faiss] [--threads 2] [--tag NAME]`;
 
+/** The number after `name` in `argv` (`dflt` when absent); throws unless it is a number of at least `min`. For the small bench tools' flags. */
+export function numberFlag(argv: readonly string[], name: string, dflt: number, min: number): number {
+  const i = argv.indexOf(name);
+  if (i < 0) return dflt;
+  const text = argv[i + 1] ?? '';
+  const v = Number(text);
+  if (text.trim() === '' || !Number.isFinite(v) || v < min) throw new Error(`${name}: a number, at least ${min}`);
+  return v;
+}
+
 /** mulberry32: small, fast, seeded PRNG with uniform output in [0, 1). */
 export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;

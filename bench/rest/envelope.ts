@@ -15,22 +15,15 @@
 import pino from 'pino';
 
 import { okText } from '../../ts/api/envelope';
+import { mulberry32, numberFlag } from '../engine/common';
 import { DirectLane } from '../../ts/api/rest/direct';
 import type { RequestStats } from '../../ts/api/rest/stats';
 import type { Authenticator } from '../../ts/auth/authenticate';
 
-function flag(argv: string[], name: string, dflt: number): number {
-  const i = argv.indexOf(name);
-  if (i < 0) return dflt;
-  const v = Number(argv[i + 1] ?? '');
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: a whole number, at least 1`);
-  return v;
-}
-
 function main(): void {
   const argv = process.argv.slice(2);
-  const rounds = flag(argv, '--rounds', 7);
-  const calls = flag(argv, '--calls', 200_000);
+  const rounds = Math.floor(numberFlag(argv, '--rounds', 7, 1));
+  const calls = Math.floor(numberFlag(argv, '--calls', 200_000, 1));
 
   const lane = new DirectLane({ logger: pino({ level: 'silent' }), stats: {} as RequestStats, bodyLimitBytes: 1 << 20, authn: { enabled: false } as Authenticator, audit: null, cors: false });
   const handler = async (): Promise<unknown> => null;
@@ -38,11 +31,7 @@ function main(): void {
   const head = Buffer.from('POST /collections/bench/points/query HTTP/1.1');
   const url = (): string => head.toString('latin1', 5, 36);
 
-  let seed = 7;
-  const rnd = (): number => {
-    seed = (seed * 1103515245 + 12345) % 2147483648;
-    return seed / 2147483648;
-  };
+  const rnd = mulberry32(7);
   const points = Array.from({ length: 10 }, () => ({ id: Math.floor(rnd() * 100_000), version: Math.floor(rnd() * 1000), score: Math.fround(rnd()) }));
   const result = { points };
   if (okText(result, 0.000123) !== JSON.stringify({ result, status: 'ok', time: 0.000123 })) throw new Error('okText and JSON.stringify differ');

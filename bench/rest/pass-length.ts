@@ -13,18 +13,9 @@
  * Prints only; nothing is written.
  */
 import { loadEngine } from '../../bindings';
-import { EF_CONSTRUCT, K, M, parseArgs, splitRows } from '../engine/common';
+import { EF_CONSTRUCT, K, M, numberFlag as flag, parseArgs, splitRows } from '../engine/common';
 import { loadDataset } from '../engine/datasets';
 import { runConcurrent } from './client';
-
-function flag(argv: string[], name: string, dflt: number, min: number): number {
-  const i = argv.indexOf(name);
-  if (i < 0) return dflt;
-  const text = argv[i + 1] ?? '';
-  const v = Number(text);
-  if (text.trim() === '' || !Number.isFinite(v) || v < min) throw new Error(`${name}: a number, at least ${min}`);
-  return v;
-}
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);

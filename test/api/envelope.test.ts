@@ -11,6 +11,7 @@ import { okText } from '../../ts/api/envelope';
 import { DirectLane } from '../../ts/api/rest/direct';
 import type { RequestStats } from '../../ts/api/rest/stats';
 import type { Authenticator } from '../../ts/auth/authenticate';
+import { mulberry32 } from '../support/rng';
 
 const same = (t: import('ava').ExecutionContext, result: unknown, time = 0.000123): void => {
   t.is(okText(result, time), JSON.stringify({ result, status: 'ok', time }));
@@ -82,11 +83,7 @@ test('what JSON.stringify refuses still throws (a BigInt id or version)', (t) =>
 });
 
 test('random plain answers: the same text', (t) => {
-  let seed = 12345;
-  const rnd = (): number => {
-    seed = (seed * 1103515245 + 12345) % 2147483648;
-    return seed / 2147483648;
-  };
+  const rnd = mulberry32(12345);
   for (let round = 0; round < 500; round++) {
     const n = Math.floor(rnd() * 20);
     const points = Array.from({ length: n }, () => ({
